@@ -1,0 +1,98 @@
+"""Find checkpoints under a folder (``models/`` by default) with their reports and example images.
+
+Only ``model.json`` and ``report.json`` are read here; weights load on demand. A folder
+that holds a damaged checkpoint is listed with its error instead of being skipped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from laya.checkpoint import META_FILE, CheckpointError, read_meta
+from laya.report import REPORT_FILE, Report
+
+EXAMPLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
+
+
+@dataclass
+class Entry:
+    """One checkpoint found on disk."""
+
+    path: Path
+    group: str  # dataset · backbone: heads in one group are comparable side by side
+    dataset: str
+    backbone: str
+    head: str
+    seed: int | None
+    accuracy: float | None
+    faithfulness: float | None  # primary method, zero ablation, from the report
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        acc = f"acc {self.accuracy:.3f}" if self.accuracy is not None else "no report"
+        return f"{self.head} ({acc})"
+
+
+def backbone_label(backbone: dict) -> str:
+    """Short human name of a backbone config: ``mlp 512-256-128``, ``efficientnet_lite0 (frozen)``."""
+    if backbone.get("name") == "timm":
+        name = backbone.get("model") or "timm"
+    else:
+        name = f"{backbone.get('name')} {'-'.join(str(w) for w in backbone.get('widths', []))}"
+    return name + (" (frozen)" if backbone.get("freeze") else "")
+
+
+def describe(path: Path) -> Entry:
+    """An :class:`Entry` for the checkpoint directory ``path`` (``error`` set if it is unreadable)."""
+    try:
+        meta = read_meta(path)
+        backbone = backbone_label(meta["backbone"])
+        group = f"{meta['dataset']} · {backbone}"
+        report = Report.load(path) if (path / REPORT_FILE).is_file() else None
+        return Entry(
+            path=path,
+            group=group,
+            dataset=meta["dataset"],
+            backbone=backbone,
+            head=meta["head"]["name"],
+            seed=meta.get("seed"),
+            accuracy=report.accuracy if report else meta.get("metrics", {}).get("test_accuracy"),
+            faithfulness=report.faithfulness() if report else None,
+        )
+    except (CheckpointError, ValueError, KeyError, json.JSONDecodeError) as error:
+        return Entry(path, "unreadable", "?", "?", "?", None, None, None, error=str(error))
+
+
+def find_checkpoints(root: str | Path = "models") -> list[Entry]:
+    """Every checkpoint below ``root``, sorted by group then head order (LastLayer, Concat, ScalarMix, LAYA)."""
+    order = {"lastlayer": 0, "concat": 1, "scalarmix": 2, "laya": 3}
+    root = Path(root)
+    entries = [describe(p.parent) for p in sorted(root.rglob(META_FILE))] if root.is_dir() else []
+    return sorted(entries, key=lambda e: (e.group, order.get(e.head, 9), str(e.path)))
+
+
+def catalog_table(entries: list[Entry]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"group": e.group, "head": e.head, "seed": e.seed, "accuracy": e.accuracy, "faithfulness": e.faithfulness, "path": str(e.path)}
+            for e in entries
+            if e.error is None
+        ]
+    )
+
+
+def example_images(checkpoint_dir: str | Path) -> list[Path]:
+    """Bundled example images: ``<checkpoint>/examples/`` or the setting's shared ``../examples/``."""
+    checkpoint_dir = Path(checkpoint_dir)
+    for folder in (checkpoint_dir / "examples", checkpoint_dir.parent / "examples"):
+        if folder.is_dir():
+            return sorted(p for p in folder.iterdir() if p.suffix.lower() in EXAMPLE_SUFFIXES)
+    return []
+
+
+__all__ = ["Entry", "backbone_label", "catalog_table", "describe", "example_images", "find_checkpoints"]

@@ -1,0 +1,90 @@
+"""Package trained checkpoints for the dashboard: ``models/<setting>/<head>/``.
+
+Each bundled head folder holds ``model.{json,safetensors}``, the evaluation report
+(``report.json`` + CSVs) and ``expected.json`` (prediction, probabilities and layer scores on
+the setting's example images, recorded when the bundle was made, for regression tests).
+Example images from the test split live once per setting in ``models/<setting>/examples/``;
+a frozen backbone's weights live once in ``models/<setting>/backbone.safetensors``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from laya.catalog import example_images
+from laya.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors, load_checkpoint, save_checkpoint
+from laya.data import ImageArrays
+from laya.evaluate import EvalOptions, evaluate
+from laya.explain import explain
+from laya.images import load_image_tensor
+from laya.report import write_report
+
+BACKBONE_FILE = "backbone.safetensors"
+EXPECTED_FILE = "expected.json"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def export_examples(data: ImageArrays, dest: str | Path, per_class: int = 1) -> list[Path]:
+    """Write the first ``per_class`` images of each class as PNG: ``dest/<nn>-<class>.png``."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for c, name in enumerate(data.classes):
+        for i in torch.nonzero(data.labels == c).flatten()[:per_class].tolist():
+            array = data.images[i].permute(1, 2, 0).numpy()
+            path = dest / f"{len(paths):02d}-{_slug(name)}.png"
+            Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array).save(path)
+            paths.append(path)
+    return paths
+
+
+def record_expected(checkpoint: Checkpoint, examples: list[Path]) -> dict:
+    """Prediction, class probabilities and layer scores of ``checkpoint`` on each example image."""
+    spec = checkpoint.meta.input
+    record = {}
+    for path in examples:
+        e = explain(checkpoint, load_image_tensor(path, spec.channels, spec.source_size))
+        record[path.name] = {
+            "prediction": e.label,
+            "probabilities": e.probs.tolist(),
+            "layer_scores": e.scores[e.intrinsic].tolist() if e.intrinsic else None,
+            "loo_drops": e.drops.tolist(),
+        }
+    return record
+
+
+def bundle(
+    run: str | Path, dest: str | Path, test: ImageArrays, options: EvalOptions | None = None, progress=None
+) -> Path:
+    """Copy the checkpoint in ``run`` to ``dest``, evaluate it on ``test``, record expected outputs.
+
+    A frozen backbone is written once to ``dest/../backbone.safetensors`` and referenced from the
+    head's ``model.json``.
+    """
+    dest = Path(dest)
+    checkpoint = load_checkpoint(run)
+    meta = checkpoint.meta
+    if meta.backbone.freeze and meta.backbone.weights:
+        shared = dest.parent / BACKBONE_FILE
+        if not shared.is_file():
+            atomic_write_tensors(shared, checkpoint.model.backbone.model.state_dict(), {"format": "laya-backbone"})
+        meta = replace(meta, backbone=replace(meta.backbone, weights=f"../{BACKBONE_FILE}"))
+    dtype = getattr(torch, json.loads((Path(run) / "model.json").read_text())["weights"]["dtype"])
+    save_checkpoint(checkpoint.model, meta, dest, dtype=dtype)
+    checkpoint = load_checkpoint(dest)  # evaluate exactly what ships
+    write_report(evaluate(checkpoint, test, options, progress), dest)
+    examples = example_images(dest)
+    atomic_write_json(dest / EXPECTED_FILE, record_expected(checkpoint, examples))
+    return dest
+
+
+__all__ = ["BACKBONE_FILE", "EXPECTED_FILE", "bundle", "export_examples", "record_expected"]

@@ -1,0 +1,76 @@
+"""Shared fixtures: tiny datasets and tiny trained models that the tests make themselves."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from laya.backbones import BackboneConfig
+from laya.bundle import bundle, export_examples
+from laya.data import load_dataset
+from laya.evaluate import EvalOptions
+from laya.heads import HeadConfig
+from laya.settings import HEAD_NAMES
+from laya.train import TrainConfig, train
+
+torch.set_num_threads(1)
+CLASSES = ("blue", "green", "red")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep decoded arrays and feature caches out of the user's ~/.cache."""
+    os.environ["LAYA_CACHE"] = str(tmp_path_factory.mktemp("laya-cache"))
+
+
+def make_image_folder(root: Path, size: int = 8, train: int = 24, test: int = 8, seed: int = 0) -> Path:
+    """A 3-class RGB ImageFolder (``root/{train,test}/<class>/*.png``): each class is one dominant colour."""
+    rng = np.random.default_rng(seed)
+    for split, n in (("train", train), ("test", test)):
+        for c, name in enumerate(CLASSES):
+            folder = root / split / name
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(n):
+                pixels = rng.integers(0, 90, size=(size, size, 3))
+                pixels[:, :, 2 - c] += rng.integers(100, 160)
+                Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(folder / f"{i:03d}.png")
+    return root
+
+
+@pytest.fixture(scope="session")
+def image_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_image_folder(tmp_path_factory.mktemp("colours"))
+
+
+def tiny_config(dataset: Path, out: Path, head: str = "laya", **overrides) -> TrainConfig:
+    defaults = dict(
+        dataset=str(dataset),
+        backbone=BackboneConfig(name="mlp", widths=(16, 12, 8)),
+        head=HeadConfig(name=head, d_star=8, scorer_hidden=16),
+        out=str(out),
+        batch_size=16,
+        max_epochs=4,
+        patience=2,
+        lr=3e-3,
+        val_fraction=0.25,
+    )
+    return TrainConfig(**{**defaults, **overrides})
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory, image_folder: Path) -> Path:
+    """A models/ folder like the bundled one: 4 heads on one tiny MLP setting, with reports and examples."""
+    root = tmp_path_factory.mktemp("models")
+    runs = tmp_path_factory.mktemp("runs")
+    setting = root / "colours-mlp"
+    test = load_dataset(str(image_folder), "test")
+    export_examples(test, setting / "examples")
+    for head in HEAD_NAMES:
+        train(tiny_config(image_folder, runs / head, head))
+        bundle(runs / head, setting / head, test, EvalOptions(ig_steps=4))
+    return root

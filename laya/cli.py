@@ -79,6 +79,85 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(f"checkpoint written to {out}")
 
 
+def _tqdm_progress(desc: str):
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=100, desc=desc, unit="%")
+
+    def progress(fraction: float, message: str) -> None:
+        bar.set_postfix_str(message, refresh=False)
+        bar.update(round(fraction * 100) - bar.n)
+        if fraction >= 1.0:
+            bar.close()
+
+    return progress
+
+
+def _eval_options(args: argparse.Namespace) -> "EvalOptions":  # noqa: F821
+    from laya.evaluate import EvalOptions
+
+    return EvalOptions(modes=tuple(args.modes), ig_steps=args.ig_steps, batch_size=args.batch_size, limit=args.limit)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from laya.checkpoint import load_checkpoint
+    from laya.data import load_dataset
+    from laya.evaluate import evaluate
+    from laya.report import write_report
+
+    checkpoint = load_checkpoint(args.checkpoint)
+    data = load_dataset(args.dataset or checkpoint.meta.dataset, "test", checkpoint.meta.input.source_size)
+    report = evaluate(checkpoint, data, _eval_options(args), _tqdm_progress(f"evaluating {checkpoint.name}"))
+    out = write_report(report, args.out or checkpoint.path)
+    faith = report["faithfulness"].get("zero", {}).get(report["primary_method"], {})
+    print(
+        f"accuracy {report['accuracy']:.4f}  macro-F1 {report['macro_f1']:.4f}  "
+        f"faithfulness[{report['primary_method']}] {faith.get('spearman_mean')}  -> {out}"
+    )
+
+
+def _setting(name: str) -> "Setting":  # noqa: F821
+    from laya.settings import SETTINGS
+
+    if name not in SETTINGS:
+        raise ValueError(f"unknown setting {name!r}; expected one of {sorted(SETTINGS)}")
+    return SETTINGS[name]
+
+
+def cmd_benchmark(args: argparse.Namespace) -> None:
+    from laya.suite import results_table, run_suite, write_summary
+
+    setting = _setting(args.suite)
+    runs = run_suite(setting, args.runs, args.seeds, args.heads, _eval_options(args))
+    out = write_summary(results_table(runs), Path(args.out or Path(args.runs) / setting.name), setting.description)
+    print((out / "summary.md").read_text())
+
+
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    from laya.bundle import bundle, export_examples
+    from laya.data import load_dataset
+    from laya.suite import results_table, run_suite, write_summary
+
+    setting = _setting(args.setting)
+    runs = run_suite(setting, args.runs, args.seeds, args.heads, _eval_options(args))
+    dest = Path(args.models) / setting.name
+    write_summary(results_table(runs), dest, setting.description)
+    test = load_dataset(setting.template.dataset, "test", setting.template.image_size)
+    export_examples(test, dest / "examples", per_class=1)
+    bundle_seed = min(args.seeds or setting.seeds)
+    for head in args.heads or setting.heads:
+        run = Path(setting.config(head, bundle_seed, Path(args.runs)).out)
+        bundle(run, dest / head, test, _eval_options(args), _tqdm_progress(f"bundling {head}"))
+    print(f"bundled {setting.name} into {dest}")
+
+
+def _add_eval_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--modes", type=_csv, default=["zero", "mean", "renormalise"], help="ablation modes (comma-separated)")
+    p.add_argument("--ig-steps", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N test inputs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m laya", description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -111,6 +190,31 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--save-dtype", choices=["float32", "float16"])
     t.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("evaluate", help="accuracy, faithfulness, Deletion@1, profiles -> report.json + CSVs")
+    e.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
+    e.add_argument("--dataset", help="default: the checkpoint's dataset")
+    e.add_argument("--out", help="report directory (default: the checkpoint's directory)")
+    _add_eval_flags(e)
+    e.set_defaults(func=cmd_evaluate)
+
+    b = sub.add_parser("benchmark", help="train + evaluate all heads over seeds; mean ± std table")
+    b.add_argument("--suite", required=True, help="a setting name from laya.settings.SETTINGS")
+    b.add_argument("--seeds", type=_csv_ints, help="default: the setting's seeds")
+    b.add_argument("--heads", type=_csv, help="default: all four heads")
+    b.add_argument("--runs", default="runs", help="where runs are written (resumable)")
+    b.add_argument("--out", help="table directory (default: RUNS/<suite>)")
+    _add_eval_flags(b)
+    b.set_defaults(func=cmd_benchmark)
+
+    r = sub.add_parser("reproduce", help="benchmark a setting, then bundle its seed-0 checkpoints into models/")
+    r.add_argument("setting", help="a setting name from laya.settings.SETTINGS")
+    r.add_argument("--seeds", type=_csv_ints)
+    r.add_argument("--heads", type=_csv)
+    r.add_argument("--runs", default="runs")
+    r.add_argument("--models", default="models")
+    _add_eval_flags(r)
+    r.set_defaults(func=cmd_reproduce)
     return parser
 
 

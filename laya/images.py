@@ -41,7 +41,9 @@ def open_image(source: bytes | str | Path, max_pixels: int = MAX_PIXELS) -> Imag
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data), formats=FORMATS)
-    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+        raise ImageError(f"the image has more pixels than the limit of {max_pixels:,} ({error}); downscale it") from error
+    except UnidentifiedImageError as error:
         raise ImageError(f"not a readable image ({', '.join(FORMATS)} are supported): {error}") from error
     except (OSError, ValueError, SyntaxError) as error:
         raise ImageError(f"cannot read the image header: {error}") from error

@@ -6,6 +6,7 @@ with ``torch.load(weights_only=True)``, which refuses arbitrary pickled objects.
 
 State dicts whose key names differ from the model's (ports from other code bases) are
 mapped *in order* when every tensor's shape matches; anything else is a clear error.
+A trailing classifier the backbone does not use is ignored.
 """
 
 from __future__ import annotations
@@ -83,15 +84,20 @@ def read_state_dict(path: Path) -> dict[str, Tensor]:
 
 
 def match_state_dict(model: nn.Module, state: dict[str, Tensor]) -> dict[str, Tensor]:
-    """``state`` keyed by the model's names: by name if they agree, else in order if all shapes agree."""
+    """``state`` keyed by the model's names.
+
+    By name when every model key is present (extra keys, such as a classifier the backbone
+    dropped, are ignored); otherwise in order, when the first tensors match the model's in
+    number and shape (trailing extras, again a classifier, are ignored).
+    """
     target = model.state_dict()
-    if set(state) == set(target):
+    if set(target) <= set(state):
         mismatched = [k for k in target if state[k].shape != target[k].shape]
         if mismatched:
             k = mismatched[0]
             raise ValueError(f"weights tensor {k!r} has shape {tuple(state[k].shape)}, model expects {tuple(target[k].shape)}")
-        return state
-    if len(state) != len(target):
+        return {k: state[k] for k in target}
+    if len(state) < len(target):
         raise ValueError(
             f"weights have {len(state)} tensors with other names than the model's {len(target)}; cannot map them"
         )
@@ -106,7 +112,7 @@ def match_state_dict(model: nn.Module, state: dict[str, Tensor]) -> dict[str, Te
 
 
 def load_weights(model: nn.Module, spec: str, base_dir: Path | None = None) -> None:
-    """Load the weights named by ``spec`` into ``model`` (strictly: every tensor must be used)."""
+    """Load the weights named by ``spec`` into ``model``; every model tensor must be set."""
     path = resolve_path(spec, base_dir)
     state = match_state_dict(model, read_state_dict(path))
     model.load_state_dict({k: v.to(model.state_dict()[k].dtype) for k, v in state.items()})

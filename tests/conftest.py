@@ -58,6 +58,7 @@ def tiny_config(dataset: Path, out: Path, head: str = "laya", **overrides) -> Tr
         patience=2,
         lr=3e-3,
         val_fraction=0.25,
+        image_size=8,
     )
     return TrainConfig(**{**defaults, **overrides})
 
@@ -68,7 +69,7 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory, image_folder: Path) ->
     root = tmp_path_factory.mktemp("models")
     runs = tmp_path_factory.mktemp("runs")
     setting = root / "colours-mlp"
-    test = load_dataset(str(image_folder), "test")
+    test = load_dataset(str(image_folder), "test", image_size=8)
     export_examples(test, setting / "examples")
     for head in HEAD_NAMES:
         train(tiny_config(image_folder, runs / head, head))

@@ -1,0 +1,24 @@
+from laya.catalog import backbone_label, catalog_table, example_images, find_checkpoints
+
+
+def test_finds_bundled_layout_with_reports(tiny_models):
+    entries = find_checkpoints(tiny_models)
+    assert [e.head for e in entries] == ["lastlayer", "concat", "scalarmix", "laya"]
+    assert all(e.error is None and e.accuracy is not None for e in entries)
+    assert entries[3].faithfulness is not None and entries[0].group == entries[3].group
+    assert len(catalog_table(entries)) == 4
+    assert [p.name for p in example_images(entries[0].path)] == ["00-blue.png", "01-green.png", "02-red.png"]
+
+
+def test_damaged_checkpoints_are_listed_with_their_error(tmp_path):
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "model.json").write_text("{oops")
+    (tmp_path / "broken" / "model.safetensors").write_bytes(b"")
+    [entry] = find_checkpoints(tmp_path)
+    assert entry.error and "not valid JSON" in entry.error
+    assert find_checkpoints(tmp_path / "does-not-exist") == []
+
+
+def test_backbone_labels():
+    assert backbone_label({"name": "mlp", "widths": [512, 256]}) == "mlp 512-256"
+    assert backbone_label({"name": "timm", "model": "efficientnet_lite0", "freeze": True}) == "efficientnet_lite0 (frozen)"

@@ -11,6 +11,7 @@ drops creates spurious ties that shift rank correlations.
 from __future__ import annotations
 
 import copy
+import functools
 import weakref
 from dataclasses import dataclass
 from typing import Sequence
@@ -46,21 +47,23 @@ class AblationResult:
         return self.predictions_after != self.prediction.unsqueeze(1)
 
 
-_FLOAT64: "weakref.WeakKeyDictionary[LayerHead, tuple[tuple[int, ...], LayerHead]]" = weakref.WeakKeyDictionary()
+_FLOAT64: "weakref.WeakKeyDictionary[LayerHead, tuple[list[Tensor], tuple[int, ...], LayerHead]]" = weakref.WeakKeyDictionary()
 
 
 def float64_head(head: LayerHead) -> LayerHead:
-    """A float64, eval-mode copy of ``head``, cached until the head's parameters change."""
-    version = tuple(p._version for p in head.parameters()) + tuple(b._version for b in head.buffers())
+    """A float64, eval-mode copy of ``head``, cached until the head's tensors are modified in place."""
     cached = _FLOAT64.get(head)
-    if cached is None or cached[0] != version:
-        cached = (version, copy.deepcopy(head).double().eval())
-        _FLOAT64[head] = cached
-    return cached[1]
+    if cached is not None and tuple(t._version for t in cached[0]) == cached[1]:
+        return cached[2]
+    tensors = [*head.parameters(), *head.buffers()]
+    copy64 = copy.deepcopy(head).double().eval()
+    _FLOAT64[head] = (tensors, tuple(t._version for t in tensors), copy64)
+    return copy64
 
 
+@functools.lru_cache(maxsize=64)
 def loo_masks(num_layers: int, device: torch.device | None = None) -> Tensor:
-    """``(1, L + 1, L)``: row 0 keeps every layer, row ``i + 1`` removes layer ``i``."""
+    """``(1, L + 1, L)``: row 0 keeps every layer, row ``i + 1`` removes layer ``i`` (cached; do not modify)."""
     keep = torch.ones(num_layers + 1, num_layers, dtype=torch.bool, device=device)
     keep[torch.arange(1, num_layers + 1), torch.arange(num_layers)] = False
     return keep.unsqueeze(0)

@@ -87,4 +87,33 @@ def bundle(
     return dest
 
 
-__all__ = ["BACKBONE_FILE", "EXPECTED_FILE", "bundle", "export_examples", "record_expected"]
+def model_card(models: str | Path) -> str:
+    """Markdown table of every bundled checkpoint: accuracy, macro-F1, faithfulness of each method
+    (zero ablation), Deletion@1 of the primary method, training time and the command that made it."""
+    from laya.attribution import METHOD_LABELS
+    from laya.catalog import find_checkpoints
+    from laya.report import Report
+    from laya.suite import HEAD_LABELS
+
+    short = {"laya_alpha": "α", "scalarmix_weights": "w", "integrated_gradients": "IG", "input_x_gradient": "G×I",
+             "saliency": "Sal", "random": "rand"}  # fmt: skip
+    lines = [
+        "| setting | head | accuracy | macro-F1 | faithfulness (zero): " + ", ".join(f"{v} = {METHOD_LABELS[k]}" for k, v in short.items())
+        + " | Deletion@1 (primary) | train min | epochs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for entry in find_checkpoints(models):
+        if entry.error:
+            continue
+        report = Report.load(entry.path)
+        faith = report.data["faithfulness"]["zero"]
+        scores = ", ".join(f"{short[m]} {v['spearman_mean']:.3f}" for m, v in faith.items())
+        train = report.data["checkpoint"]["train_metrics"]
+        lines.append(
+            f"| {entry.path.parent.name} | {HEAD_LABELS[entry.head]} | {report.accuracy:.4f} | {report.data['macro_f1']:.4f} | "
+            f"{scores} | {faith[report.primary_method]['deletion_at_1']:.3f} | {train['train_seconds'] / 60:.1f} | {train['epochs']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["BACKBONE_FILE", "EXPECTED_FILE", "bundle", "export_examples", "model_card", "record_expected"]

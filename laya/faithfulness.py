@@ -13,22 +13,32 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from scipy.stats import rankdata
 from torch import Tensor
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks along the last axis, ties sharing their average rank (``scipy.stats.rankdata``).
+
+    ``rank_j = #{k: v_k < v_j} + (#{k: v_k = v_j} + 1) / 2``, by pairwise comparison: for the
+    few layers of a network this is much faster than sorting row by row.
+    """
+    below = (values[..., None, :] < values[..., :, None]).sum(-1)
+    equal = (values[..., None, :] == values[..., :, None]).sum(-1)
+    return below + (equal + 1) / 2.0
 
 
 def spearman_rows(scores: Tensor | np.ndarray, drops: Tensor | np.ndarray) -> np.ndarray:
     """Row-wise Spearman correlation ``(N,)``; NaN where a row of either input is constant.
 
-    Equal to ``scipy.stats.spearmanr(scores[n], drops[n]).statistic`` for every row ``n``,
-    computed for all rows at once (Pearson correlation of average ranks).
+    Equal to ``scipy.stats.spearmanr(scores[n], drops[n]).statistic`` for every row ``n``
+    (Pearson correlation of average ranks), computed for all rows at once.
     """
-    a = np.asarray(torch.as_tensor(scores).detach().cpu().double())
-    b = np.asarray(torch.as_tensor(drops).detach().cpu().double())
+    a = torch.as_tensor(scores).detach().cpu().double().numpy()
+    b = torch.as_tensor(drops).detach().cpu().double().numpy()
     if a.shape != b.shape or a.ndim != 2:
         raise ValueError(f"scores and drops must both be (N, L); got {a.shape} and {b.shape}")
-    ra = rankdata(a, axis=1)
-    rb = rankdata(b, axis=1)
+    ra = average_ranks(a)
+    rb = average_ranks(b)
     ra -= ra.mean(axis=1, keepdims=True)
     rb -= rb.mean(axis=1, keepdims=True)
     denom = np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))
@@ -80,4 +90,4 @@ def summarise(scores: Tensor, drops: Tensor) -> FaithfulnessSummary:
     )
 
 
-__all__ = ["FaithfulnessSummary", "deletion_at_1", "spearman_rows", "summarise", "top_ranked"]
+__all__ = ["FaithfulnessSummary", "average_ranks", "deletion_at_1", "spearman_rows", "summarise", "top_ranked"]

@@ -54,3 +54,12 @@ def test_deletion_at_1_takes_the_top_ranked_layer_first_on_ties():
 def test_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match="must both be"):
         spearman_rows(torch.zeros(2, 3), torch.zeros(2, 4))
+
+
+def test_average_ranks_match_scipy_rankdata():
+    from scipy.stats import rankdata
+
+    from laya.faithfulness import average_ranks
+
+    values = np.random.default_rng(1).integers(0, 3, size=(50, 6)).astype(float)
+    assert np.array_equal(average_ranks(values), rankdata(values, axis=1))

@@ -1,0 +1,40 @@
+# Two entry points (see README): `make dashboard` and `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8501
+
+.PHONY: dashboard test test-fast system-deps benchmarks screenshots clean
+
+$(VENV)/.runtime: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+dashboard: $(VENV)/.runtime  ## install and start the dashboard on the bundled checkpoints in models/
+	$(PY) -m streamlit run app.py --server.port $(PORT)
+
+system-deps:  ## Debian packages for the browser test and the data tests (chromium, dataset-fashion-mnist)
+	bash scripts/install-system-deps.sh
+
+test: $(VENV)/.dev system-deps  ## install everything and run the whole test suite
+	$(PY) -m pytest
+
+test-fast: $(VENV)/.dev  ## unit tests only (no browser, no real datasets)
+	$(PY) -m pytest -m "not e2e and not data"
+
+benchmarks: $(VENV)/.runtime  ## speed benchmarks on the bundled models (prints ratios measured in one run)
+	$(PY) benchmarks/head_overhead.py
+	$(PY) benchmarks/interpretability_speed.py
+	$(PY) benchmarks/inspect_speed.py
+
+screenshots: $(VENV)/.dev  ## README screenshots of every dashboard page, from the real app
+	$(PY) scripts/screenshots.py --models models --out docs/screenshots
+
+clean:
+	rm -rf $(VENV) test-artifacts .pytest_cache

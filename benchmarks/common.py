@@ -1,0 +1,41 @@
+"""Shared helpers of the benchmark scripts: timing with torch.utils.benchmark, model discovery, inputs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch.utils.benchmark import Timer
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from laya.checkpoint import Checkpoint  # noqa: E402
+from laya.data import DatasetNotFoundError, load_dataset  # noqa: E402
+
+
+def seconds(fn: Callable[[], object], min_run_time: float = 1.0) -> float:
+    """Median wall time of one call of ``fn`` (torch.utils.benchmark, blocked autorange)."""
+    return Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--models", default=str(ROOT / "models"), help="folder of bundled checkpoints")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 = least noisy)")
+    return p
+
+
+def test_images(checkpoint: Checkpoint, n: int) -> tuple[torch.Tensor, str]:
+    """``n`` test images of the checkpoint's dataset, or random images of the right shape if it is absent."""
+    spec = checkpoint.meta.input
+    try:
+        data = load_dataset(checkpoint.meta.dataset, "test", spec.source_size)
+        return data.images[:n], f"{min(n, len(data))} test images"
+    except DatasetNotFoundError:
+        g = torch.Generator().manual_seed(0)
+        shape = (n, spec.channels, spec.source_size, spec.source_size)
+        return torch.randint(0, 256, shape, generator=g, dtype=torch.uint8), f"{n} random images (dataset absent)"

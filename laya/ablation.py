@@ -1,9 +1,10 @@
 """Leave-one-layer-out (LOO) and top-k deletion curves, batched over inputs *and* layer masks.
 
-The backbone is never rerun: the hidden states are computed once, then the head is
-evaluated under all layer masks in one call (``keep`` of shape ``(B|1, M, L)``).
-Probabilities are computed in float64: with few layers, float32 noise among near-zero
-drops creates spurious ties that shift rank correlations.
+The backbone is never rerun: the hidden states are computed once, the mask-independent part
+of the head (``head.encode``: LAYA's adapters and scores) once, then the rest of the head is
+evaluated under all layer masks in one call (``keep`` of shape ``(B|1, M, L)``). That part and
+the probabilities are computed in float64: with few layers, float32 noise among near-zero drops
+creates spurious ties that shift rank correlations.
 
 ``drop_i(x) = p_c(x) - p_c(x without layer i)``, ``c`` = the class predicted with all layers.
 """
@@ -87,8 +88,9 @@ def ablate(head: LayerHead, hidden: Sequence[Tensor], keep: Tensor, mode: Ablati
     """Evaluate ``head`` under masks ``keep`` ``(B|1, M + 1, L)`` whose row 0 keeps every layer."""
     if not bool(keep[:, 0].all()):
         raise ValueError("row 0 of the masks must keep every layer (it defines the prediction)")
-    head64 = float64_head(head)
-    out = head64([h.double() for h in hidden], keep, mode)
+    head._check_hidden(hidden)
+    encoded = [t.double() for t in head.encode(hidden)]  # shared by every mask: computed once, as the model does
+    out = float64_head(head).decode(encoded, keep, mode)  # mask-dependent part in float64
     probs = torch.softmax(out.logits, dim=-1)  # (B, M + 1, C)
     prediction = probs[:, 0].argmax(-1)
     p_class = probs.gather(2, prediction.view(-1, 1, 1).expand(-1, probs.shape[1], 1)).squeeze(2)  # (B, M + 1)

@@ -69,8 +69,10 @@ class HeadOutput:
 class LayerHead(nn.Module):
     """Base class: validates inputs, canonicalises the layer mask, holds reference vectors.
 
-    Subclasses implement ``_forward(hidden, keep, mode)`` with ``keep`` of shape
-    ``(B|1, M, L)`` and return logits ``(B, M, C)`` and layer scores ``(B, L)`` or ``None``.
+    The head is split into :meth:`encode` (independent of the mask) and :meth:`decode`, so
+    ablations evaluate many masks per input without recomputing the shared part. Subclasses
+    implement ``_decode(encoded, keep, mode)`` with ``keep`` of shape ``(B|1, M, L)``, returning
+    logits ``(B, M, C)`` and layer scores ``(B, L)`` or ``None``.
     """
 
     modes: tuple[str, ...] = ("zero", "mean")
@@ -111,14 +113,21 @@ class LayerHead(nn.Module):
             mode: one of :data:`ABLATION_MODES` supported by this head (``self.modes``).
         """
         self._check_hidden(hidden)
+        return self.decode(self.encode(hidden), keep, mode)
+
+    def encode(self, hidden: Sequence[Tensor]) -> list[Tensor]:
+        """The part of the head that does not depend on the layer mask (computed once per input)."""
+        return list(hidden)
+
+    def decode(self, encoded: Sequence[Tensor], keep: Tensor | None = None, mode: AblationMode = "zero") -> HeadOutput:
+        """The mask-dependent rest of the head, on :meth:`encode`'s output (see :meth:`forward`)."""
         if mode not in self.modes:
             raise ValueError(f"{type(self).__name__} supports ablation modes {self.modes}; got {mode!r}")
-        batch = hidden[0].shape[0]
-        masks, squeeze = self._canonical_mask(keep, batch, hidden[0].device)
-        logits, scores = self._forward(list(hidden), masks, mode)
+        masks, squeeze = self._canonical_mask(keep, encoded[0].shape[0], encoded[0].device)
+        logits, scores = self._decode(list(encoded), masks, mode)
         return HeadOutput(logits[:, 0] if squeeze else logits, scores)
 
-    def _forward(self, hidden: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, Tensor | None]:
+    def _decode(self, encoded: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError
 
     def _check_hidden(self, hidden: Sequence[Tensor]) -> None:
@@ -159,7 +168,7 @@ class LinearHead(LayerHead):
         self.selected = [len(dims) - 1] if layers == "last" else list(range(len(dims)))
         self.linear = nn.Linear(sum(self.dims[i] for i in self.selected), num_classes)
 
-    def _forward(self, hidden: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, None]:
+    def _decode(self, hidden: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, None]:
         masks = keep.shape[1]
         parts = []
         for i in self.selected:
@@ -196,22 +205,27 @@ class MixHead(LayerHead):
         """``z_i = g_i(h_i)`` stacked: ``(B, L, d*)``."""
         return torch.stack([g(h) for g, h in zip(self.adapters, hidden)], dim=1)
 
-    def _forward(self, hidden: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, Tensor]:
-        z = self.project(hidden)  # (B, L, d*)
-        s = self.scores(z)  # (B, L)
+    def encode(self, hidden: Sequence[Tensor]) -> list[Tensor]:
+        """``[z, s]``: adapted layers ``(B, L, d*)`` and their scores ``(B, L)``."""
+        z = self.project(hidden)
+        return [z, self.scores(z)]
+
+    def _decode(self, encoded: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, Tensor]:
+        z, s = encoded  # (B, L, d*), (B, L)
         alpha = torch.softmax(s, dim=-1)
-        z_masked = z.unsqueeze(1)  # (B, 1, L, d*)
-        if mode == "zero":
-            weights = alpha.unsqueeze(1) * keep  # (B, M, L): removed terms leave the sum
-        elif mode == "renormalise":
-            masked = torch.where(keep, s.unsqueeze(1), float("-inf"))  # (B, M, L)
-            weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # all removed -> zero weights
-        else:  # mean: removed layers see their reference vector; scores are recomputed
+        if mode == "mean":  # removed layers see their reference vector; scores are recomputed
             z_ref = self.project([r.unsqueeze(0) for r in self.references]).to(z.dtype)  # (1, L, d*)
             z_masked = torch.where(keep.unsqueeze(-1), z.unsqueeze(1), z_ref.unsqueeze(1))  # (B, M, L, d*)
             weights = torch.softmax(self.scores(z_masked), dim=-1)
-        h_agg = self.scale() * torch.einsum("bml,bmld->bmd", weights, z_masked.expand(*weights.shape, -1))
-        return self.classifier(h_agg), alpha
+            h_agg = (weights.unsqueeze(-1) * z_masked).sum(dim=2)
+        else:  # the same z for every mask, only the weights change: one batched matmul
+            if mode == "zero":
+                weights = alpha.unsqueeze(1) * keep  # (B, M, L): removed terms leave the sum
+            else:  # renormalise
+                masked = torch.where(keep, s.unsqueeze(1), float("-inf"))  # (B, M, L)
+                weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # all removed -> zero weights
+            h_agg = torch.bmm(weights.to(z.dtype), z)  # (B, M, L) @ (B, L, d*) -> (B, M, d*)
+        return self.classifier(self.scale() * h_agg), alpha
 
 
 class LayaHead(MixHead):
@@ -277,11 +291,6 @@ def build_head(config: HeadConfig, dims: Sequence[int], num_classes: int) -> Lay
     return HEADS[config.name](dims, num_classes, config)
 
 
-def has_intrinsic_scores(head: LayerHead) -> bool:
-    """Whether the head produces layer scores in its forward pass (LAYA, ScalarMix)."""
-    return isinstance(head, MixHead)
-
-
 __all__ = [
     "ABLATION_MODES",
     "AblationMode",
@@ -294,5 +303,4 @@ __all__ = [
     "MixHead",
     "ScalarMixHead",
     "build_head",
-    "has_intrinsic_scores",
 ]

@@ -22,16 +22,22 @@ def slow_loo(head, h, mode):
 
 @pytest.mark.parametrize("name", ["laya", "scalarmix", "concat", "lastlayer"])
 def test_batched_loo_equals_the_per_layer_loop(name):
-    head = make(name).float()
-    h = hidden(batch=9, dtype=torch.float32)
+    head, h = make(name), hidden(batch=9)  # float64 throughout: the two must agree exactly
     for mode in head.modes:
         result = leave_one_out(head, h, mode)
-        drops, pred = slow_loo(head.double(), h, mode)
-        head.float()
+        drops, pred = slow_loo(head, h, mode)
         assert torch.equal(result.prediction, pred)
         assert torch.allclose(result.drops, drops, atol=1e-12), mode
-        assert result.drops.dtype == torch.float64
         assert torch.allclose(result.base_prob[:, None] - result.probs_after, result.drops)
+
+
+@pytest.mark.parametrize("name", ["laya", "concat"])
+def test_float32_model_gets_float64_drops(name):
+    head32, h = make(name).float(), hidden(batch=9, dtype=torch.float32)
+    result = leave_one_out(head32, h)
+    assert result.drops.dtype == torch.float64
+    drops, _ = slow_loo(make(name), [x.double() for x in h], "zero")
+    assert torch.allclose(result.drops, drops, atol=1e-6)
 
 
 def test_loo_masks_and_flips():

@@ -116,4 +116,27 @@ def model_card(models: str | Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["BACKBONE_FILE", "EXPECTED_FILE", "bundle", "export_examples", "model_card", "record_expected"]
+CARD_START, CARD_END = "<!-- model-card:start -->", "<!-- model-card:end -->"
+
+
+def update_model_card(models: str | Path) -> Path:
+    """Rewrite the generated table between the model-card markers of ``models/README.md``."""
+    path = Path(models) / "README.md"
+    text = path.read_text() if path.is_file() else f"# Bundled checkpoints\n\n{CARD_START}\n{CARD_END}\n"
+    if CARD_START not in text or CARD_END not in text:
+        text += f"\n{CARD_START}\n{CARD_END}\n"
+    head, rest = text.split(CARD_START, 1)
+    _, tail = rest.split(CARD_END, 1)
+    path.write_text(f"{head}{CARD_START}\n{model_card(models)}{CARD_END}{tail}")
+    return path
+
+
+__all__ = [
+    "BACKBONE_FILE",
+    "EXPECTED_FILE",
+    "bundle",
+    "export_examples",
+    "model_card",
+    "record_expected",
+    "update_model_card",
+]

@@ -134,7 +134,7 @@ def cmd_benchmark(args: argparse.Namespace) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    from laya.bundle import bundle, export_examples
+    from laya.bundle import bundle, export_examples, update_model_card
     from laya.data import load_dataset
     from laya.suite import results_table, run_suite, write_summary
 
@@ -148,7 +148,8 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     for head in args.heads or setting.heads:
         run = Path(setting.config(head, bundle_seed, Path(args.runs)).out)
         bundle(run, dest / head, test, _eval_options(args), _tqdm_progress(f"bundling {head}"))
-    print(f"bundled {setting.name} into {dest}")
+    update_model_card(args.models)
+    print(f"bundled {setting.name} into {dest}; model card: {Path(args.models) / 'README.md'}")
 
 
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from laya.checkpoint import Checkpoint  # noqa: E402
-from laya.data import DatasetNotFoundError, load_dataset  # noqa: E402
+from laya.data import DatasetNotFoundError  # noqa: E402
 
 
 def seconds(fn: Callable[[], object], min_run_time: float = 1.0) -> float:
@@ -33,7 +33,7 @@ def test_images(checkpoint: Checkpoint, n: int) -> tuple[torch.Tensor, str]:
     """``n`` test images of the checkpoint's dataset, or random images of the right shape if it is absent."""
     spec = checkpoint.meta.input
     try:
-        data = load_dataset(checkpoint.meta.dataset, "test", spec.source_size)
+        data = checkpoint.load_data("test")
         return data.images[:n], f"{min(n, len(data))} test images"
     except DatasetNotFoundError:
         g = torch.Generator().manual_seed(0)

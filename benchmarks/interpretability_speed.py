@@ -25,7 +25,7 @@ from common import parser, seconds, test_images
 from laya.ablation import leave_one_out, loo_masks
 from laya.attribution import layer_attributions
 from laya.checkpoint import load_checkpoint
-from laya.data import DatasetNotFoundError, ImageArrays, load_dataset
+from laya.data import DatasetNotFoundError, ImageArrays
 from laya.evaluate import EvalOptions, evaluate
 
 
@@ -88,7 +88,7 @@ def main() -> None:
         print(f"IG-32 over pixels          {t_ig_input / t_plain_few:8.2f}x a forward of the same {len(few)} images"
               f"   intrinsic is {t_ig_input / t_plain_few:.1f}x cheaper (target >= 20x)")  # fmt: skip
         try:
-            data = load_dataset(ck.meta.dataset, "test", ck.meta.input.source_size)
+            data = ck.load_data("test")
             data = data.subset(torch.arange(min(args.eval_n, len(data))))
         except DatasetNotFoundError:
             random_images = test_images(ck, args.eval_n)[0]

@@ -78,7 +78,8 @@ def raw_attributions(
 ) -> tuple[Tensor, ...]:
     """Captum's per-unit attributions for each layer (signed): L tensors ``(B, d_i)``."""
     forward = _summed_target_probability(head, target)
-    with torch.enable_grad():
+    # Gradients are needed even when the caller runs under inference_mode or no_grad.
+    with torch.inference_mode(False), torch.enable_grad():
         inputs = tuple(h.detach().clone().requires_grad_() for h in hidden)  # clone: may be inference tensors
         if method == "integrated_gradients":
             baselines = tuple(r.to(h.dtype).expand_as(h) for r, h in zip(head.references, inputs))

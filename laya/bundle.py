@@ -93,7 +93,7 @@ def model_card(models: str | Path) -> str:
     from laya.attribution import METHOD_LABELS
     from laya.catalog import find_checkpoints
     from laya.report import Report
-    from laya.suite import HEAD_LABELS
+    from laya.heads import HEAD_LABELS
 
     short = {"laya_alpha": "α", "scalarmix_weights": "w", "integrated_gradients": "IG", "input_x_gradient": "G×I",
              "saliency": "Sal", "random": "rand"}  # fmt: skip

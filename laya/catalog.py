@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from laya.checkpoint import META_FILE, CheckpointError, read_meta
+from laya.data import dataset_label
 from laya.report import REPORT_FILE, Report
 
 EXAMPLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
@@ -30,7 +31,8 @@ class Entry:
     seed: int | None
     accuracy: float | None
     faithfulness: float | None  # primary method, zero ablation, from the report
-    error: str | None = None
+    error: str | None = None  # the checkpoint cannot be read
+    report_error: str | None = None  # the checkpoint is fine but its report.json is not
 
     @property
     def label(self) -> str:
@@ -48,12 +50,21 @@ def backbone_label(backbone: dict) -> str:
 
 
 def describe(path: Path) -> Entry:
-    """An :class:`Entry` for the checkpoint directory ``path`` (``error`` set if it is unreadable)."""
+    """An :class:`Entry` for the checkpoint directory ``path``.
+
+    ``error`` is set if the checkpoint is unreadable; a damaged report only leaves the
+    metrics empty (``report_error`` says why), the checkpoint stays usable.
+    """
     try:
         meta = read_meta(path)
         backbone = backbone_label(meta["backbone"])
-        group = f"{meta['dataset']} · {backbone}"
-        report = Report.load(path) if (path / REPORT_FILE).is_file() else None
+        group = f"{dataset_label(meta['dataset'])} · {backbone}"
+        report, report_error = None, None
+        if (path / REPORT_FILE).is_file():
+            try:
+                report = Report.load(path)
+            except ValueError as error:
+                report_error = str(error)
         return Entry(
             path=path,
             group=group,
@@ -63,6 +74,7 @@ def describe(path: Path) -> Entry:
             seed=meta.get("seed"),
             accuracy=report.accuracy if report else meta.get("metrics", {}).get("test_accuracy"),
             faithfulness=report.faithfulness() if report else None,
+            report_error=report_error,
         )
     except (CheckpointError, ValueError, KeyError, json.JSONDecodeError) as error:
         return Entry(path, "unreadable", "?", "?", "?", None, None, None, error=str(error))

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from laya import __version__
 from laya.backbones import BackboneConfig, build_backbone
-from laya.data import InputSpec, Preprocess
+from laya.data import ImageArrays, InputSpec, Preprocess, dataset_label, load_dataset
 from laya.heads import HeadConfig, build_head
 from laya.model import LayerwiseClassifier
 
@@ -91,9 +91,18 @@ class Checkpoint:
     def layer_names(self) -> tuple[str, ...]:
         return self.model.layer_names
 
+    def load_data(self, split: str = "test", dataset: str | None = None) -> ImageArrays:
+        """The checkpoint's dataset (or ``dataset``), decoded as the model was trained: same size, channels.
+
+        Raises:
+            DatasetNotFoundError: the dataset is not on this machine; the message says where to get it.
+        """
+        spec = self.meta.input
+        return load_dataset(dataset or self.meta.dataset, split, spec.source_size, spec.channels)
+
     @property
     def name(self) -> str:
-        return f"{self.meta.dataset} / {self.model.backbone.config.model or self.meta.backbone.name} / {self.meta.head.name}"
+        return f"{dataset_label(self.meta.dataset)} / {self.meta.backbone.model or self.meta.backbone.name} / {self.meta.head.name}"
 
 
 def build_model(meta: CheckpointMeta, base_dir: Path | None = None) -> LayerwiseClassifier:

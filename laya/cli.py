@@ -101,12 +101,11 @@ def _eval_options(args: argparse.Namespace) -> "EvalOptions":  # noqa: F821
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from laya.checkpoint import load_checkpoint
-    from laya.data import load_dataset
     from laya.evaluate import evaluate
     from laya.report import write_report
 
     checkpoint = load_checkpoint(args.checkpoint)
-    data = load_dataset(args.dataset or checkpoint.meta.dataset, "test", checkpoint.meta.input.source_size)
+    data = checkpoint.load_data("test", args.dataset)
     report = evaluate(checkpoint, data, _eval_options(args), _tqdm_progress(f"evaluating {checkpoint.name}"))
     out = write_report(report, args.out or checkpoint.path)
     faith = report["faithfulness"].get("zero", {}).get(report["primary_method"], {})

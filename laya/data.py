@@ -131,6 +131,11 @@ def data_dirs() -> list[Path]:
     return dirs + [cache_dir() / "data", REPO_ROOT.parent / "shared" / "data", Path("/usr/share/datasets")]
 
 
+def dataset_label(name: str) -> str:
+    """A short display name: ``fashion-mnist`` stays, an ImageFolder path shortens to its folder name."""
+    return Path(name).name if ("/" in name or "\\" in name) else name
+
+
 def load_dataset(name: str, split: str, image_size: int | None = None, channels: int | None = None) -> ImageArrays:
     """Load ``split`` ("train" or "test") of the dataset ``name`` as :class:`ImageArrays`.
 
@@ -260,6 +265,7 @@ __all__ = [
     "cache_dir",
     "channel_stats",
     "data_dirs",
+    "dataset_label",
     "load_dataset",
     "load_image_folder",
     "split_indices",

@@ -24,6 +24,7 @@ from typing import Any, Literal, Sequence
 import torch
 from torch import Tensor, nn
 
+HEAD_LABELS = {"lastlayer": "LastLayer", "concat": "Concat", "scalarmix": "ScalarMix", "laya": "LAYA"}
 AblationMode = Literal["zero", "mean", "renormalise"]
 ABLATION_MODES: tuple[str, ...] = ("zero", "mean", "renormalise")
 
@@ -295,6 +296,7 @@ __all__ = [
     "ABLATION_MODES",
     "AblationMode",
     "HEADS",
+    "HEAD_LABELS",
     "HeadConfig",
     "HeadOutput",
     "LayaHead",

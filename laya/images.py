@@ -44,7 +44,7 @@ def open_image(source: bytes | str | Path, max_pixels: int = MAX_PIXELS) -> Imag
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
         raise ImageError(f"the image has more pixels than the limit of {max_pixels:,} ({error}); downscale it") from error
     except UnidentifiedImageError as error:
-        raise ImageError(f"not a readable image ({', '.join(FORMATS)} are supported): {error}") from error
+        raise ImageError(f"not a readable image: the file is not {', '.join(FORMATS[:-1])} or {FORMATS[-1]}") from error
     except (OSError, ValueError, SyntaxError) as error:
         raise ImageError(f"cannot read the image header: {error}") from error
     width, height = image.size

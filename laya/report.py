@@ -57,6 +57,11 @@ class Report:
         entry = self.data["faithfulness"].get(mode, {}).get(method or self.primary_method)
         return None if entry is None else entry["spearman_mean"]
 
+    def deletion_at_1(self, method: str | None = None, mode: str = "zero") -> float | None:
+        """Mean Deletion@1 of ``method`` (default: the primary one) under ``mode``."""
+        entry = self.data["faithfulness"].get(mode, {}).get(method or self.primary_method)
+        return None if entry is None else entry["deletion_at_1"]
+
     def faithfulness_table(self) -> pd.DataFrame:
         """One row per (mode, method): Spearman mean/std, valid/excluded counts, Deletion@1."""
         rows = [

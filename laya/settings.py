@@ -10,10 +10,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from laya.backbones import BackboneConfig
-from laya.heads import HeadConfig
+from laya.heads import HEAD_LABELS, HeadConfig
 from laya.train import TrainConfig
 
-HEAD_NAMES = ("lastlayer", "concat", "scalarmix", "laya")
+HEAD_NAMES = tuple(HEAD_LABELS)  # the paper's order: LastLayer, Concat, ScalarMix, LAYA
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from tqdm.auto import tqdm
 from laya.checkpoint import load_checkpoint
 from laya.data import load_dataset
 from laya.evaluate import EvalOptions, evaluate
+from laya.heads import HEAD_LABELS
 from laya.report import REPORT_FILE, Report, write_report
 from laya.settings import Setting
 from laya.train import train
 
-HEAD_LABELS = {"lastlayer": "LastLayer", "concat": "Concat", "scalarmix": "ScalarMix", "laya": "LAYA"}
 
 
 def run_suite(
@@ -151,4 +151,4 @@ def write_summary(results: pd.DataFrame, out: str | Path, title: str) -> Path:
     return out
 
 
-__all__ = ["HEAD_LABELS", "modes_table", "results_table", "run_suite", "summary_table", "write_summary"]
+__all__ = ["modes_table", "results_table", "run_suite", "summary_table", "write_summary"]

@@ -10,7 +10,6 @@ import json
 import math
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
@@ -18,16 +17,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from laya.attribution import METHOD_LABELS, POSTHOC_METHODS, intrinsic_method
+from laya.attribution import METHOD_LABELS, POSTHOC_METHODS
 from laya.catalog import Entry
 from laya.checkpoint import META_FILE, WEIGHTS_FILE, Checkpoint, CheckpointError
-from laya.data import InputSpec, load_dataset
+from laya.data import InputSpec
 from laya.evaluate import EvalOptions, evaluate
-from laya.explain import Explanation, explain_bytes
+from laya.heads import HEAD_LABELS
+from laya.explain import Explanation
 from laya.plots import layer_scores_figure
 from laya.report import Report
 
-HEAD_TITLES = {"lastlayer": "LastLayer", "concat": "Concat", "scalarmix": "ScalarMix", "laya": "LAYA"}
 MODE_HELP = {
     "zero": "the layer's term (or input) is removed",
     "mean": "the layer's hidden state is replaced by its training mean",
@@ -41,7 +40,7 @@ CHECKPOINT_FILES = (META_FILE, WEIGHTS_FILE)
 
 def head_title(name: str) -> str:
     """``laya`` -> ``LAYA``, ``lastlayer`` -> ``LastLayer``; unknown names unchanged."""
-    return HEAD_TITLES.get(name, name)
+    return HEAD_LABELS.get(name, name)
 
 
 def is_posthoc(method: str) -> bool:
@@ -88,21 +87,6 @@ def input_caption(spec: InputSpec) -> str:
 # ---------------------------------------------------------------- one input
 
 
-def explain_input(
-    checkpoint: Checkpoint, data: bytes, mode: str = "zero", posthoc: Sequence[str] = ()
-) -> Explanation:
-    """:func:`laya.explain.explain_bytes` under ``torch.inference_mode`` when no gradients are needed.
-
-    Gradient-based methods (post-hoc ones, and the Integrated Gradients a head without intrinsic
-    scores gets) cannot run under inference mode; they run under ``no_grad`` (Captum enables
-    gradients locally). Raises :class:`laya.images.ImageError` for unusable images.
-    """
-    needs_grad = bool(posthoc) or intrinsic_method(checkpoint.model.head) is None
-    context: AbstractContextManager = torch.no_grad() if needs_grad else torch.inference_mode()
-    with context:
-        return explain_bytes(checkpoint, data, mode=mode, posthoc=tuple(posthoc))
-
-
 def model_view(explanation: Explanation, spec: InputSpec, min_side: int = 224) -> np.ndarray:
     """The model's input, de-normalised to ``uint8`` ``(H, W)`` or ``(H, W, 3)``, enlarged (nearest) to ``min_side``."""
     x = explanation.model_input.detach().cpu().double()
@@ -138,8 +122,8 @@ def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
 def score_figure(explanation: Explanation, method: str) -> go.Figure:
     """:func:`laya.plots.layer_scores_figure` with the method named (and post-hoc marked) in legend and title."""
     fig = layer_scores_figure(explanation, method)
-    fig.update_traces(name=method_label(method), selector=dict(legendgroup="score"))
-    fig.update_layout(title=dict(text=f"{method_label(method)}<br><sup>{fig.layout.title.text}</sup>"))
+    fig.update_traces(name=method_label(method), selector={"legendgroup": "score"})
+    fig.update_layout(title={"text": f"{method_label(method)}<br><sup>{fig.layout.title.text}</sup>"})
     return fig
 
 
@@ -159,11 +143,13 @@ def explanation_json(explanation: Explanation) -> str:
 
 
 def compare_titles(heads: Sequence[str], explanations: Sequence[Explanation]) -> list[str]:
-    """Subplot titles: head and the method its scores come from."""
-    return [f"{head_title(h)}: {method_label(e.primary)}" for h, e in zip(heads, explanations)]
+    """Subplot titles: the head, and below it the method its scores come from."""
+    return [f"{head_title(h)}<br><sup>{method_label(e.primary)}</sup>" for h, e in zip(heads, explanations)]
 
 
-def compare_table(heads: Sequence[str], explanations: Sequence[Explanation], reports: Sequence[Report | None]) -> pd.DataFrame:
+def compare_table(
+    heads: Sequence[str], explanations: Sequence[Explanation], reports: Sequence[Report | None]
+) -> pd.DataFrame:
     """One row per head on one input, with the head's dataset-level metrics from its report."""
     rows = []
     for head, e, report in zip(heads, explanations, reports):
@@ -193,7 +179,7 @@ def report_caption(report: Report | None) -> str:
         return "No evaluation report."
     return (
         f"Test accuracy {_fmt(report.accuracy)} · macro-F1 {_fmt(report.data.get('macro_f1'))} · "
-        f"faithfulness {_fmt(report.faithfulness(), 2)} ({method_label(report.primary_method)}, zero ablation)"
+        f"faithfulness {_fmt(report.faithfulness(), 2)} (zero ablation)"
     )
 
 
@@ -255,10 +241,7 @@ def evaluate_locally(
     Raises:
         DatasetNotFoundError: the dataset is not on this machine (the message says where to get it).
     """
-    spec = checkpoint.meta.input
-    data = load_dataset(checkpoint.meta.dataset, "test", spec.source_size, spec.channels)
-    with torch.no_grad():
-        return Report(evaluate(checkpoint, data, EvalOptions(limit=limit or None), progress))
+    return Report(evaluate(checkpoint, checkpoint.load_data("test"), EvalOptions(limit=limit or None), progress))
 
 
 # ---------------------------------------------------------------- faithfulness overview
@@ -285,14 +268,13 @@ def heads_table(heads: Sequence[str], reports: Sequence[Report | None]) -> pd.Da
     """Heads x dataset-level metrics (``head, accuracy, faithfulness`` feed :func:`laya.plots.heads_overview_figure`)."""
     rows = []
     for head, report in zip(heads, reports):
-        zero = report.data["faithfulness"].get("zero", {}).get(report.primary_method, {}) if report else {}
         rows.append(
             {
                 "head": head_title(head),
                 "accuracy": report.accuracy if report else None,
                 "macro-F1": report.data.get("macro_f1") if report else None,
-                "faithfulness": zero.get("spearman_mean"),
-                "Deletion@1": zero.get("deletion_at_1"),
+                "faithfulness": report.faithfulness() if report else None,
+                "Deletion@1": report.deletion_at_1() if report else None,
                 "scores": method_label(report.primary_method) if report else "no report",
             }
         )
@@ -320,7 +302,6 @@ def write_uploaded_checkpoint(files: Mapping[str, bytes], parent: str | Path | N
 
 
 __all__ = [
-    "HEAD_TITLES",
     "MODE_HELP",
     "class_counts",
     "class_profile",
@@ -329,7 +310,6 @@ __all__ = [
     "compare_titles",
     "entry_label",
     "evaluate_locally",
-    "explain_input",
     "explanation_csv",
     "explanation_json",
     "faithfulness_matrix",

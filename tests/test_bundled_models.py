@@ -10,7 +10,7 @@ import torch
 from laya.bundle import EXPECTED_FILE
 from laya.catalog import example_images
 from laya.checkpoint import load_checkpoint
-from laya.data import DatasetNotFoundError, load_dataset
+from laya.data import DatasetNotFoundError
 from laya.explain import explain
 from laya.features import cached_hidden_states, hidden_states
 from laya.images import load_image_tensor
@@ -46,7 +46,7 @@ def test_bundled_checkpoint_reproduces_recorded_outputs(path: Path):
 def test_bundled_report_accuracy_reproduces_on_the_test_split(path: Path):
     ck = load_checkpoint(path)
     try:
-        test = load_dataset(ck.meta.dataset, "test", ck.meta.input.source_size)
+        test = ck.load_data("test")
     except DatasetNotFoundError as error:
         pytest.skip(f"dataset not on this machine: {error}")
     extract = cached_hidden_states if ck.meta.backbone.freeze else hidden_states

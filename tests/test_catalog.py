@@ -22,3 +22,21 @@ def test_damaged_checkpoints_are_listed_with_their_error(tmp_path):
 def test_backbone_labels():
     assert backbone_label({"name": "mlp", "widths": [512, 256]}) == "mlp 512-256"
     assert backbone_label({"name": "timm", "model": "efficientnet_lite0", "freeze": True}) == "efficientnet_lite0 (frozen)"
+
+
+def test_damaged_report_keeps_the_checkpoint_usable(tiny_models, tmp_path):
+    import shutil
+
+    copy = tmp_path / "models" / "colours-mlp" / "laya"
+    shutil.copytree(tiny_models / "colours-mlp" / "laya", copy)
+    (copy / "report.json").write_text("{broken")
+    [entry] = find_checkpoints(tmp_path / "models")
+    assert entry.error is None and "not valid JSON" in entry.report_error
+    assert entry.faithfulness is None and entry.accuracy is not None  # test accuracy recorded at training time
+
+
+def test_dataset_labels_are_short():
+    from laya.data import dataset_label
+
+    assert dataset_label("fashion-mnist") == "fashion-mnist"
+    assert dataset_label("/data/art/wikiart-styles") == "wikiart-styles"

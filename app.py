@@ -1,0 +1,34 @@
+"""LAYA dashboard: ``streamlit run app.py``; checkpoints are read from ``$LAYA_MODELS`` (default ``models/``).
+
+This entry point only routes: the sidebar picks the model (``pages/common.py``) and
+``st.navigation`` (a top bar) runs one of the pages. Streamlit still treats a ``pages/`` folder
+as legacy multipage pages until the first ``st.navigation`` call after a server start (and
+AppTest on every run); ``.streamlit/config.toml`` therefore hides sidebar navigation (that
+legacy list included), and the url paths differ from the file names so that no page can run
+without this script, i.e. without the sidebar.
+"""
+
+import streamlit as st
+
+from pages.common import configure_torch, pick_model
+
+st.set_page_config(page_title="LAYA dashboard", page_icon=":material/layers:", layout="wide")
+configure_torch()
+page = st.navigation(
+    [
+        st.Page("pages/inspect.py", title="Inspect", icon=":material/search:", url_path="inspect-input", default=True),
+        st.Page("pages/compare.py", title="Compare heads", icon=":material/view_column:", url_path="compare-heads"),
+        st.Page(
+            "pages/classwise.py", title="Class-wise depth patterns", icon=":material/grid_on:", url_path="class-depth"
+        ),
+        st.Page(
+            "pages/faithfulness.py",
+            title="Faithfulness overview",
+            icon=":material/fact_check:",
+            url_path="faithfulness-overview",
+        ),
+    ],
+    position="top",
+)
+pick_model()
+page.run()

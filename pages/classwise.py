@@ -1,0 +1,88 @@
+"""Class-wise depth patterns: which layers each class relies on, from the evaluation report or recomputed live."""
+
+import streamlit as st
+
+from laya import views
+from laya.data import DatasetNotFoundError
+from laya.images import ImageError
+from laya.plots import DROP_COLOR, heatmap_figure, profile_bars_figure
+from laya.profiles import SUBSETS
+from pages import common
+
+SUBSET_LABELS = {"all": "all inputs", "correct": "correctly classified", "incorrect": "misclassified"}
+
+checkpoint, selection = common.current()
+head = checkpoint.meta.head.name
+live = st.session_state.setdefault("laya_live_reports", {})
+st.title("Class-wise depth patterns")
+
+with st.container(border=True):
+    st.markdown(f"**Recompute on the local dataset** (test split of `{checkpoint.meta.dataset}`)")
+    limit_col, button_col = st.columns([2, 1], vertical_alignment="bottom")
+    limit = limit_col.number_input(
+        "Inputs (0 = the whole test split)", min_value=0, value=1000, step=500, key="classwise_limit"
+    )
+    if button_col.button("Recompute on the local dataset", key="classwise_recompute"):
+        bar = st.progress(0.0, text="Loading the dataset…")
+        try:
+            live[selection.path] = views.evaluate_locally(checkpoint, int(limit), lambda f, m: bar.progress(f, text=m))
+        except (DatasetNotFoundError, ImageError, ValueError) as error:
+            st.error(f"Cannot recompute: {error}")
+    if selection.path in live:
+        st.success(f"Showing a live evaluation on {live[selection.path].data['dataset']['n']} test inputs.")
+        if st.button("Back to the bundled report", key="classwise_discard"):
+            del live[selection.path]
+            st.rerun()
+
+report = live.get(selection.path) or common.load_report(selection.path)
+if report is None:
+    st.stop()
+
+kind_col, subset_col = st.columns(2)
+kinds = {"scores": f"layer scores: {views.method_label(report.primary_method)}", "loo": "leave-one-layer-out drops"}
+kind = kind_col.radio("Values", list(kinds), format_func=kinds.__getitem__, horizontal=True, key="classwise_kind")
+subset = subset_col.radio(
+    "Inputs", SUBSETS, format_func=SUBSET_LABELS.__getitem__, horizontal=True, key="classwise_subset"
+)
+profile = report.class_layer_profile(kind)
+if profile.empty:
+    st.info("This report has no leave-one-layer-out profile (it was evaluated without zero ablation).")
+    st.stop()
+
+st.plotly_chart(heatmap_figure(profile, subset, views.profile_title(report, kind)), key="classwise_heatmap")
+counts = views.class_counts(profile, subset)
+st.caption(
+    "Inputs per class: " + ", ".join(f"{c} {n}" for c, n in counts.items()) + ". Hover a cell for mean ± std and n."
+)
+st.download_button("Download CSV", profile.to_csv(index=False), f"{head}-class-{kind}-profile.csv", "text/csv")
+
+st.subheader("One class")
+name = st.selectbox("Class", list(counts), key="classwise_class")
+if counts[name] == 0:
+    st.info(f"No {SUBSET_LABELS[subset]} inputs of class {name} in this report.")
+score_col, loo_col = st.columns(2)
+score_col.plotly_chart(
+    profile_bars_figure(
+        views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}"
+    ),
+    key="classwise_class_scores",
+)
+loo_col.plotly_chart(
+    profile_bars_figure(
+        views.class_profile(report.class_layer_profile("loo"), name, subset),
+        f"{name}: LOO drop (zero ablation)",
+        DROP_COLOR,
+    ),
+    key="classwise_class_loo",
+)
+
+st.subheader("All classes")
+method = st.selectbox("Method", views.profile_methods(report), format_func=views.method_label, key="classwise_method")
+st.plotly_chart(
+    profile_bars_figure(
+        views.global_profile(report, method), f"{views.method_label(method)}: mean ± std over the test set"
+    ),
+    key="classwise_global",
+)
+st.caption("Mean leave-one-layer-out drop and label-flip rate per layer, per ablation mode:")
+st.dataframe(views.global_loo(report), hide_index=True)

@@ -1,0 +1,59 @@
+"""Compare heads: one input through several checkpoints, side by side on shared axes."""
+
+import streamlit as st
+
+from laya import views
+from laya.catalog import example_images
+from laya.checkpoint import CheckpointError
+from laya.plots import compare_figure
+from pages import common
+
+selection = common.selected()
+st.title("Compare heads")
+st.caption(
+    "The same input through each head: the scores are the head's own (intrinsic) where it has them, "
+    "post-hoc Integrated Gradients otherwise; orange bars are each layer's leave-one-layer-out drop."
+)
+
+paths, labels = common.group_members(selection, common.catalog(str(common.models_root())))
+default = [str(e.path) for e in selection.group] or [selection.path]
+chosen = st.multiselect("Checkpoints", paths, default=default, format_func=labels.__getitem__, key="compare_paths")
+if not chosen:
+    st.info("Choose at least one checkpoint.")
+    st.stop()
+
+loaded = {}
+for path in chosen:
+    try:
+        loaded[path] = common.load_model(path)
+    except CheckpointError as error:
+        st.error(f"Cannot load {labels[path]}: {error}")
+if not loaded:
+    st.stop()
+
+source_col, mode_col = st.columns(2)
+with source_col:
+    image = common.image_input("compare", example_images(selection.path))
+with mode_col:
+    modes = views.common_modes([c.model.head.modes for c in loaded.values()])
+    mode = st.radio("Ablation mode (supported by every chosen head)", modes, horizontal=True, key="compare_mode")
+    st.caption(f"`{mode}`: {views.MODE_HELP[mode]}.")
+if image is None:
+    st.info("Upload an image to compare the heads on.")
+    st.stop()
+
+name, data = image
+heads = [c.meta.head.name for c in loaded.values()]
+explanations = [common.explain(path, name, data, mode) for path in loaded]
+reports = [common.load_report(path, warn=False) for path in loaded]
+
+for column, head, explanation, report in zip(st.columns(len(loaded)), heads, explanations, reports):
+    with column:
+        st.markdown(f"**{views.head_title(head)}**")
+        st.metric("Prediction", explanation.label)
+        st.metric("Confidence", f"{explanation.confidence:.1%}")
+        st.caption(f"Scores: {views.method_label(explanation.primary)}")
+        st.caption(views.report_caption(report))
+
+st.plotly_chart(compare_figure(explanations, views.compare_titles(heads, explanations)), key="compare_figure")
+st.dataframe(views.compare_table(heads, explanations, reports), hide_index=True)

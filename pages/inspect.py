@@ -1,0 +1,78 @@
+"""Inspect one input: prediction, layer scores, live leave-one-layer-out deletions, per-input faithfulness."""
+
+import streamlit as st
+
+from laya import views
+from laya.attribution import POSTHOC_METHODS
+from laya.catalog import example_images
+from laya.plots import topk_figure
+from pages import common
+
+checkpoint, selection = common.current()
+head = checkpoint.meta.head.name
+st.title("Inspect an input")
+st.caption(f"{checkpoint.name} · {len(checkpoint.layer_names)} layers: {', '.join(checkpoint.layer_names)}")
+
+source_col, options_col = st.columns(2)
+with source_col:
+    image = common.image_input("inspect", example_images(checkpoint.path))
+with options_col:
+    mode = st.radio(
+        "Ablation mode (what removing a layer means)",
+        checkpoint.model.head.modes,
+        horizontal=True,
+        key=f"inspect_mode_{head}",
+    )
+    st.caption(f"`{mode}`: {views.MODE_HELP[mode]}.")
+    posthoc = st.multiselect(
+        "Post-hoc methods to show beside", POSTHOC_METHODS, format_func=views.method_label, key="inspect_posthoc"
+    )
+if image is None:
+    st.info("Upload an image to inspect (this checkpoint has no bundled examples).")
+    st.stop()
+
+name, data = image
+explanation = common.explain(selection.path, name, data, mode, tuple(posthoc))
+spec = checkpoint.meta.input
+
+image_col, prediction_col = st.columns([1, 2])
+with image_col:
+    st.image(views.model_view(explanation, spec), caption=f"{name}, as the model sees it")
+    st.caption(views.input_caption(spec))
+with prediction_col:
+    label_col, confidence_col = st.columns(2)
+    label_col.metric("Prediction", explanation.label)
+    confidence_col.metric("Confidence", f"{explanation.confidence:.1%}")
+    st.plotly_chart(topk_figure(explanation), key="inspect_topk")
+
+st.subheader("Which layers the decision used")
+if explanation.intrinsic is None:
+    st.warning(
+        f"{views.head_title(head)} has no intrinsic layer scores: the scores below are **post-hoc** attributions "
+        "computed after the fact from gradients, not weights the model uses."
+    )
+for column, method in zip(st.columns(len(explanation.scores)), explanation.scores):
+    column.plotly_chart(views.score_figure(explanation, method), key=f"inspect_scores_{method}")
+
+st.subheader("Live leave-one-layer-out")
+st.caption(
+    f"Each row removes one layer (`{mode}` ablation) and reruns the head: the drop in p({explanation.label}), "
+    "the prediction afterwards, and whether the label flips."
+)
+table = views.layer_table(explanation)
+st.dataframe(table, hide_index=True)
+flips = table.loc[table["label flips"], "layer"].tolist()
+st.caption(
+    f"Label flips after removing: {', '.join(flips)}." if flips else "No single layer's removal flips the label."
+)
+
+st.subheader("Faithfulness on this input")
+st.caption(
+    "Spearman correlation between each method's layer scores and the LOO drops; Deletion@1 = drop after removing its top layer."
+)
+st.dataframe(views.input_faithfulness(explanation), hide_index=True)
+
+csv_col, json_col = st.columns(2)
+stem = f"{head}-{name.rsplit('.', 1)[0]}-{mode}"
+csv_col.download_button("Download CSV", views.explanation_csv(explanation), f"{stem}.csv", "text/csv")
+json_col.download_button("Download JSON", views.explanation_json(explanation), f"{stem}.json", "application/json")

@@ -89,7 +89,8 @@ def bundle(
 
 def model_card(models: str | Path) -> str:
     """Markdown table of every bundled checkpoint: accuracy, macro-F1, faithfulness of each method
-    (zero ablation), Deletion@1 of the primary method, training time and the command that made it."""
+    (zero ablation), Deletion@1 of the primary method, training time and the command that made it
+    (the exact training config of each checkpoint is in its ``model.json``)."""
     from laya.attribution import METHOD_LABELS
     from laya.catalog import find_checkpoints
     from laya.report import Report
@@ -99,8 +100,8 @@ def model_card(models: str | Path) -> str:
              "saliency": "Sal", "random": "rand"}  # fmt: skip
     lines = [
         "| setting | head | accuracy | macro-F1 | faithfulness (zero): " + ", ".join(f"{v} = {METHOD_LABELS[k]}" for k, v in short.items())
-        + " | Deletion@1 (primary) | train min | epochs |",
-        "|---|---|---|---|---|---|---|---|",
+        + " | Deletion@1 (primary) | train min | epochs | command |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in find_checkpoints(models):
         if entry.error:
@@ -111,7 +112,8 @@ def model_card(models: str | Path) -> str:
         train = report.data["checkpoint"]["train_metrics"]
         lines.append(
             f"| {entry.path.parent.name} | {HEAD_LABELS[entry.head]} | {report.accuracy:.4f} | {report.data['macro_f1']:.4f} | "
-            f"{scores} | {faith[report.primary_method]['deletion_at_1']:.3f} | {train['train_seconds'] / 60:.1f} | {train['epochs']} |"
+            f"{scores} | {faith[report.primary_method]['deletion_at_1']:.3f} | {train['train_seconds'] / 60:.1f} | {train['epochs']} | "
+            f"`python -m laya reproduce {entry.path.parent.name}` |"
         )
     return "\n".join(lines) + "\n"
 

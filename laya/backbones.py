@@ -12,13 +12,14 @@ One wrapper per family, all with the same interface (``forward(x) -> [h_1, ..., 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
+from laya.configs import construct
 from laya.weights import load_weights
 
 
@@ -47,11 +48,7 @@ class BackboneConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BackboneConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown backbone config keys {sorted(unknown)}; expected a subset of {sorted(known)}")
-        config = cls(**data)
+        config = construct(cls, data, "backbone")
         config.widths = tuple(int(w) for w in config.widths)
         if config.name not in BACKBONES:
             raise ValueError(f"unknown backbone {config.name!r}; expected one of {sorted(BACKBONES)}")

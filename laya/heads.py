@@ -18,11 +18,13 @@ Ablation modes (what "removing layer i" means):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
 import torch
 from torch import Tensor, nn
+
+from laya.configs import construct
 
 HEAD_LABELS = {"lastlayer": "LastLayer", "concat": "Concat", "scalarmix": "ScalarMix", "laya": "LAYA"}
 AblationMode = Literal["zero", "mean", "renormalise"]
@@ -44,11 +46,7 @@ class HeadConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "HeadConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown head config keys {sorted(unknown)}; expected a subset of {sorted(known)}")
-        config = cls(**data)
+        config = construct(cls, data, "head")
         if config.name not in HEADS:
             raise ValueError(f"unknown head {config.name!r}; expected one of {sorted(HEADS)}")
         if config.psi not in ("identity", "mlp"):

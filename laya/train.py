@@ -16,7 +16,7 @@ import json
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -36,6 +36,7 @@ from laya.checkpoint import (
     atomic_write_tensors,
     save_checkpoint,
 )
+from laya.configs import construct
 from laya.data import ImageArrays, InputSpec, Preprocess, channel_stats, load_dataset, split_indices
 from laya.features import cached_hidden_states, hidden_states
 from laya.heads import HeadConfig, build_head
@@ -76,14 +77,10 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown training config keys {sorted(unknown)}; expected a subset of {sorted(known)}")
         data = dict(data)
         data["backbone"] = BackboneConfig.from_dict(data.get("backbone", {}))
         data["head"] = HeadConfig.from_dict(data.get("head", {}))
-        config = cls(**data)
+        config = construct(cls, data, "training")
         if config.augment not in ("none", "flip_crop"):
             raise ValueError(f"augment must be 'none' or 'flip_crop', got {config.augment!r}")
         if config.save_dtype not in ("float32", "float16"):

@@ -24,8 +24,12 @@ def main() -> None:
     laya = load_checkpoint(f"{args.models}/fashion-mnist-mlp/laya")
     last = load_checkpoint(f"{args.models}/fashion-mnist-mlp/lastlayer")
     backbone = laya.model.backbone
-    print(f"backbone {laya.meta.backbone.widths}: {count(backbone):,} parameters; torch threads {torch.get_num_threads()}")
-    print(f"LAYA head      {count(laya.model.head):>9,} parameters ({count(laya.model.head) / count(backbone):.1%} of the backbone)")
+    print(
+        f"backbone {laya.meta.backbone.widths}: {count(backbone):,} parameters; torch threads {torch.get_num_threads()}"
+    )
+    print(
+        f"LAYA head      {count(laya.model.head):>9,} parameters ({count(laya.model.head) / count(backbone):.1%} of the backbone)"
+    )
     print(f"LastLayer head {count(last.model.head):>9,} parameters")
     print(f"{'batch':>6} {'LastLayer ms':>13} {'LAYA ms':>9} {'LAYA / LastLayer':>17}")
     for batch in (1, 128, 1024):

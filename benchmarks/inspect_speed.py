@@ -41,7 +41,15 @@ def main() -> None:
         def inspect():
             e = explain_bytes(ck, data)
             method = e.primary
-            return e.label, e.confidence, e.scores[method], e.drops, e.loo.flipped, e.spearman(method), e.deletion_at_1(method)
+            return (
+                e.label,
+                e.confidence,
+                e.scores[method],
+                e.drops,
+                e.loo.flipped,
+                e.spearman(method),
+                e.deletion_at_1(method),
+            )
 
         t_plain, t_inspect = seconds(plain, 0.5), seconds(inspect, 0.5)
         kind = "intrinsic" if intrinsic_method(ck.model.head) else "IG-32 (no intrinsic scores)"

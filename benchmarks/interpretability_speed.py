@@ -84,7 +84,9 @@ def main() -> None:
         print(f"LOO, all layers (batched)  {t_loo:8.3f} s   {t_loo / t_plain:5.2f}x   (target <= 1.3x)")
         print(f"LOO, naive per-mask loop   {t_naive:8.3f} s   {t_naive / t_plain:5.2f}x   (L + 1 = {L + 1})")
         print(f"intrinsic alpha (forward)  {t_plain:8.3f} s   1.00x")
-        print(f"IG-32 over head inputs     {t_ig_head:8.3f} s   {t_ig_head / t_plain:5.2f}x   intrinsic is {t_ig_head / t_plain:.1f}x cheaper")
+        print(
+            f"IG-32 over head inputs     {t_ig_head:8.3f} s   {t_ig_head / t_plain:5.2f}x   intrinsic is {t_ig_head / t_plain:.1f}x cheaper"
+        )
         print(f"IG-32 over pixels          {t_ig_input / t_plain_few:8.2f}x a forward of the same {len(few)} images"
               f"   intrinsic is {t_ig_input / t_plain_few:.1f}x cheaper (target >= 20x)")  # fmt: skip
         try:

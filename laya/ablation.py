@@ -48,7 +48,9 @@ class AblationResult:
         return self.predictions_after != self.prediction.unsqueeze(1)
 
 
-_FLOAT64: "weakref.WeakKeyDictionary[LayerHead, tuple[list[Tensor], tuple[int, ...], LayerHead]]" = weakref.WeakKeyDictionary()
+_FLOAT64: "weakref.WeakKeyDictionary[LayerHead, tuple[list[Tensor], tuple[int, ...], LayerHead]]" = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def float64_head(head: LayerHead) -> LayerHead:

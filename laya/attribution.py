@@ -25,7 +25,7 @@ import torch
 from captum.attr import InputXGradient, IntegratedGradients, Saliency
 from torch import Tensor
 
-from laya.heads import LayerHead, LayaHead, ScalarMixHead
+from laya.heads import LayaHead, LayerHead, ScalarMixHead
 
 POSTHOC_METHODS = ("integrated_gradients", "input_x_gradient", "saliency")
 METHOD_LABELS = {
@@ -123,4 +123,11 @@ def layer_attributions(
     return torch.stack([a.abs().sum(dim=1) for a in parts], dim=1).detach()
 
 
-__all__ = ["METHOD_LABELS", "POSTHOC_METHODS", "intrinsic_method", "layer_attributions", "methods_for", "raw_attributions"]
+__all__ = [
+    "METHOD_LABELS",
+    "POSTHOC_METHODS",
+    "intrinsic_method",
+    "layer_attributions",
+    "methods_for",
+    "raw_attributions",
+]

@@ -188,9 +188,7 @@ class TimmBackbone(Backbone):
         kwargs = dict(self.config.intermediates_kwargs)
         if self.tokens:
             kwargs.update(output_fmt="NLC", return_prefix_tokens=self.pool == "cls")
-        outputs = self.model.forward_intermediates(
-            x, indices=self.config.indices, intermediates_only=True, **kwargs
-        )
+        outputs = self.model.forward_intermediates(x, indices=self.config.indices, intermediates_only=True, **kwargs)
         hidden = []
         for out in outputs:
             if isinstance(out, tuple):  # (patch tokens, prefix tokens)

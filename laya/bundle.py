@@ -93,13 +93,14 @@ def model_card(models: str | Path) -> str:
     (the exact training config of each checkpoint is in its ``model.json``)."""
     from laya.attribution import METHOD_LABELS
     from laya.catalog import find_checkpoints
-    from laya.report import Report
     from laya.heads import HEAD_LABELS
+    from laya.report import Report
 
     short = {"laya_alpha": "α", "scalarmix_weights": "w", "integrated_gradients": "IG", "input_x_gradient": "G×I",
              "saliency": "Sal", "random": "rand"}  # fmt: skip
     lines = [
-        "| setting | head | accuracy | macro-F1 | faithfulness (zero): " + ", ".join(f"{v} = {METHOD_LABELS[k]}" for k, v in short.items())
+        "| setting | head | accuracy | macro-F1 | faithfulness (zero): "
+        + ", ".join(f"{v} = {METHOD_LABELS[k]}" for k, v in short.items())
         + " | Deletion@1 (primary) | train min | epochs | command |",
         "|---|---|---|---|---|---|---|---|---|",
     ]

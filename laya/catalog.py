@@ -91,7 +91,14 @@ def find_checkpoints(root: str | Path = "models") -> list[Entry]:
 def catalog_table(entries: list[Entry]) -> pd.DataFrame:
     return pd.DataFrame(
         [
-            {"group": e.group, "head": e.head, "seed": e.seed, "accuracy": e.accuracy, "faithfulness": e.faithfulness, "path": str(e.path)}
+            {
+                "group": e.group,
+                "head": e.head,
+                "seed": e.seed,
+                "accuracy": e.accuracy,
+                "faithfulness": e.faithfulness,
+                "path": str(e.path),
+            }
             for e in entries
             if e.error is None
         ]

@@ -192,7 +192,7 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise CheckpointError(f"{directory / META_FILE} is not valid JSON ({error}); the file is damaged") from error
     if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise CheckpointError(f"{directory / META_FILE} is not a LAYA checkpoint (no \"format\": \"{FORMAT}\")")
+        raise CheckpointError(f'{directory / META_FILE} is not a LAYA checkpoint (no "format": "{FORMAT}")')
     if record.get("format_version", 0) > FORMAT_VERSION:
         raise CheckpointError(
             f"{directory} uses checkpoint format {record['format_version']}, newer than this laya ({FORMAT_VERSION}); upgrade laya"

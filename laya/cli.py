@@ -60,7 +60,13 @@ def train_config_from_args(args: argparse.Namespace) -> "TrainConfig":  # noqa: 
         "name": args.backbone, "model": args.timm_model, "widths": args.widths, "input_size": args.input_size,
         "weights": args.weights, "pool": args.pool,
     }  # fmt: skip
-    head = {"name": args.head, "d_star": args.d_star, "tau": args.tau, "psi": args.psi, "scorer_hidden": args.scorer_hidden}
+    head = {
+        "name": args.head,
+        "d_star": args.d_star,
+        "tau": args.tau,
+        "psi": args.psi,
+        "scorer_hidden": args.scorer_hidden,
+    }
     data.update({k: v for k, v in top.items() if v is not None})
     data["backbone"].update({k: v for k, v in backbone.items() if v is not None})
     data["head"].update({k: v for k, v in head.items() if v is not None})
@@ -152,7 +158,9 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
 
 
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--modes", type=_csv, default=["zero", "mean", "renormalise"], help="ablation modes (comma-separated)")
+    p.add_argument(
+        "--modes", type=_csv, default=["zero", "mean", "renormalise"], help="ablation modes (comma-separated)"
+    )
     p.add_argument("--ig-steps", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N test inputs")

@@ -184,7 +184,9 @@ def _fashion_mnist(split: str) -> ImageArrays:
         labels = _find([directory / f"{prefix}-labels-idx1-ubyte{s}" for s in (".gz", "")])
         if images and labels:
             x, y = _read_idx(images), _read_idx(labels)
-            return ImageArrays(torch.from_numpy(x.copy()).unsqueeze(1), torch.from_numpy(y.astype(np.int64)), FASHION_MNIST_CLASSES)
+            return ImageArrays(
+                torch.from_numpy(x.copy()).unsqueeze(1), torch.from_numpy(y.astype(np.int64)), FASHION_MNIST_CLASSES
+            )
     return _torchvision_download(
         "FashionMNIST",
         split,
@@ -230,13 +232,29 @@ def load_image_folder(root: Path, split: str, image_size: int, channels: int) ->
     """Decode ``root/split/<class>/<image>`` (sorted, class index = sorted folder order), cached as ``.npy``."""
     split_dir = root / split
     if not split_dir.is_dir():
-        raise DatasetNotFoundError(f"{split_dir} does not exist; an ImageFolder dataset needs {root}/{{train,test}}/<class>/")
+        raise DatasetNotFoundError(
+            f"{split_dir} does not exist; an ImageFolder dataset needs {root}/{{train,test}}/<class>/"
+        )
     classes = sorted(d.name for d in split_dir.iterdir() if d.is_dir())
-    files = [(f, c) for c, name in enumerate(classes) for f in sorted((split_dir / name).iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES]
+    files = [
+        (f, c)
+        for c, name in enumerate(classes)
+        for f in sorted((split_dir / name).iterdir())
+        if f.suffix.lower() in IMAGE_SUFFIXES
+    ]
     if not files:
         raise DatasetNotFoundError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {split_dir}/<class>/")
     key = hashlib.sha256(
-        repr((str(root.resolve()), split, image_size, channels, len(files), [f.stat().st_mtime_ns for f, _ in files[:: max(1, len(files) // 64)]])).encode()
+        repr(
+            (
+                str(root.resolve()),
+                split,
+                image_size,
+                channels,
+                len(files),
+                [f.stat().st_mtime_ns for f, _ in files[:: max(1, len(files) // 64)]],
+            )
+        ).encode()
     ).hexdigest()[:16]
     cached = cache_dir() / "arrays" / f"{root.name}-{split}-{key}.npy"
     labels = torch.tensor([c for _, c in files], dtype=torch.long)

@@ -136,7 +136,12 @@ def evaluate(
         "methods": methods,
         "primary_method": primary,
         "modes": modes,
-        "options": {"ig_steps": options.ig_steps, "batch_size": options.batch_size, "limit": options.limit, "seed": options.seed},
+        "options": {
+            "ig_steps": options.ig_steps,
+            "batch_size": options.batch_size,
+            "limit": options.limit,
+            "seed": options.seed,
+        },
         "faithfulness": {
             mode: {method: summarise(cat[f"scores/{method}"], cat[f"drops/{mode}"]).to_dict() for method in methods}
             for mode in modes
@@ -145,15 +150,24 @@ def evaluate(
             mode: {method: cat[f"curve/{mode}/{method}"].mean(0).tolist() for method in methods} for mode in modes
         },
         "loo": {
-            mode: {"mean_drop": cat[f"drops/{mode}"].mean(0).tolist(), "flip_rate": cat[f"flipped/{mode}"].double().mean(0).tolist()}
+            mode: {
+                "mean_drop": cat[f"drops/{mode}"].mean(0).tolist(),
+                "flip_rate": cat[f"flipped/{mode}"].double().mean(0).tolist(),
+            }
             for mode in modes
         },
         "profiles": {
             "layer": {
-                method: layer_profile(cat[f"scores/{method}"], layer_names).to_dict("records") for method in methods if method != "random"
+                method: layer_profile(cat[f"scores/{method}"], layer_names).to_dict("records")
+                for method in methods
+                if method != "random"
             },
-            "class_layer": class_layer_profile(cat[f"scores/{primary}"], data.labels, predictions, data.classes, layer_names).to_dict("records"),
-            "class_loo": class_layer_profile(cat["drops/zero"], data.labels, predictions, data.classes, layer_names).to_dict("records")
+            "class_layer": class_layer_profile(
+                cat[f"scores/{primary}"], data.labels, predictions, data.classes, layer_names
+            ).to_dict("records"),
+            "class_loo": class_layer_profile(
+                cat["drops/zero"], data.labels, predictions, data.classes, layer_names
+            ).to_dict("records")
             if "zero" in modes
             else [],
         },

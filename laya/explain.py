@@ -84,7 +84,11 @@ class Explanation:
         """Per method: Spearman faithfulness and Deletion@1 on this input."""
         return pd.DataFrame(
             [
-                {"method": METHOD_LABELS.get(m, m), "spearman": self.spearman(m), "deletion_at_1": self.deletion_at_1(m)}
+                {
+                    "method": METHOD_LABELS.get(m, m),
+                    "spearman": self.spearman(m),
+                    "deletion_at_1": self.deletion_at_1(m),
+                }
                 for m in self.scores
             ]
         )
@@ -102,7 +106,9 @@ class Explanation:
 
 
 @torch.inference_mode()
-def _forward_and_loo(checkpoint: Checkpoint, image: Tensor, mode: AblationMode) -> tuple[Tensor, list[Tensor], AblationResult]:
+def _forward_and_loo(
+    checkpoint: Checkpoint, image: Tensor, mode: AblationMode
+) -> tuple[Tensor, list[Tensor], AblationResult]:
     x = checkpoint.preprocess(image.unsqueeze(0))
     hidden = checkpoint.model.backbone(x)
     return x[0], hidden, leave_one_out(checkpoint.model.head, hidden, mode)

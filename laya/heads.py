@@ -101,9 +101,7 @@ class LayerHead(nn.Module):
         for i, r in enumerate(references):
             getattr(self, f"reference_{i}").copy_(r)
 
-    def forward(
-        self, hidden: Sequence[Tensor], keep: Tensor | None = None, mode: AblationMode = "zero"
-    ) -> HeadOutput:
+    def forward(self, hidden: Sequence[Tensor], keep: Tensor | None = None, mode: AblationMode = "zero") -> HeadOutput:
         """Apply the head to ``hidden`` with layers where ``keep`` is False removed.
 
         Args:
@@ -146,8 +144,7 @@ class LayerHead(nn.Module):
         keep = torch.as_tensor(keep, device=device).bool()
         if keep.shape[-1] != L or keep.ndim > 3 or (keep.ndim >= 2 and keep.shape[0] not in (1, batch)):
             raise ValueError(
-                f"layer mask must have shape (L,), (B, L) or (B|1, M, L) with L={L}, B={batch}; "
-                f"got {tuple(keep.shape)}"
+                f"layer mask must have shape (L,), (B, L) or (B|1, M, L) with L={L}, B={batch}; got {tuple(keep.shape)}"
             )
         if keep.ndim == 3:
             return keep, False

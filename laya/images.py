@@ -42,7 +42,9 @@ def open_image(source: bytes | str | Path, max_pixels: int = MAX_PIXELS) -> Imag
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data), formats=FORMATS)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
-        raise ImageError(f"the image has more pixels than the limit of {max_pixels:,} ({error}); downscale it") from error
+        raise ImageError(
+            f"the image has more pixels than the limit of {max_pixels:,} ({error}); downscale it"
+        ) from error
     except UnidentifiedImageError as error:
         raise ImageError(f"not a readable image: the file is not {', '.join(FORMATS[:-1])} or {FORMATS[-1]}") from error
     except (OSError, ValueError, SyntaxError) as error:
@@ -100,4 +102,13 @@ def load_image_tensor(source: bytes | str | Path, channels: int, size: int) -> t
     return to_tensor(open_image(source), channels, size)
 
 
-__all__ = ["FORMATS", "MAX_BYTES", "MAX_PIXELS", "ImageError", "load_image_tensor", "open_image", "to_mode", "to_tensor"]
+__all__ = [
+    "FORMATS",
+    "MAX_BYTES",
+    "MAX_PIXELS",
+    "ImageError",
+    "load_image_tensor",
+    "open_image",
+    "to_mode",
+    "to_tensor",
+]

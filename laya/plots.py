@@ -22,7 +22,12 @@ def _label(method: str) -> str:
 
 
 def _layer_bars(
-    fig: go.Figure, explanation: Explanation, method: str | None, row: int | None = None, col: int | None = None, legend: bool = True
+    fig: go.Figure,
+    explanation: Explanation,
+    method: str | None,
+    row: int | None = None,
+    col: int | None = None,
+    legend: bool = True,
 ) -> None:
     layers = list(explanation.layer_names)
     if method is not None:
@@ -60,7 +65,9 @@ def topk_figure(explanation: Explanation, k: int = 5) -> go.Figure:
     top = explanation.topk(k).iloc[::-1]
     fig = go.Figure(go.Bar(x=top["probability"], y=top["class"], orientation="h", marker_color=SCORE_COLOR,
                            text=[f"{p:.1%}" for p in top["probability"]], textposition="auto"))  # fmt: skip
-    fig.update_layout(title="Top classes", xaxis=dict(range=[0, 1], tickformat=".0%"), height=260, margin=dict(t=40, b=20))
+    fig.update_layout(
+        title="Top classes", xaxis=dict(range=[0, 1], tickformat=".0%"), height=260, margin=dict(t=40, b=20)
+    )
     return fig
 
 
@@ -69,7 +76,7 @@ def compare_figure(explanations: Sequence[Explanation], titles: Sequence[str]) -
     fig = make_subplots(rows=1, cols=len(explanations), shared_yaxes=True, subplot_titles=list(titles))
     for i, explanation in enumerate(explanations):
         _layer_bars(fig, explanation, explanation.primary, row=1, col=i + 1, legend=False)
-    values = np.concatenate([np.r_[e.drops.numpy(), *[s.numpy() for s in e.scores.values()]] for e in explanations])
+    values = np.concatenate([t.double().numpy() for e in explanations for t in (e.drops, *e.scores.values())])
     fig.update_yaxes(range=[min(0.0, float(values.min())) * 1.1, max(1e-6, float(values.max())) * 1.1])
     fig.update_layout(barmode="group", height=380, title="Layer scores (blue) and leave-one-layer-out drops (orange)")
     return fig
@@ -85,7 +92,9 @@ def heatmap_figure(profile: pd.DataFrame, subset: str = "all", title: str = "Mea
             hovertemplate="class %{y}<br>%{x}<br>mean %{z:.4f} ± %{customdata[0]:.4f}<br>n = %{customdata[1]}<extra></extra>",
         )
     )  # fmt: skip
-    fig.update_layout(title=f"{title} ({subset} inputs)", xaxis_title="layer", yaxis=dict(autorange="reversed"), height=460)
+    fig.update_layout(
+        title=f"{title} ({subset} inputs)", xaxis_title="layer", yaxis=dict(autorange="reversed"), height=460
+    )
     return fig
 
 
@@ -115,7 +124,9 @@ def faithfulness_figure(table: pd.DataFrame, mode: str = "zero") -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Spearman(score, LOO drop)", "Deletion@1"))
     fig.add_trace(go.Bar(x=part["label"], y=part["spearman_mean"], error_y=dict(type="data", array=part["spearman_std"]),
                          marker_color=SCORE_COLOR, showlegend=False), row=1, col=1)  # fmt: skip
-    fig.add_trace(go.Bar(x=part["label"], y=part["deletion_at_1"], marker_color=DROP_COLOR, showlegend=False), row=1, col=2)
+    fig.add_trace(
+        go.Bar(x=part["label"], y=part["deletion_at_1"], marker_color=DROP_COLOR, showlegend=False), row=1, col=2
+    )
     fig.update_layout(title=f"Faithfulness ({mode} ablation)", height=380)
     return fig
 
@@ -123,8 +134,12 @@ def faithfulness_figure(table: pd.DataFrame, mode: str = "zero") -> go.Figure:
 def heads_overview_figure(table: pd.DataFrame) -> go.Figure:
     """Accuracy and primary-method faithfulness across heads (``head, accuracy, faithfulness`` columns)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Test accuracy", "Faithfulness (primary method, zero)"))
-    fig.add_trace(go.Bar(x=table["head"], y=table["accuracy"], marker_color=SCORE_COLOR, showlegend=False), row=1, col=1)
-    fig.add_trace(go.Bar(x=table["head"], y=table["faithfulness"], marker_color=DROP_COLOR, showlegend=False), row=1, col=2)
+    fig.add_trace(
+        go.Bar(x=table["head"], y=table["accuracy"], marker_color=SCORE_COLOR, showlegend=False), row=1, col=1
+    )
+    fig.add_trace(
+        go.Bar(x=table["head"], y=table["faithfulness"], marker_color=DROP_COLOR, showlegend=False), row=1, col=2
+    )
     fig.update_layout(height=340)
     return fig
 

@@ -92,7 +92,9 @@ class Report:
 
     def layer_profile(self) -> pd.DataFrame:
         """``method, layer, layer_index, mean, std, count`` for every method's scores."""
-        frames = [pd.DataFrame(records).assign(method=method) for method, records in self.data["profiles"]["layer"].items()]
+        frames = [
+            pd.DataFrame(records).assign(method=method) for method, records in self.data["profiles"]["layer"].items()
+        ]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def class_layer_profile(self, kind: str = "scores") -> pd.DataFrame:

@@ -95,7 +95,14 @@ SETTINGS: dict[str, Setting] = {
                 backbone=BackboneConfig(
                     name="timm",
                     model="vit_tiny_patch16_224",
-                    model_kwargs={"img_size": 32, "patch_size": 8, "embed_dim": 128, "depth": 6, "num_heads": 4, "mlp_ratio": 2.0},
+                    model_kwargs={
+                        "img_size": 32,
+                        "patch_size": 8,
+                        "embed_dim": 128,
+                        "depth": 6,
+                        "num_heads": 4,
+                        "mlp_ratio": 2.0,
+                    },
                 ),
                 head=HeadConfig(),
                 augment="flip_crop",

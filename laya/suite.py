@@ -23,7 +23,6 @@ from laya.settings import Setting
 from laya.train import train
 
 
-
 def run_suite(
     setting: Setting,
     runs: str | Path = "runs",

@@ -188,7 +188,9 @@ def _accuracy(net: nn.Module, inputs: list[Tensor], labels: Tensor, index: Tenso
     return float(correct[0] / correct[1])
 
 
-def _save_state(out: Path, net: nn.Module, best: dict[str, Tensor], optimizer: torch.optim.Optimizer, info: dict) -> None:
+def _save_state(
+    out: Path, net: nn.Module, best: dict[str, Tensor], optimizer: torch.optim.Optimizer, info: dict
+) -> None:
     tensors = {f"model.{k}": v for k, v in net.state_dict().items()}
     tensors.update({f"best.{k}": v for k, v in best.items()})
     optim = optimizer.state_dict()
@@ -226,7 +228,9 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
 
     data = load_dataset(config.dataset, "train", config.image_size)
     spec = input_spec_for(config, data)
-    bb_config = BackboneConfig.from_dict({**config.backbone.to_dict(), "in_channels": spec.channels, "input_size": spec.size})
+    bb_config = BackboneConfig.from_dict(
+        {**config.backbone.to_dict(), "in_channels": spec.channels, "input_size": spec.size}
+    )
     backbone = build_backbone(bb_config)
     head = build_head(config.head, backbone.layer_dims, len(data.classes))
     model = LayerwiseClassifier(backbone, head).to(env.device)
@@ -235,7 +239,9 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
 
     frozen = bb_config.freeze
     if frozen:  # heads train on per-layer features computed once
-        inputs = cached_hidden_states(backbone, preprocess, data.images, config.eval_batch_size, "features (train split)")
+        inputs = cached_hidden_states(
+            backbone, preprocess, data.images, config.eval_batch_size, "features (train split)"
+        )
         net: nn.Module = _Logits(model, None)
     else:
         inputs = [data.images]
@@ -261,7 +267,13 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
         generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch * 7919 + env.rank)
         ddp.train()
         tick, total, seen = time.time(), 0.0, 0
-        bar = tqdm(range(0, len(order), config.batch_size), desc=f"epoch {epoch + 1}", disable=not env.main, leave=False, mininterval=1.0)
+        bar = tqdm(
+            range(0, len(order), config.batch_size),
+            desc=f"epoch {epoch + 1}",
+            disable=not env.main,
+            leave=False,
+            mininterval=1.0,
+        )
         for start in bar:
             idx = order[start : start + config.batch_size]
             batch = [x[idx] for x in inputs]
@@ -283,8 +295,16 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
         record = {"epoch": epoch, "train_loss": total / max(seen, 1), "val_acc": val_acc, "seconds": time.time() - tick}
         history.append(record)
         if env.main:
-            tqdm.write(f"epoch {epoch:3d}  loss {record['train_loss']:.4f}  val acc {val_acc:.4f}  ({record['seconds']:.1f} s)")
-            info = {"epoch": epoch, "best_acc": best_acc, "bad_epochs": bad_epochs, "history": history, "config": config.to_dict()}
+            tqdm.write(
+                f"epoch {epoch:3d}  loss {record['train_loss']:.4f}  val acc {val_acc:.4f}  ({record['seconds']:.1f} s)"
+            )
+            info = {
+                "epoch": epoch,
+                "best_acc": best_acc,
+                "bad_epochs": bad_epochs,
+                "history": history,
+                "config": config.to_dict(),
+            }
             _save_state(out, net, best, optimizer, info)
         env.barrier()
         if on_epoch_end is not None:
@@ -292,7 +312,20 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
 
     net.load_state_dict(best)
     if env.main:
-        _finish(config, model, preprocess, spec, bb_config, data, inputs, train_idx, best_acc, history, time.time() - started, out)
+        _finish(
+            config,
+            model,
+            preprocess,
+            spec,
+            bb_config,
+            data,
+            inputs,
+            train_idx,
+            best_acc,
+            history,
+            time.time() - started,
+            out,
+        )
     env.barrier()
     return out
 
@@ -314,8 +347,12 @@ def _finish(
     """Reference vectors, test accuracy, final checkpoint; removes the training state."""
     model.eval()
     frozen = bb_config.freeze
-    train_hidden = [h[train_idx] for h in inputs] if frozen else hidden_states(
-        model.backbone, preprocess, data.images[train_idx], config.eval_batch_size, "reference vectors"
+    train_hidden = (
+        [h[train_idx] for h in inputs]
+        if frozen
+        else hidden_states(
+            model.backbone, preprocess, data.images[train_idx], config.eval_batch_size, "reference vectors"
+        )
     )
     model.head.set_references([h.double().mean(0).float() for h in train_hidden])
     test = load_dataset(config.dataset, "test", config.image_size)

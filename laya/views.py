@@ -22,8 +22,8 @@ from laya.catalog import Entry
 from laya.checkpoint import META_FILE, WEIGHTS_FILE, Checkpoint, CheckpointError
 from laya.data import InputSpec
 from laya.evaluate import EvalOptions, evaluate
-from laya.heads import HEAD_LABELS
 from laya.explain import Explanation
+from laya.heads import HEAD_LABELS
 from laya.plots import layer_scores_figure
 from laya.report import Report
 

@@ -95,7 +95,9 @@ def match_state_dict(model: nn.Module, state: dict[str, Tensor]) -> dict[str, Te
         mismatched = [k for k in target if state[k].shape != target[k].shape]
         if mismatched:
             k = mismatched[0]
-            raise ValueError(f"weights tensor {k!r} has shape {tuple(state[k].shape)}, model expects {tuple(target[k].shape)}")
+            raise ValueError(
+                f"weights tensor {k!r} has shape {tuple(state[k].shape)}, model expects {tuple(target[k].shape)}"
+            )
         return {k: state[k] for k in target}
     if len(state) < len(target):
         raise ValueError(

@@ -24,7 +24,9 @@ def test_mlp_hidden_states_are_block_outputs_after_gelu():
 
 def test_cnn_hidden_states_are_pooled_block_outputs():
     torch.manual_seed(0)
-    bb = build_backbone(BackboneConfig(name="cnn", in_channels=3, input_size=16, widths=(4, 6, 8), convs_per_block=2)).eval()
+    bb = build_backbone(
+        BackboneConfig(name="cnn", in_channels=3, input_size=16, widths=(4, 6, 8), convs_per_block=2)
+    ).eval()
     x = torch.randn(2, 3, 16, 16)
     hidden = bb(x)
     assert [h.shape for h in hidden] == [(2, 4), (2, 6), (2, 8)]
@@ -36,7 +38,9 @@ def test_cnn_hidden_states_are_pooled_block_outputs():
 
 
 def test_timm_vit_cls_and_mean_pooling():
-    cls = build_backbone(BackboneConfig(name="timm", model="test_vit", in_channels=3, input_size=32, model_kwargs={"img_size": 32})).eval()
+    cls = build_backbone(
+        BackboneConfig(name="timm", model="test_vit", in_channels=3, input_size=32, model_kwargs={"img_size": 32})
+    ).eval()
     assert isinstance(cls, TimmBackbone) and cls.pool == "cls"
     x = torch.randn(2, 3, 32, 32)
     hidden = cls(x)
@@ -46,7 +50,11 @@ def test_timm_vit_cls_and_mean_pooling():
     tokens = cls.model.forward_intermediates(x, intermediates_only=True, output_fmt="NLC", return_prefix_tokens=True)
     for got, (_, prefix) in zip(hidden, tokens):
         assert torch.allclose(got, prefix[:, 0])
-    avg = build_backbone(BackboneConfig(name="timm", model="test_vit", in_channels=3, input_size=32, pool="avg", model_kwargs={"img_size": 32})).eval()
+    avg = build_backbone(
+        BackboneConfig(
+            name="timm", model="test_vit", in_channels=3, input_size=32, pool="avg", model_kwargs={"img_size": 32}
+        )
+    ).eval()
     avg.load_state_dict(cls.state_dict())
     patch = avg.model.forward_intermediates(x, intermediates_only=True, output_fmt="NLC")
     for got, p in zip(avg(x), patch):

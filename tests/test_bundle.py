@@ -15,7 +15,14 @@ from tests.conftest import tiny_config
 def test_export_examples_one_per_class(image_folder, tmp_path):
     test = load_dataset(str(image_folder), "test", image_size=8)
     paths = export_examples(test, tmp_path, per_class=2)
-    assert [p.name for p in paths] == ["00-blue.png", "01-blue.png", "02-green.png", "03-green.png", "04-red.png", "05-red.png"]
+    assert [p.name for p in paths] == [
+        "00-blue.png",
+        "01-blue.png",
+        "02-green.png",
+        "03-green.png",
+        "04-red.png",
+        "05-red.png",
+    ]
 
 
 def test_bundle_of_a_frozen_backbone_stores_it_once(image_folder, tmp_path):
@@ -26,7 +33,9 @@ def test_bundle_of_a_frozen_backbone_stores_it_once(image_folder, tmp_path):
     setting = tmp_path / "models" / "colours-resnet"
     export_examples(test, setting / "examples")
     for head in ("laya", "concat"):
-        backbone = BackboneConfig(name="timm", model="test_resnet", input_size=16, weights=str(tmp_path / "w.safetensors"), freeze=True)
+        backbone = BackboneConfig(
+            name="timm", model="test_resnet", input_size=16, weights=str(tmp_path / "w.safetensors"), freeze=True
+        )
         run = train(tiny_config(image_folder, tmp_path / "runs" / head, head, backbone=backbone, max_epochs=1))
         bundle(run, setting / head, test, EvalOptions(ig_steps=4))
     (tmp_path / "w.safetensors").unlink()  # the bundle no longer needs the original file

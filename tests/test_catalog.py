@@ -21,7 +21,9 @@ def test_damaged_checkpoints_are_listed_with_their_error(tmp_path):
 
 def test_backbone_labels():
     assert backbone_label({"name": "mlp", "widths": [512, 256]}) == "mlp 512-256"
-    assert backbone_label({"name": "timm", "model": "efficientnet_lite0", "freeze": True}) == "efficientnet_lite0 (frozen)"
+    assert (
+        backbone_label({"name": "timm", "model": "efficientnet_lite0", "freeze": True}) == "efficientnet_lite0 (frozen)"
+    )
 
 
 def test_damaged_report_keeps_the_checkpoint_usable(tiny_models, tmp_path):

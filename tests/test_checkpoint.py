@@ -128,7 +128,9 @@ def test_frozen_backbone_is_stored_once_and_pinned(tmp_path: Path):
 
     source = build_backbone(BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=16))
     save_file({k: v.contiguous() for k, v in source.model.state_dict().items()}, str(tmp_path / "backbone.safetensors"))
-    meta = make_meta(name="timm", model="test_resnet", in_channels=3, input_size=16, weights="../backbone.safetensors", freeze=True)
+    meta = make_meta(
+        name="timm", model="test_resnet", in_channels=3, input_size=16, weights="../backbone.safetensors", freeze=True
+    )
     meta.input = InputSpec(channels=3, source_size=16, size=16, mean=(0.5,) * 3, std=(0.5,) * 3)
     (tmp_path / "head").mkdir()
     model = build_model(meta, tmp_path / "head").eval()

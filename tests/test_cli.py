@@ -11,7 +11,9 @@ from laya.suite import results_table, summary_table, write_summary
 
 def test_evaluate_command_writes_a_report(tiny_models, tmp_path, capsys):
     checkpoint = tiny_models / "colours-mlp" / "scalarmix"
-    code = main(["evaluate", "--checkpoint", str(checkpoint), "--out", str(tmp_path), "--ig-steps", "4", "--modes", "zero,mean"])
+    code = main(
+        ["evaluate", "--checkpoint", str(checkpoint), "--out", str(tmp_path), "--ig-steps", "4", "--modes", "zero,mean"]
+    )
     assert code == 0
     report = Report.load(tmp_path)
     assert report.data["modes"] == ["zero", "mean"] and report.primary_method == "scalarmix_weights"

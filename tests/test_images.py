@@ -58,7 +58,7 @@ def test_modes_convert_to_the_model_channels():
 
 
 def test_sixteen_bit_greyscale_is_rescaled():
-    wide = (GREY.astype(np.uint16) * 257)  # 16-bit version of GREY
+    wide = GREY.astype(np.uint16) * 257  # 16-bit version of GREY
     data = encode(Image.fromarray(wide), "PNG")
     image = open_image(data)
     assert image.mode.startswith("I")

@@ -21,7 +21,10 @@ def test_class_layer_profile_by_true_class_and_subset():
     labels = torch.tensor([0, 0, 1, 1])
     preds = torch.tensor([0, 1, 1, 1])  # input 1 is wrong
     table = class_layer_profile(values, labels, preds, CLASSES, LAYERS)
-    cell = lambda subset, cls, layer: table.query("subset == @subset and `class` == @cls and layer == @layer").iloc[0]
+
+    def cell(subset, cls, layer):
+        return table.query("subset == @subset and `class` == @cls and layer == @layer").iloc[0]
+
     assert cell("all", "cat", "l1")["mean"] == pytest.approx(0.5) and cell("all", "cat", "l1")["count"] == 2
     assert cell("correct", "cat", "l1")["mean"] == pytest.approx(1.0) and cell("correct", "cat", "l1")["count"] == 1
     assert cell("incorrect", "cat", "l2")["mean"] == pytest.approx(1.0)

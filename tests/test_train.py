@@ -12,9 +12,9 @@ from safetensors.torch import load_file, save_file
 from laya.backbones import BackboneConfig, build_backbone
 from laya.checkpoint import load_checkpoint
 from laya.cli import main
-from laya.data import Preprocess, load_dataset, split_indices
+from laya.data import load_dataset, split_indices
 from laya.features import hidden_states
-from laya.train import STATE_META, TrainConfig, flip_crop, train
+from laya.train import STATE_META, flip_crop, train
 from tests.conftest import tiny_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -88,7 +88,9 @@ def test_flip_crop_shifts_and_flips_within_bounds():
     assert y.shape == x.shape and y.dtype == x.dtype
     values = set(x.flatten().tolist()) | {0}
     assert set(y.flatten().tolist()) <= values
-    assert flip_crop(x, torch.Generator().manual_seed(0), pad=0).equal(flip_crop(x, torch.Generator().manual_seed(0), pad=0))
+    assert flip_crop(x, torch.Generator().manual_seed(0), pad=0).equal(
+        flip_crop(x, torch.Generator().manual_seed(0), pad=0)
+    )
 
 
 def test_frozen_backbone_trains_head_on_cached_features(image_folder, tmp_path):
@@ -98,13 +100,18 @@ def test_frozen_backbone_trains_head_on_cached_features(image_folder, tmp_path):
     config = tiny_config(
         image_folder,
         tmp_path / "frozen",
-        backbone=BackboneConfig(name="timm", model="test_resnet", input_size=16, weights=str(tmp_path / "w.safetensors"), freeze=True),
+        backbone=BackboneConfig(
+            name="timm", model="test_resnet", input_size=16, weights=str(tmp_path / "w.safetensors"), freeze=True
+        ),
         max_epochs=2,
     )
     out = train(config)
     ck = load_checkpoint(out)
     assert ck.meta.input.size == 16 and ck.meta.input.source_size == 8
-    assert all(torch.equal(a, b) for a, b in zip(ck.model.backbone.model.state_dict().values(), source.model.state_dict().values()))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(ck.model.backbone.model.state_dict().values(), source.model.state_dict().values())
+    )
     from laya.data import cache_dir
 
     assert list((cache_dir() / "features").glob("*.safetensors"))
@@ -112,7 +119,9 @@ def test_frozen_backbone_trains_head_on_cached_features(image_folder, tmp_path):
 
 def test_timm_vit_test_model_as_frozen_backbone_on_image_folder(image_folder, tmp_path):
     """The documented route for a frozen ViT on an art-style ImageFolder, with timm's tiny test_vit."""
-    vit = build_backbone(BackboneConfig(name="timm", model="test_vit", in_channels=3, input_size=32, model_kwargs={"img_size": 32}))
+    vit = build_backbone(
+        BackboneConfig(name="timm", model="test_vit", in_channels=3, input_size=32, model_kwargs={"img_size": 32})
+    )
     save_file({k: v.contiguous() for k, v in vit.model.state_dict().items()}, str(tmp_path / "vit.safetensors"))
     code = main([
         "train", "--dataset", str(image_folder), "--backbone", "timm", "--timm-model", "test_vit", "--input-size", "32",

@@ -67,7 +67,9 @@ def test_explanations_work_under_the_callers_grad_modes(setting: Path, example: 
         assert list(shown.scores) == ["laya_alpha", "saliency", "integrated_gradients"]
         assert all(torch.allclose(shown.scores[m], expected.scores[m]) for m in shown.scores)
         assert posthoc_only.intrinsic is None and list(posthoc_only.scores) == ["integrated_gradients"]
-        assert torch.allclose(posthoc_only.scores["integrated_gradients"], reference(concat, example).scores["integrated_gradients"])
+        assert torch.allclose(
+            posthoc_only.scores["integrated_gradients"], reference(concat, example).scores["integrated_gradients"]
+        )
 
 
 def test_explain_refuses_bad_images(setting: Path) -> None:
@@ -194,7 +196,9 @@ def test_explain_is_safe_across_threads(setting: Path, example: bytes) -> None:
     checkpoint = load_checkpoint(setting / "concat")  # post-hoc IG: gradients in every thread
     serial = explain_bytes(checkpoint, example, mode="mean", posthoc=("saliency",))
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda _: explain_bytes(checkpoint, example, mode="mean", posthoc=("saliency",)), range(8)))
+        results = list(
+            pool.map(lambda _: explain_bytes(checkpoint, example, mode="mean", posthoc=("saliency",)), range(8))
+        )
     for result in results:
         assert torch.allclose(result.drops, serial.drops)
         assert all(torch.allclose(result.scores[m], serial.scores[m]) for m in serial.scores)

@@ -120,26 +120,35 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def atomic_write_tensors(path: Path, tensors: dict[str, Tensor], header: dict[str, str] | None = None) -> None:
-    """Write a safetensors file via a temporary file and ``os.replace`` (never half-written)."""
+def _publish(tmp: str, path: Path) -> None:
+    """Give ``tmp`` the permissions a plain ``open`` would (mkstemp and safetensors use 0600), then move it to ``path``."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+
+
+def _atomic_write(path: Path, write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     os.close(fd)
     try:
-        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp, metadata=header)
-        os.replace(tmp, path)
+        write(tmp)
+        _publish(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
+def atomic_write_tensors(path: Path, tensors: dict[str, Tensor], header: dict[str, str] | None = None) -> None:
+    """Write a safetensors file via a temporary file and ``os.replace`` (never half-written)."""
+    state = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    _atomic_write(path, lambda tmp: save_file(state, tmp, metadata=header))
+
+
 def atomic_write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write JSON via a temporary file and ``os.replace`` (never half-written)."""
+    _atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n"))
 
 
 def save_checkpoint(

@@ -42,7 +42,9 @@ def cached_hidden_states(
     digest = hashlib.sha256()
     digest.update(backbone.fingerprint().encode())
     digest.update(json.dumps(preprocess.spec.to_dict(), sort_keys=True).encode())
-    digest.update(json.dumps(backbone.config.to_dict(), sort_keys=True, default=str).encode())
+    # the architecture, not where the weights came from (the fingerprint covers the weights)
+    architecture = {k: v for k, v in backbone.config.to_dict().items() if k not in ("weights", "freeze", "layer_names")}
+    digest.update(json.dumps(architecture, sort_keys=True, default=str).encode())
     digest.update(str(tuple(images.shape)).encode())
     digest.update(images.contiguous().numpy().tobytes())
     path = cache_dir() / "features" / f"{digest.hexdigest()[:24]}.safetensors"

@@ -149,3 +149,9 @@ def test_frozen_backbone_is_stored_once_and_pinned(tmp_path: Path):
     save_file({k: v.contiguous() for k, v in tampered.items()}, str(tmp_path / "backbone.safetensors"))
     with pytest.raises(CheckpointError, match="differ from those the head"):
         load_checkpoint(path)
+
+
+def test_written_files_are_readable_by_others(saved):
+    path, _ = saved
+    for name in ("model.json", "model.safetensors"):
+        assert (path / name).stat().st_mode & 0o044 == 0o044  # not the 0600 of a bare mkstemp

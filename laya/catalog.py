@@ -41,9 +41,11 @@ class Entry:
 
 
 def backbone_label(backbone: dict) -> str:
-    """Short human name of a backbone config: ``mlp 512-256-128``, ``efficientnet_lite0 (frozen)``."""
-    if backbone.get("name") == "timm":
-        name = backbone.get("model") or "timm"
+    """Short human name of a backbone config: ``mlp 512-256-128``, ``efficientnet_lite0 (frozen)``,
+    ``vit_tiny_patch16_224 patch_size=8 depth=6`` (timm name and architecture overrides)."""
+    if backbone.get("name") == "timm":  # architecture overrides matter: a timm name alone can mislead
+        overrides = {k: v for k, v in backbone.get("model_kwargs", {}).items() if k not in ("img_size", "num_classes")}
+        name = (backbone.get("model") or "timm") + "".join(f" {k}={v}" for k, v in overrides.items())
     else:
         name = f"{backbone.get('name')} {'-'.join(str(w) for w in backbone.get('widths', []))}"
     return name + (" (frozen)" if backbone.get("freeze") else "")

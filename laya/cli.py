@@ -33,13 +33,13 @@ def _csv(text: str) -> list[str]:
 
 def read_config_file(path: str) -> dict[str, Any]:
     """A YAML or JSON mapping from ``path``."""
-    text = Path(path).read_text()
-    if path.endswith((".yaml", ".yml")):
-        import yaml
+    import yaml
 
-        data = yaml.safe_load(text)
-    else:
-        data = json.loads(text)
+    text = Path(path).read_text()
+    try:
+        data = yaml.safe_load(text) if path.endswith((".yaml", ".yml")) else json.loads(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not valid {'YAML' if path.endswith(('.yaml', '.yml')) else 'JSON'}: {error}") from error
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a mapping of config keys")
     return data

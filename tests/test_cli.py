@@ -50,3 +50,16 @@ def test_settings_cover_the_four_experimental_settings():
         assert config.seed == 2 and config.head.name == "laya" and config.out.endswith("laya/seed2")
     with pytest.raises(ValueError, match="unknown head"):
         SETTINGS["cifar10-cnn"].config("mlp", 0, Path("runs"))
+
+
+def test_bad_config_files_are_reported(tmp_path, capsys):
+    bad = tmp_path / "run.yaml"
+    bad.write_text("dataset: [unclosed")
+    assert main(["train", "--config", str(bad)]) == 2
+    assert "is not valid YAML" in capsys.readouterr().err
+    unknown = tmp_path / "run.json"
+    unknown.write_text('{"learning_rate": 0.1}')
+    assert main(["train", "--config", str(unknown)]) == 2
+    assert "unknown training config keys ['learning_rate']" in capsys.readouterr().err
+    assert main(["train", "--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err

@@ -64,7 +64,13 @@ def test_resume_continues_an_interrupted_run_exactly(image_folder, tmp_path):
     resumed_epochs = []
     train(replace(config, resume=True), on_epoch_end=lambda e, r: resumed_epochs.append(e))
     assert resumed_epochs == [3, 4]
+    # the same through the command line: interrupted again, then `--resume`
+    cli_config = _write(tmp_path / "cli.json", replace(config, out=str(tmp_path / "cli")).to_dict())
+    with pytest.raises(KeyboardInterrupt):
+        train(replace(config, out=str(tmp_path / "cli")), on_epoch_end=crash)
+    assert main(["train", "--config", str(cli_config), "--resume"]) == 0
     straight = train(replace(config, out=str(tmp_path / "straight")))
+    assert all(torch.equal(a, b) for a, b in zip(weights(tmp_path / "cli").values(), weights(straight).values()))
     a, b = weights(tmp_path / "interrupted"), weights(straight)
     assert all(torch.equal(a[k], b[k]) for k in a)
 

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from laya.backbones import BackboneConfig, build_backbone
 from laya.checkpoint import (
+    META_FILE,
     CheckpointMeta,
     atomic_write_json,
     atomic_write_tensors,
@@ -223,6 +224,10 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
     """
     env = _setup_distributed()
     out = Path(config.out)
+    if config.resume and (out / META_FILE).is_file() and not (out / STATE_META).is_file():
+        if env.main:
+            tqdm.write(f"{out} already holds a finished run; nothing to resume")
+        return out
     seed_everything(config.seed)
     started = time.time()
 
@@ -255,6 +260,7 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
     if config.resume and (out / STATE_META).is_file():
         best, info = _load_state(out, net, optimizer)
         epoch, best_acc, bad_epochs, history = info["epoch"], info["best_acc"], info["bad_epochs"], info["history"]
+        started -= info["elapsed"]  # training time counts the interrupted part too
         if env.main:
             tqdm.write(f"resuming {out} after epoch {epoch} (best val acc {best_acc:.4f})")
     elif env.main and (out / STATE_META).is_file():
@@ -303,6 +309,7 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
                 "best_acc": best_acc,
                 "bad_epochs": bad_epochs,
                 "history": history,
+                "elapsed": time.time() - started,
                 "config": config.to_dict(),
             }
             _save_state(out, net, best, optimizer, info)

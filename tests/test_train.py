@@ -69,6 +69,10 @@ def test_resume_continues_an_interrupted_run_exactly(image_folder, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         train(replace(config, out=str(tmp_path / "cli")), on_epoch_end=crash)
     assert main(["train", "--config", str(cli_config), "--resume"]) == 0
+    finished = load_checkpoint(tmp_path / "cli")
+    assert finished.meta.metrics["train_seconds"] >= sum(r["seconds"] for r in finished.meta.metrics["history"])
+    assert main(["train", "--config", str(cli_config), "--resume"]) == 0  # finished: nothing to do, nothing changed
+    assert load_checkpoint(tmp_path / "cli").meta.metrics == finished.meta.metrics
     straight = train(replace(config, out=str(tmp_path / "straight")))
     assert all(torch.equal(a, b) for a, b in zip(weights(tmp_path / "cli").values(), weights(straight).values()))
     a, b = weights(tmp_path / "interrupted"), weights(straight)

@@ -260,7 +260,8 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
     if config.resume and (out / STATE_META).is_file():
         best, info = _load_state(out, net, optimizer)
         epoch, best_acc, bad_epochs, history = info["epoch"], info["best_acc"], info["bad_epochs"], info["history"]
-        started -= info["elapsed"]  # training time counts the interrupted part too
+        # training time counts the interrupted part too (states from older versions: sum of epoch times)
+        started -= info.get("elapsed", sum(r["seconds"] for r in history))
         if env.main:
             tqdm.write(f"resuming {out} after epoch {epoch} (best val acc {best_acc:.4f})")
     elif env.main and (out / STATE_META).is_file():

@@ -61,9 +61,13 @@ def test_resume_continues_an_interrupted_run_exactly(image_folder, tmp_path):
         train(config, on_epoch_end=crash)
     state = json.loads((tmp_path / "interrupted" / STATE_META).read_text())
     assert state["epoch"] == 2
+    del state["elapsed"]  # states written before elapsed time was recorded still resume
+    (tmp_path / "interrupted" / STATE_META).write_text(json.dumps(state))
     resumed_epochs = []
-    train(replace(config, resume=True), on_epoch_end=lambda e, r: resumed_epochs.append(e))
+    resumed = train(replace(config, resume=True), on_epoch_end=lambda e, r: resumed_epochs.append(e))
     assert resumed_epochs == [3, 4]
+    metrics = load_checkpoint(resumed).meta.metrics
+    assert metrics["train_seconds"] >= sum(r["seconds"] for r in metrics["history"])
     # the same through the command line: interrupted again, then `--resume`
     cli_config = _write(tmp_path / "cli.json", replace(config, out=str(tmp_path / "cli")).to_dict())
     with pytest.raises(KeyboardInterrupt):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch.utils.benchmark import Timer
@@ -13,8 +13,8 @@ from torch.utils.benchmark import Timer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from laya.checkpoint import Checkpoint  # noqa: E402
-from laya.data import DatasetNotFoundError  # noqa: E402
+from laya.checkpoint import Checkpoint
+from laya.data import DatasetNotFoundError
 
 
 def seconds(fn: Callable[[], object], min_run_time: float = 1.0) -> float:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import copy
 import functools
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -48,7 +48,7 @@ class AblationResult:
         return self.predictions_after != self.prediction.unsqueeze(1)
 
 
-_FLOAT64: "weakref.WeakKeyDictionary[LayerHead, tuple[list[Tensor], tuple[int, ...], LayerHead]]" = (
+_FLOAT64: weakref.WeakKeyDictionary[LayerHead, tuple[list[Tensor], tuple[int, ...], LayerHead]] = (
     weakref.WeakKeyDictionary()
 )
 

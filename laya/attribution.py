@@ -19,7 +19,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from captum.attr import InputXGradient, IntegratedGradients, Saliency

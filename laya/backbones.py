@@ -47,7 +47,7 @@ class BackboneConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "BackboneConfig":
+    def from_dict(cls, data: dict[str, Any]) -> BackboneConfig:
         config = construct(cls, data, "backbone")
         config.widths = tuple(int(w) for w in config.widths)
         if config.name not in BACKBONES:
@@ -78,7 +78,7 @@ class Backbone(nn.Module):
             for p in self.parameters():
                 p.requires_grad_(False)
 
-    def train(self, mode: bool = True) -> "Backbone":
+    def train(self, mode: bool = True) -> Backbone:
         """A frozen backbone stays in eval mode (BatchNorm statistics and dropout fixed)."""
         return super().train(mode and not self.config.freeze)
 

@@ -65,7 +65,7 @@ class CheckpointMeta:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CheckpointMeta":
+    def from_dict(cls, data: dict[str, Any]) -> CheckpointMeta:
         return cls(
             backbone=BackboneConfig.from_dict(data["backbone"]),
             head=HeadConfig.from_dict(data["head"]),

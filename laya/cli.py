@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -39,13 +40,15 @@ def read_config_file(path: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text) if path.endswith((".yaml", ".yml")) else json.loads(text)
     except (yaml.YAMLError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not valid {'YAML' if path.endswith(('.yaml', '.yml')) else 'JSON'}: {error}") from error
+        raise ValueError(
+            f"{path} is not valid {'YAML' if path.endswith(('.yaml', '.yml')) else 'JSON'}: {error}"
+        ) from error
     if not isinstance(data, dict):
-        raise ValueError(f"{path} must hold a mapping of config keys")
+        raise ValueError(f"{path} must hold a mapping of config keys")  # noqa: TRY004 - bad file content, not a bad argument
     return data
 
 
-def train_config_from_args(args: argparse.Namespace) -> "TrainConfig":  # noqa: F821
+def train_config_from_args(args: argparse.Namespace) -> TrainConfig:  # noqa: F821
     from laya.train import TrainConfig
 
     data = read_config_file(args.config) if args.config else {}
@@ -99,7 +102,7 @@ def _tqdm_progress(desc: str):
     return progress
 
 
-def _eval_options(args: argparse.Namespace) -> "EvalOptions":  # noqa: F821
+def _eval_options(args: argparse.Namespace) -> EvalOptions:  # noqa: F821
     from laya.evaluate import EvalOptions
 
     return EvalOptions(modes=tuple(args.modes), ig_steps=args.ig_steps, batch_size=args.batch_size, limit=args.limit)
@@ -121,7 +124,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     )
 
 
-def _setting(name: str) -> "Setting":  # noqa: F821
+def _setting(name: str) -> Setting:  # noqa: F821
     from laya.settings import SETTINGS
 
     if name not in SETTINGS:

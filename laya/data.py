@@ -19,9 +19,10 @@ import gzip
 import hashlib
 import os
 import tarfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,7 +53,7 @@ class ImageArrays:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def subset(self, index: Tensor | Sequence[int]) -> "ImageArrays":
+    def subset(self, index: Tensor | Sequence[int]) -> ImageArrays:
         index = torch.as_tensor(index, dtype=torch.long)
         return ImageArrays(self.images[index], self.labels[index], self.classes)
 
@@ -76,7 +77,7 @@ class InputSpec:
         return {**asdict(self), "mean": list(self.mean), "std": list(self.std)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "InputSpec":
+    def from_dict(cls, data: dict[str, Any]) -> InputSpec:
         names = {f.name for f in fields(cls)}
         if set(data) != names:
             raise ValueError(f"input spec needs keys {sorted(names)}, got {sorted(data)}")
@@ -115,7 +116,7 @@ def split_indices(n: int, val_fraction: float = 0.1, seed: int = 0) -> tuple[Ten
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    n_val = max(1, int(round(n * val_fraction)))
+    n_val = max(1, round(n * val_fraction))
     return order[n_val:].sort().values, order[:n_val].sort().values
 
 
@@ -221,7 +222,7 @@ def _torchvision_download(cls_name: str, split: str, where: str) -> ImageArrays:
     root = next((d for d in data_dirs()[:1] if d.is_dir()), cache_dir() / "data")
     try:
         dataset = getattr(torchvision.datasets, cls_name)(str(root), train=split == "train", download=True)
-    except Exception as error:  # noqa: BLE001 - offline, blocked, or corrupt download
+    except Exception as error:
         raise DatasetNotFoundError(f"dataset not found locally and the download failed ({error}). {where}.") from error
     images = torch.as_tensor(np.asarray(dataset.data))
     images = images.unsqueeze(1) if images.ndim == 3 else images.permute(0, 3, 1, 2)

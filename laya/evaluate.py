@@ -10,8 +10,8 @@ JSON-serialisable dict (see :class:`laya.report.Report` for reading it back).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch

@@ -7,8 +7,9 @@ This is what the dashboard's Inspect and Compare pages show.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

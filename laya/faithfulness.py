@@ -83,7 +83,7 @@ def summarise(scores: Tensor, drops: Tensor) -> FaithfulnessSummary:
     return FaithfulnessSummary(
         spearman_mean=float(valid.mean()) if len(valid) else float("nan"),
         spearman_std=float(valid.std()) if len(valid) else float("nan"),
-        n_valid=int(len(valid)),
+        n_valid=len(valid),
         n_excluded=int(len(rho) - len(valid)),
         deletion_at_1=float(d1.mean()),
         deletion_at_1_std=float(d1.std()) if len(d1) > 1 else 0.0,

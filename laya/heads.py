@@ -18,8 +18,9 @@ Ablation modes (what "removing layer i" means):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -45,7 +46,7 @@ class HeadConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HeadConfig":
+    def from_dict(cls, data: dict[str, Any]) -> HeadConfig:
         config = construct(cls, data, "head")
         if config.name not in HEADS:
             raise ValueError(f"unknown head {config.name!r}; expected one of {sorted(HEADS)}")
@@ -289,9 +290,9 @@ def build_head(config: HeadConfig, dims: Sequence[int], num_classes: int) -> Lay
 
 __all__ = [
     "ABLATION_MODES",
-    "AblationMode",
     "HEADS",
     "HEAD_LABELS",
+    "AblationMode",
     "HeadConfig",
     "HeadOutput",
     "LayaHead",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -55,7 +55,7 @@ def layer_scores_figure(explanation: Explanation, method: str | None = None) -> 
         title=f"{explanation.label} ({explanation.confidence:.1%}) — layer scores vs. leave-one-layer-out ({explanation.mode})",
         yaxis_title="score / drop in probability",
         xaxis_title="layer",
-        legend=dict(orientation="h", y=-0.25),
+        legend={"orientation": "h", "y": -0.25},
     )
     return fig
 
@@ -66,7 +66,7 @@ def topk_figure(explanation: Explanation, k: int = 5) -> go.Figure:
     fig = go.Figure(go.Bar(x=top["probability"], y=top["class"], orientation="h", marker_color=SCORE_COLOR,
                            text=[f"{p:.1%}" for p in top["probability"]], textposition="auto"))  # fmt: skip
     fig.update_layout(
-        title="Top classes", xaxis=dict(range=[0, 1], tickformat=".0%"), height=260, margin=dict(t=40, b=20)
+        title="Top classes", xaxis={"range": [0, 1], "tickformat": ".0%"}, height=260, margin={"t": 40, "b": 20}
     )
     return fig
 
@@ -93,14 +93,14 @@ def heatmap_figure(profile: pd.DataFrame, subset: str = "all", title: str = "Mea
         )
     )  # fmt: skip
     fig.update_layout(
-        title=f"{title} ({subset} inputs)", xaxis_title="layer", yaxis=dict(autorange="reversed"), height=460
+        title=f"{title} ({subset} inputs)", xaxis_title="layer", yaxis={"autorange": "reversed"}, height=460
     )
     return fig
 
 
 def profile_bars_figure(profile: pd.DataFrame, title: str, color: str = SCORE_COLOR) -> go.Figure:
     """Mean ± std per layer from a table with ``layer, mean, std`` (a global or one-class profile)."""
-    fig = go.Figure(go.Bar(x=profile["layer"], y=profile["mean"], error_y=dict(type="data", array=profile["std"]),
+    fig = go.Figure(go.Bar(x=profile["layer"], y=profile["mean"], error_y={"type": "data", "array": profile["std"]},
                            marker_color=color, customdata=profile["count"],
                            hovertemplate="%{x}<br>mean %{y:.4f}<br>n = %{customdata}<extra></extra>"))  # fmt: skip
     fig.update_layout(title=title, xaxis_title="layer", height=340)
@@ -114,7 +114,7 @@ def deletion_curves_figure(curves: pd.DataFrame, mode: str = "zero", title: str 
     for label, rows in part.groupby("label", sort=False):
         fig.add_trace(go.Scatter(x=rows["k"], y=rows["mean_drop"], mode="lines+markers", name=label))
     fig.update_layout(title=title or f"Deletion curves ({mode} ablation)", xaxis_title="layers removed (top-k by method)",
-                      yaxis_title="mean drop in p(predicted)", xaxis=dict(dtick=1))  # fmt: skip
+                      yaxis_title="mean drop in p(predicted)", xaxis={"dtick": 1})  # fmt: skip
     return fig
 
 
@@ -122,7 +122,7 @@ def faithfulness_figure(table: pd.DataFrame, mode: str = "zero") -> go.Figure:
     """Bars of mean Spearman faithfulness (± std) and Deletion@1 per method, from ``Report.faithfulness_table()``."""
     part = table[table["mode"] == mode]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Spearman(score, LOO drop)", "Deletion@1"))
-    fig.add_trace(go.Bar(x=part["label"], y=part["spearman_mean"], error_y=dict(type="data", array=part["spearman_std"]),
+    fig.add_trace(go.Bar(x=part["label"], y=part["spearman_mean"], error_y={"type": "data", "array": part["spearman_std"]},
                          marker_color=SCORE_COLOR, showlegend=False), row=1, col=1)  # fmt: skip
     fig.add_trace(
         go.Bar(x=part["label"], y=part["deletion_at_1"], marker_color=DROP_COLOR, showlegend=False), row=1, col=2

@@ -7,7 +7,8 @@ the dashboard, the CSV reports and the figures share one table layout:
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -65,7 +66,7 @@ def class_layer_profile(
                         "subset": subset,
                         "mean": float(block[:, i].mean()) if len(block) else np.nan,
                         "std": float(block[:, i].std()) if len(block) else np.nan,
-                        "count": int(len(block)),
+                        "count": len(block),
                     }
                 )
     return pd.DataFrame(rows)

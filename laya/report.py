@@ -26,7 +26,7 @@ class Report:
     data: dict[str, Any]
 
     @classmethod
-    def load(cls, path: str | Path) -> "Report":
+    def load(cls, path: str | Path) -> Report:
         path = Path(path)
         if path.is_dir():
             path = path / REPORT_FILE

@@ -7,9 +7,9 @@ Layout: ``RUNS/<setting>/<head>/seed<k>/{model.*, report.json, *.csv}``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 from tqdm.auto import tqdm

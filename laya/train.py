@@ -16,9 +16,10 @@ import json
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -77,7 +78,7 @@ class TrainConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         data = dict(data)
         data["backbone"] = BackboneConfig.from_dict(data.get("backbone", {}))
         data["head"] = HeadConfig.from_dict(data.get("head", {}))
@@ -93,7 +94,7 @@ class TrainConfig:
 class _Dist:
     rank: int = 0
     world: int = 1
-    device: torch.device = torch.device("cpu")
+    device: torch.device = torch.device("cpu")  # noqa: RUF009 - immutable
 
     @property
     def main(self) -> bool:

@@ -11,9 +11,9 @@ A trailing classifier the backbone does not use is ignored.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 from safetensors.torch import load_file
@@ -74,7 +74,7 @@ def read_state_dict(path: Path) -> dict[str, Tensor]:
         if path.suffix == ".safetensors":
             return load_file(str(path))
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # noqa: BLE001 - any reader failure is a bad file for the user
+    except Exception as error:
         raise ValueError(f"cannot read weights file {path}: {error}") from error
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]

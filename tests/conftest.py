@@ -48,18 +48,18 @@ def image_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def tiny_config(dataset: Path, out: Path, head: str = "laya", **overrides) -> TrainConfig:
-    defaults = dict(
-        dataset=str(dataset),
-        backbone=BackboneConfig(name="mlp", widths=(16, 12, 8)),
-        head=HeadConfig(name=head, d_star=8, scorer_hidden=16),
-        out=str(out),
-        batch_size=16,
-        max_epochs=4,
-        patience=2,
-        lr=3e-3,
-        val_fraction=0.25,
-        image_size=8,
-    )
+    defaults = {
+        "dataset": str(dataset),
+        "backbone": BackboneConfig(name="mlp", widths=(16, 12, 8)),
+        "head": HeadConfig(name=head, d_star=8, scorer_hidden=16),
+        "out": str(out),
+        "batch_size": 16,
+        "max_epochs": 4,
+        "patience": 2,
+        "lr": 3e-3,
+        "val_fraction": 0.25,
+        "image_size": 8,
+    }
     return TrainConfig(**{**defaults, **overrides})
 
 

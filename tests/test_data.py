@@ -95,7 +95,7 @@ def test_split_is_deterministic_disjoint_and_complete():
     assert len(val) == 100 and len(train) == 900
     assert set(train.tolist()).isdisjoint(val.tolist())
     assert sorted(train.tolist() + val.tolist()) == list(range(1000))
-    again_train, again_val = split_indices(1000, 0.1, seed=0)
+    _again_train, again_val = split_indices(1000, 0.1, seed=0)
     assert torch.equal(val, again_val)
     assert not torch.equal(val, split_indices(1000, 0.1, seed=1)[1])
 

@@ -161,7 +161,7 @@ def test_torchrun_two_processes_with_gloo(image_folder, tmp_path):
         "--head", "laya", "--d-star", "8", "--max-epochs", "2", "--batch-size", "16", "--val-fraction", "0.25",
         "--lr", "0.003", "--out", str(tmp_path / "ddp"),
     ]  # fmt: skip
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+    result = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     ck = load_checkpoint(tmp_path / "ddp")
     assert ck.meta.metrics["epochs"] == 2

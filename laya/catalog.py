@@ -15,6 +15,7 @@ import pandas as pd
 from laya.checkpoint import META_FILE, CheckpointError, read_meta
 from laya.data import dataset_label
 from laya.report import REPORT_FILE, Report
+from laya.settings import SETTINGS
 
 EXAMPLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
 
@@ -83,11 +84,19 @@ def describe(path: Path) -> Entry:
 
 
 def find_checkpoints(root: str | Path = "models") -> list[Entry]:
-    """Every checkpoint below ``root``, sorted by group then head order (LastLayer, Concat, ScalarMix, LAYA)."""
-    order = {"lastlayer": 0, "concat": 1, "scalarmix": 2, "laya": 3}
+    """Every checkpoint below ``root``: the paper's settings first, in :data:`laya.settings.SETTINGS`
+    order (by top-level folder name; the first is the dashboard's default), then the other groups
+    alphabetically; within a group, heads in the order LastLayer, Concat, ScalarMix, LAYA."""
+    heads = {"lastlayer": 0, "concat": 1, "scalarmix": 2, "laya": 3}
+    settings = {name: i for i, name in enumerate(SETTINGS)}
     root = Path(root)
     entries = [describe(p.parent) for p in sorted(root.rglob(META_FILE))] if root.is_dir() else []
-    return sorted(entries, key=lambda e: (e.group, order.get(e.head, 9), str(e.path)))
+
+    def key(e: Entry) -> tuple:
+        folder = e.path.relative_to(root).parts[0]
+        return (settings.get(folder, len(settings)), e.group, heads.get(e.head, 9), str(e.path))
+
+    return sorted(entries, key=key)
 
 
 def catalog_table(entries: list[Entry]) -> pd.DataFrame:

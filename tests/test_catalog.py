@@ -42,3 +42,12 @@ def test_dataset_labels_are_short():
 
     assert dataset_label("fashion-mnist") == "fashion-mnist"
     assert dataset_label("/data/art/wikiart-styles") == "wikiart-styles"
+
+
+def test_paper_settings_come_first_in_their_order_then_other_folders(tiny_models, tmp_path):
+    import shutil
+
+    for folder in ["aaa-own-model", "cifar10-vit", "fashion-mnist-mlp"]:
+        shutil.copytree(tiny_models / "colours-mlp" / "laya", tmp_path / folder / "laya")
+    folders = [e.path.parent.name for e in find_checkpoints(tmp_path)]
+    assert folders == ["fashion-mnist-mlp", "cifar10-vit", "aaa-own-model"]  # the first is the dashboard's default

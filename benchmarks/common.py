@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +22,20 @@ from laya.data import DatasetNotFoundError
 def seconds(fn: Callable[[], object], min_run_time: float = 1.0) -> float:
     """Median wall time of one call of ``fn`` (torch.utils.benchmark, blocked autorange)."""
     return Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median
+
+
+def interleaved_seconds(fns: dict[str, Callable[[], object]], rounds: int = 3) -> dict[str, float]:
+    """Fastest of ``rounds`` calls of each function, after one warm-up round, calling them in turn so
+    that a change of load on the machine affects all of them alike (for ratios of calls that are either
+    long, where ``seconds`` would time a single call, or short and sensitive to drift)."""
+    best = dict.fromkeys(fns, math.inf)
+    for round_ in range(rounds + 1):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            if round_:
+                best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def parser(description: str) -> argparse.ArgumentParser:

@@ -6,7 +6,8 @@ For each bundled checkpoint and its first example image (PNG bytes): decode + pr
 backbone + prediction + layer scores + leave-one-layer-out for every layer + Spearman +
 Deletion@1 (``laya.explain.explain_bytes``), against one plain forward of the same model on
 the already-decoded image. Heads without intrinsic scores also compute Integrated Gradients
-(32 steps), which the page shows in their place. Target: <= 1.5x. Measured in one run.
+(32 steps), which the page shows in their place. Target: <= 1.5x. Measured in one run: the fastest
+of 100 calls of each, alternating, so that load changes affect both alike.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from common import parser, seconds
+from common import interleaved_seconds, parser
 
 from laya.attribution import intrinsic_method
 from laya.catalog import example_images, find_checkpoints
@@ -51,7 +52,7 @@ def main() -> None:
                 e.deletion_at_1(method),
             )
 
-        t_plain, t_inspect = seconds(plain, 0.5), seconds(inspect, 0.5)
+        t_plain, t_inspect = interleaved_seconds({"plain": plain, "inspect": inspect}, rounds=100).values()
         kind = "intrinsic" if intrinsic_method(ck.model.head) else "IG-32 (no intrinsic scores)"
         name = f"{entry.path.parent.name}/{entry.head}"
         print(f"{name:<40} {t_plain * 1e3:>10.2f} {t_inspect * 1e3:>10.2f} {t_inspect / t_plain:>6.2f}x  {kind}")

@@ -1,6 +1,6 @@
 """Cost of the interpretability engine relative to plain inference, per bundled LAYA model.
 
-    python benchmarks/interpretability_speed.py [--threads 1] [--n 2000] [--eval-n 10000]
+    python benchmarks/interpretability_speed.py [--threads 1] [--n 1000] [--eval-n 10000]
 
 For each ``models/<setting>/laya`` checkpoint, measured in one run on its test images:
 * LOO over all layers (backbone once + one batched float64 head call under L+1 masks) vs one
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 from captum.attr import IntegratedGradients
-from common import parser, seconds, test_images
+from common import interleaved_seconds, parser, seconds, test_images
 
 from laya.ablation import leave_one_out, loo_masks
 from laya.attribution import layer_attributions
@@ -35,7 +35,7 @@ def batches(x: torch.Tensor, size: int) -> list[torch.Tensor]:
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=2000, help="images for the LOO / attribution timings")
+    p.add_argument("--n", type=int, default=1000, help="images for the LOO / attribution timings")
     p.add_argument("--eval-n", type=int, default=10000, help="images for the full-evaluation timing")
     p.add_argument("--batch", type=int, default=500)
     args = p.parse_args()
@@ -71,7 +71,8 @@ def main() -> None:
                 layer_attributions(head, out.hidden, "integrated_gradients", out.prediction, steps=32)
 
         with torch.inference_mode():
-            t_plain, t_loo, t_naive = seconds(plain), seconds(loo), seconds(naive)
+            t_plain, t_loo = interleaved_seconds({"plain": plain, "loo": loo}).values()
+            t_naive = seconds(naive, min_run_time=0.1)
         t_ig_head = seconds(ig_head)
         # classic IG over the pixels: 32 forward+backward passes of the whole network, on a subset
         few = chunks[0][: min(64, len(chunks[0]))]

@@ -325,3 +325,26 @@ def test_no_models_explains_how_to_get_them(monkeypatch: pytest.MonkeyPatch, tmp
     at = start(monkeypatch, tmp_path)
     assert not at.exception
     assert "No models found" in at.info[0].value and "python -m laya reproduce" in at.info[0].value
+
+
+BUNDLED_MODELS = APP.parent / "models"
+BUNDLED_SETTINGS = sorted(p.parent.parent for p in BUNDLED_MODELS.glob("*/laya/model.json"))
+
+
+@pytest.mark.parametrize("setting_dir", BUNDLED_SETTINGS, ids=[p.name for p in BUNDLED_SETTINGS])
+def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatch, setting_dir: Path) -> None:
+    """The shipped checkpoints, not tiny ones: Inspect shows laya's numbers for every head, every page renders."""
+    from laya.catalog import describe
+
+    at = start(monkeypatch, BUNDLED_MODELS)
+    assert_ok(at)
+    group = describe(setting_dir / "laya").group
+    at.sidebar.selectbox(key="model_group").set_value(group).run()
+    example = example_images(setting_dir / "laya")[0].read_bytes()
+    for head in HEADS:
+        at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting_dir / head)).run()
+        assert_inspect_shows(at, expected(setting_dir, head, example))
+    for page in ("pages/compare.py", "pages/classwise.py", "pages/faithfulness.py"):
+        at.switch_page(page).run()
+        assert_ok(at)
+        assert charts(at), f"{page} shows no chart for {setting_dir.name}"

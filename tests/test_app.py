@@ -2,7 +2,8 @@
 
 Each test drives ``app.py`` (``st.navigation`` over ``pages/``) on the ``tiny_models`` fixture:
 uploads (valid and hostile), example picks, ablation modes, post-hoc methods, head comparison,
-heatmap toggles, live recomputation and the model sources of the sidebar.
+heatmap toggles, live recomputation and the model sources of the sidebar; the last test runs every
+page on each bundled setting in ``models/``.
 """
 
 from __future__ import annotations

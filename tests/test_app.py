@@ -21,7 +21,7 @@ from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from laya import views
-from laya.catalog import example_images
+from laya.catalog import describe, example_images
 from laya.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
 from laya.explain import Explanation, explain
 from laya.images import MAX_BYTES, ImageError, load_image_tensor, open_image
@@ -335,8 +335,6 @@ BUNDLED_SETTINGS = sorted(p.parent.parent for p in BUNDLED_MODELS.glob("*/laya/m
 @pytest.mark.parametrize("setting_dir", BUNDLED_SETTINGS, ids=[p.name for p in BUNDLED_SETTINGS])
 def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatch, setting_dir: Path) -> None:
     """The shipped checkpoints, not tiny ones: Inspect shows laya's numbers for every head, every page renders."""
-    from laya.catalog import describe
-
     at = start(monkeypatch, BUNDLED_MODELS)
     assert_ok(at)
     group = describe(setting_dir / "laya").group

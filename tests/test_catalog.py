@@ -1,4 +1,7 @@
+import shutil
+
 from laya.catalog import backbone_label, catalog_table, example_images, find_checkpoints
+from laya.data import dataset_label
 
 
 def test_finds_bundled_layout_with_reports(tiny_models):
@@ -27,8 +30,6 @@ def test_backbone_labels():
 
 
 def test_damaged_report_keeps_the_checkpoint_usable(tiny_models, tmp_path):
-    import shutil
-
     copy = tmp_path / "models" / "colours-mlp" / "laya"
     shutil.copytree(tiny_models / "colours-mlp" / "laya", copy)
     (copy / "report.json").write_text("{broken")
@@ -38,15 +39,11 @@ def test_damaged_report_keeps_the_checkpoint_usable(tiny_models, tmp_path):
 
 
 def test_dataset_labels_are_short():
-    from laya.data import dataset_label
-
     assert dataset_label("fashion-mnist") == "fashion-mnist"
     assert dataset_label("/data/art/wikiart-styles") == "wikiart-styles"
 
 
 def test_paper_settings_come_first_in_their_order_then_other_folders(tiny_models, tmp_path):
-    import shutil
-
     for folder in ["aaa-own-model", "cifar10-vit", "fashion-mnist-mlp"]:
         shutil.copytree(tiny_models / "colours-mlp" / "laya", tmp_path / folder / "laya")
     folders = [e.path.parent.name for e in find_checkpoints(tmp_path)]

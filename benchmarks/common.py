@@ -15,8 +15,8 @@ from torch.utils.benchmark import Timer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from laya.checkpoint import Checkpoint
-from laya.data import DatasetNotFoundError
+from laya.data.datasets import DatasetNotFoundError
+from laya.model.checkpoint import Checkpoint
 
 
 def seconds(fn: Callable[[], object], min_run_time: float = 1.0) -> float:

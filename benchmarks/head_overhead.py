@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from common import parser, seconds, test_images
 
-from laya.checkpoint import load_checkpoint
+from laya.model.checkpoint import load_checkpoint
 
 
 def count(module: torch.nn.Module) -> int:

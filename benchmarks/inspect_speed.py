@@ -4,7 +4,7 @@
 
 For each bundled checkpoint and its first example image (PNG bytes): decode + preprocess +
 backbone + prediction + layer scores + leave-one-layer-out for every layer + Spearman +
-Deletion@1 (``laya.explain.explain_bytes``), against one plain forward of the same model on
+Deletion@1 (``laya.analysis.explain.explain_bytes``), against one plain forward of the same model on
 the already-decoded image. Heads without intrinsic scores also compute Integrated Gradients
 (32 steps), which the page shows in their place. Target: <= 1.5x. Measured in one run: the fastest
 of 100 calls of each, alternating, so that load changes affect both alike.
@@ -17,11 +17,11 @@ from pathlib import Path
 import torch
 from common import interleaved_seconds, parser
 
-from laya.attribution import intrinsic_method
-from laya.catalog import example_images, find_checkpoints
-from laya.checkpoint import load_checkpoint
-from laya.explain import explain_bytes
-from laya.images import load_image_tensor
+from laya.analysis.attribution import intrinsic_method
+from laya.analysis.explain import explain_bytes
+from laya.app.catalog import example_images, find_checkpoints
+from laya.data.images import load_image_tensor
+from laya.model.checkpoint import load_checkpoint
 
 
 def main() -> None:

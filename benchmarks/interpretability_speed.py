@@ -22,11 +22,11 @@ import torch
 from captum.attr import IntegratedGradients
 from common import interleaved_seconds, parser, seconds, test_images
 
-from laya.ablation import leave_one_out, loo_masks
-from laya.attribution import layer_attributions
-from laya.checkpoint import load_checkpoint
-from laya.data import DatasetNotFoundError, ImageArrays
-from laya.evaluate import EvalOptions, evaluate
+from laya.analysis.ablation import leave_one_out, loo_masks
+from laya.analysis.attribution import layer_attributions
+from laya.analysis.evaluate import EvalOptions, evaluate
+from laya.data.datasets import DatasetNotFoundError, ImageArrays
+from laya.model.checkpoint import load_checkpoint
 
 
 def batches(x: torch.Tensor, size: int) -> list[torch.Tensor]:

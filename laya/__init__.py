@@ -8,10 +8,10 @@ The ``alpha_i(x)`` are intrinsic, per-input layer attributions.
 
 __version__ = "0.1.0"
 
-from laya.backbones import BackboneConfig, build_backbone
-from laya.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
-from laya.heads import ABLATION_MODES, HeadConfig, HeadOutput, build_head
-from laya.model import LayerwiseClassifier, ModelOutput
+from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from laya.model.classifier import LayerwiseClassifier, ModelOutput
+from laya.model.heads import ABLATION_MODES, HeadConfig, HeadOutput, build_head
 
 __all__ = [
     "ABLATION_MODES",

@@ -1,6 +1,6 @@
 """Command line: ``python -m laya {train,evaluate,benchmark,reproduce} ...``.
 
-``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.train.TrainConfig`
+``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
 bad checkpoint, bad config) print one line and exit with status 2.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from laya.checkpoint import CheckpointError
-from laya.data import DatasetNotFoundError
-from laya.images import ImageError
+from laya.data.datasets import DatasetNotFoundError
+from laya.data.images import ImageError
+from laya.model.checkpoint import CheckpointError
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -49,7 +49,7 @@ def read_config_file(path: str) -> dict[str, Any]:
 
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:  # noqa: F821
-    from laya.train import TrainConfig
+    from laya.training.train import TrainConfig
 
     data = read_config_file(args.config) if args.config else {}
     data.setdefault("backbone", {})
@@ -81,7 +81,7 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:  # noqa: F8
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from laya.train import train
+    from laya.training.train import train
 
     config = train_config_from_args(args)
     out = train(config)
@@ -103,15 +103,15 @@ def _tqdm_progress(desc: str):
 
 
 def _eval_options(args: argparse.Namespace) -> EvalOptions:  # noqa: F821
-    from laya.evaluate import EvalOptions
+    from laya.analysis.evaluate import EvalOptions
 
     return EvalOptions(modes=tuple(args.modes), ig_steps=args.ig_steps, batch_size=args.batch_size, limit=args.limit)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from laya.checkpoint import load_checkpoint
-    from laya.evaluate import evaluate
-    from laya.report import write_report
+    from laya.analysis.evaluate import evaluate
+    from laya.analysis.report import write_report
+    from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint)
     data = checkpoint.load_data("test", args.dataset)
@@ -125,7 +125,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def _setting(name: str) -> Setting:  # noqa: F821
-    from laya.settings import SETTINGS
+    from laya.training.settings import SETTINGS
 
     if name not in SETTINGS:
         raise ValueError(f"unknown setting {name!r}; expected one of {sorted(SETTINGS)}")
@@ -133,7 +133,7 @@ def _setting(name: str) -> Setting:  # noqa: F821
 
 
 def cmd_benchmark(args: argparse.Namespace) -> None:
-    from laya.suite import results_table, run_suite, write_summary
+    from laya.training.suite import results_table, run_suite, write_summary
 
     setting = _setting(args.suite)
     runs = run_suite(setting, args.runs, args.seeds, args.heads, _eval_options(args))
@@ -142,9 +142,9 @@ def cmd_benchmark(args: argparse.Namespace) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    from laya.bundle import bundle, export_examples, update_model_card
-    from laya.data import load_dataset
-    from laya.suite import results_table, run_suite, write_summary
+    from laya.data.datasets import load_dataset
+    from laya.training.bundle import bundle, export_examples, update_model_card
+    from laya.training.suite import results_table, run_suite, write_summary
 
     setting = _setting(args.setting)
     runs = run_suite(setting, args.runs, args.seeds, args.heads, _eval_options(args))
@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_evaluate)
 
     b = sub.add_parser("benchmark", help="train + evaluate all heads over seeds; mean ± std table")
-    b.add_argument("--suite", required=True, help="a setting name from laya.settings.SETTINGS")
+    b.add_argument("--suite", required=True, help="a setting name from laya.training.settings.SETTINGS")
     b.add_argument("--seeds", type=_csv_ints, help="default: the setting's seeds")
     b.add_argument("--heads", type=_csv, help="default: all four heads")
     b.add_argument("--runs", default="runs", help="where runs are written (resumable)")
@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_benchmark)
 
     r = sub.add_parser("reproduce", help="benchmark a setting, then bundle its seed-0 checkpoints into models/")
-    r.add_argument("setting", help="a setting name from laya.settings.SETTINGS")
+    r.add_argument("setting", help="a setting name from laya.training.settings.SETTINGS")
     r.add_argument("--seeds", type=_csv_ints)
     r.add_argument("--heads", type=_csv)
     r.add_argument("--runs", default="runs")

@@ -2,11 +2,11 @@
 
 import streamlit as st
 
-from laya import views
-from laya.data import DatasetNotFoundError
-from laya.images import ImageError
-from laya.plots import DROP_COLOR, heatmap_figure, profile_bars_figure
-from laya.profiles import SUBSETS
+from laya.analysis.profiles import SUBSETS
+from laya.app import views
+from laya.app.plots import DROP_COLOR, heatmap_figure, profile_bars_figure
+from laya.data.datasets import DatasetNotFoundError
+from laya.data.images import ImageError
 from pages import common
 
 SUBSET_LABELS = {"all": "all inputs", "correct": "correctly classified", "incorrect": "misclassified"}

@@ -15,12 +15,12 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from laya import views
-from laya.catalog import Entry, catalog_table, describe, find_checkpoints
-from laya.checkpoint import META_FILE, WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
-from laya.explain import Explanation, explain_bytes
-from laya.images import FORMATS, ImageError
-from laya.report import REPORT_FILE, Report
+from laya.analysis.explain import Explanation, explain_bytes
+from laya.analysis.report import REPORT_FILE, Report
+from laya.app import views
+from laya.app.catalog import Entry, catalog_table, describe, find_checkpoints
+from laya.data.images import FORMATS, ImageError
+from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
 
 APP_DIR = Path(__file__).resolve().parent.parent
 SELECTION = "laya_selection"

@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from laya import views
-from laya.catalog import example_images
-from laya.checkpoint import CheckpointError
-from laya.plots import compare_figure
+from laya.app import views
+from laya.app.catalog import example_images
+from laya.app.plots import compare_figure
+from laya.model.checkpoint import CheckpointError
 from pages import common
 
 selection = common.selected()

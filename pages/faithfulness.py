@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from laya import views
-from laya.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
+from laya.app import views
+from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
 from pages import common
 
 checkpoint, selection = common.current()

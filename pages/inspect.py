@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from laya import views
-from laya.attribution import POSTHOC_METHODS
-from laya.catalog import example_images
-from laya.plots import topk_figure
+from laya.analysis.attribution import POSTHOC_METHODS
+from laya.app import views
+from laya.app.catalog import example_images
+from laya.app.plots import topk_figure
 from pages import common
 
 checkpoint, selection = common.current()

@@ -176,7 +176,7 @@ def main() -> int:
     if not Path(CHROMIUM).is_file():
         print(f"error: {CHROMIUM} is missing (apt-get install chromium)", file=sys.stderr)
         return 2
-    from laya.catalog import example_images, find_checkpoints
+    from laya.app.catalog import example_images, find_checkpoints
 
     entries = [e for e in find_checkpoints(args.models) if e.error is None]
     if not entries:

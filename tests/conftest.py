@@ -10,13 +10,13 @@ import pytest
 import torch
 from PIL import Image
 
-from laya.backbones import BackboneConfig
-from laya.bundle import bundle, export_examples
-from laya.data import load_dataset
-from laya.evaluate import EvalOptions
-from laya.heads import HeadConfig
-from laya.settings import HEAD_NAMES
-from laya.train import TrainConfig, train
+from laya.analysis.evaluate import EvalOptions
+from laya.data.datasets import load_dataset
+from laya.model.backbones import BackboneConfig
+from laya.model.heads import HeadConfig
+from laya.training.bundle import bundle, export_examples
+from laya.training.settings import HEAD_NAMES
+from laya.training.train import TrainConfig, train
 
 torch.set_num_threads(1)
 CLASSES = ("blue", "green", "red")

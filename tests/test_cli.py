@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pytest
 
+from laya.analysis.report import Report
 from laya.cli import main
-from laya.report import Report
-from laya.settings import SETTINGS
-from laya.suite import results_table, summary_table, write_summary
+from laya.training.settings import SETTINGS
+from laya.training.suite import results_table, summary_table, write_summary
 
 
 def test_evaluate_command_writes_a_report(tiny_models, tmp_path, capsys):

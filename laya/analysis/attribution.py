@@ -1,0 +1,133 @@
+"""Layer attributions: one score per layer per input, ``(B, L)``.
+
+* **Intrinsic** — the head's own layer scores: LAYA's ``alpha(x) = softmax(s(x)/tau)``;
+  ScalarMix's global ``softmax(w)`` (the same for every input).
+* **Post-hoc** (Captum), for any head, over the head's per-layer inputs ``h_1..h_L`` treated as
+  separate inputs, so one backward pass serves all layers. The attributed output is the
+  *probability of the predicted class* (the quantity leave-one-layer-out removes):
+
+  - ``integrated_gradients``: ``(h_i - r_i) * mean_k grad f(r + a_k (h - r))`` over ``steps``
+    points, baseline ``r`` = the head's reference vectors (training means); completeness:
+    ``sum_i sum_j IG_ij = f(h) - f(r)``.
+  - ``input_x_gradient``: ``h_i * grad_i f``.
+  - ``saliency``: ``|grad_i f|``.
+
+  Each is reduced to a layer score as the sum of absolute values over the layer's units,
+  ``score_i = sum_j |A_ij|``.
+* ``random`` — a seeded random ranking, the control every method must beat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from captum.attr import InputXGradient, IntegratedGradients, Saliency
+from torch import Tensor
+
+from laya.model.heads import LayaHead, LayerHead, ScalarMixHead
+
+POSTHOC_METHODS = ("integrated_gradients", "input_x_gradient", "saliency")
+METHOD_LABELS = {
+    "laya_alpha": "LAYA α (intrinsic)",
+    "scalarmix_weights": "ScalarMix weights (intrinsic, global)",
+    "integrated_gradients": "Integrated Gradients",
+    "input_x_gradient": "Gradient × Input",
+    "saliency": "Saliency",
+    "random": "Random ranking (control)",
+}
+
+
+def intrinsic_method(head: LayerHead) -> str | None:
+    """Name of the head's intrinsic attribution, or ``None`` (Concat, LastLayer)."""
+    if isinstance(head, LayaHead):
+        return "laya_alpha"
+    if isinstance(head, ScalarMixHead):
+        return "scalarmix_weights"
+    return None
+
+
+def methods_for(head: LayerHead) -> list[str]:
+    """Every attribution method that applies to ``head``, intrinsic first, the random control last."""
+    intrinsic = intrinsic_method(head)
+    return ([intrinsic] if intrinsic else []) + list(POSTHOC_METHODS) + ["random"]
+
+
+def _summed_target_probability(head: LayerHead, target: Tensor):
+    """``f(h) = sum_b softmax(head(h).logits)[b, target_b]``, a one-element output.
+
+    Captum differentiates a per-row output with one autograd root per row (slow for big
+    batches). The head treats rows independently, so the gradient of the summed target
+    probability w.r.t. row ``b`` is row ``b``'s own gradient: identical attributions, one
+    backward pass. Captum stacks IG's scaled copies step-major, hence ``target.repeat``.
+    """
+
+    def forward(*hidden: Tensor) -> Tensor:
+        logits = head(list(hidden)).logits
+        # A layer the head ignores (LastLayer's h_1..h_{L-1}) must still be in the autograd graph,
+        # where its gradient is exactly zero; Captum's autograd.grad call refuses unused inputs.
+        logits = logits + sum(0.0 * h.sum(dim=1, keepdim=True) for h in hidden)
+        rows = target.repeat(logits.shape[0] // len(target)).unsqueeze(1)
+        return torch.softmax(logits, dim=-1).gather(1, rows).sum().reshape(1)
+
+    return forward
+
+
+def raw_attributions(
+    head: LayerHead, hidden: Sequence[Tensor], method: str, target: Tensor, steps: int = 32
+) -> tuple[Tensor, ...]:
+    """Captum's per-unit attributions for each layer (signed): L tensors ``(B, d_i)``."""
+    forward = _summed_target_probability(head, target)
+    # Gradients are needed even when the caller runs under inference_mode or no_grad.
+    with torch.inference_mode(False), torch.enable_grad():
+        inputs = tuple(h.detach().clone().requires_grad_() for h in hidden)  # clone: may be inference tensors
+        if method == "integrated_gradients":
+            baselines = tuple(r.to(h.dtype).expand_as(h) for r, h in zip(head.references, inputs))
+            return IntegratedGradients(forward).attribute(inputs, baselines=baselines, n_steps=steps)
+        if method == "input_x_gradient":
+            return InputXGradient(forward).attribute(inputs)
+        if method == "saliency":
+            return Saliency(forward).attribute(inputs, abs=True)
+    raise ValueError(f"unknown post-hoc method {method!r}; expected one of {POSTHOC_METHODS}")
+
+
+def layer_attributions(
+    head: LayerHead,
+    hidden: Sequence[Tensor],
+    method: str,
+    target: Tensor | None = None,
+    layer_scores: Tensor | None = None,
+    steps: int = 32,
+    seed: int = 0,
+) -> Tensor:
+    """Scores ``(B, L)`` of ``method`` (see module docstring) for the predicted class (or ``target``).
+
+    ``layer_scores`` — the head's intrinsic scores from a forward pass already made, reused
+    instead of recomputed.
+    """
+    B, L = hidden[0].shape[0], head.num_layers
+    if method in ("laya_alpha", "scalarmix_weights"):
+        if intrinsic_method(head) != method:
+            raise ValueError(f"{method!r} is not available for {type(head).__name__}")
+        if layer_scores is None:
+            with torch.inference_mode():
+                layer_scores = head(list(hidden)).layer_scores
+        return layer_scores
+    if method == "random":
+        generator = torch.Generator().manual_seed(seed)
+        return torch.rand(B, L, generator=generator, dtype=torch.float64).to(hidden[0].device)
+    if target is None:
+        with torch.inference_mode():
+            target = head(list(hidden)).logits.argmax(-1)
+    parts = raw_attributions(head, hidden, method, target, steps)
+    return torch.stack([a.abs().sum(dim=1) for a in parts], dim=1).detach()
+
+
+__all__ = [
+    "METHOD_LABELS",
+    "POSTHOC_METHODS",
+    "intrinsic_method",
+    "layer_attributions",
+    "methods_for",
+    "raw_attributions",
+]

@@ -1,0 +1,128 @@
+"""Find checkpoints under a folder (``models/`` by default) with their reports and example images.
+
+Only ``model.json`` and ``report.json`` are read here; weights load on demand. A folder
+that holds a damaged checkpoint is listed with its error instead of being skipped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from laya.analysis.report import REPORT_FILE, Report
+from laya.data.datasets import dataset_label
+from laya.model.checkpoint import META_FILE, CheckpointError, read_meta
+from laya.training.settings import SETTINGS
+
+EXAMPLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
+
+
+@dataclass
+class Entry:
+    """One checkpoint found on disk."""
+
+    path: Path
+    group: str  # dataset · backbone: heads in one group are comparable side by side
+    dataset: str
+    backbone: str
+    head: str
+    seed: int | None
+    accuracy: float | None
+    faithfulness: float | None  # primary method, zero ablation, from the report
+    error: str | None = None  # the checkpoint cannot be read
+    report_error: str | None = None  # the checkpoint is fine but its report.json is not
+
+    @property
+    def label(self) -> str:
+        acc = f"acc {self.accuracy:.3f}" if self.accuracy is not None else "no report"
+        return f"{self.head} ({acc})"
+
+
+def backbone_label(backbone: dict) -> str:
+    """Short human name of a backbone config: ``mlp 512-256-128``, ``efficientnet_lite0 (frozen)``,
+    ``vit_tiny_patch16_224 patch_size=8 depth=6`` (timm name and architecture overrides)."""
+    if backbone.get("name") == "timm":  # architecture overrides matter: a timm name alone can mislead
+        overrides = {k: v for k, v in backbone.get("model_kwargs", {}).items() if k not in ("img_size", "num_classes")}
+        name = (backbone.get("model") or "timm") + "".join(f" {k}={v}" for k, v in overrides.items())
+    else:
+        name = f"{backbone.get('name')} {'-'.join(str(w) for w in backbone.get('widths', []))}"
+    return name + (" (frozen)" if backbone.get("freeze") else "")
+
+
+def describe(path: Path) -> Entry:
+    """An :class:`Entry` for the checkpoint directory ``path``.
+
+    ``error`` is set if the checkpoint is unreadable; a damaged report only leaves the
+    metrics empty (``report_error`` says why), the checkpoint stays usable.
+    """
+    try:
+        meta = read_meta(path)
+        backbone = backbone_label(meta["backbone"])
+        group = f"{dataset_label(meta['dataset'])} · {backbone}"
+        report, report_error = None, None
+        if (path / REPORT_FILE).is_file():
+            try:
+                report = Report.load(path)
+            except ValueError as error:
+                report_error = str(error)
+        return Entry(
+            path=path,
+            group=group,
+            dataset=meta["dataset"],
+            backbone=backbone,
+            head=meta["head"]["name"],
+            seed=meta.get("seed"),
+            accuracy=report.accuracy if report else meta.get("metrics", {}).get("test_accuracy"),
+            faithfulness=report.faithfulness() if report else None,
+            report_error=report_error,
+        )
+    except (CheckpointError, ValueError, KeyError, json.JSONDecodeError) as error:
+        return Entry(path, "unreadable", "?", "?", "?", None, None, None, error=str(error))
+
+
+def find_checkpoints(root: str | Path = "models") -> list[Entry]:
+    """Every checkpoint below ``root``: the paper's settings first, in :data:`laya.training.settings.SETTINGS`
+    order (by top-level folder name; the first is the dashboard's default), then the other groups
+    alphabetically; within a group, heads in the order LastLayer, Concat, ScalarMix, LAYA."""
+    heads = {"lastlayer": 0, "concat": 1, "scalarmix": 2, "laya": 3}
+    settings = {name: i for i, name in enumerate(SETTINGS)}
+    root = Path(root)
+    entries = [describe(p.parent) for p in sorted(root.rglob(META_FILE))] if root.is_dir() else []
+
+    def key(e: Entry) -> tuple:
+        folder = e.path.relative_to(root).parts[0]
+        return (settings.get(folder, len(settings)), e.group, heads.get(e.head, 9), str(e.path))
+
+    return sorted(entries, key=key)
+
+
+def catalog_table(entries: list[Entry]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "group": e.group,
+                "head": e.head,
+                "seed": e.seed,
+                "accuracy": e.accuracy,
+                "faithfulness": e.faithfulness,
+                "path": str(e.path),
+            }
+            for e in entries
+            if e.error is None
+        ]
+    )
+
+
+def example_images(checkpoint_dir: str | Path) -> list[Path]:
+    """Bundled example images: ``<checkpoint>/examples/`` or the setting's shared ``../examples/``."""
+    checkpoint_dir = Path(checkpoint_dir)
+    for folder in (checkpoint_dir / "examples", checkpoint_dir.parent / "examples"):
+        if folder.is_dir():
+            return sorted(p for p in folder.iterdir() if p.suffix.lower() in EXAMPLE_SUFFIXES)
+    return []
+
+
+__all__ = ["Entry", "backbone_label", "catalog_table", "describe", "example_images", "find_checkpoints"]

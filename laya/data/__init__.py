@@ -1,0 +1,1 @@
+"""Data: datasets and preprocessing, image decoding, and per-layer hidden-state (feature) caches."""

@@ -1,0 +1,291 @@
+"""Datasets as in-memory ``uint8`` arrays, the train/validation split, and preprocessing.
+
+Datasets (``load_dataset(name, split)``):
+
+* ``fashion-mnist`` — IDX files from ``$LAYA_DATA`` (or ``$LAYA_DATA/fashion-mnist``), then
+  ``/usr/share/datasets/fashion-mnist`` (Debian: ``apt-get install dataset-fashion-mnist``),
+  else a torchvision download (needs internet).
+* ``cifar10`` — an ImageFolder copy (``cifar10-jpeg/{train,test}/<class>/*.jpg``) in ``$LAYA_DATA``
+  or extracted from a ``cifar10-jpeg.tar.gz`` found in ``$LAYA_DATA`` or ``../shared/data``;
+  else torchvision's format in ``$LAYA_DATA/cifar-10-batches-py``; else a torchvision download.
+* any other name is a directory in ImageFolder layout, ``DIR/{train,test}/<class>/<image>``.
+
+Decoded arrays are cached as ``.npy`` under ``$LAYA_CACHE`` (default ``~/.cache/laya``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tarfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from laya.data.images import ImageError, load_image_tensor
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+)  # fmt: skip
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """A dataset is not on this machine; the message says where to get it."""
+
+
+@dataclass
+class ImageArrays:
+    """A labelled image set: ``images`` ``uint8 (N, C, H, W)``, ``labels`` ``int64 (N,)``."""
+
+    images: Tensor
+    labels: Tensor
+    classes: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def subset(self, index: Tensor | Sequence[int]) -> ImageArrays:
+        index = torch.as_tensor(index, dtype=torch.long)
+        return ImageArrays(self.images[index], self.labels[index], self.classes)
+
+
+@dataclass
+class InputSpec:
+    """How raw ``uint8`` images become model input; stored in every checkpoint.
+
+    ``source_size``: side of the dataset's images (uploads are centre-cropped and resized to it);
+    ``size``: side the backbone receives (bilinear resize of the source); ``mean``/``std``: per channel,
+    applied to values in [0, 1].
+    """
+
+    channels: int
+    source_size: int
+    size: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "mean": list(self.mean), "std": list(self.std)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InputSpec:
+        names = {f.name for f in fields(cls)}
+        if set(data) != names:
+            raise ValueError(f"input spec needs keys {sorted(names)}, got {sorted(data)}")
+        spec = cls(**{**data, "mean": tuple(data["mean"]), "std": tuple(data["std"])})
+        if len(spec.mean) != spec.channels or len(spec.std) != spec.channels or min(spec.std) <= 0:
+            raise ValueError(f"input spec mean/std must have {spec.channels} entries and std > 0: {data}")
+        return spec
+
+
+class Preprocess(nn.Module):
+    """``uint8 (B, C, S, S)`` -> normalised ``float32 (B, C, size, size)``: ``(x/255 - mean) / std``."""
+
+    def __init__(self, spec: InputSpec) -> None:
+        super().__init__()
+        self.spec = spec
+        self.register_buffer("mean", torch.tensor(spec.mean, dtype=torch.float32).view(1, -1, 1, 1))
+        self.register_buffer("std", torch.tensor(spec.std, dtype=torch.float32).view(1, -1, 1, 1))
+
+    def forward(self, images: Tensor) -> Tensor:
+        if images.ndim != 4 or images.shape[1] != self.spec.channels:
+            raise ValueError(f"expected images of shape (B, {self.spec.channels}, H, W), got {tuple(images.shape)}")
+        x = images.float() / 255.0
+        if x.shape[-1] != self.spec.size or x.shape[-2] != self.spec.size:
+            x = F.interpolate(x, size=(self.spec.size, self.spec.size), mode="bilinear", align_corners=False)
+        return (x - self.mean) / self.std
+
+
+def channel_stats(images: Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and std of ``uint8 (N, C, H, W)`` images scaled to [0, 1]."""
+    x = images.double() / 255.0
+    return tuple(x.mean(dim=(0, 2, 3)).tolist()), tuple(x.std(dim=(0, 2, 3)).tolist())
+
+
+def split_indices(n: int, val_fraction: float = 0.1, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """Deterministic train/validation split of ``range(n)``: ``(train_idx, val_idx)``."""
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    n_val = max(1, round(n * val_fraction))
+    return order[n_val:].sort().values, order[:n_val].sort().values
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("LAYA_CACHE", Path.home() / ".cache" / "laya"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def data_dirs() -> list[Path]:
+    """Where datasets are looked for, in order."""
+    dirs = [Path(p) for p in os.environ.get("LAYA_DATA", "").split(os.pathsep) if p]
+    return dirs + [cache_dir() / "data", REPO_ROOT.parent / "shared" / "data", Path("/usr/share/datasets")]
+
+
+def dataset_label(name: str) -> str:
+    """A short display name: ``fashion-mnist`` stays, an ImageFolder path shortens to its folder name."""
+    return Path(name).name if ("/" in name or "\\" in name) else name
+
+
+def load_dataset(name: str, split: str, image_size: int | None = None, channels: int | None = None) -> ImageArrays:
+    """Load ``split`` ("train" or "test") of the dataset ``name`` as :class:`ImageArrays`.
+
+    ``image_size`` / ``channels`` apply to ImageFolder datasets (default 32 px, RGB).
+
+    Raises:
+        DatasetNotFoundError: the dataset is not here and cannot be downloaded; says where to get it.
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if name == "fashion-mnist":
+        return _fashion_mnist(split)
+    if name == "cifar10":
+        return _cifar10(split)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return load_image_folder(path, split, image_size or 32, channels or 3)
+    raise DatasetNotFoundError(
+        f"unknown dataset {name!r}: expected 'fashion-mnist', 'cifar10' or a directory in ImageFolder layout "
+        "(DIR/train/<class>/*.jpg, DIR/test/<class>/*.jpg)"
+    )
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError(f"{path} is not an IDX file of unsigned bytes")
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    if body.size != int(np.prod(shape)):
+        raise ValueError(f"{path} is truncated: header says {shape}, found {body.size} values")
+    return body.reshape(shape)
+
+
+def _find(candidates: list[Path]) -> Path | None:
+    return next((p for p in candidates if p.exists()), None)
+
+
+def _fashion_mnist(split: str) -> ImageArrays:
+    prefix = "train" if split == "train" else "t10k"
+    dirs = [d / sub for d in data_dirs() for sub in ("fashion-mnist", "FashionMNIST/raw", "")]
+    for directory in dirs:
+        images = _find([directory / f"{prefix}-images-idx3-ubyte{s}" for s in (".gz", "")])
+        labels = _find([directory / f"{prefix}-labels-idx1-ubyte{s}" for s in (".gz", "")])
+        if images and labels:
+            x, y = _read_idx(images), _read_idx(labels)
+            return ImageArrays(
+                torch.from_numpy(x.copy()).unsqueeze(1), torch.from_numpy(y.astype(np.int64)), FASHION_MNIST_CLASSES
+            )
+    return _torchvision_download(
+        "FashionMNIST",
+        split,
+        "Fashion-MNIST: on Debian/Ubuntu `apt-get install dataset-fashion-mnist` (files go to "
+        "/usr/share/datasets/fashion-mnist), or put the four *-ubyte.gz IDX files in $LAYA_DATA",
+    )
+
+
+def _cifar10(split: str) -> ImageArrays:
+    for directory in data_dirs():
+        if (directory / "cifar10-jpeg" / split).is_dir():
+            return load_image_folder(directory / "cifar10-jpeg", split, 32, 3)
+    for directory in data_dirs():
+        archive = directory / "cifar10-jpeg.tar.gz"
+        if archive.is_file():
+            target = cache_dir() / "data"
+            target.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(archive) as tar:
+                tar.extractall(target, filter="data")
+            return load_image_folder(target / "cifar10-jpeg", split, 32, 3)
+    return _torchvision_download(
+        "CIFAR10",
+        split,
+        "CIFAR-10: put the JPEG copy (cifar10-jpeg/{train,test}/<class>/*.jpg or cifar10-jpeg.tar.gz) or "
+        "torchvision's cifar-10-batches-py in $LAYA_DATA",
+    )
+
+
+def _torchvision_download(cls_name: str, split: str, where: str) -> ImageArrays:
+    import torchvision
+
+    root = next((d for d in data_dirs()[:1] if d.is_dir()), cache_dir() / "data")
+    try:
+        dataset = getattr(torchvision.datasets, cls_name)(str(root), train=split == "train", download=True)
+    except Exception as error:
+        raise DatasetNotFoundError(f"dataset not found locally and the download failed ({error}). {where}.") from error
+    images = torch.as_tensor(np.asarray(dataset.data))
+    images = images.unsqueeze(1) if images.ndim == 3 else images.permute(0, 3, 1, 2)
+    return ImageArrays(images.contiguous(), torch.as_tensor(dataset.targets, dtype=torch.long), tuple(dataset.classes))
+
+
+def load_image_folder(root: Path, split: str, image_size: int, channels: int) -> ImageArrays:
+    """Decode ``root/split/<class>/<image>`` (sorted, class index = sorted folder order), cached as ``.npy``."""
+    split_dir = root / split
+    if not split_dir.is_dir():
+        raise DatasetNotFoundError(
+            f"{split_dir} does not exist; an ImageFolder dataset needs {root}/{{train,test}}/<class>/"
+        )
+    classes = sorted(d.name for d in split_dir.iterdir() if d.is_dir())
+    files = [
+        (f, c)
+        for c, name in enumerate(classes)
+        for f in sorted((split_dir / name).iterdir())
+        if f.suffix.lower() in IMAGE_SUFFIXES
+    ]
+    if not files:
+        raise DatasetNotFoundError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {split_dir}/<class>/")
+    key = hashlib.sha256(
+        repr(
+            (
+                str(root.resolve()),
+                split,
+                image_size,
+                channels,
+                len(files),
+                [f.stat().st_mtime_ns for f, _ in files[:: max(1, len(files) // 64)]],
+            )
+        ).encode()
+    ).hexdigest()[:16]
+    cached = cache_dir() / "arrays" / f"{root.name}-{split}-{key}.npy"
+    labels = torch.tensor([c for _, c in files], dtype=torch.long)
+    if cached.is_file():
+        return ImageArrays(torch.from_numpy(np.load(cached, allow_pickle=False)), labels, tuple(classes))
+    from tqdm.auto import tqdm
+
+    images = torch.empty(len(files), channels, image_size, image_size, dtype=torch.uint8)
+    for i, (path, _) in enumerate(tqdm(files, desc=f"decoding {root.name}/{split}", unit="img", leave=False)):
+        try:
+            images[i] = load_image_tensor(path, channels, image_size)
+        except ImageError as error:
+            raise ImageError(f"{path}: {error}") from error
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(".tmp.npy")
+    np.save(tmp, images.numpy(), allow_pickle=False)
+    os.replace(tmp, cached)
+    return ImageArrays(images, labels, tuple(classes))
+
+
+__all__ = [
+    "DatasetNotFoundError",
+    "ImageArrays",
+    "InputSpec",
+    "Preprocess",
+    "cache_dir",
+    "channel_stats",
+    "data_dirs",
+    "dataset_label",
+    "load_dataset",
+    "load_image_folder",
+    "split_indices",
+]

@@ -1,0 +1,220 @@
+"""Backbones that expose every layer: each returns the list of per-layer hidden vectors.
+
+One wrapper per family, all with the same interface (``forward(x) -> [h_1, ..., h_L]``,
+``h_i`` of shape ``(B, d_i)``, plus ``layer_dims`` and ``layer_names``):
+
+* ``mlp``  — Linear -> LayerNorm -> GELU blocks; ``h_i`` after the GELU.
+* ``cnn``  — Conv -> BatchNorm -> ReLU (-> ...) -> MaxPool blocks; ``h_i`` = global-average-pooled block output.
+* ``timm`` — any timm model with ``forward_intermediates`` (timm >= 1.0). CNN stages are pooled by
+  global average; transformer blocks by the CLS token or the mean of the patch tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from laya.model.configs import construct
+from laya.model.weights import load_weights
+
+
+@dataclass
+class BackboneConfig:
+    """Which backbone and how to build it. Fields not used by a family are ignored by it."""
+
+    name: Literal["mlp", "cnn", "timm"] = "mlp"
+    in_channels: int | None = None  # None: taken from the dataset when training
+    input_size: int | None = None  # side of the square input; None: the dataset's image size
+    widths: tuple[int, ...] = (512, 256, 128)  # mlp: hidden widths; cnn: channels per block
+    convs_per_block: int = 1  # cnn only
+    model: str | None = None  # timm model name, e.g. "efficientnet_lite0", "vit_tiny_patch16_224"
+    model_kwargs: dict[str, Any] = field(default_factory=dict)  # passed to timm.create_model
+    pool: Literal["auto", "cls", "avg"] = "auto"  # timm: auto = cls for models with prefix tokens
+    indices: int | list[int] | None = None  # timm forward_intermediates indices (None = all)
+    intermediates_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"extra_blocks": true}
+    weights: str | None = None  # None | "timm" | a source in laya.model.weights.SOURCES | a file path
+    freeze: bool = False  # train only the head; the backbone stays in eval mode
+    layer_names: list[str] | None = None  # display names; derived when None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["widths"] = list(self.widths)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BackboneConfig:
+        config = construct(cls, data, "backbone")
+        config.widths = tuple(int(w) for w in config.widths)
+        if config.name not in BACKBONES:
+            raise ValueError(f"unknown backbone {config.name!r}; expected one of {sorted(BACKBONES)}")
+        if config.name == "timm" and not config.model:
+            raise ValueError("backbone 'timm' needs a model name (config key 'model', CLI --timm-model)")
+        return config
+
+
+class Backbone(nn.Module):
+    """Base class: ``forward(x: (B, C, H, W)) -> list of L tensors (B, d_i)``."""
+
+    layer_dims: tuple[int, ...]
+    layer_names: tuple[str, ...]
+
+    def __init__(self, config: BackboneConfig) -> None:
+        super().__init__()
+        if config.in_channels is None or config.input_size is None:
+            raise ValueError(f"backbone {config.name!r} needs in_channels and input_size, got {config}")
+        self.config = config
+
+    def _finish(self, default_names: list[str]) -> None:
+        names = self.config.layer_names or default_names
+        if len(names) != len(self.layer_dims):
+            raise ValueError(f"{len(names)} layer names given for {len(self.layer_dims)} layers: {names}")
+        self.layer_names = tuple(names)
+        if self.config.freeze:
+            for p in self.parameters():
+                p.requires_grad_(False)
+
+    def train(self, mode: bool = True) -> Backbone:
+        """A frozen backbone stays in eval mode (BatchNorm statistics and dropout fixed)."""
+        return super().train(mode and not self.config.freeze)
+
+    def fingerprint(self) -> str:
+        """sha256 of the weights, to check that a frozen backbone is the one a head was trained on."""
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().float().numpy().tobytes())
+        return digest.hexdigest()
+
+
+class MLPBackbone(Backbone):
+    """Flatten -> [Linear -> LayerNorm -> GELU] x L; ``h_i`` is the i-th block's output."""
+
+    def __init__(self, config: BackboneConfig) -> None:
+        super().__init__(config)
+        d_in = config.in_channels * config.input_size**2
+        blocks = []
+        for width in config.widths:
+            blocks.append(nn.Sequential(nn.Linear(d_in, width), nn.LayerNorm(width), nn.GELU()))
+            d_in = width
+        self.blocks = nn.ModuleList(blocks)
+        self.layer_dims = tuple(config.widths)
+        self._finish([f"block {i + 1}" for i in range(len(blocks))])
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        h = x.flatten(1)
+        hidden = []
+        for block in self.blocks:
+            h = block(h)
+            hidden.append(h)
+        return hidden
+
+
+class CNNBackbone(Backbone):
+    """[Conv3x3 -> BN -> ReLU] x convs_per_block -> MaxPool2, per block; ``h_i`` = GAP of block i."""
+
+    def __init__(self, config: BackboneConfig) -> None:
+        super().__init__(config)
+        c_in = config.in_channels
+        blocks = []
+        for width in config.widths:
+            layers: list[nn.Module] = []
+            for _ in range(config.convs_per_block):
+                layers += [nn.Conv2d(c_in, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU()]
+                c_in = width
+            layers.append(nn.MaxPool2d(2))
+            blocks.append(nn.Sequential(*layers))
+        self.blocks = nn.ModuleList(blocks)
+        self.layer_dims = tuple(config.widths)
+        self._finish([f"block {i + 1}" for i in range(len(blocks))])
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        hidden = []
+        for block in self.blocks:
+            x = block(x)
+            hidden.append(x.mean(dim=(2, 3)))
+        return hidden
+
+
+class TimmBackbone(Backbone):
+    """Any timm model, read through ``forward_intermediates``.
+
+    Outputs of shape ``(B, C, H, W)`` are average-pooled; token models
+    (``num_prefix_tokens > 0``) give the CLS token (``pool="cls"``) or the mean of
+    the patch tokens (``pool="avg"``).
+    """
+
+    def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
+        super().__init__(config)
+        import timm
+
+        kwargs = dict(config.model_kwargs)
+        kwargs.setdefault("num_classes", 0)
+        if config.model not in timm.list_models():
+            raise ValueError(f"timm has no model {config.model!r} (see timm.list_models())")
+        pretrained = config.weights == "timm"
+        try:
+            self.model = timm.create_model(config.model, pretrained=pretrained, in_chans=config.in_channels, **kwargs)
+        except (OSError, RuntimeError) as error:
+            if not pretrained:
+                raise
+            raise RuntimeError(
+                f"could not fetch timm's pretrained weights for {config.model!r} ({error}). They need internet; "
+                "offline, pass a local weights file instead (backbone weights = PATH)."
+            ) from error
+        if not hasattr(self.model, "forward_intermediates"):
+            raise ValueError(f"timm model {config.model!r} has no forward_intermediates (needs timm >= 1.0)")
+        if config.weights and not pretrained:
+            load_weights(self.model, config.weights, base_dir)
+        tokens = getattr(self.model, "num_prefix_tokens", 0) > 0
+        self.pool = ("cls" if tokens else "avg") if config.pool == "auto" else config.pool
+        if self.pool == "cls" and not tokens:
+            raise ValueError(f"pool='cls' needs a model with a CLS token; {config.model!r} has none (use 'avg')")
+        self.tokens = tokens
+        with torch.no_grad():
+            was_training = self.model.training
+            self.model.eval()
+            probe = self(torch.zeros(1, config.in_channels, config.input_size, config.input_size))
+            self.model.train(was_training)
+        self.layer_dims = tuple(h.shape[1] for h in probe)
+        kind = "block" if tokens else "stage"
+        self._finish([f"{kind} {i + 1}" for i in range(len(probe))])
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        kwargs = dict(self.config.intermediates_kwargs)
+        if self.tokens:
+            kwargs.update(output_fmt="NLC", return_prefix_tokens=self.pool == "cls")
+        outputs = self.model.forward_intermediates(x, indices=self.config.indices, intermediates_only=True, **kwargs)
+        hidden = []
+        for out in outputs:
+            if isinstance(out, tuple):  # (patch tokens, prefix tokens)
+                hidden.append(out[1][:, 0])
+            elif out.ndim == 3:  # (B, N, D) patch tokens
+                hidden.append(out.mean(dim=1))
+            else:  # (B, C, H, W)
+                hidden.append(out.mean(dim=(2, 3)))
+        return hidden
+
+
+BACKBONES: dict[str, Any] = {"mlp": MLPBackbone, "cnn": CNNBackbone, "timm": TimmBackbone}
+
+
+def build_backbone(config: BackboneConfig, base_dir: Path | None = None) -> Backbone:
+    """Construct the backbone family named by ``config.name``.
+
+    ``base_dir`` resolves a relative ``config.weights`` path (a checkpoint's directory).
+    """
+    if config.name not in BACKBONES:
+        raise ValueError(f"unknown backbone {config.name!r}; expected one of {sorted(BACKBONES)}")
+    if config.name == "timm":
+        return TimmBackbone(config, base_dir)
+    if config.weights:
+        raise ValueError(f"backbone {config.name!r} has no pretrained weights; got weights={config.weights!r}")
+    return BACKBONES[config.name](config)
+
+
+__all__ = ["BACKBONES", "Backbone", "BackboneConfig", "CNNBackbone", "MLPBackbone", "TimmBackbone", "build_backbone"]

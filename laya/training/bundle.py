@@ -1,0 +1,145 @@
+"""Package trained checkpoints for the dashboard: ``models/<setting>/<head>/``.
+
+Each bundled head folder holds ``model.{json,safetensors}``, the evaluation report
+(``report.json`` + CSVs) and ``expected.json`` (prediction, probabilities and layer scores on
+the setting's example images, recorded when the bundle was made, for regression tests).
+Example images from the test split live once per setting in ``models/<setting>/examples/``;
+a frozen backbone's weights live once in ``models/<setting>/backbone.safetensors``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from laya.analysis.evaluate import EvalOptions, evaluate
+from laya.analysis.explain import explain
+from laya.analysis.report import write_report
+from laya.app.catalog import example_images
+from laya.data.datasets import ImageArrays
+from laya.data.images import load_image_tensor
+from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors, load_checkpoint, save_checkpoint
+
+BACKBONE_FILE = "backbone.safetensors"
+EXPECTED_FILE = "expected.json"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def export_examples(data: ImageArrays, dest: str | Path, per_class: int = 1) -> list[Path]:
+    """Write the first ``per_class`` images of each class as PNG: ``dest/<nn>-<class>.png``."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for c, name in enumerate(data.classes):
+        for i in torch.nonzero(data.labels == c).flatten()[:per_class].tolist():
+            array = data.images[i].permute(1, 2, 0).numpy()
+            path = dest / f"{len(paths):02d}-{_slug(name)}.png"
+            Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array).save(path)
+            paths.append(path)
+    return paths
+
+
+def record_expected(checkpoint: Checkpoint, examples: list[Path]) -> dict:
+    """Prediction, class probabilities and layer scores of ``checkpoint`` on each example image."""
+    spec = checkpoint.meta.input
+    record = {}
+    for path in examples:
+        e = explain(checkpoint, load_image_tensor(path, spec.channels, spec.source_size))
+        record[path.name] = {
+            "prediction": e.label,
+            "probabilities": e.probs.tolist(),
+            "layer_scores": e.scores[e.intrinsic].tolist() if e.intrinsic else None,
+            "loo_drops": e.drops.tolist(),
+        }
+    return record
+
+
+def bundle(
+    run: str | Path, dest: str | Path, test: ImageArrays, options: EvalOptions | None = None, progress=None
+) -> Path:
+    """Copy the checkpoint in ``run`` to ``dest``, evaluate it on ``test``, record expected outputs.
+
+    A frozen backbone is written once to ``dest/../backbone.safetensors`` and referenced from the
+    head's ``model.json``.
+    """
+    dest = Path(dest)
+    checkpoint = load_checkpoint(run)
+    meta = checkpoint.meta
+    if meta.backbone.freeze and meta.backbone.weights:
+        shared = dest.parent / BACKBONE_FILE
+        if not shared.is_file():
+            atomic_write_tensors(shared, checkpoint.model.backbone.model.state_dict(), {"format": "laya-backbone"})
+        meta = replace(meta, backbone=replace(meta.backbone, weights=f"../{BACKBONE_FILE}"))
+    dtype = getattr(torch, json.loads((Path(run) / "model.json").read_text())["weights"]["dtype"])
+    save_checkpoint(checkpoint.model, meta, dest, dtype=dtype)
+    checkpoint = load_checkpoint(dest)  # evaluate exactly what ships
+    write_report(evaluate(checkpoint, test, options, progress), dest)
+    examples = example_images(dest)
+    atomic_write_json(dest / EXPECTED_FILE, record_expected(checkpoint, examples))
+    return dest
+
+
+def model_card(models: str | Path) -> str:
+    """Markdown table of every bundled checkpoint: accuracy, macro-F1, faithfulness of each method
+    (zero ablation), Deletion@1 of the primary method, training time and the command that made it
+    (the exact training config of each checkpoint is in its ``model.json``)."""
+    from laya.analysis.attribution import METHOD_LABELS
+    from laya.analysis.report import Report
+    from laya.app.catalog import find_checkpoints
+    from laya.model.heads import HEAD_LABELS
+
+    short = {"laya_alpha": "α", "scalarmix_weights": "w", "integrated_gradients": "IG", "input_x_gradient": "G×I",
+             "saliency": "Sal", "random": "rand"}  # fmt: skip
+    lines = [
+        "| setting | head | accuracy | macro-F1 | faithfulness (zero): "
+        + ", ".join(f"{v} = {METHOD_LABELS[k]}" for k, v in short.items())
+        + " | Deletion@1 (primary) | train min | epochs | command |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for entry in find_checkpoints(models):
+        if entry.error:
+            continue
+        report = Report.load(entry.path)
+        faith = report.data["faithfulness"]["zero"]
+        scores = ", ".join(f"{short[m]} {v['spearman_mean']:.3f}" for m, v in faith.items())
+        train = report.data["checkpoint"]["train_metrics"]
+        lines.append(
+            f"| {entry.path.parent.name} | {HEAD_LABELS[entry.head]} | {report.accuracy:.4f} | {report.data['macro_f1']:.4f} | "
+            f"{scores} | {faith[report.primary_method]['deletion_at_1']:.3f} | {train['train_seconds'] / 60:.1f} | {train['epochs']} | "
+            f"`python -m laya reproduce {entry.path.parent.name}` |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+CARD_START, CARD_END = "<!-- model-card:start -->", "<!-- model-card:end -->"
+
+
+def update_model_card(models: str | Path) -> Path:
+    """Rewrite the generated table between the model-card markers of ``models/README.md``."""
+    path = Path(models) / "README.md"
+    text = path.read_text() if path.is_file() else f"# Bundled checkpoints\n\n{CARD_START}\n{CARD_END}\n"
+    if CARD_START not in text or CARD_END not in text:
+        text += f"\n{CARD_START}\n{CARD_END}\n"
+    head, rest = text.split(CARD_START, 1)
+    _, tail = rest.split(CARD_END, 1)
+    path.write_text(f"{head}{CARD_START}\n{model_card(models)}{CARD_END}{tail}")
+    return path
+
+
+__all__ = [
+    "BACKBONE_FILE",
+    "EXPECTED_FILE",
+    "bundle",
+    "export_examples",
+    "model_card",
+    "record_expected",
+    "update_model_card",
+]

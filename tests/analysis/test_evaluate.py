@@ -1,0 +1,78 @@
+import json
+
+import pytest
+import torch
+
+from laya.analysis.evaluate import EvalOptions, classification_metrics, evaluate
+from laya.analysis.report import Report, write_report
+from laya.data.datasets import load_dataset
+from laya.data.features import hidden_states
+from laya.model.checkpoint import load_checkpoint
+
+
+def test_classification_metrics_by_hand():
+    labels = torch.tensor([0, 0, 1, 1, 2, 2])
+    preds = torch.tensor([0, 1, 1, 1, 2, 0])
+    m = classification_metrics(labels, preds, ("a", "b", "c"))
+    assert m["accuracy"] == pytest.approx(4 / 6)
+    # F1: a = 2*1/(2+2) = 0.5, b = 2*2/(2+3) = 0.8, c = 2*1/(2+1) = 2/3
+    assert m["macro_f1"] == pytest.approx((0.5 + 0.8 + 2 / 3) / 3)
+    assert m["per_class_accuracy"] == {"a": 0.5, "b": 1.0, "c": 0.5}
+    assert m["confusion_matrix"] == [[1, 1, 0], [0, 2, 0], [1, 0, 1]]
+
+
+@pytest.fixture(scope="module")
+def laya_report(tiny_models, image_folder):
+    ck = load_checkpoint(tiny_models / "colours-mlp" / "laya")
+    test = load_dataset(str(image_folder), "test", image_size=8)
+    return ck, test, evaluate(ck, test, EvalOptions(ig_steps=8, batch_size=7))
+
+
+def test_report_numbers_agree_with_the_model(laya_report):
+    ck, test, report = laya_report
+    hidden = hidden_states(ck.model.backbone, ck.preprocess, test.images)
+    with torch.no_grad():
+        out = ck.model.head(hidden)
+    assert report["accuracy"] == pytest.approx((out.logits.argmax(-1) == test.labels).double().mean().item())
+    assert report["modes"] == ["zero", "mean", "renormalise"]
+    assert report["methods"] == ["laya_alpha", "integrated_gradients", "input_x_gradient", "saliency", "random"]
+    alpha_profile = Report(report).layer_profile().query("method == 'laya_alpha'")
+    assert alpha_profile["mean"].tolist() == pytest.approx(out.layer_scores.mean(0).tolist(), abs=1e-6)
+    for mode in report["modes"]:
+        entry = report["faithfulness"][mode]["laya_alpha"]
+        assert entry["n_valid"] + entry["n_excluded"] == len(test)
+        assert -1 <= entry["spearman_mean"] <= 1
+        assert len(report["deletion_curves"][mode]["laya_alpha"]) == 3
+    counts = Report(report).class_layer_profile().query("subset == 'all' and layer_index == 0")["count"]
+    assert counts.sum() == len(test)
+
+
+def test_report_is_strict_json_and_written_with_tables(laya_report, tmp_path):
+    _, _, report = laya_report
+    out = write_report(report, tmp_path)
+    json.loads((out / "report.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    for name in ("faithfulness.csv", "deletion_curves.csv", "loo.csv", "layer_profile.csv", "class_layer_profile.csv",
+                 "class_loo_profile.csv", "per_class.csv", "confusion_matrix.csv"):  # fmt: skip
+        assert (out / name).stat().st_size > 0
+    view = Report.load(out)
+    assert view.faithfulness("laya_alpha") == report["faithfulness"]["zero"]["laya_alpha"]["spearman_mean"]
+    assert set(view.faithfulness_table()["mode"]) == {"zero", "mean", "renormalise"}
+
+
+def test_limit_and_class_mismatch(tiny_models, image_folder):
+    ck = load_checkpoint(tiny_models / "colours-mlp" / "concat")
+    test = load_dataset(str(image_folder), "test", image_size=8)
+    report = evaluate(ck, test, EvalOptions(ig_steps=4, limit=5, modes=("zero", "renormalise")))
+    assert report["dataset"]["n"] == 5 and report["modes"] == ["zero"]  # concat has no renormalise mode
+    assert report["primary_method"] == "integrated_gradients"
+    test.classes = ("x", "y", "z")
+    with pytest.raises(ValueError, match="differ from the checkpoint"):
+        evaluate(ck, test)
+
+
+def test_report_loading_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="python -m laya evaluate"):
+        Report.load(tmp_path)
+    (tmp_path / "report.json").write_text('{"hello": 1}')
+    with pytest.raises(ValueError, match="not a LAYA evaluation report"):
+        Report.load(tmp_path)

@@ -1,0 +1,64 @@
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from laya.analysis.ablation import leave_one_out
+from laya.analysis.explain import explain, explain_bytes
+from laya.data.images import ImageError
+from laya.model.checkpoint import load_checkpoint
+
+
+@pytest.fixture(scope="module")
+def laya_ck(tiny_models):
+    return load_checkpoint(tiny_models / "colours-mlp" / "laya")
+
+
+def red_png(size: int = 20) -> bytes:
+    pixels = np.zeros((size, size, 3), dtype=np.uint8)
+    pixels[..., 0] = 200
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_explanation_matches_the_model_and_batched_loo(laya_ck):
+    e = explain_bytes(laya_ck, red_png())
+    x = laya_ck.preprocess(e.image.unsqueeze(0))
+    with torch.no_grad():
+        out = laya_ck.model(x)
+    assert e.label == "red"
+    assert torch.allclose(e.probs, out.probs[0], atol=1e-6)
+    assert torch.allclose(e.scores["laya_alpha"], out.layer_scores[0], atol=1e-6)
+    loo = leave_one_out(laya_ck.model.head, out.hidden)
+    assert torch.allclose(e.drops, loo.drops[0])
+    table = e.layer_table()
+    assert list(table["layer"]) == ["block 1", "block 2", "block 3"]
+    assert table["LOO drop"].tolist() == pytest.approx(loo.drops[0].tolist())
+    assert e.deletion_at_1("laya_alpha") == pytest.approx(float(loo.drops[0, out.layer_scores[0].argmax()]))
+    assert e.topk(2)["class"].iloc[0] == "red"
+    assert set(e.to_dict()) >= {"prediction", "confidence", "layers", "methods"}
+
+
+def test_posthoc_methods_and_heads_without_intrinsic_scores(tiny_models, laya_ck):
+    e = explain_bytes(laya_ck, red_png(), posthoc=("integrated_gradients", "saliency"))
+    assert list(e.scores) == ["laya_alpha", "integrated_gradients", "saliency"]
+    assert len(e.summary()) == 3
+    concat = load_checkpoint(tiny_models / "colours-mlp" / "concat")
+    c = explain_bytes(concat, red_png())
+    assert c.intrinsic is None and list(c.scores) == ["integrated_gradients"] and c.primary == "integrated_gradients"
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean", "renormalise"])
+def test_ablation_modes(laya_ck, mode):
+    e = explain_bytes(laya_ck, red_png(), mode=mode)
+    assert e.mode == mode and e.drops.shape == (3,)
+
+
+def test_bad_inputs(laya_ck):
+    with pytest.raises(ImageError):
+        explain_bytes(laya_ck, b"garbage")
+    with pytest.raises(ValueError, match="expected a uint8 image"):
+        explain(laya_ck, torch.zeros(1, 8, 8, dtype=torch.uint8))

@@ -1,0 +1,65 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from laya.analysis.faithfulness import deletion_at_1, spearman_rows, summarise, top_ranked
+
+
+def test_hand_computed_rank_correlations():
+    scores = torch.tensor([[0.1, 0.2, 0.7], [0.1, 0.2, 0.7], [0.5, 0.3, 0.2], [0.3, 0.3, 0.4]])
+    drops = torch.tensor([[0.0, 0.1, 0.5], [0.5, 0.1, 0.0], [0.1, 0.2, 0.3], [0.1, 0.2, 0.3]])
+    rho = spearman_rows(scores, drops)
+    assert rho[0] == pytest.approx(1.0)  # same order
+    assert rho[1] == pytest.approx(-1.0)  # reversed
+    assert rho[2] == pytest.approx(-1.0)
+    # ties: score ranks (1.5, 1.5, 3) vs (1, 2, 3): r = 1.5 / sqrt(1.5 * 2)
+    assert rho[3] == pytest.approx(1.5 / math.sqrt(3.0))
+
+
+def test_matches_scipy_spearmanr_row_by_row_including_ties():
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 4, size=(300, 5)).astype(float)  # many ties
+    drops = rng.normal(size=(300, 5)).round(1)
+    rho = spearman_rows(scores, drops)
+    for i in range(300):
+        expected = spearmanr(scores[i], drops[i]).statistic
+        if np.isnan(expected):
+            assert np.isnan(rho[i])
+        else:
+            assert rho[i] == pytest.approx(expected, abs=1e-12)
+
+
+def test_constant_rows_are_excluded_and_counted():
+    scores = torch.tensor([[0.2, 0.2, 0.2], [0.1, 0.5, 0.9], [0.1, 0.5, 0.9]])
+    drops = torch.tensor([[0.1, 0.2, 0.3], [0.0, 0.0, 0.0], [0.0, 0.1, 0.2]])
+    rho = spearman_rows(scores, drops)
+    assert np.isnan(rho[0]) and np.isnan(rho[1]) and rho[2] == pytest.approx(1.0)
+    summary = summarise(scores, drops)
+    assert summary.n_valid == 1 and summary.n_excluded == 2
+    assert summary.spearman_mean == pytest.approx(1.0)
+
+
+def test_deletion_at_1_takes_the_top_ranked_layer_first_on_ties():
+    scores = torch.tensor([[0.1, 0.8, 0.1], [0.4, 0.4, 0.2]])
+    drops = torch.tensor([[0.05, 0.6, 0.0], [0.3, 0.9, 0.1]], dtype=torch.float64)
+    assert top_ranked(scores).tolist() == [1, 0]
+    assert deletion_at_1(scores, drops).tolist() == [0.6, 0.3]
+    summary = summarise(scores, drops)
+    assert summary.deletion_at_1 == pytest.approx(0.45)
+
+
+def test_shape_mismatch_is_an_error():
+    with pytest.raises(ValueError, match="must both be"):
+        spearman_rows(torch.zeros(2, 3), torch.zeros(2, 4))
+
+
+def test_average_ranks_match_scipy_rankdata():
+    from scipy.stats import rankdata
+
+    from laya.analysis.faithfulness import average_ranks
+
+    values = np.random.default_rng(1).integers(0, 3, size=(50, 6)).astype(float)
+    assert np.array_equal(average_ranks(values), rankdata(values, axis=1))

@@ -1,0 +1,349 @@
+"""The dashboard through Streamlit's AppTest: every page renders, and the numbers shown are laya's own.
+
+Each test drives ``app.py`` (``st.navigation`` over ``pages/``) on the ``tiny_models`` fixture:
+uploads (valid and hostile), example picks, ablation modes, post-hoc methods, head comparison,
+heatmap toggles, live recomputation and the model sources of the sidebar; the last test runs every
+page on each bundled setting in ``models/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from streamlit.testing.v1 import AppTest
+
+from laya.analysis.explain import Explanation, explain
+from laya.analysis.profiles import SUBSETS, heatmap_table
+from laya.analysis.report import Report
+from laya.app import views
+from laya.app.catalog import describe, example_images
+from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
+from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+HEADS = ("lastlayer", "concat", "scalarmix", "laya")
+TITLES = ("LastLayer", "Concat", "ScalarMix", "LAYA")
+
+
+@pytest.fixture(scope="module")
+def setting(tiny_models: Path) -> Path:
+    return tiny_models / "colours-mlp"
+
+
+def start(monkeypatch: pytest.MonkeyPatch, models: Path) -> AppTest:
+    """The dashboard on ``models``, after its first run (the Inspect page, LAYA head, first example)."""
+    monkeypatch.setenv("LAYA_MODELS", str(models))
+    return AppTest.from_file(str(APP), default_timeout=60).run()
+
+
+@pytest.fixture
+def app(monkeypatch: pytest.MonkeyPatch, tiny_models: Path) -> AppTest:
+    at = start(monkeypatch, tiny_models)
+    assert not at.exception
+    return at
+
+
+def expected(setting: Path, head: str, data: bytes, **kwargs) -> Explanation:
+    """laya's own explanation of ``data`` by ``head`` (what the dashboard must display)."""
+    checkpoint = load_checkpoint(setting / head)
+    spec = checkpoint.meta.input
+    return explain(checkpoint, load_image_tensor(data, spec.channels, spec.source_size), **kwargs)
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def array(value: list | dict) -> np.ndarray:
+    """A plotly JSON array: a plain list, or plotly's typed-array encoding ``{"dtype", "bdata", "shape"}``."""
+    if isinstance(value, dict):
+        shape = [int(n) for n in str(value.get("shape", "-1")).split(",")]
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).reshape(shape)
+    return np.array(value, dtype=float)
+
+
+def assert_ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def assert_inspect_shows(at: AppTest, e: Explanation) -> None:
+    """Prediction, confidence, LOO table, per-input faithfulness and the score chart equal ``e``'s."""
+    assert_ok(at)
+    assert [m.value for m in at.main.metric] == [e.label, f"{e.confidence:.1%}"]
+    table = at.main.dataframe[0].value
+    assert list(table["layer"]) == list(e.layer_names)
+    assert np.allclose(table["LOO drop"], e.drops.numpy())
+    assert list(table["prediction after removal"]) == [e.classes[i] for i in e.loo.predictions_after[0].tolist()]
+    assert list(table["label flips"]) == e.loo.flipped[0].tolist()
+    for method, scores in e.scores.items():
+        assert np.allclose(table[views.method_label(method)], scores.numpy(), atol=1e-6)
+    faith = at.main.dataframe[1].value
+    assert list(faith["method"]) == [views.method_label(m) for m in e.scores]
+    assert faith["Deletion@1"].tolist() == pytest.approx([e.deletion_at_1(m) for m in e.scores])
+    spearman = [e.spearman(m) for m in e.scores]
+    assert [None if np.isnan(v) else v for v in faith["Spearman(score, LOO drop)"]] == pytest.approx(spearman)
+    score_chart = charts(at)[1]  # [0] is the top-k chart
+    assert list(array(score_chart["data"][0]["y"])) == pytest.approx(e.scores[e.primary].tolist())
+    assert list(array(score_chart["data"][1]["y"])) == pytest.approx(e.drops.tolist())
+
+
+def png(image: Image.Image, fmt: str = "PNG") -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def test_every_page_renders(app: AppTest) -> None:
+    titles = {}
+    for page in ("pages/inspect.py", "pages/compare.py", "pages/classwise.py", "pages/faithfulness.py"):
+        app.switch_page(page).run()
+        assert_ok(app)
+        assert charts(app), f"{page} shows no chart"
+        titles[page] = app.title[0].value
+    assert titles == {
+        "pages/inspect.py": "Inspect an input",
+        "pages/compare.py": "Compare heads",
+        "pages/classwise.py": "Class-wise depth patterns",
+        "pages/faithfulness.py": "Faithfulness overview",
+    }
+    sidebar = app.sidebar.radio[1]
+    assert sidebar.value.endswith("laya")  # LAYA is preselected
+    assert [o.split(" · ")[0] for o in sidebar.options] == list(TITLES)
+
+
+def test_inspect_default_example_and_picks(app: AppTest, setting: Path) -> None:
+    examples = example_images(setting / "laya")
+    assert app.selectbox(key="inspect_example").options == [p.name for p in examples]
+    assert_inspect_shows(app, expected(setting, "laya", examples[0].read_bytes()))
+    app.selectbox(key="inspect_example").set_value(examples[2].name).run()
+    assert_inspect_shows(app, expected(setting, "laya", examples[2].read_bytes()))
+    assert [b.label for b in app.download_button] == ["Download CSV", "Download JSON"]
+
+
+def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
+    source = Image.open(example_images(setting / "laya")[1])
+    data = png(source.convert("P"), "GIF")  # palette GIF: any mode and format decodes like training images
+    app.file_uploader(key="inspect_upload").set_value(("green.gif", data, "image/gif")).run()
+    assert_inspect_shows(app, expected(setting, "laya", data))
+    assert app.radio(key="inspect_mode_laya").options == ["zero", "mean", "renormalise"]
+    app.radio(key="inspect_mode_laya").set_value("renormalise").run()
+    app.multiselect(key="inspect_posthoc").set_value(["integrated_gradients", "saliency"]).run()
+    e = expected(setting, "laya", data, mode="renormalise", posthoc=("integrated_gradients", "saliency"))
+    assert_inspect_shows(app, e)
+    assert "Integrated Gradients (post-hoc)" in app.main.dataframe[0].value.columns
+    assert len(charts(app)) == 4  # top-k + one chart per method, side by side
+
+
+def test_posthoc_scores_are_marked_for_heads_without_intrinsic(app: AppTest, setting: Path) -> None:
+    app.sidebar.radio[1].set_value(str(setting / "lastlayer")).run()
+    assert "post-hoc" in app.warning[0].value
+    assert app.radio(key="inspect_mode_lastlayer").options == ["zero", "mean"]
+    e = expected(setting, "lastlayer", example_images(setting / "laya")[0].read_bytes())
+    assert e.intrinsic is None
+    assert_inspect_shows(app, e)
+    assert charts(app)[1]["data"][0]["name"] == "Integrated Gradients (post-hoc)"
+
+
+def bad_upload(kind: str) -> bytes:
+    """Hostile or broken "images" of each kind the Inspect page must refuse with laya's message."""
+    if kind == "empty":
+        return b""
+    if kind == "not an image":
+        return b"name,score\nblue,1\n"
+    if kind == "truncated":
+        valid = png(Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)))
+        return valid[: len(valid) // 2]
+    if kind == "image bomb":
+        return png(Image.new("L", (6000, 6000)))  # 36 megapixels in ~40 KB
+    return b"\x89PNG" + bytes(MAX_BYTES)  # too large
+
+
+@pytest.mark.parametrize("kind", ["empty", "not an image", "truncated", "image bomb", "too large"])
+def test_bad_uploads_show_the_image_error(app: AppTest, setting: Path, kind: str) -> None:
+    data = bad_upload(kind)
+    with pytest.raises(ImageError) as laya_error:
+        open_image(data)
+    app.file_uploader(key="inspect_upload").set_value((f"{kind}.png", data, "image/png")).run()
+    assert not app.exception
+    same = re.compile(r" at 0x[0-9a-f]+")  # PIL's message may name the (per-call) BytesIO object
+    assert len(app.error) == 1 and same.sub("", str(laya_error.value)) in same.sub("", app.error[0].value)
+    assert not app.main.metric  # nothing half-rendered below the error
+    app.file_uploader(key="inspect_upload").set_value(None).run()  # the app keeps working
+    assert_inspect_shows(app, expected(setting, "laya", example_images(setting / "laya")[0].read_bytes()))
+
+
+def test_compare_heads(app: AppTest, setting: Path) -> None:
+    app.switch_page("pages/compare.py").run()
+    assert_ok(app)
+    assert app.multiselect(key="compare_paths").value == [str(setting / h) for h in HEADS]
+    assert app.radio(key="compare_mode").options == ["zero", "mean"]  # modes every head supports
+    data = example_images(setting / "laya")[2].read_bytes()
+    app.file_uploader(key="compare_upload").set_value(("red.png", data, "image/png")).run()
+    app.radio(key="compare_mode").set_value("mean").run()
+    assert_ok(app)
+    explanations = [expected(setting, h, data, mode="mean") for h in HEADS]
+    assert [m.value for m in app.main.metric] == [v for e in explanations for v in (e.label, f"{e.confidence:.1%}")]
+    table = app.main.dataframe[0].value
+    reports = [Report.load(setting / h) for h in HEADS]
+    assert list(table["head"]) == list(TITLES)
+    assert list(table["layer scores"]) == [views.method_label(e.primary) for e in explanations]
+    assert table["max LOO drop"].tolist() == pytest.approx([float(e.drops.max()) for e in explanations])
+    assert table["test accuracy"].tolist() == [r.accuracy for r in reports]
+    assert table["faithfulness (test, zero)"].tolist() == pytest.approx([r.faithfulness() for r in reports])
+    figure = charts(app)[0]
+    assert len(figure["data"]) == 8 and "yaxis4" in figure["layout"]  # score + drop bars in 4 aligned subplots
+    assert list(array(figure["data"][7]["y"])) == pytest.approx(explanations[3].drops.tolist())
+    assert [a["text"].split("<br>")[0] for a in figure["layout"]["annotations"]] == list(TITLES)
+    app.multiselect(key="compare_paths").set_value([str(setting / "laya"), str(setting / "scalarmix")]).run()
+    assert_ok(app)
+    assert app.radio(key="compare_mode").options == ["zero", "mean", "renormalise"]
+    assert len(app.main.metric) == 4
+
+
+def test_classwise_heatmap_toggles_and_drilldown(app: AppTest, setting: Path) -> None:
+    app.switch_page("pages/classwise.py").run()
+    assert_ok(app)
+    report = Report.load(setting / "laya")
+    for kind in ("scores", "loo"):
+        app.radio(key="classwise_kind").set_value(kind).run()
+        for subset in SUBSETS:
+            app.radio(key="classwise_subset").set_value(subset).run()
+            assert not app.exception
+            heatmap = charts(app)[0]["data"][0]
+            table = heatmap_table(report.class_layer_profile(kind), subset)
+            assert np.allclose(array(heatmap["z"]), table.to_numpy(dtype=float), equal_nan=True)
+            counts = array(heatmap["customdata"])[:, :, 1]
+            assert (counts == heatmap_table(report.class_layer_profile(kind), subset, "count").to_numpy()).all()
+    app.radio(key="classwise_subset").set_value("all").run()
+    app.selectbox(key="classwise_class").set_value("green").run()
+    bars = charts(app)[1]["data"][0]
+    green = views.class_profile(report.class_layer_profile("scores"), "green")
+    assert list(array(bars["y"])) == pytest.approx(green["mean"].tolist())
+    assert list(array(bars["error_y"]["array"])) == pytest.approx(green["std"].tolist())
+    assert app.download_button[0].label == "Download CSV"
+    assert np.allclose(app.main.dataframe[0].value["mean drop (zero)"], report.data["loo"]["zero"]["mean_drop"])
+
+
+def test_classwise_recompute_live(app: AppTest) -> None:
+    app.switch_page("pages/classwise.py").run()
+    app.number_input(key="classwise_limit").set_value(12).run()
+    app.button(key="classwise_recompute").click().run()
+    assert_ok(app)
+    assert app.success[0].value == "Showing a live evaluation on 12 test inputs."
+    assert array(charts(app)[0]["data"][0]["customdata"])[:, 0, 1].sum() == 12  # heatmap cell counts: 12 inputs
+    app.button(key="classwise_discard").click().run()
+    assert not app.success and not app.exception
+
+
+def test_classwise_recompute_without_dataset(monkeypatch: pytest.MonkeyPatch, setting: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "models" / "elsewhere" / "laya"
+    shutil.copytree(setting / "laya", moved)
+    meta = json.loads((moved / META_FILE).read_text())
+    meta["dataset"] = str(tmp_path / "not-here")
+    (moved / META_FILE).write_text(json.dumps(meta))
+    at = start(monkeypatch, tmp_path / "models")
+    at.switch_page("pages/classwise.py").run()
+    at.button(key="classwise_recompute").click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and "unknown dataset" in at.error[0].value and "not-here" in at.error[0].value
+    assert charts(at), "the bundled report is still shown"
+
+
+def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
+    app.switch_page("pages/faithfulness.py").run()
+    assert_ok(app)
+    report = Report.load(setting / "laya")
+    app.radio(key="faithfulness_mode_laya").set_value("mean").run()
+    table = app.main.dataframe[0].value
+    raw = report.data["faithfulness"]["mean"]
+    assert list(table["method"]) == [views.method_label(m) for m in raw]
+    assert table["Spearman mean"].tolist() == pytest.approx([v["spearman_mean"] for v in raw.values()])
+    assert table["Deletion@1"].tolist() == pytest.approx([v["deletion_at_1"] for v in raw.values()])
+    curves = charts(app)[1]
+    assert list(array(curves["data"][0]["y"])) == pytest.approx(report.data["deletion_curves"]["mean"]["laya_alpha"])
+    heads = app.main.dataframe[1].value
+    reports = [Report.load(setting / h) for h in HEADS]
+    assert list(heads["head"]) == list(TITLES)
+    assert heads["accuracy"].tolist() == [r.accuracy for r in reports]
+    assert heads["macro-F1"].tolist() == [r.data["macro_f1"] for r in reports]
+    assert heads["faithfulness"].tolist() == pytest.approx([r.faithfulness() for r in reports])
+
+
+def test_checkpoint_from_path_and_upload(app: AppTest, setting: Path) -> None:
+    example = example_images(setting / "laya")[0].read_bytes()
+    app.sidebar.radio[0].set_value("Path on this machine").run()
+    app.sidebar.text_input(key="model_path").input(str(setting / "concat" / META_FILE)).run()
+    assert_inspect_shows(app, expected(setting, "concat", example))
+    app.sidebar.text_input(key="model_path").input(str(setting / "nothing-here")).run()
+    assert not app.exception and "Cannot load the checkpoint: no LAYA checkpoint" in app.error[0].value
+
+    app.sidebar.radio[0].set_value("Upload a checkpoint").run()
+    uploader = app.sidebar.file_uploader(key="model_upload")
+    uploader.set_value([("model.json", (setting / "scalarmix" / META_FILE).read_bytes(), "application/json")]).run()
+    assert "upload exactly two files" in app.sidebar.error[0].value and not app.exception
+    files = [
+        (name, (setting / "scalarmix" / name).read_bytes(), "application/octet-stream")
+        for name in (META_FILE, WEIGHTS_FILE)
+    ]
+    app.sidebar.file_uploader(key="model_upload").set_value(files).run()
+    assert not app.exception and "Upload an image" in app.info[0].value  # an uploaded checkpoint has no examples
+    app.file_uploader(key="inspect_upload").set_value(("blue.png", example, "image/png")).run()
+    assert_inspect_shows(app, expected(setting, "scalarmix", example))
+    uploaded = Path(app.session_state["laya_selection"].path)
+    assert uploaded.name.startswith("laya-upload-") and uploaded != setting / "scalarmix"
+    shutil.rmtree(uploaded)
+
+
+def test_damaged_checkpoint_shows_error_and_app_keeps_working(
+    monkeypatch: pytest.MonkeyPatch, setting: Path, tmp_path: Path
+) -> None:
+    models = tmp_path / "models"
+    shutil.copytree(setting, models / "colours-mlp")
+    weights = models / "colours-mlp" / "concat" / WEIGHTS_FILE
+    weights.write_bytes(weights.read_bytes()[:100])
+    at = start(monkeypatch, models)
+    assert_ok(at)
+    at.sidebar.radio[1].set_value(str(models / "colours-mlp" / "concat")).run()
+    assert not at.exception and "Cannot load the checkpoint" in at.error[0].value and "sha256" in at.error[0].value
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception and len(at.error) == 1
+    assert len(at.main.metric) == 6  # the three loadable heads still compare
+    at.sidebar.radio[1].set_value(str(models / "colours-mlp" / "laya")).run()
+    at.switch_page("pages/inspect.py").run()
+    assert_ok(at)
+
+
+def test_no_models_explains_how_to_get_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = start(monkeypatch, tmp_path)
+    assert not at.exception
+    assert "No models found" in at.info[0].value and "python -m laya reproduce" in at.info[0].value
+
+
+BUNDLED_MODELS = APP.parent / "models"
+BUNDLED_SETTINGS = sorted(p.parent.parent for p in BUNDLED_MODELS.glob("*/laya/model.json"))
+
+
+@pytest.mark.parametrize("setting_dir", BUNDLED_SETTINGS, ids=[p.name for p in BUNDLED_SETTINGS])
+def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatch, setting_dir: Path) -> None:
+    """The shipped checkpoints, not tiny ones: Inspect shows laya's numbers for every head, every page renders."""
+    at = start(monkeypatch, BUNDLED_MODELS)
+    assert_ok(at)
+    group = describe(setting_dir / "laya").group
+    at.sidebar.selectbox(key="model_group").set_value(group).run()
+    example = example_images(setting_dir / "laya")[0].read_bytes()
+    for head in HEADS:
+        at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting_dir / head)).run()
+        assert_inspect_shows(at, expected(setting_dir, head, example))
+    for page in ("pages/compare.py", "pages/classwise.py", "pages/faithfulness.py"):
+        at.switch_page(page).run()
+        assert_ok(at)
+        assert charts(at), f"{page} shows no chart for {setting_dir.name}"

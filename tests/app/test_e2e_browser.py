@@ -1,0 +1,73 @@
+"""End to end: the real ``streamlit run app.py`` on the tiny models, driven by headless Chromium.
+
+Uploads an image through the real file input, waits for the charts and the LOO table, checks the
+prediction against laya, refuses a broken upload, walks every page through the top-bar navigation
+and saves screenshots to ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from laya.analysis.explain import explain
+from laya.app.catalog import example_images
+from laya.data.images import load_image_tensor
+from laya.model.checkpoint import load_checkpoint
+from scripts.screenshots import (
+    CHROMIUM,
+    PAGES,
+    browser_page,
+    full_screenshot,
+    open_app,
+    open_page,
+    serve,
+    upload_image,
+    wait_for_charts,
+)
+
+pytestmark = pytest.mark.e2e
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def test_dashboard_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    image = example_images(tiny_models / "colours-mlp" / "laya")[2]
+    checkpoint = load_checkpoint(tiny_models / "colours-mlp" / "laya")
+    spec = checkpoint.meta.input
+    laya = explain(checkpoint, load_image_tensor(image, spec.channels, spec.source_size))
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(image.read_bytes()[:40])
+
+    with serve(tiny_models, log=ARTIFACTS / "e2e-streamlit.log") as url, browser_page() as page:
+        open_app(page, url)
+        main = page.locator('[data-testid="stMain"]')
+
+        upload_image(page, image)
+        expect(main.get_by_text(image.name).first).to_be_visible()
+        wait_for_charts(page, 2)  # top-k and the layer-score chart
+        expect(main.locator('[data-testid="stDataFrame"]').first).to_be_visible()  # the live LOO table
+        values = main.locator('[data-testid="stMetricValue"]')
+        expect(values.nth(0)).to_have_text(laya.label)
+        expect(values.nth(1)).to_have_text(f"{laya.confidence:.1%}")
+        full_screenshot(page, ARTIFACTS / "e2e-inspect.png")
+
+        upload_image(page, broken)
+        expect(main.locator('[data-testid="stAlert"]', has_text="Cannot use 'broken.png' as an image")).to_be_visible()
+        full_screenshot(page, ARTIFACTS / "e2e-inspect-bad-upload.png")
+        upload_image(page, image)  # the app keeps working
+        expect(values.nth(0)).to_have_text(laya.label)
+
+        for name in ("compare", "classwise", "faithfulness"):
+            open_page(page, name)
+            wait_for_charts(page)
+            expect(main.locator("h1").first).to_have_text(PAGES[name][1])
+            assert main.locator('[data-testid="stException"]').count() == 0
+            full_screenshot(page, ARTIFACTS / f"e2e-{name}.png")
+        open_page(page, "inspect")
+        wait_for_charts(page, 2)

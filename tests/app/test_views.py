@@ -1,0 +1,204 @@
+"""laya.app.views: the dashboard's display-ready tables, images and labels, checked against laya's own numbers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from laya.analysis.explain import explain, explain_bytes
+from laya.analysis.report import Report
+from laya.app import views
+from laya.app.catalog import Entry, example_images, find_checkpoints
+from laya.data.datasets import DatasetNotFoundError, InputSpec
+from laya.data.images import ImageError, load_image_tensor
+from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, CheckpointError, load_checkpoint
+
+
+@pytest.fixture(scope="module")
+def setting(tiny_models: Path) -> Path:
+    return tiny_models / "colours-mlp"
+
+
+@pytest.fixture(scope="module")
+def example(setting: Path) -> bytes:
+    return example_images(setting / "laya")[0].read_bytes()
+
+
+def reference(checkpoint, data: bytes, **kwargs):
+    """laya's own explanation of ``data`` (what the dashboard must show)."""
+    spec = checkpoint.meta.input
+    return explain(checkpoint, load_image_tensor(data, spec.channels, spec.source_size), **kwargs)
+
+
+def test_labels_mark_posthoc_methods() -> None:
+    assert views.method_label("integrated_gradients") == "Integrated Gradients (post-hoc)"
+    assert views.method_label("saliency").endswith("(post-hoc)")
+    assert views.method_label("laya_alpha") == "LAYA α (intrinsic)"
+    assert views.head_title("lastlayer") == "LastLayer" and views.head_title("other") == "other"
+
+
+def test_catalog_labels_and_groups(tiny_models: Path) -> None:
+    entries = find_checkpoints(tiny_models)
+    broken = Entry(Path("/x/broken"), "unreadable", "?", "?", "?", None, None, None, error="damaged")
+    groups = views.group_entries([*entries, broken])
+    assert list(groups) == [entries[0].group]
+    assert [e.head for e in groups[entries[0].group]] == ["lastlayer", "concat", "scalarmix", "laya"]
+    laya = entries[3]
+    assert views.entry_label(laya) == f"LAYA · acc {laya.accuracy:.3f} · faithfulness {laya.faithfulness:.2f}"
+    assert views.entry_label(broken) == "broken: unreadable"
+
+
+def test_explanations_work_under_the_callers_grad_modes(setting: Path, example: bytes) -> None:
+    """Post-hoc methods need gradients; explain lifts inference_mode/no_grad for them itself."""
+    laya, concat = load_checkpoint(setting / "laya"), load_checkpoint(setting / "concat")
+    expected = reference(laya, example, mode="renormalise", posthoc=("saliency", "integrated_gradients"))
+    for context in (torch.inference_mode, torch.no_grad):
+        with context():
+            shown = explain_bytes(laya, example, mode="renormalise", posthoc=("saliency", "integrated_gradients"))
+            posthoc_only = explain_bytes(concat, example)
+        assert shown.label == expected.label and shown.confidence == pytest.approx(expected.confidence)
+        assert list(shown.scores) == ["laya_alpha", "saliency", "integrated_gradients"]
+        assert all(torch.allclose(shown.scores[m], expected.scores[m]) for m in shown.scores)
+        assert posthoc_only.intrinsic is None and list(posthoc_only.scores) == ["integrated_gradients"]
+        assert torch.allclose(
+            posthoc_only.scores["integrated_gradients"], reference(concat, example).scores["integrated_gradients"]
+        )
+
+
+def test_explain_refuses_bad_images(setting: Path) -> None:
+    with pytest.raises(ImageError, match="empty"):
+        explain_bytes(load_checkpoint(setting / "laya"), b"")
+
+
+def test_model_view_undoes_normalisation(setting: Path, example: bytes) -> None:
+    checkpoint = load_checkpoint(setting / "laya")
+    explanation = explain_bytes(checkpoint, example)
+    view = views.model_view(explanation, checkpoint.meta.input, min_side=96)
+    image = explanation.image.permute(1, 2, 0).numpy()  # source size == model size for this checkpoint
+    factor = -(-96 // image.shape[0])  # nearest-neighbour enlargement to at least 96 px
+    assert view.dtype == np.uint8 and view.shape == (image.shape[0] * factor, image.shape[1] * factor, 3)
+    assert np.abs(view[::factor, ::factor].astype(int) - image.astype(int)).max() <= 1
+    spec = InputSpec(channels=1, source_size=4, size=4, mean=(0.5,), std=(0.25,))
+    normalised = SimpleNamespace(model_input=(torch.full((1, 4, 4), 0.25) - 0.5) / 0.25)
+    grey = views.model_view(normalised, spec, min_side=10)  # type: ignore[arg-type]
+    assert grey.shape == (12, 12) and (grey == 64).all()
+
+
+def test_layer_table_and_input_faithfulness(setting: Path, example: bytes) -> None:
+    checkpoint = load_checkpoint(setting / "laya")
+    explanation = explain_bytes(checkpoint, example, mode="zero", posthoc=("saliency",))
+    table = views.layer_table(explanation)
+    assert list(table["layer"]) == list(checkpoint.layer_names)
+    assert np.allclose(table["LAYA α (intrinsic)"], explanation.scores["laya_alpha"].numpy())
+    assert np.allclose(table["Saliency (post-hoc)"], explanation.scores["saliency"].numpy())
+    assert np.allclose(table["LOO drop"], explanation.drops.numpy())
+    faith = views.input_faithfulness(explanation)
+    assert list(faith["kind"]) == ["intrinsic", "post-hoc"]
+    assert faith["Deletion@1"].tolist() == pytest.approx([explanation.deletion_at_1(m) for m in explanation.scores])
+    assert faith["top layer"][0] == checkpoint.layer_names[int(explanation.scores["laya_alpha"].argmax())]
+    record = json.loads(views.explanation_json(explanation))
+    assert record["prediction"] == explanation.label and record["score_kinds"]["Saliency (post-hoc)"] == "post-hoc"
+    assert [row["LOO drop"] for row in record["layers"]] == pytest.approx(explanation.drops.tolist())
+    assert views.explanation_csv(explanation).splitlines()[0].startswith("layer,LAYA α (intrinsic),Saliency (post-hoc)")
+    figure = views.score_figure(explanation, "saliency")
+    assert [t.name for t in figure.data] == ["Saliency (post-hoc)", "LOO drop in p(predicted)"]
+    assert list(figure.data[0].y) == pytest.approx(explanation.scores["saliency"].tolist())
+
+
+def test_compare_table(setting: Path, example: bytes) -> None:
+    heads = ["lastlayer", "concat", "scalarmix", "laya"]
+    checkpoints = [load_checkpoint(setting / h) for h in heads]
+    explanations = [explain_bytes(c, example) for c in checkpoints]
+    reports = [Report.load(setting / h) for h in heads[:3]] + [None]
+    table = views.compare_table(heads, explanations, reports)
+    assert list(table["head"]) == ["LastLayer", "Concat", "ScalarMix", "LAYA"]
+    assert list(table["prediction"]) == [e.label for e in explanations]
+    assert table["confidence"].tolist() == pytest.approx([e.confidence for e in explanations])
+    assert list(table["layer scores"][:2]) == ["Integrated Gradients (post-hoc)"] * 2
+    assert table["test accuracy"][0] == reports[0].accuracy and table["test accuracy"].isna()[3]
+    assert views.compare_titles(heads[2:], explanations[2:])[1] == "LAYA<br><sup>LAYA α (intrinsic)</sup>"
+    assert views.common_modes([c.model.head.modes for c in checkpoints]) == ["zero", "mean"]
+    assert views.common_modes([checkpoints[3].model.head.modes]) == ["zero", "mean", "renormalise"]
+    assert views.report_caption(None) == "No evaluation report."
+    assert f"{reports[0].accuracy:.3f}" in views.report_caption(reports[0])
+
+
+def test_profiles(setting: Path) -> None:
+    report = Report.load(setting / "laya")
+    profile = report.class_layer_profile("scores")
+    blue = views.class_profile(profile, "blue", "all")
+    expected = profile[(profile["class"] == "blue") & (profile["subset"] == "all")]
+    assert list(blue["layer"]) == report.layer_names
+    assert blue["mean"].tolist() == pytest.approx(expected["mean"].tolist())
+    assert views.class_counts(profile, "all") == {c: n for c, n in report.data["class_counts"].items()}
+    assert views.profile_methods(report)[0] == "laya_alpha" and "random" not in views.profile_methods(report)
+    assert views.global_profile(report, "saliency")["mean"].tolist() == pytest.approx(
+        [r["mean"] for r in report.data["profiles"]["layer"]["saliency"]]
+    )
+    loo = views.global_loo(report)
+    pairs = [f"{v} ({m})" for m in report.data["modes"] for v in ("mean drop", "flip rate")]
+    assert list(loo.columns) == ["layer", *pairs]
+    assert loo["mean drop (mean)"].tolist() == pytest.approx(report.data["loo"]["mean"]["mean_drop"])
+    assert views.profile_title(report, "loo").startswith("Mean leave-one-layer-out drop")
+    assert "Integrated Gradients (post-hoc)" in views.profile_title(Report.load(setting / "concat"), "scores")
+
+
+def test_faithfulness_tables(setting: Path) -> None:
+    report = Report.load(setting / "scalarmix")
+    matrix = views.faithfulness_matrix(report, "renormalise")
+    raw = report.data["faithfulness"]["renormalise"]
+    assert list(matrix["method"]) == [views.method_label(m) for m in raw]
+    assert matrix["Spearman mean"].tolist() == pytest.approx([v["spearman_mean"] for v in raw.values()])
+    assert matrix["Deletion@1"].tolist() == pytest.approx([v["deletion_at_1"] for v in raw.values()])
+    heads = ["lastlayer", "laya"]
+    reports = [Report.load(setting / h) for h in heads]
+    table = views.heads_table([*heads, "concat"], [*reports, None])
+    assert table["accuracy"].tolist()[:2] == [r.accuracy for r in reports]
+    assert table["faithfulness"].tolist()[:2] == pytest.approx([r.faithfulness() for r in reports])
+    assert table["scores"].tolist() == ["Integrated Gradients (post-hoc)", "LAYA α (intrinsic)", "no report"]
+
+
+def test_write_uploaded_checkpoint(setting: Path, tmp_path: Path, example: bytes) -> None:
+    files = {name: (setting / "laya" / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}
+    directory = views.write_uploaded_checkpoint(files, tmp_path)
+    assert directory.parent == tmp_path and sorted(p.name for p in directory.iterdir()) == sorted(files)
+    uploaded = load_checkpoint(directory)
+    assert explain_bytes(uploaded, example).label == reference(load_checkpoint(setting / "laya"), example).label
+    with pytest.raises(CheckpointError, match="exactly two files"):
+        views.write_uploaded_checkpoint({META_FILE: files[META_FILE]}, tmp_path)
+    with pytest.raises(CheckpointError, match="exactly two files"):
+        views.write_uploaded_checkpoint({**files, "notes.txt": b""}, tmp_path)
+
+
+def test_evaluate_locally(setting: Path, tmp_path: Path) -> None:
+    calls: list[float] = []
+    report = views.evaluate_locally(load_checkpoint(setting / "laya"), limit=9, progress=lambda f, m: calls.append(f))
+    assert report.data["dataset"]["n"] == 9 and calls[-1] == 1.0
+    assert set(report.class_layer_profile("scores")["subset"]) == {"all", "correct", "incorrect"}
+    moved = tmp_path / "laya"
+    shutil.copytree(setting / "laya", moved)
+    meta = json.loads((moved / META_FILE).read_text())
+    meta["dataset"] = str(tmp_path / "missing-dataset")
+    (moved / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(DatasetNotFoundError):
+        views.evaluate_locally(load_checkpoint(moved))
+
+
+def test_explain_is_safe_across_threads(setting: Path, example: bytes) -> None:
+    """Dashboard sessions share one loaded model: concurrent explanations equal the serial one."""
+    checkpoint = load_checkpoint(setting / "concat")  # post-hoc IG: gradients in every thread
+    serial = explain_bytes(checkpoint, example, mode="mean", posthoc=("saliency",))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(
+            pool.map(lambda _: explain_bytes(checkpoint, example, mode="mean", posthoc=("saliency",)), range(8))
+        )
+    for result in results:
+        assert torch.allclose(result.drops, serial.drops)
+        assert all(torch.allclose(result.scores[m], serial.scores[m]) for m in serial.scores)

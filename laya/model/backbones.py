@@ -37,6 +37,7 @@ class BackboneConfig:
     pool: Literal["auto", "cls", "avg"] = "auto"  # timm: auto = cls for models with prefix tokens
     indices: int | list[int] | None = None  # timm forward_intermediates indices (None = all)
     intermediates_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"extra_blocks": true}
+    pre_logits: bool = False  # timm: add the network's own final features (forward_head(pre_logits=True)) last
     weights: str | None = None  # None | "timm" | a source in laya.model.weights.SOURCES | a file path
     freeze: bool = False  # train only the head; the backbone stays in eval mode
     layer_names: list[str] | None = None  # display names; derived when None
@@ -145,7 +146,9 @@ class TimmBackbone(Backbone):
 
     Outputs of shape ``(B, C, H, W)`` are average-pooled; token models
     (``num_prefix_tokens > 0``) give the CLS token (``pool="cls"``) or the mean of
-    the patch tokens (``pool="avg"``).
+    the patch tokens (``pool="avg"``). With ``pre_logits`` the network's own final features
+    (``forward_head(final, pre_logits=True)``: e.g. EfficientNet's ``conv_head`` + ``bn2`` + pooling,
+    1280-d; a ViT's normed, pooled token) are the last layer, so a LastLayer head is the usual linear probe.
     """
 
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
@@ -182,13 +185,18 @@ class TimmBackbone(Backbone):
             self.model.train(was_training)
         self.layer_dims = tuple(h.shape[1] for h in probe)
         kind = "block" if tokens else "stage"
-        self._finish([f"{kind} {i + 1}" for i in range(len(probe))])
+        names = [f"{kind} {i + 1}" for i in range(len(probe) - self.config.pre_logits)]
+        self._finish(names + ["pre-logits"] * self.config.pre_logits)
 
     def forward(self, x: Tensor) -> list[Tensor]:
         kwargs = dict(self.config.intermediates_kwargs)
         if self.tokens:
             kwargs.update(output_fmt="NLC", return_prefix_tokens=self.pool == "cls")
-        outputs = self.model.forward_intermediates(x, indices=self.config.indices, intermediates_only=True, **kwargs)
+        outputs = self.model.forward_intermediates(
+            x, indices=self.config.indices, intermediates_only=not self.config.pre_logits, **kwargs
+        )
+        if self.config.pre_logits:
+            final, outputs = outputs
         hidden = []
         for out in outputs:
             if isinstance(out, tuple):  # (patch tokens, prefix tokens)
@@ -197,6 +205,8 @@ class TimmBackbone(Backbone):
                 hidden.append(out.mean(dim=1))
             else:  # (B, C, H, W)
                 hidden.append(out.mean(dim=(2, 3)))
+        if self.config.pre_logits:
+            hidden.append(self.model.forward_head(final, pre_logits=True).flatten(1))
         return hidden
 
 

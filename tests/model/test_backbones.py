@@ -1,3 +1,4 @@
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,21 @@ def test_efficientnet_lite0_package_weights_map_onto_timm():
     assert all(torch.equal(a, b.to(a.dtype)) for a, b in zip(loaded, source.values()))
     assert len(bb.layer_dims) == 8  # stem + 7 blocks
     assert bb.layer_dims == (32, 16, 24, 40, 80, 112, 192, 320)
+
+
+@pytest.mark.parametrize("model, size", [("efficientnet_lite0", 64), ("test_vit", 32)])
+def test_pre_logits_adds_the_networks_own_final_features_last(model: str, size: int):
+    kwargs = {"img_size": size} if model == "test_vit" else {}
+    config = BackboneConfig(name="timm", model=model, in_channels=3, input_size=size, model_kwargs=kwargs)
+    plain = build_backbone(config).eval()
+    full = build_backbone(replace(config, pre_logits=True)).eval()
+    full.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 3, size, size)
+    with torch.no_grad():
+        hidden, with_final = plain(x), full(x)
+        expected = plain.model.forward_head(plain.model.forward_features(x), pre_logits=True)
+    assert len(with_final) == len(hidden) + 1 and full.layer_names[-1] == "pre-logits"
+    for a, b in zip(hidden, with_final[:-1], strict=True):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(with_final[-1], expected)
+    assert full.layer_dims[-1] == plain.model.num_features

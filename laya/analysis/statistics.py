@@ -1,0 +1,190 @@
+"""Uncertainty for every published number: bootstrap CIs over inputs, paired tests over inputs and seeds.
+
+* :func:`bootstrap_ci` — percentile bootstrap of any statistic of per-input rows, vectorised: the
+  statistic is evaluated on all resamples at once (``(R, n, ...)`` gathered rows), in chunks so memory
+  stays bounded. Seeded, so a report is reproducible to the last digit.
+* :func:`paired_bootstrap` — difference of a statistic between two methods evaluated on the *same*
+  resampled inputs; two-sided p-value from the bootstrap distribution (``2 min(P(d<=0), P(d>=0))``).
+* :func:`paired_over_seeds` — paired t-test (``scipy.stats.ttest_rel``) over seeds, with the mean
+  difference and its t-interval.
+
+A difference whose CI covers 0 is a tie (:func:`verdict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from scipy import stats
+from torch import Tensor
+
+Statistic = Callable[[Tensor], Tensor]  # (R, n, ...) resampled rows -> (R,) or (R, K)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a two-sided confidence interval (``level``, e.g. 0.95)."""
+
+    estimate: float
+    low: float
+    high: float
+    level: float = 0.95
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def __format__(self, spec: str) -> str:
+        spec = spec or ".3f"
+        return f"{self.estimate:{spec}} [{self.low:{spec}}, {self.high:{spec}}]"
+
+
+def mean_statistic(rows: Tensor) -> Tensor:
+    """The default statistic: the mean over inputs (dim 1 of ``(R, n, ...)``), NaN rows ignored."""
+    return rows.nanmean(dim=1)
+
+
+def bootstrap_distribution(
+    values: Tensor | np.ndarray,
+    statistic: Statistic = mean_statistic,
+    resamples: int = 1000,
+    seed: int = 0,
+    chunk: int = 100,
+) -> Tensor:
+    """``(R, ...)`` statistic on ``resamples`` bootstrap resamples of the rows of ``values`` ``(n, ...)``.
+
+    Resample indices come from a ``torch.Generator`` seeded with ``seed`` (on the CPU, so the same
+    seed gives the same CI on every device); rows are gathered on ``values``' device.
+    """
+    values = torch.as_tensor(values)
+    n = values.shape[0]
+    if n == 0:
+        raise ValueError("cannot bootstrap an empty sample")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for start in range(0, resamples, chunk):
+        r = min(chunk, resamples - start)
+        idx = torch.randint(n, (r, n), generator=generator).to(values.device)
+        out.append(statistic(values[idx]))  # (r, n, ...) -> (r, ...)
+    return torch.cat(out)
+
+
+def _percentile_interval(estimate: float, dist: Tensor, level: float) -> Interval:
+    dist = dist.double().cpu().numpy()
+    dist = dist[~np.isnan(dist)]
+    if len(dist) == 0:
+        return Interval(estimate, float("nan"), float("nan"), level)
+    low, high = np.quantile(dist, [(1 - level) / 2, (1 + level) / 2])
+    return Interval(estimate, float(low), float(high), level)
+
+
+def bootstrap_ci(
+    values: Tensor | np.ndarray,
+    statistic: Statistic = mean_statistic,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> Interval:
+    """Percentile bootstrap CI of ``statistic`` over the rows (inputs) of ``values``.
+
+    ``statistic`` maps ``(R, n, ...)`` to ``(R,)``; the estimate is the statistic on the sample itself.
+    """
+    values = torch.as_tensor(values)
+    estimate = float(statistic(values.unsqueeze(0))[0])
+    return _percentile_interval(estimate, bootstrap_distribution(values, statistic, resamples, seed), level)
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """``a - b`` on the same inputs (or seeds): the difference, its CI, the p-value and the test used."""
+
+    difference: Interval
+    p_value: float
+    test: str
+    n: int
+
+    @property
+    def tie(self) -> bool:
+        """The CI covers 0: no difference can be claimed."""
+        return self.difference.low <= 0.0 <= self.difference.high
+
+    def to_dict(self) -> dict[str, object]:
+        return {"difference": self.difference.to_dict(), "p_value": self.p_value, "test": self.test, "n": self.n,
+                "tie": self.tie}  # fmt: skip
+
+
+def paired_bootstrap(
+    a: Tensor | np.ndarray,
+    b: Tensor | np.ndarray,
+    statistic: Statistic = mean_statistic,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> PairedComparison:
+    """Paired bootstrap over inputs: ``statistic(a) - statistic(b)`` on the same resampled rows."""
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"paired samples need the same inputs; got {a.shape[0]} and {b.shape[0]} rows")
+    both = torch.stack([a.double(), b.double()], dim=1)  # (n, 2, ...)
+
+    def diff(rows: Tensor) -> Tensor:  # (R, n, 2, ...) -> (R,)
+        return statistic(rows[:, :, 0]) - statistic(rows[:, :, 1])
+
+    estimate = float(diff(both.unsqueeze(0))[0])
+    dist = bootstrap_distribution(both, diff, resamples, seed)
+    finite = dist[~torch.isnan(dist)]
+    p = float(2 * min((finite <= 0).double().mean(), (finite >= 0).double().mean())) if len(finite) else float("nan")
+    return PairedComparison(_percentile_interval(estimate, dist, level), min(p, 1.0), "paired bootstrap", a.shape[0])
+
+
+def paired_over_seeds(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> PairedComparison:
+    """Paired t-test over seeds (``scipy.stats.ttest_rel``): mean of ``a - b`` with its t-interval."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"need one value per seed for both, paired; got shapes {a.shape} and {b.shape}")
+    d = a - b
+    n = len(d)
+    if n < 2:
+        return PairedComparison(Interval(float(d.mean()) if n else float("nan"), float("nan"), float("nan"), level),
+                                float("nan"), "paired t-test over seeds", n)  # fmt: skip
+    result = stats.ttest_rel(a, b)
+    if np.all(d == d[0]):  # zero variance: the t-test is undefined; the difference is exact
+        return PairedComparison(Interval(float(d[0]), float(d[0]), float(d[0]), level),
+                                0.0 if d[0] != 0 else 1.0, "paired t-test over seeds", n)  # fmt: skip
+    ci = result.confidence_interval(confidence_level=level)
+    return PairedComparison(Interval(float(d.mean()), float(ci.low), float(ci.high), level), float(result.pvalue),
+                            "paired t-test over seeds", n)  # fmt: skip
+
+
+def seed_interval(values: Sequence[float], level: float = 0.95) -> Interval:
+    """Mean over seeds with a t-interval (``mean ± t_{n-1} s / sqrt(n)``); NaN bounds for one seed."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return Interval(float(v.mean()) if len(v) else float("nan"), float("nan"), float("nan"), level)
+    half = stats.t.ppf((1 + level) / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
+    return Interval(float(v.mean()), float(v.mean() - half), float(v.mean() + half), level)
+
+
+def verdict(comparison: PairedComparison, a: str, b: str) -> str:
+    """``"A > B (paired bootstrap, p=0.003)"``, or ``"tie"`` where the CI of the difference covers 0."""
+    if comparison.tie or np.isnan(comparison.difference.low):
+        return f"{a} ≈ {b}: tie ({comparison.test}, Δ {comparison.difference:+.3f}, p={comparison.p_value:.2g})"
+    sign = ">" if comparison.difference.estimate > 0 else "<"
+    return f"{a} {sign} {b} ({comparison.test}, Δ {comparison.difference:+.3f}, p={comparison.p_value:.2g})"
+
+
+__all__ = [
+    "Interval",
+    "PairedComparison",
+    "bootstrap_ci",
+    "bootstrap_distribution",
+    "mean_statistic",
+    "paired_bootstrap",
+    "paired_over_seeds",
+    "seed_interval",
+    "verdict",
+]

@@ -1,0 +1,69 @@
+"""Bootstrap CIs and paired tests: coverage of known answers, reproducibility, ties."""
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from laya.analysis.statistics import (
+    bootstrap_ci,
+    paired_bootstrap,
+    paired_over_seeds,
+    seed_interval,
+    verdict,
+)
+
+
+def test_bootstrap_mean_ci_matches_the_normal_approximation_and_is_seeded():
+    x = torch.randn(4000, generator=torch.Generator().manual_seed(1), dtype=torch.float64) + 2.0
+    ci = bootstrap_ci(x, resamples=2000, seed=3)
+    half = 1.96 * x.std().item() / np.sqrt(len(x))
+    assert ci.estimate == pytest.approx(x.mean().item())
+    assert ci.low == pytest.approx(ci.estimate - half, abs=0.2 * half)
+    assert ci.high == pytest.approx(ci.estimate + half, abs=0.2 * half)
+    assert bootstrap_ci(x, resamples=2000, seed=3) == ci
+    assert bootstrap_ci(x, resamples=2000, seed=4) != ci
+
+
+def test_bootstrap_of_a_custom_statistic_and_nan_rows():
+    x = torch.tensor([1.0, float("nan"), 3.0, 5.0])
+    ci = bootstrap_ci(x, resamples=500)
+    assert ci.estimate == pytest.approx(3.0)
+    assert 1.0 <= ci.low <= ci.high <= 5.0
+    med = bootstrap_ci(torch.arange(101.0), statistic=lambda r: r.median(dim=1).values, resamples=300)
+    assert med.estimate == 50.0
+
+
+def test_paired_bootstrap_detects_a_shift_and_calls_a_tie_a_tie():
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(2000, generator=g, dtype=torch.float64)
+    shifted = base + 0.1 + 0.01 * torch.randn(2000, generator=g, dtype=torch.float64)
+    clear = paired_bootstrap(shifted, base)
+    assert clear.difference.estimate == pytest.approx(0.1, abs=0.002)
+    assert not clear.tie and clear.p_value < 0.01
+    assert verdict(clear, "A", "B").startswith("A > B (paired bootstrap")
+    noise = paired_bootstrap(base + 0.001 * torch.randn(2000, generator=g, dtype=torch.float64), base)
+    same = paired_bootstrap(base.flip(0), base)  # same values, unpaired order: difference of means exactly 0
+    assert same.tie and same.difference.estimate == pytest.approx(0.0, abs=1e-12)
+    assert noise.tie or abs(noise.difference.estimate) < 1e-3
+    with pytest.raises(ValueError, match="same inputs"):
+        paired_bootstrap(base, base[:10])
+
+
+def test_paired_over_seeds_is_scipys_paired_t_test():
+    a, b = [0.81, 0.83, 0.80, 0.82, 0.84], [0.80, 0.80, 0.79, 0.80, 0.81]
+    result = paired_over_seeds(a, b)
+    expected = stats.ttest_rel(a, b)
+    assert result.p_value == pytest.approx(expected.pvalue)
+    assert result.difference.estimate == pytest.approx(np.mean(np.subtract(a, b)))
+    assert result.difference.low > 0 and not result.tie
+    one = paired_over_seeds([0.8], [0.7])
+    assert np.isnan(one.p_value) and np.isnan(one.difference.low)
+    assert "tie" in verdict(one, "A", "B")
+
+
+def test_seed_interval_is_the_t_interval():
+    v = [1.0, 2.0, 3.0]
+    ci = seed_interval(v)
+    half = stats.t.ppf(0.975, 2) * np.std(v, ddof=1) / np.sqrt(3)
+    assert (ci.low, ci.high) == pytest.approx((2.0 - half, 2.0 + half))

@@ -21,7 +21,7 @@ from laya.analysis.attribution import METHOD_LABELS, intrinsic_method, layer_att
 from laya.analysis.faithfulness import spearman_rows
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint
-from laya.model.heads import AblationMode
+from laya.model.heads import DEFAULT_MODE, AblationMode
 
 
 @dataclass
@@ -118,7 +118,7 @@ def _forward_and_loo(
 def explain(
     checkpoint: Checkpoint,
     image: Tensor,
-    mode: AblationMode = "zero",
+    mode: AblationMode = DEFAULT_MODE,
     posthoc: Sequence[str] = (),
     ig_steps: int = 32,
 ) -> Explanation:

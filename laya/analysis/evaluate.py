@@ -146,7 +146,7 @@ def evaluate(
     timing["total_s"] = time.perf_counter() - started
     progress(0.92, "summaries and bootstrap CIs")
     summary_started = time.perf_counter()
-    report = build_report(checkpoint, data, cat, modes, methods, reductions, options, per_input)
+    report = build_report(checkpoint, data, cat, modes, methods, reductions, options, per_input, timing)
     timing["summary_s"] = time.perf_counter() - summary_started
     report["timing"] = {**timing, "n": n, "torch_threads": torch.get_num_threads()}
     progress(1.0, "done")
@@ -186,8 +186,10 @@ def build_report(
     reductions: list[str],
     options: EvalOptions,
     per_input: dict[str, Tensor] | None = None,
+    timing: dict[str, float] | None = None,
 ) -> dict:
-    """The report dict from the per-input arrays ``cat`` (``scores/…``, ``drops/…``, ``curve/…``)."""
+    """The report dict from the per-input arrays ``cat`` (``scores/…``, ``drops/…``, ``curve/…``).
+    ``timing``, if given, receives ``bootstrap_s``: the seconds spent resampling (CIs and paired tests)."""
     meta, layer_names = checkpoint.meta, list(checkpoint.model.layer_names)
     labels, predictions = data.labels, cat["prediction"].cpu()
     classes = list(data.classes)
@@ -219,7 +221,9 @@ def build_report(
                 columns[f"profile/{reduction}/{method}/{i}"] = values[:, i]
     names = list(columns)
     matrix = torch.stack([columns[k] for k in names], dim=1)  # (n, K)
+    bootstrap_started = time.perf_counter()
     intervals = dict(zip(names, mean_intervals(matrix, options.resamples, options.seed)))
+    bootstrap_s = time.perf_counter() - bootstrap_started
     ci = {k: _interval(v) for k, v in intervals.items()}
 
     faithfulness: dict = {}
@@ -255,6 +259,7 @@ def build_report(
                     pairs.append((mode, metric, reductions[0], method, reductions[1], method))
     index = {k: i for i, k in enumerate(names)}
     tested = [p for p in pairs if faithfulness[p[0]][p[2]][p[3]]["status"] is None]
+    bootstrap_started = time.perf_counter()
     results = paired_mean_differences(
         matrix,
         [
@@ -264,6 +269,10 @@ def build_report(
         options.resamples,
         options.seed,
     )
+    macro_f1_ci = macro_f1_interval(labels, predictions, len(classes), options.resamples, options.seed)
+    bootstrap_s += time.perf_counter() - bootstrap_started
+    if timing is not None:
+        timing["bootstrap_s"] = bootstrap_s
     comparisons = [
         {"mode": m, "metric": metric, "a": a, "reduction_a": ra, "b": b, "reduction_b": rb, **r.to_dict()}
         for (m, metric, ra, a, rb, b), r in zip(tested, results)
@@ -288,7 +297,7 @@ def build_report(
         "layer_names": layer_names,
         **classification_metrics(labels, predictions, tuple(classes)),
         "accuracy_ci": ci["correct"],
-        "macro_f1_ci": _interval(macro_f1_interval(labels, predictions, len(classes), options.resamples, options.seed)),
+        "macro_f1_ci": _interval(macro_f1_ci),
         "per_class_accuracy_ci": {c: ci[f"class_accuracy/{c}"] for c in classes},
         "methods": methods,
         "primary_method": primary,

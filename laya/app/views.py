@@ -131,7 +131,8 @@ def layer_table(explanation: Explanation) -> pd.DataFrame:
 
 
 def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
-    """Per method on this input: kind, top-scored layer, Spearman(score, LOO drop), Deletion@1."""
+    """Per method on this input: kind, top-scored layer, Spearman(score, LOO drop), top-1, Deletion@1 (/ oracle);
+    ``n/a (one informative layer)`` where only one layer's drop exceeds ε (the ranking metrics are then None)."""
     summary = explanation.summary()
     methods = list(explanation.scores)
     return pd.DataFrame(
@@ -140,7 +141,10 @@ def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
             "kind": ["post-hoc" if is_posthoc(m) else "intrinsic" for m in methods],
             "top layer": [explanation.layer_names[int(explanation.scores[m].argmax())] for m in methods],
             "Spearman(score, LOO drop)": summary["spearman"].tolist(),
+            "top-1 agreement": summary["top1"].tolist(),
             "Deletion@1": summary["deletion_at_1"].tolist(),
+            "Deletion@1 / oracle": summary["deletion_at_1_norm"].tolist(),
+            "status": [explanation.status or ""] * len(methods),
         }
     )
 

@@ -98,3 +98,19 @@ def test_bad_config_files_are_reported(tmp_path, capsys):
     assert "unknown training config keys ['learning_rate']" in capsys.readouterr().err
     assert main(["train", "--config", str(tmp_path / "missing.yaml")]) == 2
     assert "missing.yaml" in capsys.readouterr().err
+
+
+def test_bundle_command_refreshes_a_setting_and_evaluate_reproduces_it(tiny_models, tmp_path):
+    import shutil
+
+    setting = tmp_path / "models" / "colours-mlp"
+    shutil.copytree(tiny_models / "colours-mlp", setting)
+    (setting / "laya" / "report.json").unlink()
+    assert main(["bundle", str(setting), "--ig-steps", "4", "--resamples", "300"]) == 0
+    assert (setting / "summary.md").is_file() and (setting / "class_profiles.csv").is_file()
+    assert "Spearman" in (tmp_path / "models" / "README.md").read_text()
+    out = tmp_path / "again"
+    assert main(["evaluate", "--checkpoint", str(setting / "laya"), "--ig-steps", "4", "--resamples", "300",
+                 "--out", str(out)]) == 0  # fmt: skip
+    bundled, again = Report.load(setting / "laya").data, Report.load(out).data
+    assert {k: v for k, v in bundled.items() if k != "timing"} == {k: v for k, v in again.items() if k != "timing"}

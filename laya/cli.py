@@ -179,7 +179,7 @@ def cmd_bundle(args: argparse.Namespace) -> None:
     from laya.training.bundle import refresh_setting, update_model_card
 
     for setting in args.settings:
-        dest = refresh_setting(setting, _eval_options(args), _tqdm_progress)
+        dest = refresh_setting(setting, _eval_options(args), _tqdm_progress, resume=args.resume)
         print(f"re-evaluated {dest}: reports, expected outputs, summary")
     update_model_card(Path(args.settings[0]).parent)
 
@@ -262,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bundle", help="re-evaluate bundled settings in place (models/<setting>): reports, expected.json, summary"
     )
     u.add_argument("settings", nargs="+", help="bundled setting folders, e.g. models/cifar10-cnn")
+    u.add_argument("--resume", action="store_true", help="keep heads already re-evaluated by this version")
     _add_eval_flags(u)
     u.set_defaults(func=cmd_bundle)
     return parser

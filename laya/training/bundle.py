@@ -84,20 +84,26 @@ def bundle(
 
 
 def refresh(dest: str | Path, test: ImageArrays, options: EvalOptions | None = None, progress=None) -> Path:
-    """(Re-)evaluate the bundled checkpoint in ``dest`` exactly as it ships: its report and ``expected.json``.
+    """(Re-)evaluate the bundled checkpoint in ``dest`` exactly as it ships: its report, its per-input arrays
+    (``per_input.safetensors``, for paired comparisons between heads; not committed) and ``expected.json``.
 
     ``python -m laya evaluate --checkpoint dest`` with the same options reproduces the report.
     """
     dest = Path(dest)
     checkpoint = load_checkpoint(dest)
-    write_report(evaluate(checkpoint, test, options, progress), dest)
+    per_input: dict = {}
+    write_report(evaluate(checkpoint, test, options, progress, per_input=per_input), dest, per_input)
     atomic_write_json(dest / EXPECTED_FILE, record_expected(checkpoint, example_images(dest)))
     return dest
 
 
-def refresh_setting(setting: str | Path, options: EvalOptions | None = None, progress_for=None) -> Path:
+def refresh_setting(
+    setting: str | Path, options: EvalOptions | None = None, progress_for=None, resume: bool = False
+) -> Path:
     """:func:`refresh` every head of a bundled setting folder, then rewrite its summary tables from the
-    bundled reports (one seed each; settings with runs are summarised over seeds by ``reproduce``)."""
+    bundled reports (one seed each; settings with runs are summarised over seeds by ``reproduce``).
+    ``resume``: keep heads whose report and per-input arrays were written by this version."""
+    from laya.analysis.report import PER_INPUT_FILE, Report
     from laya.training.suite import results_table, write_summary
 
     setting = Path(setting)
@@ -106,6 +112,12 @@ def refresh_setting(setting: str | Path, options: EvalOptions | None = None, pro
         raise FileNotFoundError(f"no bundled checkpoints (*/model.json) under {setting}")
     test = load_checkpoint(heads[0]).load_data("test")
     for head in heads:
+        if resume and (head / PER_INPUT_FILE).is_file():
+            try:
+                Report.load(head)
+                continue
+            except ValueError:  # written by an older laya
+                pass
         refresh(head, test, options, progress_for(f"re-evaluating {head}") if progress_for else None)
     title = (
         (setting / "summary.md").read_text().splitlines()[0].lstrip("# ")

@@ -13,7 +13,7 @@ checkpoint, selection = common.current()
 head = checkpoint.meta.head.name
 st.title("Faithfulness overview")
 st.caption(
-    f"Per test input: **Spearman (|drop| > ε)** ranks the method's layer scores against the leave-one-layer-out "
+    f"Per test input: **Spearman (informative layers)** ranks the method's layer scores against the leave-one-layer-out "
     f"(LOO) drops over the layers whose drop exceeds ε = {EPSILON:g}; **top-1**: the method's top layer is the "
     "layer whose removal hurts most; **Deletion@1 / oracle**: the drop after removing the method's top layer over "
     "the largest drop; **Spearman (all layers)** is the paper's metric. Bars: means; error bars: 95% bootstrap CIs "

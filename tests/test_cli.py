@@ -54,7 +54,7 @@ def test_summary_table_mean_and_std_over_seeds(tiny_models, tmp_path):
     assert (
         summary.loc[1, "accuracy"] == f"{acc['estimate']:.4f} [{acc['low']:.4f}, {acc['high']:.4f}]"
     )  # one seed: CI over inputs
-    assert summary.loc[0, "Spearman (|drop| > ε)"] == "n/a (one informative layer)"
+    assert summary.loc[0, "Spearman (informative layers)"] == "n/a (one informative layer)"
     out = write_summary(results, tmp_path, "tiny", runs)
     text = (out / "summary.md").read_text()
     assert "| LAYA" in text and "Paired comparisons" in text

@@ -31,7 +31,7 @@ MIN_INFORMATIVE = 2  # informative layers an input needs for a ranking to be tes
 METRICS = ("spearman", "spearman_eps", "top1", "deletion_at_1", "deletion_at_1_norm")
 METRIC_LABELS = {
     "spearman": "Spearman (all layers)",
-    "spearman_eps": "Spearman (|drop| > ε)",
+    "spearman_eps": "Spearman (informative layers)",
     "top1": "top-1 agreement",
     "deletion_at_1": "Deletion@1",
     "deletion_at_1_norm": "Deletion@1 / oracle",

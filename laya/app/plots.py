@@ -163,7 +163,9 @@ def faithfulness_figure(table: pd.DataFrame, mode: str = "mean", reduction: str 
 def heads_overview_figure(table: pd.DataFrame, mode: str = "mean") -> go.Figure:
     """Accuracy and headline faithfulness across heads with 95% CI error bars (columns of
     :func:`laya.app.views.heads_table`); heads without a testable ranking are labelled n/a."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Test accuracy", f"Spearman (|drop| > ε), intervention {mode}"))
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("Test accuracy", f"Spearman (informative layers), intervention {mode}")
+    )
     acc = table["accuracy"].astype(float)
     fig.add_trace(go.Bar(x=table["head"], y=acc, error_y=_error_y(acc, table["accuracy_low"].astype(float),
                          table["accuracy_high"].astype(float)), marker_color=SCORE_COLOR, showlegend=False),

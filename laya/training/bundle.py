@@ -154,7 +154,7 @@ def model_card(models: str | Path) -> str:
         + ".",
         "",
         (
-            "| setting | head | accuracy | macro-F1 | Spearman (\\|drop\\| > ε) per method | top-1 (primary) | "
+            "| setting | head | accuracy | macro-F1 | Spearman (informative layers) per method | top-1 (primary) | "
             "Deletion@1 / oracle (primary) | train min | epochs | command |"
         ),
         "|---|---|---|---|---|---|---|---|---|---|",

@@ -89,7 +89,7 @@ def _pm(rows: pd.DataFrame, column: str, digits: int = 3) -> str:
     ``value [bootstrap CI over inputs]``; the status where the metric is not applicable."""
     if rows.empty:
         return "–"
-    if "status" in rows and (rows["status"] == NOT_APPLICABLE).all():
+    if column in METRICS and (rows["status"] == NOT_APPLICABLE).all():
         return NOT_APPLICABLE
     values = rows[column].dropna().astype(float)
     if values.empty:
@@ -172,7 +172,7 @@ def comparisons_table(
         x, y = _per_input(both.loc[first, "run"], key_a), _per_input(both.loc[first, "run_b"], key_b)
         inputs = paired_bootstrap(x, y) if x is not None and y is not None else None
         rows.append({
-            "comparison": what, "seeds": len(both),
+            "comparison": what, "A": a, "B": b, "seeds": len(both),
             "over seeds": verdict(seeds, a, b) if len(both) > 1 else "one seed",
             f"over inputs (seed {first})": verdict(inputs, a, b) if inputs is not None else "no per-input arrays",
             "p (seeds)": seeds.p_value, "p (inputs)": inputs.p_value if inputs is not None else np.nan,
@@ -234,7 +234,7 @@ def write_summary(results: pd.DataFrame, out: str | Path, title: str, run_dirs: 
         (
             f"Intervention `{DEFAULT_MODE}` (h_i replaced by its training mean, the same for every head), signed "
             f"reduction of post-hoc scores. Per head: mean ± sample std over seeds [95% t-interval over seeds]; one "
-            "seed: value [95% bootstrap CI over test inputs]. Spearman (|drop| > ε): per-input rank correlation "
+            "seed: value [95% bootstrap CI over test inputs]. Spearman (informative layers): per-input rank correlation "
             "over layers whose LOO drop exceeds ε = 1e-3; top-1: the method's top layer is the largest-drop layer; "
             "Deletion@1 / oracle: the drop after removing the top layer over the largest drop. "
             f"`{NOT_APPLICABLE}`: the head's LOO drops are non-zero on one layer only, so no ranking can be tested."

@@ -109,7 +109,8 @@ def catalog_table(entries: list[Entry]) -> pd.DataFrame:
                 "head": e.head,
                 "seed": e.seed,
                 "accuracy": e.accuracy,
-                "faithfulness": e.faithfulness_status or e.faithfulness,
+                "faithfulness": e.faithfulness,
+                "faithfulness status": e.faithfulness_status or "",
                 "path": str(e.path),
             }
             for e in entries

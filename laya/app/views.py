@@ -140,10 +140,10 @@ def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
             "method": [method_label(m) for m in methods],
             "kind": ["post-hoc" if is_posthoc(m) else "intrinsic" for m in methods],
             "top layer": [explanation.layer_names[int(explanation.scores[m].argmax())] for m in methods],
-            "Spearman(score, LOO drop)": summary["spearman"].tolist(),
-            "top-1 agreement": summary["top1"].tolist(),
+            "Spearman(score, LOO drop)": pd.to_numeric(summary["spearman"]).tolist(),  # NaN where undefined
+            "top-1 agreement": pd.to_numeric(summary["top1"]).tolist(),
             "Deletion@1": summary["deletion_at_1"].tolist(),
-            "Deletion@1 / oracle": summary["deletion_at_1_norm"].tolist(),
+            "Deletion@1 / oracle": pd.to_numeric(summary["deletion_at_1_norm"]).tolist(),
             "status": [explanation.status or ""] * len(methods),
         }
     )

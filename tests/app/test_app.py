@@ -134,7 +134,9 @@ def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
     data = png(source.convert("P"), "GIF")  # palette GIF: any mode and format decodes like training images
     app.file_uploader(key="inspect_upload").set_value(("green.gif", data, "image/gif")).run()
     assert_inspect_shows(app, expected(setting, "laya", data))
-    assert app.radio(key="inspect_mode_laya").options == ["mean", "zero_input", "zero", "renormalise"]
+    assert app.radio(key="inspect_mode_laya").options == [
+        views.mode_label(m) for m in ["mean", "zero_input", "zero", "renormalise"]
+    ]
     app.radio(key="inspect_mode_laya").set_value("renormalise").run()
     app.multiselect(key="inspect_posthoc").set_value(["integrated_gradients", "saliency"]).run()
     e = expected(setting, "laya", data, mode="renormalise", posthoc=("integrated_gradients", "saliency"))
@@ -146,7 +148,9 @@ def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
 def test_posthoc_scores_are_marked_for_heads_without_intrinsic(app: AppTest, setting: Path) -> None:
     app.sidebar.radio[1].set_value(str(setting / "lastlayer")).run()
     assert "post-hoc" in app.warning[0].value
-    assert app.radio(key="inspect_mode_lastlayer").options == ["mean", "zero_input", "zero"]
+    assert app.radio(key="inspect_mode_lastlayer").options == [
+        views.mode_label(m) for m in ["mean", "zero_input", "zero"]
+    ]
     e = expected(setting, "lastlayer", example_images(setting / "laya")[0].read_bytes())
     assert e.intrinsic is None
     assert_inspect_shows(app, e)
@@ -185,7 +189,9 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     app.switch_page("pages/compare.py").run()
     assert_ok(app)
     assert app.multiselect(key="compare_paths").value == [str(setting / h) for h in HEADS]
-    assert app.radio(key="compare_mode").options == ["mean", "zero_input", "zero"]  # modes every head supports
+    assert app.radio(key="compare_mode").options == [
+        views.mode_label(m) for m in ["mean", "zero_input", "zero"]
+    ]  # modes every head supports
     data = example_images(setting / "laya")[2].read_bytes()
     app.file_uploader(key="compare_upload").set_value(("red.png", data, "image/png")).run()
     app.radio(key="compare_mode").set_value("mean").run()
@@ -206,7 +212,9 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     assert [a["text"].split("<br>")[0] for a in figure["layout"]["annotations"]] == list(TITLES)
     app.multiselect(key="compare_paths").set_value([str(setting / "laya"), str(setting / "scalarmix")]).run()
     assert_ok(app)
-    assert app.radio(key="compare_mode").options == ["mean", "zero_input", "zero", "renormalise"]
+    assert app.radio(key="compare_mode").options == [
+        views.mode_label(m) for m in ["mean", "zero_input", "zero", "renormalise"]
+    ]
     assert len(app.main.metric) == 4
 
 

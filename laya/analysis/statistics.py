@@ -236,10 +236,11 @@ def seed_interval(values: Sequence[float], level: float = 0.95) -> Interval:
 
 def verdict(comparison: PairedComparison, a: str, b: str) -> str:
     """``"A > B (paired bootstrap, p=0.003)"``, or ``"tie"`` where the CI of the difference covers 0."""
+    p = "p<1/R: no resample crossed 0" if comparison.p_value == 0 else f"p={comparison.p_value:.2g}"
     if comparison.tie or np.isnan(comparison.difference.low):
-        return f"{a} ≈ {b}: tie ({comparison.test}, Δ {comparison.difference:+.3f}, p={comparison.p_value:.2g})"
+        return f"{a} ≈ {b}: tie ({comparison.test}, Δ {comparison.difference:+.3f}, {p})"
     sign = ">" if comparison.difference.estimate > 0 else "<"
-    return f"{a} {sign} {b} ({comparison.test}, Δ {comparison.difference:+.3f}, p={comparison.p_value:.2g})"
+    return f"{a} {sign} {b} ({comparison.test}, Δ {comparison.difference:+.3f}, {p})"
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Command line: ``python -m laya {train,evaluate,benchmark,reproduce} ...``.
+"""Command line: ``python -m laya {train,evaluate,benchmark,reproduce,bundle} ...``.
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -107,22 +107,33 @@ def _tqdm_progress(desc: str):
 def _eval_options(args: argparse.Namespace) -> EvalOptions:  # noqa: F821
     from laya.analysis.evaluate import EvalOptions
 
-    return EvalOptions(modes=tuple(args.modes), ig_steps=args.ig_steps, batch_size=args.batch_size, limit=args.limit)
+    return EvalOptions(
+        modes=tuple(args.modes),
+        ig_steps=args.ig_steps,
+        batch_size=args.batch_size,
+        limit=args.limit,
+        resamples=args.resamples,
+        seed=args.eval_seed,
+    )
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from laya.analysis.evaluate import evaluate
-    from laya.analysis.report import write_report
+    from laya.analysis.report import Report, write_report
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint)
     data = checkpoint.load_data("test", args.dataset)
     report = evaluate(checkpoint, data, _eval_options(args), _tqdm_progress(f"evaluating {checkpoint.name}"))
     out = write_report(report, args.out or checkpoint.path)
-    faith = report["faithfulness"].get("zero", {}).get(report["primary_method"], {})
+    view = Report(report)
+    headline = report["headline"]
+    faith = view.faithfulness(mode=headline["mode"], reduction=headline["reduction"], metric=headline["metric"])
+    acc = report["accuracy_ci"]
     print(
-        f"accuracy {report['accuracy']:.4f}  macro-F1 {report['macro_f1']:.4f}  "
-        f"faithfulness[{report['primary_method']}] {faith.get('spearman_mean')}  -> {out}"
+        f"accuracy {acc['estimate']:.4f} [{acc['low']:.4f}, {acc['high']:.4f}]  macro-F1 {report['macro_f1']:.4f}  "
+        f"faithfulness[{report['primary_method']}, {headline['metric']}, {headline['mode']}] "
+        f"{view.status(mode=headline['mode']) or f'{faith:.3f}'}  -> {out}"
     )
 
 
@@ -139,7 +150,9 @@ def cmd_benchmark(args: argparse.Namespace) -> None:
 
     setting = _setting(args.suite)
     runs = run_suite(setting, args.runs, args.seeds, args.heads, _eval_options(args))
-    out = write_summary(results_table(runs), Path(args.out or Path(args.runs) / setting.name), setting.description)
+    out = write_summary(
+        results_table(runs), Path(args.out or Path(args.runs) / setting.name), setting.description, runs
+    )
     print((out / "summary.md").read_text())
 
 
@@ -151,7 +164,7 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     setting = _setting(args.setting)
     runs = run_suite(setting, args.runs, args.seeds, args.heads, _eval_options(args))
     dest = Path(args.models) / setting.name
-    write_summary(results_table(runs), dest, setting.description)
+    write_summary(results_table(runs), dest, setting.description, runs)
     test = load_dataset(setting.template.dataset, "test", setting.template.image_size)
     export_examples(test, dest / "examples", per_class=1)
     bundle_seed = min(args.seeds or setting.seeds)
@@ -162,10 +175,21 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     print(f"bundled {setting.name} into {dest}; model card: {Path(args.models) / 'README.md'}")
 
 
+def cmd_bundle(args: argparse.Namespace) -> None:
+    from laya.training.bundle import refresh_setting, update_model_card
+
+    for setting in args.settings:
+        dest = refresh_setting(setting, _eval_options(args), _tqdm_progress, resume=args.resume)
+        print(f"re-evaluated {dest}: reports, expected outputs, summary")
+    update_model_card(Path(args.settings[0]).parent)
+
+
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--modes", type=_csv, default=["zero", "mean", "renormalise"], help="ablation modes (comma-separated)"
-    )
+    from laya.model.heads import ABLATION_MODES
+
+    p.add_argument("--modes", type=_csv, default=list(ABLATION_MODES), help="ablation modes (comma-separated)")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for every CI")
+    p.add_argument("--eval-seed", type=int, default=0, help="seed of the bootstrap and the random control")
     p.add_argument("--ig-steps", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N test inputs")
@@ -233,6 +257,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--models", default="models")
     _add_eval_flags(r)
     r.set_defaults(func=cmd_reproduce)
+
+    u = sub.add_parser(
+        "bundle", help="re-evaluate bundled settings in place (models/<setting>): reports, expected.json, summary"
+    )
+    u.add_argument("settings", nargs="+", help="bundled setting folders, e.g. models/cifar10-cnn")
+    u.add_argument("--resume", action="store_true", help="keep heads already re-evaluated by this version")
+    _add_eval_flags(u)
+    u.set_defaults(func=cmd_bundle)
     return parser
 
 

@@ -1,12 +1,16 @@
 """Class-wise depth patterns: which layers each class relies on, from the evaluation report or recomputed live."""
 
+from pathlib import Path
+
+import pandas as pd
 import streamlit as st
 
 from laya.analysis.profiles import SUBSETS
 from laya.app import views
-from laya.app.plots import DROP_COLOR, heatmap_figure, profile_bars_figure
+from laya.app.plots import DROP_COLOR, heatmap_figure, profile_bars_figure, seed_profiles_figure
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError
+from laya.training.suite import CLASS_PROFILES_FILE
 from pages import common
 
 SUBSET_LABELS = {"all": "all inputs", "correct": "correctly classified", "incorrect": "misclassified"}
@@ -50,6 +54,10 @@ if profile.empty:
     st.stop()
 
 st.plotly_chart(heatmap_figure(profile, subset, views.profile_title(report, kind)), key="classwise_heatmap")
+st.caption(
+    f"One trained seed ({report.data['checkpoint']['seed']}) of this head. How much of this pattern is the "
+    "seed's and how much the method's is in **Across seeds** below."
+)
 counts = views.class_counts(profile, subset)
 st.caption(
     "Inputs per class: " + ", ".join(f"{c} {n}" for c, n in counts.items()) + ". Hover a cell for mean ± std and n."
@@ -70,11 +78,27 @@ score_col.plotly_chart(
 loo_col.plotly_chart(
     profile_bars_figure(
         views.class_profile(report.class_layer_profile("loo"), name, subset),
-        f"{name}: LOO drop (zero ablation)",
+        f"{name}: LOO drop ({views.mode_label(report.data['profiles']['class_loo_mode'])})",
         DROP_COLOR,
     ),
     key="classwise_class_loo",
 )
+
+st.subheader("Across seeds")
+seeds_file = Path(selection.path).parent / CLASS_PROFILES_FILE
+if not seeds_file.is_file():
+    st.info("No per-seed profiles for this setting (written by `python -m laya reproduce`).")
+else:
+    per_seed = views.seed_profiles(pd.read_csv(seeds_file), head, kind)
+    n_seeds = per_seed["seed"].nunique()
+    if per_seed.empty:
+        st.info("No per-seed profiles of this head.")
+    else:
+        if n_seeds < 2:
+            st.warning("Only one seed of this head was trained: its depth pattern may be the seed's, not the method's.")
+        st.plotly_chart(seed_profiles_figure(per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)"),
+                        key="classwise_seeds")  # fmt: skip
+        st.dataframe(views.seed_stability(per_seed), hide_index=True)
 
 st.subheader("All classes")
 method = st.selectbox("Method", views.profile_methods(report), format_func=views.method_label, key="classwise_method")

@@ -97,7 +97,7 @@ def _explain(path: str, stamp: int, data: bytes, mode: str, posthoc: tuple[str, 
     return explain_bytes(_load_model(path, stamp), data, mode=mode, posthoc=posthoc)
 
 
-def explain(path: str, name: str, data: bytes, mode: str = "zero", posthoc: tuple[str, ...] = ()) -> Explanation:
+def explain(path: str, name: str, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = ()) -> Explanation:
     """Explain an uploaded or example image; an unusable image shows ``st.error`` and stops the page."""
     try:
         with st.spinner(f"Running {Path(path).name} on {name}…"):

@@ -36,7 +36,8 @@ with source_col:
     image = common.image_input("compare", example_images(selection.path))
 with mode_col:
     modes = views.common_modes([c.model.head.modes for c in loaded.values()])
-    mode = st.radio("Ablation mode (supported by every chosen head)", modes, horizontal=True, key="compare_mode")
+    mode = st.radio("Ablation mode (supported by every chosen head)", modes, format_func=views.mode_label,
+                    horizontal=True, key="compare_mode")  # fmt: skip
     st.caption(f"`{mode}`: {views.MODE_HELP[mode]}.")
 if image is None:
     st.info("Upload an image to compare the heads on.")

@@ -2,37 +2,58 @@
 
 import streamlit as st
 
+from laya.analysis.attribution import REDUCTION_LABELS
+from laya.analysis.faithfulness import EPSILON
 from laya.app import views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
+from laya.model.heads import CROSS_HEAD_MODES
 from pages import common
 
 checkpoint, selection = common.current()
 head = checkpoint.meta.head.name
 st.title("Faithfulness overview")
 st.caption(
-    "Spearman faithfulness: per test input, the rank correlation between a method's layer scores and the drops "
-    "when each layer is removed, averaged. Deletion@1: the drop after removing the layer the method ranks first."
+    f"Per test input: **Spearman (informative layers)** ranks the method's layer scores against the leave-one-layer-out "
+    f"(LOO) drops over the layers whose drop exceeds ε = {EPSILON:g}; **top-1**: the method's top layer is the "
+    "layer whose removal hurts most; **Deletion@1 / oracle**: the drop after removing the method's top layer over "
+    "the largest drop; **Spearman (all layers)** is the paper's metric. Bars: means; error bars: 95% bootstrap CIs "
+    "over test inputs. A head whose drops are non-zero on one layer only has no testable ranking: "
+    "n/a (one informative layer)."
 )
 
 report = common.load_report(selection.path)
+mode_col, reduction_col = st.columns(2)
 if report is not None:
     st.subheader(f"{views.head_title(head)}: methods")
-    mode = st.radio("Ablation mode", report.data["modes"], horizontal=True, key=f"faithfulness_mode_{head}")
-    st.caption(f"`{mode}`: {views.MODE_HELP[mode]}.")
-    table = views.faithfulness_matrix(report, mode)
-    st.dataframe(table, hide_index=True)
+    mode = mode_col.radio("Intervention (what removing a layer means)", report.modes, format_func=views.mode_label,
+                          horizontal=True, key=f"faithfulness_mode_{head}")  # fmt: skip
+    reduction = reduction_col.radio("Post-hoc reduction", report.data["reductions"], horizontal=True,
+                                    format_func=REDUCTION_LABELS.__getitem__, key="faithfulness_reduction")  # fmt: skip
+    st.caption(f"`{mode}`: {views.MODE_HELP[mode]}. `{reduction}`: {views.REDUCTION_HELP[reduction]}.")
+    st.dataframe(views.faithfulness_matrix(report, mode, reduction), hide_index=True)
     st.download_button(
         "Download CSV", report.faithfulness_table().to_csv(index=False), f"{head}-faithfulness.csv", "text/csv"
     )
-    chart_col, curve_col = st.columns(2)
-    chart_col.plotly_chart(faithfulness_figure(report.faithfulness_table(), mode), key="faithfulness_methods")
-    curve_col.plotly_chart(deletion_curves_figure(report.deletion_curves(), mode), key="faithfulness_curves")
+    st.plotly_chart(faithfulness_figure(report.faithfulness_table(), mode, reduction), key="faithfulness_methods")
+    st.plotly_chart(deletion_curves_figure(report.deletion_curves(), mode, report.data["reductions"][0]),
+                    key="faithfulness_curves")  # fmt: skip
+    comparisons = views.comparisons_view(report, mode, reduction)
+    if not comparisons.empty:
+        st.markdown("**Paired comparisons** (paired bootstrap over the same test inputs; a CI covering 0 is a tie)")
+        st.dataframe(comparisons, hide_index=True)
+else:
+    mode, reduction = "mean", "signed"
 
 st.subheader("Heads of this setting")
 members = list(selection.group)
 if not members:
     st.info("This checkpoint is not part of a catalogued setting; there are no other heads to compare.")
     st.stop()
-heads = views.heads_table([e.head for e in members], [common.load_report(e.path, warn=False) for e in members])
+if mode not in CROSS_HEAD_MODES:
+    st.warning(f"Intervention `{mode}` differs between heads; the table below uses `mean`, the same for every head.")
+    mode = "mean"
+st.caption(f"Intervention `{mode}`, {reduction} post-hoc scores; 95% bootstrap CIs over test inputs (one seed).")
+heads = views.heads_table([e.head for e in members], [common.load_report(e.path, warn=False) for e in members],
+                          mode, reduction)  # fmt: skip
 st.dataframe(heads, hide_index=True)
-st.plotly_chart(heads_overview_figure(heads), key="faithfulness_heads")
+st.plotly_chart(heads_overview_figure(heads, mode), key="faithfulness_heads")

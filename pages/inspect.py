@@ -20,6 +20,7 @@ with options_col:
     mode = st.radio(
         "Ablation mode (what removing a layer means)",
         checkpoint.model.head.modes,
+        format_func=views.mode_label,
         horizontal=True,
         key=f"inspect_mode_{head}",
     )

@@ -12,7 +12,19 @@ from laya.training.suite import results_table, summary_table, write_summary
 def test_evaluate_command_writes_a_report(tiny_models, tmp_path, capsys):
     checkpoint = tiny_models / "colours-mlp" / "scalarmix"
     code = main(
-        ["evaluate", "--checkpoint", str(checkpoint), "--out", str(tmp_path), "--ig-steps", "4", "--modes", "zero,mean"]
+        [
+            "evaluate",
+            "--checkpoint",
+            str(checkpoint),
+            "--out",
+            str(tmp_path),
+            "--ig-steps",
+            "4",
+            "--modes",
+            "zero,mean",
+            "--resamples",
+            "200",
+        ]
     )
     assert code == 0
     report = Report.load(tmp_path)
@@ -33,14 +45,37 @@ def test_summary_table_mean_and_std_over_seeds(tiny_models, tmp_path):
     runs = [tiny_models / "colours-mlp" / h for h in ("lastlayer", "laya")]
     results = results_table(runs)
     assert set(results["head"]) == {"lastlayer", "laya"}
-    laya = results.query("head == 'laya' and mode == 'zero' and primary")
+    laya = results.query("head == 'laya' and mode == 'zero' and reduction == 'signed' and primary")
     assert laya["method"].tolist() == ["laya_alpha"]
     summary = summary_table(results)
     assert summary["head"].tolist() == ["LastLayer", "LAYA"]
-    assert summary.loc[1, "layer scores"] == "laya_alpha"
-    assert summary.loc[1, "accuracy"] == f"{Report.load(runs[1]).accuracy:.4f}"
-    out = write_summary(results, tmp_path, "tiny")
-    assert "| LAYA" in (out / "summary.md").read_text()
+    assert summary.loc[1, "layer scores"] == "LAYA α (intrinsic)"
+    acc = Report.load(runs[1]).interval("accuracy")
+    assert (
+        summary.loc[1, "accuracy"] == f"{acc['estimate']:.4f} [{acc['low']:.4f}, {acc['high']:.4f}]"
+    )  # one seed: CI over inputs
+    assert summary.loc[0, "Spearman (informative layers)"] == "n/a (one informative layer)"
+    out = write_summary(results, tmp_path, "tiny", runs)
+    text = (out / "summary.md").read_text()
+    assert "| LAYA" in text and "Paired comparisons" in text
+    profiles = __import__("pandas").read_csv(out / "class_profiles.csv")
+    assert set(profiles["head"]) == {"lastlayer", "laya"} and set(profiles["values"]) == {"scores", "loo"}
+
+
+def test_summary_over_seeds_has_t_intervals_and_paired_tests(tiny_models, tmp_path):
+    import pandas as pd
+
+    from laya.training.suite import comparisons_table
+
+    runs = [tiny_models / "colours-mlp" / h for h in ("scalarmix", "laya")]
+    one = results_table(runs)
+    shifted = one.assign(seed=1, accuracy=one["accuracy"] - 0.01)  # a second, slightly worse "seed"
+    results = pd.concat([one, shifted], ignore_index=True)
+    summary = summary_table(results)
+    assert " ± " in summary.loc[1, "accuracy"] and "[" in summary.loc[1, "accuracy"]
+    comparisons = comparisons_table(results)
+    row = comparisons[comparisons["comparison"] == "accuracy"].iloc[0]
+    assert row["seeds"] == 2 and "paired t-test over seeds" in row["over seeds"]
 
 
 def test_settings_cover_the_four_experimental_settings():
@@ -63,3 +98,19 @@ def test_bad_config_files_are_reported(tmp_path, capsys):
     assert "unknown training config keys ['learning_rate']" in capsys.readouterr().err
     assert main(["train", "--config", str(tmp_path / "missing.yaml")]) == 2
     assert "missing.yaml" in capsys.readouterr().err
+
+
+def test_bundle_command_refreshes_a_setting_and_evaluate_reproduces_it(tiny_models, tmp_path):
+    import shutil
+
+    setting = tmp_path / "models" / "colours-mlp"
+    shutil.copytree(tiny_models / "colours-mlp", setting)
+    (setting / "laya" / "report.json").unlink()
+    assert main(["bundle", str(setting), "--ig-steps", "4", "--resamples", "300"]) == 0
+    assert (setting / "summary.md").is_file() and (setting / "class_profiles.csv").is_file()
+    assert "Spearman" in (tmp_path / "models" / "README.md").read_text()
+    out = tmp_path / "again"
+    assert main(["evaluate", "--checkpoint", str(setting / "laya"), "--ig-steps", "4", "--resamples", "300",
+                 "--out", str(out)]) == 0  # fmt: skip
+    bundled, again = Report.load(setting / "laya").data, Report.load(out).data
+    assert {k: v for k, v in bundled.items() if k != "timing"} == {k: v for k, v in again.items() if k != "timing"}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from laya.model.heads import AblationMode, LayerHead
+from laya.model.heads import DEFAULT_MODE, AblationMode, LayerHead
 
 
 @dataclass
@@ -86,7 +86,9 @@ def topk_masks(scores: Tensor) -> Tensor:
 
 
 @torch.inference_mode()
-def ablate(head: LayerHead, hidden: Sequence[Tensor], keep: Tensor, mode: AblationMode = "zero") -> AblationResult:
+def ablate(
+    head: LayerHead, hidden: Sequence[Tensor], keep: Tensor, mode: AblationMode = DEFAULT_MODE
+) -> AblationResult:
     """Evaluate ``head`` under masks ``keep`` ``(B|1, M + 1, L)`` whose row 0 keeps every layer."""
     if not bool(keep[:, 0].all()):
         raise ValueError("row 0 of the masks must keep every layer (it defines the prediction)")
@@ -107,12 +109,14 @@ def ablate(head: LayerHead, hidden: Sequence[Tensor], keep: Tensor, mode: Ablati
     )
 
 
-def leave_one_out(head: LayerHead, hidden: Sequence[Tensor], mode: AblationMode = "zero") -> AblationResult:
+def leave_one_out(head: LayerHead, hidden: Sequence[Tensor], mode: AblationMode = DEFAULT_MODE) -> AblationResult:
     """Remove each layer in turn: ``drops`` ``(B, L)``, one batched head call."""
     return ablate(head, hidden, loo_masks(head.num_layers, hidden[0].device), mode)
 
 
-def deletion_curve(head: LayerHead, hidden: Sequence[Tensor], scores: Tensor, mode: AblationMode = "zero") -> Tensor:
+def deletion_curve(
+    head: LayerHead, hidden: Sequence[Tensor], scores: Tensor, mode: AblationMode = DEFAULT_MODE
+) -> Tensor:
     """``(B, L)``: drop in the predicted class's probability after removing the top-k layers, k = 1..L."""
     return ablate(head, hidden, topk_masks(scores), mode).drops
 

@@ -12,8 +12,16 @@
   - ``input_x_gradient``: ``h_i * grad_i f``.
   - ``saliency``: ``|grad_i f|``.
 
-  Each is reduced to a layer score as the sum of absolute values over the layer's units,
-  ``score_i = sum_j |A_ij|``.
+  Each is reduced to one score per layer over the layer's units ``j`` (:data:`REDUCTIONS`):
+
+  - ``signed`` (the headline): ``score_i = sum_j A_ij``. It is on the scale of the signed LOO drop
+    it is compared with (for IG, ``sum_i score_i = f(h) - f(r)`` by completeness, and removing
+    layer i under ``mean`` ablation moves ``h_i`` to ``r_i``), and a layer that *raises* the
+    prediction when removed gets a negative score, as its drop is negative.
+  - ``magnitude``: ``score_i = sum_j |A_ij|``, how much the layer moves the output in either
+    direction, the usual choice in attribution papers; it cannot rank a harmful layer last.
+
+  Saliency is ``|grad|`` already, so both reductions coincide for it.
 * ``random`` — a seeded random ranking, the control every method must beat.
 """
 
@@ -28,6 +36,9 @@ from torch import Tensor
 from laya.model.heads import LayaHead, LayerHead, ScalarMixHead
 
 POSTHOC_METHODS = ("integrated_gradients", "input_x_gradient", "saliency")
+REDUCTIONS = ("signed", "magnitude")
+DEFAULT_REDUCTION = "signed"
+REDUCTION_LABELS = {"signed": "signed sum Σ_j A_ij", "magnitude": "magnitude Σ_j |A_ij|"}
 METHOD_LABELS = {
     "laya_alpha": "LAYA α (intrinsic)",
     "scalarmix_weights": "ScalarMix weights (intrinsic, global)",
@@ -91,6 +102,57 @@ def raw_attributions(
     raise ValueError(f"unknown post-hoc method {method!r}; expected one of {POSTHOC_METHODS}")
 
 
+def reduce_layers(parts: Sequence[Tensor], reduction: str) -> Tensor:
+    """Per-unit attributions (L tensors ``(B, d_i)``) -> layer scores ``(B, L)`` (see module docstring)."""
+    if reduction == "signed":
+        return torch.stack([a.sum(dim=1) for a in parts], dim=1).detach()
+    if reduction == "magnitude":
+        return torch.stack([a.abs().sum(dim=1) for a in parts], dim=1).detach()
+    raise ValueError(f"unknown reduction {reduction!r}; expected one of {REDUCTIONS}")
+
+
+def attributions_by_reduction(
+    head: LayerHead,
+    hidden: Sequence[Tensor],
+    method: str,
+    target: Tensor | None = None,
+    layer_scores: Tensor | None = None,
+    steps: int = 32,
+    seed: int = 0,
+    reductions: Sequence[str] = REDUCTIONS,
+) -> dict[str, Tensor]:
+    """Scores ``(B, L)`` of ``method`` (see module docstring) for the predicted class (or ``target``),
+    one per reduction: ``{reduction: (B, L)}``. Intrinsic scores and the random control do not depend on
+    the reduction (the same tensor under every key); a post-hoc method runs Captum once for all of them.
+
+    ``layer_scores`` — the head's intrinsic scores from a forward pass already made, reused
+    instead of recomputed.
+    """
+    for reduction in reductions:
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"unknown reduction {reduction!r}; expected one of {REDUCTIONS}")
+    B, L = hidden[0].shape[0], head.num_layers
+    if method in ("laya_alpha", "scalarmix_weights"):
+        if intrinsic_method(head) != method:
+            raise ValueError(f"{method!r} is not available for {type(head).__name__}")
+        if layer_scores is None:
+            with torch.inference_mode():
+                layer_scores = head(list(hidden)).layer_scores
+        return dict.fromkeys(reductions, layer_scores)
+    if method == "random":
+        generator = torch.Generator().manual_seed(seed)
+        return dict.fromkeys(
+            reductions, torch.rand(B, L, generator=generator, dtype=torch.float64).to(hidden[0].device)
+        )
+    if target is None:
+        with torch.inference_mode():
+            target = head(list(hidden)).logits.argmax(-1)
+    parts = raw_attributions(head, hidden, method, target, steps)
+    if method == "saliency":  # |grad| >= 0: both reductions are the same scores, one tensor
+        return dict.fromkeys(reductions, reduce_layers(parts, "signed"))
+    return {reduction: reduce_layers(parts, reduction) for reduction in reductions}
+
+
 def layer_attributions(
     head: LayerHead,
     hidden: Sequence[Tensor],
@@ -99,35 +161,22 @@ def layer_attributions(
     layer_scores: Tensor | None = None,
     steps: int = 32,
     seed: int = 0,
+    reduction: str = DEFAULT_REDUCTION,
 ) -> Tensor:
-    """Scores ``(B, L)`` of ``method`` (see module docstring) for the predicted class (or ``target``).
-
-    ``layer_scores`` — the head's intrinsic scores from a forward pass already made, reused
-    instead of recomputed.
-    """
-    B, L = hidden[0].shape[0], head.num_layers
-    if method in ("laya_alpha", "scalarmix_weights"):
-        if intrinsic_method(head) != method:
-            raise ValueError(f"{method!r} is not available for {type(head).__name__}")
-        if layer_scores is None:
-            with torch.inference_mode():
-                layer_scores = head(list(hidden)).layer_scores
-        return layer_scores
-    if method == "random":
-        generator = torch.Generator().manual_seed(seed)
-        return torch.rand(B, L, generator=generator, dtype=torch.float64).to(hidden[0].device)
-    if target is None:
-        with torch.inference_mode():
-            target = head(list(hidden)).logits.argmax(-1)
-    parts = raw_attributions(head, hidden, method, target, steps)
-    return torch.stack([a.abs().sum(dim=1) for a in parts], dim=1).detach()
+    """Scores ``(B, L)`` of ``method`` under one ``reduction`` (see :func:`attributions_by_reduction`)."""
+    return attributions_by_reduction(head, hidden, method, target, layer_scores, steps, seed, (reduction,))[reduction]
 
 
 __all__ = [
+    "DEFAULT_REDUCTION",
     "METHOD_LABELS",
     "POSTHOC_METHODS",
+    "REDUCTIONS",
+    "REDUCTION_LABELS",
+    "attributions_by_reduction",
     "intrinsic_method",
     "layer_attributions",
     "methods_for",
     "raw_attributions",
+    "reduce_layers",
 ]

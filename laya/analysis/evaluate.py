@@ -1,10 +1,13 @@
-"""Dataset-level evaluation of a checkpoint: accuracy and every interpretability metric.
+"""Dataset-level evaluation of a checkpoint: accuracy and every interpretability metric, with CIs.
 
 ``evaluate(checkpoint, data)`` computes the hidden states once, then, in batches:
-predictions; each applicable attribution method's layer scores; leave-one-layer-out drops
-under every ablation mode the head supports; faithfulness (Spearman) and Deletion@1 per
-method and mode; top-k deletion curves; class-wise depth profiles. The result is a
-JSON-serialisable dict (see :class:`laya.analysis.report.Report` for reading it back).
+predictions; each applicable attribution method's layer scores under each reduction (signed,
+magnitude); leave-one-layer-out drops under every ablation mode the head supports; top-k
+deletion curves. From these per-input arrays (computed once) come the per-input faithfulness
+metrics (:mod:`laya.analysis.faithfulness`) and every figure of the report with a seeded
+percentile bootstrap CI over inputs (one ``(R, n) @ (n, K)`` product for all mean-type figures,
+:func:`laya.analysis.statistics.mean_intervals`), plus paired bootstraps between methods.
+The result is a JSON-serialisable dict (see :class:`laya.analysis.report.Report`).
 """
 
 from __future__ import annotations
@@ -19,12 +22,21 @@ from torch import Tensor
 
 from laya import __version__
 from laya.analysis.ablation import deletion_curve, leave_one_out
-from laya.analysis.attribution import intrinsic_method, layer_attributions, methods_for
-from laya.analysis.faithfulness import summarise
+from laya.analysis.attribution import REDUCTIONS, attributions_by_reduction, intrinsic_method, methods_for
+from laya.analysis.faithfulness import (
+    EPSILON,
+    HEADLINE_METRIC,
+    METRICS,
+    MIN_INFORMATIVE,
+    NOT_APPLICABLE,
+    per_input_metrics,
+)
 from laya.analysis.profiles import class_layer_profile, layer_profile
+from laya.analysis.statistics import Interval, bootstrap_distribution, mean_intervals, paired_mean_differences
 from laya.data.datasets import ImageArrays
 from laya.data.features import cached_hidden_states, hidden_states
 from laya.model.checkpoint import Checkpoint
+from laya.model.heads import ABLATION_MODES, DEFAULT_MODE
 
 Progress = Callable[[float, str], None]
 
@@ -33,11 +45,14 @@ Progress = Callable[[float, str], None]
 class EvalOptions:
     """What to compute. ``modes``: ablation modes (those the head lacks are skipped)."""
 
-    modes: tuple[str, ...] = ("zero", "mean", "renormalise")
+    modes: tuple[str, ...] = ABLATION_MODES
+    reductions: tuple[str, ...] = REDUCTIONS
     ig_steps: int = 32
     batch_size: int = 500
     limit: int | None = None  # evaluate the first ``limit`` inputs only
-    seed: int = 0  # of the random-ranking control
+    seed: int = 0  # of the random-ranking control and of the bootstrap
+    resamples: int = 1000  # bootstrap resamples for every CI
+    epsilon: float = EPSILON  # |drop| above which a layer is informative
 
 
 def classification_metrics(labels: Tensor, predictions: Tensor, classes: tuple[str, ...]) -> dict:
@@ -57,9 +72,18 @@ def classification_metrics(labels: Tensor, predictions: Tensor, classes: tuple[s
 
 
 def evaluate(
-    checkpoint: Checkpoint, data: ImageArrays, options: EvalOptions | None = None, progress: Progress | None = None
+    checkpoint: Checkpoint,
+    data: ImageArrays,
+    options: EvalOptions | None = None,
+    progress: Progress | None = None,
+    per_input: dict[str, Tensor] | None = None,
 ) -> dict:
-    """Evaluate ``checkpoint`` on ``data``; returns the report dict (see module docstring)."""
+    """Evaluate ``checkpoint`` on ``data``; returns the report dict (see module docstring).
+
+    ``per_input``: if given, filled with the per-input arrays the report's figures summarise
+    (``correct`` and ``faithfulness/<mode>/<reduction>/<method>/<metric>``, each ``(N,)``), for
+    paired comparisons across heads (:mod:`laya.training.suite`).
+    """
     options = options or EvalOptions()
     progress = progress or (lambda fraction, message: None)
     model, meta = checkpoint.model, checkpoint.meta
@@ -67,9 +91,10 @@ def evaluate(
         raise ValueError(f"dataset classes {list(data.classes)} differ from the checkpoint's {list(meta.classes)}")
     if options.limit:
         data = data.subset(torch.arange(min(options.limit, len(data))))
-    head, layer_names = model.head, list(model.layer_names)
+    head = model.head
     modes = [m for m in options.modes if m in head.modes]
     methods = methods_for(head)
+    reductions = list(options.reductions)
     timing: dict[str, float] = {}
 
     started = time.perf_counter()
@@ -90,7 +115,7 @@ def evaluate(
         return now
 
     for b, start in enumerate(starts):
-        progress(0.05 + 0.9 * b / len(starts), f"metrics, batch {b + 1}/{len(starts)}")
+        progress(0.05 + 0.85 * b / len(starts), f"metrics, batch {b + 1}/{len(starts)}")
         h = [x[start : start + options.batch_size] for x in hidden]
         t = time.perf_counter()
         with torch.inference_mode():
@@ -98,28 +123,166 @@ def evaluate(
         pred = out.logits.argmax(-1)
         parts.setdefault("prediction", []).append(pred)
         t = tick("head_s", t)
-        scores = {}
+        scores: dict[tuple[str, str], Tensor] = {}
         for method in methods:
-            scores[method] = layer_attributions(
-                head, h, method, pred, out.layer_scores, options.ig_steps, seed=options.seed * 1_000_003 + b
-            ).double()
-            parts.setdefault(f"scores/{method}", []).append(scores[method])
+            by_reduction = attributions_by_reduction(
+                head, h, method, pred, out.layer_scores, options.ig_steps, options.seed * 1_000_003 + b, reductions
+            )
+            as_double = {id(v): v.double() for v in by_reduction.values()}  # one tensor if reductions coincide
+            for reduction, values in by_reduction.items():
+                scores[reduction, method] = as_double[id(values)]
+                parts.setdefault(f"scores/{reduction}/{method}", []).append(scores[reduction, method])
             t = tick(f"attribution_{method}_s", t)
         for mode in modes:
             loo = leave_one_out(head, h, mode)
             parts.setdefault(f"drops/{mode}", []).append(loo.drops)
             parts.setdefault(f"flipped/{mode}", []).append(loo.flipped)
             t = tick(f"loo_{mode}_s", t)
-            for method in methods:
-                parts.setdefault(f"curve/{mode}/{method}", []).append(deletion_curve(head, h, scores[method], mode))
+            for method in methods:  # deletion curves: the headline reduction only (each costs one LOO)
+                curve = deletion_curve(head, h, scores[reductions[0], method], mode)
+                parts.setdefault(f"curve/{mode}/{reductions[0]}/{method}", []).append(curve)
             t = tick("deletion_curves_s", t)
     cat = {k: torch.cat(v) for k, v in parts.items()}
-    predictions = cat["prediction"]
     timing["total_s"] = time.perf_counter() - started
-    progress(0.97, "summaries")
+    progress(0.92, "summaries and bootstrap CIs")
+    summary_started = time.perf_counter()
+    report = build_report(checkpoint, data, cat, modes, methods, reductions, options, per_input, timing)
+    timing["summary_s"] = time.perf_counter() - summary_started
+    report["timing"] = {**timing, "n": n, "torch_threads": torch.get_num_threads()}
+    progress(1.0, "done")
+    return _json_safe(report)
 
-    primary = intrinsic_method(head) or "integrated_gradients"
-    report = {
+
+def _interval(ci: Interval) -> dict[str, float]:
+    return {"estimate": ci.estimate, "low": ci.low, "high": ci.high}
+
+
+def macro_f1_interval(labels: Tensor, predictions: Tensor, classes: int, resamples: int, seed: int) -> Interval:
+    """Bootstrap CI of macro-F1 (a ratio of counts, not a mean): one bincount over all resamples at once."""
+    cells = (labels * classes + predictions).long()  # (n,) confusion cell of each input
+
+    def statistic(rows: Tensor) -> Tensor:  # (R, n) cells -> (R,)
+        R = rows.shape[0]
+        offset = torch.arange(R, device=rows.device).unsqueeze(1) * classes * classes
+        confusion = torch.bincount((rows + offset).flatten(), minlength=R * classes * classes).view(R, classes, classes)
+        confusion = confusion.double()
+        tp, support, predicted = confusion.diagonal(dim1=1, dim2=2), confusion.sum(2), confusion.sum(1)
+        f1 = 2 * tp / (support + predicted).clamp(min=1)
+        present = (support > 0).double()
+        return (f1 * present).sum(1) / present.sum(1)
+
+    estimate = float(statistic(cells.unsqueeze(0))[0])
+    dist = bootstrap_distribution(cells, statistic, resamples, seed).double().numpy()
+    low, high = np.quantile(dist, [0.025, 0.975])
+    return Interval(estimate, float(low), float(high))
+
+
+def build_report(
+    checkpoint: Checkpoint,
+    data: ImageArrays,
+    cat: dict[str, Tensor],
+    modes: list[str],
+    methods: list[str],
+    reductions: list[str],
+    options: EvalOptions,
+    per_input: dict[str, Tensor] | None = None,
+    timing: dict[str, float] | None = None,
+) -> dict:
+    """The report dict from the per-input arrays ``cat`` (``scores/…``, ``drops/…``, ``curve/…``).
+    ``timing``, if given, receives ``bootstrap_s``: the seconds spent resampling (CIs and paired tests)."""
+    meta, layer_names = checkpoint.meta, list(checkpoint.model.layer_names)
+    labels, predictions = data.labels, cat["prediction"].cpu()
+    classes = list(data.classes)
+    L = len(layer_names)
+
+    # Every mean-type figure is one column of a per-input matrix; one bootstrap gives all their CIs.
+    columns: dict[str, Tensor] = {"correct": (predictions == labels).double()}
+    nan = torch.tensor(float("nan"), dtype=torch.float64)
+    for c, name in enumerate(classes):
+        columns[f"class_accuracy/{name}"] = torch.where(labels == c, columns["correct"], nan)
+    for mode in modes:
+        drops = cat[f"drops/{mode}"].double().cpu()
+        for i in range(L):
+            columns[f"loo/{mode}/mean_drop/{i}"] = drops[:, i]
+            columns[f"loo/{mode}/flip_rate/{i}"] = cat[f"flipped/{mode}"][:, i].double().cpu()
+        for reduction in reductions:
+            for method in methods:
+                metrics = per_input_metrics(cat[f"scores/{reduction}/{method}"], drops, options.epsilon)
+                for metric in METRICS:
+                    columns[f"faithfulness/{mode}/{reduction}/{method}/{metric}"] = metrics[metric]
+                if f"curve/{mode}/{reduction}/{method}" in cat:
+                    curve = cat[f"curve/{mode}/{reduction}/{method}"].double().cpu()
+                    for k in range(L):
+                        columns[f"curve/{mode}/{reduction}/{method}/{k}"] = curve[:, k]
+    for reduction in reductions:
+        for method in methods:
+            values = cat[f"scores/{reduction}/{method}"].double().cpu()
+            for i in range(L):
+                columns[f"profile/{reduction}/{method}/{i}"] = values[:, i]
+    names = list(columns)
+    matrix = torch.stack([columns[k] for k in names], dim=1)  # (n, K)
+    bootstrap_started = time.perf_counter()
+    intervals = dict(zip(names, mean_intervals(matrix, options.resamples, options.seed)))
+    bootstrap_s = time.perf_counter() - bootstrap_started
+    ci = {k: _interval(v) for k, v in intervals.items()}
+
+    faithfulness: dict = {}
+    for mode in modes:
+        for reduction in reductions:
+            for method in methods:
+                prefix = f"faithfulness/{mode}/{reduction}/{method}"
+                testable = int((~torch.isnan(columns[f"{prefix}/top1"])).sum())
+                entry = {
+                    "status": None if testable else NOT_APPLICABLE,
+                    "n": len(labels),
+                    "n_testable": testable,  # inputs with >= MIN_INFORMATIVE informative layers
+                    "n_spearman": int((~torch.isnan(columns[f"{prefix}/spearman"])).sum()),
+                }
+                for metric in METRICS:
+                    entry[metric] = ci[f"{prefix}/{metric}"] if testable else None
+                faithfulness.setdefault(mode, {}).setdefault(reduction, {})[method] = entry
+
+    # Paired bootstraps over inputs: the intrinsic scores vs each post-hoc method, every method vs the
+    # random control, and signed vs magnitude for each post-hoc method (same resamples as the CIs).
+    intrinsic = intrinsic_method(checkpoint.model.head)
+    pairs: list[tuple[str, str, str, str, str, str]] = []  # (mode, metric, red_a, a, red_b, b)
+    for mode in modes:
+        for metric in ("spearman_eps", "top1", "deletion_at_1_norm", "spearman"):
+            for reduction in reductions:
+                for method in methods:
+                    if method != "random":
+                        pairs.append((mode, metric, reduction, method, reduction, "random"))
+                    if intrinsic and method not in (intrinsic, "random"):
+                        pairs.append((mode, metric, reduction, intrinsic, reduction, method))
+            for method in methods:
+                if method not in (intrinsic, "random") and len(reductions) > 1:
+                    pairs.append((mode, metric, reductions[0], method, reductions[1], method))
+    index = {k: i for i, k in enumerate(names)}
+    tested = [p for p in pairs if faithfulness[p[0]][p[2]][p[3]]["status"] is None]
+    bootstrap_started = time.perf_counter()
+    results = paired_mean_differences(
+        matrix,
+        [
+            (index[f"faithfulness/{m}/{ra}/{a}/{metric}"], index[f"faithfulness/{m}/{rb}/{b}/{metric}"])
+            for m, metric, ra, a, rb, b in tested
+        ],
+        options.resamples,
+        options.seed,
+    )
+    macro_f1_ci = macro_f1_interval(labels, predictions, len(classes), options.resamples, options.seed)
+    bootstrap_s += time.perf_counter() - bootstrap_started
+    if timing is not None:
+        timing["bootstrap_s"] = bootstrap_s
+    comparisons = [
+        {"mode": m, "metric": metric, "a": a, "reduction_a": ra, "b": b, "reduction_b": rb, **r.to_dict()}
+        for (m, metric, ra, a, rb, b), r in zip(tested, results)
+    ]
+    if per_input is not None:
+        per_input.update({k: v for k, v in columns.items() if k == "correct" or k.startswith("faithfulness/")})
+
+    primary = intrinsic or "integrated_gradients"
+    class_mode = DEFAULT_MODE if DEFAULT_MODE in modes else modes[0]
+    return {
         "laya_version": __version__,
         "checkpoint": {
             "path": str(checkpoint.path),
@@ -129,52 +292,74 @@ def evaluate(
             "seed": meta.seed,
             "train_metrics": {k: v for k, v in meta.metrics.items() if k != "history"},
         },
-        "dataset": {"name": meta.dataset, "split": "test", "n": n},
-        "classes": list(data.classes),
+        "dataset": {"name": meta.dataset, "split": "test", "n": len(labels)},
+        "classes": classes,
         "layer_names": layer_names,
-        **classification_metrics(data.labels, predictions, tuple(data.classes)),
+        **classification_metrics(labels, predictions, tuple(classes)),
+        "accuracy_ci": ci["correct"],
+        "macro_f1_ci": _interval(macro_f1_ci),
+        "per_class_accuracy_ci": {c: ci[f"class_accuracy/{c}"] for c in classes},
         "methods": methods,
         "primary_method": primary,
         "modes": modes,
+        "reductions": reductions,
+        "headline": {"mode": DEFAULT_MODE, "reduction": reductions[0], "metric": HEADLINE_METRIC},
         "options": {
             "ig_steps": options.ig_steps,
             "batch_size": options.batch_size,
             "limit": options.limit,
             "seed": options.seed,
+            "resamples": options.resamples,
+            "epsilon": options.epsilon,
+            "min_informative": MIN_INFORMATIVE,
+            "ci": "95% percentile bootstrap over test inputs",
         },
-        "faithfulness": {
-            mode: {method: summarise(cat[f"scores/{method}"], cat[f"drops/{mode}"]).to_dict() for method in methods}
+        "faithfulness": faithfulness,
+        "comparisons": comparisons,
+        "deletion_curves": {  # headline reduction only
+            mode: {
+                reductions[0]: {
+                    method: [ci[f"curve/{mode}/{reductions[0]}/{method}/{k}"] for k in range(L)] for method in methods
+                }
+            }
             for mode in modes
-        },
-        "deletion_curves": {
-            mode: {method: cat[f"curve/{mode}/{method}"].mean(0).tolist() for method in methods} for mode in modes
         },
         "loo": {
             mode: {
-                "mean_drop": cat[f"drops/{mode}"].mean(0).tolist(),
-                "flip_rate": cat[f"flipped/{mode}"].double().mean(0).tolist(),
+                "mean_drop": [ci[f"loo/{mode}/mean_drop/{i}"]["estimate"] for i in range(L)],
+                "mean_drop_ci": [ci[f"loo/{mode}/mean_drop/{i}"] for i in range(L)],
+                "flip_rate": [ci[f"loo/{mode}/flip_rate/{i}"]["estimate"] for i in range(L)],
+                "flip_rate_ci": [ci[f"loo/{mode}/flip_rate/{i}"] for i in range(L)],
             }
             for mode in modes
         },
         "profiles": {
             "layer": {
-                method: layer_profile(cat[f"scores/{method}"], layer_names).to_dict("records")
-                for method in methods
-                if method != "random"
+                reduction: {
+                    method: [
+                        {
+                            **record,
+                            "ci_low": ci[f"profile/{reduction}/{method}/{i}"]["low"],
+                            "ci_high": ci[f"profile/{reduction}/{method}/{i}"]["high"],
+                        }
+                        for i, record in enumerate(
+                            layer_profile(cat[f"scores/{reduction}/{method}"], layer_names).to_dict("records")
+                        )
+                    ]
+                    for method in methods
+                    if method != "random"
+                }
+                for reduction in reductions
             },
             "class_layer": class_layer_profile(
-                cat[f"scores/{primary}"], data.labels, predictions, data.classes, layer_names
+                cat[f"scores/{reductions[0]}/{primary}"], labels, predictions, classes, layer_names
             ).to_dict("records"),
+            "class_loo_mode": class_mode,
             "class_loo": class_layer_profile(
-                cat["drops/zero"], data.labels, predictions, data.classes, layer_names
-            ).to_dict("records")
-            if "zero" in modes
-            else [],
+                cat[f"drops/{class_mode}"], labels, predictions, classes, layer_names
+            ).to_dict("records"),
         },
-        "timing": {**timing, "n": n, "torch_threads": torch.get_num_threads()},
     }
-    progress(1.0, "done")
-    return _json_safe(report)
 
 
 def _json_safe(value):
@@ -190,4 +375,4 @@ def _json_safe(value):
     return value
 
 
-__all__ = ["EvalOptions", "classification_metrics", "evaluate"]
+__all__ = ["EvalOptions", "build_report", "classification_metrics", "evaluate", "macro_f1_interval"]

@@ -18,10 +18,10 @@ from torch import Tensor
 
 from laya.analysis.ablation import AblationResult, leave_one_out
 from laya.analysis.attribution import METHOD_LABELS, intrinsic_method, layer_attributions
-from laya.analysis.faithfulness import spearman_rows
+from laya.analysis.faithfulness import NOT_APPLICABLE, informative, per_input_metrics
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint
-from laya.model.heads import AblationMode
+from laya.model.heads import DEFAULT_MODE, AblationMode
 
 
 @dataclass
@@ -61,10 +61,28 @@ class Explanation:
         values, index = self.probs.topk(min(k, len(self.classes)))
         return pd.DataFrame({"class": [self.classes[i] for i in index.tolist()], "probability": values.tolist()})
 
+    @property
+    def testable(self) -> bool:
+        """At least two layers have a LOO drop above ε: a ranking of layers can be tested on this input."""
+        return bool(informative(self.drops.view(1, -1))[1][0])
+
+    @property
+    def status(self) -> str | None:
+        return None if self.testable else NOT_APPLICABLE
+
+    def metrics(self, method: str) -> dict[str, float | None]:
+        """Every per-input faithfulness metric of ``method`` (:mod:`laya.analysis.faithfulness`); None where
+        undefined. The all-layer Spearman is also None where the input has one informative layer (tie-decided)."""
+        values = per_input_metrics(self.scores[method].view(1, -1), self.drops.view(1, -1))
+        out = {k: None if np.isnan(float(v[0])) else float(v[0]) for k, v in values.items()}
+        if not self.testable:
+            out["spearman"] = None
+        return out
+
     def spearman(self, method: str) -> float | None:
-        """Spearman between ``method``'s scores and the LOO drops; None if either is constant."""
-        rho = spearman_rows(self.scores[method].view(1, -1), self.drops.view(1, -1))[0]
-        return None if np.isnan(rho) else float(rho)
+        """Spearman between ``method``'s scores and the LOO drops; None if either is constant or only one
+        layer's drop exceeds ε (a tie-decided value)."""
+        return self.metrics(method)["spearman"]
 
     def deletion_at_1(self, method: str) -> float:
         return float(self.drops[int(self.scores[method].argmax())])
@@ -82,17 +100,8 @@ class Explanation:
         return table
 
     def summary(self) -> pd.DataFrame:
-        """Per method: Spearman faithfulness and Deletion@1 on this input."""
-        return pd.DataFrame(
-            [
-                {
-                    "method": METHOD_LABELS.get(m, m),
-                    "spearman": self.spearman(m),
-                    "deletion_at_1": self.deletion_at_1(m),
-                }
-                for m in self.scores
-            ]
-        )
+        """Per method: every faithfulness metric on this input (None where undefined)."""
+        return pd.DataFrame([{"method": METHOD_LABELS.get(m, m), **self.metrics(m)} for m in self.scores])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -118,7 +127,7 @@ def _forward_and_loo(
 def explain(
     checkpoint: Checkpoint,
     image: Tensor,
-    mode: AblationMode = "zero",
+    mode: AblationMode = DEFAULT_MODE,
     posthoc: Sequence[str] = (),
     ig_steps: int = 32,
 ) -> Explanation:

@@ -1,51 +1,86 @@
-"""Faithfulness of layer scores to leave-one-layer-out effects.
+"""Faithfulness of layer scores to leave-one-layer-out (LOO) effects, per input.
 
-* **Faithfulness** — per input, the Spearman correlation between a method's layer scores and
-  the LOO drops (``scipy.stats.spearmanr`` semantics: average ranks for ties), averaged over
-  inputs. Inputs where either side is constant have no correlation; they are excluded and counted.
-* **Deletion@1** — mean drop in the predicted class's probability after removing the layer the
-  method ranks first (ties: the earlier layer), i.e. the LOO drop of the top-ranked layer.
+Every metric is first computed per input (``(N,)`` arrays, NaN where undefined), so that the report's
+means, bootstrap CIs and paired tests all come from the same arrays (:mod:`laya.analysis.statistics`).
+
+* ``spearman`` — Spearman correlation between the method's scores and the LOO drops over all L
+  layers (``scipy.stats.spearmanr`` semantics: average ranks for ties); NaN where either side is
+  constant. This is the paper's metric. It is decided by noise when some drops are negligible
+  (CNN-LAYA's ~1e-9 drops on layers α ignores) and by exact ties when only one layer can matter.
+* ``spearman_eps`` — the same, restricted to the input's *informative* layers, ``|drop_i| > ε``
+  (:data:`EPSILON` = 1e-3, a tenth of a percentage point of probability).
+* ``top1`` — 1 if the method's top layer is the layer with the largest LOO drop, else 0.
+* ``deletion_at_1`` — the LOO drop of the method's top layer (ties: the earlier layer).
+* ``deletion_at_1_norm`` — that drop divided by the oracle's, the largest LOO drop of the input:
+  1 = the method picks the layer whose removal hurts most.
+
+``spearman_eps``, ``top1`` and ``deletion_at_1_norm`` are defined only on inputs with at least
+:data:`MIN_INFORMATIVE` = 2 informative layers and a largest drop above ε: with one informative
+layer any ranking that puts it first (a constant scorer ``[0, …, 0, 1]`` on LastLayer) is "perfect".
+A method/head with no such input has no faithfulness: :data:`NOT_APPLICABLE`, never 1.000.
 """
 
 from __future__ import annotations
-
-from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
+EPSILON = 1e-3  # |drop| above which a layer counts as informative (probability units)
+MIN_INFORMATIVE = 2  # informative layers an input needs for a ranking to be tested
+METRICS = ("spearman", "spearman_eps", "top1", "deletion_at_1", "deletion_at_1_norm")
+METRIC_LABELS = {
+    "spearman": "Spearman (all layers)",
+    "spearman_eps": "Spearman (informative layers)",
+    "top1": "top-1 agreement",
+    "deletion_at_1": "Deletion@1",
+    "deletion_at_1_norm": "Deletion@1 / oracle",
+}
+HEADLINE_METRIC = "spearman_eps"
+NOT_APPLICABLE = "n/a (one informative layer)"
 
-def average_ranks(values: np.ndarray) -> np.ndarray:
+
+def average_ranks(values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """1-based ranks along the last axis, ties sharing their average rank (``scipy.stats.rankdata``).
 
     ``rank_j = #{k: v_k < v_j} + (#{k: v_k = v_j} + 1) / 2``, by pairwise comparison: for the
-    few layers of a network this is much faster than sorting row by row.
+    few layers of a network this is much faster than sorting row by row. With ``mask`` (same shape,
+    bool) only the masked entries of a row are ranked among themselves (others: undefined).
     """
-    below = (values[..., None, :] < values[..., :, None]).sum(-1)
-    equal = (values[..., None, :] == values[..., :, None]).sum(-1)
+    pairs = np.ones(values.shape + values.shape[-1:], dtype=bool) if mask is None else mask[..., None, :]
+    below = ((values[..., None, :] < values[..., :, None]) & pairs).sum(-1)
+    equal = ((values[..., None, :] == values[..., :, None]) & pairs).sum(-1)
     return below + (equal + 1) / 2.0
 
 
-def spearman_rows(scores: Tensor | np.ndarray, drops: Tensor | np.ndarray) -> np.ndarray:
+def _numpy(x: Tensor | np.ndarray) -> np.ndarray:
+    return torch.as_tensor(x).detach().cpu().double().numpy()
+
+
+def spearman_rows(
+    scores: Tensor | np.ndarray, drops: Tensor | np.ndarray, mask: Tensor | np.ndarray | None = None
+) -> np.ndarray:
     """Row-wise Spearman correlation ``(N,)``; NaN where a row of either input is constant.
 
     Equal to ``scipy.stats.spearmanr(scores[n], drops[n]).statistic`` for every row ``n``
-    (Pearson correlation of average ranks), computed for all rows at once.
+    (Pearson correlation of average ranks), computed for all rows at once. With ``mask`` ``(N, L)``
+    only the masked layers of each row enter (NaN for rows with fewer than 2).
     """
-    a = torch.as_tensor(scores).detach().cpu().double().numpy()
-    b = torch.as_tensor(drops).detach().cpu().double().numpy()
+    a, b = _numpy(scores), _numpy(drops)
     if a.shape != b.shape or a.ndim != 2:
         raise ValueError(f"scores and drops must both be (N, L); got {a.shape} and {b.shape}")
-    ra = average_ranks(a)
-    rb = average_ranks(b)
-    ra -= ra.mean(axis=1, keepdims=True)
-    rb -= rb.mean(axis=1, keepdims=True)
-    denom = np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))
-    constant = (np.ptp(a, axis=1) == 0) | (np.ptp(b, axis=1) == 0)
+    m = np.ones(a.shape, dtype=bool) if mask is None else np.asarray(torch.as_tensor(mask).cpu().numpy(), dtype=bool)
+    count = m.sum(axis=1, keepdims=True)
+    ra, rb = average_ranks(a, m), average_ranks(b, m)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rho = (ra * rb).sum(axis=1) / denom
-    rho[constant] = np.nan
+        ra = np.where(m, ra - (ra * m).sum(axis=1, keepdims=True) / count, 0.0)
+        rb = np.where(m, rb - (rb * m).sum(axis=1, keepdims=True) / count, 0.0)
+        rho = (ra * rb).sum(axis=1) / np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))
+    big, small = np.finfo(float).max, np.finfo(float).min
+    constant = (np.where(m, a, small).max(1) == np.where(m, a, big).min(1)) | (
+        np.where(m, b, small).max(1) == np.where(m, b, big).min(1)
+    )
+    rho[constant | (count[:, 0] < 2)] = np.nan
     return np.clip(rho, -1.0, 1.0)
 
 
@@ -60,34 +95,42 @@ def deletion_at_1(scores: Tensor, drops: Tensor) -> Tensor:
     return drops.gather(1, top_ranked(scores).to(drops.device).unsqueeze(1)).squeeze(1)
 
 
-@dataclass
-class FaithfulnessSummary:
-    """Dataset-level faithfulness of one method under one ablation mode."""
-
-    spearman_mean: float
-    spearman_std: float
-    n_valid: int
-    n_excluded: int  # inputs with constant scores or constant drops
-    deletion_at_1: float
-    deletion_at_1_std: float
-
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
+def informative(drops: Tensor, epsilon: float = EPSILON) -> tuple[Tensor, Tensor]:
+    """``(N, L)`` layers with ``|drop| > epsilon`` and ``(N,)`` inputs whose ranking can be tested:
+    at least :data:`MIN_INFORMATIVE` informative layers and a largest drop above ``epsilon``."""
+    drops = torch.as_tensor(drops).double()
+    layers = drops.abs() > epsilon
+    return layers, (layers.sum(1) >= MIN_INFORMATIVE) & (drops.max(1).values > epsilon)
 
 
-def summarise(scores: Tensor, drops: Tensor) -> FaithfulnessSummary:
-    """Mean/std Spearman over valid inputs, exclusion count, Deletion@1 over all inputs."""
-    rho = spearman_rows(scores, drops)
-    valid = rho[~np.isnan(rho)]
-    d1 = deletion_at_1(scores, drops).double()
-    return FaithfulnessSummary(
-        spearman_mean=float(valid.mean()) if len(valid) else float("nan"),
-        spearman_std=float(valid.std()) if len(valid) else float("nan"),
-        n_valid=len(valid),
-        n_excluded=int(len(rho) - len(valid)),
-        deletion_at_1=float(d1.mean()),
-        deletion_at_1_std=float(d1.std()) if len(d1) > 1 else 0.0,
-    )
+def per_input_metrics(scores: Tensor, drops: Tensor, epsilon: float = EPSILON) -> dict[str, Tensor]:
+    """Every metric of :data:`METRICS` per input: ``{metric: (N,) float64}``, NaN where undefined."""
+    scores, drops = torch.as_tensor(scores).double().cpu(), torch.as_tensor(drops).double().cpu()
+    layers, testable = informative(drops, epsilon)
+    nan = torch.tensor(float("nan"), dtype=torch.float64)
+    d1 = deletion_at_1(scores, drops)
+    oracle = drops.max(1)
+    top1 = (top_ranked(scores) == oracle.indices).double()
+    return {
+        "spearman": torch.from_numpy(spearman_rows(scores, drops)),
+        "spearman_eps": torch.where(testable, torch.from_numpy(spearman_rows(scores, drops, layers)), nan),
+        "top1": torch.where(testable, top1, nan),
+        "deletion_at_1": d1,
+        "deletion_at_1_norm": torch.where(testable, d1 / oracle.values, nan),
+    }
 
 
-__all__ = ["FaithfulnessSummary", "average_ranks", "deletion_at_1", "spearman_rows", "summarise", "top_ranked"]
+__all__ = [
+    "EPSILON",
+    "HEADLINE_METRIC",
+    "METRICS",
+    "METRIC_LABELS",
+    "MIN_INFORMATIVE",
+    "NOT_APPLICABLE",
+    "average_ranks",
+    "deletion_at_1",
+    "informative",
+    "per_input_metrics",
+    "spearman_rows",
+    "top_ranked",
+]

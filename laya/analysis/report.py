@@ -13,10 +13,13 @@ from typing import Any
 
 import pandas as pd
 
-from laya.analysis.attribution import METHOD_LABELS
-from laya.model.checkpoint import atomic_write_json
+from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS
+from laya.analysis.faithfulness import HEADLINE_METRIC, METRICS
+from laya.model.checkpoint import atomic_write_json, atomic_write_tensors
+from laya.model.heads import DEFAULT_MODE
 
 REPORT_FILE = "report.json"
+PER_INPUT_FILE = "per_input.safetensors"
 
 
 @dataclass
@@ -38,6 +41,10 @@ class Report:
             raise ValueError(f"{path} is not valid JSON: {error}") from error
         if not isinstance(data, dict) or "faithfulness" not in data or "accuracy" not in data:
             raise ValueError(f"{path} is not a LAYA evaluation report")
+        if "reductions" not in data:
+            raise ValueError(
+                f"{path} was written by an older laya (no CIs or reductions); rerun `python -m laya evaluate`"
+            )
         return cls(data)
 
     @property
@@ -52,30 +59,97 @@ class Report:
     def primary_method(self) -> str:
         return self.data["primary_method"]
 
-    def faithfulness(self, method: str | None = None, mode: str = "zero") -> float | None:
-        """Mean Spearman faithfulness of ``method`` (default: the primary one) under ``mode``."""
-        entry = self.data["faithfulness"].get(mode, {}).get(method or self.primary_method)
-        return None if entry is None else entry["spearman_mean"]
+    @property
+    def modes(self) -> list[str]:
+        return self.data["modes"]
 
-    def deletion_at_1(self, method: str | None = None, mode: str = "zero") -> float | None:
-        """Mean Deletion@1 of ``method`` (default: the primary one) under ``mode``."""
-        entry = self.data["faithfulness"].get(mode, {}).get(method or self.primary_method)
-        return None if entry is None else entry["deletion_at_1"]
+    @property
+    def default_mode(self) -> str:
+        """The headline intervention (``mean``: the same for every head) if evaluated, else the first."""
+        return DEFAULT_MODE if DEFAULT_MODE in self.modes else self.modes[0]
+
+    def interval(self, key: str) -> dict[str, float] | None:
+        """``accuracy`` or ``macro_f1``: ``{estimate, low, high}`` (95% bootstrap CI over inputs)."""
+        return self.data.get(f"{key}_ci")
+
+    def faithfulness_entry(
+        self, method: str | None = None, mode: str | None = None, reduction: str = DEFAULT_REDUCTION
+    ) -> dict[str, Any] | None:
+        """The report's entry for one method, mode and reduction (``status``, counts, each metric's CI)."""
+        mode = mode or self.default_mode
+        return self.data["faithfulness"].get(mode, {}).get(reduction, {}).get(method or self.primary_method)
+
+    def faithfulness(
+        self,
+        method: str | None = None,
+        mode: str | None = None,
+        reduction: str = DEFAULT_REDUCTION,
+        metric: str = HEADLINE_METRIC,
+    ) -> float | None:
+        """Mean ``metric`` of ``method`` (default: the primary one); None where not applicable
+        (one informative layer) or not evaluated."""
+        entry = self.faithfulness_entry(method, mode, reduction)
+        return None if entry is None or entry[metric] is None else entry[metric]["estimate"]
+
+    def status(
+        self, method: str | None = None, mode: str | None = None, reduction: str = DEFAULT_REDUCTION
+    ) -> str | None:
+        """``"n/a (one informative layer)"`` where faithfulness cannot be measured, else None."""
+        entry = self.faithfulness_entry(method, mode, reduction)
+        return None if entry is None else entry["status"]
+
+    def deletion_at_1(
+        self, method: str | None = None, mode: str | None = None, reduction: str = DEFAULT_REDUCTION
+    ) -> float | None:
+        """Mean Deletion@1 normalised by the oracle (None where not applicable)."""
+        return self.faithfulness(method, mode, reduction, "deletion_at_1_norm")
 
     def faithfulness_table(self) -> pd.DataFrame:
-        """One row per (mode, method): Spearman mean/std, valid/excluded counts, Deletion@1."""
+        """One row per (mode, reduction, method): status, counts, and for each metric its mean and 95% CI
+        (``<metric>``, ``<metric>_low``, ``<metric>_high``; NaN where not applicable)."""
+        rows = []
+        for mode, per_reduction in self.data["faithfulness"].items():
+            for reduction, per_method in per_reduction.items():
+                for method, entry in per_method.items():
+                    row = {"mode": mode, "reduction": reduction, "method": method,
+                           "label": METHOD_LABELS.get(method, method), "status": entry["status"] or "",
+                           "n_testable": entry["n_testable"], "n_spearman": entry["n_spearman"]}  # fmt: skip
+                    for metric in METRICS:
+                        ci = entry[metric] or {}
+                        row |= {metric: ci.get("estimate"), f"{metric}_low": ci.get("low"),
+                                f"{metric}_high": ci.get("high")}  # fmt: skip
+                    rows.append(row)
+        return pd.DataFrame(rows)
+
+    def comparisons(self) -> pd.DataFrame:
+        """Paired bootstraps over inputs between methods: ``mode, metric, a, reduction_a, b, reduction_b,
+        difference, low, high, p_value, tie``."""
         rows = [
-            {"mode": mode, "method": method, "label": METHOD_LABELS.get(method, method), **values}
-            for mode, per_method in self.data["faithfulness"].items()
-            for method, values in per_method.items()
+            {k: v for k, v in c.items() if k != "difference"}
+            | {
+                "difference": c["difference"]["estimate"],
+                "low": c["difference"]["low"],
+                "high": c["difference"]["high"],
+            }
+            for c in self.data.get("comparisons", [])
         ]
         return pd.DataFrame(rows)
 
     def deletion_curves(self) -> pd.DataFrame:
-        """Long table ``mode, method, label, k, mean_drop`` (k = layers removed)."""
+        """Long table ``mode, reduction, method, label, k, mean_drop, low, high`` (k = layers removed)."""
         rows = [
-            {"mode": mode, "method": method, "label": METHOD_LABELS.get(method, method), "k": k + 1, "mean_drop": v}
-            for mode, per_method in self.data["deletion_curves"].items()
+            {
+                "mode": mode,
+                "reduction": reduction,
+                "method": method,
+                "label": METHOD_LABELS.get(method, method),
+                "k": k + 1,
+                "mean_drop": v["estimate"],
+                "low": v["low"],
+                "high": v["high"],
+            }
+            for mode, per_reduction in self.data["deletion_curves"].items()
+            for reduction, per_method in per_reduction.items()
             for method, curve in per_method.items()
             for k, v in enumerate(curve)
         ]
@@ -84,16 +158,18 @@ class Report:
     def loo_table(self) -> pd.DataFrame:
         """``mode, layer, mean_drop, flip_rate``."""
         rows = [
-            {"mode": mode, "layer": layer, "layer_index": i, "mean_drop": d, "flip_rate": f}
+            {"mode": mode, "layer": layer, "layer_index": i, "mean_drop": d["estimate"], "mean_drop_low": d["low"],
+             "mean_drop_high": d["high"], "flip_rate": f["estimate"], "flip_rate_low": f["low"], "flip_rate_high": f["high"]}
             for mode, v in self.data["loo"].items()
-            for i, (layer, d, f) in enumerate(zip(self.layer_names, v["mean_drop"], v["flip_rate"]))
-        ]
+            for i, (layer, d, f) in enumerate(zip(self.layer_names, v["mean_drop_ci"], v["flip_rate_ci"]))
+        ]  # fmt: skip
         return pd.DataFrame(rows)
 
-    def layer_profile(self) -> pd.DataFrame:
-        """``method, layer, layer_index, mean, std, count`` for every method's scores."""
+    def layer_profile(self, reduction: str = DEFAULT_REDUCTION) -> pd.DataFrame:
+        """``method, layer, layer_index, mean, std, count, ci_low, ci_high`` for every method's scores."""
         frames = [
-            pd.DataFrame(records).assign(method=method) for method, records in self.data["profiles"]["layer"].items()
+            pd.DataFrame(records).assign(method=method)
+            for method, records in self.data["profiles"]["layer"].get(reduction, {}).items()
         ]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -116,12 +192,16 @@ class Report:
         return pd.DataFrame(self.data["confusion_matrix"], index=classes, columns=classes)
 
 
-def write_report(report: dict[str, Any], out: str | Path) -> Path:
-    """Write ``report.json`` and CSV tables (faithfulness, deletion curves, LOO, profiles, per-class) to ``out``."""
+def write_report(report: dict[str, Any], out: str | Path, per_input: dict[str, Any] | None = None) -> Path:
+    """Write ``report.json`` and CSV tables (faithfulness, deletion curves, LOO, profiles, per-class) to ``out``;
+    with ``per_input`` (see :func:`laya.analysis.evaluate.evaluate`) also :data:`PER_INPUT_FILE`."""
     out = Path(out)
     atomic_write_json(out / REPORT_FILE, report)
+    if per_input:
+        atomic_write_tensors(out / PER_INPUT_FILE, per_input)
     view = Report(report)
     view.faithfulness_table().to_csv(out / "faithfulness.csv", index=False)
+    view.comparisons().to_csv(out / "comparisons.csv", index=False)
     view.deletion_curves().to_csv(out / "deletion_curves.csv", index=False)
     view.loo_table().to_csv(out / "loo.csv", index=False)
     view.layer_profile().to_csv(out / "layer_profile.csv", index=False)
@@ -133,4 +213,4 @@ def write_report(report: dict[str, Any], out: str | Path) -> Path:
     return out
 
 
-__all__ = ["REPORT_FILE", "Report", "write_report"]
+__all__ = ["PER_INPUT_FILE", "REPORT_FILE", "Report", "write_report"]

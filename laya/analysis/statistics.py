@@ -5,6 +5,11 @@
   stays bounded. Seeded, so a report is reproducible to the last digit.
 * :func:`paired_bootstrap` — difference of a statistic between two methods evaluated on the *same*
   resampled inputs; two-sided p-value from the bootstrap distribution (``2 min(P(d<=0), P(d>=0))``).
+* :func:`mean_intervals` / :func:`paired_mean_differences` — the same bootstrap for the mean of many
+  per-input columns at once ``(n, K)``: the resamples become a count matrix ``W`` ``(R, n)`` (the same
+  indices :func:`bootstrap_distribution` draws for the same seed) and every resampled mean is one
+  matrix product, ``(W @ x) / (W @ 1)`` with NaN entries left out: a report's hundreds of figures
+  cost one ``(R, n) @ (n, K)`` product.
 * :func:`paired_over_seeds` — paired t-test (``scipy.stats.ttest_rel``) over seeds, with the mean
   difference and its t-interval.
 
@@ -60,17 +65,73 @@ def bootstrap_distribution(
     """
     values = torch.as_tensor(values)
     n = values.shape[0]
+    return torch.cat([statistic(values[idx.to(values.device)]) for idx in _resample_indices(n, resamples, seed, chunk)])
+
+
+def _resample_indices(n: int, resamples: int, seed: int, chunk: int = 100):
+    """Yield ``(r, n)`` row indices, ``resamples`` rows in all, from a CPU generator seeded with ``seed``."""
     if n == 0:
         raise ValueError("cannot bootstrap an empty sample")
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
     generator = torch.Generator().manual_seed(seed)
-    out = []
     for start in range(0, resamples, chunk):
-        r = min(chunk, resamples - start)
-        idx = torch.randint(n, (r, n), generator=generator).to(values.device)
-        out.append(statistic(values[idx]))  # (r, n, ...) -> (r, ...)
-    return torch.cat(out)
+        yield torch.randint(n, (min(chunk, resamples - start), n), generator=generator)
+
+
+def resample_counts(n: int, resamples: int = 1000, seed: int = 0) -> Tensor:
+    """``(R, n)`` float64: how often each row is drawn in each resample (the indices of
+    :func:`bootstrap_distribution` with the same ``seed``)."""
+    counts = torch.zeros(resamples, n, dtype=torch.float64)
+    row = 0
+    for idx in _resample_indices(n, resamples, seed):
+        counts[row : row + len(idx)].scatter_add_(1, idx, torch.ones(idx.shape, dtype=torch.float64))
+        row += len(idx)
+    return counts
+
+
+def _weighted_nanmeans(values: Tensor, weights: Tensor) -> Tensor:
+    """``(R, K)`` NaN-ignoring means of the columns of ``values`` ``(n, K)`` under row weights ``(R, n)``."""
+    present = ~torch.isnan(values)
+    totals = weights @ torch.where(present, values, 0.0)
+    counted = weights @ present.double()
+    return totals / counted  # NaN where a resample drew no non-NaN row
+
+
+def bootstrap_means(values: Tensor | np.ndarray, resamples: int = 1000, seed: int = 0) -> Tensor:
+    """``(R, K)`` bootstrap distribution of the NaN-ignoring mean of each column of ``values`` ``(n, K)``."""
+    values = torch.as_tensor(values).double().cpu()
+    if values.ndim != 2:
+        raise ValueError(f"values must be (n, K); got shape {tuple(values.shape)}")
+    return _weighted_nanmeans(values, resample_counts(values.shape[0], resamples, seed))
+
+
+def mean_intervals(
+    values: Tensor | np.ndarray, resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> list[Interval]:
+    """Percentile bootstrap CI of the (NaN-ignoring) mean of every column of ``values`` ``(n, K)``."""
+    values = torch.as_tensor(values).double().cpu()
+    dist = bootstrap_means(values, resamples, seed)
+    estimates = values.nanmean(dim=0)
+    return [_percentile_interval(float(estimates[k]), dist[:, k], level) for k in range(values.shape[1])]
+
+
+def paired_mean_differences(
+    values: Tensor | np.ndarray,
+    pairs: Sequence[tuple[int, int]],
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> list[PairedComparison]:
+    """Paired bootstrap over inputs of ``mean(column a) - mean(column b)`` for each ``(a, b)`` in ``pairs``,
+    all on the same resamples (equal to :func:`paired_bootstrap` of the two columns, same seed)."""
+    values = torch.as_tensor(values).double().cpu()
+    dist = bootstrap_means(values, resamples, seed)
+    estimates = values.nanmean(dim=0)
+    return [
+        _paired_result(float(estimates[a] - estimates[b]), dist[:, a] - dist[:, b], level, values.shape[0])
+        for a, b in pairs
+    ]
 
 
 def _percentile_interval(estimate: float, dist: Tensor, level: float) -> Interval:
@@ -135,10 +196,14 @@ def paired_bootstrap(
         return statistic(rows[:, :, 0]) - statistic(rows[:, :, 1])
 
     estimate = float(diff(both.unsqueeze(0))[0])
-    dist = bootstrap_distribution(both, diff, resamples, seed)
+    return _paired_result(estimate, bootstrap_distribution(both, diff, resamples, seed), level, a.shape[0])
+
+
+def _paired_result(estimate: float, dist: Tensor, level: float, n: int) -> PairedComparison:
+    """CI and two-sided p-value (``2 min(P(d <= 0), P(d >= 0))``) from a bootstrap distribution of a difference."""
     finite = dist[~torch.isnan(dist)]
     p = float(2 * min((finite <= 0).double().mean(), (finite >= 0).double().mean())) if len(finite) else float("nan")
-    return PairedComparison(_percentile_interval(estimate, dist, level), min(p, 1.0), "paired bootstrap", a.shape[0])
+    return PairedComparison(_percentile_interval(estimate, dist, level), min(p, 1.0), "paired bootstrap", n)
 
 
 def paired_over_seeds(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> PairedComparison:
@@ -171,10 +236,11 @@ def seed_interval(values: Sequence[float], level: float = 0.95) -> Interval:
 
 def verdict(comparison: PairedComparison, a: str, b: str) -> str:
     """``"A > B (paired bootstrap, p=0.003)"``, or ``"tie"`` where the CI of the difference covers 0."""
+    p = "p<1/R: no resample crossed 0" if comparison.p_value == 0 else f"p={comparison.p_value:.2g}"
     if comparison.tie or np.isnan(comparison.difference.low):
-        return f"{a} ≈ {b}: tie ({comparison.test}, Δ {comparison.difference:+.3f}, p={comparison.p_value:.2g})"
+        return f"{a} ≈ {b}: tie ({comparison.test}, Δ {comparison.difference:+.3f}, {p})"
     sign = ">" if comparison.difference.estimate > 0 else "<"
-    return f"{a} {sign} {b} ({comparison.test}, Δ {comparison.difference:+.3f}, p={comparison.p_value:.2g})"
+    return f"{a} {sign} {b} ({comparison.test}, Δ {comparison.difference:+.3f}, {p})"
 
 
 __all__ = [
@@ -182,9 +248,13 @@ __all__ = [
     "PairedComparison",
     "bootstrap_ci",
     "bootstrap_distribution",
+    "bootstrap_means",
+    "mean_intervals",
     "mean_statistic",
     "paired_bootstrap",
+    "paired_mean_differences",
     "paired_over_seeds",
+    "resample_counts",
     "seed_interval",
     "verdict",
 ]

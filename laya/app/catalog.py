@@ -31,9 +31,10 @@ class Entry:
     head: str
     seed: int | None
     accuracy: float | None
-    faithfulness: float | None  # primary method, zero ablation, from the report
+    faithfulness: float | None  # headline faithfulness of the primary method (mean intervention), from the report
     error: str | None = None  # the checkpoint cannot be read
     report_error: str | None = None  # the checkpoint is fine but its report.json is not
+    faithfulness_status: str | None = None  # "n/a (one informative layer)" where no ranking can be tested
 
     @property
     def label(self) -> str:
@@ -78,6 +79,7 @@ def describe(path: Path) -> Entry:
             accuracy=report.accuracy if report else meta.get("metrics", {}).get("test_accuracy"),
             faithfulness=report.faithfulness() if report else None,
             report_error=report_error,
+            faithfulness_status=report.status() if report else None,
         )
     except (CheckpointError, ValueError, KeyError, json.JSONDecodeError) as error:
         return Entry(path, "unreadable", "?", "?", "?", None, None, None, error=str(error))
@@ -108,6 +110,7 @@ def catalog_table(entries: list[Entry]) -> pd.DataFrame:
                 "seed": e.seed,
                 "accuracy": e.accuracy,
                 "faithfulness": e.faithfulness,
+                "faithfulness status": e.faithfulness_status or "",
                 "path": str(e.path),
             }
             for e in entries

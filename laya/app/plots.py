@@ -107,40 +107,87 @@ def profile_bars_figure(profile: pd.DataFrame, title: str, color: str = SCORE_CO
     return fig
 
 
-def deletion_curves_figure(curves: pd.DataFrame, mode: str = "zero", title: str | None = None) -> go.Figure:
-    """Mean drop after removing the top-k layers (k = 1..L) for each method, from ``Report.deletion_curves()``."""
-    part = curves[curves["mode"] == mode]
+def _error_y(values: pd.Series, low: pd.Series, high: pd.Series) -> dict:
+    """Asymmetric error bars from CI bounds."""
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": (high - values).tolist(),
+        "arrayminus": (values - low).tolist(),
+    }
+
+
+def deletion_curves_figure(
+    curves: pd.DataFrame, mode: str = "mean", reduction: str = "signed", title: str | None = None
+) -> go.Figure:
+    """Mean drop after removing the top-k layers (k = 1..L) for each method, with 95% bootstrap CIs,
+    from ``Report.deletion_curves()``."""
+    part = curves[(curves["mode"] == mode) & (curves["reduction"] == reduction)]
     fig = go.Figure()
     for label, rows in part.groupby("label", sort=False):
-        fig.add_trace(go.Scatter(x=rows["k"], y=rows["mean_drop"], mode="lines+markers", name=label))
-    fig.update_layout(title=title or f"Deletion curves ({mode} ablation)", xaxis_title="layers removed (top-k by method)",
-                      yaxis_title="mean drop in p(predicted)", xaxis={"dtick": 1})  # fmt: skip
+        fig.add_trace(go.Scatter(x=rows["k"], y=rows["mean_drop"], mode="lines+markers", name=label,
+                                 error_y=_error_y(rows["mean_drop"], rows["low"], rows["high"])))  # fmt: skip
+    fig.update_layout(title=title or f"Deletion curves (intervention {mode}, {reduction} scores; 95% CIs)",
+                      xaxis_title="layers removed (top-k by method)", yaxis_title="mean drop in p(predicted)",
+                      xaxis={"dtick": 1})  # fmt: skip
     return fig
 
 
-def faithfulness_figure(table: pd.DataFrame, mode: str = "zero") -> go.Figure:
-    """Bars of mean Spearman faithfulness (± std) and Deletion@1 per method, from ``Report.faithfulness_table()``."""
-    part = table[table["mode"] == mode]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Spearman(score, LOO drop)", "Deletion@1"))
-    fig.add_trace(go.Bar(x=part["label"], y=part["spearman_mean"], error_y={"type": "data", "array": part["spearman_std"]},
-                         marker_color=SCORE_COLOR, showlegend=False), row=1, col=1)  # fmt: skip
-    fig.add_trace(
-        go.Bar(x=part["label"], y=part["deletion_at_1"], marker_color=DROP_COLOR, showlegend=False), row=1, col=2
+FAITHFULNESS_PANELS = ("spearman_eps", "top1", "deletion_at_1_norm", "spearman")
+
+
+def faithfulness_figure(table: pd.DataFrame, mode: str = "mean", reduction: str = "signed") -> go.Figure:
+    """Per method: Spearman over informative layers, top-1 agreement, Deletion@1 / oracle and the all-layer
+    Spearman, each with its 95% bootstrap CI as error bars, from ``Report.faithfulness_table()``.
+    Methods whose ranking cannot be tested are drawn as no bar, labelled "n/a (one informative layer)"."""
+    from laya.analysis.faithfulness import METRIC_LABELS
+
+    part = table[(table["mode"] == mode) & (table["reduction"] == reduction)]
+    fig = make_subplots(
+        rows=1, cols=len(FAITHFULNESS_PANELS), subplot_titles=[METRIC_LABELS[m] for m in FAITHFULNESS_PANELS]
     )
-    fig.update_layout(title=f"Faithfulness ({mode} ablation)", height=380)
+    for col, metric in enumerate(FAITHFULNESS_PANELS, start=1):
+        values = part[metric].astype(float)
+        fig.add_trace(
+            go.Bar(x=part["label"], y=values.fillna(0.0), error_y=_error_y(values, part[f"{metric}_low"].astype(float),
+                   part[f"{metric}_high"].astype(float)), marker_color=SCORE_COLOR if col < 3 else DROP_COLOR,
+                   text=[s or "" for s in part["status"]], textposition="outside", showlegend=False,
+                   hovertemplate="%{x}<br>%{y:.3f} %{text}<extra></extra>"),
+            row=1, col=col,
+        )  # fmt: skip
+    fig.update_layout(title=f"Faithfulness (intervention {mode}, {reduction} scores; 95% bootstrap CIs over inputs)",
+                      height=420)  # fmt: skip
     return fig
 
 
-def heads_overview_figure(table: pd.DataFrame) -> go.Figure:
-    """Accuracy and primary-method faithfulness across heads (``head, accuracy, faithfulness`` columns)."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Test accuracy", "Faithfulness (primary method, zero)"))
-    fig.add_trace(
-        go.Bar(x=table["head"], y=table["accuracy"], marker_color=SCORE_COLOR, showlegend=False), row=1, col=1
+def heads_overview_figure(table: pd.DataFrame, mode: str = "mean") -> go.Figure:
+    """Accuracy and headline faithfulness across heads with 95% CI error bars (columns of
+    :func:`laya.app.views.heads_table`); heads without a testable ranking are labelled n/a."""
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("Test accuracy", f"Spearman (informative layers), intervention {mode}")
     )
-    fig.add_trace(
-        go.Bar(x=table["head"], y=table["faithfulness"], marker_color=DROP_COLOR, showlegend=False), row=1, col=2
-    )
-    fig.update_layout(height=340)
+    acc = table["accuracy"].astype(float)
+    fig.add_trace(go.Bar(x=table["head"], y=acc, error_y=_error_y(acc, table["accuracy_low"].astype(float),
+                         table["accuracy_high"].astype(float)), marker_color=SCORE_COLOR, showlegend=False),
+                  row=1, col=1)  # fmt: skip
+    faith = table["faithfulness"].astype(float)
+    fig.add_trace(go.Bar(x=table["head"], y=faith.fillna(0.0), error_y=_error_y(faith, table["faithfulness_low"].astype(float),
+                         table["faithfulness_high"].astype(float)), marker_color=DROP_COLOR, showlegend=False,
+                         text=[s or "" for s in table["status"]], textposition="outside"), row=1, col=2)  # fmt: skip
+    fig.update_layout(height=360)
+    return fig
+
+
+def seed_profiles_figure(profiles: pd.DataFrame, class_name: str, title: str) -> go.Figure:
+    """One class's layer profile for every seed (thin lines) and their mean ± std over seeds (bars)."""
+    part = profiles[profiles["class"] == class_name]
+    wide = part.pivot(index="layer_index", columns="seed", values="mean").sort_index()
+    layers = part.drop_duplicates("layer_index").set_index("layer_index")["layer"].sort_index().tolist()
+    fig = go.Figure(go.Bar(x=layers, y=wide.mean(axis=1), error_y={"type": "data", "array": wide.std(axis=1, ddof=1).fillna(0.0)},
+                           marker_color=SCORE_COLOR, opacity=0.5, name="mean ± std over seeds"))  # fmt: skip
+    for seed in wide.columns:
+        fig.add_trace(go.Scatter(x=layers, y=wide[seed], mode="lines+markers", name=f"seed {seed}"))
+    fig.update_layout(title=f"{title} ({len(wide.columns)} seeds)", xaxis_title="layer", height=360)
     return fig
 
 
@@ -152,5 +199,6 @@ __all__ = [
     "heatmap_figure",
     "layer_scores_figure",
     "profile_bars_figure",
+    "seed_profiles_figure",
     "topk_figure",
 ]

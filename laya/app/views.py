@@ -17,20 +17,29 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from laya.analysis.attribution import METHOD_LABELS, POSTHOC_METHODS
+from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS, POSTHOC_METHODS
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import Explanation
+from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, METRICS
 from laya.analysis.report import Report
 from laya.app.catalog import Entry
 from laya.app.plots import layer_scores_figure
 from laya.data.datasets import InputSpec
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, Checkpoint, CheckpointError
-from laya.model.heads import HEAD_LABELS
+from laya.model.heads import CROSS_HEAD_MODES, HEAD_LABELS
 
 MODE_HELP = {
-    "zero": "the layer's term (or input) is removed",
-    "mean": "the layer's hidden state is replaced by its training mean",
-    "renormalise": "the softmax is recomputed over the remaining layers",
+    "mean": "the layer's hidden state h_i is replaced by its training mean before the head; everything downstream "
+    "(LAYA: adapters, scorer, α) is recomputed. The same intervention for every head: comparable across heads",
+    "zero_input": "h_i is replaced by zeros before the head (LAYA/ScalarMix: α recomputed; Concat/LastLayer: the "
+    "same as zero). The same intervention for every head: comparable across heads",
+    "zero": "the paper's definition: LAYA/ScalarMix drop the term α_i z_i with α frozen (the scorer still reads "
+    "layer i); Concat/LastLayer zero the input. A different intervention per head: not comparable across heads",
+    "renormalise": "LAYA/ScalarMix only: the softmax is recomputed over the remaining layers' scores",
+}
+REDUCTION_HELP = {
+    "signed": "post-hoc layer score Σ_j A_ij: signed like the LOO drop it is compared with (the headline)",
+    "magnitude": "post-hoc layer score Σ_j |A_ij|: how much the layer moves the output either way",
 }
 CHECKPOINT_FILES = (META_FILE, WEIGHTS_FILE)
 
@@ -57,13 +66,30 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
+def mode_label(mode: str) -> str:
+    """``mean`` -> ``mean (cross-head)``, ``zero`` -> ``zero (paper, frozen α)``."""
+    if mode in CROSS_HEAD_MODES:
+        return f"{mode} (cross-head)"
+    return {"zero": "zero (paper, frozen α)"}.get(mode, mode)
+
+
+def ci_text(entry: Mapping[str, float] | None, digits: int = 3) -> str:
+    """``0.812 [0.790, 0.833]`` from an ``{estimate, low, high}`` dict; ``–`` if missing."""
+    if not entry or entry.get("estimate") is None:
+        return "–"
+    if entry.get("low") is None or entry.get("high") is None:
+        return _fmt(entry["estimate"], digits)
+    return f"{entry['estimate']:.{digits}f} [{entry['low']:.{digits}f}, {entry['high']:.{digits}f}]"
+
+
 def entry_label(entry: Entry) -> str:
-    """One catalog line: head, test accuracy and faithfulness from the report."""
+    """One catalog line: head, test accuracy and headline faithfulness (or why there is none) from the report."""
     if entry.error:
         return f"{entry.path.name}: unreadable"
     if entry.accuracy is None:
         return f"{head_title(entry.head)} · no report"
-    return f"{head_title(entry.head)} · acc {_fmt(entry.accuracy)} · faithfulness {_fmt(entry.faithfulness, 2)}"
+    faithfulness = entry.faithfulness_status or f"ρε {_fmt(entry.faithfulness, 2)}"
+    return f"{head_title(entry.head)} · acc {_fmt(entry.accuracy)} · faithfulness {faithfulness}"
 
 
 def group_entries(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
@@ -105,7 +131,8 @@ def layer_table(explanation: Explanation) -> pd.DataFrame:
 
 
 def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
-    """Per method on this input: kind, top-scored layer, Spearman(score, LOO drop), Deletion@1."""
+    """Per method on this input: kind, top-scored layer, Spearman(score, LOO drop), top-1, Deletion@1 (/ oracle);
+    ``n/a (one informative layer)`` where only one layer's drop exceeds ε (the ranking metrics are then None)."""
     summary = explanation.summary()
     methods = list(explanation.scores)
     return pd.DataFrame(
@@ -113,8 +140,11 @@ def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
             "method": [method_label(m) for m in methods],
             "kind": ["post-hoc" if is_posthoc(m) else "intrinsic" for m in methods],
             "top layer": [explanation.layer_names[int(explanation.scores[m].argmax())] for m in methods],
-            "Spearman(score, LOO drop)": summary["spearman"].tolist(),
+            "Spearman(score, LOO drop)": pd.to_numeric(summary["spearman"]).tolist(),  # NaN where undefined
+            "top-1 agreement": pd.to_numeric(summary["top1"]).tolist(),
             "Deletion@1": summary["deletion_at_1"].tolist(),
+            "Deletion@1 / oracle": pd.to_numeric(summary["deletion_at_1_norm"]).tolist(),
+            "status": [explanation.status or ""] * len(methods),
         }
     )
 
@@ -165,21 +195,32 @@ def compare_table(
                 "max LOO drop": float(drops.max()),
                 "label flips": int(e.loo.flipped[0].sum()),
                 "Spearman (this input)": e.spearman(e.primary),
-                "test accuracy": report.accuracy if report else None,
+                "test accuracy [95% CI]": ci_text(report.interval("accuracy"), 4) if report else "–",
                 "macro-F1": report.data.get("macro_f1") if report else None,
-                "faithfulness (test, zero)": report.faithfulness() if report else None,
+                f"test {METRIC_LABELS[HEADLINE_METRIC]} (mean, signed)": headline_text(report),
             }
         )
     return pd.DataFrame(rows)
 
 
+def headline_text(report: Report | None, mode: str | None = None, reduction: str = DEFAULT_REDUCTION) -> str:
+    """The primary method's headline faithfulness with its CI, or its status (``n/a (one informative layer)``)."""
+    if report is None:
+        return "–"
+    entry = report.faithfulness_entry(mode=mode, reduction=reduction)
+    if entry is None:
+        return "–"
+    return entry["status"] or ci_text(entry[HEADLINE_METRIC])
+
+
 def report_caption(report: Report | None) -> str:
-    """A head's dataset-level accuracy, macro-F1 and faithfulness in one line."""
+    """A head's dataset-level accuracy, macro-F1 and headline faithfulness in one line, with 95% CIs."""
     if report is None:
         return "No evaluation report."
     return (
-        f"Test accuracy {_fmt(report.accuracy)} · macro-F1 {_fmt(report.data.get('macro_f1'))} · "
-        f"faithfulness {_fmt(report.faithfulness(), 2)} (zero ablation)"
+        f"Test accuracy {ci_text(report.interval('accuracy'))} · macro-F1 {ci_text(report.interval('macro_f1'))} · "
+        f"{METRIC_LABELS[HEADLINE_METRIC]} {headline_text(report)} ({mode_label(report.default_mode)}, signed; "
+        "95% bootstrap CIs over test inputs)"
     )
 
 
@@ -196,7 +237,7 @@ def common_modes(mode_sets: Sequence[Sequence[str]]) -> list[str]:
 def profile_title(report: Report, kind: str) -> str:
     """Heatmap title for :meth:`Report.class_layer_profile` of ``kind`` (``scores`` or ``loo``)."""
     if kind == "loo":
-        return "Mean leave-one-layer-out drop per class (zero ablation)"
+        return f"Mean leave-one-layer-out drop per class ({mode_label(report.data['profiles']['class_loo_mode'])})"
     return f"Mean {method_label(report.primary_method)} per class"
 
 
@@ -247,37 +288,98 @@ def evaluate_locally(
 # ---------------------------------------------------------------- faithfulness overview
 
 
-def faithfulness_matrix(report: Report, mode: str = "zero") -> pd.DataFrame:
-    """Methods x (Spearman faithfulness, Deletion@1) under one ablation mode."""
+def faithfulness_matrix(report: Report, mode: str | None = None, reduction: str = DEFAULT_REDUCTION) -> pd.DataFrame:
+    """Methods x metrics under one intervention and reduction: each metric's mean with its 95% bootstrap CI,
+    the status (``n/a (one informative layer)``) and the inputs with a testable ranking."""
+    mode = mode or report.default_mode
     table = report.faithfulness_table()
-    part = table[table["mode"] == mode]
+    part = table[(table["mode"] == mode) & (table["reduction"] == reduction)]
+    out = pd.DataFrame({"method": [method_label(m) for m in part["method"]], "status": part["status"].tolist(),
+                        "testable inputs": part["n_testable"].tolist()})  # fmt: skip
+    for metric in METRICS:
+        out[METRIC_LABELS[metric]] = part[metric].tolist()
+        out[f"{METRIC_LABELS[metric]} 95% CI"] = [
+            "n/a" if status else ci_text({"estimate": e, "low": lo, "high": hi})
+            for status, e, lo, hi in zip(part["status"], part[metric], part[f"{metric}_low"], part[f"{metric}_high"])
+        ]
+    return out
+
+
+def comparisons_view(report: Report, mode: str | None = None, reduction: str = DEFAULT_REDUCTION) -> pd.DataFrame:
+    """The report's paired bootstraps (method vs method, same inputs) under one intervention and reduction."""
+    mode = mode or report.default_mode
+    table = report.comparisons()
+    if table.empty:
+        return table
+    part = table[(table["mode"] == mode) & (table["reduction_a"] == reduction)]
     return pd.DataFrame(
         {
-            "method": [method_label(m) for m in part["method"]],
-            "Spearman mean": part["spearman_mean"].tolist(),
-            "Spearman std": part["spearman_std"].tolist(),
-            "inputs": part["n_valid"].tolist(),
-            "excluded (constant)": part["n_excluded"].tolist(),
-            "Deletion@1": part["deletion_at_1"].tolist(),
-            "Deletion@1 std": part["deletion_at_1_std"].tolist(),
+            "metric": [METRIC_LABELS[m] for m in part["metric"]],
+            "A": [method_label(m) for m in part["a"]],
+            "B": [
+                f"{method_label(m)}" + (f" ({r})" if r != reduction else "")
+                for m, r in zip(part["b"], part["reduction_b"])
+            ],
+            "A − B [95% CI]": [
+                ci_text({"estimate": d, "low": lo, "high": hi})
+                for d, lo, hi in zip(part["difference"], part["low"], part["high"])
+            ],
+            "p (paired bootstrap)": part["p_value"].tolist(),
+            "verdict": [
+                "tie" if t else ("A > B" if d > 0 else "A < B") for t, d in zip(part["tie"], part["difference"])
+            ],
         }
     )
 
 
-def heads_table(heads: Sequence[str], reports: Sequence[Report | None]) -> pd.DataFrame:
-    """Heads x dataset-level metrics (``head, accuracy, faithfulness`` feed :func:`laya.app.plots.heads_overview_figure`)."""
+def heads_table(
+    heads: Sequence[str], reports: Sequence[Report | None], mode: str | None = None, reduction: str = DEFAULT_REDUCTION
+) -> pd.DataFrame:
+    """Heads x dataset-level metrics under one intervention (default: each report's cross-head ``mean``), with
+    95% CI bounds (``*_low``, ``*_high``) for :func:`laya.app.plots.heads_overview_figure`."""
     rows = []
     for head, report in zip(heads, reports):
+        entry = report.faithfulness_entry(mode=mode, reduction=reduction) if report else None
+        acc = report.interval("accuracy") if report else None
+        faith = entry[HEADLINE_METRIC] if entry and not entry["status"] else None
         rows.append(
             {
                 "head": head_title(head),
-                "accuracy": report.accuracy if report else None,
+                "accuracy": acc["estimate"] if acc else None,
+                "accuracy_low": acc["low"] if acc else None,
+                "accuracy_high": acc["high"] if acc else None,
                 "macro-F1": report.data.get("macro_f1") if report else None,
-                "faithfulness": report.faithfulness() if report else None,
-                "Deletion@1": report.deletion_at_1() if report else None,
+                "faithfulness": faith["estimate"] if faith else None,
+                "faithfulness_low": faith["low"] if faith else None,
+                "faithfulness_high": faith["high"] if faith else None,
+                "status": (entry["status"] or "") if entry else "no report",
+                "top-1": entry["top1"]["estimate"] if faith else None,
+                "Deletion@1 / oracle": entry["deletion_at_1_norm"]["estimate"] if faith else None,
                 "scores": method_label(report.primary_method) if report else "no report",
             }
         )
+    return pd.DataFrame(rows)
+
+
+def seed_profiles(table: pd.DataFrame, head: str, values: str = "scores") -> pd.DataFrame:
+    """One head's per-seed class x layer profiles from a setting's ``class_profiles.csv``
+    (:func:`laya.training.suite.class_profiles_table`): ``seed, class, class_index, layer, layer_index, mean``."""
+    part = table[(table["head"] == head) & (table["values"] == values)]
+    return part[["seed", "class", "class_index", "layer", "layer_index", "mean"]].reset_index(drop=True)
+
+
+def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
+    """Per class: how stable the depth pattern is across seeds. ``seeds``, the layer each seed ranks first,
+    the fraction of seeds agreeing with the most common top layer, and the largest across-seed std of a layer's mean."""
+    rows = []
+    for (c, name), part in profiles.groupby(["class_index", "class"], sort=True):
+        wide = part.pivot(index="seed", columns="layer_index", values="mean")
+        layers = part.drop_duplicates("layer_index").set_index("layer_index")["layer"]
+        tops = [layers[i] for i in wide.idxmax(axis=1)]
+        common = max(set(tops), key=tops.count)
+        rows.append({"class": name, "seeds": len(wide), "top layer per seed": ", ".join(tops),
+                     "seeds agreeing on the top layer": tops.count(common) / len(tops),
+                     "max across-seed std": float(wide.std(ddof=1).max()) if len(wide) > 1 else float("nan")})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -303,11 +405,14 @@ def write_uploaded_checkpoint(files: Mapping[str, bytes], parent: str | Path | N
 
 __all__ = [
     "MODE_HELP",
+    "REDUCTION_HELP",
+    "ci_text",
     "class_counts",
     "class_profile",
     "common_modes",
     "compare_table",
     "compare_titles",
+    "comparisons_view",
     "entry_label",
     "evaluate_locally",
     "explanation_csv",
@@ -317,16 +422,20 @@ __all__ = [
     "global_profile",
     "group_entries",
     "head_title",
+    "headline_text",
     "heads_table",
     "input_caption",
     "input_faithfulness",
     "is_posthoc",
     "layer_table",
     "method_label",
+    "mode_label",
     "model_view",
     "profile_methods",
     "profile_title",
     "report_caption",
     "score_figure",
+    "seed_profiles",
+    "seed_stability",
     "write_uploaded_checkpoint",
 ]

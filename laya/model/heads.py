@@ -4,14 +4,19 @@ Every head maps the hidden vectors ``[h_1, ..., h_L]`` (each ``(B, d_i)``) to a
 :class:`HeadOutput` and accepts a *layer mask* (``True`` = keep) with an ablation
 mode, so that leave-one-layer-out and deletion curves reuse one batched call.
 
-Ablation modes (what "removing layer i" means):
+Ablation modes (what "removing layer i" means). ``mean`` and ``zero_input`` are one intervention
+on the head's *input* for every head, so they compare heads; ``zero`` is the paper's definition.
 
+``mean`` (default)
+    ``h_i`` is replaced by its mean over the training data (the head's reference vector); every
+    head recomputes everything downstream of it (LAYA: adapters, scorer and ``alpha``).
+``zero_input``
+    ``h_i`` is replaced by zeros before the head (LAYA / ScalarMix: ``z_i = g_i(0)``, scores and
+    ``alpha`` recomputed). For Concat / LastLayer this is the same as ``zero``.
 ``zero``
-    LAYA / ScalarMix: layer i's term leaves the aggregate, ``sum_{j kept} alpha_j z_j``
-    with the weights of the full input and no renormalisation.
-    Concat / LastLayer: layer i's input is zeroed.
-``mean``
-    ``h_i`` is replaced by its mean over the training data (the head's reference vector).
+    The paper's definition. LAYA / ScalarMix: layer i's term leaves the aggregate,
+    ``sum_{j kept} alpha_j z_j`` with the weights of the full input (alpha frozen, the scorer
+    still reads layer i) and no renormalisation. Concat / LastLayer: layer i's input is zeroed.
 ``renormalise``
     LAYA / ScalarMix only: softmax over the kept layers' scores alone.
 """
@@ -28,8 +33,10 @@ from torch import Tensor, nn
 from laya.model.configs import construct
 
 HEAD_LABELS = {"lastlayer": "LastLayer", "concat": "Concat", "scalarmix": "ScalarMix", "laya": "LAYA"}
-AblationMode = Literal["zero", "mean", "renormalise"]
-ABLATION_MODES: tuple[str, ...] = ("zero", "mean", "renormalise")
+AblationMode = Literal["mean", "zero_input", "zero", "renormalise"]
+ABLATION_MODES: tuple[str, ...] = ("mean", "zero_input", "zero", "renormalise")
+CROSS_HEAD_MODES: tuple[str, ...] = ("mean", "zero_input")  # the same intervention for every head
+DEFAULT_MODE = "mean"
 
 
 @dataclass
@@ -75,7 +82,7 @@ class LayerHead(nn.Module):
     logits ``(B, M, C)`` and layer scores ``(B, L)`` or ``None``.
     """
 
-    modes: tuple[str, ...] = ("zero", "mean")
+    modes: tuple[str, ...] = ("mean", "zero_input", "zero")
 
     def __init__(self, dims: Sequence[int], num_classes: int) -> None:
         super().__init__()
@@ -102,7 +109,9 @@ class LayerHead(nn.Module):
         for i, r in enumerate(references):
             getattr(self, f"reference_{i}").copy_(r)
 
-    def forward(self, hidden: Sequence[Tensor], keep: Tensor | None = None, mode: AblationMode = "zero") -> HeadOutput:
+    def forward(
+        self, hidden: Sequence[Tensor], keep: Tensor | None = None, mode: AblationMode = DEFAULT_MODE
+    ) -> HeadOutput:
         """Apply the head to ``hidden`` with layers where ``keep`` is False removed.
 
         Args:
@@ -117,7 +126,9 @@ class LayerHead(nn.Module):
         """The part of the head that does not depend on the layer mask (computed once per input)."""
         return list(hidden)
 
-    def decode(self, encoded: Sequence[Tensor], keep: Tensor | None = None, mode: AblationMode = "zero") -> HeadOutput:
+    def decode(
+        self, encoded: Sequence[Tensor], keep: Tensor | None = None, mode: AblationMode = DEFAULT_MODE
+    ) -> HeadOutput:
         """The mask-dependent rest of the head, on :meth:`encode`'s output (see :meth:`forward`)."""
         if mode not in self.modes:
             raise ValueError(f"{type(self).__name__} supports ablation modes {self.modes}; got {mode!r}")
@@ -151,13 +162,17 @@ class LayerHead(nn.Module):
             return keep, False
         return keep.reshape(-1, 1, L), True
 
+    def fill(self, mode: str) -> list[Tensor]:
+        """What replaces a removed layer's input ``h_i`` under an input-level ``mode``: ``(d_i,)`` each."""
+        return self.references if mode == "mean" else [torch.zeros_like(r) for r in self.references]
+
 
 class LinearHead(LayerHead):
     """A linear classifier on the concatenation of selected layers.
 
     ``layers="last"``: LastLayer, ``logits = W h_L + b``.
     ``layers="all"``: Concat, ``logits = W [h_1; ...; h_L] + b``.
-    A removed layer's input is zeroed (``zero``) or set to its reference vector (``mean``).
+    A removed layer's input is zeroed (``zero``, ``zero_input``) or set to its reference vector (``mean``).
     """
 
     def __init__(self, dims: Sequence[int], num_classes: int, layers: Literal["last", "all"]) -> None:
@@ -168,11 +183,11 @@ class LinearHead(LayerHead):
     def _decode(self, hidden: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, None]:
         masks = keep.shape[1]
         parts = []
+        fill = self.fill(mode)
         for i in self.selected:
             h = hidden[i].unsqueeze(1)  # (B, 1, d_i)
             k = keep[..., i : i + 1]  # (B|1, M, 1)
-            fill = self.references[i] if mode == "mean" else torch.zeros_like(self.references[i])
-            parts.append(torch.where(k, h, fill).expand(h.shape[0], masks, -1))
+            parts.append(torch.where(k, h, fill[i].to(h.dtype)).expand(h.shape[0], masks, -1))
         return self.linear(torch.cat(parts, dim=-1)), None
 
 
@@ -210,8 +225,8 @@ class MixHead(LayerHead):
     def _decode(self, encoded: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, Tensor]:
         z, s = encoded  # (B, L, d*), (B, L)
         alpha = torch.softmax(s, dim=-1)
-        if mode == "mean":  # removed layers see their reference vector; scores are recomputed
-            z_ref = self.project([r.unsqueeze(0) for r in self.references]).to(z.dtype)  # (1, L, d*)
+        if mode in CROSS_HEAD_MODES:  # removed inputs replaced before the adapters; scores recomputed
+            z_ref = self.project([r.unsqueeze(0) for r in self.fill(mode)]).to(z.dtype)  # (1, L, d*)
             z_masked = torch.where(keep.unsqueeze(-1), z.unsqueeze(1), z_ref.unsqueeze(1))  # (B, M, L, d*)
             weights = torch.softmax(self.scores(z_masked), dim=-1)
             h_agg = (weights.unsqueeze(-1) * z_masked).sum(dim=2)
@@ -290,6 +305,8 @@ def build_head(config: HeadConfig, dims: Sequence[int], num_classes: int) -> Lay
 
 __all__ = [
     "ABLATION_MODES",
+    "CROSS_HEAD_MODES",
+    "DEFAULT_MODE",
     "HEADS",
     "HEAD_LABELS",
     "AblationMode",

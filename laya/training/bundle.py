@@ -80,40 +80,101 @@ def bundle(
         meta = replace(meta, backbone=replace(meta.backbone, weights=f"../{BACKBONE_FILE}"))
     dtype = getattr(torch, json.loads((Path(run) / "model.json").read_text())["weights"]["dtype"])
     save_checkpoint(checkpoint.model, meta, dest, dtype=dtype)
-    checkpoint = load_checkpoint(dest)  # evaluate exactly what ships
-    write_report(evaluate(checkpoint, test, options, progress), dest)
-    examples = example_images(dest)
-    atomic_write_json(dest / EXPECTED_FILE, record_expected(checkpoint, examples))
+    return refresh(dest, test, options, progress)
+
+
+def refresh(dest: str | Path, test: ImageArrays, options: EvalOptions | None = None, progress=None) -> Path:
+    """(Re-)evaluate the bundled checkpoint in ``dest`` exactly as it ships: its report, its per-input arrays
+    (``per_input.safetensors``, for paired comparisons between heads; not committed) and ``expected.json``.
+
+    ``python -m laya evaluate --checkpoint dest`` with the same options reproduces the report.
+    """
+    dest = Path(dest)
+    checkpoint = load_checkpoint(dest)
+    per_input: dict = {}
+    write_report(evaluate(checkpoint, test, options, progress, per_input=per_input), dest, per_input)
+    atomic_write_json(dest / EXPECTED_FILE, record_expected(checkpoint, example_images(dest)))
     return dest
 
 
+def refresh_setting(
+    setting: str | Path, options: EvalOptions | None = None, progress_for=None, resume: bool = False
+) -> Path:
+    """:func:`refresh` every head of a bundled setting folder, then rewrite its summary tables from the
+    bundled reports (one seed each; settings with runs are summarised over seeds by ``reproduce``).
+    ``resume``: keep heads whose report and per-input arrays were written by this version."""
+    from laya.analysis.report import PER_INPUT_FILE, Report
+    from laya.training.suite import results_table, write_summary
+
+    setting = Path(setting)
+    heads = sorted(p.parent for p in setting.glob("*/model.json"))
+    if not heads:
+        raise FileNotFoundError(f"no bundled checkpoints (*/model.json) under {setting}")
+    test = load_checkpoint(heads[0]).load_data("test")
+    for head in heads:
+        if resume and (head / PER_INPUT_FILE).is_file():
+            try:
+                Report.load(head)
+                continue
+            except ValueError:  # written by an older laya
+                pass
+        refresh(head, test, options, progress_for(f"re-evaluating {head}") if progress_for else None)
+    title = (
+        (setting / "summary.md").read_text().splitlines()[0].lstrip("# ")
+        if (setting / "summary.md").is_file()
+        else setting.name
+    )
+    write_summary(results_table(heads), setting, title, heads)
+    return setting
+
+
 def model_card(models: str | Path) -> str:
-    """Markdown table of every bundled checkpoint: accuracy, macro-F1, faithfulness of each method
-    (zero ablation), Deletion@1 of the primary method, training time and the command that made it
-    (the exact training config of each checkpoint is in its ``model.json``)."""
-    from laya.analysis.attribution import METHOD_LABELS
+    """Markdown table of every bundled checkpoint: accuracy and macro-F1 with 95% bootstrap CIs over test
+    inputs; per method, Spearman over informative layers (intervention ``mean``, signed reduction) with its
+    CI, or "n/a (one informative layer)"; top-1 agreement and Deletion@1 / oracle of the primary method;
+    training time and the command that made it (the exact config of each checkpoint is in its ``model.json``)."""
     from laya.analysis.report import Report
     from laya.app.catalog import find_checkpoints
     from laya.model.heads import HEAD_LABELS
 
     short = {"laya_alpha": "α", "scalarmix_weights": "w", "integrated_gradients": "IG", "input_x_gradient": "G×I",
              "saliency": "Sal", "random": "rand"}  # fmt: skip
+
+    def ci(entry: dict | None, digits: int = 3) -> str:
+        return (
+            "–"
+            if entry is None
+            else f"{entry['estimate']:.{digits}f} [{entry['low']:.{digits}f}, {entry['high']:.{digits}f}]"
+        )
+
     lines = [
-        "| setting | head | accuracy | macro-F1 | faithfulness (zero): "
-        + ", ".join(f"{v} = {METHOD_LABELS[k]}" for k, v in short.items())
-        + " | Deletion@1 (primary) | train min | epochs | command |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "All figures: estimate [95% bootstrap CI over the test inputs]. Faithfulness: intervention `mean`, signed "
+        "reduction, Spearman over layers with |LOO drop| > 1e-3; "
+        + ", ".join(f"{v} = {k}" for k, v in short.items())
+        + ".",
+        "",
+        (
+            "| setting | head | accuracy | macro-F1 | Spearman (informative layers) per method | top-1 (primary) | "
+            "Deletion@1 / oracle (primary) | train min | epochs | command |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in find_checkpoints(models):
         if entry.error:
             continue
         report = Report.load(entry.path)
-        faith = report.data["faithfulness"]["zero"]
-        scores = ", ".join(f"{short[m]} {v['spearman_mean']:.3f}" for m, v in faith.items())
+        mode = report.default_mode
+        scores = "; ".join(
+            f"{short.get(m, m)} {report.status(m, mode) or ci(report.faithfulness_entry(m, mode)['spearman_eps'])}"
+            for m in report.data["methods"]
+        )
+        primary = report.faithfulness_entry(mode=mode)
+        na = primary["status"]
         train = report.data["checkpoint"]["train_metrics"]
         lines.append(
-            f"| {entry.path.parent.name} | {HEAD_LABELS[entry.head]} | {report.accuracy:.4f} | {report.data['macro_f1']:.4f} | "
-            f"{scores} | {faith[report.primary_method]['deletion_at_1']:.3f} | {train['train_seconds'] / 60:.1f} | {train['epochs']} | "
+            f"| {entry.path.parent.name} | {HEAD_LABELS[entry.head]} | {ci(report.interval('accuracy'), 4)} | "
+            f"{ci(report.interval('macro_f1'), 4)} | {scores} | {na or ci(primary['top1'])} | "
+            f"{na or ci(primary['deletion_at_1_norm'])} | {train['train_seconds'] / 60:.1f} | {train['epochs']} | "
             f"`python -m laya reproduce {entry.path.parent.name}` |"
         )
     return "\n".join(lines) + "\n"
@@ -141,5 +202,7 @@ __all__ = [
     "export_examples",
     "model_card",
     "record_expected",
+    "refresh",
+    "refresh_setting",
     "update_model_card",
 ]

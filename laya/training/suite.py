@@ -2,7 +2,12 @@
 
 Every step is resumable: a finished training run (``model.json`` present) or evaluation
 (``report.json`` present) is skipped, an interrupted training run resumes from its state.
-Layout: ``RUNS/<setting>/<head>/seed<k>/{model.*, report.json, *.csv}``.
+Layout: ``RUNS/<setting>/<head>/seed<k>/{model.*, report.json, per_input.safetensors, *.csv}``.
+
+Tables: every figure is mean ± sample std over seeds with a 95% t-interval over seeds, or, for a
+single seed, the value with its 95% bootstrap CI over test inputs. Comparisons between heads and
+between methods are paired: a paired t-test over seeds and a paired bootstrap over the test inputs
+of the first seed (from the runs' per-input arrays); a CI covering 0 is a tie.
 """
 
 from __future__ import annotations
@@ -11,14 +16,19 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
+from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS
 from laya.analysis.evaluate import EvalOptions, evaluate
-from laya.analysis.report import REPORT_FILE, Report, write_report
+from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, METRICS, NOT_APPLICABLE
+from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report, write_report
+from laya.analysis.statistics import paired_bootstrap, paired_over_seeds, seed_interval, verdict
 from laya.data.datasets import load_dataset
 from laya.model.checkpoint import load_checkpoint
-from laya.model.heads import HEAD_LABELS
+from laya.model.heads import DEFAULT_MODE, HEAD_LABELS
 from laya.training.settings import Setting
 from laya.training.train import train
 
@@ -46,70 +56,82 @@ def run_suite(
         if not (out / REPORT_FILE).is_file():
             test = test or load_dataset(config.dataset, "test", config.image_size)
             tqdm.write(f"evaluating {out}")
-            write_report(evaluate(load_checkpoint(out), test, options), out)
+            per_input: dict = {}
+            write_report(evaluate(load_checkpoint(out), test, options, per_input=per_input), out, per_input)
         done.append(out)
     return done
 
 
 def results_table(run_dirs: Sequence[Path]) -> pd.DataFrame:
-    """One row per (run, ablation mode, method): accuracy, macro-F1, faithfulness, Deletion@1."""
-    rows = []
+    """One row per (run, mode, reduction, method): accuracy with its CI, status, and every faithfulness
+    metric with its 95% bootstrap CI over inputs (``<metric>``, ``<metric>_low``, ``<metric>_high``)."""
+    frames = []
     for run in run_dirs:
         report = Report.load(run)
         info = report.data["checkpoint"]
-        for _, r in report.faithfulness_table().iterrows():
-            rows.append(
-                {
-                    "head": info["head"],
-                    "seed": info["seed"],
-                    "accuracy": report.accuracy,
-                    "macro_f1": report.data["macro_f1"],
-                    "mode": r["mode"],
-                    "method": r["method"],
-                    "primary": r["method"] == report.primary_method,
-                    "faithfulness": r["spearman_mean"],
-                    "deletion_at_1": r["deletion_at_1"],
-                    "n_excluded": r["n_excluded"],
-                    "train_seconds": info["train_metrics"].get("train_seconds"),
-                    "epochs": info["train_metrics"].get("epochs"),
-                }
-            )
-    return pd.DataFrame(rows)
+        accuracy, macro_f1 = report.interval("accuracy"), report.interval("macro_f1")
+        table = report.faithfulness_table()
+        table.insert(0, "run", str(run))
+        table.insert(1, "head", info["head"])
+        table.insert(2, "seed", info["seed"])
+        table["primary"] = table["method"] == report.primary_method
+        table = table.assign(
+            accuracy=accuracy["estimate"], accuracy_low=accuracy["low"], accuracy_high=accuracy["high"],
+            macro_f1=macro_f1["estimate"], macro_f1_low=macro_f1["low"], macro_f1_high=macro_f1["high"],
+            train_seconds=info["train_metrics"].get("train_seconds"), epochs=info["train_metrics"].get("epochs"),
+        )  # fmt: skip
+        frames.append(table)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _pm(values: pd.Series, digits: int = 4) -> str:
-    values = values.dropna()
+def _pm(rows: pd.DataFrame, column: str, digits: int = 3) -> str:
+    """``mean ± std [t-interval over seeds]`` over the rows (one per seed), or, for one seed,
+    ``value [bootstrap CI over inputs]``; the status where the metric is not applicable."""
+    if rows.empty:
+        return "–"
+    if column in METRICS and (rows["status"] == NOT_APPLICABLE).all():
+        return NOT_APPLICABLE
+    values = rows[column].dropna().astype(float)
     if values.empty:
         return "–"
     if len(values) == 1:
-        return f"{values.iloc[0]:.{digits}f}"
-    return f"{values.mean():.{digits}f} ± {values.std(ddof=1):.{digits}f}"
+        row = rows.loc[values.index[0]]
+        low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
+        interval = f" [{low:.{digits}f}, {high:.{digits}f}]" if low is not None and pd.notna(low) else ""
+        return f"{values.iloc[0]:.{digits}f}{interval}"
+    ci = seed_interval(values.tolist())
+    return f"{ci.estimate:.{digits}f} ± {values.std(ddof=1):.{digits}f} [{ci.low:.{digits}f}, {ci.high:.{digits}f}]"
 
 
-def summary_table(results: pd.DataFrame, mode: str = "zero") -> pd.DataFrame:
-    """Paper-style table, one row per head: mean ± std over seeds (sample std, ddof=1).
+def _part(results: pd.DataFrame, mode: str, reduction: str) -> pd.DataFrame:
+    return results[(results["mode"] == mode) & (results["reduction"] == reduction)]
 
-    Faithfulness and Deletion@1 are for the head's primary method (its intrinsic scores; IG for
-    heads without them) and for Integrated Gradients, under ablation ``mode``.
+
+def summary_table(results: pd.DataFrame, mode: str = DEFAULT_MODE, reduction: str = DEFAULT_REDUCTION) -> pd.DataFrame:
+    """Paper-style table, one row per head, under one intervention ``mode`` and score ``reduction``.
+
+    Faithfulness is for the head's primary method (its intrinsic scores; IG for heads without them)
+    and for Integrated Gradients: Spearman over informative layers, top-1 agreement, Deletion@1 / oracle
+    and the paper's Spearman over all layers.
     """
     rows = []
-    order = [h for h in HEAD_LABELS if h in set(results["head"])]
-    for head in order:
-        part = results[(results["head"] == head) & (results["mode"] == mode)]
-        primary = part[part["primary"]]
-        ig = part[part["method"] == "integrated_gradients"]
-        per_seed = part.drop_duplicates("seed")
+    part = _part(results, mode, reduction)
+    for head in [h for h in HEAD_LABELS if h in set(part["head"])]:
+        mine = part[part["head"] == head]
+        primary, ig = mine[mine["primary"]], mine[mine["method"] == "integrated_gradients"]
+        per_seed = mine.drop_duplicates("seed")
         rows.append(
             {
                 "head": HEAD_LABELS[head],
                 "seeds": int(per_seed["seed"].nunique()),
-                "accuracy": _pm(per_seed["accuracy"]),
-                "macro-F1": _pm(per_seed["macro_f1"]),
-                "layer scores": primary["method"].iloc[0] if len(primary) else "–",
-                "faithfulness": _pm(primary["faithfulness"]),
-                "Deletion@1": _pm(primary["deletion_at_1"]),
-                "IG faithfulness": _pm(ig["faithfulness"]),
-                "IG Deletion@1": _pm(ig["deletion_at_1"]),
+                "accuracy": _pm(per_seed, "accuracy", 4),
+                "macro-F1": _pm(per_seed, "macro_f1", 4),
+                "layer scores": METHOD_LABELS.get(primary["method"].iloc[0], "–") if len(primary) else "–",
+                **{
+                    METRIC_LABELS[m]: _pm(primary, m)
+                    for m in ("spearman_eps", "top1", "deletion_at_1_norm", "spearman")
+                },
+                f"IG {METRIC_LABELS[HEADLINE_METRIC]}": _pm(ig, HEADLINE_METRIC),
                 "train min/run": f"{per_seed['train_seconds'].mean() / 60:.1f}",
             }
         )
@@ -117,37 +139,129 @@ def summary_table(results: pd.DataFrame, mode: str = "zero") -> pd.DataFrame:
 
 
 def modes_table(results: pd.DataFrame) -> pd.DataFrame:
-    """Faithfulness (mean ± std over seeds) of every method under every ablation mode, per head."""
+    """Every method under every intervention and reduction, per head: each metric over seeds."""
     rows = []
-    for (head, mode, method), part in results.groupby(["head", "mode", "method"], sort=False):
-        rows.append({"head": HEAD_LABELS.get(head, head), "mode": mode, "method": method,
-                     "faithfulness": _pm(part["faithfulness"]), "Deletion@1": _pm(part["deletion_at_1"])})  # fmt: skip
+    for (head, mode, reduction, method), part in results.groupby(["head", "mode", "reduction", "method"], sort=False):
+        rows.append({"head": HEAD_LABELS.get(head, head), "intervention": mode, "reduction": reduction,
+                     "method": METHOD_LABELS.get(method, method),
+                     **{METRIC_LABELS[m]: _pm(part, m) for m in METRICS}})  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def write_summary(results: pd.DataFrame, out: str | Path, title: str) -> Path:
-    """``results.csv`` (every number), ``summary.csv`` and ``summary.md`` (the tables)."""
+def _per_input(run: str, key: str):
+    path = Path(run) / PER_INPUT_FILE
+    return load_file(path)[key] if path.is_file() else None
+
+
+def comparisons_table(
+    results: pd.DataFrame, mode: str = DEFAULT_MODE, reduction: str = DEFAULT_REDUCTION, metric: str = HEADLINE_METRIC
+) -> pd.DataFrame:
+    """The paired comparisons the README states: LAYA vs every other head (accuracy; faithfulness of
+    the primary method) and, on LAYA, α vs every post-hoc method. Each: a paired t-test over seeds and a
+    paired bootstrap over the test inputs of the first seed; ``verdict`` says "tie" where the CI covers 0."""
+    part = _part(results, mode, reduction)
+    rows = []
+
+    def add(what: str, a_rows: pd.DataFrame, b_rows: pd.DataFrame, column: str, key_a: str, key_b: str, a: str, b: str):
+        both = a_rows.set_index("seed")[[column, "run"]].join(b_rows.set_index("seed")[[column, "run"]], rsuffix="_b")
+        both = both.dropna(subset=[column, f"{column}_b"])
+        if both.empty:
+            return
+        seeds = paired_over_seeds(both[column].tolist(), both[f"{column}_b"].tolist())
+        first = both.index.min()
+        x, y = _per_input(both.loc[first, "run"], key_a), _per_input(both.loc[first, "run_b"], key_b)
+        inputs = paired_bootstrap(x, y) if x is not None and y is not None else None
+        rows.append({
+            "comparison": what, "A": a, "B": b, "seeds": len(both),
+            "over seeds": verdict(seeds, a, b) if len(both) > 1 else "one seed",
+            f"over inputs (seed {first})": verdict(inputs, a, b) if inputs is not None else "no per-input arrays",
+            "p (seeds)": seeds.p_value, "p (inputs)": inputs.p_value if inputs is not None else np.nan,
+        })  # fmt: skip
+
+    prefix = f"faithfulness/{mode}/{reduction}"
+    laya = part[part["head"] == "laya"]
+    for other in [h for h in HEAD_LABELS if h != "laya" and h in set(part["head"])]:
+        theirs = part[part["head"] == other]
+        add("accuracy", laya.drop_duplicates("seed"), theirs.drop_duplicates("seed"), "accuracy", "correct", "correct",
+            "LAYA", HEAD_LABELS[other])  # fmt: skip
+        a, b = laya[laya["primary"]], theirs[theirs["primary"]]
+        if len(b) and (b["status"] != NOT_APPLICABLE).any():
+            add(f"{METRIC_LABELS[metric]} (primary scores)", a, b, metric,
+                f"{prefix}/{a['method'].iloc[0]}/{metric}", f"{prefix}/{b['method'].iloc[0]}/{metric}",
+                "LAYA α", f"{HEAD_LABELS[other]} {METHOD_LABELS[b['method'].iloc[0]]}")  # fmt: skip
+    alpha = laya[laya["method"] == "laya_alpha"]
+    for method in ("integrated_gradients", "input_x_gradient", "saliency"):
+        other = laya[laya["method"] == method]
+        add(f"{METRIC_LABELS[metric]} on LAYA", alpha, other, metric, f"{prefix}/laya_alpha/{metric}",
+            f"{prefix}/{method}/{metric}", "α", METHOD_LABELS[method])  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def class_profiles_table(run_dirs: Sequence[Path]) -> pd.DataFrame:
+    """Per-seed class x layer profiles (all inputs) of every run: the primary scores and the LOO drops,
+    ``head, seed, values, class, class_index, layer, layer_index, mean, std, count``."""
+    frames = []
+    for run in run_dirs:
+        report = Report.load(run)
+        for kind in ("scores", "loo"):
+            profile = report.class_layer_profile(kind)
+            if profile.empty:
+                continue
+            profile = profile[profile["subset"] == "all"].drop(columns="subset")
+            frames.append(profile.assign(head=report.data["checkpoint"]["head"], seed=report.data["checkpoint"]["seed"],
+                                         values=kind))  # fmt: skip
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+CLASS_PROFILES_FILE = "class_profiles.csv"
+
+
+def write_summary(results: pd.DataFrame, out: str | Path, title: str, run_dirs: Sequence[Path] = ()) -> Path:
+    """``results.csv`` (every number), ``summary.csv``/``summary.md`` (the tables, the paired comparisons)
+    and, from ``run_dirs``, the per-seed class profiles :data:`CLASS_PROFILES_FILE`."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results.to_csv(out / "results.csv", index=False)
     summary = summary_table(results)
     summary.to_csv(out / "summary.csv", index=False)
-    modes = modes_table(results)
+    comparisons = comparisons_table(results)
+    comparisons.to_csv(out / "comparisons.csv", index=False)
+    if run_dirs:
+        class_profiles_table(run_dirs).to_csv(out / CLASS_PROFILES_FILE, index=False)
     text = [
         f"# {title}",
         "",
-        "Mean ± sample std over seeds; faithfulness = mean per-input Spearman(layer scores, leave-one-layer-out drops);",
-        "Deletion@1 = drop in p(predicted class) after removing the top-ranked layer. Ablation mode `zero`.",
+        (
+            f"Intervention `{DEFAULT_MODE}` (h_i replaced by its training mean, the same for every head), signed "
+            f"reduction of post-hoc scores. Per head: mean ± sample std over seeds [95% t-interval over seeds]; one "
+            "seed: value [95% bootstrap CI over test inputs]. Spearman (informative layers): per-input rank correlation "
+            "over layers whose LOO drop exceeds ε = 1e-3; top-1: the method's top layer is the largest-drop layer; "
+            "Deletion@1 / oracle: the drop after removing the top layer over the largest drop. "
+            f"`{NOT_APPLICABLE}`: the head's LOO drops are non-zero on one layer only, so no ranking can be tested."
+        ),
         "",
         summary.to_markdown(index=False),
         "",
-        "## Every method under every ablation mode",
+        "## Paired comparisons",
         "",
-        modes.to_markdown(index=False),
+        comparisons.to_markdown(index=False) if not comparisons.empty else "(none)",
+        "",
+        "## Every method under every intervention and reduction",
+        "",
+        modes_table(results).to_markdown(index=False),
         "",
     ]
     (out / "summary.md").write_text("\n".join(text))
     return out
 
 
-__all__ = ["modes_table", "results_table", "run_suite", "summary_table", "write_summary"]
+__all__ = [
+    "CLASS_PROFILES_FILE",
+    "class_profiles_table",
+    "comparisons_table",
+    "modes_table",
+    "results_table",
+    "run_suite",
+    "summary_table",
+    "write_summary",
+]

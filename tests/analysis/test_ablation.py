@@ -34,7 +34,7 @@ def test_batched_loo_equals_the_per_layer_loop(name):
 @pytest.mark.parametrize("name", ["laya", "concat"])
 def test_float32_model_gets_float64_drops(name):
     head32, h = make(name).float(), hidden(batch=9, dtype=torch.float32)
-    result = leave_one_out(head32, h)
+    result = leave_one_out(head32, h, "zero")
     assert result.drops.dtype == torch.float64
     drops, _ = slow_loo(make(name), [x.double() for x in h], "zero")
     assert torch.allclose(result.drops, drops, atol=1e-6)
@@ -46,7 +46,7 @@ def test_loo_masks_and_flips():
     assert masks[0, 0].all() and masks[0, 1:].sum(-1).tolist() == [2, 2, 2]
     assert [int(torch.nonzero(~m)) for m in masks[0, 1:]] == [0, 1, 2]
     head, h = make("lastlayer"), hidden()
-    result = leave_one_out(head, h)
+    result = leave_one_out(head, h, "zero")
     # LastLayer: removing an earlier layer changes nothing; removing the last leaves only the bias
     assert torch.allclose(result.drops[:, :2], torch.zeros(6, 2, dtype=torch.float64))
     bias_class = int(head.linear.bias.argmax())

@@ -45,14 +45,19 @@ def test_saliency_and_grad_x_input_are_gradients():
     gxi = layer_attributions(head, h, "input_x_gradient", target)
     assert saliency.shape == (6, 3)
     assert torch.allclose(saliency, torch.stack([g.abs().sum(1) for g in grads], 1))
-    assert torch.allclose(gxi, torch.stack([(g * x).abs().sum(1) for g, x in zip(grads, h)], 1))
+    assert torch.allclose(gxi, torch.stack([(g * x).sum(1) for g, x in zip(grads, h)], 1))  # signed by default
+    magnitude = layer_attributions(head, h, "input_x_gradient", target, reduction="magnitude")
+    assert torch.allclose(magnitude, torch.stack([(g * x).abs().sum(1) for g, x in zip(grads, h)], 1))
+    with pytest.raises(ValueError, match="unknown reduction"):
+        layer_attributions(head, h, "saliency", target, reduction="absolute")
 
 
 def test_lastlayer_gives_zero_to_layers_it_ignores():
     head, h = make("lastlayer"), hidden()
     for method in ("integrated_gradients", "input_x_gradient", "saliency"):
-        scores = layer_attributions(head, h, method)
+        scores = layer_attributions(head, h, method, reduction="magnitude")
         assert torch.all(scores[:, :2] == 0) and torch.all(scores[:, 2] > 0)
+        assert torch.all(layer_attributions(head, h, method)[:, :2] == 0)
 
 
 def test_intrinsic_scores_and_method_lists():

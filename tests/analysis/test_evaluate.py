@@ -34,15 +34,22 @@ def test_report_numbers_agree_with_the_model(laya_report):
     with torch.no_grad():
         out = ck.model.head(hidden)
     assert report["accuracy"] == pytest.approx((out.logits.argmax(-1) == test.labels).double().mean().item())
-    assert report["modes"] == ["zero", "mean", "renormalise"]
+    assert report["modes"] == ["mean", "zero_input", "zero", "renormalise"]
+    assert report["reductions"] == ["signed", "magnitude"]
     assert report["methods"] == ["laya_alpha", "integrated_gradients", "input_x_gradient", "saliency", "random"]
     alpha_profile = Report(report).layer_profile().query("method == 'laya_alpha'")
     assert alpha_profile["mean"].tolist() == pytest.approx(out.layer_scores.mean(0).tolist(), abs=1e-6)
+    acc = report["accuracy_ci"]
+    assert acc["low"] <= report["accuracy"] == acc["estimate"] <= acc["high"]
     for mode in report["modes"]:
-        entry = report["faithfulness"][mode]["laya_alpha"]
-        assert entry["n_valid"] + entry["n_excluded"] == len(test)
-        assert -1 <= entry["spearman_mean"] <= 1
-        assert len(report["deletion_curves"][mode]["laya_alpha"]) == 3
+        for reduction in report["reductions"]:
+            entry = report["faithfulness"][mode][reduction]["laya_alpha"]
+            assert entry["n_spearman"] <= len(test) and entry["n_testable"] <= len(test)
+            if entry["status"] is None:
+                ci = entry["spearman_eps"]
+                assert -1 <= ci["low"] <= ci["estimate"] <= ci["high"] <= 1
+                assert 0 <= entry["top1"]["estimate"] <= 1
+        assert len(report["deletion_curves"][mode]["signed"]["laya_alpha"]) == 3
     counts = Report(report).class_layer_profile().query("subset == 'all' and layer_index == 0")["count"]
     assert counts.sum() == len(test)
 
@@ -55,8 +62,45 @@ def test_report_is_strict_json_and_written_with_tables(laya_report, tmp_path):
                  "class_loo_profile.csv", "per_class.csv", "confusion_matrix.csv"):  # fmt: skip
         assert (out / name).stat().st_size > 0
     view = Report.load(out)
-    assert view.faithfulness("laya_alpha") == report["faithfulness"]["zero"]["laya_alpha"]["spearman_mean"]
-    assert set(view.faithfulness_table()["mode"]) == {"zero", "mean", "renormalise"}
+    entry = report["faithfulness"]["mean"]["signed"]["laya_alpha"]
+    assert view.faithfulness("laya_alpha") == (entry["spearman_eps"] or {}).get("estimate")
+    assert set(view.faithfulness_table()["mode"]) == {"zero", "zero_input", "mean", "renormalise"}
+
+
+def test_lastlayer_report_says_not_applicable_never_one(tiny_models):
+    report = Report.load(tiny_models / "colours-mlp" / "lastlayer")
+    for mode in report.modes:
+        for method in report.data["methods"]:
+            assert report.status(method, mode) == "n/a (one informative layer)"
+            assert report.faithfulness(method, mode) is None
+    table = report.faithfulness_table()
+    assert table["spearman"].isna().all() and (table["status"] == "n/a (one informative layer)").all()
+
+
+def test_evaluation_is_reproducible_and_batch_size_invariant(laya_report):
+    ck, test, report = laya_report
+    again = evaluate(ck, test, EvalOptions(ig_steps=8, batch_size=7))
+    strip = lambda r: {k: v for k, v in r.items() if k != "timing"}
+    assert strip(again) == strip(report)  # same numbers and the same CIs for the same seed
+    other = evaluate(ck, test, EvalOptions(ig_steps=8, batch_size=100))
+    for reduction in ("signed", "magnitude"):
+        for method in ("laya_alpha", "integrated_gradients", "saliency"):
+            a = report["faithfulness"]["mean"][reduction][method]
+            b = other["faithfulness"]["mean"][reduction][method]
+            assert a["n_testable"] == b["n_testable"]
+            if a["status"] is None:
+                assert a["top1"]["estimate"] == pytest.approx(b["top1"]["estimate"], abs=1e-9)
+
+
+def test_cli_evaluate_reproduces_the_bundled_report(tiny_models, image_folder, tmp_path):
+    from laya.cli import main
+
+    bundled = tiny_models / "colours-mlp" / "laya"
+    assert main(["evaluate", "--checkpoint", str(bundled), "--dataset", str(image_folder), "--ig-steps", "4",
+                 "--out", str(tmp_path)]) == 0  # fmt: skip
+    ours, theirs = Report.load(tmp_path).data, Report.load(bundled).data
+    for key in ("faithfulness", "comparisons", "deletion_curves", "loo", "accuracy_ci", "macro_f1_ci", "profiles"):
+        assert ours[key] == theirs[key], key
 
 
 def test_limit_and_class_mismatch(tiny_models, image_folder):
@@ -64,6 +108,7 @@ def test_limit_and_class_mismatch(tiny_models, image_folder):
     test = load_dataset(str(image_folder), "test", image_size=8)
     report = evaluate(ck, test, EvalOptions(ig_steps=4, limit=5, modes=("zero", "renormalise")))
     assert report["dataset"]["n"] == 5 and report["modes"] == ["zero"]  # concat has no renormalise mode
+    assert report["profiles"]["class_loo_mode"] == "zero"
     assert report["primary_method"] == "integrated_gradients"
     test.classes = ("x", "y", "z")
     with pytest.raises(ValueError, match="differ from the checkpoint"):

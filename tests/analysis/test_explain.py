@@ -62,3 +62,12 @@ def test_bad_inputs(laya_ck):
         explain_bytes(laya_ck, b"garbage")
     with pytest.raises(ValueError, match="expected a uint8 image"):
         explain(laya_ck, torch.zeros(1, 8, 8, dtype=torch.uint8))
+
+
+def test_lastlayer_input_shows_no_tie_decided_spearman(tiny_models):
+    ck = load_checkpoint(tiny_models / "colours-mlp" / "lastlayer")
+    e = explain_bytes(ck, red_png(), posthoc=("integrated_gradients", "saliency"))
+    assert not e.testable and e.status == "n/a (one informative layer)"
+    for method in e.scores:  # every post-hoc method ranks the last layer first: ρ = 1 by ties alone
+        assert e.spearman(method) is None and e.metrics(method)["top1"] is None
+    assert e.summary()["spearman"].isna().all()

@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from laya.analysis.faithfulness import deletion_at_1, spearman_rows, summarise, top_ranked
+from laya.analysis.faithfulness import deletion_at_1, per_input_metrics, spearman_rows, top_ranked
 
 
 def test_hand_computed_rank_correlations():
@@ -37,9 +37,8 @@ def test_constant_rows_are_excluded_and_counted():
     drops = torch.tensor([[0.1, 0.2, 0.3], [0.0, 0.0, 0.0], [0.0, 0.1, 0.2]])
     rho = spearman_rows(scores, drops)
     assert np.isnan(rho[0]) and np.isnan(rho[1]) and rho[2] == pytest.approx(1.0)
-    summary = summarise(scores, drops)
-    assert summary.n_valid == 1 and summary.n_excluded == 2
-    assert summary.spearman_mean == pytest.approx(1.0)
+    metrics = per_input_metrics(scores, drops)
+    assert int(torch.isnan(metrics["spearman"]).sum()) == 2
 
 
 def test_deletion_at_1_takes_the_top_ranked_layer_first_on_ties():
@@ -47,8 +46,9 @@ def test_deletion_at_1_takes_the_top_ranked_layer_first_on_ties():
     drops = torch.tensor([[0.05, 0.6, 0.0], [0.3, 0.9, 0.1]], dtype=torch.float64)
     assert top_ranked(scores).tolist() == [1, 0]
     assert deletion_at_1(scores, drops).tolist() == [0.6, 0.3]
-    summary = summarise(scores, drops)
-    assert summary.deletion_at_1 == pytest.approx(0.45)
+    metrics = per_input_metrics(scores, drops)
+    assert metrics["deletion_at_1_norm"].tolist() == pytest.approx([1.0, 0.3 / 0.9])
+    assert metrics["top1"].tolist() == [1.0, 0.0]
 
 
 def test_shape_mismatch_is_an_error():
@@ -63,3 +63,25 @@ def test_average_ranks_match_scipy_rankdata():
 
     values = np.random.default_rng(1).integers(0, 3, size=(50, 6)).astype(float)
     assert np.array_equal(average_ranks(values), rankdata(values, axis=1))
+
+
+def test_masked_spearman_matches_scipy_on_the_masked_layers():
+    rng = np.random.default_rng(2)
+    scores, drops = rng.normal(size=(200, 6)), rng.normal(size=(200, 6))
+    mask = rng.random((200, 6)) > 0.4
+    rho = spearman_rows(scores, drops, mask)
+    for i in range(200):
+        if mask[i].sum() < 2:
+            assert np.isnan(rho[i])
+            continue
+        expected = spearmanr(scores[i][mask[i]], drops[i][mask[i]]).statistic
+        assert (np.isnan(rho[i]) and np.isnan(expected)) or rho[i] == pytest.approx(expected, abs=1e-12)
+
+
+def test_negligible_drops_do_not_decide_the_restricted_spearman():
+    # layers 0-1: drops ~1e-9 whose order is noise; layers 2-3 carry the effect and agree with the scores
+    drops = torch.tensor([[2e-9, 1e-9, 0.2, 0.5], [1e-9, 2e-9, 0.2, 0.5]], dtype=torch.float64)
+    scores = torch.tensor([[0.0, 0.1, 0.3, 0.6], [0.0, 0.1, 0.3, 0.6]], dtype=torch.float64)
+    metrics = per_input_metrics(scores, drops)
+    assert metrics["spearman"][0] != metrics["spearman"][1]  # the all-layer Spearman moves with the noise
+    assert metrics["spearman_eps"].tolist() == [1.0, 1.0]

@@ -67,3 +67,21 @@ def test_seed_interval_is_the_t_interval():
     ci = seed_interval(v)
     half = stats.t.ppf(0.975, 2) * np.std(v, ddof=1) / np.sqrt(3)
     assert (ci.low, ci.high) == pytest.approx((2.0 - half, 2.0 + half))
+
+
+def test_vectorised_mean_intervals_equal_the_gathered_bootstrap():
+    from laya.analysis.statistics import mean_intervals, paired_mean_differences
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(300, 3, generator=g, dtype=torch.float64)
+    x[::7, 1] = float("nan")  # undefined on some inputs: left out of that column's means
+    intervals = mean_intervals(x, resamples=400, seed=2)
+    for k in range(3):
+        ci = bootstrap_ci(x[:, k], resamples=400, seed=2)
+        assert (intervals[k].estimate, intervals[k].low, intervals[k].high) == pytest.approx(
+            (ci.estimate, ci.low, ci.high), abs=1e-12
+        )
+    [diff] = paired_mean_differences(x, [(0, 2)], resamples=400, seed=2)
+    reference = paired_bootstrap(x[:, 0], x[:, 2], resamples=400, seed=2)
+    assert diff.difference.low == pytest.approx(reference.difference.low, abs=1e-12)
+    assert diff.p_value == pytest.approx(reference.p_value)

@@ -134,7 +134,9 @@ def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
     data = png(source.convert("P"), "GIF")  # palette GIF: any mode and format decodes like training images
     app.file_uploader(key="inspect_upload").set_value(("green.gif", data, "image/gif")).run()
     assert_inspect_shows(app, expected(setting, "laya", data))
-    assert app.radio(key="inspect_mode_laya").options == ["zero", "mean", "renormalise"]
+    assert app.radio(key="inspect_mode_laya").options == [
+        views.mode_label(m) for m in ["mean", "zero_input", "zero", "renormalise"]
+    ]
     app.radio(key="inspect_mode_laya").set_value("renormalise").run()
     app.multiselect(key="inspect_posthoc").set_value(["integrated_gradients", "saliency"]).run()
     e = expected(setting, "laya", data, mode="renormalise", posthoc=("integrated_gradients", "saliency"))
@@ -146,7 +148,9 @@ def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
 def test_posthoc_scores_are_marked_for_heads_without_intrinsic(app: AppTest, setting: Path) -> None:
     app.sidebar.radio[1].set_value(str(setting / "lastlayer")).run()
     assert "post-hoc" in app.warning[0].value
-    assert app.radio(key="inspect_mode_lastlayer").options == ["zero", "mean"]
+    assert app.radio(key="inspect_mode_lastlayer").options == [
+        views.mode_label(m) for m in ["mean", "zero_input", "zero"]
+    ]
     e = expected(setting, "lastlayer", example_images(setting / "laya")[0].read_bytes())
     assert e.intrinsic is None
     assert_inspect_shows(app, e)
@@ -185,7 +189,9 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     app.switch_page("pages/compare.py").run()
     assert_ok(app)
     assert app.multiselect(key="compare_paths").value == [str(setting / h) for h in HEADS]
-    assert app.radio(key="compare_mode").options == ["zero", "mean"]  # modes every head supports
+    assert app.radio(key="compare_mode").options == [
+        views.mode_label(m) for m in ["mean", "zero_input", "zero"]
+    ]  # modes every head supports
     data = example_images(setting / "laya")[2].read_bytes()
     app.file_uploader(key="compare_upload").set_value(("red.png", data, "image/png")).run()
     app.radio(key="compare_mode").set_value("mean").run()
@@ -197,15 +203,18 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     assert list(table["head"]) == list(TITLES)
     assert list(table["layer scores"]) == [views.method_label(e.primary) for e in explanations]
     assert table["max LOO drop"].tolist() == pytest.approx([float(e.drops.max()) for e in explanations])
-    assert table["test accuracy"].tolist() == [r.accuracy for r in reports]
-    assert table["faithfulness (test, zero)"].tolist() == pytest.approx([r.faithfulness() for r in reports])
+    assert table["test accuracy [95% CI]"].tolist() == [views.ci_text(r.interval("accuracy"), 4) for r in reports]
+    assert table.iloc[:, -1].tolist() == [views.headline_text(r) for r in reports]
+    assert table.iloc[0, -1] == "n/a (one informative layer)"  # LastLayer: never 1.000
     figure = charts(app)[0]
     assert len(figure["data"]) == 8 and "yaxis4" in figure["layout"]  # score + drop bars in 4 aligned subplots
     assert list(array(figure["data"][7]["y"])) == pytest.approx(explanations[3].drops.tolist())
     assert [a["text"].split("<br>")[0] for a in figure["layout"]["annotations"]] == list(TITLES)
     app.multiselect(key="compare_paths").set_value([str(setting / "laya"), str(setting / "scalarmix")]).run()
     assert_ok(app)
-    assert app.radio(key="compare_mode").options == ["zero", "mean", "renormalise"]
+    assert app.radio(key="compare_mode").options == [
+        views.mode_label(m) for m in ["mean", "zero_input", "zero", "renormalise"]
+    ]
     assert len(app.main.metric) == 4
 
 
@@ -231,6 +240,7 @@ def test_classwise_heatmap_toggles_and_drilldown(app: AppTest, setting: Path) ->
     assert list(array(bars["error_y"]["array"])) == pytest.approx(green["std"].tolist())
     assert app.download_button[0].label == "Download CSV"
     assert np.allclose(app.main.dataframe[0].value["mean drop (zero)"], report.data["loo"]["zero"]["mean_drop"])
+    assert any("per-seed profiles" in i.value for i in app.info)  # tiny_models has no suite: said, not hidden
 
 
 def test_classwise_recompute_live(app: AppTest) -> None:
@@ -262,20 +272,29 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
     app.switch_page("pages/faithfulness.py").run()
     assert_ok(app)
     report = Report.load(setting / "laya")
-    app.radio(key="faithfulness_mode_laya").set_value("mean").run()
+    assert app.radio(key="faithfulness_mode_laya").value == "mean"  # the cross-head intervention by default
+    app.radio(key="faithfulness_reduction").set_value("magnitude").run()
     table = app.main.dataframe[0].value
-    raw = report.data["faithfulness"]["mean"]
+    raw = report.data["faithfulness"]["mean"]["magnitude"]
     assert list(table["method"]) == [views.method_label(m) for m in raw]
-    assert table["Spearman mean"].tolist() == pytest.approx([v["spearman_mean"] for v in raw.values()])
-    assert table["Deletion@1"].tolist() == pytest.approx([v["deletion_at_1"] for v in raw.values()])
+    assert table["top-1 agreement 95% CI"].tolist() == [views.ci_text(v["top1"]) for v in raw.values()]
+    methods = charts(app)[0]
+    alpha = raw["laya_alpha"]["spearman_eps"]
+    assert array(methods["data"][0]["y"])[0] == pytest.approx(alpha["estimate"])
+    assert array(methods["data"][0]["error_y"]["array"])[0] == pytest.approx(alpha["high"] - alpha["estimate"])
+    assert "intervention mean, magnitude" in methods["layout"]["title"]["text"]
     curves = charts(app)[1]
-    assert list(array(curves["data"][0]["y"])) == pytest.approx(report.data["deletion_curves"]["mean"]["laya_alpha"])
-    heads = app.main.dataframe[1].value
+    expected_curve = [v["estimate"] for v in report.data["deletion_curves"]["mean"]["signed"]["laya_alpha"]]
+    assert list(array(curves["data"][0]["y"])) == pytest.approx(expected_curve)
+    app.radio(key="faithfulness_mode_laya").set_value("zero").run()
+    assert "differs between heads" in app.warning[0].value  # the heads table falls back to `mean`
+    heads = app.main.dataframe[-1].value
     reports = [Report.load(setting / h) for h in HEADS]
     assert list(heads["head"]) == list(TITLES)
     assert heads["accuracy"].tolist() == [r.accuracy for r in reports]
     assert heads["macro-F1"].tolist() == [r.data["macro_f1"] for r in reports]
-    assert heads["faithfulness"].tolist() == pytest.approx([r.faithfulness() for r in reports])
+    assert heads["status"][0] == "n/a (one informative layer)" and np.isnan(heads["faithfulness"][0])
+    assert heads["faithfulness"][3] == pytest.approx(reports[3].faithfulness("laya_alpha", "mean", "magnitude"))
 
 
 def test_checkpoint_from_path_and_upload(app: AppTest, setting: Path) -> None:

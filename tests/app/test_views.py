@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -51,7 +52,12 @@ def test_catalog_labels_and_groups(tiny_models: Path) -> None:
     assert list(groups) == [entries[0].group]
     assert [e.head for e in groups[entries[0].group]] == ["lastlayer", "concat", "scalarmix", "laya"]
     laya = entries[3]
-    assert views.entry_label(laya) == f"LAYA · acc {laya.accuracy:.3f} · faithfulness {laya.faithfulness:.2f}"
+    assert views.entry_label(laya) == f"LAYA · acc {laya.accuracy:.3f} · faithfulness ρε {laya.faithfulness:.2f}"
+    assert (
+        views.entry_label(entries[0])
+        == f"LastLayer · acc {entries[0].accuracy:.3f} · faithfulness n/a (one informative layer)"
+    )
+    assert entries[0].faithfulness is None  # never 1.000
     assert views.entry_label(broken) == "broken: unreadable"
 
 
@@ -122,10 +128,12 @@ def test_compare_table(setting: Path, example: bytes) -> None:
     assert list(table["prediction"]) == [e.label for e in explanations]
     assert table["confidence"].tolist() == pytest.approx([e.confidence for e in explanations])
     assert list(table["layer scores"][:2]) == ["Integrated Gradients (post-hoc)"] * 2
-    assert table["test accuracy"][0] == reports[0].accuracy and table["test accuracy"].isna()[3]
+    assert table["test accuracy [95% CI]"][0].startswith(f"{reports[0].accuracy:.4f} [")
+    assert table["test accuracy [95% CI]"][3] == "–"
+    assert table.iloc[0, -1] == "n/a (one informative layer)"  # LastLayer's faithfulness
     assert views.compare_titles(heads[2:], explanations[2:])[1] == "LAYA<br><sup>LAYA α (intrinsic)</sup>"
-    assert views.common_modes([c.model.head.modes for c in checkpoints]) == ["zero", "mean"]
-    assert views.common_modes([checkpoints[3].model.head.modes]) == ["zero", "mean", "renormalise"]
+    assert views.common_modes([c.model.head.modes for c in checkpoints]) == ["mean", "zero_input", "zero"]
+    assert views.common_modes([checkpoints[3].model.head.modes]) == ["mean", "zero_input", "zero", "renormalise"]
     assert views.report_caption(None) == "No evaluation report."
     assert f"{reports[0].accuracy:.3f}" in views.report_caption(reports[0])
 
@@ -140,7 +148,7 @@ def test_profiles(setting: Path) -> None:
     assert views.class_counts(profile, "all") == {c: n for c, n in report.data["class_counts"].items()}
     assert views.profile_methods(report)[0] == "laya_alpha" and "random" not in views.profile_methods(report)
     assert views.global_profile(report, "saliency")["mean"].tolist() == pytest.approx(
-        [r["mean"] for r in report.data["profiles"]["layer"]["saliency"]]
+        [r["mean"] for r in report.data["profiles"]["layer"]["signed"]["saliency"]]
     )
     loo = views.global_loo(report)
     pairs = [f"{v} ({m})" for m in report.data["modes"] for v in ("mean drop", "flip rate")]
@@ -152,17 +160,36 @@ def test_profiles(setting: Path) -> None:
 
 def test_faithfulness_tables(setting: Path) -> None:
     report = Report.load(setting / "scalarmix")
-    matrix = views.faithfulness_matrix(report, "renormalise")
-    raw = report.data["faithfulness"]["renormalise"]
-    assert list(matrix["method"]) == [views.method_label(m) for m in raw]
-    assert matrix["Spearman mean"].tolist() == pytest.approx([v["spearman_mean"] for v in raw.values()])
-    assert matrix["Deletion@1"].tolist() == pytest.approx([v["deletion_at_1"] for v in raw.values()])
+    for mode, reduction in (("renormalise", "magnitude"), ("mean", "signed")):
+        matrix = views.faithfulness_matrix(report, mode, reduction)
+        raw = report.data["faithfulness"][mode][reduction]
+        assert list(matrix["method"]) == [views.method_label(m) for m in raw]
+        for label, metric in (("top-1 agreement", "top1"), ("Deletion@1", "deletion_at_1")):
+            expected = [v[metric]["estimate"] if v[metric] else None for v in raw.values()]
+            got = [None if pd.isna(x) else x for x in matrix[label]]
+            assert got == pytest.approx(expected)
     heads = ["lastlayer", "laya"]
     reports = [Report.load(setting / h) for h in heads]
     table = views.heads_table([*heads, "concat"], [*reports, None])
     assert table["accuracy"].tolist()[:2] == [r.accuracy for r in reports]
-    assert table["faithfulness"].tolist()[:2] == pytest.approx([r.faithfulness() for r in reports])
+    assert table["accuracy_low"][1] <= table["accuracy"][1] <= table["accuracy_high"][1]
+    assert pd.isna(table["faithfulness"][0]) and table["status"][0] == "n/a (one informative layer)"
+    assert table["faithfulness"][1] == pytest.approx(reports[1].faithfulness())
     assert table["scores"].tolist() == ["Integrated Gradients (post-hoc)", "LAYA α (intrinsic)", "no report"]
+    comparisons = views.comparisons_view(reports[1])
+    assert set(comparisons["verdict"]) <= {"tie", "A > B", "A < B"} and len(comparisons) > 0
+
+
+def test_seed_profiles_and_stability() -> None:
+    rows = [{"head": "laya", "values": "scores", "seed": s, "class": c, "class_index": ci, "layer": f"b{i}",
+             "layer_index": i, "mean": m}
+            for s, table in ((0, [[0.7, 0.3], [0.2, 0.8]]), (1, [[0.6, 0.4], [0.6, 0.4]]))
+            for ci, (c, values) in enumerate(zip(("a", "b"), table)) for i, m in enumerate(values)]  # fmt: skip
+    profiles = views.seed_profiles(pd.DataFrame(rows), "laya")
+    stability = views.seed_stability(profiles)
+    assert stability["top layer per seed"].tolist() == ["b0, b0", "b1, b0"]
+    assert stability["seeds agreeing on the top layer"].tolist() == [1.0, 0.5]
+    assert stability["max across-seed std"][1] == pytest.approx(np.std([0.2, 0.6], ddof=1))
 
 
 def test_write_uploaded_checkpoint(setting: Path, tmp_path: Path, example: bytes) -> None:

@@ -107,17 +107,29 @@ def test_mean_mode_equals_replacing_the_input_by_its_reference(name):
         assert torch.allclose(head(h, keep, "mean").logits, head(replaced).logits)
 
 
-def test_linear_heads_zero_mode_zeroes_the_input():
+@pytest.mark.parametrize("mode", ["zero", "zero_input"])
+def test_linear_heads_zero_modes_zero_the_input(mode):
     concat, lastlayer, h = make("concat"), make("lastlayer"), hidden()
     for i in range(3):
         keep = torch.ones(3, dtype=torch.bool)
         keep[i] = False
         zeroed = [x if j != i else torch.zeros_like(x) for j, x in enumerate(h)]
-        assert torch.allclose(concat(h, keep).logits, concat(zeroed).logits)
-        assert torch.allclose(lastlayer(h, keep).logits, lastlayer(zeroed).logits)
+        assert torch.allclose(concat(h, keep, mode).logits, concat(zeroed).logits)
+        assert torch.allclose(lastlayer(h, keep, mode).logits, lastlayer(zeroed).logits)
     # LastLayer ignores earlier layers entirely; removing h_L leaves only the bias
-    assert torch.allclose(lastlayer(h, torch.tensor([False, False, True])).logits, lastlayer(h).logits)
-    assert torch.allclose(lastlayer(h, torch.tensor([True, True, False])).logits, lastlayer.linear.bias.expand(6, C))
+    assert torch.allclose(lastlayer(h, torch.tensor([False, False, True]), mode).logits, lastlayer(h).logits)
+    bias = lastlayer.linear.bias.expand(6, C)
+    assert torch.allclose(lastlayer(h, torch.tensor([True, True, False]), mode).logits, bias)
+
+
+@pytest.mark.parametrize("name", ["laya", "scalarmix"])
+def test_mix_heads_zero_input_equals_zeroing_the_input_with_alpha_recomputed(name):
+    head, h = make(name), hidden()
+    for i in range(3):
+        keep = torch.ones(3, dtype=torch.bool)
+        keep[i] = False
+        zeroed = [x if j != i else torch.zeros_like(x) for j, x in enumerate(h)]
+        assert torch.allclose(head(h, keep, "zero_input").logits, head(zeroed).logits)
 
 
 def test_scalarmix_scores_are_global():

@@ -1,9 +1,12 @@
 """Dataset-level evaluation of a checkpoint: accuracy and every interpretability metric.
 
-``evaluate(checkpoint, data)`` computes the hidden states once, then, in batches:
-predictions; each applicable attribution method's layer scores; leave-one-layer-out drops
-under every ablation mode the head supports; faithfulness (Spearman) and Deletion@1 per
-method and mode; top-k deletion curves; class-wise depth profiles. The result is a
+``evaluate(checkpoint, data)`` runs, batch by batch on the model's device (images streamed or in
+memory, hidden states computed once per batch): predictions; each applicable attribution method's
+layer scores; leave-one-layer-out drops under every ablation mode the head supports; top-k
+deletion curves. These per-input arrays are gathered on the CPU, then summarised once:
+faithfulness (Spearman) and Deletion@1 per method and mode, deletion curves, class-wise depth
+profiles. Under ``torchrun`` each process computes every ``W``-th batch and the arrays are
+gathered in batch order, so the report equals the single-process one. The result is a
 JSON-serialisable dict (see :class:`laya.analysis.report.Report` for reading it back).
 """
 
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from laya import __version__
@@ -22,9 +26,10 @@ from laya.analysis.ablation import deletion_curve, leave_one_out
 from laya.analysis.attribution import intrinsic_method, layer_attributions, methods_for
 from laya.analysis.faithfulness import summarise
 from laya.analysis.profiles import class_layer_profile, layer_profile
-from laya.data.datasets import ImageArrays
-from laya.data.features import cached_hidden_states, hidden_states
+from laya.data.datasets import Images, batch_indices
+from laya.data.features import cached_hidden_states, iter_hidden_states
 from laya.model.checkpoint import Checkpoint
+from laya.model.devices import check_precision, model_device
 
 Progress = Callable[[float, str], None]
 
@@ -38,6 +43,7 @@ class EvalOptions:
     batch_size: int = 500
     limit: int | None = None  # evaluate the first ``limit`` inputs only
     seed: int = 0  # of the random-ranking control
+    precision: str = "float32"  # "bf16": the backbone runs under autocast (the head's analyses stay float32/64)
 
 
 def classification_metrics(labels: Tensor, predictions: Tensor, classes: tuple[str, ...]) -> dict:
@@ -57,7 +63,7 @@ def classification_metrics(labels: Tensor, predictions: Tensor, classes: tuple[s
 
 
 def evaluate(
-    checkpoint: Checkpoint, data: ImageArrays, options: EvalOptions | None = None, progress: Progress | None = None
+    checkpoint: Checkpoint, data: Images, options: EvalOptions | None = None, progress: Progress | None = None
 ) -> dict:
     """Evaluate ``checkpoint`` on ``data``; returns the report dict (see module docstring)."""
     options = options or EvalOptions()
@@ -65,55 +71,15 @@ def evaluate(
     model, meta = checkpoint.model, checkpoint.meta
     if tuple(data.classes) != tuple(meta.classes):
         raise ValueError(f"dataset classes {list(data.classes)} differ from the checkpoint's {list(meta.classes)}")
+    check_precision(options.precision)
     if options.limit:
         data = data.subset(torch.arange(min(options.limit, len(data))))
     head, layer_names = model.head, list(model.layer_names)
     modes = [m for m in options.modes if m in head.modes]
     methods = methods_for(head)
-    timing: dict[str, float] = {}
-
     started = time.perf_counter()
-    progress(0.0, "hidden states")
-    extract = cached_hidden_states if meta.backbone.freeze else hidden_states
-    hidden = extract(model.backbone, checkpoint.preprocess, data.images, options.batch_size)
-    timing["hidden_states_s"] = time.perf_counter() - started
-
+    cat, timing = _per_input(checkpoint, data, options, methods, modes, progress)
     n = len(data)
-    starts = list(range(0, n, options.batch_size))
-    parts: dict[str, list[Tensor]] = {}
-    timing.update({f"attribution_{m}_s": 0.0 for m in methods} | {f"loo_{m}_s": 0.0 for m in modes})
-    timing["head_s"] = timing["deletion_curves_s"] = 0.0
-
-    def tick(key: str, since: float) -> float:
-        now = time.perf_counter()
-        timing[key] += now - since
-        return now
-
-    for b, start in enumerate(starts):
-        progress(0.05 + 0.9 * b / len(starts), f"metrics, batch {b + 1}/{len(starts)}")
-        h = [x[start : start + options.batch_size] for x in hidden]
-        t = time.perf_counter()
-        with torch.inference_mode():
-            out = head(h)
-        pred = out.logits.argmax(-1)
-        parts.setdefault("prediction", []).append(pred)
-        t = tick("head_s", t)
-        scores = {}
-        for method in methods:
-            scores[method] = layer_attributions(
-                head, h, method, pred, out.layer_scores, options.ig_steps, seed=options.seed * 1_000_003 + b
-            ).double()
-            parts.setdefault(f"scores/{method}", []).append(scores[method])
-            t = tick(f"attribution_{method}_s", t)
-        for mode in modes:
-            loo = leave_one_out(head, h, mode)
-            parts.setdefault(f"drops/{mode}", []).append(loo.drops)
-            parts.setdefault(f"flipped/{mode}", []).append(loo.flipped)
-            t = tick(f"loo_{mode}_s", t)
-            for method in methods:
-                parts.setdefault(f"curve/{mode}/{method}", []).append(deletion_curve(head, h, scores[method], mode))
-            t = tick("deletion_curves_s", t)
-    cat = {k: torch.cat(v) for k, v in parts.items()}
     predictions = cat["prediction"]
     timing["total_s"] = time.perf_counter() - started
     progress(0.97, "summaries")
@@ -171,10 +137,109 @@ def evaluate(
             if "zero" in modes
             else [],
         },
-        "timing": {**timing, "n": n, "torch_threads": torch.get_num_threads()},
+        "timing": {**timing, "n": n, "torch_threads": torch.get_num_threads()},  # of process 0 under torchrun
     }
     progress(1.0, "done")
     return _json_safe(report)
+
+
+def _shard() -> tuple[int, int]:
+    """``(rank, world size)`` under torchrun, else ``(0, 1)``."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _per_input(
+    checkpoint: Checkpoint,
+    data: Images,
+    options: EvalOptions,
+    methods: list[str],
+    modes: list[str],
+    progress: Progress,
+) -> tuple[dict[str, Tensor], dict[str, float]]:
+    """Per-input arrays on the CPU: ``prediction (N,)``, ``scores/<method> (N, L)``, ``drops/<mode>`` and
+    ``flipped/<mode>`` ``(N, L)``, ``curve/<mode>/<method> (N, L + 1)``; and the time each part took.
+
+    Batch ``b`` (seeded ``seed * 1_000_003 + b`` for the random control) runs on process ``b mod W``.
+    """
+    model, head, preprocess = checkpoint.model, checkpoint.model.head, checkpoint.preprocess
+    rank, world = _shard()
+    batches = batch_indices(len(data), options.batch_size)
+    mine = list(range(rank, len(batches), world))
+    run = mine or [0]  # a process without a batch runs batch 0 for the arrays' shapes, then keeps no row
+    timing = {"hidden_states_s": 0.0, "head_s": 0.0, "deletion_curves_s": 0.0}
+    timing.update({f"attribution_{m}_s": 0.0 for m in methods} | {f"loo_{m}_s": 0.0 for m in modes})
+
+    def tick(key: str, since: float) -> float:
+        now = time.perf_counter()
+        timing[key] += now - since
+        return now
+
+    t = time.perf_counter()
+    progress(0.0, "hidden states")
+    if checkpoint.meta.backbone.freeze:  # cached features, memory-mapped from disk
+        features = cached_hidden_states(
+            model.backbone, preprocess, data, options.batch_size, precision=options.precision
+        )
+        hidden_batches = ([x[batches[b]] for x in features] for b in run)
+    else:
+        selected = [batches[b] for b in run]
+        hidden_batches = iter_hidden_states(
+            model.backbone, preprocess, data, options.batch_size, precision=options.precision, batches=selected
+        )
+    t = tick("hidden_states_s", t)
+    parts: dict[str, list[Tensor]] = {}
+    device = model_device(head)
+    for i, (b, hidden) in enumerate(zip(run, hidden_batches, strict=True)):
+        t = tick("hidden_states_s", t)
+        progress(0.05 + 0.9 * i / len(run), f"metrics, batch {b + 1}/{len(batches)}")
+        h = [x.to(device) for x in hidden]
+        with torch.inference_mode():
+            out = head(h)
+        pred = out.logits.argmax(-1)
+        parts.setdefault("prediction", []).append(pred)
+        t = tick("head_s", t)
+        scores = {}
+        for method in methods:
+            scores[method] = layer_attributions(
+                head, h, method, pred, out.layer_scores, options.ig_steps, seed=options.seed * 1_000_003 + b
+            ).double()
+            parts.setdefault(f"scores/{method}", []).append(scores[method])
+            t = tick(f"attribution_{method}_s", t)
+        for mode in modes:
+            loo = leave_one_out(head, h, mode)
+            parts.setdefault(f"drops/{mode}", []).append(loo.drops)
+            parts.setdefault(f"flipped/{mode}", []).append(loo.flipped)
+            t = tick(f"loo_{mode}_s", t)
+            for method in methods:
+                parts.setdefault(f"curve/{mode}/{method}", []).append(deletion_curve(head, h, scores[method], mode))
+            t = tick("deletion_curves_s", t)
+    local = {k: torch.cat(v)[: sum(len(batches[b]) for b in mine)] for k, v in parts.items()}
+    if world > 1:
+        local = {
+            k: _gather(v, [len(batches[b]) for b in range(len(batches))], rank, world, device)
+            for k, v in sorted(local.items())
+        }
+    return {k: v.cpu() for k, v in local.items()}, timing
+
+
+def _gather(local: Tensor, sizes: list[int], rank: int, world: int, device: torch.device) -> Tensor:
+    """All processes' rows of one per-input array, in batch order (process ``r`` holds batches ``r, r + W, ...``)."""
+    owned = [[b for b in range(r, len(sizes), world)] for r in range(world)]
+    counts = [sum(sizes[b] for b in batches) for batches in owned]
+    dtype = local.dtype
+    padded = torch.zeros(
+        (max(counts), *local.shape[1:]), dtype=torch.uint8 if dtype == torch.bool else dtype, device=device
+    )
+    padded[: counts[rank]] = local.to(device)
+    received = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(received, padded)
+    pieces: dict[int, Tensor] = {}
+    for r, batches in enumerate(owned):
+        rows = received[r][: counts[r]].split([sizes[b] for b in batches])
+        pieces.update(zip(batches, rows))
+    return torch.cat([pieces[b] for b in range(len(sizes))]).to(dtype)
 
 
 def _json_safe(value):

@@ -77,6 +77,7 @@ class ImageFiles:
             num_workers=min(self.num_workers, len(batches)),
             pin_memory=torch.cuda.is_available(),
             prefetch_factor=2 if self.num_workers > 0 else None,
+            generator=torch.Generator(),  # worker seeds drawn from here, not from (and advancing) the global RNG
         )
         return iter(loader)
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import laya.data.datasets as datasets
 from laya.analysis.evaluate import EvalOptions, evaluate
+from laya.data import datasets
 from laya.data.datasets import ImageArrays, ImageFiles, batch_indices, load_dataset
 from laya.data.features import cached_hidden_states, hidden_states
 from laya.data.images import ImageError

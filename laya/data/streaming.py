@@ -71,12 +71,13 @@ class ImageFiles:
         batches = [torch.as_tensor(idx, dtype=torch.long).tolist() for idx in index_batches]
         if not batches:
             return iter(())
+        workers = 0 if len(batches) == 1 else min(self.num_workers, len(batches))  # one batch: nothing to overlap
         loader = DataLoader(
             _Decode(self.files, self.channels, self.image_size),
             batch_sampler=batches,
-            num_workers=min(self.num_workers, len(batches)),
+            num_workers=workers,
             pin_memory=torch.cuda.is_available(),
-            prefetch_factor=2 if self.num_workers > 0 else None,
+            prefetch_factor=2 if workers > 0 else None,
             generator=torch.Generator(),  # worker seeds drawn from here, not from (and advancing) the global RNG
         )
         return iter(loader)

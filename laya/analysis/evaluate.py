@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch import Tensor
 
 from laya import __version__
@@ -29,7 +28,7 @@ from laya.analysis.profiles import class_layer_profile, layer_profile
 from laya.data.datasets import Images, batch_indices
 from laya.data.features import cached_hidden_states, iter_hidden_states
 from laya.model.checkpoint import Checkpoint
-from laya.model.devices import check_precision, model_device
+from laya.model.devices import check_precision, gather_batches, model_device, process_rank
 
 Progress = Callable[[float, str], None]
 
@@ -143,13 +142,6 @@ def evaluate(
     return _json_safe(report)
 
 
-def _shard() -> tuple[int, int]:
-    """``(rank, world size)`` under torchrun, else ``(0, 1)``."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
 def _per_input(
     checkpoint: Checkpoint,
     data: Images,
@@ -164,7 +156,7 @@ def _per_input(
     Batch ``b`` (seeded ``seed * 1_000_003 + b`` for the random control) runs on process ``b mod W``.
     """
     model, head, preprocess = checkpoint.model, checkpoint.model.head, checkpoint.preprocess
-    rank, world = _shard()
+    rank, world = process_rank()
     batches = batch_indices(len(data), options.batch_size)
     mine = list(range(rank, len(batches), world))
     run = mine or [0]  # a process without a batch runs batch 0 for the arrays' shapes, then keeps no row
@@ -217,29 +209,8 @@ def _per_input(
             t = tick("deletion_curves_s", t)
     local = {k: torch.cat(v)[: sum(len(batches[b]) for b in mine)] for k, v in parts.items()}
     if world > 1:
-        local = {
-            k: _gather(v, [len(batches[b]) for b in range(len(batches))], rank, world, device)
-            for k, v in sorted(local.items())
-        }
+        local = {k: gather_batches(v, [len(b) for b in batches], device) for k, v in sorted(local.items())}
     return {k: v.cpu() for k, v in local.items()}, timing
-
-
-def _gather(local: Tensor, sizes: list[int], rank: int, world: int, device: torch.device) -> Tensor:
-    """All processes' rows of one per-input array, in batch order (process ``r`` holds batches ``r, r + W, ...``)."""
-    owned = [[b for b in range(r, len(sizes), world)] for r in range(world)]
-    counts = [sum(sizes[b] for b in batches) for batches in owned]
-    dtype = local.dtype
-    padded = torch.zeros(
-        (max(counts), *local.shape[1:]), dtype=torch.uint8 if dtype == torch.bool else dtype, device=device
-    )
-    padded[: counts[rank]] = local.to(device)
-    received = [torch.empty_like(padded) for _ in range(world)]
-    dist.all_gather(received, padded)
-    pieces: dict[int, Tensor] = {}
-    for r, batches in enumerate(owned):
-        rows = received[r][: counts[r]].split([sizes[b] for b in batches])
-        pieces.update(zip(batches, rows))
-    return torch.cat([pieces[b] for b in range(len(sizes))]).to(dtype)
 
 
 def _json_safe(value):

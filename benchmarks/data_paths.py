@@ -8,7 +8,8 @@
 prints whether every number of the two reports is equal (timings and paths aside) and their times.
 ``epoch``: one training epoch of the CIFAR-10 reference CNN on an ImageFolder, in memory and streamed,
 on every device present (cpu, cuda): seconds and images/s. ``rss``: builds an (untrained) CNN checkpoint
-for the folder, then runs ``python -m laya evaluate --stream`` on its test split while sampling the
+for the folder, then runs ``python -m laya evaluate --stream`` on its test split (every method; by default
+ablation mode ``zero`` only and IG with 4 steps) while sampling the
 process tree every 0.5 s: peak memory (PSS summed over the main process and its decoding workers, and
 the main process's RSS) and CPU use (cores busy on average).
 """
@@ -106,7 +107,8 @@ def rss(args: argparse.Namespace) -> None:
         )
         save_checkpoint(build_model(meta).eval(), meta, checkpoint)
     command = [sys.executable, "-m", "laya", "evaluate", "--checkpoint", str(checkpoint), "--stream",
-               "--out", str(checkpoint / "report"), "--device", args.device, "--batch-size", str(args.batch_size)]  # fmt: skip
+               "--out", str(checkpoint / "report"), "--device", args.device, "--batch-size", str(args.batch_size),
+               "--modes", args.modes, "--ig-steps", str(args.ig_steps)]  # fmt: skip
     print(" ".join(command), flush=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
@@ -148,7 +150,9 @@ def main() -> None:
     m.add_argument("--dataset", required=True)
     m.add_argument("--checkpoint", default=str(Path(tempfile.gettempdir()) / "laya-rss-checkpoint"))
     m.add_argument("--size", type=int, default=224, help="side of the dataset's images")
-    m.add_argument("--model-size", type=int, default=64, help="side the CNN receives")
+    m.add_argument("--model-size", type=int, default=32, help="side the CNN receives")
+    m.add_argument("--modes", default="zero", help="ablation modes (the run measures the data path, not the analyses)")
+    m.add_argument("--ig-steps", type=int, default=4)
     m.add_argument("--batch-size", type=int, default=500)
     m.add_argument("--device", default="auto")
     m.set_defaults(func=rss)

@@ -57,7 +57,8 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:  # noqa: F8
     top = {
         "dataset": args.dataset, "seed": args.seed, "out": args.out, "lr": args.lr, "batch_size": args.batch_size,
         "max_epochs": args.max_epochs, "patience": args.patience, "augment": args.augment, "image_size": args.image_size,
-        "val_fraction": args.val_fraction, "save_dtype": args.save_dtype,
+        "val_fraction": args.val_fraction, "save_dtype": args.save_dtype, "device": args.device,
+        "precision": args.precision, "stream": args.stream,
     }  # fmt: skip
     backbone = {
         "name": args.backbone, "model": args.timm_model, "widths": args.widths, "input_size": args.input_size,
@@ -114,6 +115,7 @@ def _eval_options(args: argparse.Namespace) -> EvalOptions:  # noqa: F821
         limit=args.limit,
         resamples=args.resamples,
         seed=args.eval_seed,
+        precision=args.precision or "float32",
     )
 
 
@@ -121,10 +123,15 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from laya.analysis.evaluate import evaluate
     from laya.analysis.report import Report, write_report
     from laya.model.checkpoint import load_checkpoint
+    from laya.model.devices import setup_distributed
 
-    checkpoint = load_checkpoint(args.checkpoint)
-    data = checkpoint.load_data("test", args.dataset)
-    report = evaluate(checkpoint, data, _eval_options(args), _tqdm_progress(f"evaluating {checkpoint.name}"))
+    place = setup_distributed(args.device)  # under torchrun: one shard of the test set per process
+    checkpoint = load_checkpoint(args.checkpoint, map_location=place.device)
+    data = checkpoint.load_data("test", args.dataset, stream=args.stream)
+    progress = _tqdm_progress(f"evaluating {checkpoint.name}") if place.main else None
+    report = evaluate(checkpoint, data, _eval_options(args), progress)
+    if not place.main:
+        return
     out = write_report(report, args.out or checkpoint.path)
     view = Report(report)
     headline = report["headline"]
@@ -149,7 +156,7 @@ def cmd_benchmark(args: argparse.Namespace) -> None:
     from laya.training.suite import results_table, run_suite, write_summary
 
     setting = _setting(args.suite)
-    runs = run_suite(setting, args.runs, args.seeds, args.heads, _eval_options(args))
+    runs = run_suite(setting, args.runs, args.seeds, args.heads, _eval_options(args), args.device, args.stream)
     out = write_summary(
         results_table(runs), Path(args.out or Path(args.runs) / setting.name), setting.description, runs
     )
@@ -162,7 +169,7 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     from laya.training.suite import results_table, run_suite, write_summary
 
     setting = _setting(args.setting)
-    runs = run_suite(setting, args.runs, args.seeds, args.heads, _eval_options(args))
+    runs = run_suite(setting, args.runs, args.seeds, args.heads, _eval_options(args), args.device, args.stream)
     dest = Path(args.models) / setting.name
     write_summary(results_table(runs), dest, setting.description, runs)
     test = load_dataset(setting.template.dataset, "test", setting.template.image_size)
@@ -184,9 +191,21 @@ def cmd_bundle(args: argparse.Namespace) -> None:
     update_model_card(Path(args.settings[0]).parent)
 
 
+def _add_device_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", help="auto (default: CUDA when available) | cpu | cuda | cuda:N")
+    p.add_argument("--precision", choices=["float32", "bf16"], help="bf16: forward passes under autocast")
+    p.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stream ImageFolder images from disk (default: only when the split is too large for memory)",
+    )
+
+
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     from laya.model.heads import ABLATION_MODES
 
+    _add_device_flags(p)
     p.add_argument("--modes", type=_csv, default=list(ABLATION_MODES), help="ablation modes (comma-separated)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for every CI")
     p.add_argument("--eval-seed", type=int, default=0, help="seed of the bootstrap and the random control")
@@ -231,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--image-size", type=int, help="ImageFolder datasets: resize images to this side")
     t.add_argument("--save-dtype", choices=["float32", "float16"])
     t.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    _add_device_flags(t)
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("evaluate", help="accuracy, faithfulness, Deletion@1, profiles -> report.json + CSVs")

@@ -69,7 +69,7 @@ def catalog(root: str) -> list[Entry]:
 
 @st.cache_resource(max_entries=32, show_spinner="Loading the model…")
 def _load_model(path: str, stamp: int) -> Checkpoint:
-    return load_checkpoint(path)
+    return load_checkpoint(path, map_location=os.environ.get("LAYA_DEVICE", "auto"))  # auto: CUDA when available
 
 
 def load_model(path: str) -> Checkpoint:

@@ -1,6 +1,8 @@
 """Dataset-level evaluation of a checkpoint: accuracy and every interpretability metric, with CIs.
 
-``evaluate(checkpoint, data)`` computes the hidden states once, then, in batches:
+``evaluate(checkpoint, data)`` runs batch by batch on the model's device (images streamed or in
+memory, hidden states computed once per batch; under ``torchrun`` each process takes every ``W``-th
+batch and the arrays are gathered in batch order, so the report equals the single-process one):
 predictions; each applicable attribution method's layer scores under each reduction (signed,
 magnitude); leave-one-layer-out drops under every ablation mode the head supports; top-k
 deletion curves. From these per-input arrays (computed once) come the per-input faithfulness
@@ -33,9 +35,10 @@ from laya.analysis.faithfulness import (
 )
 from laya.analysis.profiles import class_layer_profile, layer_profile
 from laya.analysis.statistics import Interval, bootstrap_distribution, mean_intervals, paired_mean_differences
-from laya.data.datasets import ImageArrays
-from laya.data.features import cached_hidden_states, hidden_states
+from laya.data.datasets import Images, batch_indices
+from laya.data.features import cached_hidden_states, iter_hidden_states
 from laya.model.checkpoint import Checkpoint
+from laya.model.devices import check_precision, gather_batches, model_device, process_rank
 from laya.model.heads import ABLATION_MODES, DEFAULT_MODE
 
 Progress = Callable[[float, str], None]
@@ -53,6 +56,7 @@ class EvalOptions:
     seed: int = 0  # of the random-ranking control and of the bootstrap
     resamples: int = 1000  # bootstrap resamples for every CI
     epsilon: float = EPSILON  # |drop| above which a layer is informative
+    precision: str = "float32"  # "bf16": the backbone runs under autocast (the head's analyses stay float32/64)
 
 
 def classification_metrics(labels: Tensor, predictions: Tensor, classes: tuple[str, ...]) -> dict:
@@ -73,7 +77,7 @@ def classification_metrics(labels: Tensor, predictions: Tensor, classes: tuple[s
 
 def evaluate(
     checkpoint: Checkpoint,
-    data: ImageArrays,
+    data: Images,
     options: EvalOptions | None = None,
     progress: Progress | None = None,
     per_input: dict[str, Tensor] | None = None,
@@ -89,35 +93,73 @@ def evaluate(
     model, meta = checkpoint.model, checkpoint.meta
     if tuple(data.classes) != tuple(meta.classes):
         raise ValueError(f"dataset classes {list(data.classes)} differ from the checkpoint's {list(meta.classes)}")
+    check_precision(options.precision)
     if options.limit:
         data = data.subset(torch.arange(min(options.limit, len(data))))
     head = model.head
     modes = [m for m in options.modes if m in head.modes]
     methods = methods_for(head)
     reductions = list(options.reductions)
-    timing: dict[str, float] = {}
-
     started = time.perf_counter()
-    progress(0.0, "hidden states")
-    extract = cached_hidden_states if meta.backbone.freeze else hidden_states
-    hidden = extract(model.backbone, checkpoint.preprocess, data.images, options.batch_size)
-    timing["hidden_states_s"] = time.perf_counter() - started
+    cat, timing = _per_input(checkpoint, data, options, methods, modes, reductions, progress)
+    timing["total_s"] = time.perf_counter() - started
+    progress(0.92, "summaries and bootstrap CIs")
+    summary_started = time.perf_counter()
+    report = build_report(checkpoint, data, cat, modes, methods, reductions, options, per_input, timing)
+    timing["summary_s"] = time.perf_counter() - summary_started
+    report["timing"] = {**timing, "n": len(data), "torch_threads": torch.get_num_threads()}  # process 0's
+    progress(1.0, "done")
+    return _json_safe(report)
 
-    n = len(data)
-    starts = list(range(0, n, options.batch_size))
-    parts: dict[str, list[Tensor]] = {}
+
+def _per_input(
+    checkpoint: Checkpoint,
+    data: Images,
+    options: EvalOptions,
+    methods: list[str],
+    modes: list[str],
+    reductions: list[str],
+    progress: Progress,
+) -> tuple[dict[str, Tensor], dict[str, float]]:
+    """Per-input arrays on the CPU: ``prediction (N,)``, ``scores/<reduction>/<method> (N, L)``,
+    ``drops/<mode>`` and ``flipped/<mode>`` ``(N, L)``, ``curve/<mode>/<reduction>/<method> (N, L + 1)``
+    (headline reduction only: each curve costs one LOO); and the time each part took.
+
+    Batch ``b`` (seeded ``seed * 1_000_003 + b`` for the random control) runs on process ``b mod W``;
+    under ``torchrun`` the arrays are gathered in batch order, so every process returns the same arrays.
+    """
+    model, head, preprocess = checkpoint.model, checkpoint.model.head, checkpoint.preprocess
+    rank, world = process_rank()
+    batches = batch_indices(len(data), options.batch_size)
+    mine = list(range(rank, len(batches), world))
+    run = mine or [0]  # a process without a batch runs batch 0 for the arrays' shapes, then keeps no row
+    timing = {"hidden_states_s": 0.0, "head_s": 0.0, "deletion_curves_s": 0.0}
     timing.update({f"attribution_{m}_s": 0.0 for m in methods} | {f"loo_{m}_s": 0.0 for m in modes})
-    timing["head_s"] = timing["deletion_curves_s"] = 0.0
 
     def tick(key: str, since: float) -> float:
         now = time.perf_counter()
         timing[key] += now - since
         return now
 
-    for b, start in enumerate(starts):
-        progress(0.05 + 0.85 * b / len(starts), f"metrics, batch {b + 1}/{len(starts)}")
-        h = [x[start : start + options.batch_size] for x in hidden]
-        t = time.perf_counter()
+    t = time.perf_counter()
+    progress(0.0, "hidden states")
+    if checkpoint.meta.backbone.freeze:  # cached features, memory-mapped from disk
+        features = cached_hidden_states(
+            model.backbone, preprocess, data, options.batch_size, precision=options.precision
+        )
+        hidden_batches = ([x[batches[b]] for x in features] for b in run)
+    else:
+        selected = [batches[b] for b in run]
+        hidden_batches = iter_hidden_states(
+            model.backbone, preprocess, data, options.batch_size, precision=options.precision, batches=selected
+        )
+    t = tick("hidden_states_s", t)
+    parts: dict[str, list[Tensor]] = {}
+    device = model_device(head)
+    for i, (b, hidden) in enumerate(zip(run, hidden_batches, strict=True)):
+        t = tick("hidden_states_s", t)
+        progress(0.05 + 0.85 * i / len(run), f"metrics, batch {b + 1}/{len(batches)}")
+        h = [x.to(device) for x in hidden]
         with torch.inference_mode():
             out = head(h)
         pred = out.logits.argmax(-1)
@@ -138,19 +180,14 @@ def evaluate(
             parts.setdefault(f"drops/{mode}", []).append(loo.drops)
             parts.setdefault(f"flipped/{mode}", []).append(loo.flipped)
             t = tick(f"loo_{mode}_s", t)
-            for method in methods:  # deletion curves: the headline reduction only (each costs one LOO)
+            for method in methods:
                 curve = deletion_curve(head, h, scores[reductions[0], method], mode)
                 parts.setdefault(f"curve/{mode}/{reductions[0]}/{method}", []).append(curve)
             t = tick("deletion_curves_s", t)
-    cat = {k: torch.cat(v) for k, v in parts.items()}
-    timing["total_s"] = time.perf_counter() - started
-    progress(0.92, "summaries and bootstrap CIs")
-    summary_started = time.perf_counter()
-    report = build_report(checkpoint, data, cat, modes, methods, reductions, options, per_input, timing)
-    timing["summary_s"] = time.perf_counter() - summary_started
-    report["timing"] = {**timing, "n": n, "torch_threads": torch.get_num_threads()}
-    progress(1.0, "done")
-    return _json_safe(report)
+    local = {k: torch.cat(v)[: sum(len(batches[b]) for b in mine)] for k, v in parts.items()}
+    if world > 1:
+        local = {k: gather_batches(v, [len(b) for b in batches], device) for k, v in sorted(local.items())}
+    return {k: v.cpu() for k, v in local.items()}, timing
 
 
 def _interval(ci: Interval) -> dict[str, float]:
@@ -179,7 +216,7 @@ def macro_f1_interval(labels: Tensor, predictions: Tensor, classes: int, resampl
 
 def build_report(
     checkpoint: Checkpoint,
-    data: ImageArrays,
+    data: Images,
     cat: dict[str, Tensor],
     modes: list[str],
     methods: list[str],

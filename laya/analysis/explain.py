@@ -8,7 +8,7 @@ This is what the dashboard's Inspect and Compare pages show.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -119,9 +119,15 @@ class Explanation:
 def _forward_and_loo(
     checkpoint: Checkpoint, image: Tensor, mode: AblationMode
 ) -> tuple[Tensor, list[Tensor], AblationResult]:
-    x = checkpoint.preprocess(image.unsqueeze(0))
+    x = checkpoint.preprocess(image.unsqueeze(0))  # on the model's device
     hidden = checkpoint.model.backbone(x)
     return x[0], hidden, leave_one_out(checkpoint.model.head, hidden, mode)
+
+
+def _on_cpu(result: AblationResult) -> AblationResult:
+    return replace(
+        result, **{f.name: getattr(result, f.name).cpu() for f in fields(result) if getattr(result, f.name) is not None}
+    )
 
 
 def explain(
@@ -153,17 +159,17 @@ def explain(
     target = loo.prediction
     for method in methods:
         scores[method] = layer_attributions(head, hidden, method, target, steps=ig_steps)[0]
-    return Explanation(
+    return Explanation(  # computed on the model's device, handed over on the CPU
         checkpoint=checkpoint.name,
         classes=tuple(checkpoint.meta.classes),
         layer_names=tuple(checkpoint.layer_names),
         image=image,
-        model_input=x,
-        probs=loo.base_probs[0].float(),
+        model_input=x.cpu(),
+        probs=loo.base_probs[0].float().cpu(),
         prediction=prediction,
         mode=mode,
-        loo=loo,
-        scores=scores,
+        loo=_on_cpu(loo),
+        scores={method: values.cpu() for method, values in scores.items()},
         intrinsic=intrinsic,
     )
 

@@ -1,4 +1,4 @@
-"""Datasets as in-memory ``uint8`` arrays, the train/validation split, and preprocessing.
+"""Datasets as in-memory ``uint8`` arrays or streamed image files, the train/validation split, and preprocessing.
 
 Datasets (``load_dataset(name, split)``):
 
@@ -10,7 +10,11 @@ Datasets (``load_dataset(name, split)``):
   else torchvision's format in ``$LAYA_DATA/cifar-10-batches-py``; else a torchvision download.
 * any other name is a directory in ImageFolder layout, ``DIR/{train,test}/<class>/<image>``.
 
-Decoded arrays are cached as ``.npy`` under ``$LAYA_CACHE`` (default ``~/.cache/laya``).
+Decoded arrays are cached as ``.npy`` under ``$LAYA_CACHE`` (default ``~/.cache/laya``). An ImageFolder
+whose decoded split would exceed ``STREAM_THRESHOLD_BYTES`` (or any ImageFolder with ``stream=True``) is
+not decoded up front: it loads as :class:`~laya.data.streaming.ImageFiles`, decoded batch by batch.
+Both kinds offer ``labels``, ``classes``, ``channels``, ``image_size``, ``subset``, ``image``,
+``iter_batches`` and ``fingerprint``; code that takes a dataset uses only these.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import gzip
 import hashlib
 import os
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -29,13 +33,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from laya.data.images import ImageError, load_image_tensor
+from laya.data.streaming import ImageFiles
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FASHION_MNIST_CLASSES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 )  # fmt: skip
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
+STREAM_THRESHOLD_BYTES = 2 * 2**30  # ImageFolder splits larger than this once decoded are streamed
 
 
 class DatasetNotFoundError(FileNotFoundError):
@@ -53,9 +58,42 @@ class ImageArrays:
     def __len__(self) -> int:
         return len(self.labels)
 
+    @property
+    def channels(self) -> int:
+        return self.images.shape[1]
+
+    @property
+    def image_size(self) -> int:
+        return self.images.shape[-1]
+
     def subset(self, index: Tensor | Sequence[int]) -> ImageArrays:
         index = torch.as_tensor(index, dtype=torch.long)
         return ImageArrays(self.images[index], self.labels[index], self.classes)
+
+    def image(self, i: int) -> Tensor:
+        """Image ``i``: ``uint8 (C, H, W)``."""
+        return self.images[i]
+
+    def iter_batches(self, index_batches: Iterable[Tensor]) -> Iterator[Tensor]:
+        """One ``uint8 (B, C, H, W)`` batch per index tensor, in order."""
+        for index in index_batches:
+            yield self.images[torch.as_tensor(index, dtype=torch.long)]
+
+    def fingerprint(self) -> str:
+        """sha256 of the shape and every pixel."""
+        digest = hashlib.sha256(str(tuple(self.images.shape)).encode())
+        digest.update(self.images.contiguous().numpy().tobytes())
+        return digest.hexdigest()
+
+
+Images = ImageArrays | ImageFiles  # a dataset: decoded in memory, or streamed from files
+
+
+def batch_indices(n: int, batch_size: int) -> list[Tensor]:
+    """``[0..B), [B..2B), ...`` up to ``n``: the index tensors of consecutive batches."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    return [torch.arange(start, min(start + batch_size, n)) for start in range(0, n, batch_size)]
 
 
 @dataclass
@@ -97,18 +135,28 @@ class Preprocess(nn.Module):
         self.register_buffer("std", torch.tensor(spec.std, dtype=torch.float32).view(1, -1, 1, 1))
 
     def forward(self, images: Tensor) -> Tensor:
+        """Images on any device go to the device of this module's buffers (the model's device)."""
         if images.ndim != 4 or images.shape[1] != self.spec.channels:
             raise ValueError(f"expected images of shape (B, {self.spec.channels}, H, W), got {tuple(images.shape)}")
-        x = images.float() / 255.0
+        x = images.to(self.mean.device, non_blocking=True).float() / 255.0
         if x.shape[-1] != self.spec.size or x.shape[-2] != self.spec.size:
             x = F.interpolate(x, size=(self.spec.size, self.spec.size), mode="bilinear", align_corners=False)
         return (x - self.mean) / self.std
 
 
-def channel_stats(images: Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and std of ``uint8 (N, C, H, W)`` images scaled to [0, 1]."""
-    x = images.double() / 255.0
-    return tuple(x.mean(dim=(0, 2, 3)).tolist()), tuple(x.std(dim=(0, 2, 3)).tolist())
+def channel_stats(data: Images, batch_size: int = 1024) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and (sample) std of the images scaled to [0, 1], accumulated batch by batch.
+
+    Pixel values are integers, so the float64 sums ``sum x`` and ``sum x^2`` are exact whatever the order.
+    """
+    total, count = torch.zeros(2, data.channels, dtype=torch.float64), 0
+    for batch in data.iter_batches(batch_indices(len(data), batch_size)):
+        x = batch.double().transpose(0, 1).reshape(data.channels, -1)  # (C, B*H*W), values 0..255
+        total += torch.stack([x.sum(1), (x * x).sum(1)])
+        count += x.shape[1]
+    mean = total[0] / count
+    var = (total[1] - count * mean * mean) / max(count - 1, 1)
+    return tuple((mean / 255.0).tolist()), tuple((var.clamp(min=0).sqrt() / 255.0).tolist())
 
 
 def split_indices(n: int, val_fraction: float = 0.1, seed: int = 0) -> tuple[Tensor, Tensor]:
@@ -137,10 +185,14 @@ def dataset_label(name: str) -> str:
     return Path(name).name if ("/" in name or "\\" in name) else name
 
 
-def load_dataset(name: str, split: str, image_size: int | None = None, channels: int | None = None) -> ImageArrays:
-    """Load ``split`` ("train" or "test") of the dataset ``name`` as :class:`ImageArrays`.
+def load_dataset(
+    name: str, split: str, image_size: int | None = None, channels: int | None = None, stream: bool | None = None
+) -> Images:
+    """Load ``split`` ("train" or "test") of the dataset ``name`` as :class:`ImageArrays` or :class:`ImageFiles`.
 
-    ``image_size`` / ``channels`` apply to ImageFolder datasets (default 32 px, RGB).
+    ``image_size`` / ``channels`` apply to ImageFolder datasets (default 32 px, RGB). ``stream``: ImageFolder
+    datasets (CIFAR-10's JPEG copy included) are streamed if True, decoded into memory if False, and
+    streamed when larger than ``STREAM_THRESHOLD_BYTES`` decoded if None.
 
     Raises:
         DatasetNotFoundError: the dataset is not here and cannot be downloaded; says where to get it.
@@ -150,10 +202,10 @@ def load_dataset(name: str, split: str, image_size: int | None = None, channels:
     if name == "fashion-mnist":
         return _fashion_mnist(split)
     if name == "cifar10":
-        return _cifar10(split)
+        return _cifar10(split, stream)
     path = Path(name).expanduser()
     if path.is_dir():
-        return load_image_folder(path, split, image_size or 32, channels or 3)
+        return load_image_folder(path, split, image_size or 32, channels or 3, stream)
     raise DatasetNotFoundError(
         f"unknown dataset {name!r}: expected 'fashion-mnist', 'cifar10' or a directory in ImageFolder layout "
         "(DIR/train/<class>/*.jpg, DIR/test/<class>/*.jpg)"
@@ -196,10 +248,10 @@ def _fashion_mnist(split: str) -> ImageArrays:
     )
 
 
-def _cifar10(split: str) -> ImageArrays:
+def _cifar10(split: str, stream: bool | None = None) -> Images:
     for directory in data_dirs():
         if (directory / "cifar10-jpeg" / split).is_dir():
-            return load_image_folder(directory / "cifar10-jpeg", split, 32, 3)
+            return load_image_folder(directory / "cifar10-jpeg", split, 32, 3, stream)
     for directory in data_dirs():
         archive = directory / "cifar10-jpeg.tar.gz"
         if archive.is_file():
@@ -207,7 +259,7 @@ def _cifar10(split: str) -> ImageArrays:
             target.mkdir(parents=True, exist_ok=True)
             with tarfile.open(archive) as tar:
                 tar.extractall(target, filter="data")
-            return load_image_folder(target / "cifar10-jpeg", split, 32, 3)
+            return load_image_folder(target / "cifar10-jpeg", split, 32, 3, stream)
     return _torchvision_download(
         "CIFAR10",
         split,
@@ -229,8 +281,9 @@ def _torchvision_download(cls_name: str, split: str, where: str) -> ImageArrays:
     return ImageArrays(images.contiguous(), torch.as_tensor(dataset.targets, dtype=torch.long), tuple(dataset.classes))
 
 
-def load_image_folder(root: Path, split: str, image_size: int, channels: int) -> ImageArrays:
-    """Decode ``root/split/<class>/<image>`` (sorted, class index = sorted folder order), cached as ``.npy``."""
+def load_image_folder(root: Path, split: str, image_size: int, channels: int, stream: bool | None = None) -> Images:
+    """``root/split/<class>/<image>`` (sorted, class index = sorted folder order), decoded and cached as ``.npy``,
+    or streamed (:class:`ImageFiles`) when ``stream`` is True or, for None, above ``STREAM_THRESHOLD_BYTES``."""
     split_dir = root / split
     if not split_dir.is_dir():
         raise DatasetNotFoundError(
@@ -245,6 +298,10 @@ def load_image_folder(root: Path, split: str, image_size: int, channels: int) ->
     ]
     if not files:
         raise DatasetNotFoundError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {split_dir}/<class>/")
+    labels = torch.tensor([c for _, c in files], dtype=torch.long)
+    streamed = ImageFiles([f for f, _ in files], labels, tuple(classes), image_size, channels)
+    if stream or (stream is None and len(files) * channels * image_size**2 > STREAM_THRESHOLD_BYTES):
+        return streamed
     key = hashlib.sha256(
         repr(
             (
@@ -258,17 +315,17 @@ def load_image_folder(root: Path, split: str, image_size: int, channels: int) ->
         ).encode()
     ).hexdigest()[:16]
     cached = cache_dir() / "arrays" / f"{root.name}-{split}-{key}.npy"
-    labels = torch.tensor([c for _, c in files], dtype=torch.long)
     if cached.is_file():
         return ImageArrays(torch.from_numpy(np.load(cached, allow_pickle=False)), labels, tuple(classes))
     from tqdm.auto import tqdm
 
     images = torch.empty(len(files), channels, image_size, image_size, dtype=torch.uint8)
-    for i, (path, _) in enumerate(tqdm(files, desc=f"decoding {root.name}/{split}", unit="img", leave=False)):
-        try:
-            images[i] = load_image_tensor(path, channels, image_size)
-        except ImageError as error:
-            raise ImageError(f"{path}: {error}") from error
+    batches = batch_indices(len(files), 256)
+    decoded = streamed.iter_batches(batches)  # the streamed path's decoder, on every core
+    for index, batch in zip(
+        batches, tqdm(decoded, total=len(batches), desc=f"decoding {root.name}/{split}", unit="batch", leave=False)
+    ):
+        images[index] = batch
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(".tmp.npy")
     np.save(tmp, images.numpy(), allow_pickle=False)
@@ -277,10 +334,14 @@ def load_image_folder(root: Path, split: str, image_size: int, channels: int) ->
 
 
 __all__ = [
+    "STREAM_THRESHOLD_BYTES",
     "DatasetNotFoundError",
     "ImageArrays",
+    "ImageFiles",
+    "Images",
     "InputSpec",
     "Preprocess",
+    "batch_indices",
     "cache_dir",
     "channel_stats",
     "data_dirs",

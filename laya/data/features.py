@@ -1,59 +1,127 @@
 """Per-layer hidden states of a whole image set, computed once in batches (and cached for frozen backbones).
 
 With a frozen backbone the hidden states never change, so heads train on a cache
-``$LAYA_CACHE/features/<key>.safetensors`` keyed by the backbone's weights, the images and
-the preprocessing. Analyses reuse the same tensors instead of recomputing the backbone.
+``$LAYA_CACHE/features/<key>/layer_<i>.npy`` keyed by the backbone's weights, the images and
+the preprocessing. The cache is written batch by batch into memory-mapped ``.npy`` files and
+read back memory-mapped, so neither writing nor reading needs the features to fit in RAM.
+Analyses reuse the same tensors instead of recomputing the backbone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+from collections.abc import Iterator
 
+import numpy as np
 import torch
-from safetensors.torch import load_file
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from laya.data.datasets import Preprocess, cache_dir
+from laya.data.datasets import Images, Preprocess, batch_indices, cache_dir
 from laya.model.backbones import Backbone
-from laya.model.checkpoint import atomic_write_tensors
+from laya.model.devices import autocast, model_device
 
 
-@torch.inference_mode()
-def hidden_states(
-    backbone: Backbone, preprocess: Preprocess, images: Tensor, batch_size: int = 256, desc: str | None = None
-) -> list[Tensor]:
-    """Run ``backbone`` over ``uint8 (N, C, H, W)`` images: L tensors ``(N, d_i)``."""
+def _image_batches(images: Images | Tensor, batches: list[Tensor]) -> Iterator[Tensor]:
+    if isinstance(images, Tensor):
+        return (images[idx] for idx in batches)
+    return images.iter_batches(batches)
+
+
+def iter_hidden_states(
+    backbone: Backbone,
+    preprocess: Preprocess,
+    images: Images | Tensor,
+    batch_size: int = 256,
+    desc: str | None = None,
+    precision: str = "float32",
+    batches: list[Tensor] | None = None,
+) -> Iterator[list[Tensor]]:
+    """Per batch of ``images`` (a dataset or ``uint8 (N, C, H, W)``): L float32 tensors ``(B, d_i)``
+    on the model's device. ``batches``: index tensors of the batches to run (default: all, in order)."""
     was_training = backbone.training
     backbone.eval()
-    chunks: list[list[Tensor]] = []
-    starts = range(0, len(images), batch_size)
-    for start in tqdm(starts, desc=desc, disable=desc is None, unit="batch", leave=False):
-        chunks.append(backbone(preprocess(images[start : start + batch_size])))
-    backbone.train(was_training)
+    device = model_device(backbone)
+    batches = batch_indices(len(images), batch_size) if batches is None else batches
+    progress = tqdm(_image_batches(images, batches), desc=desc, disable=desc is None, total=len(batches), leave=False)
+    try:
+        for batch in progress:
+            # no grad mode spans a yield: it would leak into the caller while the generator is suspended
+            with torch.inference_mode(), autocast(device, precision):
+                hidden = [h.float() for h in backbone(preprocess(batch))]
+            yield hidden
+    finally:
+        backbone.train(was_training)
+
+
+def hidden_states(
+    backbone: Backbone,
+    preprocess: Preprocess,
+    images: Images | Tensor,
+    batch_size: int = 256,
+    desc: str | None = None,
+    precision: str = "float32",
+) -> list[Tensor]:
+    """Run ``backbone`` over all ``images``: L tensors ``(N, d_i)`` on the model's device (held in memory)."""
+    chunks = list(iter_hidden_states(backbone, preprocess, images, batch_size, desc, precision))
     return [torch.cat([c[i] for c in chunks]) for i in range(len(backbone.layer_dims))]
 
 
-def cached_hidden_states(
-    backbone: Backbone, preprocess: Preprocess, images: Tensor, batch_size: int = 256, desc: str | None = None
-) -> list[Tensor]:
-    """:func:`hidden_states`, read from / written to the feature cache."""
+def _cache_key(backbone: Backbone, preprocess: Preprocess, images: Images | Tensor, precision: str) -> str:
     digest = hashlib.sha256()
     digest.update(backbone.fingerprint().encode())
     digest.update(json.dumps(preprocess.spec.to_dict(), sort_keys=True).encode())
     # the architecture, not where the weights came from (the fingerprint covers the weights)
     architecture = {k: v for k, v in backbone.config.to_dict().items() if k not in ("weights", "freeze", "layer_names")}
     digest.update(json.dumps(architecture, sort_keys=True, default=str).encode())
-    digest.update(str(tuple(images.shape)).encode())
-    digest.update(images.contiguous().numpy().tobytes())
-    path = cache_dir() / "features" / f"{digest.hexdigest()[:24]}.safetensors"
-    if path.is_file():
-        stored = load_file(str(path))
-        return [stored[f"layer_{i}"] for i in range(len(stored))]
-    hidden = hidden_states(backbone, preprocess, images, batch_size, desc)
-    atomic_write_tensors(path, {f"layer_{i}": h for i, h in enumerate(hidden)})
-    return hidden
+    digest.update(precision.encode())
+    if isinstance(images, Tensor):
+        digest.update(str(tuple(images.shape)).encode())
+        digest.update(images.contiguous().numpy().tobytes())
+    else:
+        digest.update(images.fingerprint().encode())
+    return digest.hexdigest()[:24]
 
 
-__all__ = ["cached_hidden_states", "hidden_states"]
+def cached_hidden_states(
+    backbone: Backbone,
+    preprocess: Preprocess,
+    images: Images | Tensor,
+    batch_size: int = 256,
+    desc: str | None = None,
+    precision: str = "float32",
+) -> list[Tensor]:
+    """:func:`hidden_states`, read from / written to the on-disk feature cache: L CPU tensors ``(N, d_i)``
+    backed by memory-mapped files (rows are read from disk as they are indexed)."""
+    directory = cache_dir() / "features" / _cache_key(backbone, preprocess, images, precision)
+    layers = len(backbone.layer_dims)
+    if not (directory / "done").is_file():
+        tmp = directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        arrays = [
+            np.lib.format.open_memmap(tmp / f"layer_{i}.npy", mode="w+", dtype=np.float32, shape=(len(images), d))
+            for i, d in enumerate(backbone.layer_dims)
+        ]
+        start = 0
+        for hidden in iter_hidden_states(backbone, preprocess, images, batch_size, desc, precision):
+            for array, h in zip(arrays, hidden):
+                array[start : start + len(h)] = h.cpu().numpy()
+            start += len(hidden[0])
+        for array in arrays:
+            array.flush()
+        del arrays
+        (tmp / "done").write_text("")
+        if (directory / "done").is_file():  # another process (a torchrun rank) finished first
+            shutil.rmtree(tmp)
+        else:
+            shutil.rmtree(directory, ignore_errors=True)  # a half-written cache from a killed run
+            os.replace(tmp, directory)
+    # copy-on-write mapping: torch wants writable memory; nothing is ever written back to the file
+    return [torch.from_numpy(np.load(directory / f"layer_{i}.npy", mmap_mode="c")) for i in range(layers)]
+
+
+__all__ = ["cached_hidden_states", "hidden_states", "iter_hidden_states"]

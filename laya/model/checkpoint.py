@@ -24,9 +24,10 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from laya import __version__
-from laya.data.datasets import ImageArrays, InputSpec, Preprocess, dataset_label, load_dataset
+from laya.data.datasets import Images, InputSpec, Preprocess, dataset_label, load_dataset
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.classifier import LayerwiseClassifier
+from laya.model.devices import resolve_device
 from laya.model.heads import HeadConfig, build_head
 
 FORMAT = "laya-checkpoint"
@@ -91,14 +92,15 @@ class Checkpoint:
     def layer_names(self) -> tuple[str, ...]:
         return self.model.layer_names
 
-    def load_data(self, split: str = "test", dataset: str | None = None) -> ImageArrays:
-        """The checkpoint's dataset (or ``dataset``), decoded as the model was trained: same size, channels.
+    def load_data(self, split: str = "test", dataset: str | None = None, stream: bool | None = None) -> Images:
+        """The checkpoint's dataset (or ``dataset``), decoded as the model was trained: same size, channels
+        (``stream``: see :func:`~laya.data.datasets.load_dataset`).
 
         Raises:
             DatasetNotFoundError: the dataset is not on this machine; the message says where to get it.
         """
         spec = self.meta.input
-        return load_dataset(dataset or self.meta.dataset, split, spec.source_size, spec.channels)
+        return load_dataset(dataset or self.meta.dataset, split, spec.source_size, spec.channels, stream)
 
     @property
     def name(self) -> str:
@@ -210,12 +212,14 @@ def read_meta(path: str | Path) -> dict[str, Any]:
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
-    """Load a checkpoint directory (or either of its two files) into an eval-mode model.
+    """Load a checkpoint directory (or either of its two files) into an eval-mode model on ``map_location``
+    (``auto|cpu|cuda|cuda:N``, see :func:`laya.model.devices.resolve_device`); any checkpoint loads on any device.
 
     Raises:
         CheckpointError: missing, foreign, truncated or mismatched files, with the reason.
     """
     directory = _locate(path)
+    map_location = resolve_device(map_location)
     record = read_meta(directory)
     try:
         meta = CheckpointMeta.from_dict(record)

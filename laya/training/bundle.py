@@ -21,7 +21,7 @@ from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import explain
 from laya.analysis.report import write_report
 from laya.app.catalog import example_images
-from laya.data.datasets import ImageArrays
+from laya.data.datasets import Images
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors, load_checkpoint, save_checkpoint
 
@@ -33,14 +33,14 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def export_examples(data: ImageArrays, dest: str | Path, per_class: int = 1) -> list[Path]:
+def export_examples(data: Images, dest: str | Path, per_class: int = 1) -> list[Path]:
     """Write the first ``per_class`` images of each class as PNG: ``dest/<nn>-<class>.png``."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     paths = []
     for c, name in enumerate(data.classes):
         for i in torch.nonzero(data.labels == c).flatten()[:per_class].tolist():
-            array = data.images[i].permute(1, 2, 0).numpy()
+            array = data.image(i).permute(1, 2, 0).numpy()
             path = dest / f"{len(paths):02d}-{_slug(name)}.png"
             Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array).save(path)
             paths.append(path)
@@ -62,9 +62,7 @@ def record_expected(checkpoint: Checkpoint, examples: list[Path]) -> dict:
     return record
 
 
-def bundle(
-    run: str | Path, dest: str | Path, test: ImageArrays, options: EvalOptions | None = None, progress=None
-) -> Path:
+def bundle(run: str | Path, dest: str | Path, test: Images, options: EvalOptions | None = None, progress=None) -> Path:
     """Copy the checkpoint in ``run`` to ``dest``, evaluate it on ``test``, record expected outputs.
 
     A frozen backbone is written once to ``dest/../backbone.safetensors`` and referenced from the

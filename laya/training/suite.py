@@ -39,8 +39,14 @@ def run_suite(
     seeds: Sequence[int] | None = None,
     heads: Sequence[str] | None = None,
     options: EvalOptions | None = None,
+    device: str | None = None,
+    stream: bool | None = None,
 ) -> list[Path]:
-    """Train (or resume) and evaluate each (head, seed) run; returns the run directories."""
+    """Train (or resume) and evaluate each (head, seed) run; returns the run directories.
+
+    ``device`` (default auto) and ``options.precision`` apply to training and evaluation; ``stream``: see
+    :func:`~laya.data.datasets.load_dataset`. Neither changes the runs' directories.
+    """
     seeds = tuple(seeds if seeds is not None else setting.seeds)
     heads = tuple(heads or setting.heads)
     options = options or EvalOptions(limit=setting.eval_limit)
@@ -52,12 +58,13 @@ def run_suite(
         out = Path(config.out)
         if not (out / "model.json").is_file():
             tqdm.write(f"training {setting.name} / {head} / seed {seed} -> {out}")
-            train(replace(config, resume=True))
+            train(replace(config, resume=True, device=device or "auto", precision=options.precision, stream=stream))
         if not (out / REPORT_FILE).is_file():
-            test = test or load_dataset(config.dataset, "test", config.image_size)
+            test = test or load_dataset(config.dataset, "test", config.image_size, stream=stream)
             tqdm.write(f"evaluating {out}")
             per_input: dict = {}
-            write_report(evaluate(load_checkpoint(out), test, options, per_input=per_input), out, per_input)
+            checkpoint = load_checkpoint(out, map_location=device or "auto")
+            write_report(evaluate(checkpoint, test, options, per_input=per_input), out, per_input)
         done.append(out)
     return done
 

@@ -7,16 +7,19 @@ so ``resume=True`` continues a killed run exactly. The final checkpoint (best va
 weights, reference vectors, metrics) goes to ``out/model.{safetensors,json}``.
 
 Under ``torchrun`` (``WORLD_SIZE > 1``) the same call uses DistributedDataParallel
-(gloo on CPU, NCCL on GPUs), a DistributedSampler, and rank 0 writes all files.
+(NCCL with one process per GPU, else gloo on CPU: :func:`laya.model.devices.setup_distributed`),
+a DistributedSampler, and rank 0 writes all files. ``device`` (``auto|cpu|cuda|cuda:N``) and
+``precision`` (``float32|bf16`` autocast) say where and how forward passes run; the checkpoint is
+written from a CPU copy and loads on any device. Datasets too large for memory are streamed
+(``stream``; see :func:`laya.data.datasets.load_dataset`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,8 +33,8 @@ from torch import Tensor, nn
 from torch.utils.data import DistributedSampler
 from tqdm.auto import tqdm
 
-from laya.data.datasets import ImageArrays, InputSpec, Preprocess, channel_stats, load_dataset, split_indices
-from laya.data.features import cached_hidden_states, hidden_states
+from laya.data.datasets import Images, InputSpec, Preprocess, batch_indices, channel_stats, load_dataset, split_indices
+from laya.data.features import cached_hidden_states, iter_hidden_states
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.checkpoint import (
     META_FILE,
@@ -42,6 +45,7 @@ from laya.model.checkpoint import (
 )
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.configs import construct
+from laya.model.devices import Placement, autocast, check_precision, model_device, setup_distributed
 from laya.model.heads import HeadConfig, build_head
 from laya.model.weights import SOURCES
 
@@ -70,6 +74,9 @@ class TrainConfig:
     eval_batch_size: int = 256
     save_dtype: Literal["float32", "float16"] = "float32"
     resume: bool = False
+    device: str = "auto"  # auto | cpu | cuda | cuda:N (under torchrun: auto | cuda | cpu)
+    precision: Literal["float32", "bf16"] = "float32"  # bf16: forward passes under autocast
+    stream: bool | None = None  # ImageFolder datasets: stream from disk (None: when too large for memory)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -87,38 +94,8 @@ class TrainConfig:
             raise ValueError(f"augment must be 'none' or 'flip_crop', got {config.augment!r}")
         if config.save_dtype not in ("float32", "float16"):
             raise ValueError(f"save_dtype must be 'float32' or 'float16', got {config.save_dtype!r}")
+        check_precision(config.precision)
         return config
-
-
-@dataclass
-class _Dist:
-    rank: int = 0
-    world: int = 1
-    device: torch.device = torch.device("cpu")  # noqa: RUF009 - immutable
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            dist.barrier()
-
-
-def _setup_distributed() -> _Dist:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return _Dist(device=torch.device("cuda" if torch.cuda.is_available() else "cpu"))
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
-    rank = dist.get_rank()
-    if torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        torch.cuda.set_device(local)
-        device = torch.device("cuda", local)
-    else:
-        device = torch.device("cpu")
-    return _Dist(rank, dist.get_world_size(), device)
 
 
 def seed_everything(seed: int) -> None:
@@ -142,9 +119,9 @@ def flip_crop(images: Tensor, generator: torch.Generator, pad: int = 4) -> Tenso
     return padded[batch, chan, rows, cols]
 
 
-def input_spec_for(config: TrainConfig, data: ImageArrays) -> InputSpec:
+def input_spec_for(config: TrainConfig, data: Images) -> InputSpec:
     """Normalisation of the backbone's pretrained weights, else the training images' statistics."""
-    channels, source = data.images.shape[1], data.images.shape[-1]
+    channels, source = data.channels, data.image_size
     size = config.backbone.input_size or source
     weights = config.backbone.weights
     if weights in SOURCES:
@@ -155,7 +132,7 @@ def input_spec_for(config: TrainConfig, data: ImageArrays) -> InputSpec:
         cfg = timm.create_model(config.backbone.model, pretrained=False).pretrained_cfg
         mean, std = tuple(cfg["mean"]), tuple(cfg["std"])
     else:
-        mean, std = channel_stats(data.images)
+        mean, std = channel_stats(data)
     if len(mean) != channels:
         raise ValueError(f"weights normalise {len(mean)} channels but the dataset has {channels}")
     return InputSpec(channels=channels, source_size=source, size=size, mean=tuple(mean), std=tuple(std))
@@ -174,15 +151,24 @@ class _Logits(nn.Module):
         return self.model(self.preprocess(inputs[0])).logits
 
 
-def _accuracy(net: nn.Module, inputs: list[Tensor], labels: Tensor, index: Tensor, batch: int, env: _Dist) -> float:
+def _batches(inputs: Images | list[Tensor], index_batches: list[Tensor]) -> Iterator[list[Tensor]]:
+    """Per index batch, what the net takes: ``[uint8 images]`` from a dataset, or the L cached feature rows."""
+    if isinstance(inputs, list):
+        return ([x[idx] for x in inputs] for idx in index_batches)
+    return ([images] for images in inputs.iter_batches(index_batches))
+
+
+def _accuracy(
+    net: nn.Module, inputs: Images | list[Tensor], labels: Tensor, index: Tensor, config: TrainConfig, env: Placement
+) -> float:
     """Accuracy over ``index``, sharded across ranks and summed."""
     shard = index[env.rank :: env.world]
+    index_batches = list(shard.split(config.eval_batch_size))
     correct = torch.zeros(2, dtype=torch.float64, device=env.device)
     net.eval()
-    with torch.inference_mode():
-        for start in range(0, len(shard), batch):
-            idx = shard[start : start + batch]
-            logits = net(*[x[idx].to(env.device) for x in inputs])
+    with torch.inference_mode(), autocast(env.device, config.precision):
+        for idx, batch in zip(index_batches, _batches(inputs, index_batches), strict=True):
+            logits = net(*[x.to(env.device, non_blocking=True) for x in batch])
             correct[0] += (logits.argmax(-1).cpu() == labels[idx]).sum().item()
             correct[1] += len(idx)
     if env.world > 1:
@@ -223,7 +209,7 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
     ``on_epoch_end(epoch, record)`` is called after each epoch's state is saved (tests use it to
     simulate an interruption).
     """
-    env = _setup_distributed()
+    env = setup_distributed(config.device)
     out = Path(config.out)
     if config.resume and (out / META_FILE).is_file() and not (out / STATE_META).is_file():
         if env.main:
@@ -232,7 +218,7 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
     seed_everything(config.seed)
     started = time.time()
 
-    data = load_dataset(config.dataset, "train", config.image_size)
+    data = load_dataset(config.dataset, "train", config.image_size, stream=config.stream)
     spec = input_spec_for(config, data)
     bb_config = BackboneConfig.from_dict(
         {**config.backbone.to_dict(), "in_channels": spec.channels, "input_size": spec.size}
@@ -245,16 +231,17 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
 
     frozen = bb_config.freeze
     if frozen:  # heads train on per-layer features computed once
-        inputs = cached_hidden_states(
-            backbone, preprocess, data.images, config.eval_batch_size, "features (train split)"
+        inputs: Images | list[Tensor] = cached_hidden_states(
+            backbone, preprocess, data, config.eval_batch_size, "features (train split)", config.precision
         )
         net: nn.Module = _Logits(model, None)
     else:
-        inputs = [data.images]
+        inputs = data
         net = _Logits(model, preprocess)
     trainable = [p for p in net.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(trainable, lr=config.lr, weight_decay=config.weight_decay)
-    ddp = nn.parallel.DistributedDataParallel(net) if env.world > 1 else net
+    on_gpu = [env.device] if env.device.type == "cuda" else None
+    ddp = nn.parallel.DistributedDataParallel(net, device_ids=on_gpu) if env.world > 1 else net
 
     epoch, best_acc, bad_epochs, history = 0, -1.0, 0, []
     best = {k: v.clone() for k, v in net.state_dict().items()}
@@ -275,25 +262,27 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
         generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch * 7919 + env.rank)
         ddp.train()
         tick, total, seen = time.time(), 0.0, 0
+        index_batches = list(order.split(config.batch_size))
         bar = tqdm(
-            range(0, len(order), config.batch_size),
+            zip(index_batches, _batches(inputs, index_batches), strict=True),
+            total=len(index_batches),
             desc=f"epoch {epoch + 1}",
             disable=not env.main,
             leave=False,
             mininterval=1.0,
         )
-        for start in bar:
-            idx = order[start : start + config.batch_size]
-            batch = [x[idx] for x in inputs]
+        for idx, batch in bar:
             if config.augment == "flip_crop" and not frozen:
                 batch[0] = flip_crop(batch[0], generator)
-            loss = F.cross_entropy(ddp(*[b.to(env.device) for b in batch]), data.labels[idx].to(env.device))
+            with autocast(env.device, config.precision):
+                logits = ddp(*[b.to(env.device, non_blocking=True) for b in batch])
+            loss = F.cross_entropy(logits.float(), data.labels[idx].to(env.device))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             total, seen = total + loss.item() * len(idx), seen + len(idx)
             bar.set_postfix(loss=f"{total / seen:.4f}", refresh=False)
-        val_acc = _accuracy(net, inputs, data.labels, val_idx, config.eval_batch_size, env)
+        val_acc = _accuracy(net, inputs, data.labels, val_idx, config, env)
         epoch += 1
         if val_acc > best_acc:
             best_acc, bad_epochs = val_acc, 0
@@ -345,32 +334,50 @@ def _finish(
     preprocess: Preprocess,
     spec: InputSpec,
     bb_config: BackboneConfig,
-    data: ImageArrays,
-    inputs: list[Tensor],
+    data: Images,
+    inputs: Images | list[Tensor],
     train_idx: Tensor,
     best_acc: float,
     history: list[dict],
     seconds: float,
     out: Path,
 ) -> None:
-    """Reference vectors, test accuracy, final checkpoint; removes the training state."""
+    """Reference vectors, test accuracy, final checkpoint; removes the training state.
+
+    Both stream over batches: the reference vector of layer i is ``mean_n h_i(x_n)`` over the training
+    split (summed in float64), and test predictions go batch by batch through the head.
+    """
     model.eval()
     frozen = bb_config.freeze
-    train_hidden = (
-        [h[train_idx] for h in inputs]
+    device, batch = model_device(model.head), config.eval_batch_size
+    train_batches = list(train_idx.split(batch))
+    hidden = (
+        _batches(inputs, train_batches)
         if frozen
-        else hidden_states(
-            model.backbone, preprocess, data.images[train_idx], config.eval_batch_size, "reference vectors"
+        else iter_hidden_states(
+            model.backbone, preprocess, data.subset(train_idx), batch, "reference vectors", config.precision
         )
     )
-    model.head.set_references([h.double().mean(0).float() for h in train_hidden])
-    test = load_dataset(config.dataset, "test", config.image_size)
+    sums = [torch.zeros(d, dtype=torch.float64, device=device) for d in model.backbone.layer_dims]
+    for h in hidden:
+        sums = [s + x.to(device).double().sum(0) for s, x in zip(sums, h)]
+    model.head.set_references([(s / len(train_idx)).float() for s in sums])
+    test = load_dataset(config.dataset, "test", config.image_size, stream=config.stream)
     if test.classes != data.classes:
         raise ValueError(f"train and test splits have different classes: {data.classes} vs {test.classes}")
-    extract = cached_hidden_states if frozen else hidden_states
-    test_hidden = extract(model.backbone, preprocess, test.images, config.eval_batch_size, "test split")
+    test_batches = batch_indices(len(test), batch)
+    test_hidden = (
+        _batches(
+            cached_hidden_states(model.backbone, preprocess, test, batch, "test split", config.precision), test_batches
+        )
+        if frozen
+        else iter_hidden_states(model.backbone, preprocess, test, batch, "test split", config.precision)
+    )
+    correct = 0
     with torch.inference_mode():
-        test_acc = (model.head(test_hidden).logits.argmax(-1).cpu() == test.labels).double().mean().item()
+        for idx, h in zip(test_batches, test_hidden, strict=True):
+            correct += (model.head([x.to(device) for x in h]).logits.argmax(-1).cpu() == test.labels[idx]).sum().item()
+    test_acc = correct / len(test)
     tqdm.write(f"best val acc {best_acc:.4f}  test acc {test_acc:.4f}  ({seconds / 60:.1f} min)")
     meta = CheckpointMeta(
         backbone=bb_config,

@@ -1,4 +1,5 @@
 import gzip
+import math
 import struct
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import torch
 import laya.data.datasets as data_module
 from laya.data.datasets import (
     DatasetNotFoundError,
+    ImageArrays,
     InputSpec,
     Preprocess,
     channel_stats,
@@ -113,12 +115,16 @@ def test_preprocess_normalises_and_resizes():
 
 
 def test_channel_stats():
-    images = torch.zeros(2, 2, 1, 2, dtype=torch.uint8)
+    images = torch.zeros(2, 2, 2, 2, dtype=torch.uint8)
     images[:, 1] = 255
     images[0, 0] = 255
-    mean, std = channel_stats(images)
+    mean, std = channel_stats(ImageArrays(images, torch.zeros(2, dtype=torch.long), ("a",)), batch_size=1)
     assert mean == pytest.approx((0.5, 1.0))
-    assert std[1] == pytest.approx(0.0)
+    assert std == pytest.approx((math.sqrt(2 / 7), 0.0))  # 4 of 8 values are 1: sample variance 8 * 0.25 / 7
+    noise = torch.randint(0, 256, (5, 3, 4, 4), generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
+    mean, std = channel_stats(ImageArrays(noise, torch.zeros(5, dtype=torch.long), ("a",)), batch_size=2)
+    x = noise.double() / 255
+    assert mean == pytest.approx(x.mean((0, 2, 3)).tolist()) and std == pytest.approx(x.std((0, 2, 3)).tolist())
 
 
 def test_input_spec_validation():

@@ -5,6 +5,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -128,7 +129,9 @@ def test_frozen_backbone_trains_head_on_cached_features(image_folder, tmp_path):
     )
     from laya.data.datasets import cache_dir
 
-    assert list((cache_dir() / "features").glob("*.safetensors"))
+    cached = list((cache_dir() / "features").glob("*/layer_0.npy"))  # memory-mapped feature cache on disk
+    shapes = {np.load(path, mmap_mode="r").shape for path in cached}
+    assert {(72, ck.model.backbone.layer_dims[0]), (24, ck.model.backbone.layer_dims[0])} <= shapes  # train, test
 
 
 def test_timm_vit_test_model_as_frozen_backbone_on_image_folder(image_folder, tmp_path):

@@ -1,14 +1,24 @@
-"""Shared dashboard code: the model catalog, cached loading, the sidebar model picker, image input.
+"""Shared dashboard code: the model catalog, cached loading, the sidebar model picker, image input, the page guard.
 
 Models are loaded once per process (``st.cache_resource``, keyed by path and file time) and
-shared by every session; reports and explanations are cached per argument (``st.cache_data``).
+shared by every session; a checkpoint that fails to load is remembered as failed (not rebuilt on
+every rerun) and its memory handed back to the OS. Reports and explanations are cached per
+argument (``st.cache_data``). Uploaded and typed checkpoints follow :mod:`laya.app.deploy`.
+
+Every page runs inside :func:`guard` (``app.py`` wraps ``page.run()``), so a new page gets it for
+free; a script run on its own can use ``with common.guard(): ...`` (one line).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
-from collections.abc import Sequence
+import secrets
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,14 +27,15 @@ import torch
 
 from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.report import REPORT_FILE, Report
-from laya.app import views
+from laya.app import deploy, views
 from laya.app.catalog import Entry, catalog_table, describe, find_checkpoints
-from laya.data.images import FORMATS, ImageError
+from laya.data.images import FORMATS, MAX_BYTES, ImageError
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
 
-APP_DIR = Path(__file__).resolve().parent.parent
+LOG = logging.getLogger("laya.app")
 SELECTION = "laya_selection"
 SOURCES = ("Bundled models", "Upload a checkpoint", "Path on this machine")
+MAX_FAILURES = 256
 IMAGE_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 NO_MODELS = (
     "No models found under `{root}`. Bundle the paper's settings with "
@@ -42,8 +53,25 @@ class Selection:
     group: tuple[Entry, ...]
 
 
-def models_root() -> Path:
-    return Path(os.environ.get("LAYA_MODELS", APP_DIR / "models"))
+models_root = deploy.models_root
+
+
+@contextmanager
+def guard(where: str = "this page") -> Iterator[None]:
+    """Turn an unexpected exception into a short ``st.error`` and log its traceback server-side.
+
+    Streamlit's own stop/rerun signals are ``BaseException`` and pass through. The message carries an
+    id that is also in the log line, so an operator can find the traceback without showing it.
+    """
+    try:
+        yield
+    except Exception as error:  # the last line of defence for every page
+        incident = secrets.token_hex(4)
+        LOG.exception("unexpected error on %s (incident %s)", where, incident)
+        st.error(
+            f"Something went wrong on {where} ({type(error).__name__}); the app keeps running. "
+            f"The details are in the server log (incident {incident})."
+        )
 
 
 @st.cache_resource
@@ -69,12 +97,33 @@ def catalog(root: str) -> list[Entry]:
 
 @st.cache_resource(max_entries=32, show_spinner="Loading the model…")
 def _load_model(path: str, stamp: int) -> Checkpoint:
-    return load_checkpoint(path)
+    return load_checkpoint(path, confine=deploy.confinement(path, deploy.upload_store().root))
+
+
+@st.cache_resource
+def _failures() -> OrderedDict[tuple[str, int], str]:
+    """Checkpoints that failed to load in this process (path, file time) -> message; bounded."""
+    return OrderedDict()
 
 
 def load_model(path: str) -> Checkpoint:
-    """The checkpoint at ``path``, loaded once per process. Raises :class:`CheckpointError`."""
-    return _load_model(path, _stamp(Path(path) / WEIGHTS_FILE))
+    """The checkpoint at ``path``, loaded once per process. Raises :class:`CheckpointError`.
+
+    A failure is remembered (same path and file time: the same error, without rebuilding) and the
+    memory the attempt took is handed back to the OS.
+    """
+    key = (path, _stamp(Path(path) / WEIGHTS_FILE))
+    failures = _failures()
+    if key in failures:
+        raise CheckpointError(failures[key])
+    try:
+        return _load_model(*key)
+    except CheckpointError as error:
+        failures[key] = str(error)
+        while len(failures) > MAX_FAILURES:
+            failures.popitem(last=False)
+        deploy.release_memory()
+        raise
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -128,9 +177,33 @@ def _pick_bundled(entries: list[Entry]) -> Selection:
     return Selection(path, tuple(members))
 
 
+class SessionUploads(dict):
+    """This session's uploaded checkpoints (digest -> folder); deleted from disk when the session ends
+    (its session state is garbage-collected), besides the store's TTL."""
+
+    def __init__(self, store: deploy.UploadStore) -> None:
+        super().__init__()
+        self.folders: list[str] = []
+        weakref.finalize(self, _discard_all, store, self.folders)  # must not reference self
+
+    def __setitem__(self, digest: str, folder: str) -> None:
+        self.folders.append(folder)
+        super().__setitem__(digest, folder)
+
+
+def _discard_all(store: deploy.UploadStore, folders: list[str]) -> None:
+    for folder in folders:
+        store.discard(folder)
+
+
 def _upload_checkpoint() -> str | None:
+    limit = deploy.max_checkpoint_mb()
     files = st.sidebar.file_uploader(
-        f"{META_FILE} and {WEIGHTS_FILE}", type=["json", "safetensors"], accept_multiple_files=True, key="model_upload"
+        f"{META_FILE} and {WEIGHTS_FILE} (up to {limit} MB each)",
+        type=["json", "safetensors"],
+        accept_multiple_files=True,
+        key="model_upload",
+        max_upload_size=limit,
     )
     if not files:
         st.sidebar.caption("Upload both files of one checkpoint directory.")
@@ -139,14 +212,29 @@ def _upload_checkpoint() -> str | None:
     digest = hashlib.sha256(
         b"".join(n.encode() + hashlib.sha256(d).digest() for n, d in sorted(contents.items()))
     ).hexdigest()
-    uploads: dict[str, str] = st.session_state.setdefault("laya_uploads", {})
-    if digest not in uploads:
+    store = deploy.upload_store()
+    uploads = st.session_state.get("laya_uploads")
+    if not isinstance(uploads, SessionUploads):
+        uploads = st.session_state["laya_uploads"] = SessionUploads(store)
+    if digest not in uploads or not Path(uploads[digest]).is_dir():
         try:
-            uploads[digest] = str(views.write_uploaded_checkpoint(contents))
+            uploads[digest] = str(store.store(contents))
         except CheckpointError as error:
-            st.sidebar.error(str(error))
+            st.sidebar.error(f"Cannot use this checkpoint: {error}")
+            deploy.release_memory()
             return None
     return uploads[digest]
+
+
+def _typed_path(entries: list[Entry]) -> Selection | None:
+    text = st.sidebar.text_input("Checkpoint directory", key="model_path", placeholder="runs/…/seed0").strip()
+    if not text:
+        return None
+    try:
+        return _single(str(deploy.resolve_path(text)), entries)
+    except CheckpointError as error:
+        st.sidebar.error(str(error))
+        return None
 
 
 def _single(path: str, entries: list[Entry]) -> Selection:
@@ -162,7 +250,8 @@ def pick_model() -> None:
     """Sidebar: choose a bundled, uploaded or local checkpoint; store the :class:`Selection` in the session."""
     entries = catalog(str(models_root()))
     st.sidebar.header("Model")
-    source = st.sidebar.radio("Source", SOURCES, key="model_source", label_visibility="collapsed")
+    sources = SOURCES if deploy.allow_paths() else SOURCES[:2]
+    source = st.sidebar.radio("Source", sources, key="model_source", label_visibility="collapsed")
     selection = None
     if source == SOURCES[0]:
         selection = _pick_bundled(entries)
@@ -170,9 +259,7 @@ def pick_model() -> None:
         path = _upload_checkpoint()
         selection = _single(path, entries) if path else None
     else:
-        text = st.sidebar.text_input("Checkpoint directory", key="model_path", placeholder="runs/…/seed0").strip()
-        path = Path(text).expanduser().resolve()
-        selection = _single(str(path.parent if path.is_file() else path), entries) if text else None
+        selection = _typed_path(entries)
     broken = [e for e in entries if e.error]
     if broken:
         with st.sidebar.expander(f"{len(broken)} unreadable checkpoint(s)"):
@@ -194,10 +281,13 @@ def current() -> tuple[Checkpoint, Selection]:
     """The selected checkpoint, loaded; stops the page with a message if there is none or it fails to load."""
     selection = selected()
     try:
-        return load_model(selection.path), selection
+        checkpoint = load_model(selection.path)
     except CheckpointError as error:
         st.error(f"Cannot load the checkpoint: {error}")
         st.stop()
+    for warning in checkpoint.warnings:
+        st.warning(warning)
+    return checkpoint, selection
 
 
 # ---------------------------------------------------------------- page widgets
@@ -205,7 +295,12 @@ def current() -> tuple[Checkpoint, Selection]:
 
 def image_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None:
     """An uploaded image, else the chosen bundled example: ``(name, bytes)``, or None."""
-    upload = st.file_uploader(f"Upload an image ({', '.join(FORMATS)})", type=IMAGE_TYPES, key=f"{key}_upload")
+    upload = st.file_uploader(
+        f"Upload an image ({', '.join(FORMATS)})",
+        type=IMAGE_TYPES,
+        key=f"{key}_upload",
+        max_upload_size=MAX_BYTES // 2**20,
+    )
     if upload is not None:
         return upload.name, upload.getvalue()
     if not examples:

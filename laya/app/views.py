@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -24,7 +22,7 @@ from laya.analysis.report import Report
 from laya.app.catalog import Entry
 from laya.app.plots import layer_scores_figure
 from laya.data.datasets import InputSpec
-from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, Checkpoint, CheckpointError
+from laya.model.checkpoint import Checkpoint
 from laya.model.heads import HEAD_LABELS
 
 MODE_HELP = {
@@ -32,7 +30,6 @@ MODE_HELP = {
     "mean": "the layer's hidden state is replaced by its training mean",
     "renormalise": "the softmax is recomputed over the remaining layers",
 }
-CHECKPOINT_FILES = (META_FILE, WEIGHTS_FILE)
 
 
 # ---------------------------------------------------------------- labels
@@ -281,26 +278,6 @@ def heads_table(heads: Sequence[str], reports: Sequence[Report | None]) -> pd.Da
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------- uploaded checkpoints
-
-
-def write_uploaded_checkpoint(files: Mapping[str, bytes], parent: str | Path | None = None) -> Path:
-    """Write an uploaded ``model.json`` + ``model.safetensors`` pair to a fresh temporary directory.
-
-    Raises:
-        CheckpointError: the upload is not exactly those two files.
-    """
-    names = sorted(files)
-    if names != sorted(CHECKPOINT_FILES):
-        raise CheckpointError(
-            f"upload exactly two files, {META_FILE} and {WEIGHTS_FILE}, from one checkpoint directory; got {names or 'none'}"
-        )
-    directory = Path(tempfile.mkdtemp(prefix="laya-upload-", dir=parent))
-    for name, data in files.items():
-        (directory / name).write_bytes(data)
-    return directory
-
-
 __all__ = [
     "MODE_HELP",
     "class_counts",
@@ -328,5 +305,4 @@ __all__ = [
     "profile_title",
     "report_caption",
     "score_figure",
-    "write_uploaded_checkpoint",
 ]

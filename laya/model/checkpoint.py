@@ -59,21 +59,26 @@ def _inside(path: Path, roots: tuple[Path, ...] | list[Path]) -> bool:
     return any(real.is_relative_to(os.path.realpath(root)) for root in roots)
 
 
-def check_confined(meta: CheckpointMeta, confine: Confinement) -> None:
-    """Refuse a checkpoint that names server resources outside ``confine`` (see :class:`Confinement`)."""
+def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) -> None:
+    """Refuse ``backbone.weights`` outside ``confine`` (see :class:`Confinement`); the dataset is checked
+    when it is loaded (:meth:`Checkpoint.load_data`)."""
     spec = meta.backbone.weights
     if spec is not None and spec not in SOURCES:
-        target = Path(spec) if Path(spec).is_absolute() else confine.weights_root / spec
+        target = Path(spec) if Path(spec).is_absolute() else directory / spec  # as build_backbone resolves it
         if not _inside(target, [confine.weights_root]):
             raise refuse(
                 "backbone.weights",
                 spec,
-                f"must be a named source ({', '.join(SOURCES)}) or a file inside the checkpoint's own folder",
+                f"must be a named source ({', '.join(SOURCES)}) or a file inside the checkpoint's own folder (server models: their model folder)",
             )
-    if meta.dataset not in KNOWN_DATASETS and not _inside(Path(meta.dataset), confine.data_roots):
+
+
+def check_dataset(name: str, confine: Confinement) -> None:
+    """Refuse a ``dataset`` that is neither a known name nor a folder inside ``confine.data_roots``."""
+    if name not in KNOWN_DATASETS and not _inside(Path(name), confine.data_roots):
         raise refuse(
             "dataset",
-            meta.dataset,
+            name,
             f"must be a known dataset ({', '.join(KNOWN_DATASETS)}) or a folder inside the data roots this server allows",
         )
 
@@ -143,6 +148,7 @@ class Checkpoint:
     preprocess: Preprocess
     path: Path
     warnings: tuple[str, ...] = ()  # problems loaded anyway (``allow_nonfinite``), for the UI to show
+    confine: Confinement | None = None  # set for untrusted checkpoints: what they may read
 
     @property
     def layer_names(self) -> tuple[str, ...]:
@@ -153,9 +159,13 @@ class Checkpoint:
 
         Raises:
             DatasetNotFoundError: the dataset is not on this machine; the message says where to get it.
+            CheckpointError: an untrusted checkpoint names a folder outside its allowed data roots.
         """
         spec = self.meta.input
-        return load_dataset(dataset or self.meta.dataset, split, spec.source_size, spec.channels)
+        name = dataset or self.meta.dataset
+        if self.confine is not None:
+            check_dataset(name, self.confine)
+        return load_dataset(name, split, spec.source_size, spec.channels)
 
     @property
     def name(self) -> str:
@@ -316,7 +326,7 @@ def load_checkpoint(
     record = read_meta(directory)
     meta = check_model(record)
     if confine is not None:
-        check_confined(meta, confine)
+        check_confined(meta, confine, directory)
     weights = directory / WEIGHTS_FILE
     expected = record.get("weights", {}).get("sha256")
     if expected and sha256_file(weights) != expected:
@@ -357,7 +367,7 @@ def load_checkpoint(
         warnings.append(f"{message}: predictions and scores may be NaN")
     model.load_state_dict({k: v.to(target[k].dtype) for k, v in state.items()}, strict=not external_backbone)
     model.to(map_location).eval()
-    return Checkpoint(model, meta, Preprocess(meta.input).to(map_location), directory, tuple(warnings))
+    return Checkpoint(model, meta, Preprocess(meta.input).to(map_location), directory, tuple(warnings), confine)
 
 
 __all__ = [
@@ -369,6 +379,7 @@ __all__ = [
     "atomic_write_tensors",
     "build_model",
     "check_confined",
+    "check_dataset",
     "check_model",
     "load_checkpoint",
     "parse_meta",

@@ -23,7 +23,7 @@ from streamlit.testing.v1 import AppTest
 from laya.analysis.explain import Explanation, explain
 from laya.analysis.profiles import SUBSETS, heatmap_table
 from laya.analysis.report import Report
-from laya.app import views
+from laya.app import deploy, views
 from laya.app.catalog import describe, example_images
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
@@ -36,6 +36,12 @@ TITLES = ("LastLayer", "Concat", "ScalarMix", "LAYA")
 @pytest.fixture(scope="module")
 def setting(tiny_models: Path) -> Path:
     return tiny_models / "colours-mlp"
+
+
+@pytest.fixture(autouse=True)
+def _data_root(monkeypatch: pytest.MonkeyPatch, image_folder: Path) -> None:
+    """The tiny models' ImageFolder dataset is a shared data root (checkpoints may only read datasets inside one)."""
+    monkeypatch.setenv("LAYA_PATH_ROOTS", str(image_folder))
 
 
 def start(monkeypatch: pytest.MonkeyPatch, models: Path) -> AppTest:
@@ -254,7 +260,7 @@ def test_classwise_recompute_without_dataset(monkeypatch: pytest.MonkeyPatch, se
     at.switch_page("pages/classwise.py").run()
     at.button(key="classwise_recompute").click().run()
     assert not at.exception
-    assert len(at.error) == 1 and "unknown dataset" in at.error[0].value and "not-here" in at.error[0].value
+    assert len(at.error) == 1 and "must be a known dataset" in at.error[0].value and "not-here" in at.error[0].value
     assert charts(at), "the bundled report is still shown"
 
 
@@ -284,7 +290,7 @@ def test_checkpoint_from_path_and_upload(app: AppTest, setting: Path) -> None:
     app.sidebar.text_input(key="model_path").input(str(setting / "concat" / META_FILE)).run()
     assert_inspect_shows(app, expected(setting, "concat", example))
     app.sidebar.text_input(key="model_path").input(str(setting / "nothing-here")).run()
-    assert not app.exception and "Cannot load the checkpoint: no LAYA checkpoint" in app.error[0].value
+    assert not app.exception and app.sidebar.error[0].value == deploy.PATH_REFUSED
 
     app.sidebar.radio[0].set_value("Upload a checkpoint").run()
     uploader = app.sidebar.file_uploader(key="model_upload")
@@ -299,8 +305,8 @@ def test_checkpoint_from_path_and_upload(app: AppTest, setting: Path) -> None:
     app.file_uploader(key="inspect_upload").set_value(("blue.png", example, "image/png")).run()
     assert_inspect_shows(app, expected(setting, "scalarmix", example))
     uploaded = Path(app.session_state["laya_selection"].path)
-    assert uploaded.name.startswith("laya-upload-") and uploaded != setting / "scalarmix"
-    shutil.rmtree(uploaded)
+    assert uploaded.parent == deploy.upload_store().root and uploaded.name.startswith("upload-")
+    assert sorted(p.name for p in uploaded.iterdir()) == [META_FILE, WEIGHTS_FILE]
 
 
 def test_damaged_checkpoint_shows_error_and_app_keeps_working(

@@ -18,7 +18,7 @@ from laya.app import views
 from laya.app.catalog import Entry, example_images, find_checkpoints
 from laya.data.datasets import DatasetNotFoundError, InputSpec
 from laya.data.images import ImageError, load_image_tensor
-from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, CheckpointError, load_checkpoint
+from laya.model.checkpoint import META_FILE, load_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -163,18 +163,6 @@ def test_faithfulness_tables(setting: Path) -> None:
     assert table["accuracy"].tolist()[:2] == [r.accuracy for r in reports]
     assert table["faithfulness"].tolist()[:2] == pytest.approx([r.faithfulness() for r in reports])
     assert table["scores"].tolist() == ["Integrated Gradients (post-hoc)", "LAYA α (intrinsic)", "no report"]
-
-
-def test_write_uploaded_checkpoint(setting: Path, tmp_path: Path, example: bytes) -> None:
-    files = {name: (setting / "laya" / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}
-    directory = views.write_uploaded_checkpoint(files, tmp_path)
-    assert directory.parent == tmp_path and sorted(p.name for p in directory.iterdir()) == sorted(files)
-    uploaded = load_checkpoint(directory)
-    assert explain_bytes(uploaded, example).label == reference(load_checkpoint(setting / "laya"), example).label
-    with pytest.raises(CheckpointError, match="exactly two files"):
-        views.write_uploaded_checkpoint({META_FILE: files[META_FILE]}, tmp_path)
-    with pytest.raises(CheckpointError, match="exactly two files"):
-        views.write_uploaded_checkpoint({**files, "notes.txt": b""}, tmp_path)
 
 
 def test_evaluate_locally(setting: Path, tmp_path: Path) -> None:

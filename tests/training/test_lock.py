@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +16,16 @@ def test_second_writer_is_refused_and_lock_released(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         (tmp_path / LOCK_FILE).write_text(str(holder.pid))
-        with pytest.raises(OutputLockedError, match=f"another train process \\(pid {holder.pid}\\)"):
-            with output_lock(tmp_path):
-                pass
+        with (
+            pytest.raises(OutputLockedError, match=f"another train process \\(pid {holder.pid}\\)"),
+            output_lock(tmp_path),
+        ):
+            pass
     finally:
         holder.kill()
         holder.wait()
     with output_lock(tmp_path) as lock:  # the holder is dead: its lock is stale and taken over
-        assert lock.read_text() == str(__import__("os").getpid())
+        assert lock.read_text() == str(os.getpid())
     assert not (tmp_path / LOCK_FILE).exists()
 
 

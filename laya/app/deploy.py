@@ -38,6 +38,7 @@ from laya.model.checkpoint import (
     CheckpointError,
     CheckpointMeta,
     Confinement,
+    check_confined,
     check_model,
     parse_meta,
 )
@@ -158,6 +159,8 @@ def check_upload(files: Mapping[str, bytes]) -> CheckpointMeta:
             raise CheckpointError(f"{name} is {len(data) / 2**20:.0f} MB; the checkpoint upload limit is {limit} MB")
     record = parse_meta(files[META_FILE])
     meta = check_model(record)
+    pending = Path(tempfile.gettempdir()) / "laya-upload-pending"  # not created: only its name is compared
+    check_confined(meta, Confinement(pending), pending)
     expected = record.get("weights", {}).get("sha256")
     if expected and hashlib.sha256(files[WEIGHTS_FILE]).hexdigest() != expected:
         raise CheckpointError(

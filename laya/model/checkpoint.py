@@ -63,6 +63,8 @@ def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) 
     """Refuse ``backbone.weights`` outside ``confine`` (see :class:`Confinement`); the dataset is checked
     when it is loaded (:meth:`Checkpoint.load_data`)."""
     spec = meta.backbone.weights
+    if spec == "timm":
+        raise refuse("backbone.weights", spec, "downloads are not allowed for this checkpoint; name a local source or file")
     if spec is not None and spec not in SOURCES:
         target = Path(spec) if Path(spec).is_absolute() else directory / spec  # as build_backbone resolves it
         if not _inside(target, [confine.weights_root]):
@@ -124,12 +126,12 @@ class CheckpointMeta:
             metrics=data.get("metrics", {}),
         )
         backbone, spec = meta.backbone, meta.input
-        for field_name, value, expected in (
-            ("input.channels", spec.channels, backbone.in_channels),
-            ("input.size", spec.size, backbone.input_size),
+        for field_name, value, key, expected in (
+            ("input.channels", spec.channels, "in_channels", backbone.in_channels),
+            ("input.size", spec.size, "input_size", backbone.input_size),
         ):
             if value != expected:
-                raise refuse(field_name, value, f"must equal the backbone's {field_name.split('.')[1]} ({expected})")
+                raise refuse(field_name, value, f"must equal the backbone's {key} ({expected})")
         if (
             backbone.name == "mlp"
             and backbone.layer_names is not None

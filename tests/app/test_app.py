@@ -27,6 +27,7 @@ from laya.app import deploy, views
 from laya.app.catalog import describe, example_images
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
+from tests.hostile import CASES, hostile_record
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 HEADS = ("lastlayer", "concat", "scalarmix", "laya")
@@ -353,3 +354,52 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
         at.switch_page(page).run()
         assert_ok(at)
         assert charts(at), f"{page} shows no chart for {setting_dir.name}"
+
+
+def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: AppTest, setting: Path) -> None:
+    """Every case of the hostile corpus, uploaded through the sidebar: a clear error, no traceback, nothing
+    written, and the bundled models still work afterwards."""
+    good = setting / "laya"
+    weights = (good / WEIGHTS_FILE).read_bytes()
+    app.sidebar.radio[0].set_value("Upload a checkpoint").run()
+    written = set(deploy.upload_store().root.iterdir())
+    for case in (c for c in CASES if c.on_load):
+        record = hostile_record(json.loads((good / META_FILE).read_text()), case)
+        files = [(META_FILE, json.dumps(record).encode(), "application/json"), (WEIGHTS_FILE, weights, "application/x")]
+        app.sidebar.file_uploader(key="model_upload").set_value(files).run()
+        assert not app.exception, (case.name, [e.value for e in app.exception])
+        errors = [e.value for e in app.sidebar.error]
+        assert len(errors) == 1 and case.message in errors[0], (case.name, errors)
+        assert "Traceback" not in errors[0] and str(setting) not in errors[0]
+    assert set(deploy.upload_store().root.iterdir()) == written  # refused uploads never reach the disk
+    app.sidebar.radio[0].set_value("Bundled models").run()
+    example = example_images(good)[0].read_bytes()
+    assert_inspect_shows(app, expected(setting, "laya", example))
+
+
+def test_deployment_mode_has_no_path_box(monkeypatch: pytest.MonkeyPatch, tiny_models: Path) -> None:
+    monkeypatch.setenv("LAYA_ALLOW_PATHS", "0")
+    at = start(monkeypatch, tiny_models)
+    assert_ok(at)
+    assert at.sidebar.radio[0].options == ["Bundled models", "Upload a checkpoint"]
+    assert not [t for t in at.sidebar.text_input if t.key == "model_path"]
+
+
+def test_unexpected_error_shows_a_short_message_not_a_traceback(
+    app: AppTest, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("internal detail /srv/secret")
+
+    monkeypatch.setattr(views, "layer_table", broken)
+    with caplog.at_level("ERROR", logger="laya.app"):
+        app.run()
+    assert not app.exception
+    message = app.error[0].value
+    assert message.startswith("Something went wrong on Inspect (RuntimeError)") and "secret" not in message
+    incident = re.search(r"incident ([0-9a-f]{8})", message).group(1)
+    logged = [r for r in caplog.records if incident in r.getMessage()]
+    assert logged and "internal detail /srv/secret" in str(logged[0].exc_info[1])
+    monkeypatch.undo()
+    app.run()
+    assert_ok(app)  # the next run is fine again

@@ -30,12 +30,13 @@ from laya.analysis.report import REPORT_FILE, Report
 from laya.app import deploy, views
 from laya.app.catalog import Entry, catalog_table, describe, find_checkpoints
 from laya.data.images import FORMATS, MAX_BYTES, ImageError
-from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
+from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
 
 LOG = logging.getLogger("laya.app")
 SELECTION = "laya_selection"
 SOURCES = ("Bundled models", "Upload a checkpoint", "Path on this machine")
 MAX_FAILURES = 256
+ALLOW_NONFINITE = "laya_allow_nonfinite"
 IMAGE_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 NO_MODELS = (
     "No models found under `{root}`. Bundle the paper's settings with "
@@ -96,23 +97,27 @@ def catalog(root: str) -> list[Entry]:
 
 
 @st.cache_resource(max_entries=32, show_spinner="Loading the model…")
-def _load_model(path: str, stamp: int) -> Checkpoint:
-    return load_checkpoint(path, confine=deploy.confinement(path, deploy.upload_store().root))
+def _load_model(path: str, stamp: int, allow_nonfinite: bool = False) -> Checkpoint:
+    confine = deploy.confinement(path, deploy.upload_store().root)
+    return load_checkpoint(path, confine=confine, allow_nonfinite=allow_nonfinite)
 
 
 @st.cache_resource
-def _failures() -> OrderedDict[tuple[str, int], str]:
+def _failures() -> OrderedDict[tuple[str, int, bool], str]:
     """Checkpoints that failed to load in this process (path, file time) -> message; bounded."""
     return OrderedDict()
 
 
-def load_model(path: str) -> Checkpoint:
+def load_model(path: str, allow_nonfinite: bool | None = None) -> Checkpoint:
     """The checkpoint at ``path``, loaded once per process. Raises :class:`CheckpointError`.
 
     A failure is remembered (same path and file time: the same error, without rebuilding) and the
-    memory the attempt took is handed back to the OS.
+    memory the attempt took is handed back to the OS. ``allow_nonfinite``: load NaN/Inf weights with
+    a warning (``Checkpoint.warnings``) instead of refusing (default: the session's "load anyway" box).
     """
-    key = (path, _stamp(Path(path) / WEIGHTS_FILE))
+    if allow_nonfinite is None:
+        allow_nonfinite = bool(st.session_state.get(ALLOW_NONFINITE, False))
+    key = (path, _stamp(Path(path) / WEIGHTS_FILE), allow_nonfinite)
     failures = _failures()
     if key in failures:
         raise CheckpointError(failures[key])
@@ -142,15 +147,16 @@ def load_report(path: str | Path, warn: bool = True) -> Report | None:
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def _explain(path: str, stamp: int, data: bytes, mode: str, posthoc: tuple[str, ...]) -> Explanation:
-    return explain_bytes(_load_model(path, stamp), data, mode=mode, posthoc=posthoc)
+def _explain(path: str, stamp: int, anyway: bool, data: bytes, mode: str, posthoc: tuple[str, ...]) -> Explanation:
+    return explain_bytes(_load_model(path, stamp, anyway), data, mode=mode, posthoc=posthoc)
 
 
 def explain(path: str, name: str, data: bytes, mode: str = "zero", posthoc: tuple[str, ...] = ()) -> Explanation:
     """Explain an uploaded or example image; an unusable image shows ``st.error`` and stops the page."""
     try:
         with st.spinner(f"Running {Path(path).name} on {name}…"):
-            return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), data, mode, posthoc)
+            anyway = bool(st.session_state.get(ALLOW_NONFINITE, False))
+            return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), anyway, data, mode, posthoc)
     except ImageError as error:
         st.error(f"Cannot use {name!r} as an image: {error}")
         st.stop()
@@ -284,9 +290,13 @@ def current() -> tuple[Checkpoint, Selection]:
         checkpoint = load_model(selection.path)
     except CheckpointError as error:
         st.error(f"Cannot load the checkpoint: {error}")
+        if NONFINITE in str(error):
+            st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
         st.stop()
     for warning in checkpoint.warnings:
         st.warning(warning)
+    if checkpoint.warnings:  # kept on screen, so the choice stays in the session (and can be undone)
+        st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
     return checkpoint, selection
 
 

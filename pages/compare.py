@@ -54,6 +54,8 @@ for column, head, explanation, report in zip(st.columns(len(loaded)), heads, exp
         st.metric("Confidence", f"{explanation.confidence:.1%}")
         st.caption(f"Scores: {views.method_label(explanation.primary)}")
         st.caption(views.report_caption(report))
+        if warning := views.nonfinite_warning(explanation):
+            st.warning(warning)
 
 st.plotly_chart(compare_figure(explanations, views.compare_titles(heads, explanations)), key="compare_figure")
 st.dataframe(views.compare_table(heads, explanations, reports), hide_index=True)

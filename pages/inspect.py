@@ -34,6 +34,8 @@ if image is None:
 name, data = image
 explanation = common.explain(selection.path, name, data, mode, tuple(posthoc))
 spec = checkpoint.meta.input
+if warning := views.nonfinite_warning(explanation):
+    st.warning(warning)
 
 image_col, prediction_col = st.columns([1, 2])
 with image_col:

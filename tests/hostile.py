@@ -118,4 +118,21 @@ def write_case(good_dir: Path, case: Case, dest: Path) -> Path:
     return dest
 
 
-__all__ = ["CASES", "Case", "hostile_record", "write_case"]
+def write_nan_weights(good_dir: Path, dest: Path) -> str:
+    """A copy of ``good_dir`` whose classifier weight holds one NaN (``model.json`` re-hashed); returns the tensor's name."""
+    from safetensors.torch import load_file, save_file
+
+    from laya.model.checkpoint import sha256_file
+
+    dest.mkdir(parents=True, exist_ok=True)
+    state = load_file(str(good_dir / "model.safetensors"))
+    key = next(k for k in state if k.startswith("head.classifier") and k.endswith("weight"))
+    state[key][0, 0] = float("nan")
+    save_file(state, str(dest / "model.safetensors"), metadata={"format": "laya-checkpoint"})
+    record = json.loads((good_dir / "model.json").read_text())
+    record["weights"]["sha256"] = sha256_file(dest / "model.safetensors")
+    (dest / "model.json").write_text(json.dumps(record))
+    return key
+
+
+__all__ = ["CASES", "Case", "hostile_record", "write_case", "write_nan_weights"]

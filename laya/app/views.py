@@ -95,6 +95,16 @@ def model_view(explanation: Explanation, spec: InputSpec, min_side: int = 224) -
     return pixels[:, :, 0] if pixels.shape[2] == 1 else pixels
 
 
+def nonfinite_warning(explanation: Explanation) -> str | None:
+    """A warning if the prediction, layer scores or LOO drops hold NaN/Inf (a checkpoint loaded anyway), else None."""
+    parts = {"probabilities": explanation.probs, "leave-one-layer-out drops": explanation.drops}
+    parts |= {f"{method_label(m)} scores": v for m, v in explanation.scores.items()}
+    bad = [name for name, values in parts.items() if not bool(torch.isfinite(values.double()).all())]
+    if not bad:
+        return None
+    return f"Not finite (NaN or Inf): {', '.join(bad)}. The charts leave such values out; the model's weights are likely damaged."
+
+
 def layer_table(explanation: Explanation) -> pd.DataFrame:
     """:meth:`Explanation.layer_table` with post-hoc score columns marked ``(post-hoc)``."""
     renames = {METHOD_LABELS.get(m, m): method_label(m) for m in explanation.scores}
@@ -301,6 +311,7 @@ __all__ = [
     "layer_table",
     "method_label",
     "model_view",
+    "nonfinite_warning",
     "profile_methods",
     "profile_title",
     "report_caption",

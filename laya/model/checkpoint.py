@@ -64,7 +64,9 @@ def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) 
     when it is loaded (:meth:`Checkpoint.load_data`)."""
     spec = meta.backbone.weights
     if spec == "timm":
-        raise refuse("backbone.weights", spec, "downloads are not allowed for this checkpoint; name a local source or file")
+        raise refuse(
+            "backbone.weights", spec, "downloads are not allowed for this checkpoint; name a local source or file"
+        )
     if spec is not None and spec not in SOURCES:
         target = Path(spec) if Path(spec).is_absolute() else directory / spec  # as build_backbone resolves it
         if not _inside(target, [confine.weights_root]):
@@ -262,6 +264,7 @@ def _locate(path: str | Path) -> Path:
     return directory
 
 
+NONFINITE = "hold NaN or Inf values"
 MAX_META_BYTES = 1 << 20  # a model.json is a few KB; larger ones are refused unread
 
 
@@ -363,7 +366,7 @@ def load_checkpoint(
     warnings = []
     nonfinite = check_finite_state(state) + check_finite_state(model.state_dict() if external_backbone else {})
     if nonfinite:
-        message = f"{len(nonfinite)} weight tensor(s) hold NaN or Inf values: {', '.join(nonfinite[:5])}"
+        message = f"{len(nonfinite)} weight tensor(s) {NONFINITE}: {', '.join(nonfinite[:5])}"
         if not allow_nonfinite:
             raise CheckpointError(f"{message}; the model's outputs would be meaningless")
         warnings.append(f"{message}: predictions and scores may be NaN")

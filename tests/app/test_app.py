@@ -27,7 +27,7 @@ from laya.app import deploy, views
 from laya.app.catalog import describe, example_images
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
-from tests.hostile import CASES, hostile_record
+from tests.hostile import CASES, hostile_record, write_nan_weights
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 HEADS = ("lastlayer", "concat", "scalarmix", "laya")
@@ -403,3 +403,18 @@ def test_unexpected_error_shows_a_short_message_not_a_traceback(
     monkeypatch.undo()
     app.run()
     assert_ok(app)  # the next run is fine again
+
+
+def test_nan_weights_are_refused_then_loaded_anyway_with_warnings(app: AppTest, setting: Path, tmp_path: Path) -> None:
+    write_nan_weights(setting / "laya", tmp_path / "nan")
+    files = [(n, (tmp_path / "nan" / n).read_bytes(), "application/octet-stream") for n in (META_FILE, WEIGHTS_FILE)]
+    app.sidebar.radio[0].set_value("Upload a checkpoint").run()
+    app.sidebar.file_uploader(key="model_upload").set_value(files).run()
+    assert not app.exception and "hold NaN or Inf values" in app.error[0].value
+    app.checkbox(key="laya_allow_nonfinite").check().run()
+    example = example_images(setting / "laya")[0].read_bytes()
+    app.file_uploader(key="inspect_upload").set_value(("blue.png", example, "image/png")).run()
+    assert not app.exception and not app.error
+    warnings = [w.value for w in app.warning]
+    assert any("hold NaN or Inf values" in w for w in warnings)
+    assert any(w.startswith("Not finite (NaN or Inf): probabilities") for w in warnings)

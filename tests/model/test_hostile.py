@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from laya.app.deploy import check_upload
 from laya.model.budget import estimate
@@ -22,9 +21,8 @@ from laya.model.checkpoint import (
     CheckpointMeta,
     Confinement,
     load_checkpoint,
-    sha256_file,
 )
-from tests.hostile import CASES, write_case
+from tests.hostile import CASES, write_case, write_nan_weights
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -98,18 +96,10 @@ def test_budget_counts_parameters_exactly(good: Path) -> None:
 
 
 def test_nonfinite_weights_are_refused_or_loaded_with_a_warning(good: Path, tmp_path: Path) -> None:
-    path = tmp_path / "nan"
-    path.mkdir()
-    state = load_file(str(good / WEIGHTS_FILE))
-    key = next(k for k in state if k.startswith("head.classifier") and k.endswith("weight"))
-    state[key][0, 0] = float("nan")
-    save_file(state, str(path / WEIGHTS_FILE), metadata={"format": "laya-checkpoint"})
-    record = json.loads((good / META_FILE).read_text())
-    record["weights"]["sha256"] = sha256_file(path / WEIGHTS_FILE)
-    (path / META_FILE).write_text(json.dumps(record))
+    key = write_nan_weights(good, tmp_path / "nan")
     with pytest.raises(CheckpointError, match=f"1 weight tensor\\(s\\) hold NaN or Inf values: {key}"):
-        load_checkpoint(path)
-    loaded = load_checkpoint(path, allow_nonfinite=True)
+        load_checkpoint(tmp_path / "nan")
+    loaded = load_checkpoint(tmp_path / "nan", allow_nonfinite=True)
     assert loaded.warnings and key in loaded.warnings[0]
     assert torch.isnan(loaded.model.head.classifier.weight).any()
 

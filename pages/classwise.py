@@ -49,40 +49,47 @@ if profile.empty:
     st.info("This report has no leave-one-layer-out profile (it was evaluated without zero ablation).")
     st.stop()
 
-st.plotly_chart(heatmap_figure(profile, subset, views.profile_title(report, kind)), key="classwise_heatmap")
+heatmap = heatmap_figure(profile, subset, views.profile_title(report, kind))
+event = st.plotly_chart(heatmap, key="classwise_heatmap", on_select="rerun", selection_mode="points")
 counts = views.class_counts(profile, subset)
+clicked = views.clicked_class(event, list(counts))
+if clicked is not None and clicked != st.session_state.get("classwise_clicked"):  # a new click opens that class
+    st.session_state["classwise_clicked"] = st.session_state["classwise_class"] = clicked
 st.caption(
-    "Inputs per class: " + ", ".join(f"{c} {n}" for c, n in counts.items()) + ". Hover a cell for mean ± std and n."
+    "Inputs per class: "
+    + ", ".join(f"{c} {n}" for c, n in counts.items())
+    + ". Hover a cell for mean ± std and n; click it to open that class below."
 )
 st.download_button("Download CSV", profile.to_csv(index=False), f"{head}-class-{kind}-profile.csv", "text/csv")
 
 st.subheader("One class")
-name = st.selectbox("Class", list(counts), key="classwise_class")
+link_class = common.opened_link().cls
+name = st.selectbox("Class", list(counts), index=list(counts).index(link_class) if link_class in counts else 0, key="classwise_class")
+common.share(cls=name)
 if counts[name] == 0:
     st.info(f"No {SUBSET_LABELS[subset]} inputs of class {name} in this report.")
 score_col, loo_col = st.columns(2)
-score_col.plotly_chart(
-    profile_bars_figure(
-        views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}"
-    ),
-    key="classwise_class_scores",
+class_scores = profile_bars_figure(
+    views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}"
 )
-loo_col.plotly_chart(
-    profile_bars_figure(
-        views.class_profile(report.class_layer_profile("loo"), name, subset),
-        f"{name}: LOO drop (zero ablation)",
-        DROP_COLOR,
-    ),
-    key="classwise_class_loo",
+class_loo = profile_bars_figure(
+    views.class_profile(report.class_layer_profile("loo"), name, subset), f"{name}: LOO drop (zero ablation)", DROP_COLOR
 )
+score_col.plotly_chart(class_scores, key="classwise_class_scores")
+loo_col.plotly_chart(class_loo, key="classwise_class_loo")
 
 st.subheader("All classes")
 method = st.selectbox("Method", views.profile_methods(report), format_func=views.method_label, key="classwise_method")
-st.plotly_chart(
-    profile_bars_figure(
-        views.global_profile(report, method), f"{views.method_label(method)}: mean ± std over the test set"
-    ),
-    key="classwise_global",
+global_bars = profile_bars_figure(
+    views.global_profile(report, method), f"{views.method_label(method)}: mean ± std over the test set"
 )
+st.plotly_chart(global_bars, key="classwise_global")
 st.caption("Mean leave-one-layer-out drop and label-flip rate per layer, per ablation mode:")
 st.dataframe(views.global_loo(report), hide_index=True)
+common.report_button(
+    "Class-wise depth patterns",
+    [("", heatmap), (f"Class {name}", class_scores), ("", class_loo), ("All classes", global_bars),
+     ("Leave-one-layer-out per layer", views.global_loo(report))],
+    f"{head}-classwise-{kind}-{subset}",
+    checkpoint.name,
+)  # fmt: skip

@@ -19,7 +19,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import streamlit as st
@@ -27,13 +27,16 @@ import torch
 
 from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.report import REPORT_FILE, Report
-from laya.app import deploy, views
+from laya.app import deploy, links, views
 from laya.app.catalog import Entry, catalog_table, describe, find_checkpoints
+from laya.app.export import Section, html_report
 from laya.data.images import FORMATS, MAX_BYTES, ImageError
 from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
 
 LOG = logging.getLogger("laya.app")
 SELECTION = "laya_selection"
+VIEW = "laya_view"  # the links.View of this run (sidebar + page), written to the URL
+OPENED = "laya_opened_link"  # the links.View the session was opened with (decoded once)
 SOURCES = ("Bundled models", "Upload a checkpoint", "Path on this machine")
 MAX_FAILURES = 256
 ALLOW_NONFINITE = "laya_allow_nonfinite"
@@ -162,6 +165,47 @@ def explain(path: str, name: str, data: bytes, mode: str = "zero", posthoc: tupl
         st.stop()
 
 
+# ---------------------------------------------------------------- links and reports
+
+
+def opened_link() -> links.View:
+    """The view in the URL this session was opened with (widgets start from it; decoded once per session)."""
+    if OPENED not in st.session_state:
+        st.session_state[OPENED] = links.decode_view(st.query_params.to_dict())
+    return st.session_state[OPENED]
+
+
+def _index(options: Sequence[object], value: object, default: int = 0) -> int:
+    return list(options).index(value) if value in options else default
+
+
+def share(**changes: object) -> links.View:
+    """Add the page's own state (``example``, ``mode``, ``posthoc``, ``cls``) to this run's view and the URL."""
+    view = replace(st.session_state.get(VIEW) or links.View(), **changes)
+    st.session_state[VIEW] = view
+    st.query_params.from_dict(links.encode_view(view))
+    return view
+
+
+def copy_link() -> None:
+    """A "copy link" box: the URL that reopens this view (the code block has a copy button)."""
+    with st.popover("Copy link to this view", icon=":material/link:"):
+        st.code(links.view_url(st.context.url, st.session_state.get(VIEW) or links.View()), language=None)
+        st.caption("Anyone with access to this server opens the same model, page, example and options.")
+
+
+def report_button(title: str, sections: Sequence[Section], stem: str, subtitle: str = "") -> None:
+    """Download a static HTML report of ``sections`` (built only when clicked)."""
+    st.download_button(
+        "Download HTML report",
+        lambda: html_report(title, sections, subtitle),
+        f"{stem}.html",
+        "text/html",
+        icon=":material/description:",
+        on_click="ignore",
+    )
+
+
 # ---------------------------------------------------------------- sidebar
 
 
@@ -170,14 +214,21 @@ def _pick_bundled(entries: list[Entry]) -> Selection:
     if not groups:
         st.info(NO_MODELS.format(root=models_root()))
         st.stop()
+    link = opened_link()
     group = st.sidebar.selectbox(
-        "Setting (dataset · backbone)", list(groups), key="model_group", format_func=lambda g: f"{g} ({len(groups[g])})"
+        "Setting (dataset · backbone)",
+        list(groups),
+        index=_index(list(groups), link.group),
+        key="model_group",
+        format_func=lambda g: f"{g} ({len(groups[g])})",
     )
     members = groups[group]
     paths = [str(e.path) for e in members]
     labels = dict(zip(paths, map(views.entry_label, members)))
-    laya = next((i for i, e in enumerate(members) if e.head == "laya"), 0)
-    path = st.sidebar.radio("Head", paths, index=laya, key=f"model_head_{group}", format_func=labels.__getitem__)
+    heads = [e.head for e in members]
+    index = _index(heads, link.head if group == link.group else None, _index(heads, "laya"))
+    path = st.sidebar.radio("Head", paths, index=index, key=f"model_head_{group}", format_func=labels.__getitem__)
+    st.session_state[VIEW] = links.View(group=group, head=members[paths.index(path)].head)
     with st.sidebar.expander("All checkpoints"):
         st.dataframe(catalog_table(entries).drop(columns="path"), hide_index=True)
     return Selection(path, tuple(members))
@@ -233,9 +284,12 @@ def _upload_checkpoint() -> str | None:
 
 
 def _typed_path(entries: list[Entry]) -> Selection | None:
-    text = st.sidebar.text_input("Checkpoint directory", key="model_path", placeholder="runs/…/seed0").strip()
+    text = st.sidebar.text_input(
+        "Checkpoint directory", value=opened_link().path or "", key="model_path", placeholder="runs/…/seed0"
+    ).strip()
     if not text:
         return None
+    st.session_state[VIEW] = links.View(path=text)
     try:
         return _single(str(deploy.resolve_path(text)), entries)
     except CheckpointError as error:
@@ -257,7 +311,9 @@ def pick_model() -> None:
     entries = catalog(str(models_root()))
     st.sidebar.header("Model")
     sources = SOURCES if deploy.allow_paths() else SOURCES[:2]
-    source = st.sidebar.radio("Source", sources, key="model_source", label_visibility="collapsed")
+    opened = 2 if opened_link().path and len(sources) == 3 else 0
+    source = st.sidebar.radio("Source", sources, index=opened, key="model_source", label_visibility="collapsed")
+    st.session_state[VIEW] = links.View()
     selection = None
     if source == SOURCES[0]:
         selection = _pick_bundled(entries)
@@ -272,6 +328,7 @@ def pick_model() -> None:
             for e in broken:
                 st.caption(f"`{e.path}`: {e.error}")
     st.session_state[SELECTION] = selection
+    st.query_params.from_dict(links.encode_view(st.session_state[VIEW]))
 
 
 def selected() -> Selection:
@@ -316,7 +373,9 @@ def image_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None:
     if not examples:
         return None
     by_name = {p.name: p for p in examples}
-    name = st.selectbox("…or pick a bundled example", list(by_name), key=f"{key}_example")
+    index = _index(list(by_name), opened_link().example)
+    name = st.selectbox("…or pick a bundled example", list(by_name), index=index, key=f"{key}_example")
+    share(example=name)
     return name, by_name[name].read_bytes()
 
 

@@ -35,4 +35,14 @@ if not members:
     st.stop()
 heads = views.heads_table([e.head for e in members], [common.load_report(e.path, warn=False) for e in members])
 st.dataframe(heads, hide_index=True)
-st.plotly_chart(heads_overview_figure(heads), key="faithfulness_heads")
+overview = heads_overview_figure(heads)
+st.plotly_chart(overview, key="faithfulness_heads")
+sections = [("Heads of this setting", heads), ("", overview)]
+if report is not None:
+    sections = [
+        (f"{views.head_title(head)}: methods ({mode} ablation)", table),
+        ("", faithfulness_figure(report.faithfulness_table(), mode)),
+        ("", deletion_curves_figure(report.deletion_curves(), mode)),
+        *sections,
+    ]
+common.report_button("Faithfulness overview", sections, f"{head}-faithfulness", checkpoint.name)

@@ -207,6 +207,19 @@ def profile_title(report: Report, kind: str) -> str:
     return f"Mean {method_label(report.primary_method)} per class"
 
 
+def clicked_class(event: object, classes: Sequence[str]) -> str | None:
+    """The class of the heatmap cell clicked (``st.plotly_chart(on_select=...)`` event), or None.
+
+    The event is ``{"selection": {"points": [{"y": class, "x": layer, ...}, ...]}}``; the last point wins.
+    """
+    try:
+        points = event["selection"]["points"]  # type: ignore[index]
+    except (KeyError, TypeError, AttributeError):
+        return None
+    names = [p.get("y") for p in points if isinstance(p, dict)]
+    return next((n for n in reversed(names) if n in classes), None)
+
+
 def class_profile(profile: pd.DataFrame, class_name: str, subset: str = "all") -> pd.DataFrame:
     """One class's rows of a class x layer profile, in layer order: ``layer, mean, std, count``."""
     part = profile[(profile["class"] == class_name) & (profile["subset"] == subset)]
@@ -292,6 +305,7 @@ __all__ = [
     "MODE_HELP",
     "class_counts",
     "class_profile",
+    "clicked_class",
     "common_modes",
     "compare_table",
     "compare_titles",

@@ -133,7 +133,7 @@ def test_inspect_default_example_and_picks(app: AppTest, setting: Path) -> None:
     assert_inspect_shows(app, expected(setting, "laya", examples[0].read_bytes()))
     app.selectbox(key="inspect_example").set_value(examples[2].name).run()
     assert_inspect_shows(app, expected(setting, "laya", examples[2].read_bytes()))
-    assert [b.label for b in app.download_button] == ["Download CSV", "Download JSON"]
+    assert [b.label for b in app.download_button] == ["Download CSV", "Download JSON", "Download HTML report"]
 
 
 def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:

@@ -42,7 +42,9 @@ def server_memory_mb() -> tuple[float, float]:
 def sessions(url: str, n: int) -> list[float]:
     """Open ``n`` tabs at once; seconds until each shows the Inspect page's charts."""
     with browser_page() as first:
-        pages = [first] + [first.context.new_page() for _ in range(n - 1)]
+        pages = [first] + [first.context.browser.new_page() for _ in range(n - 1)]  # one context (session) each
+        for page in pages:
+            page.set_default_timeout(180_000)
         start = time.perf_counter()
         for page in pages:
             page.goto(url, wait_until="commit")

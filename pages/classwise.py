@@ -64,7 +64,9 @@ st.download_button("Download CSV", profile.to_csv(index=False), f"{head}-class-{
 
 st.subheader("One class")
 link_class = common.opened_link().cls
-name = st.selectbox("Class", list(counts), index=list(counts).index(link_class) if link_class in counts else 0, key="classwise_class")
+name = st.selectbox(
+    "Class", list(counts), index=list(counts).index(link_class) if link_class in counts else 0, key="classwise_class"
+)
 common.share(cls=name)
 if counts[name] == 0:
     st.info(f"No {SUBSET_LABELS[subset]} inputs of class {name} in this report.")
@@ -73,7 +75,9 @@ class_scores = profile_bars_figure(
     views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}"
 )
 class_loo = profile_bars_figure(
-    views.class_profile(report.class_layer_profile("loo"), name, subset), f"{name}: LOO drop (zero ablation)", DROP_COLOR
+    views.class_profile(report.class_layer_profile("loo"), name, subset),
+    f"{name}: LOO drop (zero ablation)",
+    DROP_COLOR,
 )
 score_col.plotly_chart(class_scores, key="classwise_class_scores")
 loo_col.plotly_chart(class_loo, key="classwise_class_loo")

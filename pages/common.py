@@ -6,7 +6,10 @@ every rerun) and its memory handed back to the OS. Reports and explanations are 
 argument (``st.cache_data``). Uploaded and typed checkpoints follow :mod:`laya.app.deploy`.
 
 Every page runs inside :func:`guard` (``app.py`` wraps ``page.run()``), so a new page gets it for
-free; a script run on its own can use ``with common.guard(): ...`` (one line).
+free; a script run on its own can use ``with common.guard(): ...`` (one line). A page adopts links
+and reports with one line each: ``common.share(mode=mode)`` (its state into the URL; widgets take
+their first value from ``common.opened_link()``), ``common.copy_link()`` and
+``common.report_button(title, [(heading, figure_or_table), ...], file_stem)``.
 """
 
 from __future__ import annotations

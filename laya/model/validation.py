@@ -6,7 +6,7 @@ lists, ``X | None``) and the ranges in :data:`RULES`; :func:`check_record` does 
 the rest of a checkpoint's ``model.json``. Every failure is a :class:`CheckpointError` that
 names the field, the value and the rule, e.g.::
 
-    backbone.widths[3] = 20000000: must be an integer in [1, 65536]
+    backbone.widths[3] = 20000000: must be in [1, 65536]
 
 timm ``model_kwargs`` are limited to :data:`TIMM_KWARGS` (architecture arguments only); keys
 that name files, weights, URLs or downloads are refused with their own message.
@@ -168,8 +168,7 @@ def _check_rule(field: str, value: Any, rule: Rule) -> None:
         raise refuse(field, value, f"must be one of {', '.join(map(repr, rule.choices))}")
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if number and rule.low is not None and not rule.low <= value <= rule.high:
-        kind = "an integer" if isinstance(value, int) else "a number"
-        raise refuse(field, value, f"must be {kind} in [{rule.low:g}, {rule.high:g}]")
+        raise refuse(field, value, f"must be in [{rule.low:g}, {rule.high:g}]")
     text = isinstance(value, str) and rule.max_chars is not None
     if text and (len(value) > rule.max_chars or "\x00" in value):
         raise refuse(field, value, f"must be text of at most {rule.max_chars} characters without NUL")
@@ -229,7 +228,7 @@ def check_record(record: Any, format_name: str, format_version: int, weights_fil
     if version > format_version:
         raise refuse("format_version", version, f"newer than this laya's {format_version}; upgrade laya")
     if version < 0:
-        raise refuse("format_version", version, f"must be an integer in [0, {format_version}]")
+        raise refuse("format_version", version, f"must be in [0, {format_version}]")
     for key in ("backbone", "head", "input"):
         if not isinstance(record.get(key), dict):
             raise refuse(key, record.get(key), "must be an object")

@@ -73,6 +73,7 @@ def test_huge_configs_are_refused_within_2_gb(good: Path, tmp_path: Path) -> Non
         [sys.executable, "-c", script, *paths], capture_output=True, text=True, timeout=120, cwd=REPO, check=True
     )
     result = json.loads(run.stdout.strip().splitlines()[-1])
+    print(f"refused {result['refused']} huge configs, peak RSS {result['max_rss_kb'] // 1024} MB")
     assert result["refused"] == len(paths) >= 7
     assert result["max_rss_kb"] < 2 * 1024 * 1024, result
 

@@ -50,7 +50,9 @@ if profile.empty:
     st.stop()
 
 heatmap = heatmap_figure(profile, subset, views.profile_title(report, kind))
-event = st.plotly_chart(heatmap, key="classwise_heatmap", on_select="rerun", selection_mode="points")
+event = st.plotly_chart(
+    views.clickable_heatmap(heatmap), key="classwise_heatmap", on_select="rerun", selection_mode="points"
+)
 counts = views.class_counts(profile, subset)
 clicked = views.clicked_class(event, list(counts))
 if clicked is not None and clicked != st.session_state.get("classwise_clicked"):  # a new click opens that class

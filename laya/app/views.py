@@ -207,6 +207,28 @@ def profile_title(report: Report, kind: str) -> str:
     return f"Mean {method_label(report.primary_method)} per class"
 
 
+def clickable_heatmap(fig: go.Figure, marker_size: int = 22) -> go.Figure:
+    """``fig`` with an invisible square marker on every heatmap cell, so a click selects that cell.
+
+    Plotly's selection events skip heatmap traces (streamlit#8760), but not scatter points; the
+    markers carry the heatmap's hover text (the heatmap's own hover is turned off to avoid two labels).
+    """
+    heat = next(t for t in fig.data if t.type == "heatmap")
+    xs, ys = np.meshgrid(list(heat.x), list(heat.y))
+    z = np.asarray(heat.z, dtype=float)
+    custom = np.dstack([np.asarray(heat.customdata, dtype=float), z]).reshape(-1, 3)
+    fig.add_trace(
+        go.Scatter(
+            x=xs.ravel(), y=ys.ravel(), mode="markers", customdata=custom, showlegend=False, name="cells",
+            marker={"size": marker_size, "symbol": "square", "color": "rgba(0,0,0,0)"},
+            hovertemplate=heat.hovertemplate.replace("%{z", "%{customdata[2]"),
+        )
+    )  # fmt: skip
+    heat.hoverinfo = "skip"
+    heat.hovertemplate = None
+    return fig
+
+
 def clicked_class(event: object, classes: Sequence[str]) -> str | None:
     """The class of the heatmap cell clicked (``st.plotly_chart(on_select=...)`` event), or None.
 
@@ -305,6 +327,7 @@ __all__ = [
     "MODE_HELP",
     "class_counts",
     "class_profile",
+    "clickable_heatmap",
     "clicked_class",
     "common_modes",
     "compare_table",

@@ -92,3 +92,15 @@ def test_classwise_class_from_link(tiny_models: Path) -> None:
     at.run()
     at.switch_page("pages/classwise.py").run()
     assert not at.exception and at.selectbox(key="classwise_class").value == "red"
+
+
+def test_clickable_heatmap_has_a_marker_per_cell_with_the_hover_text() -> None:
+    heat = go.Heatmap(z=[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], x=["b1", "b2"], y=["red", "green", "blue"],
+                      customdata=[[[0.1, 5], [0.2, 5]], [[0.3, 6], [0.4, 6]], [[0.5, 7], [0.6, 7]]],
+                      hovertemplate="class %{y}<br>mean %{z:.4f} ± %{customdata[0]:.4f}")  # fmt: skip
+    fig = views.clickable_heatmap(go.Figure(heat))
+    cells = fig.data[1]
+    assert list(zip(cells.x, cells.y)) == [(x, y) for y in ("red", "green", "blue") for x in ("b1", "b2")]
+    assert [list(c) for c in cells.customdata[:2]] == [[0.1, 5, 1.0], [0.2, 5, 2.0]]
+    assert cells.hovertemplate == "class %{y}<br>mean %{customdata[2]:.4f} ± %{customdata[0]:.4f}"
+    assert fig.data[0].hoverinfo == "skip"

@@ -98,3 +98,18 @@ def test_upload_size_limit_is_separate(monkeypatch: pytest.MonkeyPatch, good: Pa
     files[WEIGHTS_FILE] = files[WEIGHTS_FILE] + b"\x00" * (2 * 2**20)
     with pytest.raises(CheckpointError, match="the checkpoint upload limit is 1 MB"):
         deploy.check_upload(files)
+
+
+def test_session_uploads_are_deleted_when_the_session_state_goes(good: Path, tmp_path: Path) -> None:
+    import gc
+
+    from pages.common import SessionUploads
+
+    store = deploy.UploadStore(tmp_path / "store")
+    uploads = SessionUploads(store)
+    uploads["digest"] = str(store.store({name: (good / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}))
+    folder = Path(uploads["digest"])
+    assert folder.is_dir()
+    del uploads
+    gc.collect()
+    assert not folder.exists() and store.root.is_dir()

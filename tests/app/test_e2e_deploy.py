@@ -3,7 +3,8 @@
 
 Uploads every case of the hostile-checkpoint corpus (tests/hostile.py) through the sidebar: each gets
 a clear error and no traceback, the server's RSS stays under 2 GB and it stays healthy; there is no path
-box; a link copied from Inspect, opened in a fresh browser, reopens the same view.
+box; a click on a class-wise heatmap cell opens that class; a link copied from Inspect, opened in a
+fresh browser, reopens the same view.
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from pathlib import Path
 import pytest
 
 from laya.app.catalog import example_images
-from scripts.screenshots import CHROMIUM, browser_page, open_app, serve, wait_for_charts, wait_idle
+from scripts.screenshots import (
+    CHROMIUM,
+    browser_page,
+    full_screenshot,
+    open_app,
+    open_page,
+    serve,
+    wait_for_charts,
+    wait_idle,
+)
 from tests.hostile import CASES, hostile_record
 
 pytestmark = pytest.mark.e2e
@@ -71,6 +81,21 @@ def test_deployment_mode_hostile_uploads_and_links(
             link = page.url
             assert "head=concat" in link and "mode=mean" in link and examples[2].name in link
             shown = main.locator('[data-testid="stMetricValue"]').all_inner_texts()
+
+            open_page(page, "classwise")  # a click on a heatmap cell opens that class below
+            wait_for_charts(page)
+            cells = main.locator(".stPlotlyChart").first.locator(".nsewdrag").first
+            box = cells.bounding_box()
+            classes = json.loads((good / "model.json").read_text())["classes"]
+            row = len(classes) - 1  # the last class: the bottom row (the y axis runs top-down)
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] * (row + 0.5) / len(classes))
+            wait_idle(page)
+            expect(main.locator('[data-testid="stSelectbox"]').filter(has_text="Class").first).to_contain_text(
+                classes[row]
+            )
+            assert f"class={classes[row]}" in page.url
+            full_screenshot(page, ARTIFACTS / "e2e-classwise-click.png")
+            open_page(page, "inspect")
 
             sidebar.get_by_text("Upload a checkpoint").click()
             wait_idle(page)

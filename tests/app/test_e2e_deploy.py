@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.request
 from pathlib import Path
 
@@ -90,10 +91,9 @@ def test_deployment_mode_hostile_uploads_and_links(
             row = len(classes) - 1  # the last class: the bottom row (the y axis runs top-down)
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] * (row + 0.5) / len(classes))
             wait_idle(page)
-            expect(main.locator('[data-testid="stSelectbox"]').filter(has_text="Class").first).to_contain_text(
-                classes[row]
-            )
-            assert f"class={classes[row]}" in page.url
+            expect(page).to_have_url(re.compile(f"class={classes[row]}"))  # not the default, the first class
+            box = main.locator('[data-testid="stSelectbox"]').filter(has_text="Class").first
+            expect(box).to_match_aria_snapshot(f'- combobox "Class": {classes[row]}')
             full_screenshot(page, ARTIFACTS / "e2e-classwise-click.png")
             open_page(page, "inspect")
 

@@ -5,7 +5,7 @@ import streamlit as st
 from laya.analysis.profiles import SUBSETS
 from laya.app import views
 from laya.app.plots import DROP_COLOR, heatmap_figure, profile_bars_figure
-from laya.data.datasets import DatasetNotFoundError
+from laya.data.datasets import DatasetNotFoundError, dataset_label
 from laya.data.images import ImageError
 from pages import common
 
@@ -17,7 +17,7 @@ live = st.session_state.setdefault("laya_live_reports", {})
 st.title("Class-wise depth patterns")
 
 with st.container(border=True):
-    st.markdown(f"**Recompute on the local dataset** (test split of `{checkpoint.meta.dataset}`)")
+    st.markdown(f"**Recompute on the local dataset** (test split of `{dataset_label(checkpoint.meta.dataset)}`)")
     limit_col, button_col = st.columns([2, 1], vertical_alignment="bottom")
     limit = limit_col.number_input(
         "Inputs (0 = the whole test split)", min_value=0, value=1000, step=500, key="classwise_limit"

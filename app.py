@@ -5,12 +5,12 @@ This entry point only routes: the sidebar picks the model (``pages/common.py``) 
 as legacy multipage pages until the first ``st.navigation`` call after a server start (and
 AppTest on every run); ``.streamlit/config.toml`` therefore hides sidebar navigation (that
 legacy list included), and the url paths differ from the file names so that no page can run
-without this script, i.e. without the sidebar.
+without this script, i.e. without the sidebar. Every page runs inside ``pages.common.guard``.
 """
 
 import streamlit as st
 
-from pages.common import configure_torch, pick_model
+from pages.common import configure_torch, guard, pick_model
 
 st.set_page_config(page_title="LAYA dashboard", page_icon=":material/layers:", layout="wide")
 configure_torch()
@@ -30,5 +30,6 @@ page = st.navigation(
     ],
     position="top",
 )
-pick_model()
-page.run()
+with guard(page.title):  # no traceback ever reaches the page: a short st.error, the details in the server log
+    pick_model()
+    page.run()

@@ -19,6 +19,7 @@ import torch
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError
 from laya.model.checkpoint import CheckpointError
+from laya.training.lock import OutputLockedError
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -294,7 +295,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     try:
         args.func(args)
-    except (CheckpointError, DatasetNotFoundError, ImageError, FileNotFoundError, ValueError) as error:
+    except (
+        CheckpointError,
+        DatasetNotFoundError,
+        ImageError,
+        FileNotFoundError,
+        ValueError,
+        OutputLockedError,
+    ) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -8,7 +8,7 @@ import streamlit as st
 from laya.analysis.profiles import SUBSETS
 from laya.app import views
 from laya.app.plots import DROP_COLOR, heatmap_figure, profile_bars_figure, seed_profiles_figure
-from laya.data.datasets import DatasetNotFoundError
+from laya.data.datasets import DatasetNotFoundError, dataset_label
 from laya.data.images import ImageError
 from laya.training.suite import CLASS_PROFILES_FILE
 from pages import common
@@ -21,7 +21,7 @@ live = st.session_state.setdefault("laya_live_reports", {})
 st.title("Class-wise depth patterns")
 
 with st.container(border=True):
-    st.markdown(f"**Recompute on the local dataset** (test split of `{checkpoint.meta.dataset}`)")
+    st.markdown(f"**Recompute on the local dataset** (test split of `{dataset_label(checkpoint.meta.dataset)}`)")
     limit_col, button_col = st.columns([2, 1], vertical_alignment="bottom")
     limit = limit_col.number_input(
         "Inputs (0 = the whole test split)", min_value=0, value=1000, step=500, key="classwise_limit"
@@ -53,60 +53,75 @@ if profile.empty:
     st.info("This report has no leave-one-layer-out profile (it was evaluated without zero ablation).")
     st.stop()
 
-st.plotly_chart(heatmap_figure(profile, subset, views.profile_title(report, kind)), key="classwise_heatmap")
+heatmap = heatmap_figure(profile, subset, views.profile_title(report, kind))
+event = st.plotly_chart(
+    views.clickable_heatmap(heatmap), key="classwise_heatmap", on_select="rerun", selection_mode="points"
+)
 st.caption(
     f"One trained seed ({report.data['checkpoint']['seed']}) of this head. How much of this pattern is the "
     "seed's and how much the method's is in **Across seeds** below."
 )
 counts = views.class_counts(profile, subset)
+clicked = views.clicked_class(event, list(counts))
+if clicked is not None and clicked != st.session_state.get("classwise_clicked"):  # a new click opens that class
+    st.session_state["classwise_clicked"] = st.session_state["classwise_class"] = clicked
 st.caption(
-    "Inputs per class: " + ", ".join(f"{c} {n}" for c, n in counts.items()) + ". Hover a cell for mean ± std and n."
+    "Inputs per class: "
+    + ", ".join(f"{c} {n}" for c, n in counts.items())
+    + ". Hover a cell for mean ± std and n; click it to open that class below."
 )
 st.download_button("Download CSV", profile.to_csv(index=False), f"{head}-class-{kind}-profile.csv", "text/csv")
 
 st.subheader("One class")
-name = st.selectbox("Class", list(counts), key="classwise_class")
+link_class = common.opened_link().cls
+name = st.selectbox(
+    "Class", list(counts), index=list(counts).index(link_class) if link_class in counts else 0, key="classwise_class"
+)
+common.share(cls=name)
 if counts[name] == 0:
     st.info(f"No {SUBSET_LABELS[subset]} inputs of class {name} in this report.")
 score_col, loo_col = st.columns(2)
-score_col.plotly_chart(
-    profile_bars_figure(
-        views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}"
-    ),
-    key="classwise_class_scores",
+class_scores = profile_bars_figure(
+    views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}"
 )
-loo_col.plotly_chart(
-    profile_bars_figure(
-        views.class_profile(report.class_layer_profile("loo"), name, subset),
-        f"{name}: LOO drop ({views.mode_label(report.data['profiles']['class_loo_mode'])})",
-        DROP_COLOR,
-    ),
-    key="classwise_class_loo",
+class_loo = profile_bars_figure(
+    views.class_profile(report.class_layer_profile("loo"), name, subset),
+    f"{name}: LOO drop ({views.mode_label(report.data['profiles']['class_loo_mode'])})",
+    DROP_COLOR,
 )
+score_col.plotly_chart(class_scores, key="classwise_class_scores")
+loo_col.plotly_chart(class_loo, key="classwise_class_loo")
 
 st.subheader("Across seeds")
 seeds_file = Path(selection.path).parent / CLASS_PROFILES_FILE
+seed_sections = []
 if not seeds_file.is_file():
     st.info("No per-seed profiles for this setting (written by `python -m laya reproduce`).")
 else:
     per_seed = views.seed_profiles(pd.read_csv(seeds_file), head, kind)
-    n_seeds = per_seed["seed"].nunique()
     if per_seed.empty:
         st.info("No per-seed profiles of this head.")
     else:
-        if n_seeds < 2:
+        if per_seed["seed"].nunique() < 2:
             st.warning("Only one seed of this head was trained: its depth pattern may be the seed's, not the method's.")
-        st.plotly_chart(seed_profiles_figure(per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)"),
-                        key="classwise_seeds")  # fmt: skip
-        st.dataframe(views.seed_stability(per_seed), hide_index=True)
+        seeds_figure = seed_profiles_figure(per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)")
+        stability = views.seed_stability(per_seed)
+        st.plotly_chart(seeds_figure, key="classwise_seeds")
+        st.dataframe(stability, hide_index=True)
+        seed_sections = [("Across seeds", seeds_figure), ("", stability)]
 
 st.subheader("All classes")
 method = st.selectbox("Method", views.profile_methods(report), format_func=views.method_label, key="classwise_method")
-st.plotly_chart(
-    profile_bars_figure(
-        views.global_profile(report, method), f"{views.method_label(method)}: mean ± std over the test set"
-    ),
-    key="classwise_global",
+global_bars = profile_bars_figure(
+    views.global_profile(report, method), f"{views.method_label(method)}: mean ± std over the test set"
 )
+st.plotly_chart(global_bars, key="classwise_global")
 st.caption("Mean leave-one-layer-out drop and label-flip rate per layer, per ablation mode:")
 st.dataframe(views.global_loo(report), hide_index=True)
+common.report_button(
+    "Class-wise depth patterns",
+    [("", heatmap), (f"Class {name}", class_scores), ("", class_loo), ("All classes", global_bars),
+     *seed_sections, ("Leave-one-layer-out per layer", views.global_loo(report))],
+    f"{head}-classwise-{kind}-{subset}",
+    checkpoint.name,
+)  # fmt: skip

@@ -1,15 +1,28 @@
-"""Shared dashboard code: the model catalog, cached loading, the sidebar model picker, image input.
+"""Shared dashboard code: the model catalog, cached loading, the sidebar model picker, image input, the page guard.
 
 Models are loaded once per process (``st.cache_resource``, keyed by path and file time) and
-shared by every session; reports and explanations are cached per argument (``st.cache_data``).
+shared by every session; a checkpoint that fails to load is remembered as failed (not rebuilt on
+every rerun) and its memory handed back to the OS. Reports and explanations are cached per
+argument (``st.cache_data``). Uploaded and typed checkpoints follow :mod:`laya.app.deploy`.
+
+Every page runs inside :func:`guard` (``app.py`` wraps ``page.run()``), so a new page gets it for
+free; a script run on its own can use ``with common.guard(): ...`` (one line). A page adopts links
+and reports with one line each: ``common.share(mode=mode)`` (its state into the URL; widgets take
+their first value from ``common.opened_link()``), ``common.copy_link()`` and
+``common.report_button(title, [(heading, figure_or_table), ...], file_stem)``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+import secrets
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import streamlit as st
@@ -17,14 +30,19 @@ import torch
 
 from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.report import REPORT_FILE, Report
-from laya.app import views
+from laya.app import deploy, links, views
 from laya.app.catalog import Entry, catalog_table, describe, find_checkpoints
-from laya.data.images import FORMATS, ImageError
-from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
+from laya.app.export import Section, html_report
+from laya.data.images import FORMATS, MAX_BYTES, ImageError
+from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
 
-APP_DIR = Path(__file__).resolve().parent.parent
+LOG = logging.getLogger("laya.app")
 SELECTION = "laya_selection"
+VIEW = "laya_view"  # the links.View of this run (sidebar + page), written to the URL
+OPENED = "laya_opened_link"  # the links.View the session was opened with (decoded once)
 SOURCES = ("Bundled models", "Upload a checkpoint", "Path on this machine")
+MAX_FAILURES = 256
+ALLOW_NONFINITE = "laya_allow_nonfinite"
 IMAGE_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 NO_MODELS = (
     "No models found under `{root}`. Bundle the paper's settings with "
@@ -42,8 +60,25 @@ class Selection:
     group: tuple[Entry, ...]
 
 
-def models_root() -> Path:
-    return Path(os.environ.get("LAYA_MODELS", APP_DIR / "models"))
+models_root = deploy.models_root
+
+
+@contextmanager
+def guard(where: str = "this page") -> Iterator[None]:
+    """Turn an unexpected exception into a short ``st.error`` and log its traceback server-side.
+
+    Streamlit's own stop/rerun signals are ``BaseException`` and pass through. The message carries an
+    id that is also in the log line, so an operator can find the traceback without showing it.
+    """
+    try:
+        yield
+    except Exception as error:  # the last line of defence for every page
+        incident = secrets.token_hex(4)
+        LOG.exception("unexpected error on %s (incident %s)", where, incident)
+        st.error(
+            f"Something went wrong on {where} ({type(error).__name__}); the app keeps running. "
+            f"The details are in the server log (incident {incident})."
+        )
 
 
 @st.cache_resource
@@ -68,13 +103,39 @@ def catalog(root: str) -> list[Entry]:
 
 
 @st.cache_resource(max_entries=32, show_spinner="Loading the model…")
-def _load_model(path: str, stamp: int) -> Checkpoint:
-    return load_checkpoint(path, map_location=os.environ.get("LAYA_DEVICE", "auto"))  # auto: CUDA when available
+def _load_model(path: str, stamp: int, allow_nonfinite: bool = False) -> Checkpoint:
+    confine = deploy.confinement(path, deploy.upload_store().root)
+    device = os.environ.get("LAYA_DEVICE", "auto")  # auto: CUDA when available
+    return load_checkpoint(path, map_location=device, confine=confine, allow_nonfinite=allow_nonfinite)
 
 
-def load_model(path: str) -> Checkpoint:
-    """The checkpoint at ``path``, loaded once per process. Raises :class:`CheckpointError`."""
-    return _load_model(path, _stamp(Path(path) / WEIGHTS_FILE))
+@st.cache_resource
+def _failures() -> OrderedDict[tuple[str, int, bool], str]:
+    """Checkpoints that failed to load in this process (path, file time) -> message; bounded."""
+    return OrderedDict()
+
+
+def load_model(path: str, allow_nonfinite: bool | None = None) -> Checkpoint:
+    """The checkpoint at ``path``, loaded once per process. Raises :class:`CheckpointError`.
+
+    A failure is remembered (same path and file time: the same error, without rebuilding) and the
+    memory the attempt took is handed back to the OS. ``allow_nonfinite``: load NaN/Inf weights with
+    a warning (``Checkpoint.warnings``) instead of refusing (default: the session's "load anyway" box).
+    """
+    if allow_nonfinite is None:
+        allow_nonfinite = bool(st.session_state.get(ALLOW_NONFINITE, False))
+    key = (path, _stamp(Path(path) / WEIGHTS_FILE), allow_nonfinite)
+    failures = _failures()
+    if key in failures:
+        raise CheckpointError(failures[key])
+    try:
+        return _load_model(*key)
+    except CheckpointError as error:
+        failures[key] = str(error)
+        while len(failures) > MAX_FAILURES:
+            failures.popitem(last=False)
+        deploy.release_memory()
+        raise
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -93,18 +154,60 @@ def load_report(path: str | Path, warn: bool = True) -> Report | None:
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def _explain(path: str, stamp: int, data: bytes, mode: str, posthoc: tuple[str, ...]) -> Explanation:
-    return explain_bytes(_load_model(path, stamp), data, mode=mode, posthoc=posthoc)
+def _explain(path: str, stamp: int, anyway: bool, data: bytes, mode: str, posthoc: tuple[str, ...]) -> Explanation:
+    return explain_bytes(_load_model(path, stamp, anyway), data, mode=mode, posthoc=posthoc)
 
 
 def explain(path: str, name: str, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = ()) -> Explanation:
     """Explain an uploaded or example image; an unusable image shows ``st.error`` and stops the page."""
     try:
         with st.spinner(f"Running {Path(path).name} on {name}…"):
-            return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), data, mode, posthoc)
+            anyway = bool(st.session_state.get(ALLOW_NONFINITE, False))
+            return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), anyway, data, mode, posthoc)
     except ImageError as error:
         st.error(f"Cannot use {name!r} as an image: {error}")
         st.stop()
+
+
+# ---------------------------------------------------------------- links and reports
+
+
+def opened_link() -> links.View:
+    """The view in the URL this session was opened with (widgets start from it; decoded once per session)."""
+    if OPENED not in st.session_state:
+        st.session_state[OPENED] = links.decode_view(st.query_params.to_dict())
+    return st.session_state[OPENED]
+
+
+def _index(options: Sequence[object], value: object, default: int = 0) -> int:
+    return list(options).index(value) if value in options else default
+
+
+def share(**changes: object) -> links.View:
+    """Add the page's own state (``example``, ``mode``, ``posthoc``, ``cls``) to this run's view and the URL."""
+    view = replace(st.session_state.get(VIEW) or links.View(), **changes)
+    st.session_state[VIEW] = view
+    st.query_params.from_dict(links.encode_view(view))
+    return view
+
+
+def copy_link() -> None:
+    """A "copy link" box: the URL that reopens this view (the code block has a copy button)."""
+    with st.popover("Copy link to this view", icon=":material/link:"):
+        st.code(links.view_url(st.context.url, st.session_state.get(VIEW) or links.View()), language=None)
+        st.caption("Anyone with access to this server opens the same model, page, example and options.")
+
+
+def report_button(title: str, sections: Sequence[Section], stem: str, subtitle: str = "") -> None:
+    """Download a static HTML report of ``sections`` (built only when clicked)."""
+    st.download_button(
+        "Download HTML report",
+        lambda: html_report(title, sections, subtitle),
+        f"{stem}.html",
+        "text/html",
+        icon=":material/description:",
+        on_click="ignore",
+    )
 
 
 # ---------------------------------------------------------------- sidebar
@@ -115,22 +218,53 @@ def _pick_bundled(entries: list[Entry]) -> Selection:
     if not groups:
         st.info(NO_MODELS.format(root=models_root()))
         st.stop()
+    link = opened_link()
     group = st.sidebar.selectbox(
-        "Setting (dataset · backbone)", list(groups), key="model_group", format_func=lambda g: f"{g} ({len(groups[g])})"
+        "Setting (dataset · backbone)",
+        list(groups),
+        index=_index(list(groups), link.group),
+        key="model_group",
+        format_func=lambda g: f"{g} ({len(groups[g])})",
     )
     members = groups[group]
     paths = [str(e.path) for e in members]
     labels = dict(zip(paths, map(views.entry_label, members)))
-    laya = next((i for i, e in enumerate(members) if e.head == "laya"), 0)
-    path = st.sidebar.radio("Head", paths, index=laya, key=f"model_head_{group}", format_func=labels.__getitem__)
+    heads = [e.head for e in members]
+    index = _index(heads, link.head if group == link.group else None, _index(heads, "laya"))
+    path = st.sidebar.radio("Head", paths, index=index, key=f"model_head_{group}", format_func=labels.__getitem__)
+    st.session_state[VIEW] = links.View(group=group, head=members[paths.index(path)].head)
     with st.sidebar.expander("All checkpoints"):
         st.dataframe(catalog_table(entries).drop(columns="path"), hide_index=True)
     return Selection(path, tuple(members))
 
 
+class SessionUploads(dict):
+    """This session's uploaded checkpoints (digest -> folder); deleted from disk when the session ends
+    (its session state is garbage-collected), besides the store's TTL."""
+
+    def __init__(self, store: deploy.UploadStore) -> None:
+        super().__init__()
+        self.folders: list[str] = []
+        weakref.finalize(self, _discard_all, store, self.folders)  # must not reference self
+
+    def __setitem__(self, digest: str, folder: str) -> None:
+        self.folders.append(folder)
+        super().__setitem__(digest, folder)
+
+
+def _discard_all(store: deploy.UploadStore, folders: list[str]) -> None:
+    for folder in folders:
+        store.discard(folder)
+
+
 def _upload_checkpoint() -> str | None:
+    limit = deploy.max_checkpoint_mb()
     files = st.sidebar.file_uploader(
-        f"{META_FILE} and {WEIGHTS_FILE}", type=["json", "safetensors"], accept_multiple_files=True, key="model_upload"
+        f"{META_FILE} and {WEIGHTS_FILE} (up to {limit} MB each)",
+        type=["json", "safetensors"],
+        accept_multiple_files=True,
+        key="model_upload",
+        max_upload_size=limit,
     )
     if not files:
         st.sidebar.caption("Upload both files of one checkpoint directory.")
@@ -139,14 +273,32 @@ def _upload_checkpoint() -> str | None:
     digest = hashlib.sha256(
         b"".join(n.encode() + hashlib.sha256(d).digest() for n, d in sorted(contents.items()))
     ).hexdigest()
-    uploads: dict[str, str] = st.session_state.setdefault("laya_uploads", {})
-    if digest not in uploads:
+    store = deploy.upload_store()
+    uploads = st.session_state.get("laya_uploads")
+    if not isinstance(uploads, SessionUploads):
+        uploads = st.session_state["laya_uploads"] = SessionUploads(store)
+    if digest not in uploads or not Path(uploads[digest]).is_dir():
         try:
-            uploads[digest] = str(views.write_uploaded_checkpoint(contents))
+            uploads[digest] = str(store.store(contents))
         except CheckpointError as error:
-            st.sidebar.error(str(error))
+            st.sidebar.error(f"Cannot use this checkpoint: {error}")
+            deploy.release_memory()
             return None
     return uploads[digest]
+
+
+def _typed_path(entries: list[Entry]) -> Selection | None:
+    text = st.sidebar.text_input(
+        "Checkpoint directory", value=opened_link().path or "", key="model_path", placeholder="runs/…/seed0"
+    ).strip()
+    if not text:
+        return None
+    st.session_state[VIEW] = links.View(path=text)
+    try:
+        return _single(str(deploy.resolve_path(text)), entries)
+    except CheckpointError as error:
+        st.sidebar.error(str(error))
+        return None
 
 
 def _single(path: str, entries: list[Entry]) -> Selection:
@@ -162,7 +314,10 @@ def pick_model() -> None:
     """Sidebar: choose a bundled, uploaded or local checkpoint; store the :class:`Selection` in the session."""
     entries = catalog(str(models_root()))
     st.sidebar.header("Model")
-    source = st.sidebar.radio("Source", SOURCES, key="model_source", label_visibility="collapsed")
+    sources = SOURCES if deploy.allow_paths() else SOURCES[:2]
+    opened = 2 if opened_link().path and len(sources) == 3 else 0
+    source = st.sidebar.radio("Source", sources, index=opened, key="model_source", label_visibility="collapsed")
+    st.session_state[VIEW] = links.View()
     selection = None
     if source == SOURCES[0]:
         selection = _pick_bundled(entries)
@@ -170,15 +325,14 @@ def pick_model() -> None:
         path = _upload_checkpoint()
         selection = _single(path, entries) if path else None
     else:
-        text = st.sidebar.text_input("Checkpoint directory", key="model_path", placeholder="runs/…/seed0").strip()
-        path = Path(text).expanduser().resolve()
-        selection = _single(str(path.parent if path.is_file() else path), entries) if text else None
+        selection = _typed_path(entries)
     broken = [e for e in entries if e.error]
     if broken:
         with st.sidebar.expander(f"{len(broken)} unreadable checkpoint(s)"):
             for e in broken:
                 st.caption(f"`{e.path}`: {e.error}")
     st.session_state[SELECTION] = selection
+    st.query_params.from_dict(links.encode_view(st.session_state[VIEW]))
 
 
 def selected() -> Selection:
@@ -194,10 +348,17 @@ def current() -> tuple[Checkpoint, Selection]:
     """The selected checkpoint, loaded; stops the page with a message if there is none or it fails to load."""
     selection = selected()
     try:
-        return load_model(selection.path), selection
+        checkpoint = load_model(selection.path)
     except CheckpointError as error:
         st.error(f"Cannot load the checkpoint: {error}")
+        if NONFINITE in str(error):
+            st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
         st.stop()
+    for warning in checkpoint.warnings:
+        st.warning(warning)
+    if checkpoint.warnings:  # kept on screen, so the choice stays in the session (and can be undone)
+        st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
+    return checkpoint, selection
 
 
 # ---------------------------------------------------------------- page widgets
@@ -205,13 +366,20 @@ def current() -> tuple[Checkpoint, Selection]:
 
 def image_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None:
     """An uploaded image, else the chosen bundled example: ``(name, bytes)``, or None."""
-    upload = st.file_uploader(f"Upload an image ({', '.join(FORMATS)})", type=IMAGE_TYPES, key=f"{key}_upload")
+    upload = st.file_uploader(
+        f"Upload an image ({', '.join(FORMATS)})",
+        type=IMAGE_TYPES,
+        key=f"{key}_upload",
+        max_upload_size=MAX_BYTES // 2**20,
+    )
     if upload is not None:
         return upload.name, upload.getvalue()
     if not examples:
         return None
     by_name = {p.name: p for p in examples}
-    name = st.selectbox("…or pick a bundled example", list(by_name), key=f"{key}_example")
+    index = _index(list(by_name), opened_link().example)
+    name = st.selectbox("…or pick a bundled example", list(by_name), index=index, key=f"{key}_example")
+    share(example=name)
     return name, by_name[name].read_bytes()
 
 

@@ -36,9 +36,18 @@ with source_col:
     image = common.image_input("compare", example_images(selection.path))
 with mode_col:
     modes = views.common_modes([c.model.head.modes for c in loaded.values()])
-    mode = st.radio("Ablation mode (supported by every chosen head)", modes, format_func=views.mode_label,
-                    horizontal=True, key="compare_mode")  # fmt: skip
+    link = common.opened_link()
+    mode = st.radio(
+        "Ablation mode (supported by every chosen head)",
+        modes,
+        format_func=views.mode_label,
+        index=modes.index(link.mode) if link.mode in modes else 0,
+        horizontal=True,
+        key="compare_mode",
+    )
     st.caption(f"`{mode}`: {views.MODE_HELP[mode]}.")
+    common.share(mode=mode)
+    common.copy_link()
 if image is None:
     st.info("Upload an image to compare the heads on.")
     st.stop()
@@ -55,6 +64,11 @@ for column, head, explanation, report in zip(st.columns(len(loaded)), heads, exp
         st.metric("Confidence", f"{explanation.confidence:.1%}")
         st.caption(f"Scores: {views.method_label(explanation.primary)}")
         st.caption(views.report_caption(report))
+        if warning := views.nonfinite_warning(explanation):
+            st.warning(warning)
 
-st.plotly_chart(compare_figure(explanations, views.compare_titles(heads, explanations)), key="compare_figure")
-st.dataframe(views.compare_table(heads, explanations, reports), hide_index=True)
+figure = compare_figure(explanations, views.compare_titles(heads, explanations))
+table = views.compare_table(heads, explanations, reports)
+st.plotly_chart(figure, key="compare_figure")
+st.dataframe(table, hide_index=True)
+common.report_button(f"Compare heads: {name}", [("", figure), ("Heads on this input", table)], f"compare-{mode}", mode)

@@ -25,18 +25,23 @@ report = common.load_report(selection.path)
 mode_col, reduction_col = st.columns(2)
 if report is not None:
     st.subheader(f"{views.head_title(head)}: methods")
+    link = common.opened_link()
     mode = mode_col.radio("Intervention (what removing a layer means)", report.modes, format_func=views.mode_label,
+                          index=report.modes.index(link.mode) if link.mode in report.modes else 0,
                           horizontal=True, key=f"faithfulness_mode_{head}")  # fmt: skip
+    common.share(mode=mode)
     reduction = reduction_col.radio("Post-hoc reduction", report.data["reductions"], horizontal=True,
                                     format_func=REDUCTION_LABELS.__getitem__, key="faithfulness_reduction")  # fmt: skip
     st.caption(f"`{mode}`: {views.MODE_HELP[mode]}. `{reduction}`: {views.REDUCTION_HELP[reduction]}.")
-    st.dataframe(views.faithfulness_matrix(report, mode, reduction), hide_index=True)
+    table = views.faithfulness_matrix(report, mode, reduction)
+    st.dataframe(table, hide_index=True)
     st.download_button(
         "Download CSV", report.faithfulness_table().to_csv(index=False), f"{head}-faithfulness.csv", "text/csv"
     )
-    st.plotly_chart(faithfulness_figure(report.faithfulness_table(), mode, reduction), key="faithfulness_methods")
-    st.plotly_chart(deletion_curves_figure(report.deletion_curves(), mode, report.data["reductions"][0]),
-                    key="faithfulness_curves")  # fmt: skip
+    methods_figure = faithfulness_figure(report.faithfulness_table(), mode, reduction)
+    curves_figure = deletion_curves_figure(report.deletion_curves(), mode, report.data["reductions"][0])
+    st.plotly_chart(methods_figure, key="faithfulness_methods")
+    st.plotly_chart(curves_figure, key="faithfulness_curves")
     comparisons = views.comparisons_view(report, mode, reduction)
     if not comparisons.empty:
         st.markdown("**Paired comparisons** (paired bootstrap over the same test inputs; a CI covering 0 is a tie)")
@@ -56,4 +61,9 @@ st.caption(f"Intervention `{mode}`, {reduction} post-hoc scores; 95% bootstrap C
 heads = views.heads_table([e.head for e in members], [common.load_report(e.path, warn=False) for e in members],
                           mode, reduction)  # fmt: skip
 st.dataframe(heads, hide_index=True)
-st.plotly_chart(heads_overview_figure(heads, mode), key="faithfulness_heads")
+overview = heads_overview_figure(heads, mode)
+st.plotly_chart(overview, key="faithfulness_heads")
+sections = [(f"Heads of this setting ({mode}, {reduction})", heads), ("", overview)]
+if report is not None:
+    sections = [(f"{views.head_title(head)}: methods", table), ("", methods_figure), ("", curves_figure), *sections]
+common.report_button("Faithfulness overview", sections, f"{head}-faithfulness", checkpoint.name)

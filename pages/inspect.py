@@ -17,17 +17,26 @@ source_col, options_col = st.columns(2)
 with source_col:
     image = common.image_input("inspect", example_images(checkpoint.path))
 with options_col:
+    link = common.opened_link()
+    modes = checkpoint.model.head.modes
     mode = st.radio(
         "Ablation mode (what removing a layer means)",
-        checkpoint.model.head.modes,
+        modes,
+        index=modes.index(link.mode) if link.mode in modes else 0,
         format_func=views.mode_label,
         horizontal=True,
         key=f"inspect_mode_{head}",
     )
     st.caption(f"`{mode}`: {views.MODE_HELP[mode]}.")
     posthoc = st.multiselect(
-        "Post-hoc methods to show beside", POSTHOC_METHODS, format_func=views.method_label, key="inspect_posthoc"
+        "Post-hoc methods to show beside",
+        POSTHOC_METHODS,
+        default=list(link.posthoc),
+        format_func=views.method_label,
+        key="inspect_posthoc",
     )
+    common.share(mode=mode, posthoc=tuple(posthoc))
+    common.copy_link()
 if image is None:
     st.info("Upload an image to inspect (this checkpoint has no bundled examples).")
     st.stop()
@@ -35,6 +44,8 @@ if image is None:
 name, data = image
 explanation = common.explain(selection.path, name, data, mode, tuple(posthoc))
 spec = checkpoint.meta.input
+if warning := views.nonfinite_warning(explanation):
+    st.warning(warning)
 
 image_col, prediction_col = st.columns([1, 2])
 with image_col:
@@ -73,7 +84,20 @@ st.caption(
 )
 st.dataframe(views.input_faithfulness(explanation), hide_index=True)
 
-csv_col, json_col = st.columns(2)
+csv_col, json_col, html_col = st.columns(3)
 stem = f"{head}-{name.rsplit('.', 1)[0]}-{mode}"
 csv_col.download_button("Download CSV", views.explanation_csv(explanation), f"{stem}.csv", "text/csv")
 json_col.download_button("Download JSON", views.explanation_json(explanation), f"{stem}.json", "application/json")
+with html_col:
+    common.report_button(
+        f"Inspect: {name}",
+        [
+            ("Prediction", f"{explanation.label} ({explanation.confidence:.1%})"),
+            ("", topk_figure(explanation)),
+            *[("", views.score_figure(explanation, m)) for m in explanation.scores],
+            ("Live leave-one-layer-out", table),
+            ("Faithfulness on this input", views.input_faithfulness(explanation)),
+        ],
+        stem,
+        f"{checkpoint.name} · {mode} ablation",
+    )

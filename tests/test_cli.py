@@ -95,7 +95,7 @@ def test_bad_config_files_are_reported(tmp_path, capsys):
     unknown = tmp_path / "run.json"
     unknown.write_text('{"learning_rate": 0.1}')
     assert main(["train", "--config", str(unknown)]) == 2
-    assert "unknown training config keys ['learning_rate']" in capsys.readouterr().err
+    assert "training.learning_rate = 0.1: unknown key; expected one of dataset" in capsys.readouterr().err
     assert main(["train", "--config", str(tmp_path / "missing.yaml")]) == 2
     assert "missing.yaml" in capsys.readouterr().err
 

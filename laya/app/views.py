@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,7 +23,7 @@ from laya.analysis.report import Report
 from laya.app.catalog import Entry
 from laya.app.plots import layer_scores_figure
 from laya.data.datasets import InputSpec
-from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, Checkpoint, CheckpointError
+from laya.model.checkpoint import Checkpoint
 from laya.model.heads import CROSS_HEAD_MODES, HEAD_LABELS
 
 MODE_HELP = {
@@ -41,7 +39,6 @@ REDUCTION_HELP = {
     "signed": "post-hoc layer score Σ_j A_ij: signed like the LOO drop it is compared with (the headline)",
     "magnitude": "post-hoc layer score Σ_j |A_ij|: how much the layer moves the output either way",
 }
-CHECKPOINT_FILES = (META_FILE, WEIGHTS_FILE)
 
 
 # ---------------------------------------------------------------- labels
@@ -122,6 +119,16 @@ def model_view(explanation: Explanation, spec: InputSpec, min_side: int = 224) -
     factor = max(1, math.ceil(min_side / max(pixels.shape[:2])))
     pixels = pixels.repeat(factor, axis=0).repeat(factor, axis=1)
     return pixels[:, :, 0] if pixels.shape[2] == 1 else pixels
+
+
+def nonfinite_warning(explanation: Explanation) -> str | None:
+    """A warning if the prediction, layer scores or LOO drops hold NaN/Inf (a checkpoint loaded anyway), else None."""
+    parts = {"probabilities": explanation.probs, "leave-one-layer-out drops": explanation.drops}
+    parts |= {f"{method_label(m)} scores": v for m, v in explanation.scores.items()}
+    bad = [name for name, values in parts.items() if not bool(torch.isfinite(values.double()).all())]
+    if not bad:
+        return None
+    return f"Not finite (NaN or Inf): {', '.join(bad)}. The charts leave such values out; the model's weights are likely damaged."
 
 
 def layer_table(explanation: Explanation) -> pd.DataFrame:
@@ -239,6 +246,41 @@ def profile_title(report: Report, kind: str) -> str:
     if kind == "loo":
         return f"Mean leave-one-layer-out drop per class ({mode_label(report.data['profiles']['class_loo_mode'])})"
     return f"Mean {method_label(report.primary_method)} per class"
+
+
+def clickable_heatmap(fig: go.Figure, marker_size: int = 22) -> go.Figure:
+    """``fig`` with an invisible square marker on every heatmap cell, so a click selects that cell.
+
+    Plotly's selection events skip heatmap traces (streamlit#8760), but not scatter points; the
+    markers carry the heatmap's hover text (the heatmap's own hover is turned off to avoid two labels).
+    """
+    heat = next(t for t in fig.data if t.type == "heatmap")
+    xs, ys = np.meshgrid(list(heat.x), list(heat.y))
+    z = np.asarray(heat.z, dtype=float)
+    custom = np.dstack([np.asarray(heat.customdata, dtype=float), z]).reshape(-1, 3)
+    fig.add_trace(
+        go.Scatter(
+            x=xs.ravel(), y=ys.ravel(), mode="markers", customdata=custom, showlegend=False, name="cells",
+            marker={"size": marker_size, "symbol": "square", "color": "rgba(0,0,0,0)"},
+            hovertemplate=heat.hovertemplate.replace("%{z", "%{customdata[2]"),
+        )
+    )  # fmt: skip
+    heat.hoverinfo = "skip"
+    heat.hovertemplate = None
+    return fig
+
+
+def clicked_class(event: object, classes: Sequence[str]) -> str | None:
+    """The class of the heatmap cell clicked (``st.plotly_chart(on_select=...)`` event), or None.
+
+    The event is ``{"selection": {"points": [{"y": class, "x": layer, ...}, ...]}}``; the last point wins.
+    """
+    try:
+        points = event["selection"]["points"]  # type: ignore[index]
+    except (KeyError, TypeError, AttributeError):
+        return None
+    names = [p.get("y") for p in points if isinstance(p, dict)]
+    return next((n for n in reversed(names) if n in classes), None)
 
 
 def class_profile(profile: pd.DataFrame, class_name: str, subset: str = "all") -> pd.DataFrame:
@@ -383,32 +425,14 @@ def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------- uploaded checkpoints
-
-
-def write_uploaded_checkpoint(files: Mapping[str, bytes], parent: str | Path | None = None) -> Path:
-    """Write an uploaded ``model.json`` + ``model.safetensors`` pair to a fresh temporary directory.
-
-    Raises:
-        CheckpointError: the upload is not exactly those two files.
-    """
-    names = sorted(files)
-    if names != sorted(CHECKPOINT_FILES):
-        raise CheckpointError(
-            f"upload exactly two files, {META_FILE} and {WEIGHTS_FILE}, from one checkpoint directory; got {names or 'none'}"
-        )
-    directory = Path(tempfile.mkdtemp(prefix="laya-upload-", dir=parent))
-    for name, data in files.items():
-        (directory / name).write_bytes(data)
-    return directory
-
-
 __all__ = [
     "MODE_HELP",
     "REDUCTION_HELP",
     "ci_text",
     "class_counts",
     "class_profile",
+    "clickable_heatmap",
+    "clicked_class",
     "common_modes",
     "compare_table",
     "compare_titles",
@@ -431,11 +455,11 @@ __all__ = [
     "method_label",
     "mode_label",
     "model_view",
+    "nonfinite_warning",
     "profile_methods",
     "profile_title",
     "report_caption",
     "score_figure",
     "seed_profiles",
     "seed_stability",
-    "write_uploaded_checkpoint",
 ]

@@ -24,7 +24,7 @@ import hashlib
 import os
 import tarfile
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from laya.data.streaming import ImageFiles
+from laya.model.validation import check_fields
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FASHION_MNIST_CLASSES = (
@@ -116,9 +117,7 @@ class InputSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InputSpec:
-        names = {f.name for f in fields(cls)}
-        if set(data) != names:
-            raise ValueError(f"input spec needs keys {sorted(names)}, got {sorted(data)}")
+        check_fields(cls, data, "input", required=True)
         spec = cls(**{**data, "mean": tuple(data["mean"]), "std": tuple(data["std"])})
         if len(spec.mean) != spec.channels or len(spec.std) != spec.channels or min(spec.std) <= 0:
             raise ValueError(f"input spec mean/std must have {spec.channels} entries and std > 0: {data}")

@@ -26,7 +26,8 @@ class ImageError(ValueError):
 
 
 def open_image(source: bytes | str | Path, max_pixels: int = MAX_PIXELS) -> Image.Image:
-    """Decode the first frame of a PNG/JPEG/WebP/BMP/GIF image, refusing hostile input.
+    """Decode the first frame of a PNG/JPEG/WebP/BMP/GIF image, upright (EXIF orientation applied),
+    refusing hostile input.
 
     Raises:
         ImageError: empty input, not an image, an unsupported format, more than
@@ -62,7 +63,10 @@ def open_image(source: bytes | str | Path, max_pixels: int = MAX_PIXELS) -> Imag
         image.load()
     except (OSError, ValueError, SyntaxError, EOFError) as error:
         raise ImageError(f"the image data is truncated or corrupt: {error}") from error
-    return image
+    try:  # EXIF orientation first: a phone photo stored sideways reaches the model upright
+        return ImageOps.exif_transpose(image)
+    except (OSError, ValueError, SyntaxError, TypeError) as error:  # a malformed EXIF block
+        raise ImageError(f"the image's EXIF orientation cannot be read: {error}") from error
 
 
 def to_mode(image: Image.Image, channels: int) -> Image.Image:

@@ -26,9 +26,12 @@ from torch import Tensor
 from laya import __version__
 from laya.data.datasets import Images, InputSpec, Preprocess, dataset_label, load_dataset
 from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.budget import check_budget
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.devices import resolve_device
 from laya.model.heads import HeadConfig, build_head
+from laya.model.validation import CheckpointError, check_record, refuse
+from laya.model.weights import SOURCES
 
 FORMAT = "laya-checkpoint"
 FORMAT_VERSION = 1
@@ -36,8 +39,53 @@ WEIGHTS_FILE = "model.safetensors"
 META_FILE = "model.json"
 
 
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded; the message names the problem."""
+KNOWN_DATASETS = ("fashion-mnist", "cifar10")
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """Where a checkpoint from an untrusted source may point (the dashboard's uploads and path box).
+
+    ``backbone.weights`` must be a named source (:data:`laya.model.weights.SOURCES`) or a file
+    inside ``weights_root``; ``dataset`` a known name or a folder inside one of ``data_roots``.
+    Refusals never say whether the named file exists.
+    """
+
+    weights_root: Path
+    data_roots: tuple[Path, ...] = ()
+
+
+def _inside(path: Path, roots: tuple[Path, ...] | list[Path]) -> bool:
+    real = Path(os.path.realpath(path))
+    return any(real.is_relative_to(os.path.realpath(root)) for root in roots)
+
+
+def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) -> None:
+    """Refuse ``backbone.weights`` outside ``confine`` (see :class:`Confinement`); the dataset is checked
+    when it is loaded (:meth:`Checkpoint.load_data`)."""
+    spec = meta.backbone.weights
+    if spec == "timm":
+        raise refuse(
+            "backbone.weights", spec, "downloads are not allowed for this checkpoint; name a local source or file"
+        )
+    if spec is not None and spec not in SOURCES:
+        target = Path(spec) if Path(spec).is_absolute() else directory / spec  # as build_backbone resolves it
+        if not _inside(target, [confine.weights_root]):
+            raise refuse(
+                "backbone.weights",
+                spec,
+                f"must be a named source ({', '.join(SOURCES)}) or a file inside the checkpoint's own folder (server models: their model folder)",
+            )
+
+
+def check_dataset(name: str, confine: Confinement) -> None:
+    """Refuse a ``dataset`` that is neither a known name nor a folder inside ``confine.data_roots``."""
+    if name not in KNOWN_DATASETS and not _inside(Path(name), confine.data_roots):
+        raise refuse(
+            "dataset",
+            name,
+            f"must be a known dataset ({', '.join(KNOWN_DATASETS)}) or a folder inside the data roots this server allows",
+        )
 
 
 @dataclass
@@ -67,16 +115,33 @@ class CheckpointMeta:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckpointMeta:
-        return cls(
+        """Rebuild from ``model.json``, checking every field (:mod:`laya.model.validation`) and the input
+        spec against the backbone. Raises :class:`CheckpointError` naming the field, value and rule."""
+        check_record(data, FORMAT, FORMAT_VERSION, WEIGHTS_FILE)
+        meta = cls(
             backbone=BackboneConfig.from_dict(data["backbone"]),
             head=HeadConfig.from_dict(data["head"]),
             classes=tuple(data["classes"]),
-            dataset=str(data["dataset"]),
+            dataset=data["dataset"],
             input=InputSpec.from_dict(data["input"]),
-            seed=int(data.get("seed", 0)),
-            train=dict(data.get("train", {})),
-            metrics=dict(data.get("metrics", {})),
+            seed=data.get("seed", 0),
+            train=data.get("train", {}),
+            metrics=data.get("metrics", {}),
         )
+        backbone, spec = meta.backbone, meta.input
+        for field_name, value, key, expected in (
+            ("input.channels", spec.channels, "in_channels", backbone.in_channels),
+            ("input.size", spec.size, "input_size", backbone.input_size),
+        ):
+            if value != expected:
+                raise refuse(field_name, value, f"must equal the backbone's {key} ({expected})")
+        if (
+            backbone.name == "mlp"
+            and backbone.layer_names is not None
+            and len(backbone.layer_names) != len(backbone.widths)
+        ):
+            raise refuse("backbone.layer_names", backbone.layer_names, f"must name the {len(backbone.widths)} layers")
+        return meta
 
 
 @dataclass
@@ -87,6 +152,8 @@ class Checkpoint:
     meta: CheckpointMeta
     preprocess: Preprocess
     path: Path
+    warnings: tuple[str, ...] = ()  # problems loaded anyway (``allow_nonfinite``), for the UI to show
+    confine: Confinement | None = None  # set for untrusted checkpoints: what they may read
 
     @property
     def layer_names(self) -> tuple[str, ...]:
@@ -98,9 +165,13 @@ class Checkpoint:
 
         Raises:
             DatasetNotFoundError: the dataset is not on this machine; the message says where to get it.
+            CheckpointError: an untrusted checkpoint names a folder outside its allowed data roots.
         """
         spec = self.meta.input
-        return load_dataset(dataset or self.meta.dataset, split, spec.source_size, spec.channels, stream)
+        name = dataset or self.meta.dataset
+        if self.confine is not None:
+            check_dataset(name, self.confine)
+        return load_dataset(name, split, spec.source_size, spec.channels, stream)
 
     @property
     def name(self) -> str:
@@ -195,55 +266,94 @@ def _locate(path: str | Path) -> Path:
     return directory
 
 
-def read_meta(path: str | Path) -> dict[str, Any]:
-    """The raw, validated ``model.json`` of a checkpoint (no weights are read)."""
-    directory = _locate(path)
+NONFINITE = "hold NaN or Inf values"
+MAX_META_BYTES = 1 << 20  # a model.json is a few KB; larger ones are refused unread
+
+
+def parse_meta(text: bytes | str) -> dict[str, Any]:
+    """``model.json`` content -> its record, with the top-level fields checked (no file access)."""
+    if len(text) > MAX_META_BYTES:
+        raise refuse(META_FILE, f"{len(text):,} bytes", f"must be at most {MAX_META_BYTES:,} bytes")
     try:
-        record = json.loads((directory / META_FILE).read_text())
+        record = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"{directory / META_FILE} is not valid JSON ({error}); the file is damaged") from error
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise CheckpointError(f'{directory / META_FILE} is not a LAYA checkpoint (no "format": "{FORMAT}")')
-    if record.get("format_version", 0) > FORMAT_VERSION:
         raise CheckpointError(
-            f"{directory} uses checkpoint format {record['format_version']}, newer than this laya ({FORMAT_VERSION}); upgrade laya"
-        )
+            f"{META_FILE} is not valid JSON (line {getattr(error, 'lineno', '?')}); the file is damaged"
+        ) from error
+    except RecursionError as error:
+        raise CheckpointError(f"{META_FILE} is nested too deeply") from error
+    check_record(record, FORMAT, FORMAT_VERSION, WEIGHTS_FILE)
     return record
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
-    """Load a checkpoint directory (or either of its two files) into an eval-mode model on ``map_location``
-    (``auto|cpu|cuda|cuda:N``, see :func:`laya.model.devices.resolve_device`); any checkpoint loads on any device.
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The raw, validated ``model.json`` of a checkpoint (no weights are read)."""
+    directory = _locate(path)
+    with open(directory / META_FILE, "rb") as f:
+        return parse_meta(f.read(MAX_META_BYTES + 1))
+
+
+def check_model(record: dict[str, Any]) -> CheckpointMeta:
+    """Everything about a checkpoint that needs no file: fields, input spec against backbone, size budget.
 
     Raises:
-        CheckpointError: missing, foreign, truncated or mismatched files, with the reason.
+        CheckpointError: naming the field, the value and the rule; nothing has been allocated.
+    """
+    meta = CheckpointMeta.from_dict(record)
+    budget = check_budget(meta.backbone, meta.head, len(meta.classes))
+    names = record.get("layer_names") or meta.backbone.layer_names
+    if names and len(names) != len(budget.layer_dims):
+        raise refuse("layer_names", names, f"must name the model's {len(budget.layer_dims)} layers")
+    return meta
+
+
+def check_finite_state(state: dict[str, Tensor]) -> list[str]:
+    """Names of floating-point tensors holding NaN or Inf."""
+    return sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
+
+
+def load_checkpoint(
+    path: str | Path,
+    map_location: str | torch.device = "cpu",
+    confine: Confinement | None = None,
+    allow_nonfinite: bool = False,
+) -> Checkpoint:
+    """Load a checkpoint directory (or either of its two files) into an eval-mode model.
+
+    Every field of ``model.json`` and the model's size (:mod:`laya.model.budget`) are checked
+    before the weights are read or anything is built. ``confine``: the checkpoint comes from an
+    untrusted source and may only point inside it (:class:`Confinement`). ``allow_nonfinite``:
+    load weights holding NaN/Inf with a warning (listed in ``Checkpoint.warnings``) instead of refusing.
+
+    Raises:
+        CheckpointError: invalid or over-budget metadata, missing, foreign, truncated, mismatched or
+            non-finite files, with the reason; messages name files by their name, not their server path.
     """
     directory = _locate(path)
     map_location = resolve_device(map_location)
     record = read_meta(directory)
-    try:
-        meta = CheckpointMeta.from_dict(record)
-    except (KeyError, TypeError, ValueError) as error:
-        raise CheckpointError(f"{directory / META_FILE} has invalid metadata: {error!r}") from error
+    meta = check_model(record)
+    if confine is not None:
+        check_confined(meta, confine, directory)
     weights = directory / WEIGHTS_FILE
     expected = record.get("weights", {}).get("sha256")
     if expected and sha256_file(weights) != expected:
         raise CheckpointError(
-            f"{weights} does not match {META_FILE} (sha256 differs): the weights file is truncated, "
+            f"{WEIGHTS_FILE} does not match {META_FILE} (sha256 differs): the weights file is truncated, "
             "corrupted or belongs to another checkpoint"
         )
     try:
         state = load_file(str(weights), device=str(map_location))
     except (SafetensorError, OSError, ValueError) as error:
-        raise CheckpointError(f"{weights} is not a readable safetensors file: {error}") from error
+        raise CheckpointError(f"{WEIGHTS_FILE} is not a readable safetensors file ({type(error).__name__})") from error
     try:
         model = build_model(meta, directory)
     except (FileNotFoundError, ValueError, RuntimeError) as error:
-        raise CheckpointError(f"cannot build the model described by {directory / META_FILE}: {error}") from error
+        raise CheckpointError(f"cannot build the model described by {META_FILE}: {error}") from error
     external_backbone = record.get("backbone_sha256") is not None
     if external_backbone and model.backbone.fingerprint() != record["backbone_sha256"]:
         raise CheckpointError(
-            f"the frozen backbone weights ({meta.backbone.weights!r}) differ from those the head in {directory} "
+            f"the frozen backbone weights ({meta.backbone.weights!r}) differ from those the head "
             "was trained on (sha256 mismatch)"
         )
     target = model.state_dict()
@@ -253,22 +363,34 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     wrong = [k for k in set(target) & set(state) if target[k].shape != state[k].shape]
     if missing or unexpected or wrong:
         raise CheckpointError(
-            f"{weights} does not fit the model described in {META_FILE}: "
+            f"{WEIGHTS_FILE} does not fit the model described in {META_FILE}: "
             f"missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shape {sorted(wrong)[:5]}"
         )
+    warnings = []
+    nonfinite = check_finite_state(state) + check_finite_state(model.state_dict() if external_backbone else {})
+    if nonfinite:
+        message = f"{len(nonfinite)} weight tensor(s) {NONFINITE}: {', '.join(nonfinite[:5])}"
+        if not allow_nonfinite:
+            raise CheckpointError(f"{message}; the model's outputs would be meaningless")
+        warnings.append(f"{message}: predictions and scores may be NaN")
     model.load_state_dict({k: v.to(target[k].dtype) for k, v in state.items()}, strict=not external_backbone)
     model.to(map_location).eval()
-    return Checkpoint(model, meta, Preprocess(meta.input).to(map_location), directory)
+    return Checkpoint(model, meta, Preprocess(meta.input).to(map_location), directory, tuple(warnings), confine)
 
 
 __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CheckpointMeta",
+    "Confinement",
     "atomic_write_json",
     "atomic_write_tensors",
     "build_model",
+    "check_confined",
+    "check_dataset",
+    "check_model",
     "load_checkpoint",
+    "parse_meta",
     "read_meta",
     "save_checkpoint",
     "sha256_file",

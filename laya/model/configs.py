@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any, TypeVar
+
+from laya.model.validation import check_fields
 
 T = TypeVar("T")
 
 
 def construct(cls: type[T], data: dict[str, Any], what: str) -> T:
-    """``cls(**data)``, refusing keys ``cls`` does not have with a message naming the valid ones."""
-    known = {f.name for f in fields(cls)}
-    unknown = set(data) - known
-    if unknown:
-        raise ValueError(f"unknown {what} config keys {sorted(unknown)}; expected a subset of {sorted(known)}")
+    """``cls(**data)`` after :func:`laya.model.validation.check_fields`: unknown keys, wrong types and
+    out-of-range values raise :class:`~laya.model.validation.CheckpointError` naming the field, value and rule."""
+    check_fields(cls, data, what)
     return cls(**data)
 
 

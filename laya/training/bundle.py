@@ -81,7 +81,7 @@ def bundle(run: str | Path, dest: str | Path, test: Images, options: EvalOptions
     return refresh(dest, test, options, progress)
 
 
-def refresh(dest: str | Path, test: ImageArrays, options: EvalOptions | None = None, progress=None) -> Path:
+def refresh(dest: str | Path, test: Images, options: EvalOptions | None = None, progress=None) -> Path:
     """(Re-)evaluate the bundled checkpoint in ``dest`` exactly as it ships: its report, its per-input arrays
     (``per_input.safetensors``, for paired comparisons between heads; not committed) and ``expected.json``.
 

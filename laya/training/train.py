@@ -17,6 +17,7 @@ written from a CPU copy and loads on any device. Datasets too large for memory a
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +37,7 @@ from tqdm.auto import tqdm
 from laya.data.datasets import Images, InputSpec, Preprocess, batch_indices, channel_stats, load_dataset, split_indices
 from laya.data.features import cached_hidden_states, iter_hidden_states
 from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.budget import check_budget
 from laya.model.checkpoint import (
     META_FILE,
     CheckpointMeta,
@@ -48,6 +50,7 @@ from laya.model.configs import construct
 from laya.model.devices import Placement, autocast, check_precision, model_device, setup_distributed
 from laya.model.heads import HeadConfig, build_head
 from laya.model.weights import SOURCES
+from laya.training.lock import output_lock
 
 STATE_WEIGHTS = "train_state.safetensors"
 STATE_META = "train_state.json"
@@ -207,8 +210,18 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
     """Train as ``config`` says; returns the output directory holding the final checkpoint.
 
     ``on_epoch_end(epoch, record)`` is called after each epoch's state is saved (tests use it to
-    simulate an interruption).
+    simulate an interruption). The main process holds ``config.out``'s lock (:mod:`laya.training.lock`).
+
+    Raises:
+        OutputLockedError: another live ``train`` is writing ``config.out``.
     """
+    if int(os.environ.get("RANK", "0")) != 0:
+        return _train(config, on_epoch_end)
+    with output_lock(config.out):
+        return _train(config, on_epoch_end)
+
+
+def _train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None) -> Path:
     env = setup_distributed(config.device)
     out = Path(config.out)
     if config.resume and (out / META_FILE).is_file() and not (out / STATE_META).is_file():
@@ -223,6 +236,7 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
     bb_config = BackboneConfig.from_dict(
         {**config.backbone.to_dict(), "in_channels": spec.channels, "input_size": spec.size}
     )
+    check_budget(bb_config, config.head, len(data.classes))  # before any tensor of the model exists
     backbone = build_backbone(bb_config)
     head = build_head(config.head, backbone.layer_dims, len(data.classes))
     model = LayerwiseClassifier(backbone, head).to(env.device)

@@ -23,10 +23,11 @@ from streamlit.testing.v1 import AppTest
 from laya.analysis.explain import Explanation, explain
 from laya.analysis.profiles import SUBSETS, heatmap_table
 from laya.analysis.report import Report
-from laya.app import views
+from laya.app import deploy, views
 from laya.app.catalog import describe, example_images
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
+from tests.hostile import CASES, hostile_record, write_nan_weights
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 HEADS = ("lastlayer", "concat", "scalarmix", "laya")
@@ -36,6 +37,12 @@ TITLES = ("LastLayer", "Concat", "ScalarMix", "LAYA")
 @pytest.fixture(scope="module")
 def setting(tiny_models: Path) -> Path:
     return tiny_models / "colours-mlp"
+
+
+@pytest.fixture(autouse=True)
+def _data_root(monkeypatch: pytest.MonkeyPatch, image_folder: Path) -> None:
+    """The tiny models' ImageFolder dataset is a shared data root (checkpoints may only read datasets inside one)."""
+    monkeypatch.setenv("LAYA_PATH_ROOTS", str(image_folder))
 
 
 def start(monkeypatch: pytest.MonkeyPatch, models: Path) -> AppTest:
@@ -126,7 +133,7 @@ def test_inspect_default_example_and_picks(app: AppTest, setting: Path) -> None:
     assert_inspect_shows(app, expected(setting, "laya", examples[0].read_bytes()))
     app.selectbox(key="inspect_example").set_value(examples[2].name).run()
     assert_inspect_shows(app, expected(setting, "laya", examples[2].read_bytes()))
-    assert [b.label for b in app.download_button] == ["Download CSV", "Download JSON"]
+    assert [b.label for b in app.download_button] == ["Download CSV", "Download JSON", "Download HTML report"]
 
 
 def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
@@ -264,7 +271,7 @@ def test_classwise_recompute_without_dataset(monkeypatch: pytest.MonkeyPatch, se
     at.switch_page("pages/classwise.py").run()
     at.button(key="classwise_recompute").click().run()
     assert not at.exception
-    assert len(at.error) == 1 and "unknown dataset" in at.error[0].value and "not-here" in at.error[0].value
+    assert len(at.error) == 1 and "must be a known dataset" in at.error[0].value and "not-here" in at.error[0].value
     assert charts(at), "the bundled report is still shown"
 
 
@@ -303,7 +310,7 @@ def test_checkpoint_from_path_and_upload(app: AppTest, setting: Path) -> None:
     app.sidebar.text_input(key="model_path").input(str(setting / "concat" / META_FILE)).run()
     assert_inspect_shows(app, expected(setting, "concat", example))
     app.sidebar.text_input(key="model_path").input(str(setting / "nothing-here")).run()
-    assert not app.exception and "Cannot load the checkpoint: no LAYA checkpoint" in app.error[0].value
+    assert not app.exception and app.sidebar.error[0].value == deploy.PATH_REFUSED
 
     app.sidebar.radio[0].set_value("Upload a checkpoint").run()
     uploader = app.sidebar.file_uploader(key="model_upload")
@@ -318,8 +325,8 @@ def test_checkpoint_from_path_and_upload(app: AppTest, setting: Path) -> None:
     app.file_uploader(key="inspect_upload").set_value(("blue.png", example, "image/png")).run()
     assert_inspect_shows(app, expected(setting, "scalarmix", example))
     uploaded = Path(app.session_state["laya_selection"].path)
-    assert uploaded.name.startswith("laya-upload-") and uploaded != setting / "scalarmix"
-    shutil.rmtree(uploaded)
+    assert uploaded.parent == deploy.upload_store().root and uploaded.name.startswith("upload-")
+    assert sorted(p.name for p in uploaded.iterdir()) == [META_FILE, WEIGHTS_FILE]
 
 
 def test_damaged_checkpoint_shows_error_and_app_keeps_working(
@@ -366,3 +373,67 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
         at.switch_page(page).run()
         assert_ok(at)
         assert charts(at), f"{page} shows no chart for {setting_dir.name}"
+
+
+def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: AppTest, setting: Path) -> None:
+    """Every case of the hostile corpus, uploaded through the sidebar: a clear error, no traceback, nothing
+    written, and the bundled models still work afterwards."""
+    good = setting / "laya"
+    weights = (good / WEIGHTS_FILE).read_bytes()
+    app.sidebar.radio[0].set_value("Upload a checkpoint").run()
+    written = set(deploy.upload_store().root.iterdir())
+    for case in (c for c in CASES if c.on_load):
+        record = hostile_record(json.loads((good / META_FILE).read_text()), case)
+        files = [(META_FILE, json.dumps(record).encode(), "application/json"), (WEIGHTS_FILE, weights, "application/x")]
+        app.sidebar.file_uploader(key="model_upload").set_value(files).run()
+        assert not app.exception, (case.name, [e.value for e in app.exception])
+        errors = [e.value for e in app.sidebar.error]
+        assert len(errors) == 1 and case.message in errors[0], (case.name, errors)
+        assert "Traceback" not in errors[0] and str(setting) not in errors[0]
+    assert set(deploy.upload_store().root.iterdir()) == written  # refused uploads never reach the disk
+    app.sidebar.radio[0].set_value("Bundled models").run()
+    example = example_images(good)[0].read_bytes()
+    assert_inspect_shows(app, expected(setting, "laya", example))
+
+
+def test_deployment_mode_has_no_path_box(monkeypatch: pytest.MonkeyPatch, tiny_models: Path) -> None:
+    monkeypatch.setenv("LAYA_ALLOW_PATHS", "0")
+    at = start(monkeypatch, tiny_models)
+    assert_ok(at)
+    assert at.sidebar.radio[0].options == ["Bundled models", "Upload a checkpoint"]
+    assert not [t for t in at.sidebar.text_input if t.key == "model_path"]
+
+
+def test_unexpected_error_shows_a_short_message_not_a_traceback(
+    app: AppTest, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("internal detail /srv/secret")
+
+    monkeypatch.setattr(views, "layer_table", broken)
+    with caplog.at_level("ERROR", logger="laya.app"):
+        app.run()
+    assert not app.exception
+    message = app.error[0].value
+    assert message.startswith("Something went wrong on Inspect (RuntimeError)") and "secret" not in message
+    incident = re.search(r"incident ([0-9a-f]{8})", message).group(1)
+    logged = [r for r in caplog.records if incident in r.getMessage()]
+    assert logged and "internal detail /srv/secret" in str(logged[0].exc_info[1])
+    monkeypatch.undo()
+    app.run()
+    assert_ok(app)  # the next run is fine again
+
+
+def test_nan_weights_are_refused_then_loaded_anyway_with_warnings(app: AppTest, setting: Path, tmp_path: Path) -> None:
+    write_nan_weights(setting / "laya", tmp_path / "nan")
+    files = [(n, (tmp_path / "nan" / n).read_bytes(), "application/octet-stream") for n in (META_FILE, WEIGHTS_FILE)]
+    app.sidebar.radio[0].set_value("Upload a checkpoint").run()
+    app.sidebar.file_uploader(key="model_upload").set_value(files).run()
+    assert not app.exception and "hold NaN or Inf values" in app.error[0].value
+    app.checkbox(key="laya_allow_nonfinite").check().run()
+    example = example_images(setting / "laya")[0].read_bytes()
+    app.file_uploader(key="inspect_upload").set_value(("blue.png", example, "image/png")).run()
+    assert not app.exception and not app.error
+    warnings = [w.value for w in app.warning]
+    assert any("hold NaN or Inf values" in w for w in warnings)
+    assert any(w.startswith("Not finite (NaN or Inf): probabilities") for w in warnings)

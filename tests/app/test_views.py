@@ -19,7 +19,7 @@ from laya.app import views
 from laya.app.catalog import Entry, example_images, find_checkpoints
 from laya.data.datasets import DatasetNotFoundError, InputSpec
 from laya.data.images import ImageError, load_image_tensor
-from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, CheckpointError, load_checkpoint
+from laya.model.checkpoint import META_FILE, load_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -190,18 +190,6 @@ def test_seed_profiles_and_stability() -> None:
     assert stability["top layer per seed"].tolist() == ["b0, b0", "b1, b0"]
     assert stability["seeds agreeing on the top layer"].tolist() == [1.0, 0.5]
     assert stability["max across-seed std"][1] == pytest.approx(np.std([0.2, 0.6], ddof=1))
-
-
-def test_write_uploaded_checkpoint(setting: Path, tmp_path: Path, example: bytes) -> None:
-    files = {name: (setting / "laya" / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}
-    directory = views.write_uploaded_checkpoint(files, tmp_path)
-    assert directory.parent == tmp_path and sorted(p.name for p in directory.iterdir()) == sorted(files)
-    uploaded = load_checkpoint(directory)
-    assert explain_bytes(uploaded, example).label == reference(load_checkpoint(setting / "laya"), example).label
-    with pytest.raises(CheckpointError, match="exactly two files"):
-        views.write_uploaded_checkpoint({META_FILE: files[META_FILE]}, tmp_path)
-    with pytest.raises(CheckpointError, match="exactly two files"):
-        views.write_uploaded_checkpoint({**files, "notes.txt": b""}, tmp_path)
 
 
 def test_evaluate_locally(setting: Path, tmp_path: Path) -> None:

@@ -113,3 +113,19 @@ def test_truncated_image_raises_image_error():
 def test_oversized_file_is_refused():
     with pytest.raises(ImageError, match="limit is"):
         open_image(b"\x89PNG" + b"\0" * (MAX_BYTES + 1))
+
+
+def test_exif_orientation_is_applied_first():
+    """A 'phone photo' stored sideways (EXIF orientation 6: rotate 90° clockwise to view) reaches the model upright."""
+    upright = np.zeros((20, 40, 3), dtype=np.uint8)  # wide: left half white, right half black
+    upright[:, :20] = 255
+    stored = Image.fromarray(upright).transpose(Image.Transpose.ROTATE_90)  # stored tall, rotated anticlockwise
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = encode(stored, "JPEG", exif=exif.tobytes(), quality=95)
+    image = open_image(data)
+    assert image.size == (40, 20)  # width x height restored
+    pixels = np.asarray(image.convert("L"), dtype=float)
+    assert pixels[:, :20].mean() > 200 and pixels[:, 20:].mean() < 50
+    without = open_image(encode(stored, "JPEG", quality=95))
+    assert without.size == (20, 40)  # no EXIF tag: left as stored

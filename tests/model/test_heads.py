@@ -158,9 +158,9 @@ def test_bad_inputs_raise_clear_errors():
         head(hidden(), torch.ones(4, dtype=torch.bool))
     with pytest.raises(ValueError, match="supports ablation modes"):
         make("concat")(hidden(), torch.ones(3, dtype=torch.bool), "renormalise")
-    with pytest.raises(ValueError, match="unknown head config keys"):
+    with pytest.raises(ValueError, match="head.dstar = 3: unknown key; expected one of name, d_star"):
         HeadConfig.from_dict({"name": "laya", "dstar": 3})
-    with pytest.raises(ValueError, match="unknown head"):
+    with pytest.raises(ValueError, match="head.name = .attention.: must be one of"):
         HeadConfig.from_dict({"name": "attention"})
 
 

@@ -1,0 +1,133 @@
+"""End to end, as a team deployment is used: the real ``streamlit run app.py`` in deployment mode
+(``LAYA_ALLOW_PATHS=0``), driven by headless Chromium.
+
+Uploads every case of the hostile-checkpoint corpus (tests/hostile.py) through the sidebar: each gets
+a clear error and no traceback, the server's RSS stays under 2 GB and it stays healthy; there is no path
+box; a click on a class-wise heatmap cell opens that class; a link copied from Inspect, opened in a
+fresh browser, reopens the same view.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from laya.app.catalog import example_images
+from scripts.screenshots import (
+    CHROMIUM,
+    browser_page,
+    full_screenshot,
+    open_app,
+    open_page,
+    serve,
+    wait_for_charts,
+    wait_idle,
+)
+from tests.hostile import CASES, hostile_record
+
+pytestmark = pytest.mark.e2e
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def server_rss_kb() -> int:
+    """Resident memory of this test's streamlit child process (from /proc)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"streamlit" in cmdline:
+            status = (stat.parent / "status").read_text()
+            return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+    raise RuntimeError("streamlit server process not found")
+
+
+def test_deployment_mode_hostile_uploads_and_links(
+    tiny_models: Path, image_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    monkeypatch.setenv("LAYA_ALLOW_PATHS", "0")
+    monkeypatch.setenv("LAYA_PATH_ROOTS", str(image_folder))
+    good = tiny_models / "colours-mlp" / "laya"
+    record = json.loads((good / "model.json").read_text())
+    examples = example_images(good)
+
+    with serve(tiny_models, log=ARTIFACTS / "e2e-deploy-streamlit.log") as url:
+        with browser_page() as page:
+            open_app(page, url)
+            sidebar = page.locator('[data-testid="stSidebar"]')
+            expect(sidebar.get_by_text("Upload a checkpoint")).to_be_visible()
+            assert sidebar.get_by_text("Path on this machine").count() == 0  # deployment mode: no path box
+
+            # a view, then its link in a fresh browser
+            sidebar.get_by_text("Concat").first.click()
+            wait_idle(page)
+            main = page.locator('[data-testid="stMain"]')
+            main.locator('[data-testid="stSelectbox"]').first.click()
+            page.get_by_role("option", name=examples[2].name).click()
+            wait_idle(page)
+            main.get_by_text("mean", exact=True).first.click()
+            wait_idle(page)
+            wait_for_charts(page, 2)
+            link = page.url
+            assert "head=concat" in link and "mode=mean" in link and examples[2].name in link
+            shown = main.locator('[data-testid="stMetricValue"]').all_inner_texts()
+
+            open_page(page, "classwise")  # a click on a heatmap cell opens that class below
+            wait_for_charts(page)
+            cells = main.locator(".stPlotlyChart").first.locator(".nsewdrag").first
+            box = cells.bounding_box()
+            classes = json.loads((good / "model.json").read_text())["classes"]
+            row = len(classes) - 1  # the last class: the bottom row (the y axis runs top-down)
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] * (row + 0.5) / len(classes))
+            wait_idle(page)
+            expect(page).to_have_url(re.compile(f"class={classes[row]}"))  # not the default, the first class
+            box = main.locator('[data-testid="stSelectbox"]').filter(has_text="Class").first
+            expect(box).to_match_aria_snapshot(f'- combobox "Class": {classes[row]}')
+            full_screenshot(page, ARTIFACTS / "e2e-classwise-click.png")
+            open_page(page, "inspect")
+
+            sidebar.get_by_text("Upload a checkpoint").click()
+            wait_idle(page)
+            uploader = sidebar.locator('[data-testid="stFileUploaderDropzoneInput"]')
+            weights = tmp_path / "model.safetensors"
+            weights.write_bytes((good / "model.safetensors").read_bytes())
+            for case in (c for c in CASES if c.on_load):
+                meta = tmp_path / case.name / "model.json"
+                meta.parent.mkdir()
+                meta.write_text(json.dumps(hostile_record(record, case)))
+                uploader.set_input_files([str(meta), str(weights)])
+                wait_idle(page, settle_ms=600)
+                alert = sidebar.locator('[data-testid="stAlert"]')
+                expect(alert.first).to_contain_text(case.message)
+                assert page.locator('[data-testid="stException"]').count() == 0, case.name
+                assert "Traceback" not in alert.first.inner_text()
+                for button in sidebar.locator('[data-testid="stFileUploaderDeleteBtn"] button').all()[::-1]:
+                    button.click()
+                wait_idle(page, settle_ms=300)
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=5) as response:
+                assert response.status == 200
+            peak_kb = server_rss_kb()
+            assert peak_kb < 2 * 1024 * 1024, f"server peak RSS {peak_kb / 1024:.0f} MB"
+            (ARTIFACTS / "e2e-deploy-memory.txt").write_text(
+                f"server peak RSS after the corpus: {peak_kb / 1024:.0f} MB\n"
+            )
+
+        with browser_page() as fresh:  # a new browser: nothing but the link
+            fresh.goto(link)
+            wait_idle(fresh)
+            wait_for_charts(fresh, 2)
+            main = fresh.locator('[data-testid="stMain"]')
+            expect(main.locator('[data-testid="stMetricValue"]').first).to_have_text(shown[0])
+            assert main.locator('[data-testid="stMetricValue"]').all_inner_texts() == shown
+            assert "head=concat" in fresh.url and "mode=mean" in fresh.url

@@ -1,0 +1,106 @@
+"""Views as links (laya.app.links), the HTML report (laya.app.export), heatmap clicks; and a link
+round trip through AppTest: the URL a view writes reopens the same view in a fresh session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from laya.app import views
+from laya.app.catalog import example_images
+from laya.app.export import html_report
+from laya.app.links import MAX_VALUE, View, decode_view, encode_view, view_url
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+
+
+def test_encode_decode_round_trip() -> None:
+    view = View(group="colours · mlp 16-12-8", head="concat", example="b.png", mode="mean",
+                posthoc=("saliency", "integrated_gradients"), cls="red")  # fmt: skip
+    params = encode_view(view)
+    assert params == {"group": "colours · mlp 16-12-8", "head": "concat", "example": "b.png", "mode": "mean",
+                      "class": "red", "posthoc": "saliency,integrated_gradients"}  # fmt: skip
+    assert decode_view(params) == view
+    assert encode_view(View()) == {} and decode_view({}) == View()
+    assert view_url("http://h/inspect-input", View(mode="zero")) == "http://h/inspect-input?mode=zero"
+    assert view_url(None, View(cls="a b")) == "?class=a+b"
+
+
+def test_decode_drops_malformed_values() -> None:
+    view = decode_view({"mode": "explode", "posthoc": "saliency,rm -rf,saliency", "head": "x" * (MAX_VALUE + 1),
+                        "group": "a\x00b", "example": ["one.png", "two.png"], "unknown": "1"})  # fmt: skip
+    assert view == View(example="two.png", posthoc=("saliency",))
+
+
+def test_html_report_is_self_contained() -> None:
+    fig = go.Figure(go.Bar(x=["a", "b"], y=[1, 2]))
+    table = pd.DataFrame({"layer": ["block 1"], "drop": [0.123456]})
+    page = html_report("Inspect <x>", [("Chart", fig), ("", fig), ("Table", table), ("Note", "a & b")], "sub")
+    assert page.startswith("<!DOCTYPE html>") and "Inspect &lt;x&gt;" in page and "a &amp; b" in page
+    assert page.count("plotly.js v") == 1  # plotly.js embedded once, for offline viewing
+    assert page.count('class="plotly-graph-div"') == 2
+    assert "<td>block 1</td>" in page and "0.1235" in page
+
+
+def test_clicked_class() -> None:
+    event = {"selection": {"points": [{"x": "block 1", "y": "red"}, {"x": "block 2", "y": "green"}]}}
+    assert views.clicked_class(event, ["red", "green"]) == "green"
+    assert views.clicked_class({"selection": {"points": []}}, ["red"]) is None
+    assert views.clicked_class({"selection": {"points": [{"y": "nope"}]}}, ["red"]) is None
+    assert views.clicked_class(None, ["red"]) is None
+
+
+@pytest.fixture(autouse=True)
+def _roots(monkeypatch: pytest.MonkeyPatch, tiny_models: Path, image_folder: Path) -> None:
+    monkeypatch.setenv("LAYA_MODELS", str(tiny_models))
+    monkeypatch.setenv("LAYA_PATH_ROOTS", str(image_folder))
+
+
+def test_link_round_trip_in_a_fresh_session(tiny_models: Path) -> None:
+    """Set a view by hand, read the URL it writes, open that URL in a new session: the same view."""
+    examples = [p.name for p in example_images(tiny_models / "colours-mlp" / "laya")]
+    first = AppTest.from_file(str(APP), default_timeout=60).run()
+    first.sidebar.radio[1].set_value(str(tiny_models / "colours-mlp" / "concat")).run()
+    first.selectbox(key="inspect_example").set_value(examples[2]).run()
+    first.radio(key="inspect_mode_concat").set_value("mean").run()
+    first.multiselect(key="inspect_posthoc").set_value(["saliency"]).run()
+    assert not first.exception and not first.error
+    params = {k: first.query_params[k][0] if isinstance(first.query_params[k], list) else first.query_params[k]
+              for k in first.query_params}  # fmt: skip
+    assert params["head"] == "concat" and params["example"] == examples[2]
+    assert params["mode"] == "mean" and params["posthoc"] == "saliency"
+
+    second = AppTest.from_file(str(APP), default_timeout=60)
+    for key, value in params.items():
+        second.query_params[key] = value
+    second.run()
+    assert not second.exception and not second.error
+    assert second.sidebar.radio[1].value == str(tiny_models / "colours-mlp" / "concat")
+    assert second.selectbox(key="inspect_example").value == examples[2]
+    assert second.radio(key="inspect_mode_concat").value == "mean"
+    assert second.multiselect(key="inspect_posthoc").value == ["saliency"]
+    assert [m.value for m in second.main.metric] == [m.value for m in first.main.metric]
+
+
+def test_classwise_class_from_link(tiny_models: Path) -> None:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["class"] = "red"
+    at.run()
+    at.switch_page("pages/classwise.py").run()
+    assert not at.exception and at.selectbox(key="classwise_class").value == "red"
+
+
+def test_clickable_heatmap_has_a_marker_per_cell_with_the_hover_text() -> None:
+    heat = go.Heatmap(z=[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], x=["b1", "b2"], y=["red", "green", "blue"],
+                      customdata=[[[0.1, 5], [0.2, 5]], [[0.3, 6], [0.4, 6]], [[0.5, 7], [0.6, 7]]],
+                      hovertemplate="class %{y}<br>mean %{z:.4f} ± %{customdata[0]:.4f}")  # fmt: skip
+    fig = views.clickable_heatmap(go.Figure(heat))
+    cells = fig.data[1]
+    assert list(zip(cells.x, cells.y)) == [(x, y) for y in ("red", "green", "blue") for x in ("b1", "b2")]
+    assert [list(c) for c in cells.customdata[:2]] == [[0.1, 5, 1.0], [0.2, 5, 2.0]]
+    assert cells.hovertemplate == "class %{y}<br>mean %{customdata[2]:.4f} ± %{customdata[0]:.4f}"
+    assert fig.data[0].hoverinfo == "skip"

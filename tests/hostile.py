@@ -1,0 +1,138 @@
+"""A corpus of hostile checkpoints, generated from a good one: every case of issue 11, and more.
+
+Each case is a function of a valid ``model.json`` record (an MLP checkpoint of the test fixtures)
+returning the hostile record, and the text the refusal must contain. The library, AppTest and the
+browser tests all use this one list (tests/model/test_hostile.py, tests/app/test_app.py,
+tests/app/test_e2e_browser.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    mutate: Callable[[Record], None]
+    message: str  # part of the CheckpointError the case must get
+    huge: bool = False  # would allocate far past 2 GB if it were built
+    on_load: bool = True  # refused when the checkpoint is loaded (else when its dataset is read)
+
+
+def _set(*path_and_value: Any) -> Callable[[Record], None]:
+    *path, value = path_and_value
+
+    def mutate(record: Record) -> None:
+        node = record
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return mutate
+
+
+def _timm(**kwargs: Any) -> Callable[[Record], None]:
+    def mutate(record: Record) -> None:
+        record["backbone"].update(name="timm", model="test_vit", model_kwargs=kwargs, widths=[1])
+
+    return mutate
+
+
+def _input(channels: int, size: int) -> Callable[[Record], None]:
+    def mutate(record: Record) -> None:
+        record["input"].update(channels=channels, size=size, mean=[0.5] * channels, std=[0.25] * channels)
+
+    return mutate
+
+
+def _vit_huge(record: Record) -> None:
+    record["backbone"].update(name="timm", model="vit_huge_patch14_224", input_size=224, widths=[1])
+    _input(3, 224)(record)
+
+
+def _deep_mlp(record: Record) -> None:
+    record["backbone"]["widths"] = [20_000] * 60
+
+
+CASES: tuple[Case, ...] = (
+    Case("mlp-100-layers-of-20000", _set("backbone", "widths", [20_000] * 100), "at most 64 entries", huge=True),
+    Case("mlp-60-layers-of-20000", _deep_mlp, "over the limit of 500,000,000 (LAYA_MAX_PARAMS)", huge=True),
+    Case("mlp-width-200000", _set("backbone", "widths", [200_000, 200_000]), "backbone.widths[0] = 200000", huge=True),
+    Case("d-star-3e6", _set("head", "d_star", 3_000_000), "head.d_star = 3000000: must be in", huge=True),
+    Case("timm-depth-2000", _timm(depth=2000), "model_kwargs.depth = 2000: must be in [1, 64]", huge=True),
+    Case("input-size-60000", _set("input", "size", 60_000), "input.size = 60000: must be in", huge=True),
+    Case("vit-huge", _vit_huge, "(LAYA_MAX_PARAMS)", huge=True),
+    Case("format-version-string", _set("format_version", "1"), "format_version = '1': must be an integer"),
+    Case("in-channels-string", _set("backbone", "in_channels", "3"), "backbone.in_channels = '3': must be"),
+    Case("d-star-string", _set("head", "d_star", "8"), "head.d_star = '8': must be an integer"),
+    Case("input-size-string", _set("backbone", "input_size", "8"), "backbone.input_size = '8': must be"),
+    Case("weights-string", _set("weights", "model.safetensors"), "weights = 'model.safetensors': must be an object"),
+    Case("channels-mismatch", _input(1, 8), "input.channels = 1: must equal the backbone's in_channels (3)"),
+    Case("size-mismatch", _input(3, 32), "input.size = 32: must equal the backbone's input_size (8)"),
+    Case("channels-2", _input(2, 8), "input.channels = 2: must be one of 1, 3"),
+    Case("timm-unknown-kwarg", _timm(frobnicate=1), "model_kwargs.frobnicate = 1: not an allowed argument"),
+    Case("timm-checkpoint-path", _timm(checkpoint_path="/etc/passwd"), "names files, weights, URLs or downloads"),
+    Case("timm-pretrained", _timm(pretrained=True), "model_kwargs.pretrained = True: names files"),
+    Case(
+        "timm-pretrained-cfg-overlay-url",
+        _timm(pretrained_cfg_overlay={"url": "http://127.0.0.1:8799/x"}),
+        "model_kwargs.pretrained_cfg_overlay",
+    ),
+    Case("timm-bad-depth-for-model", _timm(depth=0), "model_kwargs.depth = 0"),
+    Case("weights-server-file", _set("backbone", "weights", "/proc/self/environ"), "backbone.weights = '/proc/self/"),
+    Case("weights-parent-file", _set("backbone", "weights", "../../../etc/passwd"), "must be a named source"),
+    Case("weights-timm-download", _set("backbone", "weights", "timm"), "downloads are not allowed"),
+    Case("tau-nan", _set("head", "tau", math.nan), "head.tau = nan: must be a finite number"),
+    Case("tau-inf", _set("head", "tau", math.inf), "head.tau = inf: must be a finite number"),
+    Case("tau-negative", _set("head", "tau", -1.0), "head.tau = -1.0: must be in"),
+    Case("mean-nan", _set("input", "mean", [math.nan, 0.5, 0.5]), "input.mean[0] = nan: must be a finite number"),
+    Case("std-zero", _set("input", "std", [0.0, 0.5, 0.5]), "input.std[0] = 0.0: must be in"),
+    Case("classes-one", _set("classes", ["only"]), "classes = ['only']: must have at least 2"),
+    Case("unknown-key", _set("backbone", "hidden", 4), "backbone.hidden = 4: unknown key"),
+    Case("not-an-object", _set("head", [1, 2]), "head = [1, 2]: must be an object"),
+    Case("dataset-server-folder", _set("dataset", "/etc"), "dataset = '/etc': must be a known dataset", on_load=False),
+)
+
+
+def hostile_record(good: Record, case: Case) -> Record:
+    record = copy.deepcopy(good)
+    case.mutate(record)
+    return record
+
+
+def write_case(good_dir: Path, case: Case, dest: Path) -> Path:
+    """A copy of the checkpoint ``good_dir`` with ``case``'s ``model.json`` (weights unchanged) in ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    record = hostile_record(json.loads((good_dir / "model.json").read_text()), case)
+    (dest / "model.json").write_text(json.dumps(record))
+    (dest / "model.safetensors").write_bytes((good_dir / "model.safetensors").read_bytes())
+    return dest
+
+
+def write_nan_weights(good_dir: Path, dest: Path) -> str:
+    """A copy of ``good_dir`` whose classifier weight holds one NaN (``model.json`` re-hashed); returns the tensor's name."""
+    from safetensors.torch import load_file, save_file
+
+    from laya.model.checkpoint import sha256_file
+
+    dest.mkdir(parents=True, exist_ok=True)
+    state = load_file(str(good_dir / "model.safetensors"))
+    key = next(k for k in state if k.startswith("head.classifier") and k.endswith("weight"))
+    state[key][0, 0] = float("nan")
+    save_file(state, str(dest / "model.safetensors"), metadata={"format": "laya-checkpoint"})
+    record = json.loads((good_dir / "model.json").read_text())
+    record["weights"]["sha256"] = sha256_file(dest / "model.safetensors")
+    (dest / "model.json").write_text(json.dumps(record))
+    return key
+
+
+__all__ = ["CASES", "Case", "hostile_record", "write_case", "write_nan_weights"]

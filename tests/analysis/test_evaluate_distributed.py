@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from laya.cli import main
-from tests.training.test_devices import _numbers
+from tests.training.test_device_pipeline import _numbers
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.checkpoint import load_checkpoint
 from laya.training.train import train
 from tests.conftest import make_image_folder, tiny_config
-from tests.training.test_devices import _numbers
+from tests.training.test_device_pipeline import _numbers
 
 
 def test_streamed_pixels_equal_the_decoded_arrays(image_folder, monkeypatch):

@@ -6,6 +6,7 @@ import torch
 
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import explain
+from laya.cli import main
 from laya.data.datasets import load_dataset
 from laya.model.checkpoint import load_checkpoint
 from laya.training.train import TrainConfig, train
@@ -62,3 +63,12 @@ def test_unavailable_device_is_a_clear_error(image_folder, tmp_path, monkeypatch
         train(tiny_config(image_folder, tmp_path / "x", device="cuda"))
     with pytest.raises(ValueError, match="precision must be one of"):
         TrainConfig.from_dict({"precision": "fp16"})
+
+
+def test_cli_device_precision_and_stream_flags(tiny_models, tmp_path, capsys):
+    checkpoint = str(tiny_models / "colours-mlp" / "laya")
+    flags = ["evaluate", "--checkpoint", checkpoint, "--ig-steps", "2", "--limit", "5", "--out", str(tmp_path)]
+    assert main([*flags, "--device", DEVICES[-1], "--precision", "bf16", "--stream"]) == 0
+    assert (tmp_path / "report.json").is_file()
+    assert main([*flags, "--device", "tpu"]) == 2
+    assert "unknown device 'tpu'; expected auto, cpu, cuda or cuda:N" in capsys.readouterr().err

@@ -43,4 +43,6 @@ def test_tables():
     assert means.loc[(means["class"] == "a") & (means["layer"] == "y"), "mean"].item() == pytest.approx(
         float(attribution.terms[:2, 1, 0].mean())
     )
-    assert means.loc[means["class"] == "c", "mean"].isna().all() and (means.loc[means["class"] == "b", "count"] == 3).all()
+    assert (
+        means.loc[means["class"] == "c", "mean"].isna().all() and (means.loc[means["class"] == "b", "count"] == 3).all()
+    )

@@ -158,8 +158,13 @@ def test_pre_logits_adds_the_networks_own_final_features_last(model: str, size: 
         BackboneConfig(name="cnn", in_channels=3, input_size=16, widths=(4, 6, 8)),
         BackboneConfig(name="timm", model="test_vit", in_channels=3, input_size=32, model_kwargs={"img_size": 32}),
         BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=32, indices=2, pre_logits=True),
-        BackboneConfig(name="timm", model="test_efficientnet", in_channels=3, input_size=32,
-                       intermediates_kwargs={"extra_blocks": True}),  # fmt: skip
+        BackboneConfig(
+            name="timm",
+            model="test_efficientnet",
+            in_channels=3,
+            input_size=32,
+            intermediates_kwargs={"extra_blocks": True},
+        ),
     ],
     ids=["mlp", "cnn", "vit", "resnet-last2-prelogits", "efficientnet-extra-blocks"],
 )

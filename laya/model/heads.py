@@ -128,6 +128,11 @@ class LayerHead(nn.Module):
     def _decode(self, encoded: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError
 
+    @property
+    def output_layer(self) -> nn.Linear:
+        """The final linear classifier (its input is the head's pooled representation)."""
+        raise NotImplementedError
+
     def logit_terms(self, encoded: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
         """Exact per-layer decomposition of the logits: ``terms (B, L, C)`` and ``bias (C,)`` with
         ``logits = terms.sum(1) + bias`` (every head ends in a linear classifier)."""
@@ -184,6 +189,10 @@ class LinearHead(LayerHead):
             fill = self.references[i] if mode == "mean" else torch.zeros_like(self.references[i])
             parts.append(torch.where(k, h, fill).expand(h.shape[0], masks, -1))
         return self.linear(torch.cat(parts, dim=-1)), None
+
+    @property
+    def output_layer(self) -> nn.Linear:
+        return self.linear
 
     def logit_terms(self, encoded: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
         """``W [h_1; ...; h_L] + b = sum_i W_i h_i + b``: ``W_i`` is layer i's block of columns."""
@@ -242,6 +251,10 @@ class MixHead(LayerHead):
                 weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # all removed -> zero weights
             h_agg = torch.bmm(weights.to(z.dtype), z)  # (B, M, L) @ (B, L, d*) -> (B, M, d*)
         return self.classifier(self.scale() * h_agg), alpha
+
+    @property
+    def output_layer(self) -> nn.Linear:
+        return self.classifier
 
     def logit_terms(self, encoded: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
         """``W (gamma sum_i alpha_i z_i) + b = sum_i gamma alpha_i W z_i + b``."""

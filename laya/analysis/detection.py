@@ -165,26 +165,23 @@ def alpha_divergence(layer_scores: Tensor, predictions: Tensor, profile: Tensor)
 
 def detection_scores(
     logits: Tensor,
-    readout_probs: Tensor,
-    hidden: Sequence[Tensor],
-    mahalanobis: Mahalanobis,
+    readout_probs: Tensor | None = None,
+    hidden: Sequence[Tensor] | None = None,
+    mahalanobis: Mahalanobis | None = None,
     layer_scores: Tensor | None = None,
     alpha_profile: Tensor | None = None,
 ) -> dict[str, Tensor]:
-    """Every score of the module docstring for a batch, ``name -> (B,)`` float64 (higher = more suspicious).
-
-    ``alpha_divergence`` only where ``layer_scores`` vary per input and a profile is given.
-    """
+    """The scores of the module docstring that the given inputs allow, ``name -> (B,)`` float64
+    (higher = more suspicious): readout scores need ``readout_probs``, Mahalanobis ``hidden`` and a fit,
+    ``alpha_divergence`` per-input ``layer_scores`` and a class profile."""
     logits = logits.double()
     final = logits.argmax(-1)
-    readouts = Readouts(readout_probs, final)
-    scores = {
-        "msp": -torch.softmax(logits, -1).amax(-1),
-        "energy": -torch.logsumexp(logits, -1),
-        "readout_disagreement": readouts.disagreement,
-        "prediction_depth": readouts.depth.double(),
-        "mahalanobis": mahalanobis.score(hidden).to(logits.device),
-    }
+    scores = {"msp": -torch.softmax(logits, -1).amax(-1), "energy": -torch.logsumexp(logits, -1)}
+    if readout_probs is not None:
+        readouts = Readouts(readout_probs, final)
+        scores |= {"readout_disagreement": readouts.disagreement, "prediction_depth": readouts.depth.double()}
+    if hidden is not None and mahalanobis is not None:
+        scores["mahalanobis"] = mahalanobis.score(hidden).to(logits.device)
     if layer_scores is not None and alpha_profile is not None:
         scores["alpha_divergence"] = alpha_divergence(layer_scores, final, alpha_profile)
     return {k: scores[k] for k in SCORE_LABELS if k in scores}
@@ -214,10 +211,9 @@ def detection_table(
     return pd.DataFrame(table)
 
 
-def threshold_at_tpr(scores: Tensor, positive: Tensor, tpr: float = 0.95) -> float:
-    """The score threshold that flags ``tpr`` of the positives (for the dashboard's per-input flags)."""
-    values = scores[positive.bool()].double()
-    return float(torch.quantile(values, 1 - tpr)) if len(values) else float("nan")
+def flag_threshold(in_distribution: Tensor, rate: float = 0.05) -> float:
+    """The score above which only ``rate`` of in-distribution test inputs lie (the dashboard's flag)."""
+    return float(torch.quantile(in_distribution.double().cpu(), 1 - rate)) if len(in_distribution) else float("nan")
 
 
 __all__ = [
@@ -229,7 +225,7 @@ __all__ = [
     "class_alpha_profile",
     "detection_scores",
     "detection_table",
+    "flag_threshold",
     "fpr_at_tpr",
     "roc_curve",
-    "threshold_at_tpr",
 ]

@@ -9,9 +9,9 @@ from laya.analysis.detection import (
     class_alpha_profile,
     detection_scores,
     detection_table,
+    flag_threshold,
     fpr_at_tpr,
     roc_curve,
-    threshold_at_tpr,
 )
 
 SCORES = torch.tensor([0.1, 0.4, 0.35, 0.8])
@@ -82,4 +82,5 @@ def test_scores_and_table():
     assert table.loc["msp", "auroc"] == 1.0 and table.loc["msp", "fpr95"] == 0.0
     assert table.loc["energy", "auroc_low"] <= table.loc["energy", "auroc"] <= table.loc["energy", "auroc_high"]
     assert table.loc["mahalanobis", "vs_msp"] < 0 and "<" in table.loc["mahalanobis", "verdict"]
-    assert threshold_at_tpr(torch.arange(10.0), torch.ones(10, dtype=torch.bool), 0.9) == pytest.approx(0.9)
+    assert flag_threshold(torch.arange(11.0), 0.1) == pytest.approx(9.0)
+    assert list(detection_scores(logits)) == ["msp", "energy"]

@@ -26,6 +26,7 @@ from torch import Tensor
 from laya import __version__
 from laya.analysis.ablation import float64_head
 from laya.analysis.detection import (
+    SCORE_LABELS,
     Mahalanobis,
     class_alpha_profile,
     detection_scores,
@@ -34,7 +35,7 @@ from laya.analysis.detection import (
     roc_curve,
 )
 from laya.analysis.evaluate import _json_safe
-from laya.analysis.exits import THRESHOLDS, compute_saved, exit_curve, layer_costs
+from laya.analysis.exits import THRESHOLDS, compute_saved, exit_curve, exit_layers, layer_costs
 from laya.analysis.logit_attribution import LogitAttribution, class_mean_terms, logit_attribution
 from laya.analysis.pruning import pruning_curves, removal_orders
 from laya.analysis.readouts import LayerProbes, Readouts, depth_summary, readout_logits
@@ -322,6 +323,22 @@ class DepthReport:
             return pd.DataFrame(data[key]).assign(layer=data["layer_names"])
         return pd.DataFrame(data[key])
 
+    def auroc_table(self) -> pd.DataFrame:
+        """Score x task: ``AUROC [95 % CI]`` strings, with ``*`` where the paired bootstrap against max
+        softmax finds a difference (``+`` better, ``−`` worse)."""
+        table = self.table("detection")
+
+        def cell(row: pd.Series) -> str:
+            mark = ""
+            if isinstance(row.get("verdict"), str) and "tie" not in row["verdict"]:
+                mark = " (+)" if row["vs_msp"] > 0 else " (−)"
+            return f"{row['auroc']:.3f} [{row['auroc_low']:.3f}, {row['auroc_high']:.3f}]{mark}"
+
+        table = table.assign(cell=table.apply(cell, axis=1))
+        wide = table.pivot(index="label", columns="task", values="cell")
+        order = list(dict.fromkeys(table["label"]))
+        return wide.reindex(order)[list(dict.fromkeys(table["task"]))].reset_index().rename(columns={"label": "score"})
+
     @property
     def exit_threshold(self) -> float | None:
         """The cheapest threshold within 1 point of full accuracy (None if none qualifies)."""
@@ -364,6 +381,28 @@ class InputDepth:
     @property
     def prediction(self) -> int:
         return int(self.attribution.logits[0].argmax())
+
+    def exit_layer(self, threshold: float) -> int | None:
+        """0-based layer where the exit policy stops this input (``L`` = runs the full model); None without readouts."""
+        if self.readouts is None:
+            return None
+        return int(exit_layers(self.readouts.confidence, torch.tensor([threshold]))[0, 0])
+
+    def score_table(self, thresholds: dict[str, float] | None = None) -> pd.DataFrame:
+        """``score, value, threshold, flagged``: flagged where the value exceeds the threshold (the in-distribution
+        95th percentile from ``depth.json``)."""
+        thresholds = thresholds or {}
+        return pd.DataFrame(
+            [
+                {
+                    "score": SCORE_LABELS[k],
+                    "value": v,
+                    "threshold": thresholds.get(k),
+                    "flagged": bool(thresholds.get(k) is not None and v > thresholds[k]),
+                }
+                for k, v in self.scores.items()
+            ]
+        )
 
 
 @torch.inference_mode()

@@ -45,7 +45,7 @@ def logit_attribution(head: LayerHead, hidden: Sequence[Tensor]) -> LogitAttribu
     head._check_hidden(hidden)
     head64 = float64_head(head)
     terms, bias = head64.logit_terms(head64.encode([h.double() for h in hidden]))
-    return LogitAttribution(terms, bias)
+    return LogitAttribution(terms, bias.detach().clone())
 
 
 def top_class_table(

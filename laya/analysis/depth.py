@@ -346,6 +346,70 @@ class DepthReport:
         return None if value is None else float(value)
 
 
+def _ci(estimate: float | None, low: float | None, high: float | None, spec: str = ".3f") -> str:
+    if estimate is None:
+        return "–"
+    return f"{estimate:{spec}} [{low:{spec}}, {high:{spec}}]" if low is not None else f"{estimate:{spec}}"
+
+
+def depth_card(directories: Sequence[str | Path]) -> str:
+    """Markdown tables over the checkpoints in ``directories`` that have a ``depth.json``: prediction depth
+    and overthinking, early exit, pruning, and detection AUROC (MSP vs the best depth signal)."""
+    reports = [(Path(d), DepthReport.load(d)) for d in directories]
+    reports = [(d, r) for d, r in reports if r is not None]
+    names = [f"{d.parent.name} | {d.name}" for d, _ in reports]
+    lines = [("| setting | head | accuracy | prediction depth (of L) | overthinking rate | overthought errors "
+             "| compute saved at <= 1 pt (t, accuracy) |"), "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, (_, r) in zip(names, reports):
+        overall = r.table("prediction_depth").set_index("class").loc["all"]
+        saved = r.data["early_exit"]["at_1pt"]
+        lines.append(
+            f"| {name} | {r.data['accuracy']:.3f} | "
+            f"{_ci(overall['prediction_depth'], overall['prediction_depth_low'], overall['prediction_depth_high'], '.2f')} "
+            f"(L = {len(r.data['layer_names'])}) | "
+            f"{_ci(overall['overthinking_rate'], overall['overthinking_rate_low'], overall['overthinking_rate_high'])} | "
+            f"{_ci(overall['overthought_errors'], overall['overthought_errors_low'], overall['overthought_errors_high'], '.2f')} | "
+            f"{saved['saved']:.1%} (t = {saved['threshold']}, {saved['accuracy']:.3f}) |"
+        )
+    lines += ["", ("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit). Truncation: the "
+              "largest measured backbone speed-up from dropping the deepest layers within 1 point of full accuracy "
+              "(the better of pruned and re-fit), else that of dropping only the last layer."), "", ("| setting | head | layers kept | head weight | LOO drop | random (mean of orders) "
+              "| truncation speed-up (criterion, accuracy) |"), "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, (_, r) in zip(names, reports):
+        table = r.table("pruning")
+        kept = max(1, len(r.data["layer_names"]) // 2)
+        half = table[table["layers_kept"] == kept].set_index("criterion")
+        cells = [f"{half.loc[c, 'accuracy']:.3f} / {half.loc[c, 'refit_accuracy']:.3f}" if c in half.index else "–"
+                 for c in ("head weight", "LOO drop", "random")]  # fmt: skip
+        fast = table[table["speedup"].notna()].assign(best=lambda t: t[["accuracy", "refit_accuracy"]].max(axis=1))
+        ok = fast[fast["best"] >= r.data["accuracy"] - 0.01]
+        pick = (
+            ok.loc[ok["speedup"].idxmax()] if len(ok) else (fast.loc[fast["speedup"].idxmin()] if len(fast) else None)
+        )
+        speed = "–" if pick is None else f"{pick['speedup']:.2f}× ({pick['criterion']}, {pick['best']:.3f})"
+        lines.append(f"| {name} | {kept} of {len(r.data['layer_names'])} | {' | '.join(cells)} | {speed} |")
+    tasks = list(dict.fromkeys(t for _, r in reports for t in r.table("detection")["task"]))
+    lines += ["", ("Detection AUROC [95 % CI]: max softmax (MSP) vs the best depth signal; (+)/(−)/tie: paired "
+              "bootstrap against MSP."), "", "| setting | head | " + " | ".join(tasks) + " |",
+              "|---|---|" + "---|" * len(tasks)]  # fmt: skip
+    for name, (_, r) in zip(names, reports):
+        table = r.table("detection")
+        cells = []
+        for task in tasks:
+            rows = table[table["task"] == task].set_index("score")
+            if rows.empty or rows["auroc"].isna().all():  # e.g. no errors to detect
+                cells.append("–")
+                continue
+            msp = rows.loc["msp"]
+            depth_rows = rows.drop(index=["msp", "energy"], errors="ignore")
+            best = depth_rows.loc[depth_rows["auroc"].idxmax()]
+            mark = "tie" if "tie" in str(best["verdict"]) else ("+" if best["vs_msp"] > 0 else "−")
+            cells.append(f"MSP {_ci(msp['auroc'], msp['auroc_low'], msp['auroc_high'], '.2f')}; "
+                         f"{best['label']} {_ci(best['auroc'], best['auroc_low'], best['auroc_high'], '.2f')} ({mark})")  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 CSV_TABLES = ("prediction_depth", "readout_accuracy", "logit_attribution", "exit_curve", "pruning", "detection", "roc")
 
 
@@ -434,6 +498,7 @@ __all__ = [
     "DepthReport",
     "HeadPass",
     "InputDepth",
+    "depth_card",
     "depth_report",
     "fit_depth",
     "head_pass",

@@ -12,6 +12,7 @@ from laya.analysis.depth import (
     DepthFit,
     DepthOptions,
     DepthReport,
+    depth_card,
     depth_report,
     input_depth,
     write_depth,
@@ -63,3 +64,10 @@ def test_input_depth_matches_the_model(analysed):
     assert result.readouts.probs.shape == (1, 3, 3) and set(result.scores) >= {"msp", "mahalanobis"}
     bare = input_depth(checkpoint, image, None)  # no fit: what the head alone allows
     assert (bare.readouts is None) == (checkpoint.meta.head.name == "concat") and "mahalanobis" not in bare.scores
+
+
+def test_depth_card_tables(analysed):
+    _, report, _, out = analysed
+    card = depth_card([out])
+    assert sum(line.startswith("| ") for line in card.splitlines()) == 3 + 3  # header + one row per table
+    assert f"| {report['accuracy']:.3f} |" in card and "OOD: uniform noise" in card

@@ -3,6 +3,7 @@ import torch
 
 from laya.analysis.detection import (
     Mahalanobis,
+    _ResampledAUROC,
     alpha_divergence,
     aupr,
     auroc,
@@ -13,6 +14,7 @@ from laya.analysis.detection import (
     fpr_at_tpr,
     roc_curve,
 )
+from laya.analysis.statistics import bootstrap_distribution
 
 SCORES = torch.tensor([0.1, 0.4, 0.35, 0.8])
 POSITIVE = torch.tensor([False, False, True, True])
@@ -84,3 +86,13 @@ def test_scores_and_table():
     assert table.loc["mahalanobis", "vs_msp"] < 0 and "<" in table.loc["mahalanobis", "verdict"]
     assert flag_threshold(torch.arange(11.0), 0.1) == pytest.approx(9.0)
     assert list(detection_scores(logits)) == ["msp", "energy"]
+
+
+def test_resampled_auroc_equals_sorting_each_resample():
+    g = torch.Generator().manual_seed(3)
+    scores = torch.randint(0, 6, (50,), generator=g).double()  # many ties
+    positive = torch.rand(50, generator=g) > 0.6
+    fast = bootstrap_distribution(torch.arange(50), _ResampledAUROC([scores], positive), resamples=64, seed=5)
+    rows = torch.stack([scores, positive.double()], 1)
+    slow = bootstrap_distribution(rows, lambda r: auroc(r[..., 0], r[..., 1] > 0.5), resamples=64, seed=5)
+    assert torch.allclose(fast, slow, atol=1e-12)

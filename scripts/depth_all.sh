@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Depth analytics for every bundled checkpoint (python -m laya depth), skipping those whose depth.json
-# is newer than their weights. Usage: scripts/depth_all.sh [MODELS_DIR] [extra flags for laya depth]
+# Depth analytics (python -m laya depth) for every bundled checkpoint whose depth.json is older than its
+# weights, then the README's depth tables. Usage: scripts/depth_all.sh [MODELS_DIR] [extra flags for laya depth]
 set -euo pipefail
 models=${1:-models}
 shift || true
@@ -13,5 +13,6 @@ for dir in "$models"/*/*/; do
     continue
   fi
   echo "== $dir"
-  "$python" -m laya depth --checkpoint "$dir" --train-limit 5000 --limit 2000 "$@"
+  "$python" -m laya depth --checkpoint "$dir" --train-limit 3000 --limit 2000 "$@"
 done
+"$python" -c "from laya.analysis.depth import update_depth_card; update_depth_card('README.md', '$models')"

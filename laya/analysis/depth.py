@@ -410,6 +410,21 @@ def depth_card(directories: Sequence[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+CARD_START, CARD_END = "<!-- depth-card:start -->", "<!-- depth-card:end -->"
+
+
+def update_depth_card(readme: str | Path, models: str | Path) -> Path:
+    """Rewrite the tables between the depth-card markers of ``readme`` from ``models/*/*/depth.json``."""
+    path = Path(readme)
+    text = path.read_text()
+    if CARD_START not in text or CARD_END not in text:
+        raise ValueError(f"{path} has no {CARD_START} ... {CARD_END} markers")
+    head, rest = text.split(CARD_START, 1)
+    card = depth_card(sorted(p.parent for p in Path(models).glob("*/*/depth.json")))
+    path.write_text(f"{head}{CARD_START}\n{card}{CARD_END}{rest.split(CARD_END, 1)[1]}")
+    return path
+
+
 CSV_TABLES = ("prediction_depth", "readout_accuracy", "logit_attribution", "exit_curve", "pruning", "detection", "roc")
 
 
@@ -504,5 +519,6 @@ __all__ = [
     "head_pass",
     "input_depth",
     "run_depth",
+    "update_depth_card",
     "write_depth",
 ]

@@ -58,6 +58,7 @@ exit_col.plotly_chart(
 )
 exit_col.caption(f"Compute saved at ≤ 1 point accuracy loss: **{saved['saved']:.1%}** (t = {saved['threshold']}).")
 prune_col.plotly_chart(depth_plots.pruning_figure(report.table("pruning")), key="depth_pruning")
+st.plotly_chart(depth_plots.class_terms_figure(report.table("logit_attribution")), key="depth_class_terms")
 st.subheader("Prediction depth and overthinking by class")
 st.dataframe(report.table("prediction_depth"), hide_index=True)
 st.subheader("Detection: AUROC [95 % CI]; (+)/(−): better/worse than max softmax (paired bootstrap)")

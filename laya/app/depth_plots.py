@@ -32,6 +32,19 @@ def attribution_figure(
     return fig
 
 
+def class_terms_figure(table: pd.DataFrame) -> go.Figure:
+    """Heatmap of the mean contribution of each layer to the predicted class's logit, per predicted class
+    (from :func:`laya.analysis.logit_attribution.class_mean_terms`)."""
+    wide = table.pivot(index="class", columns="layer_index", values="mean")
+    wide = wide.reindex(list(dict.fromkeys(table["class"])))
+    layers = list(dict.fromkeys(table["layer"]))
+    fig = go.Figure(go.Heatmap(z=wide.values, x=layers, y=list(wide.index), colorscale="RdBu", zmid=0,
+                               hovertemplate="%{y} · %{x}: %{z:+.3f}<extra></extra>"))  # fmt: skip
+    fig.update_layout(title="Mean contribution of each layer to the predicted class's logit", xaxis_title="layer",
+                      yaxis={"title": "predicted class", "autorange": "reversed"})  # fmt: skip
+    return fig
+
+
 def readout_path_figure(path: pd.DataFrame, depth: int, exit_layer: int | None = None) -> go.Figure:
     """One input's readout confidence per layer (text: the readout's class; red: disagrees with the final
     prediction), a dashed line at the prediction depth and a star where the exit policy stops."""
@@ -101,4 +114,11 @@ def roc_figure(roc: pd.DataFrame, task: str, scores: Sequence[str] | None = None
     return fig
 
 
-__all__ = ["attribution_figure", "exit_curve_figure", "pruning_figure", "readout_path_figure", "roc_figure"]
+__all__ = [
+    "attribution_figure",
+    "class_terms_figure",
+    "exit_curve_figure",
+    "pruning_figure",
+    "readout_path_figure",
+    "roc_figure",
+]

@@ -348,8 +348,8 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
         at.switch_page(page).run()
         assert_ok(at)
         assert charts(at), f"{page} shows no chart for {setting_dir.name}"
-    if (setting_dir / "laya" / "depth.json").is_file():  # the depth report's global charts: exit, pruning, ROC
-        assert len(charts(at)) == 5 and at.main.dataframe[-1].value.shape[0] >= 5
+    if (setting_dir / "laya" / "depth.json").is_file():  # the depth report's global charts
+        assert len(charts(at)) == 6 and at.main.dataframe[-1].value.shape[0] >= 5
 
 
 def assert_depth_shows(at: AppTest, checkpoint_dir: Path, data: bytes) -> None:
@@ -386,7 +386,7 @@ def test_depth_page_before_and_after_the_depth_report(
     data = png(Image.new("RGB", (20, 20), (200, 30, 30)))
     at.file_uploader(key="depth_upload").set_value(("red.png", data, "image/png")).run()
     assert_depth_shows(at, models / "colours-mlp" / "concat", data)
-    assert not at.info and len(charts(at)) == 2 + 3  # + exit curve, pruning, ROC
+    assert not at.info and len(charts(at)) == 2 + 4  # + exit curve, pruning, class-wise attribution, ROC
     scores = at.main.dataframe[0].value
     assert "multi-layer Mahalanobis" in list(scores["score"]) and scores["threshold"].notna().all()
     auroc = at.main.dataframe[-1].value

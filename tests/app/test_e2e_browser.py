@@ -104,7 +104,7 @@ def test_depth_page_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
         upload_image(page, image)
         values = main.locator('[data-testid="stMetricValue"]')
         expect(values.nth(0)).to_have_text(laya.label)
-        wait_for_charts(page, 5)  # attribution, readout path, early exit, pruning, ROC
+        wait_for_charts(page, 6)  # attribution, readout path, early exit, pruning, class-wise attribution, ROC
         expect(main.get_by_text("Compute saved at").first).to_be_visible()
         assert main.locator('[data-testid="stException"]').count() == 0
         full_screenshot(page, ARTIFACTS / "e2e-depth.png")

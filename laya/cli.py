@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
     d.add_argument("--out", help="output directory (default: the checkpoint's directory)")
     d.add_argument("--limit", type=int, default=2000, help="test inputs (and inputs per OOD set); default 2000")
-    d.add_argument("--train-limit", type=int, default=5000, help="training inputs for probes and Mahalanobis")
+    d.add_argument("--train-limit", type=int, default=3000, help="training inputs for probes and Mahalanobis")
     d.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     d.set_defaults(func=cmd_depth)
 

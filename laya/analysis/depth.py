@@ -55,7 +55,7 @@ class DepthOptions:
     """How much data, and how many resamples. ``limit``: test inputs (and inputs per OOD set)."""
 
     limit: int | None = 2000
-    train_limit: int | None = 5000
+    train_limit: int | None = 3000
     batch_size: int = 256
     resamples: int = 1000
     seed: int = 0

@@ -13,6 +13,6 @@ for dir in "$models"/*/*/; do
     continue
   fi
   echo "== $dir"
-  "$python" -m laya depth --checkpoint "$dir" --train-limit 3000 --limit 2000 "$@"
+  "$python" -m laya --threads 1 depth --checkpoint "$dir" --train-limit 3000 --limit 2000 "$@"
 done
 "$python" -c "from laya.analysis.depth import update_depth_card; update_depth_card('README.md', '$models')"

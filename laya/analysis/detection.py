@@ -99,18 +99,20 @@ class _ResampledAUROC:
 
     def __init__(self, scores: Sequence[Tensor], positive: Tensor) -> None:
         self.n, self.positive = len(positive), positive.bool().cpu()
-        self.groups = [torch.unique(s.double().cpu(), return_inverse=True) for s in scores]  # tie groups, ascending
+        self.groups = [torch.unique(s.double().cpu(), return_inverse=True)[1] for s in scores]  # tie group, ascending
 
     def __call__(self, rows: Tensor) -> Tensor:
         rows = rows.long()
-        unique, group = self.groups[int(rows[0, 0]) // self.n]
-        counts = torch.zeros(rows.shape[0], self.n, dtype=torch.float64)
-        counts.scatter_add_(1, rows % self.n, torch.ones_like(counts))  # (R, n) multiplicities
-        pos, neg = counts * self.positive, counts * ~self.positive
-        group_neg = torch.zeros(rows.shape[0], len(unique), dtype=torch.float64).index_add_(1, group, neg)
-        below = group_neg.cumsum(1) - group_neg  # negatives strictly below each tie group
-        u = (pos * (below + group_neg / 2)[:, group]).sum(1)
-        return u / (pos.sum(1) * neg.sum(1))
+        group = self.groups[int(rows[0, 0]) // self.n]
+        rows = rows % self.n
+        g, pos = group[rows], self.positive[rows].float()  # (R, n)
+        G = int(group.max()) + 1
+        pos_count = torch.zeros(rows.shape[0], G).scatter_add_(1, g, pos)  # (R, G) resampled positives per group
+        neg_count = torch.zeros(rows.shape[0], G).scatter_add_(1, g, 1 - pos)
+        below = (neg_count.cumsum(1) - neg_count).double()  # negatives strictly below each group
+        u = (pos_count.double() * (below + neg_count.double() / 2)).sum(1)
+        n_pos = pos.sum(1).double()
+        return u / (n_pos * (self.n - n_pos))
 
 
 @dataclass

@@ -62,7 +62,7 @@ class DepthOptions:
     random_orders: int = 10
     refit_steps: int = 30
     timing_batch: int = 64
-    timing_repeats: int = 5
+    timing_repeats: int = 7
     thresholds: tuple[float, ...] = THRESHOLDS
 
 

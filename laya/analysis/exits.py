@@ -42,29 +42,28 @@ def exit_predictions(readout_classes: Tensor, final: Tensor, layers: Tensor) -> 
 
 
 @torch.inference_mode()
-def layer_costs(model: LayerwiseClassifier, x: Tensor, repeats: int = 3) -> Tensor:
+def layer_costs(model: LayerwiseClassifier, x: Tensor, repeats: int = 7) -> Tensor:
     """``(L + 1,)`` measured seconds per input: ``forward_to`` layer k (k < L) and the full model (k = L).
 
-    ``x``: a preprocessed batch on the model's device; each timing is the median of ``repeats`` runs
-    after one warm-up.
+    ``x``: a preprocessed batch on the model's device. After one warm-up of each, the runs are timed
+    round-robin ``repeats`` times and the fastest time of each is kept (robust to other load on the machine).
     """
     if repeats < 1 or len(x) == 0:
         raise ValueError(f"need repeats >= 1 and a non-empty batch, got {repeats} and {len(x)} inputs")
     runs = [lambda k=k: model.backbone.forward_to(x, k) for k in range(len(model.layer_names))] + [lambda: model(x)]
-    costs = []
     for run in runs:
         run()  # warm-up
-        times = []
-        for _ in range(repeats):
+    best = [float("inf")] * len(runs)
+    for _ in range(repeats):
+        for k, run in enumerate(runs):
             if x.is_cuda:
                 torch.cuda.synchronize(x.device)
             start = time.perf_counter()
             run()
             if x.is_cuda:
                 torch.cuda.synchronize(x.device)
-            times.append(time.perf_counter() - start)
-        costs.append(float(np.median(times)) / len(x))
-    return torch.tensor(costs, dtype=torch.float64)
+            best[k] = min(best[k], time.perf_counter() - start)
+    return torch.tensor(best, dtype=torch.float64) / len(x)
 
 
 def exit_curve(

@@ -364,7 +364,7 @@ def depth_card(directories: Sequence[str | Path]) -> str:
         overall = r.table("prediction_depth").set_index("class").loc["all"]
         saved = r.data["early_exit"]["at_1pt"]
         lines.append(
-            f"| {name} | {r.data['accuracy']:.3f} | "
+            f"| {name} | {r.data['n_test']} / {r.data['n_train']} | {r.data['accuracy']:.3f} | "
             f"{_ci(overall['prediction_depth'], overall['prediction_depth_low'], overall['prediction_depth_high'], '.2f')} "
             f"(L = {len(r.data['layer_names'])}) | "
             f"{_ci(overall['overthinking_rate'], overall['overthinking_rate_low'], overall['overthinking_rate_high'])} | "
@@ -404,12 +404,18 @@ def depth_card(directories: Sequence[str | Path]) -> str:
             depth_rows = rows.drop(index=["msp", "energy"], errors="ignore")
             best = depth_rows.loc[depth_rows["auroc"].idxmax()]
             mark = "tie" if "tie" in str(best["verdict"]) else ("+" if best["vs_msp"] > 0 else "−")
-            cells.append(f"MSP {_ci(msp['auroc'], msp['auroc_low'], msp['auroc_high'], '.2f')}; "
-                         f"{best['label']} {_ci(best['auroc'], best['auroc_low'], best['auroc_high'], '.2f')} ({mark})")  # fmt: skip
+            better = [SHORT[k] for k, v in depth_rows.iterrows() if "tie" not in str(v["verdict"]) and v["vs_msp"] > 0]
+            cells.append(
+                f"MSP {_ci(msp['auroc'], msp['auroc_low'], msp['auroc_high'], '.2f')}; best {SHORT[best.name]} "
+                f"{_ci(best['auroc'], best['auroc_low'], best['auroc_high'], '.2f')} ({mark}); "
+                f"above MSP: {', '.join(better) or 'none'}"
+            )
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
+SHORT = {"alpha_divergence": "α-div", "readout_disagreement": "disagree", "prediction_depth": "depth",
+         "mahalanobis": "Maha", "energy": "energy", "msp": "MSP"}  # fmt: skip
 CARD_START, CARD_END = "<!-- depth-card:start -->", "<!-- depth-card:end -->"
 
 

@@ -128,10 +128,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 def cmd_depth(args: argparse.Namespace) -> None:
     from laya.analysis.depth import DepthOptions, run_depth
+    from laya.model.checkpoint import load_checkpoint
 
+    checkpoint = load_checkpoint(args.checkpoint)
     options = DepthOptions(limit=args.limit, train_limit=args.train_limit, resamples=args.resamples)
-    out = args.out or args.checkpoint
-    report = run_depth(args.checkpoint, options, _tqdm_progress(f"depth analytics of {args.checkpoint}"), out)
+    out = args.out or checkpoint.path
+    report = run_depth(checkpoint, options, _tqdm_progress(f"depth analytics of {checkpoint.name}"), out)
     saved = report["early_exit"]["at_1pt"]["saved"]
     depth = next(r for r in report["prediction_depth"] if r["class"] == "all")
     print(

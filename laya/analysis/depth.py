@@ -444,12 +444,17 @@ def write_depth(report: dict[str, Any], out: str | Path) -> Path:
     return out
 
 
-def run_depth(path: str | Path, options: DepthOptions | None = None, progress: Progress | None = None,
-              out: str | Path | None = None) -> dict[str, Any]:  # fmt: skip
-    """Load the checkpoint at ``path``, analyse it and write ``depth.json`` + CSVs to ``out`` (default: beside it)."""
+def run_depth(
+    checkpoint: Checkpoint | str | Path,
+    options: DepthOptions | None = None,
+    progress: Progress | None = None,
+    out: str | Path | None = None,
+) -> dict[str, Any]:
+    """Analyse a checkpoint (or the one at a path) and write ``depth.json`` + CSVs to ``out`` (default: beside it)."""
     from laya.model.checkpoint import load_checkpoint
 
-    checkpoint = load_checkpoint(path)
+    if not isinstance(checkpoint, Checkpoint):
+        checkpoint = load_checkpoint(checkpoint)
     report, _ = depth_report(checkpoint, options, progress)
     write_depth(report, out or checkpoint.path)
     return report

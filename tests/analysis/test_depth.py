@@ -17,6 +17,7 @@ from laya.analysis.depth import (
     input_depth,
     write_depth,
 )
+from laya.cli import main
 from laya.model.checkpoint import load_checkpoint
 
 OPTIONS = DepthOptions(
@@ -71,3 +72,11 @@ def test_depth_card_tables(analysed):
     card = depth_card([out])
     assert sum(line.startswith("| ") for line in card.splitlines()) == 3 + 3  # header + one row per table
     assert f"| {report['accuracy']:.3f} |" in card and "OOD: uniform noise" in card
+
+
+def test_cli_writes_the_report_and_refuses_a_missing_checkpoint(tiny_models: Path, tmp_path: Path, capsys):
+    args = ["depth", "--checkpoint", str(tiny_models / "colours-mlp" / "scalarmix"), "--limit", "12"]
+    assert main([*args, "--train-limit", "30", "--resamples", "20", "--out", str(tmp_path)]) == 0
+    assert DepthReport.load(tmp_path).data["n_test"] == 12 and "prediction depth" in capsys.readouterr().out
+    assert main(["depth", "--checkpoint", str(tmp_path / "nothing")]) == 2
+    assert "no LAYA checkpoint" in capsys.readouterr().err

@@ -352,14 +352,19 @@ def _ci(estimate: float | None, low: float | None, high: float | None, spec: str
     return f"{estimate:{spec}} [{low:{spec}}, {high:{spec}}]" if low is not None else f"{estimate:{spec}}"
 
 
+def _column(task: str) -> str:
+    """README column of a detection task: the other dataset's OOD tasks share one."""
+    return "OOD: other dataset" if task.startswith("OOD:") and "noise" not in task else task
+
+
 def depth_card(directories: Sequence[str | Path]) -> str:
     """Markdown tables over the checkpoints in ``directories`` that have a ``depth.json``: prediction depth
     and overthinking, early exit, pruning, and detection AUROC (MSP vs the best depth signal)."""
     reports = [(Path(d), DepthReport.load(d)) for d in directories]
     reports = [(d, r) for d, r in reports if r is not None]
     names = [f"{d.parent.name} | {d.name}" for d, _ in reports]
-    lines = [("| setting | head | accuracy | prediction depth (of L) | overthinking rate | overthought errors "
-             "| compute saved at <= 1 pt (t, accuracy) |"), "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [("| setting | head | test / train inputs | accuracy | prediction depth (of L) | overthinking rate "
+              "| overthought errors | compute saved at <= 1 pt (t, accuracy) |"), "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, (_, r) in zip(names, reports):
         overall = r.table("prediction_depth").set_index("class").loc["all"]
         saved = r.data["early_exit"]["at_1pt"]
@@ -388,15 +393,18 @@ def depth_card(directories: Sequence[str | Path]) -> str:
         )
         speed = "–" if pick is None else f"{pick['speedup']:.2f}× ({pick['criterion']}, {pick['best']:.3f})"
         lines.append(f"| {name} | {kept} of {len(r.data['layer_names'])} | {' | '.join(cells)} | {speed} |")
-    tasks = list(dict.fromkeys(t for _, r in reports for t in r.table("detection")["task"]))
-    lines += ["", ("Detection AUROC [95 % CI]: max softmax (MSP) vs the best depth signal; (+)/(−)/tie: paired "
-              "bootstrap against MSP."), "", "| setting | head | " + " | ".join(tasks) + " |",
+    tasks = list(dict.fromkeys(_column(t) for _, r in reports for t in r.table("detection")["task"]))
+    lines += ["", ("Detection AUROC [95 % CI]: max softmax (MSP) and the best depth signal (α-div: α divergence, "
+              "disagree: readout disagreement, depth: prediction depth, Maha: multi-layer Mahalanobis); (+)/(−)/tie "
+              "and 'above MSP': paired bootstrap of the AUROC difference against MSP (95 % CI excludes 0). OOD, other "
+              "dataset: CIFAR-10 test images (grey, 28 px) for Fashion-MNIST models, Fashion-MNIST test images "
+              "(RGB, 32 px) for CIFAR-10 models."), "", "| setting | head | " + " | ".join(tasks) + " |",
               "|---|---|" + "---|" * len(tasks)]  # fmt: skip
     for name, (_, r) in zip(names, reports):
         table = r.table("detection")
         cells = []
         for task in tasks:
-            rows = table[table["task"] == task].set_index("score")
+            rows = table[table["task"].map(_column) == task].set_index("score")
             if rows.empty or rows["auroc"].isna().all():  # e.g. no errors to detect
                 cells.append("–")
                 continue

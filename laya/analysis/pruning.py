@@ -4,6 +4,7 @@ Layers leave the head in ascending order of a criterion (least important first):
 
 * ``head weight``: mean layer weight on the training split (LAYA's alpha, ScalarMix's softmax(w));
 * ``LOO drop``: mean leave-one-layer-out drop on the training split;
+* ``deepest first``: the backbone is truncated (the comparison for the speed-up);
 * ``random``: the mean over ``n`` seeded random orders.
 
 Removal reuses the heads' layer masks (``keep``, :mod:`laya.analysis.ablation`): LAYA/ScalarMix
@@ -42,6 +43,7 @@ def removal_orders(
         orders["head weight"] = [layer_scores.double().mean(0).argsort(stable=True).cpu()]
     drops = leave_one_out(head, hidden, pruning_mode(head)).drops.mean(0)
     orders["LOO drop"] = [drops.argsort(stable=True).cpu()]
+    orders["deepest first"] = [torch.arange(head.num_layers).flip(0)]  # truncates the backbone
     generator = torch.Generator().manual_seed(seed)
     orders["random"] = [torch.randperm(head.num_layers, generator=generator) for _ in range(random_orders)]
     return orders

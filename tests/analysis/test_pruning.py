@@ -29,14 +29,14 @@ def test_pruning_curves_full_head_is_the_head_and_deepest_removal_has_a_speedup(
         out = head(h)
     labels = out.logits.argmax(-1)
     orders = removal_orders(head, h, out.layer_scores, random_orders=3)
-    assert list(orders) == ["head weight", "LOO drop", "random"] and len(orders["random"]) == 3
-    orders["deepest"] = [torch.tensor([2, 1, 0])]
+    assert list(orders) == ["head weight", "LOO drop", "deepest first", "random"] and len(orders["random"]) == 3
+    assert orders["deepest first"][0].tolist() == [2, 1, 0]
     cost = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
     table = pruning_curves(head, (h, labels), (h, labels), orders, ["a", "b", "c"], cost, refit_steps=5, resamples=20)
     assert len(table) == 4 * 3
     full = table[table["layers_kept"] == 3]
     assert (full["accuracy"] == 1.0).all()
-    deepest = table[table["criterion"] == "deepest"].set_index("layers_kept")
+    deepest = table[table["criterion"] == "deepest first"].set_index("layers_kept")
     assert deepest["removes_deepest"].tolist() == [False, True, True]
     assert deepest.loc[2, "speedup"] == 2.0 and deepest.loc[1, "speedup"] == 4.0
     assert deepest.loc[1, "removed"] == "b, c"

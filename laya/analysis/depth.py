@@ -364,7 +364,7 @@ def depth_card(directories: Sequence[str | Path]) -> str:
     reports = [(d, r) for d, r in reports if r is not None]
     names = [f"{d.parent.name} | {d.name}" for d, _ in reports]
     lines = [("| setting | head | test / train inputs | accuracy | prediction depth (of L) | overthinking rate "
-              "| overthought errors | compute saved at <= 1 pt (t, accuracy) |"), "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+              "| overthought errors | compute saved at <= 1 pt (t, accuracy, mean depth) |"), "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, (_, r) in zip(names, reports):
         overall = r.table("prediction_depth").set_index("class").loc["all"]
         saved = r.data["early_exit"]["at_1pt"]
@@ -374,7 +374,7 @@ def depth_card(directories: Sequence[str | Path]) -> str:
             f"(L = {len(r.data['layer_names'])}) | "
             f"{_ci(overall['overthinking_rate'], overall['overthinking_rate_low'], overall['overthinking_rate_high'])} | "
             f"{_ci(overall['overthought_errors'], overall['overthought_errors_low'], overall['overthought_errors_high'], '.2f')} | "
-            f"{saved['saved']:.1%} (t = {saved['threshold']}, {saved['accuracy']:.3f}) |"
+            f"{saved['saved']:.1%} (t = {saved['threshold']}, {saved['accuracy']:.3f}, depth {saved['mean_depth']:.2f}) |"
         )
     lines += ["", ("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit). Truncation: the "
               "largest measured backbone speed-up from dropping the deepest layers within 1 point of full accuracy "

@@ -27,6 +27,9 @@ page = st.navigation(
             icon=":material/fact_check:",
             url_path="faithfulness-overview",
         ),
+        st.Page(
+            "pages/depth.py", title="Depth analytics", icon=":material/stacked_bar_chart:", url_path="depth-analytics"
+        ),
     ],
     position="top",
 )

@@ -1,4 +1,4 @@
-"""Command line: ``python -m laya {train,evaluate,benchmark,reproduce,bundle} ...``.
+"""Command line: ``python -m laya {train,evaluate,depth,benchmark,reproduce,bundle} ...``.
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -145,6 +145,22 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_depth(args: argparse.Namespace) -> None:
+    from laya.analysis.depth import DepthOptions, run_depth
+    from laya.model.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(args.checkpoint)
+    options = DepthOptions(limit=args.limit, train_limit=args.train_limit, resamples=args.resamples)
+    out = args.out or checkpoint.path
+    report = run_depth(checkpoint, options, _tqdm_progress(f"depth analytics of {checkpoint.name}"), out)
+    saved = report["early_exit"]["at_1pt"]["saved"]
+    depth = next(r for r in report["prediction_depth"] if r["class"] == "all")
+    print(
+        f"accuracy {report['accuracy']:.4f}  prediction depth {depth['prediction_depth']:.2f}  "
+        f"overthinking {depth['overthinking_rate']:.3f}  compute saved at <=1 pt {saved:.1%}  -> {out}"
+    )
+
+
 def _setting(name: str) -> Setting:  # noqa: F821
     from laya.training.settings import SETTINGS
 
@@ -165,6 +181,7 @@ def cmd_benchmark(args: argparse.Namespace) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
+    from laya.analysis.depth import run_depth
     from laya.data.datasets import load_dataset
     from laya.training.bundle import bundle, export_examples, update_model_card
     from laya.training.suite import results_table, run_suite, write_summary
@@ -179,6 +196,7 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     for head in args.heads or setting.heads:
         run = Path(setting.config(head, bundle_seed, Path(args.runs)).out)
         bundle(run, dest / head, test, _eval_options(args), _tqdm_progress(f"bundling {head}"))
+        run_depth(dest / head, progress=_tqdm_progress(f"depth analytics of {head}"))
     update_model_card(args.models)
     print(f"bundled {setting.name} into {dest}; model card: {Path(args.models) / 'README.md'}")
 
@@ -269,6 +287,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", help="table directory (default: RUNS/<suite>)")
     _add_eval_flags(b)
     b.set_defaults(func=cmd_benchmark)
+
+    d = sub.add_parser(
+        "depth", help="readouts, prediction depth, early exit, pruning, error/OOD detection -> depth.json + CSVs"
+    )
+    d.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
+    d.add_argument("--out", help="output directory (default: the checkpoint's directory)")
+    d.add_argument("--limit", type=int, default=2000, help="test inputs (and inputs per OOD set); default 2000")
+    d.add_argument("--train-limit", type=int, default=3000, help="training inputs for probes and Mahalanobis")
+    d.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    d.set_defaults(func=cmd_depth)
 
     r = sub.add_parser("reproduce", help="benchmark a setting, then bundle its seed-0 checkpoints into models/")
     r.add_argument("setting", help="a setting name from laya.training.settings.SETTINGS")

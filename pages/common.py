@@ -28,18 +28,20 @@ from pathlib import Path
 import streamlit as st
 import torch
 
+from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
 from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.report import REPORT_FILE, Report
 from laya.app import deploy, links, views
 from laya.app.catalog import Entry, catalog_table, describe, find_checkpoints
 from laya.app.export import Section, html_report
-from laya.data.images import FORMATS, MAX_BYTES, ImageError
+from laya.data.images import FORMATS, MAX_BYTES, ImageError, load_image_tensor
 from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
 
 LOG = logging.getLogger("laya.app")
 SELECTION = "laya_selection"
 VIEW = "laya_view"  # the links.View of this run (sidebar + page), written to the URL
 OPENED = "laya_opened_link"  # the links.View the session was opened with (decoded once)
+CURRENT_INPUT = "laya_current_input"  # (name, bytes) of the input shown on Inspect, for the Depth analytics page
 SOURCES = ("Bundled models", "Upload a checkpoint", "Path on this machine")
 MAX_FAILURES = 256
 ALLOW_NONFINITE = "laya_allow_nonfinite"
@@ -208,6 +210,40 @@ def report_button(title: str, sections: Sequence[Section], stem: str, subtitle: 
         icon=":material/description:",
         on_click="ignore",
     )
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _load_depth(path: str, stamp: int) -> DepthReport | None:
+    return DepthReport.load(path)
+
+
+def load_depth(path: str | Path) -> DepthReport | None:
+    """``depth.json`` beside a checkpoint (``python -m laya depth``), or None."""
+    return _load_depth(str(path), _stamp(Path(path) / "depth.json"))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _depth_fit(path: str, stamp: int) -> DepthFit | None:
+    return DepthFit.load(path)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _input_depth(path: str, stamp: int, fit_stamp: int, data: bytes) -> InputDepth:
+    checkpoint = _load_model(path, stamp)
+    spec = checkpoint.meta.input
+    return input_depth(
+        checkpoint, load_image_tensor(data, spec.channels, spec.source_size), _depth_fit(path, fit_stamp)
+    )
+
+
+def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
+    """Depth analytics of an uploaded or example image; an unusable image shows ``st.error`` and stops the page."""
+    try:
+        with st.spinner(f"Running {Path(path).name} on {name}…"):
+            return _input_depth(path, _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE), data)
+    except ImageError as error:
+        st.error(f"Cannot use {name!r} as an image: {error}")
+        st.stop()
 
 
 # ---------------------------------------------------------------- sidebar

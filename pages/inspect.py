@@ -46,6 +46,8 @@ explanation = common.explain(selection.path, name, data, mode, tuple(posthoc))
 spec = checkpoint.meta.input
 if warning := views.nonfinite_warning(explanation):
     st.warning(warning)
+st.session_state[common.CURRENT_INPUT] = (name, data)
+st.page_link("pages/depth.py", label="Depth analytics of this input", icon=":material/stacked_bar_chart:")
 
 image_col, prediction_col = st.columns([1, 2])
 with image_col:

@@ -35,6 +35,7 @@ PAGES = {  # screenshot name -> (navigation link text, the page's heading)
     "compare": ("Compare heads", "Compare heads"),
     "classwise": ("Class-wise depth patterns", "Class-wise depth patterns"),
     "faithfulness": ("Faithfulness overview", "Faithfulness overview"),
+    "depth": ("Depth analytics", "Depth analytics"),
 }
 
 

@@ -159,6 +159,21 @@ def bootstrap_ci(
     return _percentile_interval(estimate, bootstrap_distribution(values, statistic, resamples, seed), level)
 
 
+def bootstrap_cis(
+    values: Tensor | np.ndarray,
+    statistic: Statistic = mean_statistic,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> list[Interval]:
+    """:func:`bootstrap_ci` for a vector statistic (``(R, n, ...) -> (R, K)``): one interval per component,
+    all from the same resamples."""
+    values = torch.as_tensor(values)
+    estimates = statistic(values.unsqueeze(0))[0]
+    dist = bootstrap_distribution(values, statistic, resamples, seed)  # (R, K)
+    return [_percentile_interval(float(e), dist[:, k], level) for k, e in enumerate(estimates.tolist())]
+
+
 @dataclass(frozen=True)
 class PairedComparison:
     """``a - b`` on the same inputs (or seeds): the difference, its CI, the p-value and the test used."""
@@ -247,6 +262,7 @@ __all__ = [
     "Interval",
     "PairedComparison",
     "bootstrap_ci",
+    "bootstrap_cis",
     "bootstrap_distribution",
     "bootstrap_means",
     "mean_intervals",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from laya.analysis.depth import DepthReport
 from laya.analysis.report import REPORT_FILE, Report
 from laya.data.datasets import dataset_label
 from laya.model.checkpoint import META_FILE, CheckpointError, read_meta
@@ -32,6 +33,7 @@ class Entry:
     seed: int | None
     accuracy: float | None
     faithfulness: float | None  # headline faithfulness of the primary method (mean intervention), from the report
+    compute_saved: float | None = None  # early exit, compute saved at <= 1 point loss (depth.json)
     error: str | None = None  # the checkpoint cannot be read
     report_error: str | None = None  # the checkpoint is fine but its report.json is not
     faithfulness_status: str | None = None  # "n/a (one informative layer)" where no ranking can be tested
@@ -80,9 +82,19 @@ def describe(path: Path) -> Entry:
             faithfulness=report.faithfulness() if report else None,
             report_error=report_error,
             faithfulness_status=report.status() if report else None,
+            compute_saved=_compute_saved(path),
         )
     except (CheckpointError, ValueError, KeyError, json.JSONDecodeError) as error:
         return Entry(path, "unreadable", "?", "?", "?", None, None, None, error=str(error))
+
+
+def _compute_saved(path: Path) -> float | None:
+    """From ``depth.json`` (``python -m laya depth``) when present and readable."""
+    try:
+        depth = DepthReport.load(path)
+    except (ValueError, KeyError):
+        return None
+    return depth.data["early_exit"]["at_1pt"]["saved"] if depth else None
 
 
 def find_checkpoints(root: str | Path = "models") -> list[Entry]:
@@ -111,6 +123,7 @@ def catalog_table(entries: list[Entry]) -> pd.DataFrame:
                 "accuracy": e.accuracy,
                 "faithfulness": e.faithfulness,
                 "faithfulness status": e.faithfulness_status or "",
+                "exit saves (≤ 1 pt)": e.compute_saved,
                 "path": str(e.path),
             }
             for e in entries

@@ -79,6 +79,15 @@ class Backbone(nn.Module):
             for p in self.parameters():
                 p.requires_grad_(False)
 
+    def forward_to(self, x: Tensor, layer: int) -> Tensor:
+        """Hidden state of ``layer`` (0-based) alone, ``(B, d_layer)``, running the network no deeper
+        than that layer needs (early exit, backbone truncation)."""
+        raise NotImplementedError
+
+    def _check_layer(self, layer: int) -> None:
+        if not 0 <= layer < len(self.layer_dims):
+            raise ValueError(f"layer must be in 0..{len(self.layer_dims) - 1}, got {layer}")
+
     def train(self, mode: bool = True) -> Backbone:
         """A frozen backbone stays in eval mode (BatchNorm statistics and dropout fixed)."""
         return super().train(mode and not self.config.freeze)
@@ -114,6 +123,13 @@ class MLPBackbone(Backbone):
             hidden.append(h)
         return hidden
 
+    def forward_to(self, x: Tensor, layer: int) -> Tensor:
+        self._check_layer(layer)
+        h = x.flatten(1)
+        for block in self.blocks[: layer + 1]:
+            h = block(h)
+        return h
+
 
 class CNNBackbone(Backbone):
     """[Conv3x3 -> BN -> ReLU] x convs_per_block -> MaxPool2, per block; ``h_i`` = GAP of block i."""
@@ -139,6 +155,12 @@ class CNNBackbone(Backbone):
             x = block(x)
             hidden.append(x.mean(dim=(2, 3)))
         return hidden
+
+    def forward_to(self, x: Tensor, layer: int) -> Tensor:
+        self._check_layer(layer)
+        for block in self.blocks[: layer + 1]:
+            x = block(x)
+        return x.mean(dim=(2, 3))
 
 
 class TimmBackbone(Backbone):
@@ -181,33 +203,56 @@ class TimmBackbone(Backbone):
         with torch.no_grad():
             was_training = self.model.training
             self.model.eval()
-            probe = self(torch.zeros(1, config.in_channels, config.input_size, config.input_size))
+            zeros = torch.zeros(1, config.in_channels, config.input_size, config.input_size)
+            probe = self(zeros)
+            self.take = self._take_indices(zeros, len(probe) - config.pre_logits)
             self.model.train(was_training)
         self.layer_dims = tuple(h.shape[1] for h in probe)
         kind = "block" if tokens else "stage"
         names = [f"{kind} {i + 1}" for i in range(len(probe) - self.config.pre_logits)]
         self._finish(names + ["pre-logits"] * self.config.pre_logits)
 
-    def forward(self, x: Tensor) -> list[Tensor]:
-        kwargs = dict(self.config.intermediates_kwargs)
+    def _take_indices(self, probe: Tensor, count: int) -> list[int]:
+        """timm's index of each of the ``count`` intermediate layers (``config.indices`` resolved) for
+        :meth:`forward_to`; an int ``n`` (the last n) needs one probe pass to count all of them."""
+        indices = self.config.indices
+        if indices is None:
+            return list(range(count))
+        if isinstance(indices, int):
+            total = len(self._intermediates(probe, None, intermediates_only=True))
+            return list(range(total - indices, total))
+        return list(indices)
+
+    def _intermediates(self, x: Tensor, indices, **kwargs):
+        options = dict(self.config.intermediates_kwargs)
         if self.tokens:
-            kwargs.update(output_fmt="NLC", return_prefix_tokens=self.pool == "cls")
-        outputs = self.model.forward_intermediates(
-            x, indices=self.config.indices, intermediates_only=not self.config.pre_logits, **kwargs
-        )
+            options.update(output_fmt="NLC", return_prefix_tokens=self.pool == "cls")
+        return self.model.forward_intermediates(x, indices=indices, **options, **kwargs)
+
+    @staticmethod
+    def _pool(out: Tensor | tuple[Tensor, Tensor]) -> Tensor:
+        if isinstance(out, tuple):  # (patch tokens, prefix tokens)
+            return out[1][:, 0]
+        if out.ndim == 3:  # (B, N, D) patch tokens
+            return out.mean(dim=1)
+        return out.mean(dim=(2, 3))  # (B, C, H, W)
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        outputs = self._intermediates(x, self.config.indices, intermediates_only=not self.config.pre_logits)
         if self.config.pre_logits:
             final, outputs = outputs
-        hidden = []
-        for out in outputs:
-            if isinstance(out, tuple):  # (patch tokens, prefix tokens)
-                hidden.append(out[1][:, 0])
-            elif out.ndim == 3:  # (B, N, D) patch tokens
-                hidden.append(out.mean(dim=1))
-            else:  # (B, C, H, W)
-                hidden.append(out.mean(dim=(2, 3)))
+        hidden = [self._pool(out) for out in outputs]
         if self.config.pre_logits:
             hidden.append(self.model.forward_head(final, pre_logits=True).flatten(1))
         return hidden
+
+    def forward_to(self, x: Tensor, layer: int) -> Tensor:
+        """``forward_intermediates(indices=[k], stop_early=True)``; the pre-logits layer needs the full pass."""
+        self._check_layer(layer)
+        if self.config.pre_logits and layer == len(self.layer_dims) - 1:
+            return self(x)[-1]
+        (out,) = self._intermediates(x, [self.take[layer]], stop_early=True, intermediates_only=True)
+        return self._pool(out)
 
 
 BACKBONES: dict[str, Any] = {"mlp": MLPBackbone, "cnn": CNNBackbone, "timm": TimmBackbone}

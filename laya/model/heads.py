@@ -139,6 +139,21 @@ class LayerHead(nn.Module):
     def _decode(self, encoded: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError
 
+    @property
+    def output_layer(self) -> nn.Linear:
+        """The final linear classifier (its input is the head's pooled representation)."""
+        raise NotImplementedError
+
+    def logit_terms(self, encoded: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
+        """Exact per-layer decomposition of the logits: ``terms (B, L, C)`` and ``bias (C,)`` with
+        ``logits = terms.sum(1) + bias`` (every head ends in a linear classifier)."""
+        raise NotImplementedError
+
+    def readout_logits(self, encoded: Sequence[Tensor]) -> Tensor | None:
+        """Each layer's own prediction through the head's classifier, ``(B, L, C)``; None where the
+        head has no per-layer classifier (Concat, LastLayer: see :mod:`laya.analysis.readouts`)."""
+        return None
+
     def _check_hidden(self, hidden: Sequence[Tensor]) -> None:
         got = [tuple(h.shape) for h in hidden]
         if len(hidden) != self.num_layers or any(
@@ -190,6 +205,19 @@ class LinearHead(LayerHead):
             parts.append(torch.where(k, h, fill[i].to(h.dtype)).expand(h.shape[0], masks, -1))
         return self.linear(torch.cat(parts, dim=-1)), None
 
+    @property
+    def output_layer(self) -> nn.Linear:
+        return self.linear
+
+    def logit_terms(self, encoded: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
+        """``W [h_1; ...; h_L] + b = sum_i W_i h_i + b``: ``W_i`` is layer i's block of columns."""
+        weight = self.linear.weight.to(encoded[0].dtype)
+        blocks = dict(zip(self.selected, weight.split([self.dims[i] for i in self.selected], dim=1)))
+        B = encoded[0].shape[0]
+        terms = [encoded[i] @ blocks[i].T if i in blocks else weight.new_zeros(B, self.num_classes)
+                 for i in range(self.num_layers)]  # fmt: skip
+        return torch.stack(terms, dim=1), self.linear.bias.to(weight.dtype)
+
 
 class MixHead(LayerHead):
     """Shared machinery of LAYA and ScalarMix: adapters, a weighted sum, a linear classifier.
@@ -238,6 +266,21 @@ class MixHead(LayerHead):
                 weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # all removed -> zero weights
             h_agg = torch.bmm(weights.to(z.dtype), z)  # (B, M, L) @ (B, L, d*) -> (B, M, d*)
         return self.classifier(self.scale() * h_agg), alpha
+
+    @property
+    def output_layer(self) -> nn.Linear:
+        return self.classifier
+
+    def logit_terms(self, encoded: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
+        """``W (gamma sum_i alpha_i z_i) + b = sum_i gamma alpha_i W z_i + b``."""
+        z, s = encoded  # (B, L, d*), (B, L)
+        weight = self.classifier.weight.to(z.dtype)  # (C, d*)
+        terms = self.scale() * torch.softmax(s, dim=-1).unsqueeze(-1) * (z @ weight.T)  # (B, L, C)
+        return terms, self.classifier.bias.to(z.dtype)
+
+    def readout_logits(self, encoded: Sequence[Tensor]) -> Tensor:
+        """``W (gamma z_i) + b``: the logits the head gives when all weight sits on layer i, ``(B, L, C)``."""
+        return self.classifier(self.scale() * encoded[0])
 
 
 class LayaHead(MixHead):

@@ -20,6 +20,7 @@ import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
+from laya.analysis.depth import DepthFit, DepthOptions, input_depth, run_depth
 from laya.analysis.explain import Explanation, explain
 from laya.analysis.profiles import SUBSETS, heatmap_table
 from laya.analysis.report import Report
@@ -369,10 +370,12 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
     for head in HEADS:
         at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting_dir / head)).run()
         assert_inspect_shows(at, expected(setting_dir, head, example))
-    for page in ("pages/compare.py", "pages/classwise.py", "pages/faithfulness.py"):
+    for page in ("pages/compare.py", "pages/classwise.py", "pages/faithfulness.py", "pages/depth.py"):
         at.switch_page(page).run()
         assert_ok(at)
         assert charts(at), f"{page} shows no chart for {setting_dir.name}"
+    if (setting_dir / "laya" / "depth.json").is_file():  # the depth report's global charts
+        assert len(charts(at)) == 6 and at.main.dataframe[-1].value.shape[0] >= 5
 
 
 def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: AppTest, setting: Path) -> None:
@@ -437,3 +440,61 @@ def test_nan_weights_are_refused_then_loaded_anyway_with_warnings(app: AppTest, 
     warnings = [w.value for w in app.warning]
     assert any("hold NaN or Inf values" in w for w in warnings)
     assert any(w.startswith("Not finite (NaN or Inf): probabilities") for w in warnings)
+
+
+def assert_depth_shows(at: AppTest, checkpoint_dir: Path, data: bytes) -> None:
+    """The attribution bars sum to the model's logits and the metrics are laya's own."""
+    assert_ok(at)
+    checkpoint = load_checkpoint(checkpoint_dir)
+    spec = checkpoint.meta.input
+    result = input_depth(checkpoint, load_image_tensor(data, spec.channels, spec.source_size), None)
+    assert at.main.metric[0].value == checkpoint.meta.classes[result.prediction]
+    bars = [t for t in charts(at)[0]["data"] if t["type"] == "bar"]
+    top = charts(at)[0]["data"][-1]  # the diamond: each class's logit
+    logits = result.attribution.logits[0]
+    assert sum(array(t["y"]) for t in bars) == pytest.approx(array(top["y"]))
+    assert array(top["y"])[0] == pytest.approx(float(logits.max()))
+
+
+def test_depth_page_before_and_after_the_depth_report(
+    monkeypatch: pytest.MonkeyPatch, setting: Path, tmp_path: Path
+) -> None:
+    models = tmp_path / "models"
+    shutil.copytree(setting, models / "colours-mlp")
+    at = start(monkeypatch, models)
+    at.switch_page("pages/depth.py").run()
+    assert at.title[0].value == "Depth analytics" and "python -m laya depth" in at.info[0].value
+    example = example_images(models / "colours-mlp" / "laya")[0].read_bytes()
+    assert_depth_shows(at, models / "colours-mlp" / "laya", example)
+    assert len(charts(at)) == 2  # attribution + readout path (LAYA reads out with its own classifier)
+
+    options = DepthOptions(limit=12, train_limit=30, resamples=20, random_orders=2, refit_steps=3, timing_batch=4)
+    for head in ("laya", "concat"):
+        run_depth(models / "colours-mlp" / head, options)
+    at.sidebar.radio[1].set_value(str(models / "colours-mlp" / "concat")).run()
+    at.toggle(key="depth_use_inspect").set_value(False).run()
+    data = png(Image.new("RGB", (20, 20), (200, 30, 30)))
+    at.file_uploader(key="depth_upload").set_value(("red.png", data, "image/png")).run()
+    assert_depth_shows(at, models / "colours-mlp" / "concat", data)
+    assert not at.info and len(charts(at)) == 2 + 4  # + exit curve, pruning, class-wise attribution, ROC
+    scores = at.main.dataframe[0].value
+    assert "multi-layer Mahalanobis" in list(scores["score"]) and scores["threshold"].notna().all()
+    auroc = at.main.dataframe[-1].value
+    assert list(auroc.columns) == ["score", "misclassification", "OOD: uniform noise", "OOD: gaussian noise"]
+    checkpoint = load_checkpoint(models / "colours-mlp" / "concat")
+    result = input_depth(checkpoint, load_image_tensor(data, 3, 8), DepthFit.load(checkpoint.path))
+    depth = int(result.readouts.depth[0])
+    assert at.main.metric[1].value == (f"{depth} of 3" if depth <= 3 else "only the full head")
+    at.slider(key="depth_threshold").set_value(0.5).run()
+    assert_ok(at)
+    stop = result.exit_layer(0.5)
+    assert at.main.metric[2].label == "Exit at t = 0.5"
+    assert at.main.metric[2].value == (checkpoint.layer_names[stop] if stop < 3 else "full model")
+
+
+def test_inspect_links_its_input_to_the_depth_page(app: AppTest, setting: Path) -> None:
+    examples = example_images(setting / "laya")
+    app.selectbox(key="inspect_example").set_value(examples[2].name).run()
+    app.switch_page("pages/depth.py").run()
+    assert app.toggle(key="depth_use_inspect").value
+    assert_depth_shows(app, setting / "laya", examples[2].read_bytes())

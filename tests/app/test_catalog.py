@@ -1,3 +1,4 @@
+import json
 import shutil
 
 from laya.app.catalog import backbone_label, catalog_table, example_images, find_checkpoints
@@ -48,3 +49,14 @@ def test_paper_settings_come_first_in_their_order_then_other_folders(tiny_models
         shutil.copytree(tiny_models / "colours-mlp" / "laya", tmp_path / folder / "laya")
     folders = [e.path.parent.name for e in find_checkpoints(tmp_path)]
     assert folders == ["fashion-mnist-mlp", "cifar10-vit", "aaa-own-model"]  # the first is the dashboard's default
+
+
+def test_depth_report_adds_compute_saved(tiny_models, tmp_path):
+    copy = tmp_path / "models" / "colours-mlp" / "laya"
+    shutil.copytree(tiny_models / "colours-mlp" / "laya", copy)
+    assert find_checkpoints(tmp_path / "models")[0].compute_saved is None
+    (copy / "depth.json").write_text(json.dumps({"early_exit": {"at_1pt": {"saved": 0.25}}}))
+    [entry] = find_checkpoints(tmp_path / "models")
+    assert entry.compute_saved == 0.25 and catalog_table([entry])["exit saves (≤ 1 pt)"].item() == 0.25
+    (copy / "depth.json").write_text("{broken")
+    assert find_checkpoints(tmp_path / "models")[0].compute_saved is None

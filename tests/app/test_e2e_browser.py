@@ -7,10 +7,12 @@ and saves screenshots to ``test-artifacts/``.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from laya.analysis.depth import DepthOptions, run_depth
 from laya.analysis.explain import explain
 from laya.app.catalog import example_images
 from laya.data.images import load_image_tensor
@@ -28,6 +30,13 @@ from scripts.screenshots import (
 )
 
 pytestmark = pytest.mark.e2e
+
+
+def needs_chromium() -> None:
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
+
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
@@ -63,7 +72,7 @@ def test_dashboard_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
         upload_image(page, image)  # the app keeps working
         expect(values.nth(0)).to_have_text(laya.label)
 
-        for name in ("compare", "classwise", "faithfulness"):
+        for name in ("compare", "classwise", "faithfulness", "depth"):
             open_page(page, name)
             wait_for_charts(page)
             expect(main.locator("h1").first).to_have_text(PAGES[name][1])
@@ -71,3 +80,31 @@ def test_dashboard_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
             full_screenshot(page, ARTIFACTS / f"e2e-{name}.png")
         open_page(page, "inspect")
         wait_for_charts(page, 2)
+
+
+def test_depth_page_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
+    """Depth analytics with a depth report: an upload gives laya's prediction, the global charts render."""
+    needs_chromium()
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    models = tmp_path / "models"
+    shutil.copytree(tiny_models / "colours-mlp", models / "colours-mlp")
+    run_depth(models / "colours-mlp" / "laya", DepthOptions(limit=12, train_limit=30, resamples=20, random_orders=2))
+    image = example_images(models / "colours-mlp" / "laya")[1]
+    checkpoint = load_checkpoint(models / "colours-mlp" / "laya")
+    spec = checkpoint.meta.input
+    laya = explain(checkpoint, load_image_tensor(image, spec.channels, spec.source_size))
+
+    with serve(models, log=ARTIFACTS / "e2e-depth-streamlit.log") as url, browser_page() as page:
+        open_app(page, url)
+        open_page(page, "depth")
+        main = page.locator('[data-testid="stMain"]')
+        main.get_by_text("Use the input from Inspect").first.click()  # switch to this page's own input
+        upload_image(page, image)
+        values = main.locator('[data-testid="stMetricValue"]')
+        expect(values.nth(0)).to_have_text(laya.label)
+        wait_for_charts(page, 6)  # attribution, readout path, early exit, pruning, class-wise attribution, ROC
+        expect(main.get_by_text("Compute saved at").first).to_be_visible()
+        assert main.locator('[data-testid="stException"]').count() == 0
+        full_screenshot(page, ARTIFACTS / "e2e-depth.png")

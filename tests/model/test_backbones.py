@@ -149,3 +149,32 @@ def test_pre_logits_adds_the_networks_own_final_features_last(model: str, size: 
         torch.testing.assert_close(a, b)
     torch.testing.assert_close(with_final[-1], expected)
     assert full.layer_dims[-1] == plain.model.num_features
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        BackboneConfig(name="mlp", in_channels=1, input_size=6, widths=(10, 7, 5)),
+        BackboneConfig(name="cnn", in_channels=3, input_size=16, widths=(4, 6, 8)),
+        BackboneConfig(name="timm", model="test_vit", in_channels=3, input_size=32, model_kwargs={"img_size": 32}),
+        BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=32, indices=2, pre_logits=True),
+        BackboneConfig(
+            name="timm",
+            model="test_efficientnet",
+            in_channels=3,
+            input_size=32,
+            intermediates_kwargs={"extra_blocks": True},
+        ),
+    ],
+    ids=["mlp", "cnn", "vit", "resnet-last2-prelogits", "efficientnet-extra-blocks"],
+)
+def test_forward_to_gives_each_layer_of_the_full_pass(config):
+    torch.manual_seed(0)
+    bb = build_backbone(config).eval()
+    x = torch.randn(2, config.in_channels, config.input_size, config.input_size)
+    with torch.no_grad():
+        full = bb(x)
+        for k, h in enumerate(full):
+            assert torch.allclose(bb.forward_to(x, k), h, atol=1e-5), k
+    with pytest.raises(ValueError, match="layer must be in"):
+        bb.forward_to(x, len(full))

@@ -1,0 +1,543 @@
+"""Depth analytics of a checkpoint: ``python -m laya depth`` and the dashboard's Depth analytics page.
+
+Data flows once: images -> hidden states (once per image set) -> one float64 head pass (logits, layer
+weights, per-layer readouts) -> readouts, logit attribution, early exit, pruning, detection.
+
+What is fitted on the training split (per-layer probes for Concat/LastLayer, Mahalanobis statistics,
+LAYA's class alpha profiles) is stored beside the checkpoint as ``depth_fit.safetensors`` +
+``depth_fit.json`` (never pickled; reused while the checkpoint's weights are unchanged). The results
+go to ``depth.json`` + CSVs beside the checkpoint's report.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from safetensors.torch import load_file
+from torch import Tensor
+
+from laya import __version__
+from laya.analysis.ablation import float64_head
+from laya.analysis.detection import (
+    SCORE_LABELS,
+    Mahalanobis,
+    class_alpha_profile,
+    detection_scores,
+    detection_table,
+    flag_threshold,
+    roc_curve,
+)
+from laya.analysis.evaluate import _json_safe
+from laya.analysis.exits import THRESHOLDS, compute_saved, exit_curve, exit_layers, layer_costs
+from laya.analysis.logit_attribution import LogitAttribution, class_mean_terms, logit_attribution
+from laya.analysis.pruning import pruning_curves, removal_orders
+from laya.analysis.readouts import LayerProbes, Readouts, depth_summary, readout_logits
+from laya.analysis.statistics import bootstrap_cis
+from laya.data.features import cached_hidden_states, hidden_states
+from laya.data.ood import ood_sets
+from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors, read_meta
+
+FIT_FILE = "depth_fit.safetensors"
+FIT_META_FILE = "depth_fit.json"
+DEPTH_FILE = "depth.json"
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class DepthOptions:
+    """How much data, and how many resamples. ``limit``: test inputs (and inputs per OOD set)."""
+
+    limit: int | None = 2000
+    train_limit: int | None = 3000
+    batch_size: int = 256
+    resamples: int = 1000
+    seed: int = 0
+    random_orders: int = 10
+    refit_steps: int = 30
+    timing_batch: int = 64
+    timing_repeats: int = 7
+    thresholds: tuple[float, ...] = THRESHOLDS
+
+
+@dataclass
+class DepthFit:
+    """What depth analytics fit on the training split: probes (Concat/LastLayer), Mahalanobis, alpha profiles."""
+
+    mahalanobis: Mahalanobis
+    probes: LayerProbes | None = None
+    alpha_profile: Tensor | None = None  # (C, L), heads whose layer weights vary per input
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, directory: str | Path) -> None:
+        tensors = self.mahalanobis.to_tensors() | (self.probes.to_tensors() if self.probes else {})
+        if self.alpha_profile is not None:
+            tensors["alpha_profile"] = self.alpha_profile
+        atomic_write_tensors(Path(directory) / FIT_FILE, {k: v.float() for k, v in tensors.items()},
+                             {"format": "laya-depth-fit"})  # fmt: skip
+        atomic_write_json(Path(directory) / FIT_META_FILE, self.info)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> DepthFit | None:
+        """The stored fit, or None if there is none or it belongs to other weights than the checkpoint's."""
+        directory = Path(directory)
+        if not (directory / FIT_FILE).is_file() or not (directory / FIT_META_FILE).is_file():
+            return None
+        info = json.loads((directory / FIT_META_FILE).read_text())
+        if info.get("weights_sha256") != read_meta(directory).get("weights", {}).get("sha256"):
+            return None
+        tensors = {k: v.double() for k, v in load_file(str(directory / FIT_FILE)).items()}
+        return cls(Mahalanobis.from_tensors(tensors), LayerProbes.from_tensors(tensors), tensors.get("alpha_profile"),
+                   info)  # fmt: skip
+
+
+@dataclass
+class HeadPass:
+    """One image set through the head once (float64): ``logits (B, C)``, ``readout_probs (B, L, C)``,
+    ``layer_scores (B, L)`` or None, and the hidden states it came from."""
+
+    logits: Tensor
+    readout_probs: Tensor
+    layer_scores: Tensor | None
+    hidden: list[Tensor]
+
+    @property
+    def readouts(self) -> Readouts:
+        return Readouts(self.readout_probs, self.logits.argmax(-1))
+
+    def scores(self, fit: DepthFit | None) -> dict[str, Tensor]:
+        return detection_scores(self.logits, self.readout_probs, self.hidden, fit.mahalanobis if fit else None,
+                                self.layer_scores, fit.alpha_profile if fit else None)  # fmt: skip
+
+
+def _has_own_readouts(head, hidden: Sequence[Tensor]) -> bool:
+    with torch.inference_mode():
+        return head.readout_logits(head.encode([h[:1] for h in hidden])) is not None
+
+
+@torch.inference_mode()
+def head_pass(
+    checkpoint: Checkpoint, hidden: Sequence[Tensor], probes: LayerProbes | None, batch_size: int = 1024
+) -> HeadPass:
+    """:class:`HeadPass` of ``hidden`` in batches (the backbone does not run)."""
+    head64 = float64_head(checkpoint.model.head)
+    logits, readouts, scores = [], [], []
+    for start in range(0, len(hidden[0]), batch_size):
+        h = [x[start : start + batch_size].double() for x in hidden]
+        out = head64(h)
+        logits.append(out.logits)
+        readouts.append(torch.softmax(readout_logits(checkpoint.model.head, h, probes), -1))
+        scores.append(out.layer_scores)
+    layer_scores = torch.cat(scores) if scores[0] is not None else None
+    return HeadPass(torch.cat(logits), torch.cat(readouts), layer_scores, list(hidden))
+
+
+def fit_depth(checkpoint: Checkpoint, hidden: Sequence[Tensor], labels: Tensor) -> DepthFit:
+    """Fit probes (if the head needs them), Mahalanobis and alpha profiles on training hidden states."""
+    head, C = checkpoint.model.head, len(checkpoint.meta.classes)
+    probes = None if _has_own_readouts(head, hidden) else LayerProbes.fit(hidden, labels, C)
+    passed = head_pass(checkpoint, hidden, probes)
+    alpha = passed.layer_scores
+    varies = alpha is not None and bool(alpha.std(0).max() > 1e-9)
+    readout_acc = passed.readouts.classes == labels.to(passed.logits.device).unsqueeze(1)
+    return DepthFit(
+        Mahalanobis.fit(hidden, labels, C),
+        probes,
+        class_alpha_profile(alpha, passed.logits.argmax(-1), C).cpu() if varies else None,
+        {
+            "weights_sha256": read_meta(checkpoint.path).get("weights", {}).get("sha256"),
+            "n_train": len(labels),
+            "probes": probes is not None,
+            "train_readout_accuracy": readout_acc.double().mean(0).tolist(),
+            "laya_version": __version__,
+        },
+    )
+
+
+def _subset(n: int, limit: int | None, seed: int) -> Tensor:
+    """The first ``limit`` of a seeded permutation (all classes represented), or everything."""
+    if limit is None or limit >= n:
+        return torch.arange(n)
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:limit]
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return frame.to_dict("records")
+
+
+def depth_report(
+    checkpoint: Checkpoint, options: DepthOptions | None = None, progress: Progress | None = None
+) -> tuple[dict[str, Any], DepthFit]:
+    """Every depth analysis of ``checkpoint`` on its test split (see the module docstring)."""
+    options = options or DepthOptions()
+    progress = progress or (lambda fraction, message: None)
+    model, meta, layer_names, classes = checkpoint.model, checkpoint.meta, list(checkpoint.layer_names), list(checkpoint.meta.classes)  # fmt: skip
+    device = next(model.parameters()).device
+    extract = cached_hidden_states if meta.backbone.freeze else hidden_states
+    timing: dict[str, float] = {}
+    started = time.perf_counter()
+
+    def hidden_of(images: Tensor, what: str) -> list[Tensor]:
+        return [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, images, options.batch_size, what)]
+
+    progress(0.0, "training hidden states")
+    train = checkpoint.load_data("train")
+    train = train.subset(_subset(len(train), options.train_limit, options.seed))
+    train_hidden, train_labels = hidden_of(train.images, "train"), train.labels.to(device)
+    fit = DepthFit.load(checkpoint.path)
+    if fit is None or fit.info.get("n_train") != len(train_labels):
+        progress(0.1, "fitting probes and Mahalanobis")
+        fit = fit_depth(checkpoint, train_hidden, train_labels)
+        fit.save(checkpoint.path)
+    timing["fit_s"] = time.perf_counter() - started
+
+    progress(0.2, "test hidden states")
+    test = checkpoint.load_data("test")
+    test = test.subset(_subset(len(test), options.limit, options.seed))
+    labels = test.labels.to(device)
+    passed = head_pass(checkpoint, hidden_of(test.images, "test"), fit.probes)
+    readouts, final = passed.readouts, passed.logits.argmax(-1)
+    correct = (final == labels).double()
+    layer_correct = (readouts.classes == labels.unsqueeze(1)).double().cpu()
+
+    progress(0.3, "logit attribution")
+    attribution = logit_attribution(model.head, passed.hidden)
+
+    progress(0.35, "early exit (timing the truncated backbone)")
+    t = time.perf_counter()
+    x = checkpoint.preprocess(test.images[: options.timing_batch].to(device))
+    cost = layer_costs(model, x, options.timing_repeats)
+    curve = exit_curve(passed.readout_probs, final, labels, cost, options.thresholds, options.resamples, options.seed)
+    full_accuracy = float(correct.mean())
+    timing["exit_s"] = time.perf_counter() - t
+
+    progress(0.45, "pruning")
+    t = time.perf_counter()
+    train_pass = head_pass(checkpoint, train_hidden, fit.probes)
+    orders = removal_orders(model.head, train_hidden, train_pass.layer_scores, options.random_orders, options.seed)
+    pruning = pruning_curves(model.head, (train_hidden, train_labels), (passed.hidden, labels), orders, layer_names,
+                             cost, options.refit_steps, options.resamples, options.seed)  # fmt: skip
+    timing["pruning_s"] = time.perf_counter() - t
+
+    progress(0.65, "detection")
+    t = time.perf_counter()
+    in_scores = passed.scores(fit)
+    tables = [detection_table(in_scores, final != labels, "misclassification", options.resamples, options.seed)]
+    rocs = [roc_curve(s, final != labels).assign(task="misclassification", score=k) for k, s in in_scores.items()]
+    ood_counts = {}
+    for name, images in ood_sets(meta.dataset, meta.input, len(test), options.seed).items():
+        progress(0.7, f"OOD: {name}")
+        ood_scores = head_pass(checkpoint, hidden_of(images, name), fit.probes).scores(fit)
+        task = f"OOD: {name}"
+        both = {k: torch.cat([in_scores[k].cpu(), ood_scores[k].cpu()]) for k in in_scores}
+        positive = torch.cat([torch.zeros(len(test), dtype=torch.bool), torch.ones(len(images), dtype=torch.bool)])
+        tables.append(detection_table(both, positive, task, options.resamples, options.seed))
+        rocs += [roc_curve(s, positive).assign(task=task, score=k) for k, s in both.items()]
+        ood_counts[task] = len(images)
+    detection = pd.concat(tables, ignore_index=True)
+    timing["detection_s"] = time.perf_counter() - t
+    timing["total_s"] = time.perf_counter() - started
+
+    progress(0.95, "summaries")
+    readout_cis = bootstrap_cis(layer_correct, resamples=options.resamples, seed=options.seed)
+    report = {
+        "laya_version": __version__,
+        "checkpoint": {
+            "path": str(checkpoint.path),
+            "head": meta.head.name,
+            "dataset": meta.dataset,
+            "backbone": meta.backbone.model or meta.backbone.name,
+            "seed": meta.seed,
+        },
+        "options": {k: v for k, v in asdict(options).items() if k != "thresholds"},
+        "command": (
+            f"python -m laya depth --checkpoint {checkpoint.path} "
+            f"--train-limit {options.train_limit} --limit {options.limit}"
+        ),
+        "n_test": len(test),
+        "n_train": len(train_labels),
+        "classes": classes,
+        "layer_names": layer_names,
+        "accuracy": full_accuracy,
+        "readout_source": "linear probes (training split)" if fit.probes is not None else "the head's classifier",
+        "readout_accuracy": [ci.to_dict() for ci in readout_cis],
+        "prediction_depth": _records(depth_summary(readouts, labels, classes, options.resamples, options.seed)),
+        "logit_attribution": _records(class_mean_terms(attribution, final, classes, layer_names)),
+        "early_exit": {
+            "layer_cost_s": cost.tolist(),
+            "device": str(device),
+            "torch_threads": torch.get_num_threads(),
+            "timing_batch": len(x),
+            "curve": _records(curve),
+            "at_1pt": compute_saved(curve, full_accuracy),
+        },
+        "pruning": _records(pruning),
+        "detection": {
+            "table": _records(detection),
+            "ood_sets": ood_counts,
+            "flag_rate": 0.05,
+            "flag_thresholds": {k: flag_threshold(v) for k, v in in_scores.items()},
+            "roc": _records(_thin(pd.concat(rocs, ignore_index=True))),
+        },
+        "timing": timing,
+    }
+    progress(1.0, "done")
+    return _json_safe(report), fit
+
+
+def _thin(roc: pd.DataFrame, points: int = 200) -> pd.DataFrame:
+    """At most ``points`` points per ROC curve (evenly spaced along it, ends kept) for the report."""
+    parts = []
+    for _, curve in roc.groupby(["task", "score"], sort=False):
+        step = max(1, len(curve) // points)
+        parts.append(pd.concat([curve.iloc[::step], curve.iloc[-1:]]).drop_duplicates())
+    return pd.concat(parts, ignore_index=True)
+
+
+@dataclass
+class DepthReport:
+    """A parsed ``depth.json`` with DataFrame views (what the CSVs hold)."""
+
+    data: dict[str, Any]
+
+    @classmethod
+    def load(cls, directory: str | Path) -> DepthReport | None:
+        path = Path(directory) / DEPTH_FILE
+        return cls(json.loads(path.read_text())) if path.is_file() else None
+
+    def table(self, key: str) -> pd.DataFrame:
+        """``prediction_depth``, ``logit_attribution``, ``pruning``, ``exit_curve``, ``detection``, ``roc``
+        or ``readout_accuracy``."""
+        data = self.data
+        if key == "exit_curve":
+            return pd.DataFrame(data["early_exit"]["curve"])
+        if key in ("detection", "roc"):
+            return pd.DataFrame(data["detection"]["table" if key == "detection" else "roc"])
+        if key == "readout_accuracy":
+            return pd.DataFrame(data[key]).assign(layer=data["layer_names"])
+        return pd.DataFrame(data[key])
+
+    def auroc_table(self) -> pd.DataFrame:
+        """Score x task: ``AUROC [95 % CI]`` strings, with ``*`` where the paired bootstrap against max
+        softmax finds a difference (``+`` better, ``−`` worse)."""
+        table = self.table("detection")
+
+        def cell(row: pd.Series) -> str:
+            mark = ""
+            if isinstance(row.get("verdict"), str) and "tie" not in row["verdict"]:
+                mark = " (+)" if row["vs_msp"] > 0 else " (−)"
+            return f"{row['auroc']:.3f} [{row['auroc_low']:.3f}, {row['auroc_high']:.3f}]{mark}"
+
+        table = table.assign(cell=table.apply(cell, axis=1))
+        wide = table.pivot(index="label", columns="task", values="cell")
+        order = list(dict.fromkeys(table["label"]))
+        return wide.reindex(order)[list(dict.fromkeys(table["task"]))].reset_index().rename(columns={"label": "score"})
+
+    @property
+    def exit_threshold(self) -> float | None:
+        """The cheapest threshold within 1 point of full accuracy (None if none qualifies)."""
+        value = self.data["early_exit"]["at_1pt"]["threshold"]
+        return None if value is None else float(value)
+
+
+def _ci(estimate: float | None, low: float | None, high: float | None, spec: str = ".3f") -> str:
+    if estimate is None:
+        return "–"
+    return f"{estimate:{spec}} [{low:{spec}}, {high:{spec}}]" if low is not None else f"{estimate:{spec}}"
+
+
+def _column(task: str) -> str:
+    """README column of a detection task: the other dataset's OOD tasks share one."""
+    return "OOD: other dataset" if task.startswith("OOD:") and "noise" not in task else task
+
+
+def depth_card(directories: Sequence[str | Path]) -> str:
+    """Markdown tables over the checkpoints in ``directories`` that have a ``depth.json``: prediction depth
+    and overthinking, early exit, pruning, and detection AUROC (MSP vs the best depth signal)."""
+    reports = [(Path(d), DepthReport.load(d)) for d in directories]
+    reports = [(d, r) for d, r in reports if r is not None]
+    names = [f"{d.parent.name} | {d.name}" for d, _ in reports]
+    lines = [("| setting | head | test / train inputs | accuracy | prediction depth (of L) | overthinking rate "
+              "| overthought errors | compute saved at <= 1 pt (t, accuracy, mean depth) |"), "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, (_, r) in zip(names, reports):
+        overall = r.table("prediction_depth").set_index("class").loc["all"]
+        saved = r.data["early_exit"]["at_1pt"]
+        lines.append(
+            f"| {name} | {r.data['n_test']} / {r.data['n_train']} | {r.data['accuracy']:.3f} | "
+            f"{_ci(overall['prediction_depth'], overall['prediction_depth_low'], overall['prediction_depth_high'], '.2f')} "
+            f"(L = {len(r.data['layer_names'])}) | "
+            f"{_ci(overall['overthinking_rate'], overall['overthinking_rate_low'], overall['overthinking_rate_high'])} | "
+            f"{_ci(overall['overthought_errors'], overall['overthought_errors_low'], overall['overthought_errors_high'], '.2f')} | "
+            f"{saved['saved']:.1%} (t = {saved['threshold']}, {saved['accuracy']:.3f}, depth {saved['mean_depth']:.2f}) |"
+        )
+    lines += ["", ("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit). Truncation: the "
+              "largest measured backbone speed-up from dropping the deepest layers within 1 point of full accuracy "
+              "(the better of pruned and re-fit), else that of dropping only the last layer."), "", ("| setting | head | layers kept | head weight | LOO drop | random (mean of orders) "
+              "| truncation speed-up (criterion, accuracy) |"), "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, (_, r) in zip(names, reports):
+        table = r.table("pruning")
+        kept = max(1, len(r.data["layer_names"]) // 2)
+        half = table[table["layers_kept"] == kept].set_index("criterion")
+        cells = [f"{half.loc[c, 'accuracy']:.3f} / {half.loc[c, 'refit_accuracy']:.3f}" if c in half.index else "–"
+                 for c in ("head weight", "LOO drop", "random")]  # fmt: skip
+        fast = table[table["speedup"].notna()].assign(best=lambda t: t[["accuracy", "refit_accuracy"]].max(axis=1))
+        ok = fast[fast["best"] >= r.data["accuracy"] - 0.01]
+        pick = (
+            ok.loc[ok["speedup"].idxmax()] if len(ok) else (fast.loc[fast["speedup"].idxmin()] if len(fast) else None)
+        )
+        speed = "–" if pick is None else f"{pick['speedup']:.2f}× ({pick['criterion']}, {pick['best']:.3f})"
+        lines.append(f"| {name} | {kept} of {len(r.data['layer_names'])} | {' | '.join(cells)} | {speed} |")
+    tasks = list(dict.fromkeys(_column(t) for _, r in reports for t in r.table("detection")["task"]))
+    lines += ["", ("Detection AUROC [95 % CI]: max softmax (MSP) and the best depth signal (α-div: α divergence, "
+              "disagree: readout disagreement, depth: prediction depth, Maha: multi-layer Mahalanobis); (+)/(−)/tie "
+              "and 'above MSP': paired bootstrap of the AUROC difference against MSP (95 % CI excludes 0). OOD, other "
+              "dataset: CIFAR-10 test images (grey, 28 px) for Fashion-MNIST models, Fashion-MNIST test images "
+              "(RGB, 32 px) for CIFAR-10 models."), "", "| setting | head | " + " | ".join(tasks) + " |",
+              "|---|---|" + "---|" * len(tasks)]  # fmt: skip
+    for name, (_, r) in zip(names, reports):
+        table = r.table("detection")
+        cells = []
+        for task in tasks:
+            rows = table[table["task"].map(_column) == task].set_index("score")
+            if rows.empty or rows["auroc"].isna().all():  # e.g. no errors to detect
+                cells.append("–")
+                continue
+            msp = rows.loc["msp"]
+            depth_rows = rows.drop(index=["msp", "energy"], errors="ignore")
+            best = depth_rows.loc[depth_rows["auroc"].idxmax()]
+            mark = "tie" if "tie" in str(best["verdict"]) else ("+" if best["vs_msp"] > 0 else "−")
+            better = [SHORT[k] for k, v in depth_rows.iterrows() if "tie" not in str(v["verdict"]) and v["vs_msp"] > 0]
+            cells.append(
+                f"MSP {_ci(msp['auroc'], msp['auroc_low'], msp['auroc_high'], '.2f')}; best {SHORT[best.name]} "
+                f"{_ci(best['auroc'], best['auroc_low'], best['auroc_high'], '.2f')} ({mark}); "
+                f"above MSP: {', '.join(better) or 'none'}"
+            )
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+SHORT = {"alpha_divergence": "α-div", "readout_disagreement": "disagree", "prediction_depth": "depth",
+         "mahalanobis": "Maha", "energy": "energy", "msp": "MSP"}  # fmt: skip
+CARD_START, CARD_END = "<!-- depth-card:start -->", "<!-- depth-card:end -->"
+
+
+def update_depth_card(readme: str | Path, models: str | Path) -> Path:
+    """Rewrite the tables between the depth-card markers of ``readme`` from ``models/*/*/depth.json``."""
+    path = Path(readme)
+    text = path.read_text()
+    if CARD_START not in text or CARD_END not in text:
+        raise ValueError(f"{path} has no {CARD_START} ... {CARD_END} markers")
+    head, rest = text.split(CARD_START, 1)
+    card = depth_card(sorted(p.parent for p in Path(models).glob("*/*/depth.json")))
+    path.write_text(f"{head}{CARD_START}\n{card}{CARD_END}{rest.split(CARD_END, 1)[1]}")
+    return path
+
+
+CSV_TABLES = ("prediction_depth", "readout_accuracy", "logit_attribution", "exit_curve", "pruning", "detection", "roc")
+
+
+def write_depth(report: dict[str, Any], out: str | Path) -> Path:
+    """Write ``depth.json`` and one ``depth_<table>.csv`` per table to ``out``."""
+    out = Path(out)
+    atomic_write_json(out / DEPTH_FILE, report)
+    view = DepthReport(report)
+    for key in CSV_TABLES:
+        view.table(key).to_csv(out / f"depth_{key}.csv", index=False)
+    return out
+
+
+def run_depth(
+    checkpoint: Checkpoint | str | Path,
+    options: DepthOptions | None = None,
+    progress: Progress | None = None,
+    out: str | Path | None = None,
+) -> dict[str, Any]:
+    """Analyse a checkpoint (or the one at a path) and write ``depth.json`` + CSVs to ``out`` (default: beside it)."""
+    from laya.model.checkpoint import load_checkpoint
+
+    if not isinstance(checkpoint, Checkpoint):
+        checkpoint = load_checkpoint(checkpoint)
+    report, _ = depth_report(checkpoint, options, progress)
+    write_depth(report, out or checkpoint.path)
+    return report
+
+
+@dataclass
+class InputDepth:
+    """Depth analytics of one input: logit attribution, readouts (None without probes), detection scores."""
+
+    attribution: LogitAttribution
+    readouts: Readouts | None
+    scores: dict[str, float]
+
+    @property
+    def prediction(self) -> int:
+        return int(self.attribution.logits[0].argmax())
+
+    def exit_layer(self, threshold: float) -> int | None:
+        """0-based layer where the exit policy stops this input (``L`` = runs the full model); None without readouts."""
+        if self.readouts is None:
+            return None
+        return int(exit_layers(self.readouts.confidence, torch.tensor([threshold]))[0, 0])
+
+    def score_table(self, thresholds: dict[str, float] | None = None) -> pd.DataFrame:
+        """``score, value, threshold, flagged``: flagged where the value exceeds the threshold (the in-distribution
+        95th percentile from ``depth.json``)."""
+        thresholds = thresholds or {}
+        return pd.DataFrame(
+            [
+                {
+                    "score": SCORE_LABELS[k],
+                    "value": v,
+                    "threshold": thresholds.get(k),
+                    "flagged": bool(thresholds.get(k) is not None and v > thresholds[k]),
+                }
+                for k, v in self.scores.items()
+            ]
+        )
+
+
+@torch.inference_mode()
+def input_depth(checkpoint: Checkpoint, image: Tensor, fit: DepthFit | None) -> InputDepth:
+    """``image``: ``uint8 (C, S, S)``; one backbone pass, then every per-input analysis."""
+    device = next(checkpoint.model.parameters()).device
+    hidden = checkpoint.model.backbone(checkpoint.preprocess(image.unsqueeze(0).to(device)))
+    has_readouts = fit is not None or _has_own_readouts(checkpoint.model.head, hidden)
+    probes = fit.probes if fit else None
+    if has_readouts:
+        passed = head_pass(checkpoint, hidden, probes)
+        scores = passed.scores(fit)
+        readouts = passed.readouts
+    else:
+        out = float64_head(checkpoint.model.head)([h.double() for h in hidden])
+        scores, readouts = detection_scores(out.logits), None
+    return InputDepth(
+        logit_attribution(checkpoint.model.head, hidden), readouts, {k: float(v[0]) for k, v in scores.items()}
+    )
+
+
+__all__ = [
+    "CSV_TABLES",
+    "DEPTH_FILE",
+    "FIT_FILE",
+    "FIT_META_FILE",
+    "DepthFit",
+    "DepthOptions",
+    "DepthReport",
+    "HeadPass",
+    "InputDepth",
+    "depth_card",
+    "depth_report",
+    "fit_depth",
+    "head_pass",
+    "input_depth",
+    "run_depth",
+    "update_depth_card",
+    "write_depth",
+]

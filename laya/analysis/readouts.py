@@ -1,0 +1,203 @@
+"""Per-layer readouts: what each layer alone would predict, prediction depth and overthinking.
+
+* LAYA / ScalarMix: the head's own classifier on each adapted layer, ``W (gamma z_i) + b``
+  (``LayerHead.readout_logits``: the logits when all the weight sits on layer i).
+* Concat / LastLayer: a linear probe per layer (multinomial logistic regression, :func:`fit_linear`)
+  trained on hidden states of the training split; stored beside the checkpoint (see
+  :mod:`laya.analysis.depth`).
+
+Per input, with readout classes ``r_1..r_L`` and the head's final prediction ``y_hat``:
+
+* **prediction depth** (Baldock et al. 2021): the first layer ``k`` (1-based) with ``r_j = y_hat`` for
+  every ``j >= k``; ``L + 1`` when even the last readout disagrees (only the full head gives ``y_hat``).
+* **overthinking** (Kaya et al. 2019, Shallow-Deep Networks): some readout is right, ``y_hat`` is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from laya.analysis.ablation import float64_head
+from laya.analysis.statistics import bootstrap_ci
+from laya.model.heads import LayerHead
+
+
+@torch.enable_grad()
+def fit_linear(
+    features: Tensor, labels: Tensor, num_classes: int, weight_decay: float = 1e-4, steps: int = 100
+) -> tuple[Tensor, Tensor]:
+    """Multinomial logistic regression on ``features (N, D)``: ``(W (C, D), b (C,))`` with
+    ``logits = features @ W.T + b``. Standardised inputs, L2 penalty, full-batch L-BFGS (seconds)."""
+    if features.ndim != 2 or len(features) != len(labels) or len(features) == 0:
+        raise ValueError(
+            f"need features (N, D) and labels (N,), N > 0; got {tuple(features.shape)}, {tuple(labels.shape)}"
+        )
+    x = features.detach().float()
+    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
+    x = (x - mean) / std
+    w = torch.zeros(num_classes, x.shape[1], device=x.device, requires_grad=True)
+    b = torch.zeros(num_classes, device=x.device, requires_grad=True)
+    optimizer = torch.optim.LBFGS([w, b], max_iter=steps, line_search_fn="strong_wolfe")
+    y = labels.to(x.device)
+
+    def closure() -> Tensor:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(x @ w.T + b, y) + weight_decay * (w**2).sum()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    weight = (w / std).detach()  # fold the standardisation back into the weights
+    return weight, (b - weight @ mean).detach()
+
+
+@dataclass
+class LayerProbes:
+    """One linear probe per layer: ``weights[i]`` ``(C, d_i)``, ``biases`` ``(L, C)``."""
+
+    weights: list[Tensor]
+    biases: Tensor
+
+    @classmethod
+    def fit(cls, hidden: Sequence[Tensor], labels: Tensor, num_classes: int) -> LayerProbes:
+        fitted = [fit_linear(h, labels, num_classes) for h in hidden]
+        return cls([w for w, _ in fitted], torch.stack([b for _, b in fitted]))
+
+    def logits(self, hidden: Sequence[Tensor]) -> Tensor:
+        """``(B, L, C)`` float64."""
+        if len(hidden) != len(self.weights):
+            raise ValueError(f"probes for {len(self.weights)} layers, got {len(hidden)} hidden tensors")
+        return torch.stack(
+            [h.double() @ w.to(h.device, torch.float64).T + b.to(h.device, torch.float64)
+             for h, w, b in zip(hidden, self.weights, self.biases)],
+            dim=1,
+        )  # fmt: skip
+
+    def to_tensors(self) -> dict[str, Tensor]:
+        return {f"probe_weight_{i}": w for i, w in enumerate(self.weights)} | {"probe_bias": self.biases}
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, Tensor]) -> LayerProbes | None:
+        if "probe_bias" not in tensors:
+            return None
+        L = tensors["probe_bias"].shape[0]
+        return cls([tensors[f"probe_weight_{i}"] for i in range(L)], tensors["probe_bias"])
+
+
+@torch.inference_mode()
+def readout_logits(head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None) -> Tensor:
+    """Each layer's own logits ``(B, L, C)`` (float64): the head's classifier where it has a shared one,
+    else ``probes``.
+
+    Raises:
+        ValueError: the head needs probes and none were given.
+    """
+    head64 = float64_head(head)
+    own = head64.readout_logits(head64.encode([h.double() for h in hidden]))
+    if own is not None:
+        return own
+    if probes is None:
+        raise ValueError(
+            f"{type(head).__name__} has no shared classifier: its per-layer readouts need linear probes "
+            "(run `python -m laya depth --checkpoint DIR` to fit them)"
+        )
+    return probes.logits(hidden)
+
+
+def prediction_depth(readout_classes: Tensor, final: Tensor) -> Tensor:
+    """``(B,)`` 1-based first layer from which every deeper readout equals ``final``; ``L + 1`` if none."""
+    agree = readout_classes == final.unsqueeze(1)  # (B, L)
+    trailing = agree.flip(1).long().cumprod(1).sum(1)  # agreeing readouts at the end
+    return readout_classes.shape[1] - trailing + 1
+
+
+def overthinking(readout_classes: Tensor, final: Tensor, labels: Tensor) -> Tensor:
+    """``(B,)`` True where some layer's readout is right and the final prediction is wrong."""
+    return (readout_classes == labels.unsqueeze(1)).any(1) & (final != labels)
+
+
+@dataclass
+class Readouts:
+    """Readouts of a batch: ``probs`` ``(B, L, C)``, ``final`` ``(B,)`` the head's prediction."""
+
+    probs: Tensor
+    final: Tensor
+
+    @classmethod
+    def of(cls, readout: Tensor, final: Tensor) -> Readouts:
+        return cls(torch.softmax(readout, dim=-1), final)
+
+    @property
+    def classes(self) -> Tensor:
+        return self.probs.argmax(-1)
+
+    @property
+    def confidence(self) -> Tensor:
+        return self.probs.amax(-1)
+
+    @property
+    def depth(self) -> Tensor:
+        return prediction_depth(self.classes, self.final)
+
+    @property
+    def disagreement(self) -> Tensor:
+        """``(B,)`` fraction of layers whose readout differs from the final prediction."""
+        return (self.classes != self.final.unsqueeze(1)).double().mean(1)
+
+    def path(self, index: int, classes: Sequence[str], layer_names: Sequence[str]) -> pd.DataFrame:
+        """One input's readout path: ``layer, layer_index, class, confidence, agrees``."""
+        pred, conf = self.classes[index].tolist(), self.confidence[index].tolist()
+        final = int(self.final[index])
+        return pd.DataFrame(
+            {
+                "layer": list(layer_names),
+                "layer_index": range(1, len(layer_names) + 1),
+                "class": [classes[c] for c in pred],
+                "confidence": conf,
+                "agrees": [c == final for c in pred],
+            }
+        )
+
+
+def depth_summary(
+    readouts: Readouts, labels: Tensor, classes: Sequence[str], resamples: int = 1000, seed: int = 0
+) -> pd.DataFrame:
+    """Per true class and overall (``class = "all"``): mean prediction depth, overthinking rate (of all
+    inputs) and share of errors that are overthought, each with a 95 % bootstrap CI over inputs."""
+    depth, over = readouts.depth.double().cpu(), overthinking(readouts.classes, readouts.final, labels).double().cpu()
+    wrong = (readouts.final != labels).cpu()
+    labels = labels.cpu()
+    rows = []
+    for c, name in [(None, "all"), *enumerate(classes)]:
+        chosen = torch.ones_like(labels, dtype=torch.bool) if c is None else labels == c
+        if not chosen.any():
+            continue
+        d = bootstrap_ci(depth[chosen], resamples=resamples, seed=seed)
+        o = bootstrap_ci(over[chosen], resamples=resamples, seed=seed)
+        errors = chosen & wrong
+        e = bootstrap_ci(over[errors], resamples=resamples, seed=seed) if errors.any() else None
+        rows.append({
+            "class": name, "n": int(chosen.sum()), "errors": int(errors.sum()),
+            "prediction_depth": d.estimate, "prediction_depth_low": d.low, "prediction_depth_high": d.high,
+            "overthinking_rate": o.estimate, "overthinking_rate_low": o.low, "overthinking_rate_high": o.high,
+            "overthought_errors": e.estimate if e else float("nan"),
+            "overthought_errors_low": e.low if e else float("nan"),
+            "overthought_errors_high": e.high if e else float("nan"),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+__all__ = [
+    "LayerProbes",
+    "Readouts",
+    "depth_summary",
+    "fit_linear",
+    "overthinking",
+    "prediction_depth",
+    "readout_logits",
+]

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Depth analytics (python -m laya depth) for every bundled checkpoint whose depth.json is older than its
+# weights, then the README's depth tables. Usage: scripts/depth_all.sh [MODELS_DIR] [extra flags for laya depth]
+set -euo pipefail
+models=${1:-models}
+shift || true
+python=${PYTHON:-python}
+for dir in "$models"/*/*/; do
+  dir=${dir%/}
+  [ -f "$dir/model.json" ] || continue
+  if [ -f "$dir/depth.json" ] && [ "$dir/depth.json" -nt "$dir/model.safetensors" ]; then
+    echo "skip $dir (depth.json is up to date)"
+    continue
+  fi
+  echo "== $dir"
+  "$python" -m laya --threads 1 depth --checkpoint "$dir" --train-limit 3000 --limit 2000 "$@"
+done
+"$python" -c "from laya.analysis.depth import update_depth_card; update_depth_card('README.md', '$models')"

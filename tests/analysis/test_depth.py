@@ -1,0 +1,82 @@
+"""Depth analytics end to end on the tiny bundled models (ImageFolder data: the OOD sets are noise)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from laya.analysis.depth import (
+    CSV_TABLES,
+    DEPTH_FILE,
+    FIT_FILE,
+    DepthFit,
+    DepthOptions,
+    DepthReport,
+    depth_card,
+    depth_report,
+    input_depth,
+    write_depth,
+)
+from laya.cli import main
+from laya.model.checkpoint import load_checkpoint
+
+OPTIONS = DepthOptions(
+    limit=12, train_limit=30, resamples=20, random_orders=2, refit_steps=3, timing_repeats=1, timing_batch=4
+)
+
+
+@pytest.fixture(scope="module", params=["laya", "concat"])
+def analysed(request, tiny_models: Path, tmp_path_factory):
+    checkpoint = load_checkpoint(tiny_models / "colours-mlp" / request.param)
+    report, fit = depth_report(checkpoint, OPTIONS)
+    out = write_depth(report, tmp_path_factory.mktemp("depth"))
+    return checkpoint, report, fit, out
+
+
+def test_report_holds_every_analysis_and_the_fit_is_stored(analysed):
+    checkpoint, report, fit, out = analysed
+    assert report["n_test"] == 12 and report["n_train"] == 30
+    assert (fit.probes is not None) == (checkpoint.meta.head.name == "concat")
+    assert (fit.alpha_profile is not None) == (checkpoint.meta.head.name == "laya")
+    stored = DepthFit.load(checkpoint.path)
+    assert (checkpoint.path / FIT_FILE).is_file() and stored.info["n_train"] == 30
+    view = DepthReport.load(out)
+    assert (out / DEPTH_FILE).is_file() and all((out / f"depth_{k}.csv").is_file() for k in CSV_TABLES)
+    overall = view.table("prediction_depth").set_index("class").loc["all"]
+    assert 1 <= overall["prediction_depth"] <= 4 and overall["n"] == 12
+    curve = view.table("exit_curve")
+    assert curve["cost"].iloc[-1] == pytest.approx(1.0) and curve["accuracy"].iloc[-1] == pytest.approx(
+        report["accuracy"]
+    )
+    detection = view.table("detection")
+    assert set(detection["task"]) == {"misclassification", "OOD: uniform noise", "OOD: gaussian noise"}
+    assert len(report["early_exit"]["layer_cost_s"]) == 4
+    pruning = view.table("pruning")
+    assert (pruning.loc[pruning["layers_kept"] == 3, "accuracy"] == report["accuracy"]).all()
+
+
+def test_input_depth_matches_the_model(analysed):
+    checkpoint, _, fit, _ = analysed
+    image = checkpoint.load_data("test").images[0]
+    result = input_depth(checkpoint, image, fit)
+    with torch.no_grad():
+        logits = checkpoint.model(checkpoint.preprocess(image.unsqueeze(0))).logits.double()
+    assert (result.attribution.logits - logits).abs().max() < 1e-5
+    assert result.readouts.probs.shape == (1, 3, 3) and set(result.scores) >= {"msp", "mahalanobis"}
+    bare = input_depth(checkpoint, image, None)  # no fit: what the head alone allows
+    assert (bare.readouts is None) == (checkpoint.meta.head.name == "concat") and "mahalanobis" not in bare.scores
+
+
+def test_depth_card_tables(analysed):
+    _, report, _, out = analysed
+    card = depth_card([out])
+    assert sum(line.startswith("| ") for line in card.splitlines()) == 3 + 3  # header + one row per table
+    assert f"| {report['accuracy']:.3f} |" in card and "OOD: uniform noise" in card
+
+
+def test_cli_writes_the_report_and_refuses_a_missing_checkpoint(tiny_models: Path, tmp_path: Path, capsys):
+    args = ["depth", "--checkpoint", str(tiny_models / "colours-mlp" / "scalarmix"), "--limit", "12"]
+    assert main([*args, "--train-limit", "30", "--resamples", "20", "--out", str(tmp_path)]) == 0
+    assert DepthReport.load(tmp_path).data["n_test"] == 12 and "prediction depth" in capsys.readouterr().out
+    assert main(["depth", "--checkpoint", str(tmp_path / "nothing")]) == 2
+    assert "no LAYA checkpoint" in capsys.readouterr().err

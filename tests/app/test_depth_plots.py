@@ -1,0 +1,50 @@
+import numpy as np
+import pandas as pd
+import torch
+
+from laya.analysis.logit_attribution import class_mean_terms, logit_attribution, top_class_table
+from laya.analysis.readouts import Readouts
+from laya.app import depth_plots
+from tests.model.test_heads import hidden, make
+
+CLASSES, LAYERS = ["a", "b", "c", "d"], ["x", "y", "z"]
+
+
+def test_attribution_bars_stack_to_the_logits_and_class_heatmap():
+    head, h = make("laya"), hidden(batch=4)
+    attribution = logit_attribution(head, h)
+    fig = depth_plots.attribution_figure(top_class_table(attribution, 1, CLASSES, LAYERS, k=2))
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name for t in bars] == [*LAYERS, "bias"]
+    assert np.allclose(sum(np.array(t.y) for t in bars), fig.data[-1].y)
+    assert np.isclose(fig.data[-1].y[0], float(attribution.logits[1].max()))
+    heat = depth_plots.class_terms_figure(class_mean_terms(attribution, attribution.logits.argmax(-1), CLASSES, LAYERS))
+    assert heat.data[0].z.shape == (4, 3)
+
+
+def test_readout_path_marks_disagreement_depth_and_exit():
+    probs = torch.tensor([[[0.9, 0.1], [0.3, 0.7], [0.2, 0.8]]]).double()
+    path = Readouts(probs, torch.tensor([1])).path(0, ["a", "b"], LAYERS)
+    fig = depth_plots.readout_path_figure(path, depth=2, exit_layer=1)
+    assert list(fig.data[0].marker.color) == [
+        depth_plots.DISAGREE_COLOR,
+        depth_plots.AGREE_COLOR,
+        depth_plots.AGREE_COLOR,
+    ]
+    assert fig.layout.shapes[0].x0 == 0.5 and fig.data[1].x == ("y",)
+
+
+def test_curves():
+    curve = pd.DataFrame({"threshold": [0.5, 1.01], "accuracy": [0.8, 0.9], "accuracy_low": [0.7, 0.85],
+                          "accuracy_high": [0.85, 0.95], "mean_depth": [1.2, 3.0], "cost": [0.3, 1.0]})  # fmt: skip
+    fig = depth_plots.exit_curve_figure(curve, 0.9)
+    assert list(fig.data[0].x) == [0.3, 1.0] and np.allclose(fig.data[0].error_y.array, [0.05, 0.05])
+    pruning = pd.DataFrame({"criterion": ["LOO drop"] * 2, "layers_kept": [2, 1], "accuracy": [0.9, 0.5],
+                            "accuracy_low": [0.8, 0.4], "accuracy_high": [1.0, 0.6], "refit_accuracy": [0.9, 0.7],
+                            "refit_low": [0.8, 0.6], "refit_high": [1.0, 0.8]})  # fmt: skip
+    fig = depth_plots.pruning_figure(pruning)
+    assert [t.name for t in fig.data] == ["LOO drop", "LOO drop (re-fit)"] and list(fig.data[1].y) == [0.9, 0.7]
+    roc = pd.DataFrame({"task": ["t"] * 4, "score": ["msp", "msp", "energy", "energy"], "fpr": [0, 1, 0, 1],
+                        "tpr": [0, 1, 0.5, 1]})  # fmt: skip
+    fig = depth_plots.roc_figure(roc, "t")
+    assert [t.name for t in fig.data[:2]] == ["max softmax (baseline)", "energy"] and list(fig.data[1].y) == [0.5, 1]

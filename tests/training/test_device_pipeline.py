@@ -34,9 +34,17 @@ def test_train_checkpoint_evaluate_explain_on_device(device, image_folder, tmp_p
     assert report["accuracy"] == on_cpu["accuracy"] == pytest.approx(loaded[device].meta.metrics["test_accuracy"])
     assert report["timing"]["n"] == len(test)
     for mode in report["modes"]:
-        for method in report["methods"]:
-            a, b = report["faithfulness"][mode][method], on_cpu["faithfulness"][mode][method]
-            assert a["n_valid"] == b["n_valid"] and a["spearman_mean"] == pytest.approx(b["spearman_mean"], abs=1e-4)
+        for reduction in report["reductions"]:
+            for method in report["methods"]:
+                a, b = (r["faithfulness"][mode][reduction][method] for r in (report, on_cpu))
+                assert (a["n_testable"], a["n_spearman"], a["status"]) == (
+                    b["n_testable"],
+                    b["n_spearman"],
+                    b["status"],
+                )
+                for metric in ("spearman", "top1", "deletion_at_1"):
+                    if a[metric] is not None:
+                        assert a[metric]["estimate"] == pytest.approx(b[metric]["estimate"], abs=1e-4)
     e, e_cpu = explain(loaded[device], test.image(0)), explain(loaded["cpu"], test.image(0))
     assert e.probs.device.type == e.drops.device.type == "cpu"  # handed over on the CPU whatever the device
     assert e.prediction == e_cpu.prediction and torch.allclose(e.probs, e_cpu.probs, atol=1e-5)
@@ -53,15 +61,16 @@ def test_bf16_autocast_trains_and_evaluates(image_folder, tmp_path):
     half = evaluate(ck, test, EvalOptions(ig_steps=4, precision="bf16"))
     full = evaluate(ck, test, EvalOptions(ig_steps=4))
     assert half["accuracy"] == pytest.approx(full["accuracy"], abs=1 / len(test))
-    entry = half["faithfulness"]["zero"]["laya_alpha"]
-    assert entry["n_valid"] + entry["n_excluded"] == len(test) and -1 <= entry["spearman_mean"] <= 1
+    entry = half["faithfulness"]["zero"]["signed"]["laya_alpha"]
+    assert entry["n"] == len(test) and entry["n_spearman"] <= len(test)
+    assert entry["spearman"] is None or -1 <= entry["spearman"]["estimate"] <= 1
 
 
 def test_unavailable_device_is_a_clear_error(image_folder, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="CUDA is not available"):
         train(tiny_config(image_folder, tmp_path / "x", device="cuda"))
-    with pytest.raises(ValueError, match="precision must be one of"):
+    with pytest.raises(ValueError, match="precision = 'fp16': must be one of"):
         TrainConfig.from_dict({"precision": "fp16"})
 
 

@@ -34,7 +34,7 @@ from laya.analysis.faithfulness import (
     per_input_metrics,
 )
 from laya.analysis.profiles import class_layer_profile, layer_profile
-from laya.analysis.statistics import Interval, bootstrap_distribution, mean_intervals, paired_mean_differences
+from laya.analysis.statistics import Interval, bootstrap_ci, mean_intervals, paired_mean_differences
 from laya.data.datasets import Images, batch_indices
 from laya.data.features import cached_hidden_states, iter_hidden_states
 from laya.model.checkpoint import Checkpoint
@@ -208,10 +208,7 @@ def macro_f1_interval(labels: Tensor, predictions: Tensor, classes: int, resampl
         present = (support > 0).double()
         return (f1 * present).sum(1) / present.sum(1)
 
-    estimate = float(statistic(cells.unsqueeze(0))[0])
-    dist = bootstrap_distribution(cells, statistic, resamples, seed).double().numpy()
-    low, high = np.quantile(dist, [0.025, 0.975])
-    return Interval(estimate, float(low), float(high))
+    return bootstrap_ci(cells, statistic, resamples, seed)
 
 
 def build_report(

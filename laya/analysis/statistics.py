@@ -154,9 +154,7 @@ def bootstrap_ci(
 
     ``statistic`` maps ``(R, n, ...)`` to ``(R,)``; the estimate is the statistic on the sample itself.
     """
-    values = torch.as_tensor(values)
-    estimate = float(statistic(values.unsqueeze(0))[0])
-    return _percentile_interval(estimate, bootstrap_distribution(values, statistic, resamples, seed), level)
+    return bootstrap_cis(values, lambda rows: statistic(rows).unsqueeze(1), resamples, seed, level)[0]
 
 
 def bootstrap_cis(

@@ -3,6 +3,7 @@
     python benchmarks/data_paths.py reports --checkpoint models/cifar10-cnn/laya
     python benchmarks/data_paths.py epoch --dataset /tmp/laya-epoch        # make it with make_image_folder.py
     python benchmarks/data_paths.py rss --dataset /tmp/laya-100k           # 100,000 test images at 224 px
+    python benchmarks/data_paths.py decode --dataset /tmp/laya-100k --n 8000
 
 ``reports``: evaluates a checkpoint on its test split decoded in memory and streamed from the files;
 prints whether every number of the two reports is equal (timings and paths aside) and their times.
@@ -11,7 +12,9 @@ on every device present (cpu, cuda): seconds and images/s. ``rss``: builds an (u
 for the folder, then runs ``python -m laya evaluate --stream`` on its test split (every method; by default
 ablation mode ``zero`` only and IG with 4 steps) while sampling the
 process tree every 0.5 s: peak memory (PSS summed over the main process and its decoding workers, and
-the main process's RSS) and CPU use (cores busy on average).
+the main process's RSS) and CPU use (cores busy on average). ``decode``: the streamed path alone
+(:meth:`ImageFiles.iter_batches`, no model) over ``--n`` test images with 1 decoding worker and with the
+default (one per core): images/s, the speed-up, and cores busy (CPU seconds of the process tree / wall).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -30,6 +34,7 @@ from common import ROOT
 
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.data.datasets import InputSpec, load_dataset
+from laya.data.streaming import default_workers
 from laya.model.backbones import BackboneConfig
 from laya.model.checkpoint import CheckpointMeta, build_model, load_checkpoint, save_checkpoint
 from laya.model.heads import HeadConfig
@@ -134,6 +139,32 @@ def rss(args: argparse.Namespace) -> None:
           f"CPU {sum(cpu.values()) / wall:.2f} cores busy on average of {os.cpu_count()}")  # fmt: skip
 
 
+def _busy(run) -> tuple[float, float]:
+    """Wall seconds of ``run()`` and cores busy meanwhile (CPU seconds of this process and its children / wall)."""
+    before = os.times()
+    start = time.perf_counter()
+    run()
+    wall = time.perf_counter() - start
+    after = os.times()
+    cpu = sum(after[i] - before[i] for i in range(4))  # user + system, self + reaped children (the workers)
+    return wall, cpu / wall
+
+
+def decode(args: argparse.Namespace) -> None:
+    data = load_dataset(args.dataset, "test", args.size, stream=True)
+    data = data.subset(torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[: args.n])
+    batches = list(torch.arange(len(data)).split(args.batch_size))
+    print(f"{len(data):,} images at {args.size} px from {args.dataset}, batches of {args.batch_size}, "
+          f"os.cpu_count() = {os.cpu_count()}")  # fmt: skip
+    rates = {}
+    for workers in sorted({1, default_workers()}):
+        wall, cores = _busy(lambda: sum(len(b) for b in replace(data, num_workers=workers).iter_batches(batches)))
+        rates[workers] = len(data) / wall
+        print(f"{workers} decoding worker(s): {wall:6.1f} s, {rates[workers]:6.0f} images/s, {cores:.2f} cores busy")
+    if len(rates) > 1:
+        print(f"speed-up with {max(rates)} workers: {rates[max(rates)] / rates[1]:.2f}x")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -156,6 +187,12 @@ def main() -> None:
     m.add_argument("--batch-size", type=int, default=500)
     m.add_argument("--device", default="auto")
     m.set_defaults(func=rss)
+    d = sub.add_parser("decode")
+    d.add_argument("--dataset", required=True)
+    d.add_argument("--n", type=int, default=8000, help="test images to decode")
+    d.add_argument("--size", type=int, default=224, help="side of the dataset's images")
+    d.add_argument("--batch-size", type=int, default=250)
+    d.set_defaults(func=decode)
     args = p.parse_args()
     args.func(args)
 

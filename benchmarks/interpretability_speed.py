@@ -8,7 +8,7 @@ For each ``models/<setting>/laya`` checkpoint, measured in one run on its test i
 * intrinsic attribution (alpha comes out of the forward pass) vs Integrated Gradients with 32
   steps — over the head's inputs (the post-hoc baseline the dashboard uses) and over the pixels
   through the whole network (classic IG) — target: intrinsic >= 20x cheaper;
-* full evaluation (every metric of ``laya evaluate``) of ``--eval-n`` images vs plain inference.
+* full evaluation (every metric of ``laya evaluate``, with its bootstrap CIs) of ``--eval-n`` images vs plain inference.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from laya.analysis.attribution import layer_attributions
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.data.datasets import DatasetNotFoundError, ImageArrays
 from laya.model.checkpoint import load_checkpoint
+from laya.model.heads import ABLATION_MODES
 
 
 def batches(x: torch.Tensor, size: int) -> list[torch.Tensor]:
@@ -103,7 +104,8 @@ def main() -> None:
         evaluate(ck, data, EvalOptions(batch_size=args.batch))
         t_eval = time.perf_counter() - start
         print(f"full evaluation, {len(data)} images: {t_eval:.1f} s vs plain inference {t_infer:.2f} s = {t_eval / t_infer:.1f}x"
-              " (every method incl. IG-32, 3 ablation modes, deletion curves, profiles)")  # fmt: skip
+              f" (every method incl. IG-32, {len(ABLATION_MODES)} interventions x 2 reductions, deletion curves,"
+              " profiles, 95% bootstrap CIs)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -202,11 +202,13 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
 
 
 def cmd_bundle(args: argparse.Namespace) -> None:
-    from laya.training.bundle import refresh_setting, update_model_card
+    from laya.training.bundle import refresh_setting, summary_seeds, update_model_card
 
     for setting in args.settings:
         dest = refresh_setting(setting, _eval_options(args), _tqdm_progress, resume=args.resume)
-        print(f"re-evaluated {dest}: reports, expected outputs, summary")
+        seeds = summary_seeds(dest)
+        kept = f"; kept its {seeds}-seed summary (rebuild it with `python -m laya reproduce`)" if seeds > 1 else ", summary"
+        print(f"re-evaluated {dest}: reports, expected outputs{kept}")
     update_model_card(Path(args.settings[0]).parent)
 
 

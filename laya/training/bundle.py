@@ -14,6 +14,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import torch
 from PIL import Image
 
@@ -95,12 +96,19 @@ def refresh(dest: str | Path, test: Images, options: EvalOptions | None = None, 
     return dest
 
 
+def summary_seeds(setting: str | Path) -> int:
+    """Most seeds any head of the setting folder's ``summary.csv`` is summarised over (0 without one)."""
+    path = Path(setting) / "summary.csv"
+    return int(pd.read_csv(path)["seeds"].max()) if path.is_file() else 0
+
+
 def refresh_setting(
     setting: str | Path, options: EvalOptions | None = None, progress_for=None, resume: bool = False
 ) -> Path:
     """:func:`refresh` every head of a bundled setting folder, then rewrite its summary tables from the
-    bundled reports (one seed each; settings with runs are summarised over seeds by ``reproduce``).
-    ``resume``: keep heads whose report and per-input arrays were written by this version."""
+    bundled reports (one seed each) unless they summarise several seeds (:func:`summary_seeds` > 1: made by
+    ``reproduce`` from the runs, whose seed-0 reports these equal). ``resume``: keep heads whose report and
+    per-input arrays were written by this version."""
     from laya.analysis.report import PER_INPUT_FILE, Report
     from laya.training.suite import results_table, write_summary
 
@@ -117,6 +125,8 @@ def refresh_setting(
             except ValueError:  # written by an older laya
                 pass
         refresh(head, test, options, progress_for(f"re-evaluating {head}") if progress_for else None)
+    if summary_seeds(setting) > 1:
+        return setting
     title = (
         (setting / "summary.md").read_text().splitlines()[0].lstrip("# ")
         if (setting / "summary.md").is_file()
@@ -202,5 +212,6 @@ __all__ = [
     "record_expected",
     "refresh",
     "refresh_setting",
+    "summary_seeds",
     "update_model_card",
 ]

@@ -1,5 +1,6 @@
 import json
 
+import pandas as pd
 import torch
 from safetensors.torch import save_file
 
@@ -7,7 +8,16 @@ from laya.analysis.evaluate import EvalOptions
 from laya.data.datasets import load_dataset
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.checkpoint import load_checkpoint
-from laya.training.bundle import BACKBONE_FILE, EXPECTED_FILE, bundle, export_examples, model_card, update_model_card
+from laya.training.bundle import (
+    BACKBONE_FILE,
+    EXPECTED_FILE,
+    bundle,
+    export_examples,
+    model_card,
+    refresh_setting,
+    summary_seeds,
+    update_model_card,
+)
 from laya.training.train import train
 from tests.conftest import tiny_config
 
@@ -55,3 +65,21 @@ def test_bundle_of_a_frozen_backbone_stores_it_once(image_folder, tmp_path):
     readme.write_text("# Models\n\nprose\n<!-- model-card:start -->\nstale\n<!-- model-card:end -->\nmore prose\n")
     text = update_model_card(tmp_path / "models").read_text()
     assert "stale" not in text and "prose" in text and "more prose" in text and card in text
+
+
+def test_refresh_setting_keeps_a_multi_seed_summary(image_folder, tmp_path):
+    test = load_dataset(str(image_folder), "test", image_size=8)
+    setting = tmp_path / "colours-mlp"
+    export_examples(test, setting / "examples")
+    for head in ("laya", "lastlayer"):
+        bundle(train(tiny_config(image_folder, tmp_path / "runs" / head, head, max_epochs=1)), setting / head, test,
+               EvalOptions(ig_steps=2, resamples=100))  # fmt: skip
+    options = EvalOptions(ig_steps=2, resamples=100)
+    refresh_setting(setting, options)
+    assert summary_seeds(setting) == 1  # rebuilt from the bundled (seed-0) reports
+    summary = pd.read_csv(setting / "summary.csv").assign(seeds=3)  # as reproduce writes it over 3 seeds
+    summary.to_csv(setting / "summary.csv", index=False)
+    (setting / "summary.md").write_text("# three seeds\n")
+    refresh_setting(setting, options)
+    assert summary_seeds(setting) == 3 and (setting / "summary.md").read_text() == "# three seeds\n"
+    assert summary_seeds(tmp_path) == 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -116,22 +117,27 @@ def rss(args: argparse.Namespace) -> None:
                "--modes", args.modes, "--ig-steps", str(args.ig_steps)]  # fmt: skip
     print(" ".join(command), flush=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    start = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
-    peak_pss = peak_main = 0
-    workers = 0
-    cpu: dict[int, float] = {}
-    while process.poll() is None:
-        try:
-            pids = _tree(process.pid)
-            peak_pss = max(peak_pss, sum(_kib(p, "Pss:", "smaps_rollup") for p in pids))
-            peak_main = max(peak_main, _kib(process.pid, "VmRSS:", "status"))
-            workers = max(workers, len(pids) - 1)
-            cpu.update({p: _cpu_seconds(p) for p in pids})
-        except (FileNotFoundError, ProcessLookupError, ValueError):
-            pass  # a worker ended between listing and reading
-        time.sleep(0.5)
-    wall = time.perf_counter() - start
+    shutil.rmtree(checkpoint / "report", ignore_errors=True)  # never read an earlier run's report
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, env=env, stderr=errors)
+        peak_pss = peak_main = 0
+        workers = 0
+        cpu: dict[int, float] = {}
+        while process.poll() is None:
+            try:
+                pids = _tree(process.pid)
+                peak_pss = max(peak_pss, sum(_kib(p, "Pss:", "smaps_rollup") for p in pids))
+                peak_main = max(peak_main, _kib(process.pid, "VmRSS:", "status"))
+                workers = max(workers, len(pids) - 1)
+                cpu.update({p: _cpu_seconds(p) for p in pids})
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                pass  # a worker ended between listing and reading
+            time.sleep(0.5)
+        wall = time.perf_counter() - start
+        if process.returncode:
+            errors.seek(0)
+            sys.exit(f"evaluate failed (exit {process.returncode}):\n" + errors.read().decode(errors="replace")[-3000:])
     report = json.loads((checkpoint / "report" / "report.json").read_text())
     print(f"exit {process.returncode}; {report['dataset']['n']:,} images at {args.size} px in {wall:.0f} s "
           f"({report['dataset']['n'] / wall:.0f} images/s); peak PSS of the process tree {peak_pss / 2**20:.2f} GiB, "

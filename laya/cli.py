@@ -207,7 +207,11 @@ def cmd_bundle(args: argparse.Namespace) -> None:
     for setting in args.settings:
         dest = refresh_setting(setting, _eval_options(args), _tqdm_progress, resume=args.resume)
         seeds = summary_seeds(dest)
-        kept = f"; kept its {seeds}-seed summary (rebuild it with `python -m laya reproduce`)" if seeds > 1 else ", summary"
+        kept = (
+            f"; kept its {seeds}-seed summary (rebuild it with `python -m laya reproduce`)"
+            if seeds > 1
+            else ", summary"
+        )
         print(f"re-evaluated {dest}: reports, expected outputs{kept}")
     update_model_card(Path(args.settings[0]).parent)
 

@@ -21,15 +21,17 @@ def test_evaluate_command_writes_a_report(tiny_models, tmp_path, capsys):
             "--ig-steps",
             "4",
             "--modes",
-            "zero,mean",
+            "zero",
             "--resamples",
             "200",
         ]
     )
     assert code == 0
     report = Report.load(tmp_path)
-    assert report.data["modes"] == ["zero", "mean"] and report.primary_method == "scalarmix_weights"
-    assert "accuracy" in capsys.readouterr().out
+    assert report.data["modes"] == ["zero"] and report.primary_method == "scalarmix_weights"
+    assert (
+        "faithfulness[scalarmix_weights, spearman_eps, zero]" in capsys.readouterr().out
+    )  # headline: an evaluated mode
 
 
 def test_user_errors_exit_with_status_2_and_one_line(tmp_path, capsys):

@@ -98,6 +98,10 @@ def evaluate(
         data = data.subset(torch.arange(min(options.limit, len(data))))
     head = model.head
     modes = [m for m in options.modes if m in head.modes]
+    if not modes:
+        raise ValueError(
+            f"none of the ablation modes {list(options.modes)} applies to this head; it has {list(head.modes)}"
+        )
     methods = methods_for(head)
     reductions = list(options.reductions)
     started = time.perf_counter()
@@ -315,7 +319,7 @@ def build_report(
         per_input.update({k: v for k, v in columns.items() if k == "correct" or k.startswith("faithfulness/")})
 
     primary = intrinsic or "integrated_gradients"
-    class_mode = DEFAULT_MODE if DEFAULT_MODE in modes else modes[0]
+    headline_mode = DEFAULT_MODE if DEFAULT_MODE in modes else modes[0]
     return {
         "laya_version": __version__,
         "checkpoint": {
@@ -337,7 +341,7 @@ def build_report(
         "primary_method": primary,
         "modes": modes,
         "reductions": reductions,
-        "headline": {"mode": DEFAULT_MODE, "reduction": reductions[0], "metric": HEADLINE_METRIC},
+        "headline": {"mode": headline_mode, "reduction": reductions[0], "metric": HEADLINE_METRIC},
         "options": {
             "ig_steps": options.ig_steps,
             "batch_size": options.batch_size,
@@ -388,9 +392,9 @@ def build_report(
             "class_layer": class_layer_profile(
                 cat[f"scores/{reductions[0]}/{primary}"], labels, predictions, classes, layer_names
             ).to_dict("records"),
-            "class_loo_mode": class_mode,
+            "class_loo_mode": headline_mode,
             "class_loo": class_layer_profile(
-                cat[f"drops/{class_mode}"], labels, predictions, classes, layer_names
+                cat[f"drops/{headline_mode}"], labels, predictions, classes, layer_names
             ).to_dict("records"),
         },
     }

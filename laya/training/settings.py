@@ -85,7 +85,6 @@ SETTINGS: dict[str, Setting] = {
                 ),
                 head=HeadConfig(),
             ),
-            seeds=(0, 1, 2, 3, 4),
         ),
         Setting(
             name="cifar10-vit",

@@ -108,8 +108,10 @@ def test_limit_and_class_mismatch(tiny_models, image_folder):
     test = load_dataset(str(image_folder), "test", image_size=8)
     report = evaluate(ck, test, EvalOptions(ig_steps=4, limit=5, modes=("zero", "renormalise")))
     assert report["dataset"]["n"] == 5 and report["modes"] == ["zero"]  # concat has no renormalise mode
-    assert report["profiles"]["class_loo_mode"] == "zero"
+    assert report["profiles"]["class_loo_mode"] == report["headline"]["mode"] == "zero"  # `mean` not evaluated
     assert report["primary_method"] == "integrated_gradients"
+    with pytest.raises(ValueError, match="none of the ablation modes"):
+        evaluate(ck, test, EvalOptions(limit=5, modes=("renormalise",)))
     test.classes = ("x", "y", "z")
     with pytest.raises(ValueError, match="differ from the checkpoint"):
         evaluate(ck, test)

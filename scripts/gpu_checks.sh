@@ -29,7 +29,7 @@ step() {  # step SECONDS DESCRIPTION COMMAND...
     echo "=== $what ($(date -u +%H:%M:%S), limit ${limit}s): $*" | tee -a "$LOG"
     if [ -n "${DRY_RUN:-}" ]; then return 0; fi
     local start=$SECONDS
-    timeout "$limit" "$@" 2>&1 | grep --line-buffered -v -E '(it/s|s/it|batch/s)\]' | tee -a "$LOG"
+    timeout "$limit" "$@" 2>&1 | sed -u 's/.*\r//' | tee -a "$LOG"  # a progress bar: its last state only
     local rc=${PIPESTATUS[0]}
     echo "=== exit $rc after $((SECONDS - start)) s" | tee -a "$LOG"
 }
@@ -61,6 +61,6 @@ step 60 "a generated 5,000-image ImageFolder" python3 benchmarks/make_image_fold
 step 60 "epoch time, cpu vs cuda, in memory vs streamed" python3 benchmarks/data_paths.py epoch --dataset /tmp/laya-epoch
 step 240 "whole suite minus the browser test" python3 -m pytest -q -p no:cacheprovider -m "not e2e" \
     --ignore=tests/training/test_bundled_models.py
-cp -r /tmp/gpu-eval-cuda/report.json "$OUT/report-cuda.json" 2>/dev/null || true
-cp -r /tmp/gpu-eval-cpu/report.json "$OUT/report-cpu.json" 2>/dev/null || true
+cp /tmp/gpu-eval-cuda/report.json "$OUT/report-cuda.json" 2>/dev/null || true
+cp /tmp/gpu-eval-cpu/report.json "$OUT/report-cpu.json" 2>/dev/null || true
 echo "=== done $(date -u +%H:%M:%S)" | tee -a "$LOG"

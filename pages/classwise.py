@@ -95,20 +95,19 @@ loo_col.plotly_chart(class_loo, key="classwise_class_loo")
 st.subheader("Across seeds")
 seeds_file = Path(selection.path).parent / CLASS_PROFILES_FILE
 seed_sections = []
-if not seeds_file.is_file():
+per_seed = views.seed_profiles(pd.read_csv(seeds_file), head, kind) if seeds_file.is_file() else None
+if per_seed is None:
     st.info("No per-seed profiles for this setting (written by `python -m laya reproduce`).")
+elif per_seed.empty:
+    st.info("No per-seed profiles of this head.")
 else:
-    per_seed = views.seed_profiles(pd.read_csv(seeds_file), head, kind)
-    if per_seed.empty:
-        st.info("No per-seed profiles of this head.")
-    else:
-        if per_seed["seed"].nunique() < 2:
-            st.warning("Only one seed of this head was trained: its depth pattern may be the seed's, not the method's.")
-        seeds_figure = seed_profiles_figure(per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)")
-        stability = views.seed_stability(per_seed)
-        st.plotly_chart(seeds_figure, key="classwise_seeds")
-        st.dataframe(stability, hide_index=True)
-        seed_sections = [("Across seeds", seeds_figure), ("", stability)]
+    if per_seed["seed"].nunique() < 2:
+        st.warning("Only one seed of this head was trained: its depth pattern may be the seed's, not the method's.")
+    seeds_figure = seed_profiles_figure(per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)")
+    stability = views.seed_stability(per_seed)
+    st.plotly_chart(seeds_figure, key="classwise_seeds")
+    st.dataframe(stability, hide_index=True)
+    seed_sections = [("Across seeds", seeds_figure), ("", stability)]
 
 st.subheader("All classes")
 method = st.selectbox("Method", views.profile_methods(report), format_func=views.method_label, key="classwise_method")
@@ -116,6 +115,12 @@ global_bars = profile_bars_figure(
     views.global_profile(report, method), f"{views.method_label(method)}: mean ± std over the test set"
 )
 st.plotly_chart(global_bars, key="classwise_global")
+if per_seed is not None and not per_seed.empty:
+    whole = views.seed_global_profile(per_seed)
+    whole_figure = seed_profiles_figure(whole, views.ALL_CLASSES, f"All classes: {kinds[kind]} per seed")
+    st.plotly_chart(whole_figure, key="classwise_seeds_global")
+    st.dataframe(views.seed_stability(whole), hide_index=True)
+    seed_sections += [("All classes, across seeds", whole_figure)]
 st.caption("Mean leave-one-layer-out drop and label-flip rate per layer, per ablation mode:")
 st.dataframe(views.global_loo(report), hide_index=True)
 common.report_button(

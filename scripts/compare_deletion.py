@@ -9,10 +9,12 @@ where a head has no testable ranking are NaN there and left out of that head's m
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from safetensors.torch import load_file
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
 from laya.analysis.statistics import paired_bootstrap, verdict
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -4,7 +4,8 @@
 
 The table is ``summary.csv`` (written by ``python -m laya reproduce``/``benchmark``) cut to the README's
 columns; the comparisons are ``comparisons.csv``'s verdicts (paired t-test over seeds, paired bootstrap over
-the first seed's inputs), so the README quotes the files rather than retyping numbers.
+the first seed's inputs); the depth lines are the LAYA heads' α and LOO drops over the whole test set per
+seed, from ``class_profiles.csv``. The README quotes the files rather than retyping numbers.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
+from laya.app.views import seed_global_profile, seed_profiles, seed_stability
+from laya.training.suite import CLASS_PROFILES_FILE
 
 SCORES = {
     "Integrated Gradients": "IG (post-hoc)",
@@ -44,9 +49,29 @@ def comparisons(setting: Path) -> str:
                      for _, r in rows.iterrows())  # fmt: skip
 
 
+def depth_across_seeds(setting: Path, head: str = "laya") -> str:
+    """Per layer, the head's mean α and mean LOO drop over the test set: mean ± std over seeds, top layer per seed."""
+    table = pd.read_csv(setting / CLASS_PROFILES_FILE)
+    lines = []
+    for values, label in (("scores", "α"), ("loo", "LOO drop (headline intervention)")):
+        whole = seed_global_profile(seed_profiles(table, head, values))
+        wide = whole.pivot(index="layer_index", columns="seed", values="mean").sort_index()
+        layers = whole.drop_duplicates("layer_index").set_index("layer_index")["layer"].sort_index()
+        seeds = wide.shape[1]
+        spread = wide.std(axis=1, ddof=1)
+        cells = ", ".join(f"{layers[i]} {wide.loc[i].mean():.3f}" + (f" ± {spread[i]:.3f}" if seeds > 1 else "")
+                          for i in wide.index)  # fmt: skip
+        tops = seed_stability(whole)["top layer per seed"][0]
+        over = f"mean ± std over {seeds} seeds" if seeds > 1 else "one seed"
+        lines.append(f"* {head} {label} over the test set ({over}): {cells}; top layer per seed: {tops}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     for setting in map(Path, sys.argv[1:]):
-        print(f"## {setting.name}\n\n{readme_table(setting)}\n\n{comparisons(setting)}\n")
+        print(
+            f"## {setting.name}\n\n{readme_table(setting)}\n\n{comparisons(setting)}\n{depth_across_seeds(setting)}\n"
+        )
 
 
 if __name__ == "__main__":

@@ -403,11 +403,24 @@ def heads_table(
     return pd.DataFrame(rows)
 
 
+SEED_PROFILE_COLUMNS = ["seed", "class", "class_index", "layer", "layer_index", "mean", "count"]
+ALL_CLASSES = "all classes"
+
+
 def seed_profiles(table: pd.DataFrame, head: str, values: str = "scores") -> pd.DataFrame:
     """One head's per-seed class x layer profiles from a setting's ``class_profiles.csv``
-    (:func:`laya.training.suite.class_profiles_table`): ``seed, class, class_index, layer, layer_index, mean``."""
+    (:func:`laya.training.suite.class_profiles_table`): ``seed, class, class_index, layer, layer_index, mean, count``."""
     part = table[(table["head"] == head) & (table["values"] == values)]
-    return part[["seed", "class", "class_index", "layer", "layer_index", "mean"]].reset_index(drop=True)
+    return part[SEED_PROFILE_COLUMNS].reset_index(drop=True)
+
+
+def seed_global_profile(profiles: pd.DataFrame) -> pd.DataFrame:
+    """Each seed's layer profile over the whole test set, ``mean = sum_c n_c mean_c / sum_c n_c`` over the
+    classes of :func:`seed_profiles`, in the same format with class :data:`ALL_CLASSES` (index -1)."""
+    totals = profiles.assign(total=profiles["mean"] * profiles["count"])
+    totals = totals.groupby(["seed", "layer_index", "layer"], as_index=False)[["total", "count"]].sum()
+    out = totals.assign(mean=totals["total"] / totals["count"], **{"class": ALL_CLASSES, "class_index": -1})
+    return out[SEED_PROFILE_COLUMNS]
 
 
 def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
@@ -426,6 +439,7 @@ def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = [
+    "ALL_CLASSES",
     "MODE_HELP",
     "REDUCTION_HELP",
     "ci_text",
@@ -460,6 +474,7 @@ __all__ = [
     "profile_title",
     "report_caption",
     "score_figure",
+    "seed_global_profile",
     "seed_profiles",
     "seed_stability",
 ]

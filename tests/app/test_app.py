@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
@@ -28,6 +29,7 @@ from laya.app import deploy, views
 from laya.app.catalog import describe, example_images
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
+from laya.training.suite import CLASS_PROFILES_FILE, class_profiles_table
 from tests.hostile import CASES, hostile_record, write_nan_weights
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -249,6 +251,38 @@ def test_classwise_heatmap_toggles_and_drilldown(app: AppTest, setting: Path) ->
     assert app.download_button[0].label == "Download CSV"
     assert np.allclose(app.main.dataframe[0].value["mean drop (zero)"], report.data["loo"]["zero"]["mean_drop"])
     assert any("per-seed profiles" in i.value for i in app.info)  # tiny_models has no suite: said, not hidden
+
+
+def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Path, tmp_path: Path) -> None:
+    """With a suite's ``class_profiles.csv`` (two seeds here), the page shows each seed's profile of the chosen
+    class and of all classes, with mean ± std over seeds and the seeds' top layers."""
+    models = tmp_path / "models"
+    shutil.copytree(tiny_models, models)
+    setting = models / "colours-mlp"
+    seed0 = class_profiles_table([setting / head for head in HEADS])
+    seed1 = seed0.assign(seed=1, mean=seed0["mean"][::-1].to_numpy())  # another pattern for the second seed
+    pd.concat([seed0, seed1]).to_csv(setting / CLASS_PROFILES_FILE, index=False)
+    app = start(monkeypatch, models)
+    app.switch_page("pages/classwise.py").run()
+    app.selectbox(key="classwise_class").set_value("green").run()
+    assert_ok(app)
+    per_seed = views.seed_profiles(pd.concat([seed0, seed1]), "laya")
+    figures = {chart["layout"]["title"]["text"]: chart["data"] for chart in charts(app)}
+    green = next(
+        data for title, data in figures.items() if title.startswith("green: layer scores") and "per seed" in title
+    )
+    whole = next(data for title, data in figures.items() if title.startswith("All classes:"))
+    for data, profile in (
+        (green, per_seed[per_seed["class"] == "green"]),
+        (whole, views.seed_global_profile(per_seed)),
+    ):
+        wide = profile.pivot(index="layer_index", columns="seed", values="mean").sort_index()
+        assert [trace["name"] for trace in data] == ["mean ± std over seeds", "seed 0", "seed 1"]
+        assert list(array(data[0]["y"])) == pytest.approx(wide.mean(axis=1).tolist())
+        assert list(array(data[2]["y"])) == pytest.approx(wide[1].tolist())
+    tables = [t.value for t in app.main.dataframe]
+    assert any(list(t.columns[:2]) == ["class", "seeds"] and t["class"].tolist() == [views.ALL_CLASSES] for t in tables)
+    assert not any("Only one seed" in w.value for w in app.warning)
 
 
 def test_classwise_recompute_live(app: AppTest) -> None:

@@ -181,8 +181,9 @@ def test_faithfulness_tables(setting: Path) -> None:
 
 
 def test_seed_profiles_and_stability() -> None:
+    counts = {"a": 1, "b": 3}
     rows = [{"head": "laya", "values": "scores", "seed": s, "class": c, "class_index": ci, "layer": f"b{i}",
-             "layer_index": i, "mean": m}
+             "layer_index": i, "mean": m, "count": counts[c]}
             for s, table in ((0, [[0.7, 0.3], [0.2, 0.8]]), (1, [[0.6, 0.4], [0.6, 0.4]]))
             for ci, (c, values) in enumerate(zip(("a", "b"), table)) for i, m in enumerate(values)]  # fmt: skip
     profiles = views.seed_profiles(pd.DataFrame(rows), "laya")
@@ -190,6 +191,12 @@ def test_seed_profiles_and_stability() -> None:
     assert stability["top layer per seed"].tolist() == ["b0, b0", "b1, b0"]
     assert stability["seeds agreeing on the top layer"].tolist() == [1.0, 0.5]
     assert stability["max across-seed std"][1] == pytest.approx(np.std([0.2, 0.6], ddof=1))
+    whole = views.seed_global_profile(profiles)  # class means weighted by their counts (1 and 3)
+    assert whole.set_index(["seed", "layer_index"])["mean"].to_dict() == pytest.approx(
+        {(0, 0): (0.7 + 3 * 0.2) / 4, (0, 1): (0.3 + 3 * 0.8) / 4, (1, 0): 0.6, (1, 1): 0.4}
+    )
+    assert set(whole["class"]) == {views.ALL_CLASSES} and whole["count"].tolist() == [4, 4, 4, 4]
+    assert views.seed_stability(whole)["top layer per seed"].tolist() == ["b1, b0"]
 
 
 def test_evaluate_locally(setting: Path, tmp_path: Path) -> None:

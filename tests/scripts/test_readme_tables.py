@@ -1,7 +1,11 @@
-"""scripts/readme_tables.py quotes a setting's summary: the README's columns, short score labels."""
+"""scripts/readme_tables.py quotes a setting's summary: the README's columns, short score labels, depth across seeds."""
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
+
+import numpy as np
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "readme_tables.py"
 
@@ -32,3 +36,23 @@ def test_readme_table_quotes_the_summary(tmp_path):
     cells = [c.strip() for c in lines[2].split("|")[1:-1]]
     assert cells[3:6] == ["α (intrinsic)", "0.504 ± 0.004 [0.495, 0.513]", "t"] and "ig" not in cells
     assert module.comparisons(tmp_path) == "* accuracy: LAYA < Concat (p=0.042); over inputs: LAYA < Concat (bootstrap)"
+
+
+def test_depth_across_seeds(tmp_path):
+    rows = ["class,class_index,layer,layer_index,mean,std,count,head,seed,values"]
+    for seed, (a, b) in enumerate(((0.2, 0.8), (0.4, 0.6), (0.9, 0.1))):
+        for values in ("scores", "loo"):
+            rows += [f"c,0,b1,0,{a},0,10,laya,{seed},{values}", f"c,0,b2,1,{b},0,10,laya,{seed},{values}"]
+    (tmp_path / "class_profiles.csv").write_text("\n".join(rows) + "\n")
+    first = _script().depth_across_seeds(tmp_path).splitlines()[0]
+    assert first == (f"* laya α over the test set (mean ± std over 3 seeds): b1 0.500 ± {np.std([0.2, 0.4, 0.9], ddof=1):.3f}, "
+                     f"b2 0.500 ± {np.std([0.8, 0.6, 0.1], ddof=1):.3f}; top layer per seed: b2, b2, b1")  # fmt: skip
+
+
+def test_scripts_run_from_a_checkout():
+    """The README runs them as ``python scripts/<name>.py`` from the repository root, without installing laya."""
+    root = SCRIPT.parents[1]
+    out = subprocess.run([sys.executable, "scripts/readme_tables.py", "models/fashion-mnist-mlp"], cwd=root,
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert out.startswith("## fashion-mnist-mlp") and "* laya α over the test set (mean ± std over 5 seeds)" in out
+    subprocess.run([sys.executable, "scripts/compare_deletion.py", "--help"], cwd=root, capture_output=True, check=True)

@@ -65,7 +65,6 @@ SETTINGS: dict[str, Setting] = {
                 max_epochs=30,
                 save_dtype="float16",
             ),
-            seeds=(0,),
         ),
         Setting(
             name="cifar10-efficientnet-lite0",

@@ -5,7 +5,9 @@
 The table is ``summary.csv`` (written by ``python -m laya reproduce``/``benchmark``) cut to the README's
 columns; the comparisons are ``comparisons.csv``'s verdicts (paired t-test over seeds, paired bootstrap over
 the first seed's inputs); the depth lines are the LAYA heads' α and LOO drops over the whole test set per
-seed, from ``class_profiles.csv``. The README quotes the files rather than retyping numbers.
+seed, from ``class_profiles.csv``; the paper's-definition line is the LAYA heads' all-layer Spearman under the
+frozen-α ``zero`` intervention over seeds, from ``results.csv``. The README quotes the files rather than
+retyping numbers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
+from laya.analysis.attribution import METHOD_LABELS
+from laya.analysis.statistics import paired_over_seeds, seed_interval, verdict
 from laya.app.views import seed_global_profile, seed_profiles, seed_stability
 from laya.training.suite import CLASS_PROFILES_FILE
 
@@ -67,10 +71,29 @@ def depth_across_seeds(setting: Path, head: str = "laya") -> str:
     return "\n".join(lines)
 
 
+def paper_definition(setting: Path, methods: tuple[str, ...] = ("integrated_gradients", "input_x_gradient")) -> str:
+    """The LAYA heads' α under the paper's faithfulness (all-layer Spearman, frozen-α ``zero``, signed post-hoc
+    scores): mean ± std [t-interval] over seeds, and paired t-tests over seeds against ``methods`` on the same heads."""
+    results = pd.read_csv(setting / "results.csv")
+    laya = results[(results["head"] == "laya") & (results["mode"] == "zero") & (results["reduction"] == "signed")]
+    values = {m: part.sort_values("seed")["spearman"].to_numpy() for m, part in laya.groupby("method")}
+    alpha = values["laya_alpha"]
+    if len(alpha) == 0 or pd.isna(alpha).all():
+        return "* paper's definition: n/a"
+    if len(alpha) < 2:
+        return f"* paper's definition (all layers, frozen-α zero), α on one seed: {alpha[0]:.3f}"
+    ci = seed_interval(alpha)
+    text = (f"* paper's definition (all layers, frozen-α zero), α over {len(alpha)} seeds: {alpha.mean():.3f} ± "
+            f"{alpha.std(ddof=1):.3f} [{ci.low:.3f}, {ci.high:.3f}]")  # fmt: skip
+    tests = [verdict(paired_over_seeds(alpha, values[m]), "α", METHOD_LABELS[m]) for m in methods if m in values]
+    return "; ".join([text, *tests])
+
+
 def main() -> None:
     for setting in map(Path, sys.argv[1:]):
         print(
             f"## {setting.name}\n\n{readme_table(setting)}\n\n{comparisons(setting)}\n{depth_across_seeds(setting)}\n"
+            f"{paper_definition(setting)}\n"
         )
 
 

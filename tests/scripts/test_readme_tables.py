@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "readme_tables.py"
 
@@ -56,3 +57,19 @@ def test_scripts_run_from_a_checkout():
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert out.startswith("## fashion-mnist-mlp") and "* laya α over the test set (mean ± std over 5 seeds)" in out
     subprocess.run([sys.executable, "scripts/compare_deletion.py", "--help"], cwd=root, capture_output=True, check=True)
+
+
+def test_paper_definition_over_seeds(tmp_path):
+    alpha, ig = [0.80, 0.90, 0.85], [0.70, 0.79, 0.76]
+    rows = ["head,seed,mode,reduction,method,spearman"]
+    rows += [f"laya,{s},zero,signed,laya_alpha,{a}" for s, a in enumerate(alpha)]
+    rows += [f"laya,{s},zero,signed,integrated_gradients,{v}" for s, v in enumerate(ig)]
+    rows += [f"laya,{s},mean,signed,laya_alpha,0.1" for s in range(3)]  # another intervention: not quoted
+    (tmp_path / "results.csv").write_text("\n".join(rows) + "\n")
+    line = _script().paper_definition(tmp_path)
+    t = stats.ttest_rel(alpha, ig)
+    assert line.startswith(
+        f"* paper's definition (all layers, frozen-α zero), α over 3 seeds: 0.850 ± {np.std(alpha, ddof=1):.3f} ["
+    )
+    assert "α > Integrated Gradients (paired t-test over seeds, Δ +0.100 [" in line and f"p={t.pvalue:.2g})" in line
+    assert "Gradient × Input" not in line  # not in the results: not invented

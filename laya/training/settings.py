@@ -108,7 +108,6 @@ SETTINGS: dict[str, Setting] = {
                 max_epochs=30,
                 save_dtype="float16",
             ),
-            seeds=(0,),
         ),
     )
 }

@@ -19,6 +19,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
 from laya.analysis.attribution import METHOD_LABELS
+from laya.analysis.profiles import seed_table
 from laya.analysis.statistics import paired_over_seeds, seed_interval, verdict
 from laya.app.views import seed_global_profile, seed_profiles, seed_stability
 from laya.training.suite import CLASS_PROFILES_FILE
@@ -59,12 +60,10 @@ def depth_across_seeds(setting: Path, head: str = "laya") -> str:
     lines = []
     for values, label in (("scores", "α"), ("loo", "LOO drop (headline intervention)")):
         whole = seed_global_profile(seed_profiles(table, head, values))
-        wide = whole.pivot(index="layer_index", columns="seed", values="mean").sort_index()
-        layers = whole.drop_duplicates("layer_index").set_index("layer_index")["layer"].sort_index()
+        wide = seed_table(whole)
         seeds = wide.shape[1]
-        spread = wide.std(axis=1, ddof=1)
-        cells = ", ".join(f"{layers[i]} {wide.loc[i].mean():.3f}" + (f" ± {spread[i]:.3f}" if seeds > 1 else "")
-                          for i in wide.index)  # fmt: skip
+        cells = ", ".join(f"{layer} {mean:.3f}" + (f" ± {std:.3f}" if seeds > 1 else "")
+                          for layer, mean, std in zip(wide.index, wide.mean(axis=1), wide.std(axis=1, ddof=1)))  # fmt: skip
         tops = seed_stability(whole)["top layer per seed"][0]
         over = f"mean ± std over {seeds} seeds" if seeds > 1 else "one seed"
         lines.append(f"* {head} {label} over the test set ({over}): {cells}; top layer per seed: {tops}")
@@ -77,7 +76,7 @@ def paper_definition(setting: Path, methods: tuple[str, ...] = ("integrated_grad
     results = pd.read_csv(setting / "results.csv")
     laya = results[(results["head"] == "laya") & (results["mode"] == "zero") & (results["reduction"] == "signed")]
     values = {m: part.sort_values("seed")["spearman"].to_numpy() for m, part in laya.groupby("method")}
-    alpha = values["laya_alpha"]
+    alpha = values.get("laya_alpha", [])
     if len(alpha) == 0 or pd.isna(alpha).all():
         return "* paper's definition: n/a"
     if len(alpha) < 2:

@@ -83,4 +83,13 @@ def heatmap_table(profile: pd.DataFrame, subset: Subset = "all", value: str = "m
     return table
 
 
-__all__ = ["SUBSETS", "Subset", "class_layer_profile", "heatmap_table", "layer_profile"]
+def seed_table(profile: pd.DataFrame) -> pd.DataFrame:
+    """One class's per-seed profile (``seed, layer, layer_index, mean`` rows) as a wide layer x seed table of
+    ``mean``, rows named by layer in model order."""
+    table = profile.pivot(index="layer_index", columns="seed", values="mean").sort_index()
+    layers = profile.drop_duplicates("layer_index").set_index("layer_index")["layer"]
+    table.index = [layers[i] for i in table.index]
+    return table
+
+
+__all__ = ["SUBSETS", "Subset", "class_layer_profile", "heatmap_table", "layer_profile", "seed_table"]

@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from laya.analysis.attribution import METHOD_LABELS
 from laya.analysis.explain import Explanation
-from laya.analysis.profiles import heatmap_table
+from laya.analysis.profiles import heatmap_table, seed_table
 
 SCORE_COLOR = "#4C78A8"
 DROP_COLOR = "#F58518"
@@ -180,9 +180,8 @@ def heads_overview_figure(table: pd.DataFrame, mode: str = "mean") -> go.Figure:
 
 def seed_profiles_figure(profiles: pd.DataFrame, class_name: str, title: str) -> go.Figure:
     """One class's layer profile for every seed (thin lines) and their mean ± std over seeds (bars)."""
-    part = profiles[profiles["class"] == class_name]
-    wide = part.pivot(index="layer_index", columns="seed", values="mean").sort_index()
-    layers = part.drop_duplicates("layer_index").set_index("layer_index")["layer"].sort_index().tolist()
+    wide = seed_table(profiles[profiles["class"] == class_name])
+    layers = wide.index.tolist()
     fig = go.Figure(go.Bar(x=layers, y=wide.mean(axis=1), error_y={"type": "data", "array": wide.std(axis=1, ddof=1).fillna(0.0)},
                            marker_color=SCORE_COLOR, opacity=0.5, name="mean ± std over seeds"))  # fmt: skip
     for seed in wide.columns:

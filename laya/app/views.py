@@ -19,6 +19,7 @@ from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS, POSTHOC_
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import Explanation
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, METRICS
+from laya.analysis.profiles import seed_table
 from laya.analysis.report import Report
 from laya.app.catalog import Entry
 from laya.app.plots import layer_scores_figure
@@ -428,13 +429,13 @@ def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
     the fraction of seeds agreeing with the most common top layer, and the largest across-seed std of a layer's mean."""
     rows = []
     for (c, name), part in profiles.groupby(["class_index", "class"], sort=True):
-        wide = part.pivot(index="seed", columns="layer_index", values="mean")
-        layers = part.drop_duplicates("layer_index").set_index("layer_index")["layer"]
-        tops = [layers[i] for i in wide.idxmax(axis=1)]
+        wide = seed_table(part)
+        tops = wide.idxmax(axis=0).tolist()
         common = max(set(tops), key=tops.count)
-        rows.append({"class": name, "seeds": len(wide), "top layer per seed": ", ".join(tops),
+        spread = float(wide.std(axis=1, ddof=1).max()) if wide.shape[1] > 1 else float("nan")
+        rows.append({"class": name, "seeds": wide.shape[1], "top layer per seed": ", ".join(tops),
                      "seeds agreeing on the top layer": tops.count(common) / len(tops),
-                     "max across-seed std": float(wide.std(ddof=1).max()) if len(wide) > 1 else float("nan")})  # fmt: skip
+                     "max across-seed std": spread})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -1,8 +1,9 @@
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from laya.analysis.profiles import class_layer_profile, heatmap_table, layer_profile
+from laya.analysis.profiles import class_layer_profile, heatmap_table, layer_profile, seed_table
 
 LAYERS = ("l1", "l2")
 CLASSES = ("cat", "dog")
@@ -40,3 +41,11 @@ def test_heatmap_table_is_class_by_layer_in_model_order():
     assert list(wide.index) == ["cat", "dog"] and list(wide.columns) == ["l1", "l2"]
     assert wide.loc["cat"].tolist() == [0.0, 1.0] and wide.loc["dog"].tolist() == [1.0, 0.0]
     assert heatmap_table(table, "all", "count").loc["dog", "l1"] == 1
+
+
+def test_seed_table_is_layer_by_seed_in_model_order() -> None:
+    rows = pd.DataFrame({"seed": [1, 1, 0, 0], "layer": ["b2", "b1", "b2", "b1"], "layer_index": [1, 0, 1, 0],
+                         "mean": [0.4, 0.6, 0.9, 0.1]})  # fmt: skip
+    table = seed_table(rows)
+    assert table.index.tolist() == ["b1", "b2"] and table.columns.tolist() == [0, 1]
+    assert table.to_numpy().tolist() == [[0.1, 0.6], [0.9, 0.4]]

@@ -22,6 +22,13 @@ parser.add_argument("setting", type=Path)
 parser.add_argument("--mode", default="mean")
 parser.add_argument("--reduction", default="signed")
 args = parser.parse_args()
+for name in ("per_input.safetensors", "report.json"):
+    for head in ("laya", "concat", "scalarmix"):
+        if not (args.setting / head / name).is_file():
+            parser.error(
+                f"{args.setting / head / name} not found: the per-input arrays are not committed; "
+                f"write them with `python -m laya bundle {args.setting}`"
+            )
 arrays = {h: load_file(args.setting / h / "per_input.safetensors") for h in ("laya", "concat", "scalarmix")}
 primary = {h: json.loads((args.setting / h / "report.json").read_text())["primary_method"] for h in arrays}
 for other in ("concat", "scalarmix"):

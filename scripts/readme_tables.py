@@ -88,8 +88,14 @@ def paper_definition(setting: Path, methods: tuple[str, ...] = ("integrated_grad
     return "; ".join([text, *tests])
 
 
+SETTING_FILES = ("summary.csv", "comparisons.csv", CLASS_PROFILES_FILE, "results.csv")
+
+
 def main() -> None:
     for setting in map(Path, sys.argv[1:]):
+        missing = [name for name in SETTING_FILES if not (setting / name).is_file()]
+        if missing:
+            sys.exit(f"{setting}: no {', '.join(missing)} (written by `python -m laya reproduce <setting>`)")
         print(
             f"## {setting.name}\n\n{readme_table(setting)}\n\n{comparisons(setting)}\n{depth_across_seeds(setting)}\n"
             f"{paper_definition(setting)}\n"

@@ -59,6 +59,18 @@ def test_scripts_run_from_a_checkout():
     subprocess.run([sys.executable, "scripts/compare_deletion.py", "--help"], cwd=root, capture_output=True, check=True)
 
 
+def test_scripts_say_what_is_missing(tmp_path):
+    """A folder that is not a (bundled) setting: a one-line reason and the command that writes the files."""
+    root = SCRIPT.parents[1]
+    tables = subprocess.run([sys.executable, "scripts/readme_tables.py", str(tmp_path)], cwd=root,
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert tables.returncode == 1 and "no summary.csv" in tables.stderr and "Traceback" not in tables.stderr
+    deletion = subprocess.run([sys.executable, "scripts/compare_deletion.py", str(tmp_path)], cwd=root,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+    assert deletion.returncode == 2 and "python -m laya bundle" in deletion.stderr
+    assert "Traceback" not in deletion.stderr
+
+
 def test_paper_definition_over_seeds(tmp_path):
     alpha, ig = [0.80, 0.90, 0.85], [0.70, 0.79, 0.76]
     rows = ["head,seed,mode,reduction,method,spearman"]

@@ -43,7 +43,11 @@ if report is None:
     st.stop()
 
 kind_col, subset_col = st.columns(2)
-kinds = {"scores": f"layer scores: {views.method_label(report.primary_method)}", "loo": "leave-one-layer-out drops"}
+loo_mode = views.mode_label(report.data["profiles"]["class_loo_mode"])
+kinds = {
+    "scores": f"layer scores: {views.method_label(report.primary_method)}",
+    "loo": f"leave-one-layer-out drops, {loo_mode}",
+}
 kind = kind_col.radio("Values", list(kinds), format_func=kinds.__getitem__, horizontal=True, key="classwise_kind")
 subset = subset_col.radio(
     "Inputs", SUBSETS, format_func=SUBSET_LABELS.__getitem__, horizontal=True, key="classwise_subset"
@@ -86,7 +90,7 @@ class_scores = profile_bars_figure(
 )
 class_loo = profile_bars_figure(
     views.class_profile(report.class_layer_profile("loo"), name, subset),
-    f"{name}: LOO drop ({views.mode_label(report.data['profiles']['class_loo_mode'])})",
+    f"{name}: LOO drop ({loo_mode})",
     DROP_COLOR,
 )
 score_col.plotly_chart(class_scores, key="classwise_class_scores")

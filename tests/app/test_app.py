@@ -283,6 +283,10 @@ def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Pa
     tables = [t.value for t in app.main.dataframe]
     assert any(list(t.columns[:2]) == ["class", "seeds"] and t["class"].tolist() == [views.ALL_CLASSES] for t in tables)
     assert not any("Only one seed" in w.value for w in app.warning)
+    app.radio(key="classwise_kind").set_value("loo").run()  # LOO drops: every per-seed figure names the intervention
+    mode = views.mode_label(Report.load(setting / "laya").data["profiles"]["class_loo_mode"])
+    seed_titles = [c["layout"]["title"]["text"] for c in charts(app) if "per seed" in c["layout"]["title"]["text"]]
+    assert len(seed_titles) == 2 and all(f"drops, {mode} per seed" in t for t in seed_titles)
 
 
 def test_classwise_recompute_live(app: AppTest) -> None:

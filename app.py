@@ -1,6 +1,6 @@
 """LAYA dashboard: ``streamlit run app.py``; checkpoints are read from ``$LAYA_MODELS`` (default ``models/``).
 
-This entry point only routes: the sidebar picks the model (``pages/common.py``) and
+This entry point only routes: the sidebar picks the model (``pages/common/sidebar.py``) and
 ``st.navigation`` (a top bar) runs one of the pages. Streamlit still treats a ``pages/`` folder
 as legacy multipage pages until the first ``st.navigation`` call after a server start (and
 AppTest on every run); ``.streamlit/config.toml`` therefore hides sidebar navigation (that

@@ -1,0 +1,74 @@
+"""Shared dashboard code, one module per concern; pages use it as ``from pages import common``.
+
+- :mod:`.page_guard`: the page guard (a short ``st.error``, the traceback in the server log);
+- :mod:`.loading`: cached loading of checkpoints, reports, explanations and depth analytics;
+- :mod:`.sidebar`: the model picker (bundled, uploaded, typed) and the page's selection;
+- :mod:`.sharing`: the view in the URL, the "copy link" box, the HTML report button;
+- :mod:`.inputs`: the image input and the checkpoints a page may compare.
+
+Every page runs inside :func:`guard` (``app.py`` wraps ``page.run()``), so a new page gets it for
+free; a script run on its own can use ``with common.guard(): ...`` (one line). A page adopts links
+and reports with one line each: ``common.share(mode=mode)`` (its state into the URL; widgets take
+their first value from ``common.opened_link()``), ``common.copy_link()`` and
+``common.report_button(title, [(heading, figure_or_table), ...], file_stem)``.
+"""
+
+from pages.common.page_guard import LOG, guard
+from pages.common.inputs import CURRENT_INPUT, IMAGE_TYPES, group_members, image_input
+from pages.common.loading import (
+    ALLOW_NONFINITE,
+    MAX_FAILURES,
+    catalog,
+    configure_torch,
+    depth_of_input,
+    explain,
+    load_depth,
+    load_model,
+    load_report,
+)
+from pages.common.sharing import OPENED, VIEW, copy_link, opened_link, option_index, report_button, share
+from pages.common.sidebar import (
+    NO_MODELS,
+    SELECTION,
+    SOURCES,
+    Selection,
+    SessionUploads,
+    current,
+    models_root,
+    pick_model,
+    selected,
+)
+
+__all__ = [
+    "ALLOW_NONFINITE",
+    "CURRENT_INPUT",
+    "IMAGE_TYPES",
+    "LOG",
+    "MAX_FAILURES",
+    "NO_MODELS",
+    "OPENED",
+    "SELECTION",
+    "SOURCES",
+    "VIEW",
+    "Selection",
+    "SessionUploads",
+    "catalog",
+    "configure_torch",
+    "copy_link",
+    "current",
+    "depth_of_input",
+    "explain",
+    "group_members",
+    "guard",
+    "image_input",
+    "load_depth",
+    "load_model",
+    "load_report",
+    "models_root",
+    "opened_link",
+    "option_index",
+    "pick_model",
+    "report_button",
+    "selected",
+    "share",
+]

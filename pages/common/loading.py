@@ -1,0 +1,149 @@
+"""Cached loading: checkpoints once per process, reports, explanations and depth analytics per argument.
+
+Models are loaded once per process (``st.cache_resource``, keyed by path and file time) and
+shared by every session; a checkpoint that fails to load is remembered as failed (not rebuilt on
+every rerun) and its memory handed back to the OS. Reports and explanations are cached per
+argument (``st.cache_data``). Uploaded and typed checkpoints follow :mod:`laya.app.deploy`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from pathlib import Path
+
+import streamlit as st
+import torch
+
+from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
+from laya.analysis.explain import Explanation, explain_bytes
+from laya.analysis.report import REPORT_FILE, Report
+from laya.app import deploy
+from laya.app.catalog import Entry, find_checkpoints
+from laya.data.images import ImageError, load_image_tensor
+from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
+
+MAX_FAILURES = 256
+ALLOW_NONFINITE = "laya_allow_nonfinite"
+
+
+@st.cache_resource
+def configure_torch() -> int:
+    """Torch CPU threads for the whole process (``LAYA_THREADS``, default half the cores, at most 4)."""
+    threads = int(os.environ.get("LAYA_THREADS", max(1, min(4, (os.cpu_count() or 2) // 2))))
+    torch.set_num_threads(threads)
+    return threads
+
+
+def _stamp(path: str | Path) -> int:
+    """Modification time of a file (0 if missing): part of cache keys, so changed files are reread."""
+    try:
+        return Path(path).stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def catalog(root: str) -> list[Entry]:
+    return find_checkpoints(root)
+
+
+@st.cache_resource(max_entries=32, show_spinner="Loading the model…")
+def _load_model(path: str, stamp: int, allow_nonfinite: bool = False) -> Checkpoint:
+    confine = deploy.confinement(path, deploy.upload_store().root)
+    device = os.environ.get("LAYA_DEVICE", "auto")  # auto: CUDA when available
+    return load_checkpoint(path, map_location=device, confine=confine, allow_nonfinite=allow_nonfinite)
+
+
+@st.cache_resource
+def _failures() -> OrderedDict[tuple[str, int, bool], str]:
+    """Checkpoints that failed to load in this process (path, file time) -> message; bounded."""
+    return OrderedDict()
+
+
+def load_model(path: str, allow_nonfinite: bool | None = None) -> Checkpoint:
+    """The checkpoint at ``path``, loaded once per process. Raises :class:`CheckpointError`.
+
+    A failure is remembered (same path and file time: the same error, without rebuilding) and the
+    memory the attempt took is handed back to the OS. ``allow_nonfinite``: load NaN/Inf weights with
+    a warning (``Checkpoint.warnings``) instead of refusing (default: the session's "load anyway" box).
+    """
+    if allow_nonfinite is None:
+        allow_nonfinite = bool(st.session_state.get(ALLOW_NONFINITE, False))
+    key = (path, _stamp(Path(path) / WEIGHTS_FILE), allow_nonfinite)
+    failures = _failures()
+    if key in failures:
+        raise CheckpointError(failures[key])
+    try:
+        return _load_model(*key)
+    except CheckpointError as error:
+        failures[key] = str(error)
+        while len(failures) > MAX_FAILURES:
+            failures.popitem(last=False)
+        deploy.release_memory()
+        raise
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _load_report(path: str, stamp: int) -> Report:
+    return Report.load(path)
+
+
+def load_report(path: str | Path, warn: bool = True) -> Report | None:
+    """The evaluation report next to a checkpoint, or None (with a warning saying why)."""
+    try:
+        return _load_report(str(path), _stamp(Path(path) / REPORT_FILE))
+    except (FileNotFoundError, ValueError) as error:
+        if warn:
+            st.warning(str(error))
+        return None
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _explain(path: str, stamp: int, anyway: bool, data: bytes, mode: str, posthoc: tuple[str, ...]) -> Explanation:
+    return explain_bytes(_load_model(path, stamp, anyway), data, mode=mode, posthoc=posthoc)
+
+
+def explain(path: str, name: str, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = ()) -> Explanation:
+    """Explain an uploaded or example image; an unusable image shows ``st.error`` and stops the page."""
+    try:
+        with st.spinner(f"Running {Path(path).name} on {name}…"):
+            anyway = bool(st.session_state.get(ALLOW_NONFINITE, False))
+            return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), anyway, data, mode, posthoc)
+    except ImageError as error:
+        st.error(f"Cannot use {name!r} as an image: {error}")
+        st.stop()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _load_depth(path: str, stamp: int) -> DepthReport | None:
+    return DepthReport.load(path)
+
+
+def load_depth(path: str | Path) -> DepthReport | None:
+    """``depth.json`` beside a checkpoint (``python -m laya depth``), or None."""
+    return _load_depth(str(path), _stamp(Path(path) / "depth.json"))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _depth_fit(path: str, stamp: int) -> DepthFit | None:
+    return DepthFit.load(path)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _input_depth(path: str, stamp: int, fit_stamp: int, data: bytes) -> InputDepth:
+    checkpoint = _load_model(path, stamp)
+    spec = checkpoint.meta.input
+    return input_depth(
+        checkpoint, load_image_tensor(data, spec.channels, spec.source_size), _depth_fit(path, fit_stamp)
+    )
+
+
+def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
+    """Depth analytics of an uploaded or example image; an unusable image shows ``st.error`` and stops the page."""
+    try:
+        with st.spinner(f"Running {Path(path).name} on {name}…"):
+            return _input_depth(path, _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE), data)
+    except ImageError as error:
+        st.error(f"Cannot use {name!r} as an image: {error}")
+        st.stop()

@@ -1,0 +1,184 @@
+"""The sidebar model picker: bundled, uploaded or typed checkpoints; the page's selection and loaded checkpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from laya.app import deploy, links, views
+from laya.app.catalog import Entry, catalog_table, describe
+from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, Checkpoint, CheckpointError
+from pages.common.loading import ALLOW_NONFINITE, catalog, load_model
+from pages.common.sharing import VIEW, opened_link, option_index
+
+SELECTION = "laya_selection"
+SOURCES = ("Bundled models", "Upload a checkpoint", "Path on this machine")
+NO_MODELS = (
+    "No models found under `{root}`. Bundle the paper's settings with "
+    "`python -m laya reproduce fashion-mnist-mlp` (trains every head and writes `models/fashion-mnist-mlp/<head>/`), "
+    "evaluate your own checkpoint with `python -m laya evaluate --checkpoint DIR` and copy it under `{root}`, "
+    "or set `LAYA_MODELS` to a folder of checkpoints. You can also upload a checkpoint or give its path in the sidebar."
+)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The checkpoint chosen in the sidebar and the checkpoints comparable with it (its group)."""
+
+    path: str
+    group: tuple[Entry, ...]
+
+
+models_root = deploy.models_root
+
+
+def _pick_bundled(entries: list[Entry]) -> Selection:
+    groups = views.group_entries(entries)
+    if not groups:
+        st.info(NO_MODELS.format(root=models_root()))
+        st.stop()
+    link = opened_link()
+    group = st.sidebar.selectbox(
+        "Setting (dataset · backbone)",
+        list(groups),
+        index=option_index(list(groups), link.group),
+        key="model_group",
+        format_func=lambda g: f"{g} ({len(groups[g])})",
+    )
+    members = groups[group]
+    paths = [str(e.path) for e in members]
+    labels = dict(zip(paths, map(views.entry_label, members)))
+    heads = [e.head for e in members]
+    index = option_index(heads, link.head if group == link.group else None, option_index(heads, "laya"))
+    path = st.sidebar.radio("Head", paths, index=index, key=f"model_head_{group}", format_func=labels.__getitem__)
+    st.session_state[VIEW] = links.View(group=group, head=members[paths.index(path)].head)
+    with st.sidebar.expander("All checkpoints"):
+        st.dataframe(catalog_table(entries).drop(columns="path"), hide_index=True)
+    return Selection(path, tuple(members))
+
+
+class SessionUploads(dict):
+    """This session's uploaded checkpoints (digest -> folder); deleted from disk when the session ends
+    (its session state is garbage-collected), besides the store's TTL."""
+
+    def __init__(self, store: deploy.UploadStore) -> None:
+        super().__init__()
+        self.folders: list[str] = []
+        weakref.finalize(self, _discard_all, store, self.folders)  # must not reference self
+
+    def __setitem__(self, digest: str, folder: str) -> None:
+        self.folders.append(folder)
+        super().__setitem__(digest, folder)
+
+
+def _discard_all(store: deploy.UploadStore, folders: list[str]) -> None:
+    for folder in folders:
+        store.discard(folder)
+
+
+def _upload_checkpoint() -> str | None:
+    limit = deploy.max_checkpoint_mb()
+    files = st.sidebar.file_uploader(
+        f"{META_FILE} and {WEIGHTS_FILE} (up to {limit} MB each)",
+        type=["json", "safetensors"],
+        accept_multiple_files=True,
+        key="model_upload",
+        max_upload_size=limit,
+    )
+    if not files:
+        st.sidebar.caption("Upload both files of one checkpoint directory.")
+        return None
+    contents = {f.name: f.getvalue() for f in files}
+    digest = hashlib.sha256(
+        b"".join(n.encode() + hashlib.sha256(d).digest() for n, d in sorted(contents.items()))
+    ).hexdigest()
+    store = deploy.upload_store()
+    uploads = st.session_state.get("laya_uploads")
+    if not isinstance(uploads, SessionUploads):
+        uploads = st.session_state["laya_uploads"] = SessionUploads(store)
+    if digest not in uploads or not Path(uploads[digest]).is_dir():
+        try:
+            uploads[digest] = str(store.store(contents))
+        except CheckpointError as error:
+            st.sidebar.error(f"Cannot use this checkpoint: {error}")
+            deploy.release_memory()
+            return None
+    return uploads[digest]
+
+
+def _typed_path(entries: list[Entry]) -> Selection | None:
+    text = st.sidebar.text_input(
+        "Checkpoint directory", value=opened_link().path or "", key="model_path", placeholder="runs/…/seed0"
+    ).strip()
+    if not text:
+        return None
+    st.session_state[VIEW] = links.View(path=text)
+    try:
+        return _single(str(deploy.resolve_path(text)), entries)
+    except CheckpointError as error:
+        st.sidebar.error(str(error))
+        return None
+
+
+def _single(path: str, entries: list[Entry]) -> Selection:
+    """A checkpoint outside the catalog is its own group; one inside it keeps its group."""
+    found = next((e for e in entries if str(e.path) == path), None)
+    if found is not None:
+        return Selection(path, tuple(e for e in entries if e.group == found.group and e.error is None))
+    entry = describe(Path(path))
+    return Selection(path, (entry,) if entry.error is None else ())
+
+
+def pick_model() -> None:
+    """Sidebar: choose a bundled, uploaded or local checkpoint; store the :class:`Selection` in the session."""
+    entries = catalog(str(models_root()))
+    st.sidebar.header("Model")
+    sources = SOURCES if deploy.allow_paths() else SOURCES[:2]
+    opened = 2 if opened_link().path and len(sources) == 3 else 0
+    source = st.sidebar.radio("Source", sources, index=opened, key="model_source", label_visibility="collapsed")
+    st.session_state[VIEW] = links.View()
+    selection = None
+    if source == SOURCES[0]:
+        selection = _pick_bundled(entries)
+    elif source == SOURCES[1]:
+        path = _upload_checkpoint()
+        selection = _single(path, entries) if path else None
+    else:
+        selection = _typed_path(entries)
+    broken = [e for e in entries if e.error]
+    if broken:
+        with st.sidebar.expander(f"{len(broken)} unreadable checkpoint(s)"):
+            for e in broken:
+                st.caption(f"`{e.path}`: {e.error}")
+    st.session_state[SELECTION] = selection
+    st.query_params.from_dict(links.encode_view(st.session_state[VIEW]))
+
+
+def selected() -> Selection:
+    """The sidebar's selection; stops the page with a hint if there is none."""
+    chosen: Selection | None = st.session_state.get(SELECTION)
+    if chosen is None:
+        st.info("Choose a model in the sidebar.")
+        st.stop()
+    return chosen
+
+
+def current() -> tuple[Checkpoint, Selection]:
+    """The selected checkpoint, loaded; stops the page with a message if there is none or it fails to load."""
+    selection = selected()
+    try:
+        checkpoint = load_model(selection.path)
+    except CheckpointError as error:
+        st.error(f"Cannot load the checkpoint: {error}")
+        if NONFINITE in str(error):
+            st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
+        st.stop()
+    for warning in checkpoint.warnings:
+        st.warning(warning)
+    if checkpoint.warnings:  # kept on screen, so the choice stays in the session (and can be undone)
+        st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
+    return checkpoint, selection

@@ -1,10 +1,11 @@
 # Two entry points (see README): `make dashboard` and `make test`. Both create .venv on first use.
+# `make docs` builds the docs site strictly into site/.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: dashboard test test-fast system-deps benchmarks screenshots clean
+.PHONY: dashboard test test-fast docs system-deps benchmarks screenshots clean
 
 $(VENV)/.runtime: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -12,12 +13,19 @@ $(VENV)/.runtime: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
-$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+$(VENV)/.docs: $(VENV)/.runtime requirements-docs.txt
+	$(PY) -m pip install --quiet -r requirements-docs.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.docs requirements-dev.txt  # the tests build the docs site too
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
 dashboard: $(VENV)/.runtime  ## install and start the dashboard on the bundled checkpoints in models/
 	$(PY) -m streamlit run app.py --server.port $(PORT)
+
+docs: $(VENV)/.docs  ## build the docs site (MkDocs Material, strict: broken links fail) into site/
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 system-deps:  ## Debian packages for the browser test and the data tests (chromium, dataset-fashion-mnist)
 	bash scripts/install-system-deps.sh
@@ -38,4 +46,4 @@ screenshots: $(VENV)/.dev  ## README screenshots of every dashboard page, from t
 	$(PY) scripts/screenshots.py --models models --out docs/screenshots
 
 clean:
-	rm -rf $(VENV) test-artifacts .pytest_cache
+	rm -rf $(VENV) test-artifacts .pytest_cache site

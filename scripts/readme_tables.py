@@ -1,17 +1,20 @@
-"""Print a setting's README results table and its stated comparisons, from its committed summary.
+"""Print a setting's results table (docs/results.md) and its stated comparisons, from its committed summary.
 
     python scripts/readme_tables.py models/cifar10-cnn [models/cifar10-vit ...]
+    python scripts/readme_tables.py --overview models/fashion-mnist-mlp ...   # the README's one table
 
-The table is ``summary.csv`` (written by ``python -m laya reproduce``/``benchmark``) cut to the README's
-columns; the comparisons are ``comparisons.csv``'s verdicts (paired t-test over seeds, paired bootstrap over
+The table is ``summary.csv`` (written by ``python -m laya reproduce``/``benchmark``) cut to the results
+page's columns; the comparisons are ``comparisons.csv``'s verdicts (paired t-test over seeds, paired bootstrap over
 the first seed's inputs); the depth lines are the LAYA heads' α and LOO drops over the whole test set per
 seed, from ``class_profiles.csv``; the paper's-definition line is the LAYA heads' all-layer Spearman under the
-frozen-α ``zero`` intervention over seeds, from ``results.csv``. The README quotes the files rather than
-retyping numbers.
+frozen-α ``zero`` intervention over seeds, from ``results.csv``. The docs quote the files rather than
+retyping numbers; ``--overview`` prints the README's table (LAYA's accuracy and α faithfulness per
+setting, with its paired t-tests over seeds against the other heads), which tests/docs compares with README.md.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -89,13 +92,48 @@ def paper_definition(setting: Path, methods: tuple[str, ...] = ("integrated_grad
 
 
 SETTING_FILES = ("summary.csv", "comparisons.csv", CLASS_PROFILES_FILE, "results.csv")
+OTHER_HEADS = ("LastLayer", "Concat", "ScalarMix")
+_DELTA = re.compile(r"Δ ([+-]?\d+\.\d+ \[[^\]]+\]), p=([^)]+)\)")
+
+
+def _accuracy_delta(verdict_text: str) -> str:
+    """``LAYA ≈ Concat: tie (paired t-test over seeds, Δ -0.003 [-0.007, +0.002], p=0.2)`` -> ``tie: -0.003 [...]``."""
+    match = _DELTA.search(verdict_text)
+    if match is None:
+        return verdict_text
+    delta, p = match.groups()
+    return f"tie: {delta}" if ": tie" in verdict_text else f"**{delta}** (p = {p})"
+
+
+def overview(settings: list[Path], docs_page: str = "docs/results.md") -> str:
+    """The README's results table: per setting, LAYA's accuracy and α faithfulness over seeds (``summary.csv``)
+    and LAYA − each other head's accuracy, paired t-test over seeds (``comparisons.csv``)."""
+    header = ["setting", "seeds", "LAYA accuracy", *(f"LAYA − {h}" for h in OTHER_HEADS),
+              "LAYA α: Spearman, informative layers"]  # fmt: skip
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for setting in settings:
+        laya = pd.read_csv(setting / "summary.csv").set_index("head").loc["LAYA"]
+        comparisons = pd.read_csv(setting / "comparisons.csv")
+        accuracy = comparisons[(comparisons["comparison"] == "accuracy") & (comparisons["A"] == "LAYA")]
+        deltas = [_accuracy_delta(accuracy.loc[accuracy["B"] == h, "over seeds"].iloc[0]) for h in OTHER_HEADS]
+        cells = [f"[{setting.name}]({docs_page}#{setting.name})", str(laya["seeds"]), laya["accuracy"], *deltas,
+                 laya["Spearman (informative layers)"]]  # fmt: skip
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def main() -> None:
-    for setting in map(Path, sys.argv[1:]):
+    args = sys.argv[1:]
+    summary_only = args[:1] == ["--overview"]
+    settings = [Path(a) for a in args[summary_only:]]
+    for setting in settings:
         missing = [name for name in SETTING_FILES if not (setting / name).is_file()]
         if missing:
             sys.exit(f"{setting}: no {', '.join(missing)} (written by `python -m laya reproduce <setting>`)")
+    if summary_only:
+        print(overview(settings))
+        return
+    for setting in settings:
         print(
             f"## {setting.name}\n\n{readme_table(setting)}\n\n{comparisons(setting)}\n{depth_across_seeds(setting)}\n"
             f"{paper_definition(setting)}\n"

@@ -353,7 +353,7 @@ def _ci(estimate: float | None, low: float | None, high: float | None, spec: str
 
 
 def _column(task: str) -> str:
-    """README column of a detection task: the other dataset's OOD tasks share one."""
+    """Depth-analytics table column of a detection task: the other dataset's OOD tasks share one."""
     return "OOD: other dataset" if task.startswith("OOD:") and "noise" not in task else task
 
 

@@ -163,7 +163,7 @@ def _per_input(run: str, key: str):
 def comparisons_table(
     results: pd.DataFrame, mode: str = DEFAULT_MODE, reduction: str = DEFAULT_REDUCTION, metric: str = HEADLINE_METRIC
 ) -> pd.DataFrame:
-    """The paired comparisons the README states: LAYA vs every other head (accuracy; faithfulness of
+    """The paired comparisons the results docs state: LAYA vs every other head (accuracy; faithfulness of
     the primary method) and, on LAYA, α vs every post-hoc method. Each: a paired t-test over seeds and a
     paired bootstrap over the test inputs of the first seed; ``verdict`` says "tie" where the CI covers 0."""
     part = _part(results, mode, reduction)

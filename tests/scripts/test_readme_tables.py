@@ -1,4 +1,4 @@
-"""scripts/readme_tables.py quotes a setting's summary: the README's columns, short score labels, depth across seeds."""
+"""scripts/readme_tables.py quotes a setting's summary: the results page's columns, short score labels, depth across seeds."""
 
 import importlib.util
 import subprocess
@@ -51,7 +51,7 @@ def test_depth_across_seeds(tmp_path):
 
 
 def test_scripts_run_from_a_checkout():
-    """The README runs them as ``python scripts/<name>.py`` from the repository root, without installing laya."""
+    """The docs run them as ``python scripts/<name>.py`` from the repository root, without installing laya."""
     root = SCRIPT.parents[1]
     out = subprocess.run([sys.executable, "scripts/readme_tables.py", "models/fashion-mnist-mlp"], cwd=root,
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
@@ -85,3 +85,27 @@ def test_paper_definition_over_seeds(tmp_path):
     )
     assert "α > Integrated Gradients (paired t-test over seeds, Δ +0.100 [" in line and f"p={t.pvalue:.2g})" in line
     assert "Gradient × Input" not in line  # not in the results: not invented
+
+
+def test_overview_quotes_summary_and_verdicts(tmp_path):
+    """The README's one table: LAYA's row of summary.csv and its accuracy verdicts, ties unbolded."""
+    setting = tmp_path / "my-setting"
+    setting.mkdir()
+    (setting / "summary.csv").write_text(
+        "head,seeds,accuracy,Spearman (informative layers)\n"
+        'LAYA,3,"0.8085 ± 0.0028 [0.8016, 0.8155]","0.504 ± 0.004 [0.495, 0.513]"\n'
+        'Concat,3,"0.9 ± 0.1 [0.1, 0.9]",x\n'
+    )
+    (setting / "comparisons.csv").write_text(
+        "comparison,A,B,over seeds\n"
+        'accuracy,LAYA,LastLayer,"LAYA > LastLayer (paired t-test over seeds, Δ +0.031 [+0.023, +0.038], p=0.0035)"\n'
+        'accuracy,LAYA,Concat,"LAYA ≈ Concat: tie (paired t-test over seeds, Δ -0.013 [-0.025, +0.001], p=0.42)"\n'
+        'accuracy,LAYA,ScalarMix,"LAYA < ScalarMix (paired t-test over seeds, Δ -0.010 [-0.012, -0.008], p=0.0018)"\n'
+        'Spearman (informative layers) on LAYA,α,Saliency,"α > Saliency (Δ +0.5 [+0.1, +0.9], p=0.01)"\n'
+    )
+    lines = _script().overview([setting]).splitlines()
+    assert len(lines) == 3
+    cells = [c.strip() for c in lines[2].split("|")[1:-1]]
+    assert cells == ["[my-setting](docs/results.md#my-setting)", "3", "0.8085 ± 0.0028 [0.8016, 0.8155]",
+                     "**+0.031 [+0.023, +0.038]** (p = 0.0035)", "tie: -0.013 [-0.025, +0.001]",
+                     "**-0.010 [-0.012, -0.008]** (p = 0.0018)", "0.504 ± 0.004 [0.495, 0.513]"]  # fmt: skip

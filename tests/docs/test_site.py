@@ -24,6 +24,11 @@ def test_site_builds_strictly(tmp_path):
     done = _mkdocs(ROOT / "mkdocs.yml", tmp_path / "site")
     assert done.returncode == 0, done.stderr[-4000:]
     assert (tmp_path / "site" / "results" / "index.html").is_file()
+    # API pages come from the docstrings (mkdocstrings): the re-exports and every subpackage's modules
+    api = {page: (tmp_path / "site" / "api" / page / "index.html").read_text() for page in ("model", "analysis")}
+    assert 'id="laya.model.heads.LayaHead"' in api["model"] and "softmax" in api["model"]
+    assert 'id="laya.analysis.ablation.leave_one_out"' in api["analysis"]
+    assert 'id="laya.load_checkpoint"' in (tmp_path / "site" / "api" / "index.html").read_text()
 
 
 def test_broken_links_fail_the_build(tmp_path):

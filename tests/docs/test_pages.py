@@ -1,0 +1,41 @@
+"""Docs pages that describe the code's structure list what is there."""
+
+import pkgutil
+import re
+from importlib import import_module
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_library_page_lists_every_module():
+    """docs/library.md's package table names every module of each subpackage, and no module that is gone."""
+    text = (ROOT / "docs" / "library.md").read_text()
+    rows = dict(re.findall(r"^\| `(laya\.\w+)` \| ([^|]+) \|", text, re.M))
+    assert set(rows) == {"laya.model", "laya.data", "laya.analysis", "laya.training", "laya.app"}
+    for package, cell in rows.items():
+        listed = set(re.findall(r"`(\w+)`", cell))
+        present = {m.name for m in pkgutil.iter_modules(import_module(package).__path__)}
+        assert listed == present, f"docs/library.md, {package}: missing {present - listed}, gone {listed - present}"
+
+
+def test_dashboard_page_lists_every_page():
+    text = (ROOT / "docs" / "dashboard.md").read_text()
+    titles = {re.search(r'st\.title\("([^"]+)"\)', p.read_text()).group(1) for p in (ROOT / "pages").glob("*.py")
+              if "st.title(" in p.read_text()}  # fmt: skip
+    assert titles, "no page titles found"
+    shown = set(re.findall(r"^\| \*\*([^*]+)\*\* \|", text, re.M))
+    assert titles <= shown, f"docs/dashboard.md does not describe {titles - shown}"
+
+
+def test_repository_paths_in_the_docs_exist():
+    """A file of the repository named in the docs (``scripts/…``, ``tests/…``, ``laya/…``) is there."""
+    pattern = re.compile(r"(?<![\w/.-])((?:scripts|benchmarks|tests|laya|pages|docs)/[\w./-]*\w)")
+    missing = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = page.read_text()
+        for match in pattern.finditer(text):
+            path = ROOT / match.group(1)
+            if not (path.exists() or path.with_suffix(".py").exists()):
+                missing.append(f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1} {match.group(1)}")
+    assert not missing, "paths that do not exist: " + ", ".join(missing)

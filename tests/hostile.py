@@ -100,6 +100,14 @@ CASES: tuple[Case, ...] = (
     Case("unknown-key", _set("backbone", "hidden", 4), "backbone.hidden = 4: unknown key"),
     Case("not-an-object", _set("head", [1, 2]), "head = [1, 2]: must be an object"),
     Case("dataset-server-folder", _set("dataset", "/etc"), "dataset = '/etc': must be a known dataset", on_load=False),
+    # issue 17, hole 1: ``~`` was checked literally and then expanded when opened
+    Case("weights-tilde-environ", _set("backbone", "weights", "~/../proc/self/environ"), "starts with '~'"),
+    Case("weights-tilde-passwd", _set("backbone", "weights", "~/../etc/passwd"), "starts with '~'"),
+    Case("weights-tilde-missing", _set("backbone", "weights", "~/../etc/no-such-file"), "starts with '~'"),
+    Case("weights-tilde-home", _set("backbone", "weights", "~"), "starts with '~'"),
+    Case("weights-tilde-user", _set("backbone", "weights", "~root/.bashrc"), "starts with '~'"),
+    Case("weights-nul", _set("backbone", "weights", "a\x00b"), "without NUL"),
+    Case("dataset-tilde", _set("dataset", "~/../etc"), "starts with '~'", on_load=False),
 )
 
 

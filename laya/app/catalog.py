@@ -16,6 +16,7 @@ from laya.analysis.depth import DepthReport
 from laya.analysis.report import REPORT_FILE, Report
 from laya.data.datasets import dataset_label
 from laya.model.checkpoint import META_FILE, CheckpointError, read_meta
+from laya.paths import canonical_path, inside
 from laya.training.settings import SETTINGS
 
 EXAMPLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
@@ -133,11 +134,19 @@ def catalog_table(entries: list[Entry]) -> pd.DataFrame:
 
 
 def example_images(checkpoint_dir: str | Path) -> list[Path]:
-    """Bundled example images: ``<checkpoint>/examples/`` or the setting's shared ``../examples/``."""
+    """Bundled example images: ``<checkpoint>/examples/`` or the setting's shared ``../examples/``.
+
+    Only regular files whose real path (:func:`laya.paths.canonical_path`) stays inside the setting's
+    folder: a linked example cannot show a server file."""
     checkpoint_dir = Path(checkpoint_dir)
+    setting = [checkpoint_dir.parent]
     for folder in (checkpoint_dir / "examples", checkpoint_dir.parent / "examples"):
-        if folder.is_dir():
-            return sorted(p for p in folder.iterdir() if p.suffix.lower() in EXAMPLE_SUFFIXES)
+        if folder.is_dir() and inside(folder, setting):
+            return sorted(
+                canonical_path(p)
+                for p in folder.iterdir()
+                if p.suffix.lower() in EXAMPLE_SUFFIXES and inside(p, setting) and p.is_file()
+            )
     return []
 
 

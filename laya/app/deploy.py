@@ -42,6 +42,7 @@ from laya.model.checkpoint import (
     check_model,
     parse_meta,
 )
+from laya.paths import PathRefused, canonical_path, inside
 
 APP_DIR = Path(__file__).resolve().parents[2]
 CHECKPOINT_FILES = (META_FILE, WEIGHTS_FILE)
@@ -49,8 +50,6 @@ PATH_REFUSED = (
     "No LAYA checkpoint at that path among the folders this server shares (LAYA_MODELS, LAYA_PATH_ROOTS). "
     "Give a checkpoint directory (holding model.json and model.safetensors) inside one of them."
 )
-MAX_PATH_BYTES = 4096
-MAX_NAME_BYTES = 255
 
 
 def _env_number(name: str, default: float) -> float:
@@ -86,48 +85,39 @@ def max_checkpoint_mb() -> int:
     return max(1, int(_env_number("LAYA_MAX_CHECKPOINT_MB", 200)))
 
 
-def _inside(path: str, roots: list[Path]) -> Path | None:
-    """The root holding ``path`` (after symlinks and ``..``), or None."""
-    real = Path(os.path.realpath(path))
-    return next((root for root in roots if real.is_relative_to(os.path.realpath(root))), None)
+def _root_of(path: str | Path, roots: list[Path]) -> Path | None:
+    """The root holding ``path`` (:func:`laya.paths.canonical_path`: after symlinks and ``..``), or None."""
+    return next((root for root in roots if inside(path, [root])), None)
 
 
 def resolve_path(text: str, roots: list[Path] | None = None) -> Path:
     """The checkpoint directory a typed path names, if it lies inside ``roots`` (default :func:`path_roots`).
 
-    Relative paths are taken from the first root. A path to ``model.json`` or ``model.safetensors``
-    means its directory.
+    Relative paths are taken from the first root; ``~`` is not expanded (:func:`laya.paths.canonical_path`).
+    A path to ``model.json`` or ``model.safetensors`` means its directory.
 
     Raises:
         CheckpointError: :data:`PATH_REFUSED` for every refusal (outside the roots, missing, not a
-            checkpoint, NUL bytes, over-long names), so the answer says nothing about other files.
+            checkpoint, NUL bytes, over-long names, ``~``), so the answer says nothing about other files.
     """
     roots = path_roots() if roots is None else roots
-    encoded = text.encode("utf-8", "surrogateescape")
-    parts = Path(text).parts
-    if (
-        not text
-        or "\x00" in text
-        or len(encoded) > MAX_PATH_BYTES
-        or any(len(p.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES for p in parts)
-    ):
-        raise CheckpointError(PATH_REFUSED)
-    path = Path(text) if Path(text).is_absolute() else roots[0] / text
+    try:
+        path = canonical_path(text, roots[0], roots)
+    except PathRefused as error:
+        raise CheckpointError(PATH_REFUSED) from error
     if path.name in CHECKPOINT_FILES:
         path = path.parent
-    if _inside(str(path), roots) is None:
-        raise CheckpointError(PATH_REFUSED)
     try:
         if not ((path / META_FILE).is_file() and (path / WEIGHTS_FILE).is_file()):
             raise CheckpointError(PATH_REFUSED)
     except OSError as error:
         raise CheckpointError(PATH_REFUSED) from error
-    return Path(os.path.realpath(path))
+    return path
 
 
 def confinement(path: str | Path, uploads: Path | None = None) -> Confinement:
     """What a checkpoint loaded by the dashboard may point to: its upload folder, or the allowed root holding it."""
-    root = uploads if uploads is not None and _inside(str(path), [uploads]) else _inside(str(path), path_roots())
+    root = uploads if uploads is not None and inside(path, [uploads]) else _root_of(path, path_roots())
     return Confinement(weights_root=Path(root or path), data_roots=data_roots())
 
 

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from laya.data.streaming import ImageFiles
 from laya.model.validation import check_fields
+from laya.paths import PathRefused, canonical_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FASHION_MNIST_CLASSES = (
@@ -202,7 +203,10 @@ def load_dataset(
         return _fashion_mnist(split)
     if name == "cifar10":
         return _cifar10(split, stream)
-    path = Path(name).expanduser()
+    try:
+        path = canonical_path(name)  # ``~`` is not expanded: the path checked is the path read
+    except PathRefused as error:
+        raise DatasetNotFoundError(f"dataset {name!r}: {error}") from None
     if path.is_dir():
         return load_image_folder(path, split, image_size or 32, channels or 3, stream)
     raise DatasetNotFoundError(

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from laya.model.devices import resolve_device
 from laya.model.heads import HeadConfig, build_head
 from laya.model.validation import CheckpointError, check_record, refuse
 from laya.model.weights import SOURCES
+from laya.paths import PathRefused, canonical_path
 
 FORMAT = "laya-checkpoint"
 FORMAT_VERSION = 1
@@ -55,37 +56,42 @@ class Confinement:
     data_roots: tuple[Path, ...] = ()
 
 
-def _inside(path: Path, roots: tuple[Path, ...] | list[Path]) -> bool:
-    real = Path(os.path.realpath(path))
-    return any(real.is_relative_to(os.path.realpath(root)) for root in roots)
-
-
-def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) -> None:
-    """Refuse ``backbone.weights`` outside ``confine`` (see :class:`Confinement`); the dataset is checked
-    when it is loaded (:meth:`Checkpoint.load_data`)."""
+def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) -> str | None:
+    """Refuse ``backbone.weights`` outside ``confine`` (see :class:`Confinement`); returns the spec to build
+    with: a named source as is, a file as its real path (:func:`laya.paths.canonical_path`), the very path
+    that is then opened. The dataset is checked when it is loaded (:meth:`Checkpoint.load_data`)."""
     spec = meta.backbone.weights
     if spec == "timm":
         raise refuse(
             "backbone.weights", spec, "downloads are not allowed for this checkpoint; name a local source or file"
         )
-    if spec is not None and spec not in SOURCES:
-        target = Path(spec) if Path(spec).is_absolute() else directory / spec  # as build_backbone resolves it
-        if not _inside(target, [confine.weights_root]):
-            raise refuse(
-                "backbone.weights",
-                spec,
-                f"must be a named source ({', '.join(SOURCES)}) or a file inside the checkpoint's own folder (server models: their model folder)",
-            )
+    if spec is None or spec in SOURCES:
+        return spec
+    try:
+        return str(canonical_path(spec, directory, [confine.weights_root]))
+    except PathRefused as error:
+        raise refuse(
+            "backbone.weights",
+            spec,
+            f"must be a named source ({', '.join(SOURCES)}) or a file inside the checkpoint's own folder "
+            f"(server models: their model folder); {error}",
+        ) from None
 
 
-def check_dataset(name: str, confine: Confinement) -> None:
-    """Refuse a ``dataset`` that is neither a known name nor a folder inside ``confine.data_roots``."""
-    if name not in KNOWN_DATASETS and not _inside(Path(name), confine.data_roots):
+def check_dataset(name: str, confine: Confinement) -> str:
+    """Refuse a ``dataset`` that is neither a known name nor a folder inside ``confine.data_roots``; returns
+    the name, or the folder's real path (the one then read)."""
+    if name in KNOWN_DATASETS:
+        return name
+    try:
+        return str(canonical_path(name, None, confine.data_roots))
+    except PathRefused as error:
         raise refuse(
             "dataset",
             name,
-            f"must be a known dataset ({', '.join(KNOWN_DATASETS)}) or a folder inside the data roots this server allows",
-        )
+            f"must be a known dataset ({', '.join(KNOWN_DATASETS)}) or a folder inside the data roots this server "
+            f"allows; {error}",
+        ) from None
 
 
 @dataclass
@@ -170,7 +176,7 @@ class Checkpoint:
         spec = self.meta.input
         name = dataset or self.meta.dataset
         if self.confine is not None:
-            check_dataset(name, self.confine)
+            name = check_dataset(name, self.confine)
         return load_dataset(name, split, spec.source_size, spec.channels, stream)
 
     @property
@@ -333,8 +339,9 @@ def load_checkpoint(
     map_location = resolve_device(map_location)
     record = read_meta(directory)
     meta = check_model(record)
+    built = meta  # what is built: a confined weights file by the real path that was checked
     if confine is not None:
-        check_confined(meta, confine, directory)
+        built = replace(meta, backbone=replace(meta.backbone, weights=check_confined(meta, confine, directory)))
     weights = directory / WEIGHTS_FILE
     expected = record.get("weights", {}).get("sha256")
     if expected and sha256_file(weights) != expected:
@@ -347,7 +354,7 @@ def load_checkpoint(
     except (SafetensorError, OSError, ValueError) as error:
         raise CheckpointError(f"{WEIGHTS_FILE} is not a readable safetensors file ({type(error).__name__})") from error
     try:
-        model = build_model(meta, directory)
+        model = build_model(built, directory)
     except (FileNotFoundError, ValueError, RuntimeError) as error:
         raise CheckpointError(f"cannot build the model described by {META_FILE}: {error}") from error
     external_backbone = record.get("backbone_sha256") is not None

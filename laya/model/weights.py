@@ -19,6 +19,8 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
+from laya.paths import PathRefused, canonical_path
+
 
 @dataclass(frozen=True)
 class WeightSource:
@@ -55,15 +57,18 @@ SOURCES: dict[str, WeightSource] = {
 
 
 def resolve_path(spec: str, base_dir: Path | None = None) -> Path:
-    """The file a weights spec points to (a named source, or a path relative to ``base_dir``)."""
+    """The file a weights spec points to: a named source, or :func:`laya.paths.canonical_path` of a path
+    relative to ``base_dir`` (``~`` is not expanded). Messages quote ``spec``, never the server path."""
     if spec in SOURCES:
         return SOURCES[spec].path()
-    path = Path(spec).expanduser()
-    if not path.is_absolute() and base_dir is not None:
-        path = Path(base_dir) / path
+    try:
+        path = canonical_path(spec, base_dir)
+    except PathRefused as error:
+        raise FileNotFoundError(f"backbone weights: {error}") from None
     if not path.is_file():
         raise FileNotFoundError(
-            f"backbone weights {spec!r} not found (looked at {path}); expected a file or one of {sorted(SOURCES)}"
+            f"backbone weights {spec!r} not found (a relative path is taken from the checkpoint's folder); "
+            f"expected a file or one of {sorted(SOURCES)}"
         )
     return path
 
@@ -75,11 +80,11 @@ def read_state_dict(path: Path) -> dict[str, Tensor]:
             return load_file(str(path))
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        raise ValueError(f"cannot read weights file {path}: {error}") from error
+        raise ValueError(f"cannot read weights file {path.name}: {type(error).__name__}") from error
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
-        raise ValueError(f"weights file {path} does not hold a state dict of tensors")
+        raise ValueError(f"weights file {path.name} does not hold a state dict of tensors")
     return state
 
 

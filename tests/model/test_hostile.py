@@ -108,3 +108,28 @@ def test_nonfinite_weights_are_refused_or_loaded_with_a_warning(good: Path, tmp_
 def test_good_checkpoint_still_loads_confined(good: Path, image_folder: Path) -> None:
     checkpoint = load_checkpoint(good, confine=Confinement(good, (image_folder,)))
     assert checkpoint.warnings == () and len(checkpoint.load_data("test")) > 0
+
+
+def test_confined_weights_are_built_from_the_real_path_that_was_checked(good: Path, tmp_path: Path) -> None:
+    """check_confined returns the real path (the one then opened); a link leaving the folder is refused,
+    and the refusal is the same whether its target exists."""
+    from laya.model.checkpoint import check_confined, check_model
+
+    folder = tmp_path / "upload"
+    folder.mkdir()
+    (folder / "w.safetensors").write_bytes(b"x")
+    (folder / "inner").symlink_to(folder / "w.safetensors")
+    (folder / "leak").symlink_to("/etc/passwd")
+    (folder / "leak-missing").symlink_to("/etc/no-such-file")
+    record = json.loads((good / META_FILE).read_text())
+    messages = []
+    for spec, expected in (("inner", folder / "w.safetensors"), ("leak", None), ("leak-missing", None)):
+        meta = check_model({**record, "backbone": {**record["backbone"], "weights": spec}})
+        if expected is not None:
+            assert check_confined(meta, Confinement(folder), folder) == str(expected.resolve())
+            continue
+        with pytest.raises(CheckpointError, match="must be a named source") as refused:
+            check_confined(meta, Confinement(folder), folder)
+        messages.append(str(refused.value).replace(repr(spec), "<spec>"))
+        assert str(folder) not in messages[-1]
+    assert messages[0] == messages[1]

@@ -3,8 +3,8 @@ FROM python:3.11-slim
 WORKDIR /app
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 # Deployment mode (README, "Deploying for a team"): no server paths typed by visitors; freed memory goes
-# back to the OS at once (glibc would keep the arenas of a large failed load).
-ENV LAYA_ALLOW_PATHS=0 MALLOC_MMAP_THRESHOLD_=65536
+# back to the OS at once (glibc would keep the arenas of a large failed load); never a dataset download.
+ENV LAYA_ALLOW_PATHS=0 LAYA_DOWNLOAD=0 MALLOC_MMAP_THRESHOLD_=65536
 # CPU wheels of torch/torchvision keep the image small; requirements.txt then finds them satisfied.
 RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch>=2.3,<2.15" "torchvision>=0.18,<0.30"
 COPY requirements.txt .

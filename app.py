@@ -8,9 +8,13 @@ legacy list included), and the url paths differ from the file names so that no p
 without this script, i.e. without the sidebar. Every page runs inside ``pages.common.guard``.
 """
 
+import os
+
 import streamlit as st
 
 from pages.common import configure_torch, guard, pick_model
+
+os.environ.setdefault("LAYA_DOWNLOAD", "0")  # the dashboard never downloads a dataset (issue 17)
 
 st.set_page_config(page_title="LAYA dashboard", page_icon=":material/layers:", layout="wide")
 configure_torch()

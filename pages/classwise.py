@@ -8,6 +8,7 @@ import streamlit as st
 from laya.analysis.profiles import SUBSETS
 from laya.app import views
 from laya.app.plots import DROP_COLOR, heatmap_figure, profile_bars_figure, seed_profiles_figure
+from laya.app.text import shown
 from laya.data.datasets import DatasetNotFoundError, dataset_label
 from laya.data.images import ImageError
 from laya.training.suite import CLASS_PROFILES_FILE
@@ -21,7 +22,7 @@ live = st.session_state.setdefault("laya_live_reports", {})
 st.title("Class-wise depth patterns")
 
 with st.container(border=True):
-    st.markdown(f"**Recompute on the local dataset** (test split of `{dataset_label(checkpoint.meta.dataset)}`)")
+    st.markdown(f"**Recompute on the local dataset** (test split of {shown(dataset_label(checkpoint.meta.dataset))})")
     limit_col, button_col = st.columns([2, 1], vertical_alignment="bottom")
     limit = limit_col.number_input(
         "Inputs (0 = the whole test split)", min_value=0, value=1000, step=500, key="classwise_limit"
@@ -31,7 +32,7 @@ with st.container(border=True):
         try:
             live[selection.path] = views.evaluate_locally(checkpoint, int(limit), lambda f, m: bar.progress(f, text=m))
         except (DatasetNotFoundError, ImageError, ValueError) as error:
-            st.error(f"Cannot recompute: {error}")
+            st.error(shown(f"Cannot recompute: {error}"))
     if selection.path in live:
         st.success(f"Showing a live evaluation on {live[selection.path].data['dataset']['n']} test inputs.")
         if st.button("Back to the bundled report", key="classwise_discard"):
@@ -83,7 +84,7 @@ name = st.selectbox(
 )
 common.share(cls=name)
 if counts[name] == 0:
-    st.info(f"No {SUBSET_LABELS[subset]} inputs of class {name} in this report.")
+    st.info(f"No {SUBSET_LABELS[subset]} inputs of class {shown(name)} in this report.")
 score_col, loo_col = st.columns(2)
 class_scores = profile_bars_figure(
     views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}"

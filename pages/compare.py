@@ -5,6 +5,7 @@ import streamlit as st
 from laya.app import views
 from laya.app.catalog import example_images
 from laya.app.plots import compare_figure
+from laya.app.text import shown
 from laya.model.checkpoint import CheckpointError
 from pages import common
 
@@ -27,7 +28,7 @@ for path in chosen:
     try:
         loaded[path] = common.load_model(path)
     except CheckpointError as error:
-        st.error(f"Cannot load {labels[path]}: {error}")
+        st.error(shown(f"Cannot load {labels[path]}: {error}"))
 if not loaded:
     st.stop()
 
@@ -65,7 +66,7 @@ for column, head, explanation, report in zip(st.columns(len(loaded)), heads, exp
         st.caption(f"Scores: {views.method_label(explanation.primary)}")
         st.caption(views.report_caption(report))
         if warning := views.nonfinite_warning(explanation):
-            st.warning(warning)
+            st.warning(shown(warning))
 
 figure = compare_figure(explanations, views.compare_titles(heads, explanations))
 table = views.compare_table(heads, explanations, reports)

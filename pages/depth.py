@@ -6,6 +6,7 @@ import streamlit as st
 from laya.analysis.logit_attribution import top_class_table
 from laya.app import depth_plots
 from laya.app.catalog import example_images
+from laya.app.text import public
 from pages import common
 
 checkpoint, selection = common.current()
@@ -13,7 +14,7 @@ classes, layers = checkpoint.meta.classes, list(checkpoint.layer_names)
 st.title("Depth analytics")
 report = common.load_depth(selection.path)
 if report is None:
-    st.info(f"No depth report yet: run `python -m laya depth --checkpoint {selection.path}` for readout probes, "
+    st.info(f"No depth report yet: run `python -m laya depth --checkpoint {public(selection.path)}` for readout probes, "
             "the early-exit, pruning and detection results. Shown below: what the head alone gives.")  # fmt: skip
 
 carried = st.session_state.get(common.CURRENT_INPUT)

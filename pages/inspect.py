@@ -6,12 +6,13 @@ from laya.analysis.attribution import POSTHOC_METHODS
 from laya.app import views
 from laya.app.catalog import example_images
 from laya.app.plots import topk_figure
+from laya.app.text import shown
 from pages import common
 
 checkpoint, selection = common.current()
 head = checkpoint.meta.head.name
 st.title("Inspect an input")
-st.caption(f"{checkpoint.name} · {len(checkpoint.layer_names)} layers: {', '.join(checkpoint.layer_names)}")
+st.caption(shown(f"{checkpoint.name} · {len(checkpoint.layer_names)} layers: {', '.join(checkpoint.layer_names)}"))
 
 source_col, options_col = st.columns(2)
 with source_col:
@@ -45,7 +46,7 @@ name, data = image
 explanation = common.explain(selection.path, name, data, mode, tuple(posthoc))
 spec = checkpoint.meta.input
 if warning := views.nonfinite_warning(explanation):
-    st.warning(warning)
+    st.warning(shown(warning))
 st.session_state[common.CURRENT_INPUT] = (name, data)
 st.page_link("pages/depth.py", label="Depth analytics of this input", icon=":material/stacked_bar_chart:")
 
@@ -70,7 +71,7 @@ for column, method in zip(st.columns(len(explanation.scores)), explanation.score
 
 st.subheader("Live leave-one-layer-out")
 st.caption(
-    f"Each row removes one layer (`{mode}` ablation) and reruns the head: the drop in p({explanation.label}), "
+    f"Each row removes one layer (`{mode}` ablation) and reruns the head: the drop in p({shown(explanation.label)}), "
     "the prediction afterwards, and whether the label flips."
 )
 table = views.layer_table(explanation)

@@ -59,6 +59,17 @@ def _vit_huge(record: Record) -> None:
     _input(3, 224)(record)
 
 
+def _timm_at(model: str, size: int, **kwargs: Any) -> Callable[[Record], None]:
+    """A timm backbone at ``size`` px (input spec to match)."""
+
+    def mutate(record: Record) -> None:
+        record["backbone"].update(name="timm", model=model, input_size=size, model_kwargs=kwargs, widths=[1])
+        _input(3, size)(record)
+        record["input"]["source_size"] = size
+
+    return mutate
+
+
 def _deep_mlp(record: Record) -> None:
     record["backbone"]["widths"] = [20_000] * 60
 
@@ -108,6 +119,29 @@ CASES: tuple[Case, ...] = (
     Case("weights-tilde-user", _set("backbone", "weights", "~root/.bashrc"), "starts with '~'"),
     Case("weights-nul", _set("backbone", "weights", "a\x00b"), "without NUL"),
     Case("dataset-tilde", _set("dataset", "~/../etc"), "starts with '~'", on_load=False),
+    # hole 2: buffers (a BEiT's relative-position index is a non-persistent int64 buffer of tokens**2),
+    # attention temporaries and CPU cost per image
+    Case(
+        "beit-1024-patch4-buffers",
+        _timm_at("beit_base_patch16_224", 1024, img_size=1024, patch_size=4, embed_dim=16, depth=1, num_heads=1),
+        "4,295,098,401 in buffers",
+        huge=True,
+    ),
+    Case(
+        "beit-1024-patch8-temporaries",
+        _timm_at("beit_base_patch16_224", 1024, img_size=1024, patch_size=8, embed_dim=16, depth=1, num_heads=1),
+        "(LAYA_MAX_ACTIVATIONS; float32 elements at the peak",
+        huge=True,
+    ),
+    Case(
+        "vit-65536-tokens",
+        _timm_at("test_vit", 1024, img_size=1024, patch_size=4),
+        "(LAYA_MAX_ACTIVATIONS; float32 elements at the peak",
+        huge=True,
+    ),
+    Case("resnet101-1024-cpu-cost", _timm_at("resnet101", 1024), "326.0 GFLOP per input", huge=True),
+    # hole 3: a model far larger than its 20 KB weights file is refused from the file's header, before building
+    Case("mlp-22000-tiny-weights", _set("backbone", "widths", [22_000, 22_000, 8]), "wrong shape", huge=True),
 )
 
 
@@ -126,21 +160,36 @@ def write_case(good_dir: Path, case: Case, dest: Path) -> Path:
     return dest
 
 
-def write_nan_weights(good_dir: Path, dest: Path) -> str:
-    """A copy of ``good_dir`` whose classifier weight holds one NaN (``model.json`` re-hashed); returns the tensor's name."""
+def write_weights(good_dir: Path, dest: Path, change: Callable[[dict], None], dtype: str | None = None) -> Path:
+    """A copy of ``good_dir`` whose weights ``change`` edits in place (``model.json`` re-hashed, its
+    ``weights.dtype`` set to ``dtype`` if given)."""
     from safetensors.torch import load_file, save_file
 
     from laya.model.checkpoint import sha256_file
 
     dest.mkdir(parents=True, exist_ok=True)
     state = load_file(str(good_dir / "model.safetensors"))
-    key = next(k for k in state if k.startswith("head.classifier") and k.endswith("weight"))
-    state[key][0, 0] = float("nan")
+    change(state)
     save_file(state, str(dest / "model.safetensors"), metadata={"format": "laya-checkpoint"})
     record = json.loads((good_dir / "model.json").read_text())
     record["weights"]["sha256"] = sha256_file(dest / "model.safetensors")
+    if dtype is not None:
+        record["weights"]["dtype"] = dtype
     (dest / "model.json").write_text(json.dumps(record))
+    return dest
+
+
+def write_nan_weights(good_dir: Path, dest: Path) -> str:
+    """A copy of ``good_dir`` whose classifier weight holds one NaN (``model.json`` re-hashed); returns the tensor's name."""
+    key = ""
+
+    def poison(state: dict) -> None:
+        nonlocal key
+        key = next(k for k in state if k.startswith("head.classifier") and k.endswith("weight"))
+        state[key][0, 0] = float("nan")
+
+    write_weights(good_dir, dest, poison)
     return key
 
 
-__all__ = ["CASES", "Case", "hostile_record", "write_case", "write_nan_weights"]
+__all__ = ["CASES", "Case", "hostile_record", "write_case", "write_nan_weights", "write_weights"]

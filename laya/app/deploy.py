@@ -148,14 +148,14 @@ def check_upload(files: Mapping[str, bytes]) -> CheckpointMeta:
         if len(data) > limit * 2**20:
             raise CheckpointError(f"{name} is {len(data) / 2**20:.0f} MB; the checkpoint upload limit is {limit} MB")
     record = parse_meta(files[META_FILE])
-    meta = check_model(record)
-    pending = Path(tempfile.gettempdir()) / "laya-upload-pending"  # not created: only its name is compared
-    check_confined(meta, Confinement(pending), pending)
     expected = record.get("weights", {}).get("sha256")
     if expected and hashlib.sha256(files[WEIGHTS_FILE]).hexdigest() != expected:
         raise CheckpointError(
             f"{WEIGHTS_FILE} does not match {META_FILE} (sha256 differs): not the pair of one checkpoint"
         )
+    meta = check_model(record, files[WEIGHTS_FILE])
+    pending = Path(tempfile.gettempdir()) / "laya-upload-pending"  # not created: only its name is compared
+    check_confined(meta, Confinement(pending), pending)
     return meta
 
 

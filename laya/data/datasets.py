@@ -185,8 +185,19 @@ def dataset_label(name: str) -> str:
     return Path(name).name if ("/" in name or "\\" in name) else name
 
 
+def downloads_allowed() -> bool:
+    """Whether a missing Fashion-MNIST/CIFAR-10 may be downloaded by torchvision (``LAYA_DOWNLOAD``, default on
+    for the CLI; ``0`` in the dashboard and the Docker image, where a missing dataset is a message)."""
+    return os.environ.get("LAYA_DOWNLOAD", "1").strip().lower() not in ("0", "false", "no", "off", "")
+
+
 def load_dataset(
-    name: str, split: str, image_size: int | None = None, channels: int | None = None, stream: bool | None = None
+    name: str,
+    split: str,
+    image_size: int | None = None,
+    channels: int | None = None,
+    stream: bool | None = None,
+    download: bool | None = None,
 ) -> Images:
     """Load ``split`` ("train" or "test") of the dataset ``name`` as :class:`ImageArrays` or :class:`ImageFiles`.
 
@@ -196,13 +207,17 @@ def load_dataset(
 
     Raises:
         DatasetNotFoundError: the dataset is not here and cannot be downloaded; says where to get it.
+
+    ``download``: may torchvision fetch a missing Fashion-MNIST/CIFAR-10 (None: :func:`downloads_allowed`)?
+    When not, nothing touches the network.
     """
+    download = downloads_allowed() if download is None else download
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     if name == "fashion-mnist":
-        return _fashion_mnist(split)
+        return _fashion_mnist(split, download)
     if name == "cifar10":
-        return _cifar10(split, stream)
+        return _cifar10(split, stream, download)
     try:
         path = canonical_path(name)  # ``~`` is not expanded: the path checked is the path read
     except PathRefused as error:
@@ -232,7 +247,7 @@ def _find(candidates: list[Path]) -> Path | None:
     return next((p for p in candidates if p.exists()), None)
 
 
-def _fashion_mnist(split: str) -> ImageArrays:
+def _fashion_mnist(split: str, download: bool) -> ImageArrays:
     prefix = "train" if split == "train" else "t10k"
     dirs = [d / sub for d in data_dirs() for sub in ("fashion-mnist", "FashionMNIST/raw", "")]
     for directory in dirs:
@@ -246,12 +261,13 @@ def _fashion_mnist(split: str) -> ImageArrays:
     return _torchvision_download(
         "FashionMNIST",
         split,
+        download,
         "Fashion-MNIST: on Debian/Ubuntu `apt-get install dataset-fashion-mnist` (files go to "
         "/usr/share/datasets/fashion-mnist), or put the four *-ubyte.gz IDX files in $LAYA_DATA",
     )
 
 
-def _cifar10(split: str, stream: bool | None = None) -> Images:
+def _cifar10(split: str, stream: bool | None = None, download: bool = True) -> Images:
     for directory in data_dirs():
         if (directory / "cifar10-jpeg" / split).is_dir():
             return load_image_folder(directory / "cifar10-jpeg", split, 32, 3, stream)
@@ -266,12 +282,17 @@ def _cifar10(split: str, stream: bool | None = None) -> Images:
     return _torchvision_download(
         "CIFAR10",
         split,
+        download,
         "CIFAR-10: put the JPEG copy (cifar10-jpeg/{train,test}/<class>/*.jpg or cifar10-jpeg.tar.gz) or "
         "torchvision's cifar-10-batches-py in $LAYA_DATA",
     )
 
 
-def _torchvision_download(cls_name: str, split: str, where: str) -> ImageArrays:
+def _torchvision_download(cls_name: str, split: str, download: bool, where: str) -> ImageArrays:
+    if not download:
+        raise DatasetNotFoundError(
+            f"the dataset is not on this server, and this server does not download datasets. {where}."
+        )
     import torchvision
 
     root = next((d for d in data_dirs()[:1] if d.is_dir()), cache_dir() / "data")
@@ -349,6 +370,7 @@ __all__ = [
     "channel_stats",
     "data_dirs",
     "dataset_label",
+    "downloads_allowed",
     "load_dataset",
     "load_image_folder",
     "split_indices",

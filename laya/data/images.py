@@ -90,9 +90,25 @@ def to_mode(image: Image.Image, channels: int) -> Image.Image:
     return image.convert("L" if channels == 1 else "RGB")
 
 
+def shrink(image: Image.Image, size: int) -> Image.Image:
+    """Box-reduce an image much larger than ``size x size`` by an integer factor, keeping at least ``2 * size``
+    pixels on its short side, before any mode conversion: a 16-bit 5000x5000 PNG then costs what a
+    ~``2 * size`` one does instead of float copies of 25 M pixels. Modes Pillow cannot reduce are left as they are."""
+    factor = min(image.size) // (2 * size)
+    if factor < 2:
+        return image
+    if image.mode.startswith("I;16"):
+        image = image.convert("I")
+    try:
+        return image.reduce(factor)
+    except ValueError:  # palette, 1-bit, CMYK: converted full size as before
+        return image
+
+
 def to_tensor(image: Image.Image, channels: int, size: int) -> torch.Tensor:
-    """Centre-crop to a square, resize to ``size x size``: ``uint8`` tensor ``(C, size, size)``."""
-    image = to_mode(image, channels)
+    """Centre-crop to a square, resize to ``size x size``: ``uint8`` tensor ``(C, size, size)``.
+    Large images are box-reduced first (:func:`shrink`)."""
+    image = to_mode(shrink(image, size), channels)
     if image.size != (size, size):
         image = ImageOps.fit(image, (size, size), method=Image.Resampling.BILINEAR)
     array = np.asarray(image, dtype=np.uint8)
@@ -113,6 +129,7 @@ __all__ = [
     "ImageError",
     "load_image_tensor",
     "open_image",
+    "shrink",
     "to_mode",
     "to_tensor",
 ]

@@ -1,22 +1,36 @@
-"""Parameter and activation budget of a model, computed from its config before any tensor exists.
+"""Memory and compute budget of a model, computed from its config before any real tensor exists.
 
 The model is built on PyTorch's ``meta`` device (shapes only, no memory) with the same
-constructors as the real one, so the count is exact for every family (MLP, CNN, any timm
-model) and costs milliseconds. One meta forward pass of a single input sums the elements
-every leaf module outputs (the activations a real forward would hold) plus the head's
-largest ablation tensor, ``L * L * d*`` (one mask per layer, :class:`~laya.model.heads.MixHead`).
+constructors as the real one, so the counts are exact for every family (MLP, CNN, any timm
+model) and cost milliseconds. It counts
 
-Limits (environment): ``LAYA_MAX_PARAMS`` (default 500 M parameters),
-``LAYA_MAX_ACTIVATIONS`` (default 200 M elements per input, 800 MB in float32).
+- ``params``: parameters **and all buffers**, persistent or not (a timm BEiT's relative-position
+  index is a non-persistent buffer that grows as ``tokens**2``);
+- ``activations``: the **peak** bytes of live tensors during one meta forward pass of a single
+  input (the hidden states kept for the head included), tracked by a dispatch mode that adds each
+  new tensor storage and subtracts it when it is freed, plus the head's largest ablation tensor
+  ``L * L * d*`` (one mask per layer, :class:`~laya.model.heads.MixHead`); in float32 elements (bytes / 4);
+- ``flops``: floating-point operations of that pass (:class:`torch.utils.flop_counter.FlopCounterMode`,
+  2 per multiply-add), the per-image CPU cost;
+- ``state``: the shape and dtype of every state-dict tensor, checked against the weights file's
+  header (:mod:`laya.model.header`) before the weights are read or the model is built.
+
+Limits (environment): ``LAYA_MAX_PARAMS`` (default 500 M parameters + buffer elements),
+``LAYA_MAX_ACTIVATIONS`` (default 200 M float32 elements at the peak of one input, 800 MB),
+``LAYA_MAX_GFLOPS`` (default 200 GFLOP per input: a few seconds per image on one CPU core).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+import weakref
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.flop_counter import FlopCounterMode
 
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.heads import HeadConfig, build_head
@@ -24,48 +38,95 @@ from laya.model.validation import CheckpointError, refuse
 
 DEFAULT_MAX_PARAMS = 500_000_000
 DEFAULT_MAX_ACTIVATIONS = 200_000_000
+DEFAULT_MAX_GFLOPS = 200
 
 
 @dataclass(frozen=True)
 class Budget:
-    """What a model would cost: ``params`` (backbone + head), ``activations`` per input, layer widths."""
+    """What a model would cost: ``params`` (parameters + buffers, elements), ``activations`` (peak float32
+    elements of one input's forward pass), ``flops`` per input, layer widths, and ``state``: name ->
+    (shape, dtype) of every state-dict tensor."""
 
     params: int
     activations: int
     layer_dims: tuple[int, ...]
+    flops: int = 0
+    buffers: int = 0
+    state: dict[str, tuple[tuple[int, ...], torch.dtype]] = field(default_factory=dict, compare=False, repr=False)
 
 
-def limits() -> tuple[int, int]:
-    """``(max parameters, max activation elements per input)`` from the environment."""
+@dataclass(frozen=True)
+class Limits:
+    params: int
+    activations: int
+    gflops: float
+
+
+def limits() -> Limits:
+    """:class:`Limits` from the environment (``LAYA_MAX_PARAMS``, ``LAYA_MAX_ACTIVATIONS``, ``LAYA_MAX_GFLOPS``)."""
     values = []
-    for name, default in (("LAYA_MAX_PARAMS", DEFAULT_MAX_PARAMS), ("LAYA_MAX_ACTIVATIONS", DEFAULT_MAX_ACTIVATIONS)):
+    for name, default in (
+        ("LAYA_MAX_PARAMS", DEFAULT_MAX_PARAMS),
+        ("LAYA_MAX_ACTIVATIONS", DEFAULT_MAX_ACTIVATIONS),
+        ("LAYA_MAX_GFLOPS", DEFAULT_MAX_GFLOPS),
+    ):
         text = os.environ.get(name, "").replace("_", "")
         try:
-            values.append(int(float(text)) if text else default)
+            values.append(float(text) if text else default)
         except ValueError as error:
             raise CheckpointError(f"{name}={text!r} is not a number") from error
-    return values[0], values[1]
+    return Limits(int(values[0]), int(values[1]), values[2])
 
 
-def _leaf_outputs(model: nn.Module, run) -> int:
-    """Elements output by every leaf module of ``model`` during ``run()``."""
-    total = [0]
+class PeakMemory(TorchDispatchMode):
+    """Peak bytes of the tensor storages alive at once while the mode is active (meta tensors included).
 
-    def count(module: nn.Module, inputs, output) -> None:
-        outputs = output if isinstance(output, (list, tuple)) else [output]
-        total[0] += sum(o.numel() for o in outputs if isinstance(o, torch.Tensor))
+    Each op output's storage is counted once when it first appears and released when the last tensor
+    viewing it is garbage-collected; storages in ``resident`` (parameters, buffers, the input) are not counted.
+    """
 
-    hooks = [m.register_forward_hook(count) for m in model.modules() if not any(m.children())]
-    try:
-        run()
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return total[0]
+    def __init__(self, resident: set[int]) -> None:
+        super().__init__()
+        self.resident = resident
+        self.live: dict[int, list[int]] = {}  # storage key -> [bytes, tensors viewing it]
+        self.now = self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in tree_leaves(out):
+            if isinstance(tensor, torch.Tensor):
+                self._track(tensor)
+        return out
+
+    def _track(self, tensor: torch.Tensor) -> None:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key in self.resident:
+            return
+        if key in self.live:
+            self.live[key][1] += 1
+        else:
+            self.live[key] = [storage.nbytes(), 1]
+            self.now += storage.nbytes()
+            self.peak = max(self.peak, self.now)
+        weakref.finalize(tensor, self._release, key)
+
+    def _release(self, key: int) -> None:
+        entry = self.live.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self.now -= entry[0]
+                del self.live[key]
+
+
+def _storage_keys(tensors) -> set[int]:
+    return {t.untyped_storage()._cdata for t in tensors}
 
 
 def estimate(backbone: BackboneConfig, head: HeadConfig, num_classes: int) -> Budget:
-    """Build the model on the ``meta`` device and count its parameters and per-input activations.
+    """Build the model on the ``meta`` device and count its parameters, buffers, peak activations and FLOPs
+    for one input (see the module docstring).
 
     Raises:
         CheckpointError: the config cannot be built (e.g. a timm model that does not accept its arguments).
@@ -79,16 +140,21 @@ def estimate(backbone: BackboneConfig, head: HeadConfig, num_classes: int) -> Bu
             layer_net = build_head(head, net.layer_dims, num_classes)
             net.eval(), layer_net.eval()
             x = torch.zeros(1, config.in_channels, config.input_size, config.input_size)
-            hidden: list[torch.Tensor] = []
-            activations = _leaf_outputs(net, lambda: hidden.extend(net(x)))
-            activations += _leaf_outputs(layer_net, lambda: layer_net(hidden))
-    except (TypeError, ValueError, RuntimeError, AttributeError, IndexError, AssertionError) as error:
+            tensors = [*net.parameters(), *net.buffers(), *layer_net.parameters(), *layer_net.buffers()]
+            with FlopCounterMode(display=False) as flops, PeakMemory(_storage_keys([*tensors, x])) as memory:
+                layer_net(net(x))
+    except (TypeError, ValueError, RuntimeError, AttributeError, IndexError, AssertionError, NotImplementedError) as error:
         what = f"timm model {config.model!r}" if config.name == "timm" else f"backbone {config.name!r}"
         raise refuse("backbone", config.model_kwargs or config.widths, f"{what} cannot be built: {error}") from error
     dims = tuple(int(d) for d in net.layer_dims)
-    activations += len(dims) ** 2 * head.d_star + x.numel()
-    params = sum(p.numel() for p in net.parameters()) + sum(p.numel() for p in layer_net.parameters())
-    return Budget(params, activations, dims)
+    activations = memory.peak // 4 + len(dims) ** 2 * head.d_star + x.numel()
+    buffers = sum(b.numel() for b in (*net.buffers(), *layer_net.buffers()))
+    params = sum(p.numel() for p in (*net.parameters(), *layer_net.parameters())) + buffers
+    state = {
+        **{f"backbone.{k}": (tuple(v.shape), v.dtype) for k, v in net.state_dict().items()},
+        **{f"head.{k}": (tuple(v.shape), v.dtype) for k, v in layer_net.state_dict().items()},
+    }
+    return Budget(params, activations, dims, int(flops.get_total_flops()), buffers, state)
 
 
 def check_budget(backbone: BackboneConfig, head: HeadConfig, num_classes: int) -> Budget:
@@ -97,21 +163,34 @@ def check_budget(backbone: BackboneConfig, head: HeadConfig, num_classes: int) -
     Raises:
         CheckpointError: over the parameter or activation limit (names both numbers and the variable).
     """
-    max_params, max_activations = limits()
+    limit = limits()
     budget = estimate(backbone, head, num_classes)
-    if budget.params > max_params:
-        raise refuse(
-            "backbone/head size",
-            f"{budget.params:,} parameters",
-            f"over the limit of {max_params:,} (LAYA_MAX_PARAMS)",
-        )
-    if budget.activations > max_activations:
+    if budget.params > limit.params:
+        what = f"{budget.params:,} parameters" + (f" and buffer elements ({budget.buffers:,} in buffers)" if budget.buffers else "")
+        raise refuse("backbone/head size", what, f"over the limit of {limit.params:,} (LAYA_MAX_PARAMS)")
+    if budget.activations > limit.activations:
         raise refuse(
             "backbone.input_size/widths",
             f"{budget.activations:,} activations per input",
-            f"over the limit of {max_activations:,} (LAYA_MAX_ACTIVATIONS)",
+            f"over the limit of {limit.activations:,} (LAYA_MAX_ACTIVATIONS; float32 elements at the peak of one forward pass)",
+        )
+    if budget.flops > limit.gflops * 1e9:
+        raise refuse(
+            "backbone.input_size/model_kwargs",
+            f"{budget.flops / 1e9:,.1f} GFLOP per input",
+            f"over the limit of {limit.gflops:,g} GFLOP (LAYA_MAX_GFLOPS; seconds of CPU per image)",
         )
     return budget
 
 
-__all__ = ["DEFAULT_MAX_ACTIVATIONS", "DEFAULT_MAX_PARAMS", "Budget", "check_budget", "estimate", "limits"]
+__all__ = [
+    "DEFAULT_MAX_ACTIVATIONS",
+    "DEFAULT_MAX_GFLOPS",
+    "DEFAULT_MAX_PARAMS",
+    "Budget",
+    "Limits",
+    "PeakMemory",
+    "check_budget",
+    "estimate",
+    "limits",
+]

@@ -29,8 +29,9 @@ from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.budget import check_budget
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.devices import resolve_device
+from laya.model.header import check_header, read_header
 from laya.model.heads import HeadConfig, build_head
-from laya.model.validation import CheckpointError, check_record, refuse
+from laya.model.validation import CheckpointError, check_record, parse_int, refuse
 from laya.model.weights import SOURCES
 from laya.paths import PathRefused, canonical_path
 
@@ -120,10 +121,13 @@ class CheckpointMeta:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CheckpointMeta:
+    def from_dict(cls, data: dict[str, Any], checked: bool = False) -> CheckpointMeta:
         """Rebuild from ``model.json``, checking every field (:mod:`laya.model.validation`) and the input
-        spec against the backbone. Raises :class:`CheckpointError` naming the field, value and rule."""
-        check_record(data, FORMAT, FORMAT_VERSION, WEIGHTS_FILE)
+        spec against the backbone. Raises :class:`CheckpointError` naming the field, value and rule.
+        ``checked``: the record's top level already passed :func:`~laya.model.validation.check_record`
+        (:func:`parse_meta`), so it is not walked twice."""
+        if not checked:
+            check_record(data, FORMAT, FORMAT_VERSION, WEIGHTS_FILE)
         meta = cls(
             backbone=BackboneConfig.from_dict(data["backbone"]),
             head=HeadConfig.from_dict(data["head"]),
@@ -172,11 +176,14 @@ class Checkpoint:
         Raises:
             DatasetNotFoundError: the dataset is not on this machine; the message says where to get it.
             CheckpointError: an untrusted checkpoint names a folder outside its allowed data roots.
+
+        An untrusted checkpoint (``confine`` set, as every checkpoint the dashboard loads) never downloads.
         """
         spec = self.meta.input
         name = dataset or self.meta.dataset
-        if self.confine is not None:
+        if self.confine is not None:  # untrusted: confined, and never a download
             name = check_dataset(name, self.confine)
+            return load_dataset(name, split, spec.source_size, spec.channels, stream, download=False)
         return load_dataset(name, split, spec.source_size, spec.channels, stream)
 
     @property
@@ -281,7 +288,7 @@ def parse_meta(text: bytes | str) -> dict[str, Any]:
     if len(text) > MAX_META_BYTES:
         raise refuse(META_FILE, f"{len(text):,} bytes", f"must be at most {MAX_META_BYTES:,} bytes")
     try:
-        record = json.loads(text)
+        record = json.loads(text, parse_int=parse_int)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise CheckpointError(
             f"{META_FILE} is not valid JSON (line {getattr(error, 'lineno', '?')}); the file is damaged"
@@ -299,17 +306,27 @@ def read_meta(path: str | Path) -> dict[str, Any]:
         return parse_meta(f.read(MAX_META_BYTES + 1))
 
 
-def check_model(record: dict[str, Any]) -> CheckpointMeta:
-    """Everything about a checkpoint that needs no file: fields, input spec against backbone, size budget.
+def check_model(record: dict[str, Any], weights: bytes | Path | None = None) -> CheckpointMeta:
+    """Everything about a checkpoint that needs no weights: fields, input spec against backbone, size and
+    compute budget (:mod:`laya.model.budget`) and, given the ``weights`` file (path or bytes), its header's
+    names, shapes and dtypes against the model's (:mod:`laya.model.header`).
+
+    ``record`` comes from :func:`parse_meta` (top level already checked).
 
     Raises:
         CheckpointError: naming the field, the value and the rule; nothing has been allocated.
     """
-    meta = CheckpointMeta.from_dict(record)
+    meta = CheckpointMeta.from_dict(record, checked=True)
     budget = check_budget(meta.backbone, meta.head, len(meta.classes))
     names = record.get("layer_names") or meta.backbone.layer_names
     if names and len(names) != len(budget.layer_dims):
         raise refuse("layer_names", names, f"must name the model's {len(budget.layer_dims)} layers")
+    if weights is not None:
+        expected = budget.state
+        if record.get("backbone_sha256") is not None:  # a frozen backbone stored outside the head checkpoint
+            expected = {k: v for k, v in expected.items() if not k.startswith("backbone.")}
+        declared = getattr(torch, record.get("weights", {}).get("dtype", "float32"))
+        check_header(read_header(weights, WEIGHTS_FILE), expected, declared, WEIGHTS_FILE, META_FILE)
     return meta
 
 
@@ -326,8 +343,9 @@ def load_checkpoint(
 ) -> Checkpoint:
     """Load a checkpoint directory (or either of its two files) into an eval-mode model.
 
-    Every field of ``model.json`` and the model's size (:mod:`laya.model.budget`) are checked
-    before the weights are read or anything is built. ``confine``: the checkpoint comes from an
+    Every field of ``model.json``, the model's size and compute (:mod:`laya.model.budget`) and the
+    weights file's header (names, shapes, dtypes: :mod:`laya.model.header`) are checked before the
+    weights are read or anything is built. ``confine``: the checkpoint comes from an
     untrusted source and may only point inside it (:class:`Confinement`). ``allow_nonfinite``:
     load weights holding NaN/Inf with a warning (listed in ``Checkpoint.warnings``) instead of refusing.
 
@@ -338,10 +356,6 @@ def load_checkpoint(
     directory = _locate(path)
     map_location = resolve_device(map_location)
     record = read_meta(directory)
-    meta = check_model(record)
-    built = meta  # what is built: a confined weights file by the real path that was checked
-    if confine is not None:
-        built = replace(meta, backbone=replace(meta.backbone, weights=check_confined(meta, confine, directory)))
     weights = directory / WEIGHTS_FILE
     expected = record.get("weights", {}).get("sha256")
     if expected and sha256_file(weights) != expected:
@@ -349,6 +363,10 @@ def load_checkpoint(
             f"{WEIGHTS_FILE} does not match {META_FILE} (sha256 differs): the weights file is truncated, "
             "corrupted or belongs to another checkpoint"
         )
+    meta = check_model(record, weights)
+    built = meta  # what is built: a confined weights file by the real path that was checked
+    if confine is not None:
+        built = replace(meta, backbone=replace(meta.backbone, weights=check_confined(meta, confine, directory)))
     try:
         state = load_file(str(weights), device=str(map_location))
     except (SafetensorError, OSError, ValueError) as error:

@@ -26,11 +26,27 @@ class CheckpointError(ValueError):
     """A checkpoint or config that cannot be used; the message names the field, the value and the rule."""
 
 
+def _short_repr(value: Any) -> str:
+    """``repr(value)`` in at most 80 characters, without building a huge string first (a 5,000-digit
+    integer, a list of 100,000 names)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"<an integer of about {int(value.bit_length() * 0.30103):,} digits>"
+    if isinstance(value, (list, tuple)) and len(value) > 20:
+        value = [*value[:20], ...]
+    if isinstance(value, str) and len(value) > 200:
+        value = value[:200]
+    if isinstance(value, dict) and len(value) > 20:
+        value = dict(list(value.items())[:20])
+    try:
+        shown = repr(value)
+    except ValueError:  # an int nested in a list, over Python's digit limit
+        shown = f"<{type(value).__name__}>"
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
 def refuse(field: str, value: Any, rule: str) -> CheckpointError:
     """``CheckpointError("field = value: rule")`` with the value shortened to 80 characters."""
-    shown = repr(value)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    return CheckpointError(f"{field} = {shown}: {rule}")
+    return CheckpointError(f"{field} = {_short_repr(value)}: {rule}")
 
 
 @dataclass(frozen=True)
@@ -60,7 +76,7 @@ RULES: dict[str, Rule] = {
     "head.tau": Rule(1e-3, 1e3),
     "head.scorer_hidden": Rule(1, 16384),
     "input.channels": Rule(choices=(1, 3)),
-    "input.source_size": Rule(1, 4096),
+    "input.source_size": SIZE,  # uploads are resized to it: 4096 px cost 750 MB per image
     "input.size": SIZE,
     "input.mean": Rule(-1e3, 1e3, max_items=3),
     "input.std": Rule(1e-6, 1e3, max_items=3),
@@ -215,12 +231,51 @@ def check_kwargs(field: str, kwargs: dict[str, Any], allowed: dict[str, tuple[ty
 
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
+MAX_INT_DIGITS = 40  # a seed is at most 19 digits; JSON integers longer than this are refused when parsed
+MAX_INT = 10**MAX_INT_DIGITS
+
+
+def check_plain(value: Any, where: str = "model.json") -> None:
+    """Refuse, anywhere in a JSON record, text that is not valid Unicode (lone surrogates such as
+    ``"\\ud800"``, which JSON allows and UTF-8 cannot encode) and integers of more than
+    :data:`MAX_INT_DIGITS` digits. Iterative, so a deep record costs no recursion."""
+    stack = [(where, value)]
+    while stack:
+        field, node = stack.pop()
+        if isinstance(node, str):
+            if not node.isascii():
+                try:
+                    node.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise refuse(field, node, "must be valid Unicode text (it holds a lone surrogate)") from None
+        elif isinstance(node, int) and not isinstance(node, bool):
+            if not -MAX_INT < node < MAX_INT:
+                raise refuse(field, node, f"integers may have at most {MAX_INT_DIGITS} digits")
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                key_text = str(key).encode("utf-8", "backslashreplace").decode("utf-8")  # printable field names
+                name = f"{field}.{key_text}" if field != where else key_text
+                stack.extend([(f"{name} (its name)", key), (name, item)])
+        elif isinstance(node, list):
+            stack.extend((f"{field}[{i}]", item) for i, item in enumerate(node))
+
+
+def parse_int(text: str) -> int:
+    """``json.loads(..., parse_int=parse_int)``: integers of more than :data:`MAX_INT_DIGITS` digits are
+    refused before Python converts them (a 5,000-digit seed)."""
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise CheckpointError(
+            f"model.json holds an integer of {digits:,} digits ({text[:12]}...); integers may have at most {MAX_INT_DIGITS}"
+        )
+    return int(text)
 
 
 def check_record(record: Any, format_name: str, format_version: int, weights_file: str) -> None:
     """The parts of ``model.json`` outside the backbone/head/input configs (those have their own dataclasses)."""
     if not isinstance(record, dict):
         raise refuse("model.json", type(record).__name__, "must be a JSON object")
+    check_plain(record)
     if record.get("format") != format_name:
         raise refuse("format", record.get("format"), f'must be "{format_name}" (not a LAYA checkpoint)')
     version = record.get("format_version", 0)
@@ -257,8 +312,10 @@ __all__ = [
     "Rule",
     "check_fields",
     "check_kwargs",
+    "check_plain",
     "check_record",
     "check_value",
     "describe",
+    "parse_int",
     "refuse",
 ]

@@ -1,12 +1,17 @@
 """An exclusive lock on a training output folder, so two ``train`` runs never write the same ``--out``.
 
-The lock is a file ``OUT/.laya-train.lock`` holding the owner's pid, created with ``O_EXCL``.
-A lock whose process is gone (killed with ``kill -9``, machine rebooted) is stale and taken over,
-so ``--resume`` after a crash works without manual clean-up.
+The lock is an OS file lock (``fcntl.flock``, exclusive, non-blocking) on ``OUT/.laya-train.lock``,
+held for the whole run. Taking it is one atomic system call, so of many processes that start at
+once exactly one holds it. The kernel releases it when its process exits, however it exits
+(``kill -9``, a crash), so ``--resume`` after a crash needs no clean-up and no staleness guess: there
+is no "dead owner" to detect, and an empty or garbled lock file means nothing. The file holds the
+holder's pid only to name it in the refusal; it is left in place (deleting a lock file while another
+process opens it would let two processes lock two different files).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,55 +24,41 @@ class OutputLockedError(RuntimeError):
     """Another live process is training into the same output folder."""
 
 
-def _alive(pid: int) -> bool:
+def _owner(fd: int) -> str:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
-def _owner(lock: Path) -> int | None:
-    try:
-        return int(lock.read_text().strip() or "0") or None
-    except (OSError, ValueError):
-        return None
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return "unknown"
+    return text if text.isdigit() else "unknown"
 
 
 @contextmanager
 def output_lock(out: str | Path) -> Iterator[Path]:
-    """Hold ``out``'s lock for the ``with`` block; a stale lock (dead pid) is taken over.
+    """Hold ``out``'s lock for the ``with`` block.
 
     Raises:
-        OutputLockedError: a live process (named by pid) holds the lock.
+        OutputLockedError: another process (named by pid when it wrote it) holds the lock.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     lock = out / LOCK_FILE
-    for _ in range(3):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            pid = _owner(lock)
-            if pid is not None and pid != os.getpid() and _alive(pid):
-                raise OutputLockedError(
-                    f"{out} is being written by another train process (pid {pid}); wait for it to finish, "
-                    f"or choose another --out (the lock is {lock})"
-                ) from None
-            lock.unlink(missing_ok=True)  # stale: its process is gone
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
-        break
-    else:
-        raise OutputLockedError(f"could not take the lock {lock}; another process keeps recreating it")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        yield lock
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputLockedError(
+                f"{out} is being written by another train process (pid {_owner(fd)}); wait for it to finish, "
+                f"or choose another --out (the lock is {lock})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            yield lock
+        finally:
+            os.ftruncate(fd, 0)
     finally:
-        if _owner(lock) == os.getpid():
-            lock.unlink(missing_ok=True)
+        os.close(fd)  # releases the lock
 
 
 __all__ = ["LOCK_FILE", "OutputLockedError", "output_lock"]

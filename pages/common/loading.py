@@ -20,6 +20,7 @@ from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.report import REPORT_FILE, Report
 from laya.app import deploy
 from laya.app.catalog import Entry, find_checkpoints
+from laya.app.text import shown
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
 
@@ -95,7 +96,7 @@ def load_report(path: str | Path, warn: bool = True) -> Report | None:
         return _load_report(str(path), _stamp(Path(path) / REPORT_FILE))
     except (FileNotFoundError, ValueError) as error:
         if warn:
-            st.warning(str(error))
+            st.warning(shown(error))
         return None
 
 
@@ -111,7 +112,7 @@ def explain(path: str, name: str, data: bytes, mode: str = "mean", posthoc: tupl
             anyway = bool(st.session_state.get(ALLOW_NONFINITE, False))
             return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), anyway, data, mode, posthoc)
     except ImageError as error:
-        st.error(f"Cannot use {name!r} as an image: {error}")
+        st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()
 
 
@@ -145,5 +146,5 @@ def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
         with st.spinner(f"Running {Path(path).name} on {name}…"):
             return _input_depth(path, _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE), data)
     except ImageError as error:
-        st.error(f"Cannot use {name!r} as an image: {error}")
+        st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()

@@ -11,6 +11,7 @@ import streamlit as st
 
 from laya.app import deploy, links, views
 from laya.app.catalog import Entry, catalog_table, describe
+from laya.app.text import public, shown
 from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, Checkpoint, CheckpointError
 from pages.common.loading import ALLOW_NONFINITE, catalog, load_model
 from pages.common.sharing import VIEW, opened_link, option_index
@@ -39,7 +40,7 @@ models_root = deploy.models_root
 def _pick_bundled(entries: list[Entry]) -> Selection:
     groups = views.group_entries(entries)
     if not groups:
-        st.info(NO_MODELS.format(root=models_root()))
+        st.info(NO_MODELS.format(root=public(models_root())))
         st.stop()
     link = opened_link()
     group = st.sidebar.selectbox(
@@ -104,7 +105,7 @@ def _upload_checkpoint() -> str | None:
         try:
             uploads[digest] = str(store.store(contents))
         except CheckpointError as error:
-            st.sidebar.error(f"Cannot use this checkpoint: {error}")
+            st.sidebar.error(shown(f"Cannot use this checkpoint: {error}"))
             deploy.release_memory()
             return None
     return uploads[digest]
@@ -120,7 +121,7 @@ def _typed_path(entries: list[Entry]) -> Selection | None:
     try:
         return _single(str(deploy.resolve_path(text)), entries)
     except CheckpointError as error:
-        st.sidebar.error(str(error))
+        st.sidebar.error(shown(error))
         return None
 
 
@@ -153,7 +154,7 @@ def pick_model() -> None:
     if broken:
         with st.sidebar.expander(f"{len(broken)} unreadable checkpoint(s)"):
             for e in broken:
-                st.caption(f"`{e.path}`: {e.error}")
+                st.caption(shown(f"{e.path}: {e.error}"))
     st.session_state[SELECTION] = selection
     st.query_params.from_dict(links.encode_view(st.session_state[VIEW]))
 
@@ -173,12 +174,12 @@ def current() -> tuple[Checkpoint, Selection]:
     try:
         checkpoint = load_model(selection.path)
     except CheckpointError as error:
-        st.error(f"Cannot load the checkpoint: {error}")
+        st.error(shown(f"Cannot load the checkpoint: {error}"))
         if NONFINITE in str(error):
             st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
         st.stop()
     for warning in checkpoint.warnings:
-        st.warning(warning)
+        st.warning(shown(warning))
     if checkpoint.warnings:  # kept on screen, so the choice stays in the session (and can be undone)
         st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
     return checkpoint, selection

@@ -26,6 +26,7 @@ from laya.analysis.explain import Explanation, explain
 from laya.analysis.profiles import SUBSETS, heatmap_table
 from laya.analysis.report import Report
 from laya.app import deploy, views
+from laya.app.text import unplain
 from laya.app.catalog import describe, example_images
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
@@ -189,7 +190,7 @@ def test_bad_uploads_show_the_image_error(app: AppTest, setting: Path, kind: str
     app.file_uploader(key="inspect_upload").set_value((f"{kind}.png", data, "image/png")).run()
     assert not app.exception
     same = re.compile(r" at 0x[0-9a-f]+")  # PIL's message may name the (per-call) BytesIO object
-    assert len(app.error) == 1 and same.sub("", str(laya_error.value)) in same.sub("", app.error[0].value)
+    assert len(app.error) == 1 and same.sub("", str(laya_error.value)) in same.sub("", unplain(app.error[0].value))
     assert not app.main.metric  # nothing half-rendered below the error
     app.file_uploader(key="inspect_upload").set_value(None).run()  # the app keeps working
     assert_inspect_shows(app, expected(setting, "laya", example_images(setting / "laya")[0].read_bytes()))
@@ -349,7 +350,7 @@ def test_checkpoint_from_path_and_upload(app: AppTest, setting: Path) -> None:
     app.sidebar.text_input(key="model_path").input(str(setting / "concat" / META_FILE)).run()
     assert_inspect_shows(app, expected(setting, "concat", example))
     app.sidebar.text_input(key="model_path").input(str(setting / "nothing-here")).run()
-    assert not app.exception and app.sidebar.error[0].value == deploy.PATH_REFUSED
+    assert not app.exception and unplain(app.sidebar.error[0].value) == deploy.PATH_REFUSED
 
     app.sidebar.radio[0].set_value("Upload a checkpoint").run()
     uploader = app.sidebar.file_uploader(key="model_upload")
@@ -428,7 +429,7 @@ def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: A
         files = [(META_FILE, json.dumps(record).encode(), "application/json"), (WEIGHTS_FILE, weights, "application/x")]
         app.sidebar.file_uploader(key="model_upload").set_value(files).run()
         assert not app.exception, (case.name, [e.value for e in app.exception])
-        errors = [e.value for e in app.sidebar.error]
+        errors = [unplain(e.value) for e in app.sidebar.error]
         assert len(errors) == 1 and case.message in errors[0], (case.name, errors)
         assert "Traceback" not in errors[0] and str(setting) not in errors[0]
     assert set(deploy.upload_store().root.iterdir()) == written  # refused uploads never reach the disk
@@ -536,3 +537,56 @@ def test_inspect_links_its_input_to_the_depth_page(app: AppTest, setting: Path) 
     app.switch_page("pages/depth.py").run()
     assert app.toggle(key="depth_use_inspect").value
     assert_depth_shows(app, setting / "laya", examples[2].read_bytes())
+
+
+MARKDOWN_IMAGE = "![x](http://host/pixel.png)"
+UNESCAPED_IMAGE = re.compile(r"(?<!\\)!(?<!\\)\[[^\]]*\]\(")  # ![...]( with neither ! nor [ escaped
+
+
+def markdown_values(at: AppTest) -> list[str]:
+    """The text of every element Streamlit renders as Markdown (titles, captions, alerts, markdown, labels)."""
+    kinds = ("markdown", "caption", "error", "warning", "info", "success", "title", "subheader", "header")
+    values = [str(e.value) for kind in kinds for e in at.get(kind)]
+    return values + [str(e.label) for e in at.get("metric")]
+
+
+def test_checkpoint_strings_render_as_plain_text(monkeypatch: pytest.MonkeyPatch, setting: Path, tmp_path: Path) -> None:
+    """Issue 17, hole 7: a Markdown image as a class name and as the dataset is shown as text on every page,
+    and in the refusal message of "Recompute", never as an image the browser would fetch."""
+    folder = tmp_path / "models" / "injected"
+    for head in HEADS:
+        shutil.copytree(setting / head, folder / head)
+        meta = json.loads((folder / head / META_FILE).read_text())
+        meta["classes"][0] = MARKDOWN_IMAGE
+        meta["dataset"] = MARKDOWN_IMAGE
+        (folder / head / META_FILE).write_text(json.dumps(meta))
+    shutil.copytree(setting / "examples", folder / "examples")
+    at = start(monkeypatch, tmp_path / "models")
+    shown = []
+    for page in ("pages/inspect.py", "pages/compare.py", "pages/classwise.py", "pages/faithfulness.py"):
+        at.switch_page(page).run()
+        assert not at.exception, [e.value for e in at.exception]
+        shown += markdown_values(at)
+    at.switch_page("pages/classwise.py").run()
+    at.button(key="classwise_recompute").click().run()
+    assert not at.exception and at.error, "the dataset is refused"
+    shown += markdown_values(at)
+    assert any("pixel.png" in v for v in shown), "the injected text is shown (escaped)"
+    assert not [v for v in shown if UNESCAPED_IMAGE.search(v)]
+
+
+def test_messages_name_uploads_and_server_folders_without_their_paths(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 17, hole 10: an upload is "the uploaded checkpoint"; in deploy mode the server's folders are
+    named by their last component only."""
+    from laya.app.text import UPLOADED, public
+
+    uploads = tmp_path / "srv" / "laya-uploads-1"
+    models = tmp_path / "srv" / "models"
+    monkeypatch.setenv("LAYA_MODELS", str(models))
+    message = f"no evaluation report at {uploads}/upload-ab12/report.json; run `python -m laya depth --checkpoint {uploads}/upload-ab12`"
+    assert public(message, uploads) == (
+        f"no evaluation report at {UPLOADED}; run `python -m laya depth --checkpoint {UPLOADED}`"
+    )
+    monkeypatch.setenv("LAYA_ALLOW_PATHS", "0")
+    shown = public(f"weights not found (looked at {models}/mine/laya/w.pth)", uploads)
+    assert str(tmp_path) not in shown and "models/mine/laya/w.pth" in shown

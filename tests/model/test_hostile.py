@@ -22,7 +22,7 @@ from laya.model.checkpoint import (
     Confinement,
     load_checkpoint,
 )
-from tests.hostile import CASES, write_case, write_nan_weights
+from tests.hostile import CASES, write_case, write_nan_weights, write_weights
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def test_huge_configs_are_refused_within_2_gb(good: Path, tmp_path: Path) -> Non
         """
     )
     run = subprocess.run(
-        [sys.executable, "-c", script, *paths], capture_output=True, text=True, timeout=120, cwd=REPO, check=True
+        [sys.executable, "-c", script, *paths], capture_output=True, text=True, timeout=600, cwd=REPO, check=True
     )
     result = json.loads(run.stdout.strip().splitlines()[-1])
     print(f"refused {result['refused']} huge configs, peak RSS {result['max_rss_kb'] // 1024} MB")
@@ -79,11 +79,15 @@ def test_huge_configs_are_refused_within_2_gb(good: Path, tmp_path: Path) -> Non
 
 
 def test_budget_counts_parameters_exactly(good: Path) -> None:
-    """The meta-device estimate equals the real model's parameter count, and allocates nothing real."""
+    """The meta-device estimate equals the real model's parameter + buffer count and state-dict shapes and
+    dtypes, and allocates nothing real."""
     checkpoint = load_checkpoint(good)
     meta = checkpoint.meta
     budget = estimate(meta.backbone, meta.head, len(meta.classes))
-    assert budget.params == sum(p.numel() for p in checkpoint.model.parameters())
+    model = checkpoint.model
+    assert budget.buffers == sum(b.numel() for b in model.buffers()) > 0
+    assert budget.params == sum(p.numel() for p in model.parameters()) + budget.buffers
+    assert budget.state == {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
     assert budget.layer_dims == tuple(checkpoint.model.backbone.layer_dims)
     vit = CheckpointMeta.from_dict(
         {
@@ -94,6 +98,7 @@ def test_budget_counts_parameters_exactly(good: Path) -> None:
     )
     huge = estimate(vit.backbone, vit.head, 3)
     assert 630_000_000 < huge.params < 640_000_000 and len(huge.layer_dims) == 32
+    assert 330e9 < huge.flops < 340e9  # 167 G multiply-adds at 224 px (timm's model card)
 
 
 def test_nonfinite_weights_are_refused_or_loaded_with_a_warning(good: Path, tmp_path: Path) -> None:
@@ -133,3 +138,55 @@ def test_confined_weights_are_built_from_the_real_path_that_was_checked(good: Pa
         messages.append(str(refused.value).replace(repr(spec), "<spec>"))
         assert str(folder) not in messages[-1]
     assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "declared", "message"),
+    [
+        (torch.int8, None, "int8, expected float32"),  # 4x the parameters per uploaded MB
+        (torch.float16, None, "float16, expected float32"),
+        (torch.float32, "float16", "float32, expected float16"),
+        (torch.float64, None, "float64, expected float32"),
+    ],
+)
+def test_weights_in_another_dtype_than_declared_are_refused(good: Path, tmp_path: Path, dtype, declared, message) -> None:
+    def convert(state: dict) -> None:
+        for k, v in state.items():
+            if v.is_floating_point():
+                state[k] = v.to(dtype)
+
+    path = write_weights(good, tmp_path / "w", convert, declared)
+    with pytest.raises(CheckpointError, match=f"in another dtype than model.json declares .*{message}"):
+        load_checkpoint(path)
+    with pytest.raises(CheckpointError, match=message):
+        check_upload({name: (path / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)})
+
+
+def test_weights_header_is_checked_before_the_model_is_built(good: Path, tmp_path: Path, monkeypatch) -> None:
+    """The 22000 x 22000 MLP with the good checkpoint's 20 KB of weights: refused without a call to build_model."""
+    from laya.model import checkpoint as module
+
+    case = next(c for c in CASES if c.name == "mlp-22000-tiny-weights")
+    path = write_case(good, case, tmp_path / "mlp")
+    built = []
+    monkeypatch.setattr(module, "build_model", lambda *a, **k: built.append(1))
+    with pytest.raises(CheckpointError, match=r"wrong shape .*\(22000,\) in the model"):
+        load_checkpoint(path)
+    assert built == [] and (path / WEIGHTS_FILE).stat().st_size < 64_000
+
+
+def test_budget_counts_buffers_temporaries_and_flops_as_the_real_model() -> None:
+    """Buffers: a BatchNorm CNN's running stats; peak temporaries at least the largest activation; FLOPs
+    of an MLP are 2 x multiply-adds, exactly."""
+    from laya.model.backbones import BackboneConfig
+    from laya.model.heads import HeadConfig
+
+    head = HeadConfig(name="lastlayer", d_star=8)
+    mlp = estimate(BackboneConfig(name="mlp", in_channels=1, input_size=4, widths=(32, 16)), head, 3)
+    macs = 16 * 32 + 32 * 16 + 16 * 3  # the linear layers of backbone and head, one input
+    assert 2 * macs <= mlp.flops <= 2 * macs + 2 * 16 * 8 + 2 * 8 * 3  # (the head's projection if it has one)
+    cnn = estimate(BackboneConfig(name="cnn", in_channels=3, input_size=32, widths=(8, 16)), head, 3)
+    bn = [m for k, m in cnn.state.items() if "running_mean" in k]
+    assert cnn.buffers >= sum(shape[0] for shape, _ in bn) * 2 > 0
+    assert cnn.activations >= 8 * 32 * 32  # the first block's output, one input
+    assert cnn.state and all(isinstance(shape, tuple) for shape, _ in cnn.state.values())

@@ -336,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         FileNotFoundError,
         ValueError,
         OutputLockedError,
+        OSError,  # a directory or unreadable file where a file was expected: a message, never a traceback
     ) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

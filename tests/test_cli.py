@@ -116,3 +116,32 @@ def test_bundle_command_refreshes_a_setting_and_evaluate_reproduces_it(tiny_mode
                  "--out", str(out)]) == 0  # fmt: skip
     bundled, again = Report.load(setting / "laya").data, Report.load(out).data
     assert {k: v for k, v in bundled.items() if k != "timing"} == {k: v for k, v in again.items() if k != "timing"}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["in-memory", "streamed"])
+def test_evaluate_skips_entries_that_are_not_images_and_refuses_a_broken_one(
+    tiny_models, image_folder, tmp_path, capsys, caplog, stream
+):
+    """Issue 17, hole 12: a directory named ``x.png``, a broken link and a link out of the dataset are skipped,
+    each with a warning naming it; a file that is not an image is refused in one line (exit 2), never a traceback."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(image_folder, data)
+    blue = data / "test" / "blue"
+    (blue / "x.png").mkdir()
+    (blue / "gone.png").symlink_to(tmp_path / "missing.png")
+    (blue / "out.png").symlink_to("/etc/passwd")
+    args = ["evaluate", "--checkpoint", str(tiny_models / "colours-mlp" / "laya"), "--dataset", str(data)]
+    args += ["--out", str(tmp_path / "report"), "--ig-steps", "2", "--modes", "zero", "--resamples", "100"]
+    args += ["--stream"] if stream else []
+    with caplog.at_level("WARNING", logger="laya.data"):
+        assert main(args) == 0
+    skipped = " ".join(r.getMessage() for r in caplog.records)
+    assert all(name in skipped for name in ("x.png", "gone.png", "out.png"))
+    assert Report.load(tmp_path / "report").data["dataset"]["n"] == 24  # the 3 x 8 real images only
+    (blue / "broken.png").write_bytes(b"not an image at all")
+    capsys.readouterr()
+    assert main([*args, "--out", str(tmp_path / "report2")]) == 2
+    err = capsys.readouterr().err
+    assert "broken.png" in err and "not a readable image" in err and "Traceback" not in err

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
 import os
 import tarfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -36,6 +37,8 @@ from torch import Tensor, nn
 from laya.data.streaming import ImageFiles
 from laya.model.validation import check_fields
 from laya.paths import PathRefused, canonical_path
+
+LOG = logging.getLogger("laya.data")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FASHION_MNIST_CLASSES = (
@@ -305,6 +308,23 @@ def _torchvision_download(cls_name: str, split: str, download: bool, where: str)
     return ImageArrays(images.contiguous(), torch.as_tensor(dataset.targets, dtype=torch.long), tuple(dataset.classes))
 
 
+def _usable(path: Path, root: Path) -> bool:
+    """Whether an entry named like an image is a regular file inside ``root`` (a symlink is followed only
+    while it stays inside: :func:`laya.paths.canonical_path`). Anything else (a directory called ``x.png``,
+    a broken link, a link out of the dataset, a FIFO) is skipped with a warning naming it."""
+    try:
+        real = canonical_path(path, None, [root])
+        if real.is_file():
+            return True
+        why = "not a regular file (a directory, a broken link or a device)"
+    except PathRefused as error:
+        why = str(error)
+    except OSError as error:
+        why = f"unreadable ({type(error).__name__})"
+    LOG.warning("skipping %s: %s", path, why)
+    return False
+
+
 def load_image_folder(root: Path, split: str, image_size: int, channels: int, stream: bool | None = None) -> Images:
     """``root/split/<class>/<image>`` (sorted, class index = sorted folder order), decoded and cached as ``.npy``,
     or streamed (:class:`ImageFiles`) when ``stream`` is True or, for None, above ``STREAM_THRESHOLD_BYTES``."""
@@ -318,7 +338,7 @@ def load_image_folder(root: Path, split: str, image_size: int, channels: int, st
         (f, c)
         for c, name in enumerate(classes)
         for f in sorted((split_dir / name).iterdir())
-        if f.suffix.lower() in IMAGE_SUFFIXES
+        if f.suffix.lower() in IMAGE_SUFFIXES and _usable(f, root)
     ]
     if not files:
         raise DatasetNotFoundError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {split_dir}/<class>/")

@@ -44,6 +44,17 @@ class _Decode(Dataset):
             raise ImageError(f"{self.files[i]}: {error}") from error
 
 
+def _clean_errors(batches: Iterator[Tensor]) -> Iterator[Tensor]:
+    """Re-raise a worker's :class:`ImageError` with its own message (DataLoader prepends the worker's traceback)."""
+    try:
+        yield from batches
+    except ImageError as error:
+        text = str(error).strip()
+        if "Traceback" in text:
+            text = text.splitlines()[-1].split("ImageError: ", 1)[-1]
+        raise ImageError(f"cannot decode a dataset image, {text}") from None
+
+
 @dataclass
 class ImageFiles:
     """Image files ``files`` with labels ``int64 (N,)``, decoded to ``uint8 (B, C, S, S)`` batches on demand."""
@@ -80,7 +91,7 @@ class ImageFiles:
             prefetch_factor=2 if workers > 0 else None,
             generator=torch.Generator(),  # worker seeds drawn from here, not from (and advancing) the global RNG
         )
-        return iter(loader)
+        return _clean_errors(iter(loader))
 
     def fingerprint(self) -> str:
         """Identifies the files (paths, sizes, modification times), the size and channels; no pixel is read."""

@@ -141,6 +141,14 @@ CASES: tuple[Case, ...] = (
     ),
     Case("resnet101-1024-cpu-cost", _timm_at("resnet101", 1024), "326.0 GFLOP per input", huge=True),
     # hole 3: a model far larger than its 20 KB weights file is refused from the file's header, before building
+    # hole 9: fields that passed validation and failed later with the generic incident message
+    Case("seed-4000-digits", _set("seed", 10**4000), "integer of 4,001 digits"),
+    Case("metrics-huge-int", _set("metrics", {"n": -(10**60)}), "integer of 61 digits"),
+    Case("classes-lone-surrogate", _set("classes", ["blue", "\ud800", "red"]), "classes[1] = '\\ud800': must be valid Unicode"),
+    Case("dataset-lone-surrogate", _set("dataset", "x\udcff"), "dataset = 'x\\udcff': must be valid Unicode"),
+    Case("layer-name-lone-surrogate", _set("layer_names", ["a", "\udfff", "c"]), "must be valid Unicode"),
+    # hole 13: uploads are resized to source_size before anything else
+    Case("source-size-4096", _set("input", "source_size", 4096), "input.source_size = 4096: must be in [1, 1024]"),
     Case("mlp-22000-tiny-weights", _set("backbone", "widths", [22_000, 22_000, 8]), "wrong shape", huge=True),
 )
 

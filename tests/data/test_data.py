@@ -130,3 +130,29 @@ def test_channel_stats():
 def test_input_spec_validation():
     with pytest.raises(ValueError, match="mean/std must have 3 entries"):
         InputSpec.from_dict({"channels": 3, "source_size": 8, "size": 8, "mean": [0.5], "std": [0.5]})
+
+
+def test_no_download_is_attempted_without_permission(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 17, hole 6: with LAYA_DOWNLOAD=0, or for an untrusted (confined) checkpoint, a missing
+    Fashion-MNIST/CIFAR-10 is a message saying where to get it, and nothing touches the network."""
+    import socket
+
+    from laya.data import datasets
+    from laya.data.datasets import DatasetNotFoundError, load_dataset
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"network access attempted: {args}")
+
+    for name in ("connect", "connect_ex"):
+        monkeypatch.setattr(socket.socket, name, no_network)
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(datasets, "data_dirs", lambda: [tmp_path])
+    monkeypatch.setenv("LAYA_DOWNLOAD", "0")
+    for name, where in (("cifar10", "cifar10-jpeg"), ("fashion-mnist", "apt-get install dataset-fashion-mnist")):
+        with pytest.raises(DatasetNotFoundError, match="does not download datasets") as refused:
+            load_dataset(name, "test")
+        assert where in str(refused.value) and str(tmp_path) not in str(refused.value)
+    monkeypatch.setenv("LAYA_DOWNLOAD", "1")
+    with pytest.raises(DatasetNotFoundError, match="does not download"):
+        load_dataset("cifar10", "test", download=False)  # what a confined checkpoint's load_data passes

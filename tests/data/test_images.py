@@ -129,3 +129,24 @@ def test_exif_orientation_is_applied_first():
     assert pixels[:, :20].mean() > 200 and pixels[:, 20:].mean() < 50
     without = open_image(encode(stored, "JPEG", quality=95))
     assert without.size == (20, 40)  # no EXIF tag: left as stored
+
+
+def test_a_16_bit_5000px_png_decodes_cheaply() -> None:
+    """Issue 17, hole 13: a 60 KB 16-bit 5000x5000 PNG is box-reduced before any float conversion."""
+    import resource
+    import time
+
+    from laya.data.images import load_image_tensor
+
+    pixels = np.zeros((5000, 5000), dtype=np.uint16)
+    pixels[::7, ::5] = 60000
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    assert len(buffer.getvalue()) < 100_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.process_time()
+    x = load_image_tensor(buffer.getvalue(), 3, 32)
+    seconds = time.process_time() - start
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert x.shape == (3, 32, 32) and x.dtype == torch.uint8 and 0 < int(x.max()) <= 255
+    assert seconds < 1.5 and grown_mb < 300, (seconds, grown_mb)  # was 2.3 CPU-s and +620 MB

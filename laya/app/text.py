@@ -49,7 +49,7 @@ def public(text: object, upload_root: Path | None = None) -> str:
     text = str(text)
     root = upload_root if upload_root is not None else deploy.upload_store().root
     for variant in _variants(root):
-        text = re.sub(re.escape(variant) + r"(/[^/\s'\"`)]+)?(/[^\s'\"`)]*)?", UPLOADED, text)
+        text = re.sub(re.escape(variant) + r"(/[^/\s'\"`);,]+)?(/[^\s'\"`);,]*)?", UPLOADED, text)
     if deploy.allow_paths():
         return text
     folders = [deploy.models_root(), *deploy.path_roots(), *deploy.data_roots(), Path(tempfile.gettempdir()), Path.home()]

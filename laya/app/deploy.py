@@ -155,7 +155,7 @@ def check_upload(files: Mapping[str, bytes]) -> CheckpointMeta:
         )
     meta = check_model(record, files[WEIGHTS_FILE])
     pending = Path(tempfile.gettempdir()) / "laya-upload-pending"  # not created: only its name is compared
-    check_confined(meta, Confinement(pending), pending)
+    check_confined(meta, Confinement(pending), pending, exists=False)
     return meta
 
 

@@ -50,17 +50,19 @@ class Confinement:
 
     ``backbone.weights`` must be a named source (:data:`laya.model.weights.SOURCES`) or a file
     inside ``weights_root``; ``dataset`` a known name or a folder inside one of ``data_roots``.
-    Refusals never say whether the named file exists.
+    Refusals of a path outside never say whether the named file exists; inside, a missing file is named
+    by the text the checkpoint gave, never by its server path.
     """
 
     weights_root: Path
     data_roots: tuple[Path, ...] = ()
 
 
-def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) -> str | None:
+def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path, exists: bool = True) -> str | None:
     """Refuse ``backbone.weights`` outside ``confine`` (see :class:`Confinement`); returns the spec to build
     with: a named source as is, a file as its real path (:func:`laya.paths.canonical_path`), the very path
-    that is then opened. The dataset is checked when it is loaded (:meth:`Checkpoint.load_data`)."""
+    that is then opened (``exists``: and it must be a file). The dataset is checked when it is loaded
+    (:meth:`Checkpoint.load_data`)."""
     spec = meta.backbone.weights
     if spec == "timm":
         raise refuse(
@@ -69,7 +71,7 @@ def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) 
     if spec is None or spec in SOURCES:
         return spec
     try:
-        return str(canonical_path(spec, directory, [confine.weights_root]))
+        real = canonical_path(spec, directory, [confine.weights_root])
     except PathRefused as error:
         raise refuse(
             "backbone.weights",
@@ -77,6 +79,9 @@ def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) 
             f"must be a named source ({', '.join(SOURCES)}) or a file inside the checkpoint's own folder "
             f"(server models: their model folder); {error}",
         ) from None
+    if exists and not real.is_file():  # inside the allowed folder: saying so reveals nothing else
+        raise refuse("backbone.weights", spec, "no such file in the checkpoint's folder")
+    return str(real)
 
 
 def check_dataset(name: str, confine: Confinement) -> str:

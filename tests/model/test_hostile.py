@@ -190,3 +190,15 @@ def test_budget_counts_buffers_temporaries_and_flops_as_the_real_model() -> None
     assert cnn.buffers >= sum(shape[0] for shape, _ in bn) * 2 > 0
     assert cnn.activations >= 8 * 32 * 32  # the first block's output, one input
     assert cnn.state and all(isinstance(shape, tuple) for shape, _ in cnn.state.values())
+
+
+def test_a_missing_weights_file_inside_the_folder_is_named_without_its_server_path(good: Path, tmp_path: Path) -> None:
+    """Issue 17, hole 10: "not found (looked at <upload folder>/nope.pth)" named the server's folder."""
+    from laya.model.checkpoint import check_confined, check_model
+
+    record = json.loads((good / META_FILE).read_text())
+    meta = check_model({**record, "backbone": {**record["backbone"], "weights": "nope.pth"}})
+    with pytest.raises(CheckpointError, match="backbone.weights = 'nope.pth': no such file") as refused:
+        check_confined(meta, Confinement(tmp_path), tmp_path)
+    assert str(tmp_path) not in str(refused.value)
+    assert check_confined(meta, Confinement(tmp_path), tmp_path, exists=False) == str((tmp_path / "nope.pth").resolve())

@@ -3,7 +3,8 @@
 Run by tests/model/test_fuzz.py in a subprocess under an address-space limit (``RLIMIT_AS``) and a CPU-time
 limit, with every socket call replaced by one that aborts the run. For each generated checkpoint the
 outcome must be a :class:`~laya.model.checkpoint.CheckpointError` (a clear refusal) or a load; anything
-else (a raw exception, a network attempt, ``MemoryError``, an example over ``MAX_EXAMPLE_SECONDS``) fails.
+else (a raw exception, a network attempt, ``MemoryError``, an example over ``MAX_EXAMPLE_CPU_SECONDS`` of CPU
+time, the first load's one-time imports excluded) fails.
 
     python -m tests.model.fuzz_checkpoints GOOD_CHECKPOINT_DIR [--examples N] [--seed S]
 
@@ -27,7 +28,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-MAX_EXAMPLE_SECONDS = 20.0
+MAX_EXAMPLE_CPU_SECONDS = 20.0  # CPU, not wall time: the test machine is shared
 
 
 class NetworkAttempt(BaseException):
@@ -175,16 +176,16 @@ class Outcomes:
     def run(self, kind: str, action) -> None:
         from laya.model.checkpoint import CheckpointError
 
-        start = time.monotonic()
+        start = time.process_time()
         try:
             action()
             outcome = "loaded"
         except CheckpointError:
             outcome = "refused"
-        elapsed = time.monotonic() - start
+        elapsed = time.process_time() - start
         self.slowest = max(self.slowest, elapsed)
-        if elapsed > MAX_EXAMPLE_SECONDS:
-            raise AssertionError(f"{kind}: one example took {elapsed:.1f} s (limit {MAX_EXAMPLE_SECONDS} s)")
+        if elapsed > MAX_EXAMPLE_CPU_SECONDS:
+            raise AssertionError(f"{kind}: one example took {elapsed:.1f} CPU-s (limit {MAX_EXAMPLE_CPU_SECONDS} s)")
         key = f"{kind}:{outcome}"
         self.counts[key] = self.counts.get(key, 0) + 1
 
@@ -255,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         record["weights"]["sha256"] = None  # so that the header itself is what is judged
         outcomes.run("safetensors", lambda: load_both(json.dumps(record).encode(), data))
 
+    load_both((args.good / META_FILE).read_bytes(), weights)  # one-time imports and warm-up, not timed
     start = time.monotonic()
     records()
     headers()
@@ -262,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps(
             {
                 "counts": outcomes.counts,
-                "slowest_s": round(outcomes.slowest, 2),
+                "slowest_cpu_s": round(outcomes.slowest, 2),
                 "seconds": round(time.monotonic() - start, 1),
                 "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
                 "sha256_good": sha256_file(args.good / WEIGHTS_FILE)[:12],

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from laya.analysis.attribution import REDUCTION_LABELS
+from laya.analysis.attribution import REDUCTION_LABELS, ig_description
 from laya.analysis.faithfulness import EPSILON
 from laya.app import views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
@@ -32,7 +32,10 @@ if report is not None:
     common.share(mode=mode)
     reduction = reduction_col.radio("Post-hoc reduction", report.data["reductions"], horizontal=True,
                                     format_func=REDUCTION_LABELS.__getitem__, key="faithfulness_reduction")  # fmt: skip
-    st.caption(f"`{mode}`: {views.MODE_HELP[mode]}. `{reduction}`: {views.REDUCTION_HELP[reduction]}.")
+    st.caption(f"`{mode}`: {views.MODE_HELP[mode]}. `{reduction}`: {views.REDUCTION_HELP[reduction]}. "
+               f"{report.data['options'].get('ig') or ig_description(report.data['options']['ig_steps'])}. "
+               "With the training mean as baseline, IG is built partly to agree with LOO under `mean` (it integrates "
+               "along the path that intervention jumps); the zero baseline shares nothing with it.")  # fmt: skip
     table = views.faithfulness_matrix(report, mode, reduction)
     st.dataframe(table, hide_index=True)
     st.download_button(

@@ -4,11 +4,19 @@
   ScalarMix's global ``softmax(w)`` (the same for every input).
 * **Post-hoc** (Captum), for any head, over the head's per-layer inputs ``h_1..h_L`` treated as
   separate inputs, so one backward pass serves all layers. The attributed output is the
-  *probability of the predicted class* (the quantity leave-one-layer-out removes):
+  *probability of the predicted class* ``p_t`` (the quantity leave-one-layer-out removes), computed
+  in float64 on the head's float64 copy (:func:`laya.analysis.ablation.float64_head`, the one LOO
+  uses) and in a form whose gradient cannot underflow (:func:`target_probability`):
+  ``p_t = exp(-softplus(-m))``, ``m = z_t - logsumexp_{j != t} z_j`` (the logit margin), so
+  ``dp_t/dz_t = p_t * sigmoid(-m)`` is never the ``p_t * (1 - p_t) = 1 * 0`` of a saturated softmax.
 
-  - ``integrated_gradients``: ``(h_i - r_i) * mean_k grad f(r + a_k (h - r))`` over ``steps``
-    points, baseline ``r`` = the head's reference vectors (training means); completeness:
-    ``sum_i sum_j IG_ij = f(h) - f(r)``.
+  - ``integrated_gradients``: ``(h_i - r_i) * sum_k w_k grad f(r + a_k (h - r))``, ``steps``
+    Gauss–Legendre nodes ``a_k`` and weights ``w_k`` on [0, 1] (Captum's default rule, :data:`IG_RULE`),
+    baseline ``r`` = the head's reference vectors (training means); completeness:
+    ``sum_i sum_j IG_ij = f(h) - f(r)``. Under the ``mean`` intervention LOO moves ``h_i`` to the same
+    ``r_i``, so this IG is built partly to agree with LOO-``mean``.
+  - ``integrated_gradients_zero``: the same with baseline ``r = 0`` (:data:`IG_BASELINES`), the
+    usual baseline at the head's inputs, which shares nothing with the ``mean`` intervention.
   - ``input_x_gradient``: ``h_i * grad_i f``.
   - ``saliency``: ``|grad_i f|``.
 
@@ -33,16 +41,22 @@ import torch
 from captum.attr import InputXGradient, IntegratedGradients, Saliency
 from torch import Tensor
 
+from laya.analysis.ablation import float64_head
 from laya.model.heads import LayaHead, LayerHead, ScalarMixHead
 
-POSTHOC_METHODS = ("integrated_gradients", "input_x_gradient", "saliency")
+IG_BASELINES = {"integrated_gradients": "mean", "integrated_gradients_zero": "zero"}  # method -> baseline
+IG_RULE = "gausslegendre"  # Captum's quadrature rule for the path integral
+IG_RULE_LABEL = "Gauss–Legendre"
+BASELINE_LABELS = {"mean": "training mean", "zero": "zero"}
+POSTHOC_METHODS = ("integrated_gradients", "integrated_gradients_zero", "input_x_gradient", "saliency")
 REDUCTIONS = ("signed", "magnitude")
 DEFAULT_REDUCTION = "signed"
 REDUCTION_LABELS = {"signed": "signed sum Σ_j A_ij", "magnitude": "magnitude Σ_j |A_ij|"}
 METHOD_LABELS = {
     "laya_alpha": "LAYA α (intrinsic)",
     "scalarmix_weights": "ScalarMix weights (intrinsic, global)",
-    "integrated_gradients": "Integrated Gradients",
+    "integrated_gradients": "Integrated Gradients (baseline: training mean)",
+    "integrated_gradients_zero": "Integrated Gradients (baseline: zero)",
     "input_x_gradient": "Gradient × Input",
     "saliency": "Saliency",
     "random": "Random ranking (control)",
@@ -64,8 +78,31 @@ def methods_for(head: LayerHead) -> list[str]:
     return ([intrinsic] if intrinsic else []) + list(POSTHOC_METHODS) + ["random"]
 
 
+def ig_description(steps: int) -> str:
+    """How IG is computed, for reports and captions: baselines and the step rule."""
+    baselines = "; ".join(f"{METHOD_LABELS[m]}: r = {BASELINE_LABELS[b]}" for m, b in IG_BASELINES.items())
+    return (
+        f"IG path integral from baseline r to h by {steps}-node {IG_RULE_LABEL} quadrature ({baselines}); "
+        "target p of the predicted class, float64, margin form (no underflow)"
+    )
+
+
+def target_probability(logits: Tensor, target: Tensor) -> Tensor:
+    """``(B,)`` ``p_t = softmax(z)_t`` for ``logits`` ``(B, C)`` in a form whose gradient does not underflow.
+
+    ``m = z_t - logsumexp_{j != t} z_j`` (logit margin), ``p_t = sigmoid(m) = exp(-softplus(-m))``.
+    Autograd then gives ``dp_t/dz_t = p_t * sigmoid(-m)`` and ``dp_t/dz_j = -p_t * sigmoid(-m) * q_j``
+    (``q`` = softmax over the other classes): every factor is computed from ``m`` directly, never as
+    ``1 - p_t``, which is 0 once ``p_t`` rounds to 1 (``m`` > 17 in float32, > 37 in float64).
+    """
+    z_t = logits.gather(1, target.unsqueeze(1)).squeeze(1)
+    others = logits.scatter(1, target.unsqueeze(1), float("-inf"))
+    margin = z_t - torch.logsumexp(others, dim=1)
+    return torch.exp(-torch.nn.functional.softplus(-margin))
+
+
 def _summed_target_probability(head: LayerHead, target: Tensor):
-    """``f(h) = sum_b softmax(head(h).logits)[b, target_b]``, a one-element output.
+    """``f(h) = sum_b p_t(head(h))[b]`` (:func:`target_probability`), a one-element output.
 
     Captum differentiates a per-row output with one autograd root per row (slow for big
     batches). The head treats rows independently, so the gradient of the summed target
@@ -78,8 +115,7 @@ def _summed_target_probability(head: LayerHead, target: Tensor):
         # A layer the head ignores (LastLayer's h_1..h_{L-1}) must still be in the autograd graph,
         # where its gradient is exactly zero; Captum's autograd.grad call refuses unused inputs.
         logits = logits + sum(0.0 * h.sum(dim=1, keepdim=True) for h in hidden)
-        rows = target.repeat(logits.shape[0] // len(target)).unsqueeze(1)
-        return torch.softmax(logits, dim=-1).gather(1, rows).sum().reshape(1)
+        return target_probability(logits, target.repeat(logits.shape[0] // len(target))).sum().reshape(1)
 
     return forward
 
@@ -87,19 +123,25 @@ def _summed_target_probability(head: LayerHead, target: Tensor):
 def raw_attributions(
     head: LayerHead, hidden: Sequence[Tensor], method: str, target: Tensor, steps: int = 32
 ) -> tuple[Tensor, ...]:
-    """Captum's per-unit attributions for each layer (signed): L tensors ``(B, d_i)``."""
-    forward = _summed_target_probability(head, target)
+    """Captum's per-unit attributions for each layer (signed), float64: L tensors ``(B, d_i)``.
+
+    Runs on the head's float64 copy with float64 inputs (see the module docstring)."""
+    if method not in POSTHOC_METHODS:
+        raise ValueError(f"unknown post-hoc method {method!r}; expected one of {POSTHOC_METHODS}")
+    head64 = float64_head(head)
+    forward = _summed_target_probability(head64, target)
     # Gradients are needed even when the caller runs under inference_mode or no_grad.
     with torch.inference_mode(False), torch.enable_grad():
-        inputs = tuple(h.detach().clone().requires_grad_() for h in hidden)  # clone: may be inference tensors
-        if method == "integrated_gradients":
-            baselines = tuple(r.to(h.dtype).expand_as(h) for r, h in zip(head.references, inputs))
-            return IntegratedGradients(forward).attribute(inputs, baselines=baselines, n_steps=steps)
+        inputs = tuple(h.detach().double().clone().requires_grad_() for h in hidden)  # clone: may be inference tensors
+        if method in IG_BASELINES:
+            references = head64.fill("mean" if IG_BASELINES[method] == "mean" else "zero")
+            baselines = tuple(r.to(h.dtype).expand_as(h) for r, h in zip(references, inputs))
+            return IntegratedGradients(forward).attribute(
+                inputs, baselines=baselines, n_steps=steps, method=IG_RULE
+            )
         if method == "input_x_gradient":
             return InputXGradient(forward).attribute(inputs)
-        if method == "saliency":
-            return Saliency(forward).attribute(inputs, abs=True)
-    raise ValueError(f"unknown post-hoc method {method!r}; expected one of {POSTHOC_METHODS}")
+        return Saliency(forward).attribute(inputs, abs=True)
 
 
 def reduce_layers(parts: Sequence[Tensor], reduction: str) -> Tensor:
@@ -168,15 +210,20 @@ def layer_attributions(
 
 
 __all__ = [
+    "BASELINE_LABELS",
     "DEFAULT_REDUCTION",
+    "IG_BASELINES",
+    "IG_RULE",
     "METHOD_LABELS",
     "POSTHOC_METHODS",
     "REDUCTIONS",
     "REDUCTION_LABELS",
     "attributions_by_reduction",
+    "ig_description",
     "intrinsic_method",
     "layer_attributions",
     "methods_for",
     "raw_attributions",
     "reduce_layers",
+    "target_probability",
 ]

@@ -24,17 +24,34 @@ from torch import Tensor
 
 from laya import __version__
 from laya.analysis.ablation import deletion_curve, leave_one_out
-from laya.analysis.attribution import REDUCTIONS, attributions_by_reduction, intrinsic_method, methods_for
+from laya.analysis.attribution import (
+    IG_BASELINES,
+    IG_RULE,
+    REDUCTIONS,
+    attributions_by_reduction,
+    ig_description,
+    intrinsic_method,
+    methods_for,
+)
 from laya.analysis.faithfulness import (
     EPSILON,
     HEADLINE_METRIC,
     METRICS,
     MIN_INFORMATIVE,
     NOT_APPLICABLE,
+    ROBUST_METRICS,
+    TRIM,
     per_input_metrics,
 )
 from laya.analysis.profiles import class_layer_profile, layer_profile
-from laya.analysis.statistics import Interval, bootstrap_ci, mean_intervals, paired_mean_differences
+from laya.analysis.statistics import (
+    Interval,
+    bootstrap_ci,
+    bootstrap_cis,
+    mean_intervals,
+    median_and_trimmed_mean,
+    paired_mean_differences,
+)
 from laya.data.datasets import Images, batch_indices
 from laya.data.features import cached_hidden_states, iter_hidden_states
 from laya.model.checkpoint import Checkpoint
@@ -265,6 +282,7 @@ def build_report(
     ci = {k: _interval(v) for k, v in intervals.items()}
 
     faithfulness: dict = {}
+    robust = median_and_trimmed_mean(TRIM)
     for mode in modes:
         for reduction in reductions:
             for method in methods:
@@ -278,6 +296,11 @@ def build_report(
                 }
                 for metric in METRICS:
                     entry[metric] = ci[f"{prefix}/{metric}"] if testable else None
+                ratios = columns[f"{prefix}/deletion_at_1_norm"]
+                ratios = ratios[~torch.isnan(ratios)]  # the testable inputs
+                companions = bootstrap_cis(ratios, robust, options.resamples, options.seed) if testable else None
+                for k, metric in enumerate(ROBUST_METRICS):
+                    entry[metric] = _interval(companions[k]) if companions else None
                 faithfulness.setdefault(mode, {}).setdefault(reduction, {})[method] = entry
 
     # Paired bootstraps over inputs: the intrinsic scores vs each post-hoc method, every method vs the
@@ -351,6 +374,13 @@ def build_report(
             "epsilon": options.epsilon,
             "min_informative": MIN_INFORMATIVE,
             "ci": "95% percentile bootstrap over test inputs",
+            "robust": f"Deletion@1 / oracle: median and {TRIM:.0%}-trimmed mean over the testable inputs "
+            "(percentile bootstrap over them)",
+            "trim": TRIM,
+            "ig_baselines": IG_BASELINES,
+            "ig_rule": IG_RULE,
+            "ig": ig_description(options.ig_steps),
+            "gradients": "float64, target probability in logit-margin form (no underflow)",
         },
         "faithfulness": faithfulness,
         "comparisons": comparisons,

@@ -18,6 +18,10 @@ means, bootstrap CIs and paired tests all come from the same arrays (:mod:`laya.
 :data:`MIN_INFORMATIVE` = 2 informative layers and a largest drop above ε: with one informative
 layer any ranking that puts it first (a constant scorer ``[0, …, 0, 1]`` on LastLayer) is "perfect".
 A method/head with no such input has no faithfulness: :data:`NOT_APPLICABLE`, never 1.000.
+
+Deletion@1 / oracle is a ratio whose mean a few inputs with a tiny oracle drop can dominate (values far
+below 0); :data:`ROBUST_METRICS` are its robust companions over the testable inputs, reported beside the
+mean: the median and the :data:`TRIM`-trimmed mean (``floor(TRIM * n)`` cut from each end).
 """
 
 from __future__ import annotations
@@ -35,7 +39,12 @@ METRIC_LABELS = {
     "top1": "top-1 agreement",
     "deletion_at_1": "Deletion@1",
     "deletion_at_1_norm": "Deletion@1 / oracle",
+    "deletion_at_1_norm_median": "Deletion@1 / oracle (median)",
+    "deletion_at_1_norm_trimmed": "Deletion@1 / oracle (5%-trimmed mean)",
 }
+TRIM = 0.05  # fraction cut from each end for the trimmed mean (the label above states it)
+ROBUST_METRICS = ("deletion_at_1_norm_median", "deletion_at_1_norm_trimmed")  # summaries of deletion_at_1_norm
+REPORTED_METRICS = METRICS + ROBUST_METRICS
 HEADLINE_METRIC = "spearman_eps"
 NOT_APPLICABLE = "n/a (one informative layer)"
 
@@ -127,6 +136,9 @@ __all__ = [
     "METRIC_LABELS",
     "MIN_INFORMATIVE",
     "NOT_APPLICABLE",
+    "REPORTED_METRICS",
+    "ROBUST_METRICS",
+    "TRIM",
     "average_ranks",
     "deletion_at_1",
     "informative",

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS
-from laya.analysis.faithfulness import HEADLINE_METRIC, METRICS
+from laya.analysis.faithfulness import HEADLINE_METRIC, REPORTED_METRICS
 from laya.model.checkpoint import atomic_write_json, atomic_write_tensors
 from laya.model.heads import DEFAULT_MODE
 
@@ -114,8 +114,8 @@ class Report:
                     row = {"mode": mode, "reduction": reduction, "method": method,
                            "label": METHOD_LABELS.get(method, method), "status": entry["status"] or "",
                            "n_testable": entry["n_testable"], "n_spearman": entry["n_spearman"]}  # fmt: skip
-                    for metric in METRICS:
-                        ci = entry[metric] or {}
+                    for metric in REPORTED_METRICS:  # robust companions: absent from older reports
+                        ci = entry.get(metric) or {}
                         row |= {metric: ci.get("estimate"), f"{metric}_low": ci.get("low"),
                                 f"{metric}_high": ci.get("high")}  # fmt: skip
                     rows.append(row)

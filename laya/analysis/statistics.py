@@ -51,6 +51,26 @@ def mean_statistic(rows: Tensor) -> Tensor:
     return rows.nanmean(dim=1)
 
 
+def median_and_trimmed_mean(trim: float) -> Statistic:
+    """Statistic ``(R, n) -> (R, 2)``: the median and the ``trim``-trimmed mean over inputs (no NaN).
+
+    Median: the average of the two middle values for even ``n`` (``np.median``); trimmed mean: the mean
+    after cutting ``floor(trim * n)`` values from each end (``scipy.stats.trim_mean``). Robust companions of
+    a mean driven by a few outliers.
+    """
+    if not 0 <= trim < 0.5:
+        raise ValueError(f"trim must be in [0, 0.5), got {trim}")
+
+    def statistic(rows: Tensor) -> Tensor:
+        n = rows.shape[1]
+        ordered = rows.sort(dim=1).values
+        k = int(trim * n)
+        median = (ordered[:, (n - 1) // 2] + ordered[:, n // 2]) / 2
+        return torch.stack([median, ordered[:, k : n - k].mean(dim=1)], dim=1)
+
+    return statistic
+
+
 def bootstrap_distribution(
     values: Tensor | np.ndarray,
     statistic: Statistic = mean_statistic,
@@ -265,6 +285,7 @@ __all__ = [
     "bootstrap_means",
     "mean_intervals",
     "mean_statistic",
+    "median_and_trimmed_mean",
     "paired_bootstrap",
     "paired_mean_differences",
     "paired_over_seeds",

@@ -18,7 +18,7 @@ import torch
 from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS, POSTHOC_METHODS
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import Explanation
-from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, METRICS
+from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, REPORTED_METRICS
 from laya.analysis.profiles import seed_table
 from laya.analysis.report import Report
 from laya.app.catalog import Entry
@@ -339,7 +339,7 @@ def faithfulness_matrix(report: Report, mode: str | None = None, reduction: str 
     part = table[(table["mode"] == mode) & (table["reduction"] == reduction)]
     out = pd.DataFrame({"method": [method_label(m) for m in part["method"]], "status": part["status"].tolist(),
                         "testable inputs": part["n_testable"].tolist()})  # fmt: skip
-    for metric in METRICS:
+    for metric in REPORTED_METRICS:  # the robust companions of Deletion@1 / oracle: NaN in older reports
         out[METRIC_LABELS[metric]] = part[metric].tolist()
         out[f"{METRIC_LABELS[metric]} 95% CI"] = [
             "n/a" if status else ci_text({"estimate": e, "low": lo, "high": hi})
@@ -398,6 +398,9 @@ def heads_table(
                 "status": (entry["status"] or "") if entry else "no report",
                 "top-1": entry["top1"]["estimate"] if faith else None,
                 "Deletion@1 / oracle": entry["deletion_at_1_norm"]["estimate"] if faith else None,
+                "Deletion@1 / oracle (median)": (entry.get("deletion_at_1_norm_median") or {}).get("estimate")
+                if faith
+                else None,
                 "scores": method_label(report.primary_method) if report else "no report",
             }
         )

@@ -139,14 +139,15 @@ def refresh_setting(
 def model_card(models: str | Path) -> str:
     """Markdown table of every bundled checkpoint: accuracy and macro-F1 with 95% bootstrap CIs over test
     inputs; per method, Spearman over informative layers (intervention ``mean``, signed reduction) with its
-    CI, or "n/a (one informative layer)"; top-1 agreement and Deletion@1 / oracle of the primary method;
+    CI, or "n/a (one informative layer)"; top-1 agreement and Deletion@1 / oracle (mean; median) of the primary method;
     training time and the command that made it (the exact config of each checkpoint is in its ``model.json``)."""
+    from laya.analysis.attribution import ig_description
     from laya.analysis.report import Report
     from laya.app.catalog import find_checkpoints
     from laya.model.heads import HEAD_LABELS
 
-    short = {"laya_alpha": "α", "scalarmix_weights": "w", "integrated_gradients": "IG", "input_x_gradient": "G×I",
-             "saliency": "Sal", "random": "rand"}  # fmt: skip
+    short = {"laya_alpha": "α", "scalarmix_weights": "w", "integrated_gradients": "IG", "integrated_gradients_zero":
+             "IG₀", "input_x_gradient": "G×I", "saliency": "Sal", "random": "rand"}  # fmt: skip
 
     def ci(entry: dict | None, digits: int = 3) -> str:
         return (
@@ -159,11 +160,11 @@ def model_card(models: str | Path) -> str:
         "All figures: estimate [95% bootstrap CI over the test inputs]. Faithfulness: intervention `mean`, signed "
         "reduction, Spearman over layers with |LOO drop| > 1e-3; "
         + ", ".join(f"{v} = {k}" for k, v in short.items())
-        + ".",
+        + f". {ig_description(EvalOptions().ig_steps)}.",
         "",
         (
             "| setting | head | accuracy | macro-F1 | Spearman (informative layers) per method | top-1 (primary) | "
-            "Deletion@1 / oracle (primary) | train min | epochs | command |"
+            "Deletion@1 / oracle (primary): mean; median | train min | epochs | command |"
         ),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -182,7 +183,7 @@ def model_card(models: str | Path) -> str:
         lines.append(
             f"| {entry.path.parent.name} | {HEAD_LABELS[entry.head]} | {ci(report.interval('accuracy'), 4)} | "
             f"{ci(report.interval('macro_f1'), 4)} | {scores} | {na or ci(primary['top1'])} | "
-            f"{na or ci(primary['deletion_at_1_norm'])} | {train['train_seconds'] / 60:.1f} | {train['epochs']} | "
+            f"{na or ci(primary['deletion_at_1_norm']) + '; ' + ci(primary.get('deletion_at_1_norm_median'))} | {train['train_seconds'] / 60:.1f} | {train['epochs']} | "
             f"`python -m laya reproduce {entry.path.parent.name}` |"
         )
     return "\n".join(lines) + "\n"

@@ -21,9 +21,9 @@ import pandas as pd
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
-from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS
+from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS, POSTHOC_METHODS, ig_description
 from laya.analysis.evaluate import EvalOptions, evaluate
-from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, METRICS, NOT_APPLICABLE
+from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, NOT_APPLICABLE, REPORTED_METRICS
 from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report, write_report
 from laya.analysis.statistics import paired_bootstrap, paired_over_seeds, seed_interval, verdict
 from laya.data.datasets import load_dataset
@@ -96,7 +96,7 @@ def _pm(rows: pd.DataFrame, column: str, digits: int = 3) -> str:
     ``value [bootstrap CI over inputs]``; the status where the metric is not applicable."""
     if rows.empty:
         return "–"
-    if column in METRICS and (rows["status"] == NOT_APPLICABLE).all():
+    if column in REPORTED_METRICS and (rows["status"] == NOT_APPLICABLE).all():
         return NOT_APPLICABLE
     values = rows[column].dropna().astype(float)
     if values.empty:
@@ -119,7 +119,7 @@ def summary_table(results: pd.DataFrame, mode: str = DEFAULT_MODE, reduction: st
 
     Faithfulness is for the head's primary method (its intrinsic scores; IG for heads without them)
     and for Integrated Gradients: Spearman over informative layers, top-1 agreement, Deletion@1 / oracle
-    and the paper's Spearman over all layers.
+    (mean and its robust companion, the median), and the paper's Spearman over all layers.
     """
     rows = []
     part = _part(results, mode, reduction)
@@ -136,7 +136,8 @@ def summary_table(results: pd.DataFrame, mode: str = DEFAULT_MODE, reduction: st
                 "layer scores": METHOD_LABELS.get(primary["method"].iloc[0], "–") if len(primary) else "–",
                 **{
                     METRIC_LABELS[m]: _pm(primary, m)
-                    for m in ("spearman_eps", "top1", "deletion_at_1_norm", "spearman")
+                    for m in ("spearman_eps", "top1", "deletion_at_1_norm", "deletion_at_1_norm_median", "spearman")
+                    if m in primary
                 },
                 f"IG {METRIC_LABELS[HEADLINE_METRIC]}": _pm(ig, HEADLINE_METRIC),
                 "train min/run": f"{per_seed['train_seconds'].mean() / 60:.1f}",
@@ -151,7 +152,7 @@ def modes_table(results: pd.DataFrame) -> pd.DataFrame:
     for (head, mode, reduction, method), part in results.groupby(["head", "mode", "reduction", "method"], sort=False):
         rows.append({"head": HEAD_LABELS.get(head, head), "intervention": mode, "reduction": reduction,
                      "method": METHOD_LABELS.get(method, method),
-                     **{METRIC_LABELS[m]: _pm(part, m) for m in METRICS}})  # fmt: skip
+                     **{METRIC_LABELS[m]: _pm(part, m) for m in REPORTED_METRICS if m in part}})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -197,7 +198,7 @@ def comparisons_table(
                 f"{prefix}/{a['method'].iloc[0]}/{metric}", f"{prefix}/{b['method'].iloc[0]}/{metric}",
                 "LAYA α", f"{HEAD_LABELS[other]} {METHOD_LABELS[b['method'].iloc[0]]}")  # fmt: skip
     alpha = laya[laya["method"] == "laya_alpha"]
-    for method in ("integrated_gradients", "input_x_gradient", "saliency"):
+    for method in POSTHOC_METHODS:
         other = laya[laya["method"] == method]
         add(f"{METRIC_LABELS[metric]} on LAYA", alpha, other, metric, f"{prefix}/laya_alpha/{metric}",
             f"{prefix}/{method}/{metric}", "α", METHOD_LABELS[method])  # fmt: skip
@@ -243,8 +244,9 @@ def write_summary(results: pd.DataFrame, out: str | Path, title: str, run_dirs: 
             f"reduction of post-hoc scores. Per head: mean ± sample std over seeds [95% t-interval over seeds]; one "
             "seed: value [95% bootstrap CI over test inputs]. Spearman (informative layers): per-input rank correlation "
             "over layers whose LOO drop exceeds ε = 1e-3; top-1: the method's top layer is the largest-drop layer; "
-            "Deletion@1 / oracle: the drop after removing the top layer over the largest drop. "
-            f"`{NOT_APPLICABLE}`: the head's LOO drops are non-zero on one layer only, so no ranking can be tested."
+            "Deletion@1 / oracle: the drop after removing the top layer over the largest drop (mean, and its median "
+            "over the testable inputs beside it: a few inputs with a tiny largest drop can pull the mean far down). "
+            f"{ig_description(32)}. `{NOT_APPLICABLE}`: the head's LOO drops are non-zero on one layer only, so no ranking can be tested."
         ),
         "",
         summary.to_markdown(index=False),

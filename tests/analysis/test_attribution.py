@@ -78,3 +78,62 @@ def test_random_control_is_seeded():
     a = layer_attributions(head, h, "random", seed=3)
     assert torch.equal(a, layer_attributions(head, h, "random", seed=3))
     assert not torch.equal(a, layer_attributions(head, h, "random", seed=4))
+
+
+def saturated_head():
+    """Concat head on layers of width 1 with logits ``z_0 = 2 h_1``, ``z_1 = h_1``: at ``h_1 = 20`` the margin is
+    20, ``p_0 = 1 - 2.1e-9`` rounds to 1.0 in float32, and the float32 softmax gradient loses ``p_0 (1 - p_0)``."""
+    from laya.model.heads import LinearHead
+
+    head = LinearHead([1, 1], 2, layers="all").eval()
+    with torch.no_grad():
+        head.linear.weight.copy_(torch.tensor([[2.0, 0.0], [1.0, 0.0]]))
+        head.linear.bias.zero_()
+    return head, [torch.tensor([[20.0]]), torch.tensor([[1.0]])]
+
+
+def test_gradient_methods_do_not_underflow_on_a_saturated_softmax():
+    head, h = saturated_head()
+    target = torch.tensor([0])
+    assert float(torch.softmax(head(h).logits.detach(), -1)[0, 0]) == 1.0  # saturated in float32
+    # Analytic: dp_0/dh_1 = p_0 p_1 (w_0 - w_1) = p_0 p_1 (2 - 1), p_1 = sigmoid(-20); G×I = h_1 * that.
+    p1 = 1.0 / (1.0 + torch.exp(torch.tensor(20.0, dtype=torch.float64)))
+    gradient = (1 - p1) * p1
+    # The float32 softmax path: dp_0/dz_0 = 1 * (1 - 1) = 0, dp_0/dz_1 = -p_1, so dp_0/dh_1 = -p_1 < 0: wrong sign.
+    x = h[0].clone().requires_grad_()
+    (float32_grad,) = torch.autograd.grad(torch.softmax(head([x, h[1]]).logits, -1)[0, 0], x)
+    assert float32_grad.item() < 0 < gradient.item()
+    gxi = layer_attributions(head, h, "input_x_gradient", target)
+    assert gxi.dtype == torch.float64
+    assert gxi[0, 0].item() == pytest.approx(20.0 * gradient.item(), rel=1e-9)
+    assert gxi[0, 1].item() == 0.0
+    assert layer_attributions(head, h, "saliency", target)[0, 0].item() == pytest.approx(gradient.item(), rel=1e-9)
+
+
+def test_target_probability_is_the_softmax_with_a_gradient_that_survives_saturation():
+    from laya.analysis.attribution import target_probability
+
+    logits = torch.tensor([[40.0, 0.0, -3.0], [0.3, 0.1, 2.0]], dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([0, 2])
+    p = target_probability(logits, target)
+    assert torch.allclose(p, torch.softmax(logits, -1).gather(1, target[:, None]).squeeze(1), rtol=1e-14)
+    (grad,) = torch.autograd.grad(p.sum(), logits)
+    q = torch.softmax(logits.detach(), -1)
+    expected = -q.gather(1, target[:, None]) * q  # dp_t/dz_j = -p_t p_j for j != t
+    # j = t: p_t (1 - p_t) = -sum_{j != t} dp_t/dz_j (a softmax is shift-invariant), never 1 - p_t: the naive
+    # float64 softmax gradient is exactly 0 there for row 0 (margin 40).
+    expected.scatter_(1, target[:, None], 0.0)
+    expected.scatter_(1, target[:, None], -expected.sum(1, keepdim=True))
+    assert torch.allclose(grad, expected, rtol=1e-10, atol=0)
+    assert grad[0, 0].item() == pytest.approx(float(torch.exp(torch.tensor(-40.0, dtype=torch.float64))), rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["laya", "concat"])
+def test_integrated_gradients_zero_baseline_completeness(name):
+    head, h = make(name), hidden()
+    target = head(h).logits.argmax(-1)
+    parts = raw_attributions(head, h, "integrated_gradients_zero", target, steps=256)
+    expected = prob_of(head, h, target) - prob_of(head, [torch.zeros_like(x) for x in h], target)
+    assert torch.allclose(sum(p.sum(1) for p in parts), expected, atol=1e-6)
+    mean_baseline = raw_attributions(head, h, "integrated_gradients", target, steps=256)
+    assert not torch.allclose(parts[0], mean_baseline[0])  # the baseline matters

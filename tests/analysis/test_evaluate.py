@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -36,7 +37,12 @@ def test_report_numbers_agree_with_the_model(laya_report):
     assert report["accuracy"] == pytest.approx((out.logits.argmax(-1) == test.labels).double().mean().item())
     assert report["modes"] == ["mean", "zero_input", "zero", "renormalise"]
     assert report["reductions"] == ["signed", "magnitude"]
-    assert report["methods"] == ["laya_alpha", "integrated_gradients", "input_x_gradient", "saliency", "random"]
+    assert report["methods"] == [
+        "laya_alpha", "integrated_gradients", "integrated_gradients_zero", "input_x_gradient", "saliency", "random"
+    ]  # fmt: skip
+    options = report["options"]
+    assert options["ig_baselines"] == {"integrated_gradients": "mean", "integrated_gradients_zero": "zero"}
+    assert options["ig_rule"] == "gausslegendre" and "8-node Gauss–Legendre" in options["ig"]
     alpha_profile = Report(report).layer_profile().query("method == 'laya_alpha'")
     assert alpha_profile["mean"].tolist() == pytest.approx(out.layer_scores.mean(0).tolist(), abs=1e-6)
     acc = report["accuracy_ci"]
@@ -52,6 +58,26 @@ def test_report_numbers_agree_with_the_model(laya_report):
         assert len(report["deletion_curves"][mode]["signed"]["laya_alpha"]) == 3
     counts = Report(report).class_layer_profile().query("subset == 'all' and layer_index == 0")["count"]
     assert counts.sum() == len(test)
+
+
+def test_deletion_ratio_has_its_median_and_trimmed_mean_beside_the_mean(laya_report):
+    from scipy.stats import trim_mean
+
+    ck, test, report = laya_report
+    per_input: dict = {}
+    evaluate(ck, test, EvalOptions(ig_steps=8, batch_size=7, modes=("mean",)), per_input=per_input)
+    for method in ("laya_alpha", "input_x_gradient"):
+        ratios = per_input[f"faithfulness/mean/signed/{method}/deletion_at_1_norm"].numpy()
+        ratios = ratios[~np.isnan(ratios)]
+        entry = report["faithfulness"]["mean"]["signed"][method]
+        assert entry["deletion_at_1_norm"]["estimate"] == pytest.approx(ratios.mean())
+        median, trimmed = entry["deletion_at_1_norm_median"], entry["deletion_at_1_norm_trimmed"]
+        assert median["estimate"] == pytest.approx(np.median(ratios))
+        assert trimmed["estimate"] == pytest.approx(trim_mean(ratios, 0.05))
+        assert median["low"] <= median["estimate"] <= median["high"]
+    assert report["options"]["trim"] == 0.05
+    table = Report(report).faithfulness_table()
+    assert {"deletion_at_1_norm_median", "deletion_at_1_norm_trimmed_low"} <= set(table.columns)
 
 
 def test_report_is_strict_json_and_written_with_tables(laya_report, tmp_path):

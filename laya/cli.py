@@ -150,7 +150,9 @@ def cmd_depth(args: argparse.Namespace) -> None:
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint)
-    options = DepthOptions(limit=args.limit, train_limit=args.train_limit, resamples=args.resamples)
+    options = DepthOptions(
+        limit=args.limit, train_limit=args.train_limit, resamples=args.resamples, readout=args.readout
+    )
     out = args.out or checkpoint.path
     report = run_depth(checkpoint, options, _tqdm_progress(f"depth analytics of {checkpoint.name}"), out)
     saved = report["early_exit"]["at_1pt"]["saved"]
@@ -302,6 +304,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--limit", type=int, default=2000, help="test inputs (and inputs per OOD set); default 2000")
     d.add_argument("--train-limit", type=int, default=3000, help="training inputs for probes and Mahalanobis")
     d.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    d.add_argument(
+        "--readout", choices=["own", "probes"], default="own",
+        help="per-layer readouts: 'own' = LAYA/ScalarMix's own classifier, fitted probes for Concat/LastLayer; "
+        "'probes' = fitted probes for every head (same kind across heads; the report always also holds the "
+        "fitted-probe prediction depth of every head)",
+    )  # fmt: skip
     d.set_defaults(func=cmd_depth)
 
     r = sub.add_parser("reproduce", help="benchmark a setting, then bundle its seed-0 checkpoints into models/")

@@ -65,15 +65,24 @@ pruning = depth_plots.pruning_figure(report.table("pruning"))
 prune_col.plotly_chart(pruning, key="depth_pruning")
 class_terms = depth_plots.class_terms_figure(report.table("logit_attribution"))
 st.plotly_chart(class_terms, key="depth_class_terms")
-st.subheader("Prediction depth and overthinking by class")
+kind = report.data.get("readout_kind", report.data["readout_source"])
+depth_title = f"Prediction depth and overthinking by class (readouts: {kind})"
+st.subheader(depth_title)
 st.dataframe(report.table("prediction_depth"), hide_index=True)
+if kind == "own classifier" and "prediction_depth_probes" in report.data:
+    st.caption("The same through linear probes fitted on the training split, the readout every head gets: compare "
+               "heads on these (the Depth analytics docs explain why).")  # fmt: skip
+    st.dataframe(report.table("prediction_depth_probes"), hide_index=True)
+detections = report.data["detection"].get("ood_descriptions") or {}
 st.subheader("Detection: AUROC [95 % CI]; (+)/(−): better/worse than max softmax (paired bootstrap)")
 st.dataframe(report.auroc_table(), hide_index=True)
+if detections:
+    st.caption(" · ".join(f"{task}: {text}" for task, text in detections.items()))
 roc = report.table("roc")
 task = st.selectbox("ROC curves for", list(dict.fromkeys(roc["task"])), key="depth_task")
 roc_figure = depth_plots.roc_figure(roc, task)
 st.plotly_chart(roc_figure, key="depth_roc")
 sections += [("Whole test set: early exit", exit_curve), ("Pruning", pruning), ("Logit attribution by class", class_terms),
-             ("Prediction depth and overthinking by class", report.table("prediction_depth")),
+             (depth_title, report.table("prediction_depth")),
              ("Detection AUROC [95 % CI]", report.auroc_table()), (f"ROC: {task}", roc_figure)]  # fmt: skip
 common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name)

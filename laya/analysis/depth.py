@@ -64,6 +64,10 @@ class DepthOptions:
     timing_batch: int = 64
     timing_repeats: int = 7
     thresholds: tuple[float, ...] = THRESHOLDS
+    # "own": LAYA/ScalarMix read each layer through their own classifier, Concat/LastLayer through fitted probes;
+    # "probes": fitted probes for every head (the same kind of readout across heads). Either way the report
+    # also holds ``prediction_depth_probes`` (fitted probes, every head) for cross-head comparisons.
+    readout: str = "own"
 
 
 @dataclass
@@ -111,6 +115,10 @@ class HeadPass:
     def readouts(self) -> Readouts:
         return Readouts(self.readout_probs, self.logits.argmax(-1))
 
+    def probe_readouts(self, probes: LayerProbes) -> Readouts:
+        """Readouts through fitted probes, whatever the head (the same kind for every head)."""
+        return Readouts(torch.softmax(probes.logits(self.hidden), -1), self.logits.argmax(-1))
+
     def scores(self, fit: DepthFit | None) -> dict[str, Tensor]:
         return detection_scores(self.logits, self.readout_probs, self.hidden, fit.mahalanobis if fit else None,
                                 self.layer_scores, fit.alpha_profile if fit else None)  # fmt: skip
@@ -123,25 +131,28 @@ def _has_own_readouts(head, hidden: Sequence[Tensor]) -> bool:
 
 @torch.inference_mode()
 def head_pass(
-    checkpoint: Checkpoint, hidden: Sequence[Tensor], probes: LayerProbes | None, batch_size: int = 1024
+    checkpoint: Checkpoint, hidden: Sequence[Tensor], probes: LayerProbes | None, batch_size: int = 1024,
+    own: bool = True,
 ) -> HeadPass:
-    """:class:`HeadPass` of ``hidden`` in batches (the backbone does not run)."""
+    """:class:`HeadPass` of ``hidden`` in batches (the backbone does not run); ``own=False``: readouts
+    through ``probes`` even where the head has its own classifier."""
     head64 = float64_head(checkpoint.model.head)
     logits, readouts, scores = [], [], []
     for start in range(0, len(hidden[0]), batch_size):
         h = [x[start : start + batch_size].double() for x in hidden]
         out = head64(h)
         logits.append(out.logits)
-        readouts.append(torch.softmax(readout_logits(checkpoint.model.head, h, probes), -1))
+        readouts.append(torch.softmax(readout_logits(checkpoint.model.head, h, probes, own), -1))
         scores.append(out.layer_scores)
     layer_scores = torch.cat(scores) if scores[0] is not None else None
     return HeadPass(torch.cat(logits), torch.cat(readouts), layer_scores, list(hidden))
 
 
 def fit_depth(checkpoint: Checkpoint, hidden: Sequence[Tensor], labels: Tensor) -> DepthFit:
-    """Fit probes (if the head needs them), Mahalanobis and alpha profiles on training hidden states."""
-    head, C = checkpoint.model.head, len(checkpoint.meta.classes)
-    probes = None if _has_own_readouts(head, hidden) else LayerProbes.fit(hidden, labels, C)
+    """Fit probes (for every head: the readouts of heads without a classifier of their own, and the
+    same-kind readouts of every head), Mahalanobis and alpha profiles on training hidden states."""
+    C = len(checkpoint.meta.classes)
+    probes = LayerProbes.fit(hidden, labels, C)
     passed = head_pass(checkpoint, hidden, probes)
     alpha = passed.layer_scores
     varies = alpha is not None and bool(alpha.std(0).max() > 1e-9)
@@ -191,7 +202,10 @@ def depth_report(
     train = train.subset(_subset(len(train), options.train_limit, options.seed))
     train_hidden, train_labels = hidden_of(train.images, "train"), train.labels.to(device)
     fit = DepthFit.load(checkpoint.path)
-    if fit is None or fit.info.get("n_train") != len(train_labels):
+    if options.readout not in ("own", "probes"):
+        raise ValueError(f"readout must be 'own' or 'probes', got {options.readout!r}")
+    own = options.readout == "own"
+    if fit is None or fit.info.get("n_train") != len(train_labels) or fit.probes is None:
         progress(0.1, "fitting probes and Mahalanobis")
         fit = fit_depth(checkpoint, train_hidden, train_labels)
         fit.save(checkpoint.path)
@@ -201,7 +215,7 @@ def depth_report(
     test = checkpoint.load_data("test")
     test = test.subset(_subset(len(test), options.limit, options.seed))
     labels = test.labels.to(device)
-    passed = head_pass(checkpoint, hidden_of(test.images, "test"), fit.probes)
+    passed = head_pass(checkpoint, hidden_of(test.images, "test"), fit.probes, own=own)
     readouts, final = passed.readouts, passed.logits.argmax(-1)
     correct = (final == labels).double()
     layer_correct = (readouts.classes == labels.unsqueeze(1)).double().cpu()
@@ -219,7 +233,7 @@ def depth_report(
 
     progress(0.45, "pruning")
     t = time.perf_counter()
-    train_pass = head_pass(checkpoint, train_hidden, fit.probes)
+    train_pass = head_pass(checkpoint, train_hidden, fit.probes, own=own)
     orders = removal_orders(model.head, train_hidden, train_pass.layer_scores, options.random_orders, options.seed)
     pruning = pruning_curves(model.head, (train_hidden, train_labels), (passed.hidden, labels), orders, layer_names,
                              cost, options.refit_steps, options.resamples, options.seed)  # fmt: skip
@@ -230,10 +244,12 @@ def depth_report(
     in_scores = passed.scores(fit)
     tables = [detection_table(in_scores, final != labels, "misclassification", options.resamples, options.seed)]
     rocs = [roc_curve(s, final != labels).assign(task="misclassification", score=k) for k, s in in_scores.items()]
-    ood_counts = {}
-    for name, images in ood_sets(meta.dataset, meta.input, len(test), options.seed).items():
+    ood_counts, ood_descriptions = {}, {}
+    for name, ood in ood_sets(meta.dataset, meta.input, len(test), options.seed).items():
         progress(0.7, f"OOD: {name}")
-        ood_scores = head_pass(checkpoint, hidden_of(images, name), fit.probes).scores(fit)
+        images = ood.images
+        ood_descriptions[f"OOD: {name}"] = ood.description
+        ood_scores = head_pass(checkpoint, hidden_of(images, name), fit.probes, own=own).scores(fit)
         task = f"OOD: {name}"
         both = {k: torch.cat([in_scores[k].cpu(), ood_scores[k].cpu()]) for k in in_scores}
         positive = torch.cat([torch.zeros(len(test), dtype=torch.bool), torch.ones(len(images), dtype=torch.bool)])
@@ -246,6 +262,7 @@ def depth_report(
 
     progress(0.95, "summaries")
     readout_cis = bootstrap_cis(layer_correct, resamples=options.resamples, seed=options.seed)
+    kind = "own classifier" if own and _has_own_readouts(model.head, passed.hidden) else "fitted probe"
     report = {
         "laya_version": __version__,
         "checkpoint": {
@@ -259,15 +276,20 @@ def depth_report(
         "command": (
             f"python -m laya depth --checkpoint {checkpoint.path} "
             f"--train-limit {options.train_limit} --limit {options.limit}"
+            + (" --readout probes" if not own else "")
         ),
         "n_test": len(test),
         "n_train": len(train_labels),
         "classes": classes,
         "layer_names": layer_names,
         "accuracy": full_accuracy,
-        "readout_source": "linear probes (training split)" if fit.probes is not None else "the head's classifier",
+        "readout_kind": kind,
+        "readout_source": "the head's classifier" if kind == "own classifier" else "linear probes (training split)",
         "readout_accuracy": [ci.to_dict() for ci in readout_cis],
         "prediction_depth": _records(depth_summary(readouts, labels, classes, options.resamples, options.seed)),
+        "prediction_depth_probes": _records(
+            depth_summary(passed.probe_readouts(fit.probes), labels, classes, options.resamples, options.seed)
+        ),  # fitted probes for every head: the cross-head comparison
         "logit_attribution": _records(class_mean_terms(attribution, final, classes, layer_names)),
         "early_exit": {
             "layer_cost_s": cost.tolist(),
@@ -281,6 +303,7 @@ def depth_report(
         "detection": {
             "table": _records(detection),
             "ood_sets": ood_counts,
+            "ood_descriptions": ood_descriptions,
             "flag_rate": 0.05,
             "flag_thresholds": {k: flag_threshold(v) for k, v in in_scores.items()},
             "roc": _records(_thin(pd.concat(rocs, ignore_index=True))),
@@ -363,10 +386,21 @@ def depth_card(directories: Sequence[str | Path]) -> str:
     reports = [(Path(d), DepthReport.load(d)) for d in directories]
     reports = [(d, r) for d, r in reports if r is not None]
     names = [f"{d.parent.name} | {d.name}" for d, _ in reports]
-    lines = [("| setting | head | test / train inputs | accuracy | prediction depth (of L) | overthinking rate "
-              "| overthought errors | compute saved at <= 1 pt (t, accuracy, mean depth) |"), "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [("Prediction depth and overthinking: readouts through linear probes fitted on the training split for "
+              "every head (the same kind of readout, so heads compare); the last column reads LAYA/ScalarMix through "
+              "their own classifier instead (depth; overthinking rate), where they have one."), "",
+             ("| setting | head | test / train inputs | accuracy | prediction depth (of L), fitted probes | overthinking "
+              "rate, fitted probes | overthought errors, fitted probes | compute saved at <= 1 pt (t, accuracy, mean "
+              "depth) | own classifier: depth; overthinking |"), "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, (_, r) in zip(names, reports):
-        overall = r.table("prediction_depth").set_index("class").loc["all"]
+        same_kind = "prediction_depth_probes" if "prediction_depth_probes" in r.data else "prediction_depth"
+        overall = r.table(same_kind).set_index("class").loc["all"]
+        own = r.table("prediction_depth").set_index("class").loc["all"]
+        own_cell = (
+            f"{own['prediction_depth']:.2f}; {own['overthinking_rate']:.3f}"
+            if r.data.get("readout_kind") == "own classifier"
+            else "–"
+        )
         saved = r.data["early_exit"]["at_1pt"]
         lines.append(
             f"| {name} | {r.data['n_test']} / {r.data['n_train']} | {r.data['accuracy']:.3f} | "
@@ -374,7 +408,8 @@ def depth_card(directories: Sequence[str | Path]) -> str:
             f"(L = {len(r.data['layer_names'])}) | "
             f"{_ci(overall['overthinking_rate'], overall['overthinking_rate_low'], overall['overthinking_rate_high'])} | "
             f"{_ci(overall['overthought_errors'], overall['overthought_errors_low'], overall['overthought_errors_high'], '.2f')} | "
-            f"{saved['saved']:.1%} (t = {saved['threshold']}, {saved['accuracy']:.3f}, depth {saved['mean_depth']:.2f}) |"
+            f"{saved['saved']:.1%} (t = {saved['threshold']}, {saved['accuracy']:.3f}, depth {saved['mean_depth']:.2f}) | "
+            f"{own_cell} |"
         )
     lines += ["", ("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit). Truncation: the "
               "largest measured backbone speed-up from dropping the deepest layers within 1 point of full accuracy "
@@ -394,11 +429,14 @@ def depth_card(directories: Sequence[str | Path]) -> str:
         speed = "–" if pick is None else f"{pick['speedup']:.2f}× ({pick['criterion']}, {pick['best']:.3f})"
         lines.append(f"| {name} | {kept} of {len(r.data['layer_names'])} | {' | '.join(cells)} | {speed} |")
     tasks = list(dict.fromkeys(_column(t) for _, r in reports for t in r.table("detection")["task"]))
-    lines += ["", ("Detection AUROC [95 % CI]: max softmax (MSP) and the best depth signal (α-div: α divergence, "
-              "disagree: readout disagreement, depth: prediction depth, Maha: multi-layer Mahalanobis); (+)/(−)/tie "
-              "and 'above MSP': paired bootstrap of the AUROC difference against MSP (95 % CI excludes 0). OOD, other "
-              "dataset: CIFAR-10 test images (grey, 28 px) for Fashion-MNIST models, Fashion-MNIST test images "
-              "(RGB, 32 px) for CIFAR-10 models."), "", "| setting | head | " + " | ".join(tasks) + " |",
+    sets = sorted({f"{k.removeprefix('OOD: ')}: {v}" for _, r in reports
+                   for k, v in (r.data["detection"].get("ood_descriptions") or {}).items()})  # fmt: skip
+    lines += ["", ("Detection AUROC [95 % CI]: max softmax (MSP) and the best other signal among all scores (energy, "
+              "α-div: α divergence, disagree: readout disagreement, depth: prediction depth, Maha: multi-layer "
+              "Mahalanobis); (+)/(−)/tie and 'above MSP': paired bootstrap of the AUROC difference against MSP (95 % CI "
+              "excludes 0). OOD sets: " + ("; ".join(sets) if sets else "CIFAR-10 test images (grey, 28 px) for "
+              "Fashion-MNIST models, Fashion-MNIST test images (RGB, 32 px) for CIFAR-10 models") + "."), "",
+              "| setting | head | " + " | ".join(tasks) + " |",
               "|---|---|" + "---|" * len(tasks)]  # fmt: skip
     for name, (_, r) in zip(names, reports):
         table = r.table("detection")
@@ -409,7 +447,7 @@ def depth_card(directories: Sequence[str | Path]) -> str:
                 cells.append("–")
                 continue
             msp = rows.loc["msp"]
-            depth_rows = rows.drop(index=["msp", "energy"], errors="ignore")
+            depth_rows = rows.drop(index=["msp"])  # every other score, energy included
             best = depth_rows.loc[depth_rows["auroc"].idxmax()]
             mark = "tie" if "tie" in str(best["verdict"]) else ("+" if best["vs_msp"] > 0 else "−")
             better = [SHORT[k] for k, v in depth_rows.iterrows() if "tie" not in str(v["verdict"]) and v["vs_msp"] > 0]
@@ -439,7 +477,8 @@ def update_depth_card(readme: str | Path, models: str | Path) -> Path:
     return path
 
 
-CSV_TABLES = ("prediction_depth", "readout_accuracy", "logit_attribution", "exit_curve", "pruning", "detection", "roc")
+CSV_TABLES = ("prediction_depth", "prediction_depth_probes", "readout_accuracy", "logit_attribution", "exit_curve",
+              "pruning", "detection", "roc")  # fmt: skip
 
 
 def write_depth(report: dict[str, Any], out: str | Path) -> Path:

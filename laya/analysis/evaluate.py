@@ -47,10 +47,10 @@ from laya.analysis.profiles import class_layer_profile, layer_profile
 from laya.analysis.statistics import (
     Interval,
     bootstrap_ci,
-    bootstrap_cis,
     mean_intervals,
-    median_and_trimmed_mean,
     paired_mean_differences,
+    resample_counts,
+    robust_intervals,
 )
 from laya.data.datasets import Images, batch_indices
 from laya.data.features import cached_hidden_states, iter_hidden_states
@@ -282,7 +282,7 @@ def build_report(
     ci = {k: _interval(v) for k, v in intervals.items()}
 
     faithfulness: dict = {}
-    robust = median_and_trimmed_mean(TRIM)
+    counts: dict[bytes, Tensor] = {}  # resample counts per set of testable inputs (one per mode), shared by methods
     for mode in modes:
         for reduction in reductions:
             for method in methods:
@@ -297,8 +297,13 @@ def build_report(
                 for metric in METRICS:
                     entry[metric] = ci[f"{prefix}/{metric}"] if testable else None
                 ratios = columns[f"{prefix}/deletion_at_1_norm"]
-                ratios = ratios[~torch.isnan(ratios)]  # the testable inputs
-                companions = bootstrap_cis(ratios, robust, options.resamples, options.seed) if testable else None
+                present = ~torch.isnan(ratios)  # the testable inputs
+                companions = None
+                if testable:
+                    key = present.numpy().tobytes()
+                    if key not in counts:
+                        counts[key] = resample_counts(testable, options.resamples, options.seed)
+                    companions = robust_intervals(ratios[present], TRIM, counts[key])
                 for k, metric in enumerate(ROBUST_METRICS):
                     entry[metric] = _interval(companions[k]) if companions else None
                 faithfulness.setdefault(mode, {}).setdefault(reduction, {})[method] = entry

@@ -90,17 +90,19 @@ class LayerProbes:
 
 
 @torch.inference_mode()
-def readout_logits(head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None) -> Tensor:
-    """Each layer's own logits ``(B, L, C)`` (float64): the head's classifier where it has a shared one,
-    else ``probes``.
+def readout_logits(
+    head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None, own: bool = True
+) -> Tensor:
+    """Each layer's own logits ``(B, L, C)`` (float64): the head's classifier where it has a shared one
+    (unless ``own=False``: the same kind of readout for every head), else ``probes``.
 
     Raises:
         ValueError: the head needs probes and none were given.
     """
     head64 = float64_head(head)
-    own = head64.readout_logits(head64.encode([h.double() for h in hidden]))
-    if own is not None:
-        return own
+    shared = head64.readout_logits(head64.encode([h.double() for h in hidden])) if own else None
+    if shared is not None:
+        return shared
     if probes is None:
         raise ValueError(
             f"{type(head).__name__} has no shared classifier: its per-layer readouts need linear probes "

@@ -71,6 +71,43 @@ def median_and_trimmed_mean(trim: float) -> Statistic:
     return statistic
 
 
+def robust_intervals(
+    values: Tensor | np.ndarray, trim: float, counts: Tensor, level: float = 0.95
+) -> tuple[Interval, Interval]:
+    """Percentile bootstrap CIs of the median and the ``trim``-trimmed mean of ``values`` ``(m,)`` (no NaN),
+    from resample ``counts`` ``(R, m)`` (:func:`resample_counts`: the resamples of :func:`bootstrap_distribution`
+    with the same seed, so equal to ``bootstrap_cis(values, median_and_trimmed_mean(trim), R, seed)``).
+
+    Without materialising the ``(R, m)`` resamples: with ``v`` sorted once and ``W`` the counts in that order,
+    the ``q``-th smallest value of resample ``r`` is ``v[#{j: cumsum(W_r)_j <= q}]`` and the sum of its ``q``
+    smallest values follows from ``cumsum(W_r v)``; one ``(R, m)`` cumulative sum each, shareable ``counts``.
+    """
+    values = torch.as_tensor(values).double().cpu()
+    estimate = median_and_trimmed_mean(trim)(values.unsqueeze(0))[0]
+    ordered, order = values.sort()
+    weights = counts[:, order]
+    cumulative = weights.cumsum(1)  # (R, m) how many resampled values are <= ordered[j]
+    sums = (weights * ordered).cumsum(1)
+    total = cumulative[:, -1:]  # (R, 1) = m
+
+    def kth(q: Tensor) -> Tensor:  # (R, 1) 0-based positions -> values
+        return ordered[torch.searchsorted(cumulative, q, right=True).clamp(max=len(values) - 1)]
+
+    def smallest_sum(q: Tensor) -> Tensor:  # (R, 1) sum of the q smallest resampled values
+        full = torch.searchsorted(cumulative, q, right=True)  # groups entirely below position q
+        before = torch.where(full > 0, sums.gather(1, (full - 1).clamp(min=0)), 0.0)
+        counted = torch.where(full > 0, cumulative.gather(1, (full - 1).clamp(min=0)), 0.0)
+        return before + (q - counted) * ordered[full.clamp(max=len(values) - 1)]
+
+    median = (kth(torch.div(total - 1, 2, rounding_mode="floor")) + kth(torch.div(total, 2, rounding_mode="floor"))) / 2
+    cut = torch.floor(trim * total)
+    trimmed = (smallest_sum(total - cut) - smallest_sum(cut)) / (total - 2 * cut)
+    return (
+        _percentile_interval(float(estimate[0]), median[:, 0], level),
+        _percentile_interval(float(estimate[1]), trimmed[:, 0], level),
+    )
+
+
 def bootstrap_distribution(
     values: Tensor | np.ndarray,
     statistic: Statistic = mean_statistic,
@@ -290,6 +327,7 @@ __all__ = [
     "paired_mean_differences",
     "paired_over_seeds",
     "resample_counts",
+    "robust_intervals",
     "seed_interval",
     "verdict",
 ]

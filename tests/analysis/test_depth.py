@@ -9,6 +9,7 @@ from laya.analysis.depth import (
     CSV_TABLES,
     DEPTH_FILE,
     FIT_FILE,
+    SHORT,
     DepthFit,
     DepthOptions,
     DepthReport,
@@ -36,7 +37,13 @@ def analysed(request, tiny_models: Path, tmp_path_factory):
 def test_report_holds_every_analysis_and_the_fit_is_stored(analysed):
     checkpoint, report, fit, out = analysed
     assert report["n_test"] == 12 and report["n_train"] == 30
-    assert (fit.probes is not None) == (checkpoint.meta.head.name == "concat")
+    assert fit.probes is not None  # every head: its same-kind readouts
+    own = checkpoint.meta.head.name == "laya"
+    assert report["readout_kind"] == ("own classifier" if own else "fitted probe")
+    probes = DepthReport(report).table("prediction_depth_probes")
+    assert probes.set_index("class").loc["all", "n"] == 12
+    if not own:  # Concat's readouts are the probes: both tables are the same numbers
+        assert probes.equals(DepthReport(report).table("prediction_depth"))
     assert (fit.alpha_profile is not None) == (checkpoint.meta.head.name == "laya")
     stored = DepthFit.load(checkpoint.path)
     assert (checkpoint.path / FIT_FILE).is_file() and stored.info["n_train"] == 30
@@ -53,6 +60,16 @@ def test_report_holds_every_analysis_and_the_fit_is_stored(analysed):
     assert len(report["early_exit"]["layer_cost_s"]) == 4
     pruning = view.table("pruning")
     assert (pruning.loc[pruning["layers_kept"] == 3, "accuracy"] == report["accuracy"]).all()
+
+
+def test_readout_probes_reads_every_head_through_fitted_probes(tiny_models: Path):
+    checkpoint = load_checkpoint(tiny_models / "colours-mlp" / "laya")
+    report, _ = depth_report(checkpoint, DepthOptions(**{**OPTIONS.__dict__, "readout": "probes"}))
+    view = DepthReport(report)
+    assert report["readout_kind"] == "fitted probe" and report["command"].endswith("--readout probes")
+    assert view.table("prediction_depth").equals(view.table("prediction_depth_probes"))
+    with pytest.raises(ValueError, match="readout must be"):
+        depth_report(checkpoint, DepthOptions(**{**OPTIONS.__dict__, "readout": "classifier"}))
 
 
 def test_input_depth_matches_the_model(analysed):
@@ -72,6 +89,12 @@ def test_depth_card_tables(analysed):
     card = depth_card([out])
     assert sum(line.startswith("| ") for line in card.splitlines()) == 3 + 3  # header + one row per table
     assert f"| {report['accuracy']:.3f} |" in card and "OOD: uniform noise" in card
+    assert "fitted probes" in card and "12 images 3x8x8, seed 0" in card  # readout kind and OOD sets stated
+    table = DepthReport(report).table("detection")
+    noise = table[table["task"] == "OOD: uniform noise"].set_index("score")
+    best = noise.drop(index="msp")["auroc"].idxmax()  # energy included
+    row = next(line for line in card.splitlines() if "MSP" in line and line.startswith("| "))
+    assert f"best {SHORT[best]} {noise.loc[best, 'auroc']:.2f}" in row
 
 
 def test_cli_writes_the_report_and_refuses_a_missing_checkpoint(tiny_models: Path, tmp_path: Path, capsys):

@@ -85,3 +85,21 @@ def test_vectorised_mean_intervals_equal_the_gathered_bootstrap():
     reference = paired_bootstrap(x[:, 0], x[:, 2], resamples=400, seed=2)
     assert diff.difference.low == pytest.approx(reference.difference.low, abs=1e-12)
     assert diff.p_value == pytest.approx(reference.p_value)
+
+
+def test_robust_intervals_equal_the_resampled_median_and_trimmed_mean():
+    from scipy.stats import trim_mean
+
+    from laya.analysis.statistics import bootstrap_cis, median_and_trimmed_mean, resample_counts, robust_intervals
+
+    g = torch.Generator().manual_seed(0)
+    values = torch.cat([torch.ones(40), torch.randn(57, generator=g, dtype=torch.float64), torch.tensor([-239.0])])
+    values = values.double()
+    median, trimmed = robust_intervals(values, 0.05, resample_counts(len(values), 300, seed=7))
+    ref_median, ref_trimmed = bootstrap_cis(values, median_and_trimmed_mean(0.05), 300, seed=7)
+    assert median.estimate == pytest.approx(float(values.median().item() if len(values) % 2 else np.median(values)))
+    assert trimmed.estimate == pytest.approx(trim_mean(values.numpy(), 0.05))
+    assert (median.low, median.high) == pytest.approx((ref_median.low, ref_median.high), abs=1e-12)
+    assert (trimmed.low, trimmed.high) == pytest.approx((ref_trimmed.low, ref_trimmed.high), abs=1e-12)
+    with pytest.raises(ValueError, match="trim"):
+        median_and_trimmed_mean(0.5)

@@ -25,10 +25,12 @@ from laya.analysis.attribution import METHOD_LABELS
 from laya.analysis.profiles import seed_table
 from laya.analysis.statistics import paired_over_seeds, seed_interval, verdict
 from laya.app.views import seed_global_profile, seed_profiles, seed_stability
+from laya.training.bundle import stale_posthoc_note
 from laya.training.suite import CLASS_PROFILES_FILE
 
 SCORES = {
-    "Integrated Gradients": "IG (post-hoc)",
+    "Integrated Gradients": "IG (post-hoc)",  # summaries written before IG's label named its baseline
+    "Integrated Gradients (baseline: training mean)": "IG, training-mean baseline (post-hoc)",
     "ScalarMix weights (intrinsic, global)": "global weights",
     "LAYA α (intrinsic)": "α (intrinsic)",
 }
@@ -130,12 +132,14 @@ def main() -> None:
         missing = [name for name in SETTING_FILES if not (setting / name).is_file()]
         if missing:
             sys.exit(f"{setting}: no {', '.join(missing)} (written by `python -m laya reproduce <setting>`)")
-    if summary_only:
+    if summary_only:  # LAYA's accuracy and α faithfulness: no post-hoc number, never stale
         print(overview(settings))
         return
     for setting in settings:
+        note = stale_posthoc_note(setting)
         print(
-            f"## {setting.name}\n\n{readme_table(setting)}\n\n{comparisons(setting)}\n{depth_across_seeds(setting)}\n"
+            f"## {setting.name}\n\n" + (f"> {note}\n\n" if note else "")
+            + f"{readme_table(setting)}\n\n{comparisons(setting)}\n{depth_across_seeds(setting)}\n"
             f"{paper_definition(setting)}\n"
         )
 

@@ -102,6 +102,42 @@ def summary_seeds(setting: str | Path) -> int:
     return int(pd.read_csv(path)["seeds"].max()) if path.is_file() else 0
 
 
+STALE_START, STALE_END = "<!-- stale-posthoc:start -->", "<!-- stale-posthoc:end -->"
+
+
+def stale_posthoc_note(setting: str | Path) -> str | None:
+    """A warning if the setting's ``results.csv`` predates float64 gradients (it has no zero-baseline IG, which
+    was added with them, issue 18): its post-hoc numbers (IG, Gradient × Input, Saliency, and every verdict
+    comparing them) may carry the float32 underflow. None when the file is current or absent."""
+    path = Path(setting) / "results.csv"
+    if not path.is_file() or "integrated_gradients_zero" in set(pd.read_csv(path, usecols=["method"])["method"]):
+        return None
+    return (
+        "**Stale post-hoc numbers.** This multi-seed summary was computed before post-hoc gradients were made "
+        "float64-safe (docs/decisions.md, issue 18): its Integrated Gradients, Gradient × Input and Saliency "
+        "figures, and the verdicts comparing them, may carry the float32 underflow (p = 1.0 kills p(1 − p)). "
+        "Accuracy and the intrinsic scores (α, ScalarMix weights) are unaffected. The bundled seed-0 reports "
+        "(`<head>/report.json`) are current; rebuild this summary with `python -m laya reproduce`."
+    )
+
+
+def mark_stale_summary(setting: str | Path) -> Path | None:
+    """Write (or remove) :func:`stale_posthoc_note` between markers under the title of ``summary.md``."""
+    path = Path(setting) / "summary.md"
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    if STALE_START in text:
+        before, rest = text.split(STALE_START, 1)
+        text = before.rstrip("\n") + "\n" + rest.split(STALE_END, 1)[1].lstrip("\n")
+    note = stale_posthoc_note(setting)
+    if note:
+        title, _, body = text.partition("\n")
+        text = f"{title}\n\n{STALE_START}\n{note}\n{STALE_END}\n{body}"
+    path.write_text(text)
+    return path
+
+
 def refresh_setting(
     setting: str | Path, options: EvalOptions | None = None, progress_for=None, resume: bool = False
 ) -> Path:
@@ -126,6 +162,7 @@ def refresh_setting(
                 pass
         refresh(head, test, options, progress_for(f"re-evaluating {head}") if progress_for else None)
     if summary_seeds(setting) > 1:
+        mark_stale_summary(setting)
         return setting
     title = (
         (setting / "summary.md").read_text().splitlines()[0].lstrip("# ")
@@ -209,10 +246,12 @@ __all__ = [
     "EXPECTED_FILE",
     "bundle",
     "export_examples",
+    "mark_stale_summary",
     "model_card",
     "record_expected",
     "refresh",
     "refresh_setting",
+    "stale_posthoc_note",
     "summary_seeds",
     "update_model_card",
 ]

@@ -83,3 +83,12 @@ def test_refresh_setting_keeps_a_multi_seed_summary(image_folder, tmp_path):
     refresh_setting(setting, options)
     assert summary_seeds(setting) == 3 and (setting / "summary.md").read_text() == "# three seeds\n"
     assert summary_seeds(tmp_path) == 0
+    # A kept summary whose results predate float64 gradients (no zero-baseline IG) says so under its title.
+    results = pd.read_csv(setting / "results.csv")
+    results[results["method"] != "integrated_gradients_zero"].to_csv(setting / "results.csv", index=False)
+    refresh_setting(setting, options, resume=True)
+    text = (setting / "summary.md").read_text()
+    assert text.startswith("# three seeds\n\n<!-- stale-posthoc:start -->\n**Stale post-hoc numbers.**")
+    results.to_csv(setting / "results.csv", index=False)  # rebuilt: the note goes
+    refresh_setting(setting, options, resume=True)
+    assert (setting / "summary.md").read_text() == "# three seeds\n"

@@ -136,7 +136,8 @@ def summary_table(results: pd.DataFrame, mode: str = DEFAULT_MODE, reduction: st
                 "layer scores": METHOD_LABELS.get(primary["method"].iloc[0], "–") if len(primary) else "–",
                 **{
                     METRIC_LABELS[m]: _pm(primary, m)
-                    for m in ("spearman_eps", "top1", "deletion_at_1_norm", "deletion_at_1_norm_median", "spearman")
+                    for m in ("spearman_eps", "top1", "deletion_at_1_norm", "deletion_at_1_norm_median",
+                              "deletion_at_1_norm_trimmed", "spearman")
                     if m in primary
                 },
                 f"IG {METRIC_LABELS[HEADLINE_METRIC]}": _pm(ig, HEADLINE_METRIC),

@@ -83,7 +83,7 @@ def test_paper_definition_over_seeds(tmp_path):
     assert line.startswith(
         f"* paper's definition (all layers, frozen-α zero), α over 3 seeds: 0.850 ± {np.std(alpha, ddof=1):.3f} ["
     )
-    assert "α > Integrated Gradients (paired t-test over seeds, Δ +0.100 [" in line and f"p={t.pvalue:.2g})" in line
+    assert "α > Integrated Gradients (baseline: training mean) (paired t-test over seeds, Δ +0.100 [" in line and f"p={t.pvalue:.2g})" in line
     assert "Gradient × Input" not in line  # not in the results: not invented
 
 

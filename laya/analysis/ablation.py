@@ -54,12 +54,22 @@ _FLOAT64: weakref.WeakKeyDictionary[LayerHead, tuple[list[Tensor], tuple[int, ..
 
 
 def float64_head(head: LayerHead) -> LayerHead:
-    """A float64, eval-mode copy of ``head``, cached until the head's tensors are modified in place."""
+    """A float64, eval-mode copy of ``head`` (normal tensors, usable by autograd even if made under
+    ``torch.inference_mode``), cached until the head's tensors are modified in place."""
     cached = _FLOAT64.get(head)
     if cached is not None and tuple(t._version for t in cached[0]) == cached[1]:
         return cached[2]
     tensors = [*head.parameters(), *head.buffers()]
-    copy64 = copy.deepcopy(head).double().eval()
+    # Outside inference mode, and no inference tensor kept: the copy also serves the gradients of the
+    # post-hoc attributions (laya.analysis.attribution), whichever of the two asks for it first.
+    with torch.inference_mode(False):
+        copy64 = copy.deepcopy(head).double().eval()
+        for module in copy64.modules():
+            for group in (module._parameters, module._buffers):
+                for name, t in group.items():
+                    if t is not None and t.is_inference():
+                        fresh = t.detach().clone()
+                        group[name] = torch.nn.Parameter(fresh, t.requires_grad) if name in module._parameters else fresh
     _FLOAT64[head] = (tensors, tuple(t._version for t in tensors), copy64)
     return copy64
 

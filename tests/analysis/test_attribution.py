@@ -137,3 +137,14 @@ def test_integrated_gradients_zero_baseline_completeness(name):
     assert torch.allclose(sum(p.sum(1) for p in parts), expected, atol=1e-6)
     mean_baseline = raw_attributions(head, h, "integrated_gradients", target, steps=256)
     assert not torch.allclose(parts[0], mean_baseline[0])  # the baseline matters
+
+
+def test_gradients_after_an_inference_mode_ablation_share_the_float64_copy():
+    from laya.analysis.ablation import float64_head, leave_one_out
+
+    head, h = make("concat").float(), [x.float() for x in hidden()]
+    with torch.inference_mode():
+        leave_one_out(head, h)  # makes the cached float64 copy under inference mode (as explain does)
+    assert not any(t.is_inference() for t in float64_head(head).parameters())
+    scores = layer_attributions(head, h, "input_x_gradient")
+    assert scores.shape == (6, 3) and torch.isfinite(scores).all()

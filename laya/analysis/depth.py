@@ -393,14 +393,15 @@ def depth_card(directories: Sequence[str | Path]) -> str:
               "rate, fitted probes | overthought errors, fitted probes | compute saved at <= 1 pt (t, accuracy, mean "
               "depth) | own classifier: depth; overthinking |"), "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, (_, r) in zip(names, reports):
-        same_kind = "prediction_depth_probes" if "prediction_depth_probes" in r.data else "prediction_depth"
-        overall = r.table(same_kind).set_index("class").loc["all"]
+        own_kind = r.data.get("readout_kind", "own classifier" if r.data["readout_source"] == "the head's classifier"
+                              else "fitted probe") == "own classifier"  # fmt: skip
         own = r.table("prediction_depth").set_index("class").loc["all"]
-        own_cell = (
-            f"{own['prediction_depth']:.2f}; {own['overthinking_rate']:.3f}"
-            if r.data.get("readout_kind") == "own classifier"
-            else "–"
-        )
+        own_cell = f"{own['prediction_depth']:.2f}; {own['overthinking_rate']:.3f}" if own_kind else "–"
+        if "prediction_depth_probes" not in r.data and own_kind:  # older report: no same-kind readouts
+            lines.append(f"| {name} | {r.data['n_test']} / {r.data['n_train']} | {r.data['accuracy']:.3f} | – (rerun "
+                         f"`python -m laya depth`) | – | – | – | {own_cell} |")  # fmt: skip
+            continue
+        overall = r.table("prediction_depth_probes" if own_kind else "prediction_depth").set_index("class").loc["all"]
         saved = r.data["early_exit"]["at_1pt"]
         lines.append(
             f"| {name} | {r.data['n_test']} / {r.data['n_train']} | {r.data['accuracy']:.3f} | "

@@ -1,5 +1,6 @@
 """Depth analytics end to end on the tiny bundled models (ImageFolder data: the OOD sets are noise)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,12 @@ def test_depth_card_tables(analysed):
     best = noise.drop(index="msp")["auroc"].idxmax()  # energy included
     row = next(line for line in card.splitlines() if "MSP" in line and line.startswith("| "))
     assert f"best {SHORT[best]} {noise.loc[best, 'auroc']:.2f}" in row
+    if report["readout_kind"] == "own classifier":  # a report from before same-kind readouts: said, not mixed in
+        older = {k: v for k, v in report.items() if k not in ("prediction_depth_probes", "readout_kind")}
+        stale = out.parent / "older"
+        stale.mkdir(exist_ok=True)
+        (stale / DEPTH_FILE).write_text(json.dumps(older))
+        assert "– (rerun `python -m laya depth`)" in depth_card([stale])
 
 
 def test_cli_writes_the_report_and_refuses_a_missing_checkpoint(tiny_models: Path, tmp_path: Path, capsys):

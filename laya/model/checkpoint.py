@@ -25,7 +25,7 @@ from torch import Tensor
 
 from laya import __version__
 from laya.data.datasets import Images, InputSpec, Preprocess, dataset_label, load_dataset
-from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.backbones import BackboneConfig, build_backbone, family
 from laya.model.budget import check_budget
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.devices import resolve_device
@@ -63,6 +63,12 @@ def _inside(path: Path, roots: tuple[Path, ...] | list[Path]) -> bool:
 def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) -> None:
     """Refuse ``backbone.weights`` outside ``confine`` (see :class:`Confinement`); the dataset is checked
     when it is loaded (:meth:`Checkpoint.load_data`)."""
+    if not family(meta.backbone.name).from_config:
+        raise refuse(
+            "backbone.name",
+            meta.backbone.name,
+            "a wrapped Python module is rebuilt only from Python (load_checkpoint(path, module=...)), never here",
+        )
     spec = meta.backbone.weights
     if spec == "timm":
         raise refuse(
@@ -178,9 +184,10 @@ class Checkpoint:
         return f"{dataset_label(self.meta.dataset)} / {self.meta.backbone.model or self.meta.backbone.name} / {self.meta.head.name}"
 
 
-def build_model(meta: CheckpointMeta, base_dir: Path | None = None) -> LayerwiseClassifier:
-    """A model with the architecture ``meta`` describes (backbone weights loaded if it names any)."""
-    backbone = build_backbone(meta.backbone, base_dir)
+def build_model(meta: CheckpointMeta, base_dir: Path | None = None, **options) -> LayerwiseClassifier:
+    """A model with the architecture ``meta`` describes (backbone weights loaded if it names any);
+    ``options`` go to the backbone family (a wrapped module: ``module=``, ``allow_import=``)."""
+    backbone = build_backbone(meta.backbone, base_dir, **options)
     head = build_head(meta.head, backbone.layer_dims, len(meta.classes))
     return LayerwiseClassifier(backbone, head)
 
@@ -300,6 +307,8 @@ def check_model(record: dict[str, Any]) -> CheckpointMeta:
         CheckpointError: naming the field, the value and the rule; nothing has been allocated.
     """
     meta = CheckpointMeta.from_dict(record)
+    if not family(meta.backbone.name).from_config:
+        return meta  # a wrapped module: the user's own object, sized by their Python, never from a JSON
     budget = check_budget(meta.backbone, meta.head, len(meta.classes))
     names = record.get("layer_names") or meta.backbone.layer_names
     if names and len(names) != len(budget.layer_dims):
@@ -317,6 +326,8 @@ def load_checkpoint(
     map_location: str | torch.device = "cpu",
     confine: Confinement | None = None,
     allow_nonfinite: bool = False,
+    module: torch.nn.Module | None = None,
+    allow_import: bool = False,
 ) -> Checkpoint:
     """Load a checkpoint directory (or either of its two files) into an eval-mode model.
 
@@ -324,6 +335,8 @@ def load_checkpoint(
     before the weights are read or anything is built. ``confine``: the checkpoint comes from an
     untrusted source and may only point inside it (:class:`Confinement`). ``allow_nonfinite``:
     load weights holding NaN/Inf with a warning (listed in ``Checkpoint.warnings``) instead of refusing.
+    ``module`` / ``allow_import``: a ``wrapped`` checkpoint's Python module, given, or imported from the
+    path it records (runs that code: an explicit opt-in of the caller; refused together with ``confine``).
 
     Raises:
         CheckpointError: invalid or over-budget metadata, missing, foreign, truncated, mismatched or
@@ -347,8 +360,9 @@ def load_checkpoint(
     except (SafetensorError, OSError, ValueError) as error:
         raise CheckpointError(f"{WEIGHTS_FILE} is not a readable safetensors file ({type(error).__name__})") from error
     try:
-        model = build_model(meta, directory)
-    except (FileNotFoundError, ValueError, RuntimeError) as error:
+        options = {"module": module, "allow_import": allow_import} if meta.backbone.name == "wrapped" else {}
+        model = build_model(meta, directory, **options)
+    except (FileNotFoundError, ValueError, RuntimeError, ImportError, AttributeError, TypeError) as error:
         raise CheckpointError(f"cannot build the model described by {META_FILE}: {error}") from error
     external_backbone = record.get("backbone_sha256") is not None
     if external_backbone and model.backbone.fingerprint() != record["backbone_sha256"]:

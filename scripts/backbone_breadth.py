@@ -43,7 +43,7 @@ ARCHITECTURES: dict[str, tuple[str, dict, int]] = {
     "swin": ("swin_tiny_patch4_window7_224", {"embed_dim": 24}, SMALL),
     "beit": ("beit_base_patch16_224", {"depth": 2, "embed_dim": 64, "num_heads": 4}, SMALL),
     "eva": ("eva02_tiny_patch14_224", {"depth": 2}, SMALL),
-    "mixer": ("mixer_s16_224", {"embed_dim": 64}, SMALL),
+    "mixer": ("mixer_s32_224", {}, SMALL),
     "levit": ("levit_128s", {}, SMALL),
     "coatnet": ("coatnet_nano_rw_224", {}, SMALL),
     "maxvit": ("maxvit_nano_rw_256", {}, SMALL),

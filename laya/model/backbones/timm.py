@@ -23,7 +23,7 @@ from laya.model.backbones.registry import register_backbone
 from laya.model.validation import TIMM_KWARGS, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
 
-SIZE_ERRORS = (AssertionError, RuntimeError, ValueError, TypeError, IndexError, ZeroDivisionError)
+SIZE_ERRORS = (AssertionError, RuntimeError, ValueError, TypeError, IndexError, KeyError, ZeroDivisionError)
 CANDIDATE_SIDES = (32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 384, 448, 512)
 
 
@@ -69,29 +69,36 @@ def create(name: str, size: int, in_channels: int, kwargs: dict[str, Any], pretr
     return timm.create_model(name, pretrained=pretrained, in_chans=in_channels, **kwargs)
 
 
-def runs_at(name: str, size: int, in_channels: int, kwargs: dict[str, Any]) -> bool:
-    """Whether the model builds and runs ``forward_intermediates`` at ``size`` (shapes only, no memory)."""
-    try:
-        with torch.device("meta"), torch.no_grad():
-            model = create(name, size, in_channels, {k: v for k, v in kwargs.items() if k != "img_size"}).eval()
-            model.forward_intermediates(torch.zeros(1, in_channels, size, size), intermediates_only=True)
-    except SIZE_ERRORS:
-        return False
-    return True
+def runs_at(name: str, sides: list[int], in_channels: int, kwargs: dict[str, Any]) -> list[int]:
+    """The ``sides`` at which the model builds and runs ``forward_intermediates`` (shapes only, on the
+    ``meta`` device: no memory, no weights). Built once when its class takes no ``img_size``."""
+    kwargs = {k: v for k, v in kwargs.items() if k != "img_size"}
+    works = []
+    with torch.device("meta"), torch.no_grad():
+        model = None if takes_img_size(name) else create(name, sides[0], in_channels, kwargs).eval()
+        for side in sides:
+            try:
+                net = model if model is not None else create(name, side, in_channels, kwargs).eval()
+                net.forward_intermediates(torch.zeros(1, in_channels, side, side), intermediates_only=True)
+            except SIZE_ERRORS:
+                continue
+            works.append(side)
+    return works
 
 
 def working_sizes(name: str, size: int, in_channels: int, kwargs: dict[str, Any], limit: int = 6) -> list[int]:
     """Up to ``limit`` input sides near ``size`` (and the native one) at which the model runs."""
     native = native_size(name)
     candidates = sorted(set(CANDIDATE_SIDES) | {native}, key=lambda s: (s != native, abs(s - size)))
-    found = [s for s in candidates[: limit + 4] if runs_at(name, s, in_channels, kwargs)]
-    return sorted(found[:limit])
+    return sorted(runs_at(name, candidates[: limit + 4], in_channels, kwargs)[:limit])
 
 
 def size_refusal(name: str, size: int, in_channels: int, kwargs: dict[str, Any], error: Exception) -> ValueError:
     """The error for a size the model cannot take: names the model, the size and sizes that work."""
     sizes = working_sizes(name, size, in_channels, kwargs)
-    works = f"sizes that work: {', '.join(map(str, sizes))}" if sizes else "no size near it works either"
+    if not sizes:  # not a matter of size: the arguments themselves do not build or run
+        return ValueError(f"timm model {name!r} cannot be built with model_kwargs {kwargs}: {type(error).__name__}: {error}")
+    works = f"sizes that work: {', '.join(map(str, sizes))}"
     return ValueError(
         f"timm model {name!r} cannot take {size}x{size} inputs ({type(error).__name__}: {str(error)[:120]}); "
         f"{works} (native: {native_size(name)}). Set the backbone's input size (train --input-size) to one of them."
@@ -202,4 +209,4 @@ class TimmBackbone(Backbone):
         return self._pool(out)
 
 
-__all__ = ["TimmBackbone", "accepts", "create", "native_size", "runs_at", "working_sizes"]
+__all__ = ["TimmBackbone", "accepts", "create", "native_size", "runs_at", "takes_img_size", "working_sizes"]

@@ -113,6 +113,7 @@ class TorchvisionBackbone(Backbone):
         self.pool = ("cls" if hasattr(model, "class_token") else "avg") if config.pool == "auto" else config.pool
         with torch.no_grad():
             was_training = self.model.training
+            self.model.eval()
             probe = self(torch.zeros(1, config.in_channels, config.input_size, config.input_size).to(_device(self)))
             self.model.train(was_training)
         self.layer_dims = tuple(h.shape[1] for h in probe)

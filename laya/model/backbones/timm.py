@@ -96,12 +96,12 @@ def working_sizes(name: str, size: int, in_channels: int, kwargs: dict[str, Any]
 def size_refusal(name: str, size: int, in_channels: int, kwargs: dict[str, Any], error: Exception) -> ValueError:
     """The error for a size the model cannot take: names the model, the size and sizes that work."""
     sizes = working_sizes(name, size, in_channels, kwargs)
-    if not sizes:  # not a matter of size: the arguments themselves do not build or run
+    if size in sizes or not sizes:  # not a matter of size: the model or its arguments do not build or run
         return ValueError(f"timm model {name!r} cannot be built with model_kwargs {kwargs}: {type(error).__name__}: {error}")
     works = f"sizes that work: {', '.join(map(str, sizes))}"
     return ValueError(
         f"timm model {name!r} cannot take {size}x{size} inputs ({type(error).__name__}: {str(error)[:120]}); "
-        f"{works} (native: {native_size(name)}). Set the backbone's input size (train --input-size) to one of them."
+        f"{works} (native: {native_size(name)}). Set the input size (train --image-size) to one of them."
     )
 
 
@@ -150,11 +150,13 @@ class TimmBackbone(Backbone):
             raise ValueError(f"timm model {config.model!r} has no forward_intermediates (needs timm >= 1.0)")
         if config.weights and not pretrained:
             load_weights(self.model, config.weights, base_dir)
-        tokens = getattr(self.model, "num_prefix_tokens", 0) > 0
+        options = inspect.signature(self.model.forward_intermediates).parameters
+        # token models whose forward_intermediates can return the prefix (CLS) tokens; CaiT, for one, cannot
+        tokens = getattr(self.model, "num_prefix_tokens", 0) > 0 and "return_prefix_tokens" in options
         self.pool = ("cls" if tokens else "avg") if config.pool == "auto" else config.pool
         if self.pool == "cls" and not tokens:
-            raise ValueError(f"pool='cls' needs a model with a CLS token; {config.model!r} has none (use 'avg')")
-        self.tokens = tokens
+            raise ValueError(f"pool='cls' needs a model that returns its CLS token; {config.model!r} does not (use 'avg')")
+        self.tokens = tokens and "output_fmt" in options
         with torch.no_grad():
             was_training = self.model.training
             self.model.eval()

@@ -133,7 +133,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from laya.model.devices import setup_distributed
 
     place = setup_distributed(args.device)  # under torchrun: one shard of the test set per process
-    checkpoint = load_checkpoint(args.checkpoint, map_location=place.device)
+    checkpoint = load_checkpoint(args.checkpoint, map_location=place.device, allow_import=args.allow_import)
     data = checkpoint.load_data("test", args.dataset, stream=args.stream)
     progress = _tqdm_progress(f"evaluating {checkpoint.name}") if place.main else None
     report = evaluate(checkpoint, data, _eval_options(args), progress)
@@ -155,7 +155,7 @@ def cmd_depth(args: argparse.Namespace) -> None:
     from laya.analysis.depth import DepthOptions, run_depth
     from laya.model.checkpoint import load_checkpoint
 
-    checkpoint = load_checkpoint(args.checkpoint)
+    checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
     options = DepthOptions(limit=args.limit, train_limit=args.train_limit, resamples=args.resamples)
     out = args.out or checkpoint.path
     report = run_depth(checkpoint, options, _tqdm_progress(f"depth analytics of {checkpoint.name}"), out)
@@ -253,6 +253,12 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N test inputs")
 
 
+ALLOW_IMPORT_HELP = (
+    "a wrapped-module checkpoint: import and call the 'module:callable' it records to rebuild the module "
+    "(runs that code; only for checkpoints you trust)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m laya", description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -313,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
     e.add_argument("--dataset", help="default: the checkpoint's dataset")
     e.add_argument("--out", help="report directory (default: the checkpoint's directory)")
+    e.add_argument("--allow-import", action="store_true", help=ALLOW_IMPORT_HELP)
     _add_eval_flags(e)
     e.set_defaults(func=cmd_evaluate)
 
@@ -330,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
     d.add_argument("--out", help="output directory (default: the checkpoint's directory)")
+    d.add_argument("--allow-import", action="store_true", help=ALLOW_IMPORT_HELP)
     d.add_argument("--limit", type=int, default=2000, help="test inputs (and inputs per OOD set); default 2000")
     d.add_argument("--train-limit", type=int, default=3000, help="training inputs for probes and Mahalanobis")
     d.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")

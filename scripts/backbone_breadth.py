@@ -13,6 +13,7 @@ writes the table of ``docs/backbones.md``::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -106,8 +107,8 @@ def sizes(family: str) -> tuple[int, int]:
 def table(results: list[Result]) -> str:
     """Markdown table: one row per architecture, both sizes."""
     rows = [
-        "| family | timm model | model_kwargs | small side: layers, s | native side: layers, s | parameters |",
-        "|---|---|---|---|---|---|",
+        "| family | timm model | model_kwargs | passed | small side: layers, s | native side: layers, s | parameters |",
+        "|---|---|---|---|---|---|---|",
     ]
     by_family: dict[str, list[Result]] = {}
     for r in results:
@@ -116,7 +117,7 @@ def table(results: list[Result]) -> str:
         kwargs = ", ".join(f"{k}={v}" for k, v in small.kwargs.items()) or "—"
         ok = "✓" if small.loo_finite and native.loo_finite else "✗"
         rows.append(
-            f"| {family} | `{small.model}` | {kwargs} | {ok} {small.size} px: {small.layers}, {small.seconds:.2f} | "
+            f"| {family} | `{small.model}` | {kwargs} | {ok} | {small.size} px: {small.layers}, {small.seconds:.2f} | "
             f"{native.size} px: {native.layers}, {native.seconds:.2f} | {small.params / 1e6:.2f} M |"
         )
     return "\n".join(rows)
@@ -144,7 +145,8 @@ def main() -> None:
     total = time.perf_counter() - start
     text = (
         f"{table(results)}\n\n{len(ARCHITECTURES)} architectures, {len(results)} builds, "
-        f"{total:.0f} s in all on one CPU thread (torch {torch.__version__}; `python scripts/backbone_breadth.py`)."
+        f"{total:.0f} s in all on one CPU thread, load average {os.getloadavg()[0]:.0f} on {os.cpu_count()} cores "
+        f"(torch {torch.__version__}; `python scripts/backbone_breadth.py --out docs/backbones.md`)."
     )
     if args.out:
         page = args.out.read_text()

@@ -211,3 +211,32 @@ def test_wrapped_import_path_only_with_an_explicit_opt_in(tmp_path: Path):
         load_checkpoint(tmp_path / "ckpt")
     with pytest.raises(CheckpointError, match="rebuilt only from Python"):
         load_checkpoint(tmp_path / "ckpt", confine=Confinement(tmp_path), allow_import=True)
+
+
+def test_a_head_trains_on_a_wrapped_module_and_evaluate_reads_it(image_folder: Path, tmp_path: Path):
+    """The docs' recipe: train(config, module=...), then load with the module and evaluate."""
+    from laya.analysis.evaluate import EvalOptions, evaluate
+    from tests.conftest import tiny_config
+
+    layers = ["stem", "stage", "mix"]
+    config = tiny_config(image_folder, tmp_path / "run", max_epochs=2)
+    config.backbone = BackboneConfig(name="wrapped", layers=layers, freeze=True, model=f"{__name__}:Tiny")
+    torch.manual_seed(0)
+    net = Tiny()
+    out = train_with_module(config, net)
+    checkpoint = load_checkpoint(out, module=Tiny())
+    assert checkpoint.layer_names == tuple(layers) and checkpoint.meta.backbone.name == "wrapped"
+    torch.testing.assert_close(checkpoint.model.backbone.model.stem.weight, net.stem.weight)
+    report = evaluate(checkpoint, checkpoint.load_data("test"), EvalOptions(ig_steps=2, resamples=50))
+    assert 0 <= report["accuracy_ci"]["estimate"] <= 1 and len(report["layer_names"]) == 3
+    from laya.cli import main
+
+    evaluate_args = ["evaluate", "--checkpoint", str(out), "--resamples", "20", "--ig-steps", "2", "--modes", "mean"]
+    assert main(evaluate_args) == 2  # the module's code is not imported without the opt-in
+    assert main([*evaluate_args, "--allow-import"]) == 0 and (out / "report.json").is_file()
+
+
+def train_with_module(config, module: nn.Module) -> Path:
+    from laya.training.train import train
+
+    return train(config, module=module)

@@ -61,6 +61,7 @@ def test_a_size_the_model_cannot_take_names_the_model_the_size_and_sizes_that_wo
     sizes = [int(s) for s in re.search(r"sizes that work: ([\d, ]+)", message).group(1).split(", ")]
     assert 299 in sizes and min(sizes) >= 75
     assert runs_at("inception_v3", sizes, 3, {}) == sizes and runs_at("inception_v3", [64], 3, {}) == []
+    assert f"sizes that work: {', '.join(map(str, sizes))} (native: 299)" in (REPO / "docs" / "backbones.md").read_text()
 
 
 def test_docs_list_the_checked_architectures():

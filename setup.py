@@ -16,6 +16,7 @@ APP_FILES = ["app.py", ".streamlit/config.toml", *(str(p.relative_to(ROOT)) for 
 
 class BuildWithApp(build_py):
     def run(self) -> None:
+        shutil.rmtree(self.build_lib, ignore_errors=True)  # no stale modules of an earlier build in the wheel
         super().run()
         target = Path(self.build_lib) / "laya" / "_app"
         for name in APP_FILES:

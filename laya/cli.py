@@ -225,7 +225,7 @@ def cmd_bundle(args: argparse.Namespace) -> None:
 def cmd_dashboard(args: argparse.Namespace) -> None:
     from laya.dashboard import run
 
-    status = run(args.models, args.port, args.address)
+    status = run(args.models, args.port, args.address, args.allow_import)
     if status:
         raise SystemExit(status)
 
@@ -364,6 +364,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--models", type=Path, help="folder of checkpoints (default: $LAYA_MODELS, else ./models)")
     s.add_argument("--port", type=int, default=8501, help="HTTP port (default 8501)")
     s.add_argument("--address", help="interface to listen on (default: Streamlit's, all interfaces)")
+    s.add_argument(
+        "--allow-import",
+        action="store_true",
+        help="wrapped-module checkpoints in --models may import the code path they record (never uploads)",
+    )
     s.set_defaults(func=cmd_dashboard)
     return parser
 

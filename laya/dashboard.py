@@ -54,7 +54,9 @@ def default_models() -> Path:
     raise FileNotFoundError("no models/ folder here; give one with --models DIR (a folder of LAYA checkpoints)")
 
 
-def command(models: Path | None = None, port: int = 8501, address: str | None = None) -> tuple[list[str], dict]:
+def command(
+    models: Path | None = None, port: int = 8501, address: str | None = None, allow_import: bool = False
+) -> tuple[list[str], dict]:
     """The ``streamlit run`` command line and environment that ``laya dashboard`` runs."""
     folder = Path(models) if models is not None else default_models()
     if not folder.is_dir():
@@ -63,12 +65,14 @@ def command(models: Path | None = None, port: int = 8501, address: str | None = 
     argv = [sys.executable, "-m", "streamlit", "run", str(app / "app.py"), *config_flags(app / ".streamlit" / "config.toml")]
     argv += [f"--server.port={port}"] + ([f"--server.address={address}"] if address else [])
     env = {**os.environ, "LAYA_MODELS": str(folder.resolve())}
+    if allow_import:  # wrapped-module checkpoints of this folder may import their code (never uploads)
+        env["LAYA_ALLOW_IMPORT"] = "1"
     return argv, env
 
 
-def run(models: Path | None = None, port: int = 8501, address: str | None = None) -> int:
+def run(models: Path | None = None, port: int = 8501, address: str | None = None, allow_import: bool = False) -> int:
     """Start the dashboard (blocks until it stops); returns Streamlit's exit status."""
-    argv, env = command(models, port, address)
+    argv, env = command(models, port, address, allow_import)
     print(f"LAYA dashboard on http://localhost:{port} (checkpoints: {env['LAYA_MODELS']})", flush=True)
     try:
         return subprocess.call(argv, env=env)

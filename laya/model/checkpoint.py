@@ -53,6 +53,7 @@ class Confinement:
 
     weights_root: Path
     data_roots: tuple[Path, ...] = ()
+    allow_import: bool = False  # a wrapped module's recorded import path may be run (the operator's own folder only)
 
 
 def _inside(path: Path, roots: tuple[Path, ...] | list[Path]) -> bool:
@@ -63,7 +64,7 @@ def _inside(path: Path, roots: tuple[Path, ...] | list[Path]) -> bool:
 def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) -> None:
     """Refuse ``backbone.weights`` outside ``confine`` (see :class:`Confinement`); the dataset is checked
     when it is loaded (:meth:`Checkpoint.load_data`)."""
-    if not family(meta.backbone.name).from_config:
+    if not family(meta.backbone.name).from_config and not confine.allow_import:
         raise refuse(
             "backbone.name",
             meta.backbone.name,
@@ -336,7 +337,9 @@ def load_checkpoint(
     untrusted source and may only point inside it (:class:`Confinement`). ``allow_nonfinite``:
     load weights holding NaN/Inf with a warning (listed in ``Checkpoint.warnings``) instead of refusing.
     ``module`` / ``allow_import``: a ``wrapped`` checkpoint's Python module, given, or imported from the
-    path it records (runs that code: an explicit opt-in of the caller; refused together with ``confine``).
+    path it records (runs that code: an explicit opt-in of the caller). Under ``confine`` only
+    ``confine.allow_import`` counts (the dashboard sets it for its operator's model folder when started
+    with ``laya dashboard --allow-import``, never for uploads).
 
     Raises:
         CheckpointError: invalid or over-budget metadata, missing, foreign, truncated, mismatched or
@@ -348,6 +351,7 @@ def load_checkpoint(
     meta = check_model(record)
     if confine is not None:
         check_confined(meta, confine, directory)
+        allow_import = confine.allow_import  # never more than the confinement allows
     weights = directory / WEIGHTS_FILE
     expected = record.get("weights", {}).get("sha256")
     if expected and sha256_file(weights) != expected:

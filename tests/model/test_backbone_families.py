@@ -240,3 +240,29 @@ def train_with_module(config, module: nn.Module) -> Path:
     from laya.training.train import train
 
     return train(config, module=module)
+
+
+def test_dashboard_loads_a_wrapped_checkpoint_only_from_the_operators_folder_with_the_opt_in(tmp_path, monkeypatch):
+    """``laya dashboard --allow-import`` (LAYA_ALLOW_IMPORT=1): wrapped checkpoints in LAYA_MODELS load;
+    uploads and other roots never import code."""
+    from laya.app import deploy
+
+    models, uploads, other = tmp_path / "models", tmp_path / "uploads", tmp_path / "other"
+    backbone = wrap(make_tiny(), layers=["stem", "stage"], input_size=8, import_path=f"{__name__}:make_tiny")
+    for root in (models, uploads, other):
+        round_trip(backbone, root / "setting", module=make_tiny())
+    monkeypatch.setenv("LAYA_MODELS", str(models))
+    monkeypatch.setenv("LAYA_PATH_ROOTS", str(other))
+    loads = {}
+    for allow in ("0", "1"):
+        monkeypatch.setenv("LAYA_ALLOW_IMPORT", allow)
+        for root in (models, uploads, other):
+            path = root / "setting" / "ckpt"
+            try:
+                load_checkpoint(path, confine=deploy.confinement(path, uploads))
+                loads[allow, root.name] = True
+            except CheckpointError as error:
+                assert "rebuilt only from Python" in str(error)
+                loads[allow, root.name] = False
+    assert loads == {("0", "models"): False, ("0", "uploads"): False, ("0", "other"): False,
+                     ("1", "models"): True, ("1", "uploads"): False, ("1", "other"): False}  # fmt: skip

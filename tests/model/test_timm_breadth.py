@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ REQUIRED = (
 def breadth():
     spec = importlib.util.spec_from_file_location("backbone_breadth", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

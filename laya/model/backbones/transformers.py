@@ -70,7 +70,10 @@ class TransformersBackbone(Backbone):
 
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
-        from transformers import AutoConfig, AutoModel
+        try:
+            from transformers import AutoConfig, AutoModel
+        except ImportError as error:
+            raise ValueError("backbone 'transformers' needs the transformers package: pip install transformers") from error
 
         if config.model not in MODEL_TYPES:
             raise ValueError(f"transformers model_type {config.model!r} is not supported; use one of {list(MODEL_TYPES)}")

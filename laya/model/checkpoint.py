@@ -68,7 +68,8 @@ def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path) 
         raise refuse(
             "backbone.name",
             meta.backbone.name,
-            "a wrapped Python module is rebuilt only from Python (load_checkpoint(path, module=...)), never here",
+            "a wrapped Python module is rebuilt only from Python (load_checkpoint(path, module=...)); the dashboard "
+            "opens it only from its own model folder, started with `laya dashboard --allow-import`",
         )
     spec = meta.backbone.weights
     if spec == "timm":

@@ -11,7 +11,11 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-APP_FILES = ["app.py", ".streamlit/config.toml", *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "pages").rglob("*.py")))]
+APP_FILES = [
+    "app.py",
+    ".streamlit/config.toml",
+    *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "pages").rglob("*.py"))),
+]
 
 
 class BuildWithApp(build_py):

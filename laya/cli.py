@@ -56,7 +56,9 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:  # noqa: F8
     if args.input_size is not None:
         print("note: --input-size is deprecated; it is --image-size (the side the backbone sees)", file=sys.stderr)
         if args.image_size is not None and args.image_size != args.input_size:
-            raise ValueError(f"--image-size {args.image_size} and --input-size {args.input_size} disagree; give --image-size")
+            raise ValueError(
+                f"--image-size {args.image_size} and --input-size {args.input_size} disagree; give --image-size"
+            )
         args.image_size = args.input_size
     decode_size = args.decode_size if args.decode_size is not None else args.image_size
     data.setdefault("backbone", {})

@@ -62,7 +62,14 @@ def command(
     if not folder.is_dir():
         raise FileNotFoundError(f"--models {folder}: no such folder (give a folder of LAYA checkpoints)")
     app = app_dir()
-    argv = [sys.executable, "-m", "streamlit", "run", str(app / "app.py"), *config_flags(app / ".streamlit" / "config.toml")]
+    argv = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app / "app.py"),
+        *config_flags(app / ".streamlit" / "config.toml"),
+    ]
     argv += [f"--server.port={port}"] + ([f"--server.address={address}"] if address else [])
     env = {**os.environ, "LAYA_MODELS": str(folder.resolve())}
     if allow_import:  # wrapped-module checkpoints of this folder may import their code (never uploads)

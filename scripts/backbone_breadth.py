@@ -23,11 +23,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from laya.analysis.ablation import leave_one_out  # noqa: E402
-from laya.model.backbones import BackboneConfig, build_backbone  # noqa: E402
-from laya.model.backbones.timm import native_size  # noqa: E402
-from laya.model.classifier import LayerwiseClassifier  # noqa: E402
-from laya.model.heads import HeadConfig, build_head  # noqa: E402
+from laya.analysis.ablation import leave_one_out
+from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.backbones.timm import native_size
+from laya.model.classifier import LayerwiseClassifier
+from laya.model.heads import HeadConfig, build_head
 
 SMALL = 64
 # family -> (timm model, model_kwargs that shrink it, small side). The first 19 families are the list.

@@ -138,7 +138,9 @@ def test_image_size_is_what_the_backbone_sees_and_input_size_a_deprecated_alias(
 def test_model_and_layers_flags_name_any_family():
     from laya.cli import build_parser, train_config_from_args
 
-    args = build_parser().parse_args(["train", "--backbone", "torchvision", "--model", "resnet18", "--layers", "layer1,layer4"])
+    args = build_parser().parse_args(
+        ["train", "--backbone", "torchvision", "--model", "resnet18", "--layers", "layer1,layer4"]
+    )
     backbone = train_config_from_args(args).backbone
     assert (backbone.name, backbone.model, backbone.layers) == ("torchvision", "resnet18", ["layer1", "layer4"])
 

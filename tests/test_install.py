@@ -34,7 +34,7 @@ def _free_port() -> int:
 
 
 def _run(argv: list[str], cwd: Path, **kwargs) -> str:
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=TIME_BOX_S, **kwargs)
+    done = subprocess.run(argv, check=False, cwd=cwd, capture_output=True, text=True, timeout=TIME_BOX_S, **kwargs)
     assert done.returncode == 0, f"{' '.join(map(str, argv))}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     return done.stdout
 
@@ -43,7 +43,10 @@ def _run(argv: list[str], cwd: Path, **kwargs) -> str:
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv outside the checkout with the wheel of this checkout installed."""
     work = tmp_path_factory.mktemp("install")
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(work), str(REPO)], work)
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(work), str(REPO)],
+        work,
+    )
     (wheel,) = work.glob("laya-*.whl")
     env_dir = work / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], work)
@@ -55,7 +58,14 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_installed_laya_is_the_wheel_and_carries_the_app(venv: Path):
-    out = _run([str(venv / "bin" / "python"), "-c", "import laya, laya.dashboard as d; print(laya.__file__); print(d.app_dir())"], venv)
+    out = _run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import laya, laya.dashboard as d; print(laya.__file__); print(d.app_dir())",
+        ],
+        venv,
+    )
     module, app = out.split()
     assert Path(module).is_relative_to(venv) and Path(app) == Path(module).parent / "_app"
     packaged = {str(p.relative_to(app)) for p in (Path(app) / "pages").rglob("*.py")}
@@ -81,7 +91,9 @@ def test_laya_dashboard_serves_and_renders_outside_the_checkout(venv: Path, tiny
                         break
             except OSError:
                 time.sleep(0.5)
-        assert status == 200, f"no HTTP 200 within {TIME_BOX_S} s; server said:\n{server.stdout.read() if server.poll() is not None else ''}"
+        assert status == 200, (
+            f"no HTTP 200 within {TIME_BOX_S} s; server said:\n{server.stdout.read() if server.poll() is not None else ''}"
+        )
         assert "<title>" in html and "streamlit" in html.lower()
     finally:
         os.killpg(server.pid, signal.SIGTERM)

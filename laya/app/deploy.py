@@ -137,7 +137,9 @@ def confinement(path: str | Path, uploads: Path | None = None) -> Confinement:
     uploaded = uploads is not None and _inside(str(path), [uploads]) is not None
     root = uploads if uploaded else _inside(str(path), path_roots())
     operators = not uploaded and root is not None and os.path.realpath(root) == os.path.realpath(models_root())
-    return Confinement(weights_root=Path(root or path), data_roots=data_roots(), allow_import=operators and allow_import())
+    return Confinement(
+        weights_root=Path(root or path), data_roots=data_roots(), allow_import=operators and allow_import()
+    )
 
 
 def release_memory() -> None:

@@ -21,7 +21,9 @@ APP = Path(__file__).resolve().parents[2] / "app.py"
 @pytest.mark.parametrize("allow", ["1", "0"])
 def test_wrapped_checkpoint_on_the_dashboard(allow: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     models = tmp_path / f"models-{allow}"  # one folder per case: the app caches loads by path
-    backbone = wrap(make_tiny(), layers=["stem", "stage"], input_size=8, import_path=f"{make_tiny.__module__}:make_tiny")
+    backbone = wrap(
+        make_tiny(), layers=["stem", "stage"], input_size=8, import_path=f"{make_tiny.__module__}:make_tiny"
+    )
     head = HeadConfig(d_star=8, scorer_hidden=8)
     model = LayerwiseClassifier(backbone, build_head(head, backbone.layer_dims, 3)).eval()
     spec = InputSpec(channels=3, source_size=8, size=8, mean=(0.5,) * 3, std=(0.25,) * 3)

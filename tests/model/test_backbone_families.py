@@ -30,8 +30,20 @@ from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import HeadConfig, build_head
 
 TINY_TRANSFORMERS = {
-    "vit": {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32, "patch_size": 8},
-    "deit": {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32, "patch_size": 8},
+    "vit": {
+        "hidden_size": 16,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "patch_size": 8,
+    },
+    "deit": {
+        "hidden_size": 16,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "patch_size": 8,
+    },
     "swin": {"embed_dim": 8, "depths": [1, 1], "num_heads": [1, 2], "window_size": 4, "patch_size": 4},
     "convnext": {"hidden_sizes": [8, 16], "depths": [1, 1]},
     "resnet": {"hidden_sizes": [8, 16], "depths": [1, 1], "embedding_size": 8, "layer_type": "basic"},
@@ -117,7 +129,9 @@ def test_torchvision_named_layers_and_vit_at_another_size(model, layers, dims, t
 
 def test_torchvision_unknown_layer_and_model_are_clear_errors():
     with pytest.raises(ValueError, match="has no layer"):
-        build_backbone(BackboneConfig(name="torchvision", model="resnet18", in_channels=3, input_size=32, layers=["nope"]))
+        build_backbone(
+            BackboneConfig(name="torchvision", model="resnet18", in_channels=3, input_size=32, layers=["nope"])
+        )
     with pytest.raises(CheckpointError, match="not a torchvision classification model"):
         BackboneConfig.from_dict({"name": "torchvision", "model": "fasterrcnn_resnet50_fpn"})
 
@@ -148,7 +162,10 @@ def test_transformers_hidden_states_pooled_and_round_tripped(model_type: str, tm
     "backbone, message",
     [
         ({"name": "transformers", "model": "auto_map"}, "must be a transformers model_type"),
-        ({"name": "transformers", "model": "vit", "model_kwargs": {"trust_remote_code": True}}, "not an allowed argument"),
+        (
+            {"name": "transformers", "model": "vit", "model_kwargs": {"trust_remote_code": True}},
+            "not an allowed argument",
+        ),
         ({"name": "transformers", "model": "vit", "model_kwargs": {"name_or_path": "http://x"}}, "names files"),
         ({"name": "transformers", "model": "vit", "model_kwargs": {"hidden_size": 10**9}}, "must be in"),
         ({"name": "torchvision", "model": "resnet18", "model_kwargs": {"weights": "DEFAULT"}}, "takes none"),

@@ -15,13 +15,13 @@ A checkpoint names a registered family and a model; nothing it says can import c
 """
 
 from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
+from laya.model.backbones.cnn import CNNBackbone
+from laya.model.backbones.mlp import MLPBackbone
 from laya.model.backbones.registry import BACKBONES, build_backbone, family, register_backbone
-from laya.model.backbones.mlp import MLPBackbone  # noqa: E402  (registers the family)
-from laya.model.backbones.cnn import CNNBackbone  # noqa: E402
-from laya.model.backbones.timm import TimmBackbone  # noqa: E402
-from laya.model.backbones.torchvision import TorchvisionBackbone  # noqa: E402
-from laya.model.backbones.transformers import TransformersBackbone  # noqa: E402
-from laya.model.backbones.wrapped import NeedsModule, WrappedBackbone, wrap  # noqa: E402
+from laya.model.backbones.timm import TimmBackbone
+from laya.model.backbones.torchvision import TorchvisionBackbone
+from laya.model.backbones.transformers import TransformersBackbone
+from laya.model.backbones.wrapped import NeedsModule, WrappedBackbone, wrap
 
 __all__ = [
     "BACKBONES",

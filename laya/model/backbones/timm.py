@@ -97,7 +97,9 @@ def size_refusal(name: str, size: int, in_channels: int, kwargs: dict[str, Any],
     """The error for a size the model cannot take: names the model, the size and sizes that work."""
     sizes = working_sizes(name, size, in_channels, kwargs)
     if size in sizes or not sizes:  # not a matter of size: the model or its arguments do not build or run
-        return ValueError(f"timm model {name!r} cannot be built with model_kwargs {kwargs}: {type(error).__name__}: {error}")
+        return ValueError(
+            f"timm model {name!r} cannot be built with model_kwargs {kwargs}: {type(error).__name__}: {error}"
+        )
     works = f"sizes that work: {', '.join(map(str, sizes))}"
     return ValueError(
         f"timm model {name!r} cannot take {size}x{size} inputs ({type(error).__name__}: {str(error)[:120]}); "
@@ -155,7 +157,9 @@ class TimmBackbone(Backbone):
         tokens = getattr(self.model, "num_prefix_tokens", 0) > 0 and "return_prefix_tokens" in options
         self.pool = ("cls" if tokens else "avg") if config.pool == "auto" else config.pool
         if self.pool == "cls" and not tokens:
-            raise ValueError(f"pool='cls' needs a model that returns its CLS token; {config.model!r} does not (use 'avg')")
+            raise ValueError(
+                f"pool='cls' needs a model that returns its CLS token; {config.model!r} does not (use 'avg')"
+            )
         self.tokens = tokens and "output_fmt" in options
         with torch.no_grad():
             was_training = self.model.training

@@ -86,7 +86,9 @@ class TorchvisionBackbone(Backbone):
         name = data.get("model")
         check_value("backbone.model", name, str, Rule(max_chars=100))
         if name not in classification_models():
-            raise refuse("backbone.model", name, "not a torchvision classification model (torchvision.models.list_models())")
+            raise refuse(
+                "backbone.model", name, "not a torchvision classification model (torchvision.models.list_models())"
+            )
         check_layers(data)
 
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:

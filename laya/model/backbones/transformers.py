@@ -73,10 +73,14 @@ class TransformersBackbone(Backbone):
         try:
             from transformers import AutoConfig, AutoModel
         except ImportError as error:
-            raise ValueError("backbone 'transformers' needs the transformers package: pip install transformers") from error
+            raise ValueError(
+                "backbone 'transformers' needs the transformers package: pip install transformers"
+            ) from error
 
         if config.model not in MODEL_TYPES:
-            raise ValueError(f"transformers model_type {config.model!r} is not supported; use one of {list(MODEL_TYPES)}")
+            raise ValueError(
+                f"transformers model_type {config.model!r} is not supported; use one of {list(MODEL_TYPES)}"
+            )
         kwargs = dict(config.model_kwargs)
         if "depths" in kwargs and config.model in ("convnext", "regnet"):
             kwargs.setdefault("num_stages", len(kwargs["depths"]))

@@ -87,7 +87,11 @@ class WrappedBackbone(Backbone):
         super().__init__(config)
         if module is None:
             if not (allow_import and config.model):
-                where = f" or allow_import=True to import and call {config.model!r} (runs that code)" if config.model else ""
+                where = (
+                    f" or allow_import=True to import and call {config.model!r} (runs that code)"
+                    if config.model
+                    else ""
+                )
                 raise NeedsModule(
                     f"this checkpoint wraps a Python module (layers {list(config.layers or [])[:4]}...): load it from "
                     f"Python with load_checkpoint(path, module=<the nn.Module>){where}"

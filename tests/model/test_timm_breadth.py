@@ -16,7 +16,7 @@ from laya.model.backbones.timm import runs_at
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "backbone_breadth.py"
-TIME_BOX_S = 600  # the whole list on 2 shared CPU cores; about 60 s on a free core (docs/backbones.md)
+TIME_BOX_S = 600  # a hang, not a slow machine: the list took 112 s at load average 16 on 2 cores (docs/backbones.md)
 REQUIRED = [
     "resnet",
     "convnext",

@@ -34,7 +34,7 @@ test: $(VENV)/.dev system-deps  ## install everything and run the whole test sui
 	$(PY) -m pytest
 
 test-fast: $(VENV)/.dev  ## unit tests only (no browser, no real datasets)
-	$(PY) -m pytest -m "not e2e and not data"
+	$(PY) -m pytest -m "not e2e and not data and not install"
 
 benchmarks: $(VENV)/.runtime  ## speed benchmarks on the bundled models (prints ratios measured in one run)
 	$(PY) benchmarks/head_overhead.py

@@ -8,7 +8,7 @@ The ``alpha_i(x)`` are intrinsic, per-input layer attributions.
 
 __version__ = "0.1.0"
 
-from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.backbones import BackboneConfig, build_backbone, wrap
 from laya.model.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from laya.model.classifier import LayerwiseClassifier, ModelOutput
 from laya.model.heads import ABLATION_MODES, HeadConfig, HeadOutput, build_head
@@ -27,4 +27,5 @@ __all__ = [
     "build_head",
     "load_checkpoint",
     "save_checkpoint",
+    "wrap",
 ]

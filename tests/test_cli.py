@@ -145,3 +145,41 @@ def test_evaluate_skips_entries_that_are_not_images_and_refuses_a_broken_one(
     assert main([*args, "--out", str(tmp_path / "report2")]) == 2
     err = capsys.readouterr().err
     assert "broken.png" in err and "not a readable image" in err and "Traceback" not in err
+
+
+def test_image_size_is_what_the_backbone_sees_and_input_size_a_deprecated_alias(capsys):
+    from laya.cli import build_parser, train_config_from_args
+
+    parser = build_parser()
+    config = train_config_from_args(parser.parse_args(["train", "--image-size", "64"]))
+    assert (config.image_size, config.backbone.input_size) == (64, 64)  # decoded at 64, fed at 64
+    config = train_config_from_args(parser.parse_args(["train", "--image-size", "64", "--decode-size", "128"]))
+    assert (config.image_size, config.backbone.input_size) == (128, 64)
+    config = train_config_from_args(parser.parse_args(["train", "--input-size", "96"]))
+    assert (config.image_size, config.backbone.input_size) == (96, 96)
+    assert "--input-size is deprecated" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="disagree"):
+        train_config_from_args(parser.parse_args(["train", "--image-size", "64", "--input-size", "96"]))
+    help_text = parser._subparsers._group_actions[0].choices["train"].format_help()
+    assert "side of the square images the backbone sees" in help_text and "deprecated alias" in help_text
+
+
+def test_model_and_layers_flags_name_any_family():
+    from laya.cli import build_parser, train_config_from_args
+
+    args = build_parser().parse_args(
+        ["train", "--backbone", "torchvision", "--model", "resnet18", "--layers", "layer1,layer4"]
+    )
+    backbone = train_config_from_args(args).backbone
+    assert (backbone.name, backbone.model, backbone.layers) == ("torchvision", "resnet18", ["layer1", "layer4"])
+
+
+def test_dashboard_command_runs_the_checkout_app_with_its_settings(tiny_models, monkeypatch):
+    from laya.dashboard import app_dir, command
+
+    argv, env = command(tiny_models, port=8765)
+    assert argv[1:4] == ["-m", "streamlit", "run"] and Path(argv[4]) == app_dir() / "app.py"
+    assert "--client.showSidebarNavigation=false" in argv and "--server.port=8765" in argv
+    assert env["LAYA_MODELS"] == str(tiny_models.resolve())
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        command(tiny_models / "missing")

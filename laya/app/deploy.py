@@ -8,6 +8,8 @@ Environment (all optional):
 ``LAYA_MAX_CHECKPOINT_MB`` upload limit per checkpoint file (default 200; images keep their own 20 MB limit)
 ``LAYA_UPLOAD_CAP_MB``     all uploaded checkpoints of this process together (default 2000)
 ``LAYA_UPLOAD_TTL``        seconds an uploaded checkpoint is kept (default 3600; also deleted when its session ends)
+``LAYA_ALLOW_IMPORT``      ``1``: wrapped-module checkpoints inside ``LAYA_MODELS`` may import the code path they record
+                           (``laya dashboard --allow-import``; default off, never for uploads or other roots)
 
 A path typed by a visitor resolves only inside ``LAYA_MODELS`` + ``LAYA_PATH_ROOTS``, and every
 refusal is the same :data:`PATH_REFUSED` sentence, whether or not the file exists, so the box
@@ -69,6 +71,11 @@ def allow_paths() -> bool:
     return os.environ.get("LAYA_ALLOW_PATHS", "1").strip().lower() not in ("0", "false", "no", "off", "")
 
 
+def allow_import() -> bool:
+    """Whether wrapped-module checkpoints in the operator's ``LAYA_MODELS`` may import their code (``LAYA_ALLOW_IMPORT=1``)."""
+    return os.environ.get("LAYA_ALLOW_IMPORT", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
 def path_roots() -> list[Path]:
     """Folders a typed path may resolve into: ``LAYA_MODELS`` then ``LAYA_PATH_ROOTS``."""
     extra = [Path(p) for p in os.environ.get("LAYA_PATH_ROOTS", "").split(os.pathsep) if p]
@@ -117,8 +124,12 @@ def resolve_path(text: str, roots: list[Path] | None = None) -> Path:
 
 def confinement(path: str | Path, uploads: Path | None = None) -> Confinement:
     """What a checkpoint loaded by the dashboard may point to: its upload folder, or the allowed root holding it."""
-    root = uploads if uploads is not None and inside(path, [uploads]) else _root_of(path, path_roots())
-    return Confinement(weights_root=Path(root or path), data_roots=data_roots())
+    uploaded = uploads is not None and inside(path, [uploads])
+    root = uploads if uploaded else _root_of(path, path_roots())
+    operators = not uploaded and root is not None and os.path.realpath(root) == os.path.realpath(models_root())
+    return Confinement(
+        weights_root=Path(root or path), data_roots=data_roots(), allow_import=operators and allow_import()
+    )
 
 
 def release_memory() -> None:
@@ -228,6 +239,7 @@ def upload_store() -> UploadStore:
 __all__ = [
     "PATH_REFUSED",
     "UploadStore",
+    "allow_import",
     "allow_paths",
     "check_upload",
     "confinement",

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from laya import __version__
 from laya.data.datasets import Images, InputSpec, Preprocess, dataset_label, load_dataset
-from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.backbones import BackboneConfig, build_backbone, family
 from laya.model.budget import check_budget
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.devices import resolve_device
@@ -56,6 +56,7 @@ class Confinement:
 
     weights_root: Path
     data_roots: tuple[Path, ...] = ()
+    allow_import: bool = False  # a wrapped module's recorded import path may be run (the operator's own folder only)
 
 
 def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path, exists: bool = True) -> str | None:
@@ -63,6 +64,13 @@ def check_confined(meta: CheckpointMeta, confine: Confinement, directory: Path, 
     with: a named source as is, a file as its real path (:func:`laya.paths.canonical_path`), the very path
     that is then opened (``exists``: and it must be a file). The dataset is checked when it is loaded
     (:meth:`Checkpoint.load_data`)."""
+    if not family(meta.backbone.name).from_config and not confine.allow_import:
+        raise refuse(
+            "backbone.name",
+            meta.backbone.name,
+            "a wrapped Python module is rebuilt only from Python (load_checkpoint(path, module=...)); the dashboard "
+            "opens it only from its own model folder, started with `laya dashboard --allow-import`",
+        )
     spec = meta.backbone.weights
     if spec == "timm":
         raise refuse(
@@ -196,9 +204,10 @@ class Checkpoint:
         return f"{dataset_label(self.meta.dataset)} / {self.meta.backbone.model or self.meta.backbone.name} / {self.meta.head.name}"
 
 
-def build_model(meta: CheckpointMeta, base_dir: Path | None = None) -> LayerwiseClassifier:
-    """A model with the architecture ``meta`` describes (backbone weights loaded if it names any)."""
-    backbone = build_backbone(meta.backbone, base_dir)
+def build_model(meta: CheckpointMeta, base_dir: Path | None = None, **options) -> LayerwiseClassifier:
+    """A model with the architecture ``meta`` describes (backbone weights loaded if it names any);
+    ``options`` go to the backbone family (a wrapped module: ``module=``, ``allow_import=``)."""
+    backbone = build_backbone(meta.backbone, base_dir, **options)
     head = build_head(meta.head, backbone.layer_dims, len(meta.classes))
     return LayerwiseClassifier(backbone, head)
 
@@ -322,6 +331,8 @@ def check_model(record: dict[str, Any], weights: bytes | Path | None = None) -> 
         CheckpointError: naming the field, the value and the rule; nothing has been allocated.
     """
     meta = CheckpointMeta.from_dict(record, checked=True)
+    if not family(meta.backbone.name).from_config:
+        return meta  # a wrapped module: the user's own object, sized by their Python, never from a JSON
     budget = check_budget(meta.backbone, meta.head, len(meta.classes))
     names = record.get("layer_names") or meta.backbone.layer_names
     if names and len(names) != len(budget.layer_dims):
@@ -345,6 +356,8 @@ def load_checkpoint(
     map_location: str | torch.device = "cpu",
     confine: Confinement | None = None,
     allow_nonfinite: bool = False,
+    module: torch.nn.Module | None = None,
+    allow_import: bool = False,
 ) -> Checkpoint:
     """Load a checkpoint directory (or either of its two files) into an eval-mode model.
 
@@ -353,6 +366,10 @@ def load_checkpoint(
     weights are read or anything is built. ``confine``: the checkpoint comes from an
     untrusted source and may only point inside it (:class:`Confinement`). ``allow_nonfinite``:
     load weights holding NaN/Inf with a warning (listed in ``Checkpoint.warnings``) instead of refusing.
+    ``module`` / ``allow_import``: a ``wrapped`` checkpoint's Python module, given, or imported from the
+    path it records (runs that code: an explicit opt-in of the caller). Under ``confine`` only
+    ``confine.allow_import`` counts (the dashboard sets it for its operator's model folder when started
+    with ``laya dashboard --allow-import``, never for uploads).
 
     Raises:
         CheckpointError: invalid or over-budget metadata, missing, foreign, truncated, mismatched or
@@ -372,13 +389,15 @@ def load_checkpoint(
     built = meta  # what is built: a confined weights file by the real path that was checked
     if confine is not None:
         built = replace(meta, backbone=replace(meta.backbone, weights=check_confined(meta, confine, directory)))
+        allow_import = confine.allow_import  # never more than the confinement allows
     try:
         state = load_file(str(weights), device=str(map_location))
     except (SafetensorError, OSError, ValueError) as error:
         raise CheckpointError(f"{WEIGHTS_FILE} is not a readable safetensors file ({type(error).__name__})") from error
     try:
-        model = build_model(built, directory)
-    except (FileNotFoundError, ValueError, RuntimeError) as error:
+        options = {"module": module, "allow_import": allow_import} if meta.backbone.name == "wrapped" else {}
+        model = build_model(built, directory, **options)
+    except (FileNotFoundError, ValueError, RuntimeError, ImportError, AttributeError, TypeError) as error:
         raise CheckpointError(f"cannot build the model described by {META_FILE}: {error}") from error
     external_backbone = record.get("backbone_sha256") is not None
     if external_backbone and model.backbone.fingerprint() != record["backbone_sha256"]:

@@ -206,8 +206,13 @@ def _load_state(out: Path, net: nn.Module, optimizer: torch.optim.Optimizer) -> 
     return best, info
 
 
-def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None = None) -> Path:
+def train(
+    config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None = None, module: nn.Module | None = None
+) -> Path:
     """Train as ``config`` says; returns the output directory holding the final checkpoint.
+
+    ``module``: the user's ``nn.Module`` for a ``wrapped`` backbone (``config.backbone.layers`` names
+    the submodules read; see :mod:`laya.model.backbones.wrapped`).
 
     ``on_epoch_end(epoch, record)`` is called after each epoch's state is saved (tests use it to
     simulate an interruption). The main process holds ``config.out``'s lock (:mod:`laya.training.lock`).
@@ -216,12 +221,14 @@ def train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None 
         OutputLockedError: another live ``train`` is writing ``config.out``.
     """
     if int(os.environ.get("RANK", "0")) != 0:
-        return _train(config, on_epoch_end)
+        return _train(config, on_epoch_end, module)
     with output_lock(config.out):
-        return _train(config, on_epoch_end)
+        return _train(config, on_epoch_end, module)
 
 
-def _train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None) -> Path:
+def _train(
+    config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None, module: nn.Module | None = None
+) -> Path:
     env = setup_distributed(config.device)
     out = Path(config.out)
     if config.resume and (out / META_FILE).is_file() and not (out / STATE_META).is_file():
@@ -236,8 +243,11 @@ def _train(config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None
     bb_config = BackboneConfig.from_dict(
         {**config.backbone.to_dict(), "in_channels": spec.channels, "input_size": spec.size}
     )
-    check_budget(bb_config, config.head, len(data.classes))  # before any tensor of the model exists
-    backbone = build_backbone(bb_config)
+    if bb_config.name == "wrapped":  # the user's own module, already in memory
+        backbone = build_backbone(bb_config, module=module)
+    else:
+        check_budget(bb_config, config.head, len(data.classes))  # before any tensor of the model exists
+        backbone = build_backbone(bb_config)
     head = build_head(config.head, backbone.layer_dims, len(data.classes))
     model = LayerwiseClassifier(backbone, head).to(env.device)
     preprocess = Preprocess(spec).to(env.device)

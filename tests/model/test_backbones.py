@@ -74,7 +74,7 @@ def test_timm_cnn_stages_are_average_pooled():
 
 
 def test_cls_pool_without_cls_token_is_an_error():
-    with pytest.raises(ValueError, match="needs a model with a CLS token"):
+    with pytest.raises(ValueError, match="needs a model that returns its CLS token"):
         build_backbone(BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=32, pool="cls"))
 
 

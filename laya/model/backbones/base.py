@@ -1,0 +1,152 @@
+"""The backbone interface every family implements, and the config that names a family and a model.
+
+A backbone maps ``x: (B, C, H, W)`` to the list of per-layer hidden vectors ``[h_1, ..., h_L]``,
+``h_i: (B, d_i)``, and exposes ``layer_dims`` and ``layer_names``. :func:`pool_hidden` is the one
+rule that turns any layer output (feature map, token sequence, vector) into ``h_i``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from torch import Tensor, nn
+
+from laya.model.configs import construct
+from laya.model.validation import check_value, refuse
+
+Pool = Literal["auto", "cls", "avg"]
+
+
+@dataclass
+class BackboneConfig:
+    """Which backbone and how to build it. Fields not used by a family are ignored by it.
+
+    ``name`` is a registered family (:data:`laya.model.backbones.BACKBONES`: mlp, cnn, timm,
+    torchvision, transformers, wrapped); ``model`` names the model inside the family.
+    """
+
+    name: str = "mlp"
+    in_channels: int | None = None  # None: taken from the dataset when training
+    input_size: int | None = None  # side of the square input the backbone sees; None: the dataset's image size
+    widths: tuple[int, ...] = (512, 256, 128)  # mlp: hidden widths; cnn: channels per block
+    convs_per_block: int = 1  # cnn only
+    model: str | None = None  # timm/torchvision model name, transformers model_type, wrapped "module:callable"
+    model_kwargs: dict[str, Any] = field(default_factory=dict)  # architecture arguments (allow-listed per family)
+    pool: Pool = "auto"  # token models: auto = CLS token where the model has one, else the mean of the tokens
+    indices: int | list[int] | None = None  # timm forward_intermediates / transformers hidden_states indices
+    intermediates_kwargs: dict[str, Any] = field(default_factory=dict)  # timm, e.g. {"extra_blocks": true}
+    pre_logits: bool = False  # timm: add the network's own final features (forward_head(pre_logits=True)) last
+    weights: str | None = None  # None | "timm" | a source in laya.model.weights.SOURCES | a file path
+    freeze: bool = False  # train only the head; the backbone stays in eval mode
+    layer_names: list[str] | None = None  # display names; derived when None
+    layers: list[str] | None = None  # torchvision / wrapped: the modules (graph nodes) read; None: the stages
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["widths"] = list(self.widths)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BackboneConfig:
+        """Check ``data`` (types, ranges, the family's own rules: :meth:`Backbone.check_config`) and build.
+
+        Raises:
+            CheckpointError: naming the field, the value and the rule.
+        """
+        from laya.model.backbones.registry import BACKBONES, family
+
+        if not isinstance(data, dict):
+            raise refuse("backbone", data, "must be an object")
+        name = data.get("name", "mlp")
+        check_value("backbone.name", name, str)
+        if name not in BACKBONES:
+            raise refuse("backbone.name", name, f"unknown backbone; expected one of {', '.join(sorted(BACKBONES))}")
+        kind = family(name)
+        kind.check_config(data)
+        config = construct(cls, {k: v for k, v in data.items() if k != "model_kwargs"}, "backbone")
+        config.model_kwargs = dict(data.get("model_kwargs", {}))
+        config.widths = tuple(int(w) for w in config.widths)
+        return config
+
+
+def pool_hidden(out: Tensor | tuple[Tensor, Tensor], pool: str = "avg", prefix_tokens: int = 0) -> Tensor:
+    """One layer's output -> ``h_i: (B, d)``.
+
+    ``(B, C, H, W)``: global average over ``H, W``. ``(B, N, D)`` tokens: the first (CLS) token for
+    ``pool="cls"``, else the mean of the ``N - prefix_tokens`` patch tokens. ``(patches, prefix)`` as
+    timm returns them: the first prefix token. ``(B, D)``: as is; larger ranks are averaged over all
+    trailing axes but the first.
+    """
+    if isinstance(out, tuple):  # timm: (patch tokens, prefix tokens)
+        return out[1][:, 0]
+    if out.ndim == 2:
+        return out
+    if out.ndim == 3:
+        return out[:, 0] if pool == "cls" else out[:, prefix_tokens:].mean(dim=1)
+    if out.ndim == 4:
+        return out.mean(dim=(2, 3))
+    return out.flatten(2).mean(dim=2)
+
+
+class Backbone(nn.Module):
+    """Base class: ``forward(x: (B, C, H, W)) -> list of L tensors (B, d_i)``.
+
+    Families subclass it and register with :func:`laya.model.backbones.registry.register_backbone`.
+    ``check_config`` validates the raw config dict of the family (before anything is built), so a
+    hostile checkpoint is refused with a message naming the field.
+    """
+
+    layer_dims: tuple[int, ...]
+    layer_names: tuple[str, ...]
+    takes_weights: bool = False  # whether ``config.weights`` may name pretrained weights
+    from_config: bool = True  # whether the config alone rebuilds it (not so for a wrapped Python module)
+
+    def __init__(self, config: BackboneConfig) -> None:
+        super().__init__()
+        if config.in_channels is None or config.input_size is None:
+            raise ValueError(f"backbone {config.name!r} needs in_channels and input_size, got {config}")
+        if config.weights and not self.takes_weights:
+            raise ValueError(f"backbone {config.name!r} has no pretrained weights; got weights={config.weights!r}")
+        self.config = config
+
+    @classmethod
+    def check_config(cls, data: dict[str, Any]) -> None:
+        """Family-specific rules on a raw config dict. Default: no model arguments, no weights."""
+        if data.get("model_kwargs"):
+            raise refuse("backbone.model_kwargs", data["model_kwargs"], f"backbone {data.get('name')!r} takes none")
+
+    def _finish(self, default_names: list[str]) -> None:
+        names = self.config.layer_names or default_names
+        if len(names) != len(self.layer_dims):
+            raise ValueError(f"{len(names)} layer names given for {len(self.layer_dims)} layers: {names}")
+        self.layer_names = tuple(names)
+        if self.config.freeze:
+            for p in self.parameters():
+                p.requires_grad_(False)
+
+    def forward_to(self, x: Tensor, layer: int) -> Tensor:
+        """Hidden state of ``layer`` (0-based) alone, ``(B, d_layer)``, running the network no deeper
+        than that layer needs (early exit, backbone truncation). Default: the full pass."""
+        self._check_layer(layer)
+        return self(x)[layer]
+
+    def _check_layer(self, layer: int) -> None:
+        if not 0 <= layer < len(self.layer_dims):
+            raise ValueError(f"layer must be in 0..{len(self.layer_dims) - 1}, got {layer}")
+
+    def train(self, mode: bool = True) -> Backbone:
+        """A frozen backbone stays in eval mode (BatchNorm statistics and dropout fixed)."""
+        return super().train(mode and not self.config.freeze)
+
+    def fingerprint(self) -> str:
+        """sha256 of the weights, to check that a frozen backbone is the one a head was trained on."""
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().float().numpy().tobytes())
+        return digest.hexdigest()
+
+
+__all__ = ["Backbone", "BackboneConfig", "Pool", "pool_hidden"]

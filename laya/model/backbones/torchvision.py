@@ -1,0 +1,142 @@
+"""``torchvision``: a torchvision classification model, its layers read with ``feature_extraction``.
+
+``model`` is a name from ``torchvision.models.list_models(module=torchvision.models)`` (the
+classification builders; nothing else can be named), ``layers`` the graph nodes read
+(``torchvision.models.feature_extraction.get_graph_node_names``; a module's name means its
+output). By default the stages: the children of ``features`` where the model has it
+(VGG, MobileNet, EfficientNet, ConvNeXt, DenseNet, Swin, ...), else the composite top-level
+modules but the classifier, descending while there are at most two and one holds most of the weights (ResNet: ``layer1..4``; RegNet:
+``stem`` + ``trunk_output.block1..4``; ViT: ``encoder.layers.encoder_layer_*``). Single-channel
+inputs are repeated to the 3 channels the models take.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
+from laya.model.backbones.registry import register_backbone
+from laya.model.backbones.timm import accepts
+from laya.model.validation import Rule, check_value, refuse
+from laya.model.weights import load_weights
+
+HEADS = ("fc", "classifier", "head", "heads", "AuxLogits", "aux1", "aux2")  # classifiers, not stages
+LAYERS_RULE = Rule(max_items=256, max_chars=200, min_items=1)
+
+
+def classification_models() -> list[str]:
+    """The names a ``torchvision`` backbone may take."""
+    import torchvision
+
+    return torchvision.models.list_models(module=torchvision.models)
+
+
+def check_layers(data: dict[str, Any], needed: bool = False) -> None:
+    """``layers``: null (the default stages) or 1-256 names of at most 200 characters."""
+    layers = data.get("layers")
+    if layers is None and needed:
+        raise refuse("backbone.layers", None, f"backbone {data.get('name')!r} needs the names of the layers it reads")
+    check_value("backbone.layers", layers, list[str] | None, LAYERS_RULE)
+
+
+def _params(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _composite(module: nn.Module) -> bool:
+    return sum(1 for child in module.children() if _params(child) > 0) >= 2
+
+
+def default_layers(model: nn.Module, nodes: list[str]) -> list[str]:
+    """The stages of a torchvision classifier (see the module docstring), restricted to graph ``nodes``."""
+    features = getattr(model, "features", None)
+    if isinstance(features, nn.Sequential):
+        names = [f"features.{name}" for name, child in features.named_children() if _params(child)]
+    else:
+        names = [name for name, child in model.named_children() if _composite(child) and name not in HEADS]
+        while 0 < len(names) <= 2:
+            sizes = [_params(model.get_submodule(n)) for n in names]
+            big = names[sizes.index(max(sizes))]
+            inner = [f"{big}.{c}" for c, m in model.get_submodule(big).named_children() if _params(m)]
+            if max(sizes) < 0.8 * sum(sizes) or len(inner) < 2:
+                break
+            i = names.index(big)
+            names[i : i + 1] = inner
+    reached = [n for n in names if any(node == n or node.startswith(n + ".") for node in nodes)]
+    if not reached:
+        raise ValueError("could not find the stages of this model; name its layers (backbone layers)")
+    return reached
+
+
+@register_backbone("torchvision")
+class TorchvisionBackbone(Backbone):
+    """A torchvision classifier through ``create_feature_extractor``; each node's output is pooled
+    (:func:`~laya.model.backbones.base.pool_hidden`: feature maps by average, ViT tokens by CLS)."""
+
+    takes_weights = True  # a local file; torchvision's downloads are not offered
+
+    @classmethod
+    def check_config(cls, data: dict[str, Any]) -> None:
+        """A classification model name, no model arguments, ``layers`` bounded, weights a local file."""
+        super().check_config(data)
+        name = data.get("model")
+        check_value("backbone.model", name, str, Rule(max_chars=100))
+        if name not in classification_models():
+            raise refuse(
+                "backbone.model", name, "not a torchvision classification model (torchvision.models.list_models())"
+            )
+        check_layers(data)
+
+    def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
+        super().__init__(config)
+        import torchvision
+        from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
+
+        if config.model not in classification_models():
+            raise ValueError(f"torchvision has no classification model {config.model!r}")
+        builder = torchvision.models.get_model_builder(config.model)
+        model = builder(weights=None)
+        if accepts(type(model), "image_size") and getattr(model, "image_size", None) != config.input_size:
+            model = builder(weights=None, image_size=config.input_size)  # ViT: position embeddings follow the size
+        if config.weights:
+            load_weights(model, config.weights, base_dir)
+        _, nodes = get_graph_node_names(model)
+        layers = list(config.layers or default_layers(model, nodes))
+        unknown = [n for n in layers if not any(node == n or node.startswith(n + ".") for node in nodes)]
+        if unknown:
+            raise ValueError(f"torchvision model {config.model!r} has no layer(s) {unknown[:5]}; e.g. {nodes[1:6]}")
+        self.layers = layers
+        self.model = create_feature_extractor(model, return_nodes={n: n for n in layers})
+        self.channels_last = isinstance(model, torchvision.models.SwinTransformer)  # (B, H, W, C) stage outputs
+        self.pool = ("cls" if hasattr(model, "class_token") else "avg") if config.pool == "auto" else config.pool
+        with torch.no_grad():
+            was_training = self.model.training
+            self.model.eval()
+            probe = self(torch.zeros(1, config.in_channels, config.input_size, config.input_size).to(_device(self)))
+            self.model.train(was_training)
+        self.layer_dims = tuple(h.shape[1] for h in probe)
+        self._finish(layers)
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        if x.shape[1] == 1:
+            x = x.expand(-1, 3, -1, -1)
+        outputs = self.model(x)
+        hidden = []
+        for name in self.layers:
+            out = outputs[name]
+            if self.channels_last and out.ndim == 4:
+                out = out.permute(0, 3, 1, 2)
+            hidden.append(pool_hidden(out, self.pool))
+        return hidden
+
+
+def _device(module: nn.Module) -> torch.device:
+    param = next(module.parameters(), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+__all__ = ["TorchvisionBackbone", "classification_models", "default_layers"]

@@ -1,0 +1,126 @@
+"""``transformers``: a Hugging Face image model built from its config, read with ``output_hidden_states``.
+
+``model`` is a ``model_type`` from :data:`MODEL_TYPES` (ViT, DeiT, BEiT, DINOv2, Swin, ConvNeXt,
+ResNet, RegNet); ``model_kwargs`` are config arguments from :data:`CONFIG_KWARGS`; the image size
+and channels come from the backbone config. The model is built with ``AutoModel.from_config`` —
+random weights, or a local ``weights`` file: nothing is fetched from the hub and no remote code runs.
+``hidden_states[0]`` (the embeddings) is skipped unless ``indices`` names it; token outputs are
+pooled by the CLS token (ViT, DeiT, BEiT, DINOv2) or the mean of the tokens (Swin).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
+from laya.model.backbones.registry import register_backbone
+from laya.model.validation import Rule, check_kwargs, check_value, refuse
+from laya.model.weights import load_weights
+
+# model_type -> whether its token outputs start with a CLS token
+MODEL_TYPES: dict[str, bool] = {
+    "vit": True,
+    "deit": True,
+    "beit": True,
+    "dinov2": True,
+    "swin": False,
+    "convnext": False,
+    "resnet": False,
+    "regnet": False,
+}
+_INTS = Rule(1, 8192, max_items=16, min_items=1)
+CONFIG_KWARGS: dict[str, tuple[Any, Rule]] = {
+    "hidden_size": (int, Rule(1, 8192)),
+    "num_hidden_layers": (int, Rule(1, 64)),
+    "num_attention_heads": (int, Rule(1, 128)),
+    "intermediate_size": (int, Rule(1, 32768)),
+    "patch_size": (int, Rule(1, 64)),
+    "embed_dim": (int, Rule(1, 8192)),
+    "embedding_size": (int, Rule(1, 8192)),
+    "depths": (list[int], Rule(1, 64, max_items=16, min_items=1)),
+    "num_heads": (list[int], Rule(1, 128, max_items=16, min_items=1)),
+    "hidden_sizes": (list[int], _INTS),
+    "window_size": (int, Rule(1, 64)),
+    "mlp_ratio": (float, Rule(0.1, 16)),
+    "layer_type": (str, Rule(choices=("basic", "bottleneck", "x", "y"))),
+    "qkv_bias": (bool, Rule()),
+    "use_mean_pooling": (bool, Rule()),
+    "drop_path_rate": (float, Rule(0, 0.99)),
+}
+
+
+@register_backbone("transformers")
+class TransformersBackbone(Backbone):
+    """``AutoModel.from_config(AutoConfig.for_model(model_type, ...))``; ``h_i`` = pooled ``hidden_states[i]``."""
+
+    takes_weights = True  # a local file
+
+    @classmethod
+    def check_config(cls, data: dict[str, Any]) -> None:
+        name = data.get("model")
+        if name not in MODEL_TYPES:
+            raise refuse("backbone.model", name, f"must be a transformers model_type among {', '.join(MODEL_TYPES)}")
+        kwargs = data.get("model_kwargs", {})
+        check_value("backbone.model_kwargs", kwargs, dict[str, Any])
+        check_kwargs("backbone.model_kwargs", kwargs, CONFIG_KWARGS)
+
+    def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
+        super().__init__(config)
+        try:
+            from transformers import AutoConfig, AutoModel
+        except ImportError as error:
+            raise ValueError(
+                "backbone 'transformers' needs the transformers package: pip install transformers"
+            ) from error
+
+        if config.model not in MODEL_TYPES:
+            raise ValueError(
+                f"transformers model_type {config.model!r} is not supported; use one of {list(MODEL_TYPES)}"
+            )
+        kwargs = dict(config.model_kwargs)
+        if "depths" in kwargs and config.model in ("convnext", "regnet"):
+            kwargs.setdefault("num_stages", len(kwargs["depths"]))
+        hf_config = AutoConfig.for_model(config.model, **kwargs)
+        hf_config.num_channels = config.in_channels
+        if hasattr(hf_config, "image_size"):
+            hf_config.image_size = config.input_size
+        self.model = AutoModel.from_config(hf_config)
+        if config.weights:
+            load_weights(self.model, config.weights, base_dir)
+        has_cls = MODEL_TYPES[config.model]
+        self.pool = ("cls" if has_cls else "avg") if config.pool == "auto" else config.pool
+        if self.pool == "cls" and not has_cls:
+            raise ValueError(f"pool='cls' needs a model with a CLS token; {config.model!r} has none (use 'avg')")
+        with torch.no_grad():
+            was_training = self.model.training
+            self.model.eval()
+            states = self._states(torch.zeros(1, config.in_channels, config.input_size, config.input_size))
+            self.model.train(was_training)
+        self.indices = self._resolve(len(states))
+        self.layer_dims = tuple(pool_hidden(states[i], self.pool).shape[1] for i in self.indices)
+        kind = "block" if has_cls else "stage"
+        self._finish([f"{kind} {i}" for i in self.indices])
+
+    def _resolve(self, count: int) -> list[int]:
+        """``config.indices`` -> indices into ``hidden_states`` (default: all but the embeddings)."""
+        indices = self.config.indices
+        if indices is None:
+            return list(range(1, count))
+        chosen = list(range(count - indices, count)) if isinstance(indices, int) else [i % count for i in indices]
+        if not all(0 <= i < count for i in chosen):
+            raise ValueError(f"indices {indices} out of range for {count} hidden states")
+        return chosen
+
+    def _states(self, x: Tensor) -> tuple[Tensor, ...]:
+        return self.model(pixel_values=x, output_hidden_states=True, return_dict=True).hidden_states
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        states = self._states(x)
+        return [pool_hidden(states[i], self.pool) for i in self.indices]
+
+
+__all__ = ["CONFIG_KWARGS", "MODEL_TYPES", "TransformersBackbone"]

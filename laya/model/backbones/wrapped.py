@@ -1,0 +1,179 @@
+"""``wrapped``: any ``nn.Module`` from Python, its named submodules read through forward hooks.
+
+``laya.wrap(model, layers=["layer1", "layer2"], input_size=32)`` gives a backbone whose
+``h_i`` is the pooled output of submodule ``layers[i]`` (:func:`~laya.model.backbones.base.pool_hidden`;
+a tuple output gives its first tensor). The module's weights go into the checkpoint; the module's
+*code* cannot. A checkpoint records ``layers`` and, if known, an import path ``"package.module:callable"``
+in ``model`` (with JSON ``model_kwargs`` for the call). Loading rebuilds the module only from Python:
+``load_checkpoint(path, module=my_module)``, or ``allow_import=True`` to import and call that path —
+an explicit opt-in of the user in their own process, never honoured for uploads.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from laya.model.backbones.base import Backbone, BackboneConfig, Pool, pool_hidden
+from laya.model.backbones.registry import register_backbone
+from laya.model.backbones.torchvision import check_layers
+from laya.model.validation import Rule, check_value, refuse
+
+IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+SCALAR = Rule(-1e12, 1e12, max_chars=200, max_items=64)
+
+
+class NeedsModule(ValueError):
+    """A wrapped checkpoint loaded without the module it wraps (the message says how to give it)."""
+
+
+class _Stop(Exception):
+    """Raised by a hook to end the forward pass once the wanted layer has run (early exit)."""
+
+
+def import_callable(path: str) -> Any:
+    """``"package.module:attr.attr"`` -> the object (only called on an explicit ``allow_import``)."""
+    if not IMPORT_PATH.fullmatch(path):
+        raise ValueError(f"{path!r} is not an import path of the form 'package.module:callable'")
+    module_name, _, attrs = path.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for attr in attrs.split("."):
+        target = getattr(target, attr)
+    return target
+
+
+def first_tensor(out: Any) -> Tensor:
+    """A hook's output as a tensor (the first tensor of a tuple/list, e.g. a transformer layer's)."""
+    if isinstance(out, Tensor):
+        return out
+    if isinstance(out, (tuple, list)):
+        for item in out:
+            if isinstance(item, Tensor):
+                return item
+    raise TypeError(f"a wrapped layer returned {type(out).__name__}, not a tensor")
+
+
+@register_backbone("wrapped")
+class WrappedBackbone(Backbone):
+    """Forward hooks on ``config.layers`` of a user's module; one forward pass gives every layer."""
+
+    from_config = False  # the JSON alone cannot rebuild it: the module comes from the user's Python
+
+    @classmethod
+    def check_config(cls, data: dict[str, Any]) -> None:
+        """``layers`` named; ``model`` null or an import path; ``model_kwargs`` JSON scalars."""
+        check_layers(data, needed=True)
+        path = data.get("model")
+        check_value("backbone.model", path, str | None, Rule(max_chars=200))
+        if path is not None and not IMPORT_PATH.fullmatch(path):
+            raise refuse("backbone.model", path, "must be an import path 'package.module:callable' or null")
+        kwargs = data.get("model_kwargs", {})
+        check_value("backbone.model_kwargs", kwargs, dict[str, int | float | str | bool | None])
+        for key, value in kwargs.items():
+            check_value(f"backbone.model_kwargs.{key}", value, int | float | str | bool | None, SCALAR)
+
+    def __init__(
+        self,
+        config: BackboneConfig,
+        base_dir: Path | None = None,
+        module: nn.Module | None = None,
+        allow_import: bool = False,
+    ) -> None:
+        super().__init__(config)
+        if module is None:
+            if not (allow_import and config.model):
+                where = (
+                    f" or allow_import=True to import and call {config.model!r} (runs that code)"
+                    if config.model
+                    else ""
+                )
+                raise NeedsModule(
+                    f"this checkpoint wraps a Python module (layers {list(config.layers or [])[:4]}...): load it from "
+                    f"Python with load_checkpoint(path, module=<the nn.Module>){where}"
+                )
+            module = import_callable(config.model)(**config.model_kwargs)
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"wrap() needs an nn.Module, got {type(module).__name__}")
+        names = dict(module.named_modules())
+        missing = [n for n in config.layers or [] if n not in names]
+        if not config.layers or missing:
+            raise ValueError(f"module has no submodule(s) {missing[:5]}; some it has: {list(names)[1:8]}")
+        self.model = module
+        self.layers = list(config.layers)
+        self._outputs: dict[str, Tensor] = {}
+        self._stop_after: str | None = None
+        for name in self.layers:
+            names[name].register_forward_hook(self._hook(name))
+        self.pool = "avg" if config.pool == "auto" else config.pool
+        with torch.no_grad():
+            was_training = self.model.training
+            self.model.eval()
+            param = next(self.model.parameters(), None)
+            device = param.device if param is not None else None
+            probe = self(torch.zeros(1, config.in_channels, config.input_size, config.input_size, device=device))
+            self.model.train(was_training)
+        self.layer_dims = tuple(h.shape[1] for h in probe)
+        self._finish(self.layers)
+
+    def _hook(self, name: str):
+        def hook(module: nn.Module, inputs: Any, output: Any) -> None:
+            self._outputs[name] = first_tensor(output)
+            if name == self._stop_after:
+                raise _Stop
+
+        return hook
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        self._outputs = {}
+        self.model(x)
+        outputs, self._outputs = self._outputs, {}
+        absent = [n for n in self.layers if n not in outputs]
+        if absent:
+            raise RuntimeError(f"layer(s) {absent} did not run in the module's forward pass")
+        return [pool_hidden(outputs[n], self.pool) for n in self.layers]
+
+    def forward_to(self, x: Tensor, layer: int) -> Tensor:
+        """Stops the module's forward pass once ``layers[layer]`` has run."""
+        self._check_layer(layer)
+        name = self.layers[layer]
+        self._outputs, self._stop_after = {}, name
+        try:
+            self.model(x)
+        except _Stop:
+            pass
+        finally:
+            self._stop_after = None
+        out, self._outputs = self._outputs.pop(name), {}
+        return pool_hidden(out, self.pool)
+
+
+def wrap(
+    module: nn.Module,
+    layers: list[str],
+    input_size: int,
+    in_channels: int = 3,
+    pool: Pool = "avg",
+    freeze: bool = True,
+    import_path: str | None = None,
+    layer_names: list[str] | None = None,
+    **kwargs: Any,
+) -> WrappedBackbone:
+    """A LAYA backbone reading the named submodules of ``module`` (see the module docstring).
+
+    ``import_path`` (``"package.module:callable"``, called with ``kwargs``) is recorded so the
+    checkpoint can be rebuilt with ``load_checkpoint(..., allow_import=True)``.
+    """
+    config = BackboneConfig(
+        name="wrapped", in_channels=in_channels, input_size=input_size, model=import_path,
+        model_kwargs=dict(kwargs), pool=pool, freeze=freeze, layers=list(layers), layer_names=layer_names,
+    )  # fmt: skip
+    BackboneConfig.from_dict(config.to_dict())  # the same checks a checkpoint of it will pass
+    return WrappedBackbone(config, module=module)
+
+
+__all__ = ["NeedsModule", "WrappedBackbone", "import_callable", "wrap"]

@@ -1,0 +1,111 @@
+"""``pip install <wheel>`` outside the checkout gives the library, the CLI and ``laya dashboard``.
+
+The wheel is built offline (``pip wheel --no-deps --no-build-isolation``) and installed into a fresh
+virtualenv in a temporary folder, whose only other packages are this environment's (a ``.pth`` file,
+so nothing is downloaded). From outside the checkout, ``laya dashboard --models <tiny models>``
+must answer HTTP 200, and the installed app (``laya/_app/app.py`` of the wheel) must render its
+first page with AppTest.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.install
+TIME_BOX_S = 240
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(argv: list[str], cwd: Path, **kwargs) -> str:
+    done = subprocess.run(argv, check=False, cwd=cwd, capture_output=True, text=True, timeout=TIME_BOX_S, **kwargs)
+    assert done.returncode == 0, f"{' '.join(map(str, argv))}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv outside the checkout with the wheel of this checkout installed."""
+    work = tmp_path_factory.mktemp("install")
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(work), str(REPO)],
+        work,
+    )
+    (wheel,) = work.glob("laya-*.whl")
+    env_dir = work / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], work)
+    python = env_dir / "bin" / "python"
+    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], work).strip())
+    (site / "_parent_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # dependencies, not laya
+    _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], work)
+    return env_dir
+
+
+def test_installed_laya_is_the_wheel_and_carries_the_app(venv: Path):
+    out = _run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import laya, laya.dashboard as d; print(laya.__file__); print(d.app_dir())",
+        ],
+        venv,
+    )
+    module, app = out.split()
+    assert Path(module).is_relative_to(venv) and Path(app) == Path(module).parent / "_app"
+    packaged = {str(p.relative_to(app)) for p in (Path(app) / "pages").rglob("*.py")}
+    assert packaged == {str(p.relative_to(REPO)) for p in (REPO / "pages").rglob("*.py")}
+    assert "dashboard" in _run([str(venv / "bin" / "laya"), "--help"], venv)
+
+
+def test_laya_dashboard_serves_and_renders_outside_the_checkout(venv: Path, tiny_models: Path, image_folder: Path):
+    port = _free_port()
+    env = {**os.environ, "LAYA_PATH_ROOTS": str(image_folder), "PYTHONPATH": ""}
+    server = subprocess.Popen(
+        [str(venv / "bin" / "laya"), "dashboard", "--models", str(tiny_models), "--port", str(port), "--address", "127.0.0.1"],
+        cwd=venv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline, status = time.monotonic() + TIME_BOX_S, None
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as health:
+                    if health.status == 200:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:
+                            status, html = page.status, page.read().decode()
+                        break
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200, (
+            f"no HTTP 200 within {TIME_BOX_S} s; server said:\n{server.stdout.read() if server.poll() is not None else ''}"
+        )
+        assert "<title>" in html and "streamlit" in html.lower()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    script = textwrap.dedent(
+        f"""
+        from streamlit.testing.v1 import AppTest
+        import laya.dashboard as d
+        at = AppTest.from_file(str(d.app_dir() / "app.py"), default_timeout={TIME_BOX_S}).run()
+        assert not at.exception, at.exception
+        print("|".join(t.value for t in at.title) or "-", "|".join(s.label for s in at.selectbox))
+        """
+    )
+    out = _run([str(venv / "bin" / "python"), "-c", script], venv, env={**env, "LAYA_MODELS": str(tiny_models)})
+    assert "Inspect" in out or "colours" in out.lower(), out

@@ -320,7 +320,7 @@ def early_exit(model: LayerwiseClassifier, exits: ExitHeads, policy: Policy, x: 
             alive, state, hidden = alive[stay], state[stay], [h[stay] for h in hidden]
             if len(alive) == 0:
                 return predictions, layers
-    predictions[alive] = model.head(hidden).logits.argmax(-1)
+    predictions[alive] = model.head(hidden, None, "zero").logits.argmax(-1)  # exactly what model(x) runs
     return predictions, layers
 
 

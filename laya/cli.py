@@ -29,6 +29,13 @@ def _csv_ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from error
 
 
+def _csv_floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from error
+
+
 def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
@@ -168,8 +175,12 @@ def cmd_exits(args: argparse.Namespace) -> None:
 
     checkpoint = load_checkpoint(args.checkpoint)
     runs = ExitRunOptions(batch_sizes=tuple(args.batch_sizes), repeats=args.repeats, resamples=args.resamples)
-    options = MeasureOptions(limit=args.limit, train_limit=args.train_limit, trained=None if args.trained == "none" else args.trained,
-                             truncation=not args.no_truncation, runs=runs)  # fmt: skip
+    options = MeasureOptions(limit=args.limit, train_limit=args.train_limit, truncation=not args.no_truncation,
+                             runs=runs, trained=None if args.trained == "none" else args.trained)  # fmt: skip
+    if args.thresholds:
+        options.thresholds = tuple(args.thresholds)
+    if args.alpha_levels:
+        options.alpha_levels = tuple(args.alpha_levels)
     report = measure(checkpoint, options)
     out = write_exits(report, args.out or checkpoint.path)
     print(f"measured early exit and truncation of {checkpoint.name} in {report['seconds']:.0f} s -> {out}")
@@ -326,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--limit", type=int, default=2000, help="test inputs (the depth analytics' subset); default 2000")
     e.add_argument("--train-limit", type=int, default=3000, help="training inputs for the trained exits and re-fits")
     e.add_argument("--batch-sizes", type=_csv_ints, default=[1, 64, 1024], help="batch sizes timed; default 1,64,1024")
+    e.add_argument("--thresholds", type=_csv_floats, help="confidence thresholds (default 0.5,0.7,0.8,0.9,0.95,0.97,0.99,0.999)")
+    e.add_argument("--alpha-levels", type=_csv_floats, help="α-profile exit levels (LAYA; default 0.2,0.4,0.6,0.8)")
     e.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (the fastest is kept)")
     e.add_argument("--trained", choices=["mlp", "linear", "none"], default="mlp", help="trained exits' kind")
     e.add_argument("--no-truncation", action="store_true", help="skip the truncated models")

@@ -103,7 +103,9 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
         "laya_version": __version__,
         "checkpoint": {"path": str(checkpoint.path), "head": meta.head.name, "dataset": meta.dataset, "seed": meta.seed},
         "command": (f"python -m laya --threads {torch.get_num_threads()} exits --checkpoint {checkpoint.path} "
-                    f"--limit {options.limit} --train-limit {options.train_limit}"),  # fmt: skip
+                    f"--limit {options.limit} --train-limit {options.train_limit} "
+                    f"--thresholds {','.join(map(str, options.thresholds))} "
+                    f"--alpha-levels {','.join(map(str, options.alpha_levels))}"),  # fmt: skip
         "options": asdict(options),
         "machine": {"device": str(device), "torch_threads": torch.get_num_threads(), "processor": platform.processor()
                     or platform.machine(), "torch": torch.__version__},  # fmt: skip

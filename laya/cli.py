@@ -164,7 +164,7 @@ def cmd_depth(args: argparse.Namespace) -> None:
     depth = next(r for r in report["prediction_depth"] if r["class"] == "all")
     print(
         f"accuracy {report['accuracy']:.4f}  prediction depth {depth['prediction_depth']:.2f}  "
-        f"overthinking {depth['overthinking_rate']:.3f}  compute saved at <=1 pt {saved:.1%}  -> {out}"
+        f"overthinking {depth['overthinking_rate']:.3f}  compute saved at <=1 pt (estimate) {saved:.1%}  -> {out}"
     )
 
 

@@ -60,7 +60,9 @@ saved = report.data["early_exit"]["at_1pt"]
 exit_col, prune_col = st.columns(2)
 exit_curve = depth_plots.exit_curve_figure(report.table("exit_curve"), report.data["accuracy"])
 exit_col.plotly_chart(exit_curve, key="depth_exit")
-exit_col.caption(f"Compute saved at ≤ 1 point accuracy loss: **{saved['saved']:.1%}** (t = {saved['threshold']}).")
+exit_col.caption(f"Estimated compute saved at ≤ 1 point accuracy loss: {saved['saved']:.1%} (t = {saved['threshold']}): "
+                 "per-input arithmetic on per-layer backbone timings, exit readouts not counted. Measured early-exit "
+                 "runs and truncated models: `python -m laya exits` (exits.json).")
 pruning = depth_plots.pruning_figure(report.table("pruning"))
 prune_col.plotly_chart(pruning, key="depth_pruning")
 class_terms = depth_plots.class_terms_figure(report.table("logit_attribution"))

@@ -359,40 +359,33 @@ def _column(task: str) -> str:
 
 def depth_card(directories: Sequence[str | Path]) -> str:
     """Markdown tables over the checkpoints in ``directories`` that have a ``depth.json``: prediction depth
-    and overthinking, early exit, pruning, and detection AUROC (MSP vs the best depth signal)."""
+    and overthinking, pruning, and detection AUROC (MSP vs the best depth signal). Early-exit savings and truncation
+    speed-ups are not here: ``depth.json``'s are estimates; the measured ones are :mod:`laya.analysis.measured`'s."""
     reports = [(Path(d), DepthReport.load(d)) for d in directories]
     reports = [(d, r) for d, r in reports if r is not None]
     names = [f"{d.parent.name} | {d.name}" for d, _ in reports]
     lines = [("| setting | head | test / train inputs | accuracy | prediction depth (of L) | overthinking rate "
-              "| overthought errors | compute saved at <= 1 pt (t, accuracy, mean depth) |"), "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+              "| overthought errors |"), "|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, (_, r) in zip(names, reports):
         overall = r.table("prediction_depth").set_index("class").loc["all"]
-        saved = r.data["early_exit"]["at_1pt"]
         lines.append(
             f"| {name} | {r.data['n_test']} / {r.data['n_train']} | {r.data['accuracy']:.3f} | "
             f"{_ci(overall['prediction_depth'], overall['prediction_depth_low'], overall['prediction_depth_high'], '.2f')} "
             f"(L = {len(r.data['layer_names'])}) | "
             f"{_ci(overall['overthinking_rate'], overall['overthinking_rate_low'], overall['overthinking_rate_high'])} | "
-            f"{_ci(overall['overthought_errors'], overall['overthought_errors_low'], overall['overthought_errors_high'], '.2f')} | "
-            f"{saved['saved']:.1%} (t = {saved['threshold']}, {saved['accuracy']:.3f}, depth {saved['mean_depth']:.2f}) |"
+            f"{_ci(overall['overthought_errors'], overall['overthought_errors_low'], overall['overthought_errors_high'], '.2f')} |"
         )
-    lines += ["", ("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit). Truncation: the "
-              "largest measured backbone speed-up from dropping the deepest layers within 1 point of full accuracy "
-              "(the better of pruned and re-fit), else that of dropping only the last layer."), "", ("| setting | head | layers kept | head weight | LOO drop | random (mean of orders) "
-              "| truncation speed-up (criterion, accuracy) |"), "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines += ["", ("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit); the truncated model's "
+              "measured speed-ups are `python -m laya exits`' (the truncation table)."), "",
+              "| setting | head | layers kept | head weight | LOO drop | random (mean of orders) |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
     for name, (_, r) in zip(names, reports):
         table = r.table("pruning")
         kept = max(1, len(r.data["layer_names"]) // 2)
         half = table[table["layers_kept"] == kept].set_index("criterion")
         cells = [f"{half.loc[c, 'accuracy']:.3f} / {half.loc[c, 'refit_accuracy']:.3f}" if c in half.index else "–"
                  for c in ("head weight", "LOO drop", "random")]  # fmt: skip
-        fast = table[table["speedup"].notna()].assign(best=lambda t: t[["accuracy", "refit_accuracy"]].max(axis=1))
-        ok = fast[fast["best"] >= r.data["accuracy"] - 0.01]
-        pick = (
-            ok.loc[ok["speedup"].idxmax()] if len(ok) else (fast.loc[fast["speedup"].idxmin()] if len(fast) else None)
-        )
-        speed = "–" if pick is None else f"{pick['speedup']:.2f}× ({pick['criterion']}, {pick['best']:.3f})"
-        lines.append(f"| {name} | {kept} of {len(r.data['layer_names'])} | {' | '.join(cells)} | {speed} |")
+        lines.append(f"| {name} | {kept} of {len(r.data['layer_names'])} | {' | '.join(cells)} |")
     tasks = list(dict.fromkeys(_column(t) for _, r in reports for t in r.table("detection")["task"]))
     lines += ["", ("Detection AUROC [95 % CI]: max softmax (MSP) and the best depth signal (α-div: α divergence, "
               "disagree: readout disagreement, depth: prediction depth, Maha: multi-layer Mahalanobis); (+)/(−)/tie "

@@ -136,4 +136,91 @@ def load_exits(directory: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-__all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXIT_THRESHOLDS", "MeasureOptions", "load_exits", "measure", "write_exits"]
+def best_exit(runs: pd.DataFrame, tolerance: float = 0.01) -> tuple[pd.Series, bool]:
+    """Of one exit kind's measured runs: the confidence run with the fewest MACs whose accuracy is within
+    ``tolerance`` of the full model's, and True; else the highest-threshold run, and False."""
+    full = runs[runs["policy"] == "full model"].iloc[0]
+    confidence = runs[runs["policy"].str.startswith("confidence")]
+    ok = confidence[confidence["accuracy"] >= full["accuracy"] - tolerance]
+    if len(ok):
+        return ok.loc[ok["macs"].idxmin()], True
+    return confidence.loc[confidence["parameter"].idxmax()], False
+
+
+def _pct(value: float) -> str:
+    return f"{value:+.0%}".replace("-", "−")
+
+
+def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
+    """Markdown: per checkpoint with an ``exits.json`` and per exit kind, the measured run at the cheapest
+    confidence threshold (by MACs) whose accuracy is within ``tolerance`` of the full model's, else at the highest
+    threshold run; accuracy [95 % CI], share exited, MACs saved and wall-clock saved at each batch size
+    (negative: slower than plain inference)."""
+    reports = [(Path(d), load_exits(d)) for d in directories]
+    reports = [(d, r) for d, r in reports if r is not None]
+    batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["runs"][0] if k.startswith("saved_b")})
+    lines = ["| setting | head | exits | threshold | accuracy [95 % CI] (full model) | exited | MACs saved | "
+             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " |",
+             "|---|---|---|---|---|---|---|" + "---|" * len(batches)]  # fmt: skip
+    for directory, report in reports:
+        runs = pd.DataFrame(report["runs"])
+        for kind, part in runs.groupby("exits", sort=False):
+            full = part[part["policy"] == "full model"].iloc[0]
+            row, within = best_exit(part, tolerance)
+            mark = "" if within else " (none within 1 pt)"
+            times = " | ".join(_pct(row[f"saved_b{b}"]) for b in batches)
+            lines.append(
+                f"| {directory.parent.name} | {directory.name} | {kind} | {row['parameter']:g}{mark} | "
+                f"{row['accuracy']:.3f} [{row['accuracy_low']:.3f}, {row['accuracy_high']:.3f}] ({full['accuracy']:.3f}) | "
+                f"{row['exited']:.0%} | {_pct(row['macs_saved'])} | {times} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def truncation_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
+    """Markdown: per checkpoint, each truncation (deepest layers removed) with its better variant (as pruned or
+    re-fit): accuracy [95 % CI] against the full model's, and its measured speed-up (MACs, wall clock per batch
+    size) stated only where the truncated model stays within ``tolerance`` (1 point) of the full model."""
+    reports = [(Path(d), load_exits(d)) for d in directories]
+    reports = [(d, r) for d, r in reports if r is not None and r.get("truncation")]
+    batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["truncation"][0] if k.startswith("speedup_b")})
+    lines = ["| setting | head | layers kept | variant | accuracy [95 % CI] (full model) | MACs speed-up | "
+             + " | ".join(f"speed-up, batch {b:,}" for b in batches) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(batches)]  # fmt: skip
+    for directory, report in reports:
+        table = pd.DataFrame(report["truncation"])
+        L = len(report["layer_names"])
+        for kept, part in table.groupby("layers_kept", sort=False):
+            row = part.loc[part["accuracy"].idxmax()]
+            within = row["accuracy"] >= row["full_accuracy"] - tolerance
+            speed = [f"{row['macs_speedup']:.2f}×", *(f"{row[f'speedup_b{b}']:.2f}×" for b in batches)]
+            if not within:
+                speed = ["– (more than 1 pt lost)"] + ["–"] * len(batches)
+            lines.append(
+                f"| {directory.parent.name} | {directory.name} | {kept} of {L} | {row['variant']} | "
+                f"{row['accuracy']:.3f} [{row['accuracy_low']:.3f}, {row['accuracy_high']:.3f}] ({row['full_accuracy']:.3f}) | "
+                + " | ".join(speed) + " |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def alpha_card(directories: list[str | Path]) -> str:
+    """Markdown: LAYA's α-profile exit policy against the confidence threshold of nearest MACs (paired bootstrap)."""
+    lines = ["| setting | head | α level | vs | MACs per input (α / confidence) | accuracy difference [95 % CI] | verdict |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for directory in map(Path, directories):
+        report = load_exits(directory)
+        for row in (report or {}).get("alpha_vs_confidence") or []:
+            verdict = "tie" if row["difference_low"] <= 0 <= row["difference_high"] else (
+                "α better" if row["accuracy_difference"] > 0 else "confidence better")  # fmt: skip
+            lines.append(
+                f"| {directory.parent.name} | {directory.name} | {row['policy'].split()[-1]} | {row['versus']} | "
+                f"{row['macs']:,.0f} / {row['versus_macs']:,.0f} | "
+                + f"{row['accuracy_difference']:+.3f} [{row['difference_low']:+.3f}, {row['difference_high']:+.3f}]".replace("-", "−")
+                + f" | {verdict} (paired bootstrap, p = {row['p_value']:.2g}) |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXIT_THRESHOLDS", "MeasureOptions", "alpha_card", "best_exit", "exit_card", "load_exits", "measure",
+           "truncation_card", "write_exits"]  # fmt: skip

@@ -75,7 +75,7 @@ def exit_curve_figure(curve: pd.DataFrame, full_accuracy: float) -> go.Figure:
         hovertemplate="t=%{customdata[0]}<br>cost %{x:.1%}, depth %{customdata[1]:.2f}<br>acc %{y:.3f}<extra></extra>",
     ))  # fmt: skip
     fig.add_hline(y=full_accuracy - 0.01, line_dash="dot", annotation_text="full accuracy − 1 pt")
-    fig.update_layout(title="Early exit: accuracy vs measured compute", xaxis={"title": "compute (fraction of the full model, measured)", "tickformat": ".0%"},
+    fig.update_layout(title="Early exit (estimate): accuracy vs per-layer backbone time", xaxis={"title": "compute (fraction of the full model's time; backbone timed per layer, readouts not counted)", "tickformat": ".0%"},
                       yaxis_title="accuracy")  # fmt: skip
     return fig
 

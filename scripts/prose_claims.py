@@ -41,6 +41,8 @@ DECIMAL = re.compile(r"(?<![\w.\d])[+−-]?\d+\.\d+(?![\d])")
 BLOCK = re.compile(r"<!-- generated: (?P<spec>[^>]*?) -->\n(?P<body>.*?)<!-- /generated -->", re.S)
 DEPTH_CARD = re.compile(r"<!-- depth-card:start -->\n(?P<body>.*?)<!-- depth-card:end -->", re.S)
 TIE = re.compile(r"\bti(?:e|es|ed)\b", re.I)
+PERCENT = re.compile(r"(?<![\w.\d])[+−-]?(\d+(?:\.\d+)?) ?%(?!\w)")
+STRUCTURAL_PERCENTS = {"95", "50", "100"}  # confidence levels, "≈ 50 % Shallow-Deep Networks report", "100 %"
 
 
 def _value(text: str) -> float:
@@ -89,7 +91,14 @@ def _depth_facts(arg: str) -> str:
     return depth_facts(ROOT / "models")
 
 
+def _depth_inputs(arg: str) -> str:
+    from depth_facts import depth_inputs
+
+    return depth_inputs(ROOT / "models")
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
+    "depth-inputs": _depth_inputs,
     "summary-table": _summary_table,
     "depth-card": _depth_card,
     "exit-card": _measured("exit_card"),
@@ -110,7 +119,8 @@ def generate(spec: str) -> str:
 
 
 def documents() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    """The docs pages, then README.md (a section is looked up in this order)."""
+    return [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 
 
 #: section heading -> the files its prose quotes (globs relative to the repository, or git:REV:PATH)
@@ -124,8 +134,8 @@ SECTIONS: dict[str, list[str]] = {
 
 
 def section(heading: str) -> tuple[Path, str] | None:
-    """The first document with a ``#``/``##``/``###`` heading ``heading``, and the text up to the next heading
-    of the same or a higher level."""
+    """The first document (docs pages first) with a ``#``/``##``/``###`` heading ``heading``, and the text up to
+    the next heading of the same or a higher level."""
     for path in documents():
         text = path.read_text()
         match = re.search(rf"^(#{{1,3}}) {re.escape(heading)}\s*$", text, re.M)
@@ -178,11 +188,13 @@ def _texts(pattern: str) -> Iterable[tuple[str, str]]:
         yield path, subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True,
                                    check=True).stdout  # fmt: skip
     elif pattern.startswith("readme_tables:"):
-        script = ROOT / "scripts" / "readme_tables.py"
+        import readme_tables
+
         for setting in sorted(ROOT.glob(pattern.split(":", 1)[1])):
-            if (setting / "summary.csv").is_file():
-                yield str(setting), subprocess.run([sys.executable, str(script), str(setting)], capture_output=True,
-                                                   text=True, check=True).stdout  # fmt: skip
+            if all((setting / name).is_file() for name in readme_tables.SETTING_FILES):
+                yield str(setting), "\n".join([readme_tables.readme_table(setting), readme_tables.comparisons(setting),
+                                               readme_tables.depth_across_seeds(setting),
+                                               readme_tables.paper_definition(setting)])  # fmt: skip
     else:
         for path in sorted(ROOT.glob(pattern)):
             yield str(path), path.read_text()
@@ -239,11 +251,37 @@ def stale_blocks() -> list[str]:
     return stale
 
 
-def _clause(text: str, start: int) -> str:
-    """The clause around position ``start``: back to the previous sentence end, semicolon or table cell."""
-    begin = max(text.rfind(c, 0, start) for c in (". ", "; ", "|", "\n\n", ": "))
-    ends = [e for e in (text.find(c, start) for c in (". ", "; ", "|", "\n\n")) if e >= 0]
-    return text[begin + 1: min(ends) if ends else None]
+def _sentence(text: str, start: int) -> tuple[int, int]:
+    """Bounds of the sentence around ``start``: a table row, or back to the previous sentence end or paragraph."""
+    line_start = text.rfind("\n", 0, start) + 1
+    if text.startswith("|", line_start):
+        end = text.find("\n", start)
+        return line_start, end if end >= 0 else len(text)
+    begin = max(text.rfind(". ", 0, start) + 1, text.rfind("\n\n", 0, start) + 1, text.rfind(".\n", 0, start) + 1)
+    ends = [e for e in (text.find(". ", start), text.find("\n\n", start), text.find(".\n", start)) if e >= 0]
+    return begin, min(ends) if ends else len(text)
+
+
+def tie_wording(text: str, where: str) -> list[str]:
+    """A signed difference whose CI covers 0 needs *tie* in its sentence; one whose CI excludes 0 must not be
+    called a tie in its own stretch of the sentence (since the previous interval), unless negated (*not*)."""
+    problems, previous_end = [], 0
+    for match in INTERVAL.finditer(text):
+        estimate, low, high = match.groups()
+        begin, end = _sentence(text, match.start())
+        if estimate[0] not in "+−-" or "." not in estimate:  # not a difference
+            previous_end = match.end()
+            continue
+        covers = _value(low) <= 0 <= _value(high)
+        sentence = text[begin:end]
+        local = text[max(begin, previous_end): match.end()]
+        if covers and not TIE.search(sentence):
+            problems.append(f"{where}: '{match.group()}' covers 0 but its sentence does not call it a tie: "
+                            f"'{' '.join(sentence.split())}'")  # fmt: skip
+        if not covers and TIE.search(local) and not re.search(r"\bnot\b", local):
+            problems.append(f"{where}: '{match.group()}' excludes 0 but is called a tie: '{' '.join(local.split())}'")
+        previous_end = match.end()
+    return problems
 
 
 def unsourced(heading: str, patterns: list[str]) -> list[str]:
@@ -255,17 +293,19 @@ def unsourced(heading: str, patterns: list[str]) -> list[str]:
     where = f"{path.relative_to(ROOT)} § {heading}"
     body, src, problems = prose(text), sources(patterns), []
     for match in INTERVAL.finditer(body):
-        estimate, low, high = match.groups()
-        if not src.has_interval(estimate, low, high):
+        if not src.has_interval(*match.groups()):
             problems.append(f"{where}: interval '{match.group()}' is in none of {patterns}")
-        if estimate[0] in "+−-" and "." in estimate:  # a signed difference
-            covers, tie = _value(low) <= 0 <= _value(high), bool(TIE.search(_clause(body, match.start())))
-            if covers and not tie:
-                problems.append(f"{where}: '{match.group()}' covers 0 but its clause does not call it a tie: "
-                                f"'{_clause(body, match.start()).strip()}'")  # fmt: skip
-            if not covers and tie and "not" not in _clause(body, match.start()):
-                problems.append(f"{where}: '{match.group()}' excludes 0 but its clause calls it a tie")
+    problems += tie_wording(body, where)
     rest = INTERVAL.sub(" ", body)
+    for match in PERCENT.finditer(rest):
+        number = match.group(1)
+        if number in STRUCTURAL_PERCENTS:
+            continue
+        as_fraction = f"{_value(number) / 100:.{_decimals(number) + 2}f}"
+        if not (src.has_number(as_fraction) or src.has_number(number)):
+            context = rest[max(0, match.start() - 40): match.end() + 20].replace("\n", " ")
+            problems.append(f"{where}: {match.group()} is in none of {patterns} (… {context} …)")
+    rest = PERCENT.sub(" ", rest)
     for match in DECIMAL.finditer(rest):
         if not src.has_number(match.group()):
             context = rest[max(0, match.start() - 40): match.end() + 20].replace("\n", " ")

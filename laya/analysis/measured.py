@@ -211,13 +211,14 @@ def alpha_card(directories: list[str | Path]) -> str:
     for directory in map(Path, directories):
         report = load_exits(directory)
         for row in (report or {}).get("alpha_vs_confidence") or []:
+            p = "p < 1/resamples" if row["p_value"] == 0 else f"p = {row['p_value']:.2g}"
             verdict = "tie" if row["difference_low"] <= 0 <= row["difference_high"] else (
                 "α better" if row["accuracy_difference"] > 0 else "confidence better")  # fmt: skip
             lines.append(
                 f"| {directory.parent.name} | {directory.name} | {row['policy'].split()[-1]} | {row['versus']} | "
                 f"{row['macs']:,.0f} / {row['versus_macs']:,.0f} | "
                 + f"{row['accuracy_difference']:+.3f} [{row['difference_low']:+.3f}, {row['difference_high']:+.3f}]".replace("-", "−")
-                + f" | {verdict} (paired bootstrap, p = {row['p_value']:.2g}) |"
+                + f" | {verdict} (paired bootstrap, {p}) |"
             )
     return "\n".join(lines) + "\n"
 

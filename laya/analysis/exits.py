@@ -1,10 +1,16 @@
-"""Anytime prediction: a confidence-threshold early exit over the per-layer readouts.
+"""Early exit: a real early-exit run measured against plain inference, and the per-input estimate.
 
-Policy for threshold ``t``: run the backbone layer by layer and stop at the first layer ``k`` whose
-readout confidence ``max_c p_k(c | x) >= t``, predicting that readout's class; if no layer is
-confident enough, run the whole network and use the head's prediction. The cost of exiting at layer
-``k`` is *measured*: the time of ``Backbone.forward_to(x, k)`` (the backbone run only up to that layer),
-as a fraction of the full forward pass (``cost[L]``, backbone + head).
+**The run** (:func:`early_exit`, measured by :func:`exit_runs`): the backbone advances one layer at a time
+(:func:`layer_steps`); at layer ``k < L`` every input still in the batch gets its exit classifier's logits
+(:class:`ExitHeads`: the head's readouts, linear probes, or exits trained for exiting); the inputs the policy
+lets go (:func:`confidence_policy`: ``max_c p_k(c | x) >= t``; :func:`alpha_profile_policy`) leave the batch with
+that prediction, the others go on; whoever reaches layer ``L`` gets the head's prediction, exactly ``model(x)``.
+Savings are wall-clock time (fastest of N, alternating with plain inference) and MACs
+(``torch.utils.flop_counter``), both end to end, exit classifiers included.
+
+**The estimate** (``depth.json``'s exit curve: :func:`layer_costs`, :func:`exit_curve`, :func:`compute_saved`):
+per-input arithmetic on the measured time of ``Backbone.forward_to(x, k)`` as a fraction of the full model,
+exit classifiers not counted. It is labelled an estimate wherever it is shown; the savings quoted are the run's.
 """
 
 from __future__ import annotations

@@ -102,6 +102,7 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "summary-table": _summary_table,
     "depth-card": _depth_card,
     "exit-card": _measured("exit_card"),
+    "exit-curves": _measured("exit_curves_card"),
     "truncation-card": _measured("truncation_card"),
     "alpha-card": _measured("alpha_card"),
     "depth-facts": _depth_facts,

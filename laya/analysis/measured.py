@@ -177,6 +177,31 @@ def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
     return "\n".join(lines) + "\n"
 
 
+def exit_curves_card(directories: list[str | Path]) -> str:
+    """Markdown: per checkpoint, every measured confidence threshold with the readouts and the trained exits side
+    by side (accuracy, MACs saved, wall clock saved at batch 64): the two accuracy-vs-cost curves."""
+    lines = []
+    for directory in map(Path, directories):
+        report = load_exits(directory)
+        if report is None:
+            continue
+        runs = pd.DataFrame(report["runs"])
+        kinds = list(dict.fromkeys(runs["exits"]))
+        lines += [f"**{directory.parent.name} / {directory.name}** (full model {runs['accuracy'].iloc[0]:.3f}; "
+                  "accuracy, MACs saved, time saved at batch 64)", "",
+                  "| threshold | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]  # fmt: skip
+        confidence = runs[runs["policy"].str.startswith("confidence")]
+        for t, part in confidence.groupby("parameter", sort=True):
+            cells = []
+            for kind in kinds:
+                row = part[part["exits"] == kind]
+                cells.append("–" if row.empty else f"{row['accuracy'].iloc[0]:.3f}, {_pct(row['macs_saved'].iloc[0])}, "
+                             f"{_pct(row['saved_b64'].iloc[0]) if 'saved_b64' in row else '–'}")  # fmt: skip
+            lines.append(f"| {t:g} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def truncation_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
     """Markdown: per checkpoint, each truncation (deepest layers removed) with its better variant (as pruned or
     re-fit): accuracy [95 % CI] against the full model's, and its measured speed-up (MACs, wall clock per batch
@@ -223,5 +248,5 @@ def alpha_card(directories: list[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXIT_THRESHOLDS", "MeasureOptions", "alpha_card", "best_exit", "exit_card", "load_exits", "measure",
+__all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXIT_THRESHOLDS", "MeasureOptions", "alpha_card", "best_exit", "exit_curves_card", "exit_card", "load_exits", "measure",
            "truncation_card", "write_exits"]  # fmt: skip

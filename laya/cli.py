@@ -1,4 +1,4 @@
-"""Command line: ``laya {train,evaluate,depth,benchmark,reproduce,bundle,dashboard} ...`` (or ``python -m laya``).
+"""Command line: ``laya {train,evaluate,depth,exits,benchmark,reproduce,bundle,dashboard} ...`` (or ``python -m laya``).
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -27,6 +27,13 @@ def _csv_ints(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from error
+
+
+def _csv_floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from error
 
 
 def _csv(text: str) -> list[str]:
@@ -167,8 +174,26 @@ def cmd_depth(args: argparse.Namespace) -> None:
     depth = next(r for r in report["prediction_depth"] if r["class"] == "all")
     print(
         f"accuracy {report['accuracy']:.4f}  prediction depth {depth['prediction_depth']:.2f}  "
-        f"overthinking {depth['overthinking_rate']:.3f}  compute saved at <=1 pt {saved:.1%}  -> {out}"
+        f"overthinking {depth['overthinking_rate']:.3f}  compute saved at <=1 pt (estimate) {saved:.1%}  -> {out}"
     )
+
+
+def cmd_exits(args: argparse.Namespace) -> None:
+    from laya.analysis.exits import ExitRunOptions
+    from laya.analysis.measured import MeasureOptions, measure, write_exits
+    from laya.model.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(args.checkpoint)
+    runs = ExitRunOptions(batch_sizes=tuple(args.batch_sizes), repeats=args.repeats, resamples=args.resamples)
+    options = MeasureOptions(limit=args.limit, train_limit=args.train_limit, truncation=not args.no_truncation,
+                             runs=runs, trained=None if args.trained == "none" else args.trained)  # fmt: skip
+    if args.thresholds:
+        options.thresholds = tuple(args.thresholds)
+    if args.alpha_levels:
+        options.alpha_levels = tuple(args.alpha_levels)
+    report = measure(checkpoint, options)
+    out = write_exits(report, args.out or checkpoint.path)
+    print(f"measured early exit and truncation of {checkpoint.name} in {report['seconds']:.0f} s -> {out}")
 
 
 def _setting(name: str) -> Setting:  # noqa: F821
@@ -352,6 +377,22 @@ def build_parser() -> argparse.ArgumentParser:
         "fitted-probe prediction depth of every head)",
     )  # fmt: skip
     d.set_defaults(func=cmd_depth)
+
+    e = sub.add_parser(
+        "exits", help="measured early-exit runs (readouts, trained exits, α policy) and truncated models -> exits.json"
+    )
+    e.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
+    e.add_argument("--out", help="output directory (default: the checkpoint's directory)")
+    e.add_argument("--limit", type=int, default=2000, help="test inputs (the depth analytics' subset); default 2000")
+    e.add_argument("--train-limit", type=int, default=3000, help="training inputs for the trained exits and re-fits")
+    e.add_argument("--batch-sizes", type=_csv_ints, default=[1, 64, 1024], help="batch sizes timed; default 1,64,1024")
+    e.add_argument("--thresholds", type=_csv_floats, help="confidence thresholds (default 0.5,0.7,0.8,0.9,0.95,0.97,0.99,0.999)")
+    e.add_argument("--alpha-levels", type=_csv_floats, help="α-profile exit levels (LAYA; default 0.2,0.4,0.6,0.8)")
+    e.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (the fastest is kept)")
+    e.add_argument("--trained", choices=["mlp", "linear", "none"], default="mlp", help="trained exits' kind")
+    e.add_argument("--no-truncation", action="store_true", help="skip the truncated models")
+    e.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    e.set_defaults(func=cmd_exits)
 
     r = sub.add_parser("reproduce", help="benchmark a setting, then bundle its seed-0 checkpoints into models/")
     r.add_argument("setting", help="a setting name from laya.training.settings.SETTINGS")

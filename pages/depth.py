@@ -1,9 +1,11 @@
 """Depth analytics: what each layer votes for, where the model could stop, which layers it can lose,
 and whether depth signals flag errors and out-of-distribution inputs."""
 
+import pandas as pd
 import streamlit as st
 
 from laya.analysis.logit_attribution import top_class_table
+from laya.analysis.measured import load_exits
 from laya.app import depth_plots
 from laya.app.catalog import example_images
 from laya.app.text import public
@@ -60,7 +62,17 @@ saved = report.data["early_exit"]["at_1pt"]
 exit_col, prune_col = st.columns(2)
 exit_curve = depth_plots.exit_curve_figure(report.table("exit_curve"), report.data["accuracy"])
 exit_col.plotly_chart(exit_curve, key="depth_exit")
-exit_col.caption(f"Compute saved at ≤ 1 point accuracy loss: **{saved['saved']:.1%}** (t = {saved['threshold']}).")
+exit_col.caption(f"Estimated compute saved at ≤ 1 point accuracy loss: {saved['saved']:.1%} (t = {saved['threshold']}): "
+                 "per-input arithmetic on per-layer backbone timings, exit readouts not counted. Measured early-exit "
+                 "runs and truncated models: `python -m laya exits` (exits.json).")
+measured = load_exits(selection.path)
+if measured is not None:
+    runs = pd.DataFrame(measured["runs"])
+    measured_fig = depth_plots.measured_exit_figure(runs)
+    st.plotly_chart(measured_fig, key="depth_measured_exit")
+    st.caption(f"Measured runs (`{measured['command']}`), {measured['n_test']} test inputs; readouts and trained exits. "
+               "Hover for wall-clock savings (negative: slower than plain inference).")  # fmt: skip
+    sections.append(("Early exit, measured runs", measured_fig))
 pruning = depth_plots.pruning_figure(report.table("pruning"))
 prune_col.plotly_chart(pruning, key="depth_pruning")
 class_terms = depth_plots.class_terms_figure(report.table("logit_attribution"))

@@ -34,6 +34,24 @@ def test_evaluate_command_writes_a_report(tiny_models, tmp_path, capsys):
     )  # headline: an evaluated mode
 
 
+def test_exits_command_writes_measured_runs(tiny_models, tmp_path, capsys):
+    checkpoint = tiny_models / "colours-mlp" / "laya"
+    args = ["exits", "--checkpoint", str(checkpoint), "--out", str(tmp_path), "--limit", "12", "--train-limit", "30",
+            "--batch-sizes", "1,4", "--repeats", "1", "--thresholds", "0.6,0.9", "--alpha-levels", "0.5",
+            "--trained", "linear", "--resamples", "20"]  # fmt: skip
+    assert main(args) == 0
+    report = json.loads((tmp_path / "exits.json").read_text())
+    policies = [(r["exits"], r["policy"]) for r in report["runs"]]
+    assert policies == [("readout", "full model"), ("readout", "confidence 0.6"), ("readout", "confidence 0.9"),
+                        ("readout", "α profile 0.5"), ("trained linear", "full model"),
+                        ("trained linear", "confidence 0.6"), ("trained linear", "confidence 0.9")]  # fmt: skip
+    assert {"saved_b1", "saved_b4", "macs_saved"} <= set(report["runs"][1]) and report["n_test"] == 12
+    assert [r["layers_kept"] for r in report["truncation"]] == [2, 2, 1, 1]
+    assert "--thresholds 0.6,0.9" in report["command"] and "measured early exit" in capsys.readouterr().out
+    for name in ("exits_runs.csv", "exits_alpha.csv", "exits_truncation.csv"):
+        assert (tmp_path / name).is_file()
+
+
 def test_user_errors_exit_with_status_2_and_one_line(tmp_path, capsys):
     (tmp_path / "model.json").write_text(json.dumps({"format": "something-else"}))
     (tmp_path / "model.safetensors").write_bytes(b"x")

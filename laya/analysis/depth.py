@@ -382,7 +382,8 @@ def _column(task: str) -> str:
 
 def depth_card(directories: Sequence[str | Path]) -> str:
     """Markdown tables over the checkpoints in ``directories`` that have a ``depth.json``: prediction depth
-    and overthinking, early exit, pruning, and detection AUROC (MSP vs the best depth signal)."""
+    and overthinking, pruning, and detection AUROC (MSP vs the best depth signal). Early-exit savings and truncation
+    speed-ups are not here: ``depth.json``'s are estimates; the measured ones are :mod:`laya.analysis.measured`'s."""
     reports = [(Path(d), DepthReport.load(d)) for d in directories]
     reports = [(d, r) for d, r in reports if r is not None]
     names = [f"{d.parent.name} | {d.name}" for d, _ in reports]
@@ -390,8 +391,7 @@ def depth_card(directories: Sequence[str | Path]) -> str:
               "every head (the same kind of readout, so heads compare); the last column reads LAYA/ScalarMix through "
               "their own classifier instead (depth; overthinking rate), where they have one."), "",
              ("| setting | head | test / train inputs | accuracy | prediction depth (of L), fitted probes | overthinking "
-              "rate, fitted probes | overthought errors, fitted probes | compute saved at <= 1 pt (t, accuracy, mean "
-              "depth) | own classifier: depth; overthinking |"), "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+              "rate, fitted probes | overthought errors, fitted probes | own classifier: depth; overthinking |"), "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, (_, r) in zip(names, reports):
         own_kind = r.data.get("readout_kind", "own classifier" if r.data["readout_source"] == "the head's classifier"
                               else "fitted probe") == "own classifier"  # fmt: skip
@@ -399,36 +399,28 @@ def depth_card(directories: Sequence[str | Path]) -> str:
         own_cell = f"{own['prediction_depth']:.2f}; {own['overthinking_rate']:.3f}" if own_kind else "–"
         if "prediction_depth_probes" not in r.data and own_kind:  # older report: no same-kind readouts
             lines.append(f"| {name} | {r.data['n_test']} / {r.data['n_train']} | {r.data['accuracy']:.3f} | – (rerun "
-                         f"`python -m laya depth`) | – | – | – | {own_cell} |")  # fmt: skip
+                         f"`python -m laya depth`) | – | – | {own_cell} |")  # fmt: skip
             continue
         overall = r.table("prediction_depth_probes" if own_kind else "prediction_depth").set_index("class").loc["all"]
-        saved = r.data["early_exit"]["at_1pt"]
         lines.append(
             f"| {name} | {r.data['n_test']} / {r.data['n_train']} | {r.data['accuracy']:.3f} | "
             f"{_ci(overall['prediction_depth'], overall['prediction_depth_low'], overall['prediction_depth_high'], '.2f')} "
             f"(L = {len(r.data['layer_names'])}) | "
             f"{_ci(overall['overthinking_rate'], overall['overthinking_rate_low'], overall['overthinking_rate_high'])} | "
             f"{_ci(overall['overthought_errors'], overall['overthought_errors_low'], overall['overthought_errors_high'], '.2f')} | "
-            f"{saved['saved']:.1%} (t = {saved['threshold']}, {saved['accuracy']:.3f}, depth {saved['mean_depth']:.2f}) | "
             f"{own_cell} |"
         )
-    lines += ["", ("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit). Truncation: the "
-              "largest measured backbone speed-up from dropping the deepest layers within 1 point of full accuracy "
-              "(the better of pruned and re-fit), else that of dropping only the last layer."), "", ("| setting | head | layers kept | head weight | LOO drop | random (mean of orders) "
-              "| truncation speed-up (criterion, accuracy) |"), "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines += ["", ("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit); the truncated model's "
+              "measured speed-ups are `python -m laya exits`' (the truncation table)."), "",
+              "| setting | head | layers kept | head weight | LOO drop | random (mean of orders) |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
     for name, (_, r) in zip(names, reports):
         table = r.table("pruning")
         kept = max(1, len(r.data["layer_names"]) // 2)
         half = table[table["layers_kept"] == kept].set_index("criterion")
         cells = [f"{half.loc[c, 'accuracy']:.3f} / {half.loc[c, 'refit_accuracy']:.3f}" if c in half.index else "–"
                  for c in ("head weight", "LOO drop", "random")]  # fmt: skip
-        fast = table[table["speedup"].notna()].assign(best=lambda t: t[["accuracy", "refit_accuracy"]].max(axis=1))
-        ok = fast[fast["best"] >= r.data["accuracy"] - 0.01]
-        pick = (
-            ok.loc[ok["speedup"].idxmax()] if len(ok) else (fast.loc[fast["speedup"].idxmin()] if len(fast) else None)
-        )
-        speed = "–" if pick is None else f"{pick['speedup']:.2f}× ({pick['criterion']}, {pick['best']:.3f})"
-        lines.append(f"| {name} | {kept} of {len(r.data['layer_names'])} | {' | '.join(cells)} | {speed} |")
+        lines.append(f"| {name} | {kept} of {len(r.data['layer_names'])} | {' | '.join(cells)} |")
     tasks = list(dict.fromkeys(_column(t) for _, r in reports for t in r.table("detection")["task"]))
     sets = sorted({f"{k.removeprefix('OOD: ')}: {v}" for _, r in reports
                    for k, v in (r.data["detection"].get("ood_descriptions") or {}).items()})  # fmt: skip

@@ -1,24 +1,36 @@
-"""Anytime prediction: a confidence-threshold early exit over the per-layer readouts.
+"""Early exit: a real early-exit run measured against plain inference, and the per-input estimate.
 
-Policy for threshold ``t``: run the backbone layer by layer and stop at the first layer ``k`` whose
-readout confidence ``max_c p_k(c | x) >= t``, predicting that readout's class; if no layer is
-confident enough, run the whole network and use the head's prediction. The cost of exiting at layer
-``k`` is *measured*: the time of ``Backbone.forward_to(x, k)`` (the backbone run only up to that layer),
-as a fraction of the full forward pass (``cost[L]``, backbone + head).
+**The run** (:func:`early_exit`, measured by :func:`exit_runs`): the backbone advances one layer at a time
+(:func:`layer_steps`); at layer ``k < L`` every input still in the batch gets its exit classifier's logits
+(:class:`ExitHeads`: the head's readouts, linear probes, or exits trained for exiting); the inputs the policy
+lets go (:func:`confidence_policy`: ``max_c p_k(c | x) >= t``; :func:`alpha_profile_policy`) leave the batch with
+that prediction, the others go on; whoever reaches layer ``L`` gets the head's prediction, exactly ``model(x)``.
+Savings are wall-clock time (fastest of N, alternating with plain inference) and MACs
+(``torch.utils.flop_counter``), both end to end, exit classifiers included.
+
+**The estimate** (``depth.json``'s exit curve: :func:`layer_costs`, :func:`exit_curve`, :func:`compute_saved`):
+per-input arithmetic on the measured time of ``Backbone.forward_to(x, k)`` as a fraction of the full model,
+exit classifiers not counted. It is labelled an estimate wherever it is shown; the savings quoted are the run's.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode
 
-from laya.analysis.statistics import bootstrap_cis
+from laya.analysis.readouts import LayerProbes
+from laya.analysis.statistics import bootstrap_ci, bootstrap_cis, paired_bootstrap, verdict
+from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone
 from laya.model.classifier import LayerwiseClassifier
+from laya.model.heads import LayerHead, MixHead
 
 THRESHOLDS: tuple[float, ...] = tuple(np.round(np.concatenate([np.linspace(0.5, 0.95, 10), [0.97, 0.99, 0.995, 0.999, 1.01]]), 4))  # fmt: skip
 
@@ -117,4 +129,328 @@ def compute_saved(curve: pd.DataFrame, full_accuracy: float, tolerance: float = 
     }
 
 
-__all__ = ["THRESHOLDS", "compute_saved", "exit_curve", "exit_layers", "exit_predictions", "layer_costs"]
+# ---------------------------------------------------------------------------------------------------------------
+# A real early-exit run (issue 18 §1): the backbone advances one layer at a time, every remaining input's exit
+# classifier is evaluated, inputs that exit leave the batch, the survivors go on; whoever reaches the last layer
+# gets the full head. Savings are measured end to end against plain inference (wall clock and MACs).
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LayerSteps:
+    """A backbone run one layer at a time: ``state = prelude(x)``, then per layer ``k``
+    ``state = advance[k](state)`` and ``h_k = read[k](state)`` ``(B, d_k)``. States are batch-first, so
+    rows of inputs that exit are dropped by indexing."""
+
+    prelude: Callable[[Tensor], Tensor]
+    advance: list[Callable[[Tensor], Tensor]]
+    read: list[Callable[[Tensor], Tensor]]
+
+
+def _mean_hw(state: Tensor) -> Tensor:
+    return state.mean(dim=(2, 3))
+
+
+def layer_steps(backbone: Backbone) -> LayerSteps:
+    """:class:`LayerSteps` of a backbone: MLP and CNN blocks; timm EfficientNet-style (``conv_stem``/``bn1``/
+    ``blocks``, ``extra_blocks=True``) and ViT-style (``patch_embed``/``blocks``) models with every layer taken
+    (``indices=None``), pre-logits included. The steps give the same hidden states as ``backbone(x)`` (tested).
+
+    Raises:
+        ValueError: a timm model or layer selection whose layer-by-layer execution is not implemented.
+    """
+    if isinstance(backbone, MLPBackbone):
+        return LayerSteps(lambda x: x.flatten(1), list(backbone.blocks), [nn.Identity()] * len(backbone.blocks))
+    if isinstance(backbone, CNNBackbone):
+        return LayerSteps(nn.Identity(), list(backbone.blocks), [_mean_hw] * len(backbone.blocks))
+    if isinstance(backbone, TimmBackbone) and backbone.config.indices is None:
+        model, pre_logits = backbone.model, backbone.config.pre_logits
+        tail: tuple[list, list] = ([], [])
+        if pre_logits:
+            tail = ([lambda s: model.bn2(model.conv_head(s))] if hasattr(model, "conv_head") else [nn.Identity()],
+                    [lambda s: model.forward_head(s, pre_logits=True).flatten(1)])  # fmt: skip
+        if hasattr(model, "conv_stem") and backbone.config.intermediates_kwargs.get("extra_blocks"):
+            stem = lambda x: model.bn1(model.conv_stem(x))  # noqa: E731
+            return LayerSteps(nn.Identity(), [stem, *model.blocks, *tail[0]], [_mean_hw] * (len(model.blocks) + 1) + tail[1])  # fmt: skip
+        if hasattr(model, "patch_embed") and hasattr(model, "_pos_embed") and not (pre_logits and tail[0] == []):
+            prefix = model.num_prefix_tokens
+            read = (lambda s: s[:, 0]) if backbone.pool == "cls" else (lambda s: s[:, prefix:].mean(dim=1))
+            prelude = lambda x: model.norm_pre(model.patch_drop(model._pos_embed(model.patch_embed(x))))  # noqa: E731
+            return LayerSteps(prelude, [*model.blocks, *tail[0]], [read] * len(model.blocks) + tail[1])
+    raise ValueError(
+        f"layer-by-layer execution is implemented for the mlp and cnn backbones and for timm EfficientNet "
+        f"(extra_blocks) and ViT models with every layer taken; not for {backbone.config.model or backbone.config.name!r} "
+        f"with indices={backbone.config.indices!r}"
+    )
+
+
+class _Scaled(nn.Module):
+    def __init__(self, head: MixHead) -> None:
+        super().__init__()
+        self.head = head
+
+    def forward(self, z: Tensor) -> Tensor:
+        return self.head.scale() * z
+
+
+class ExitHeads(nn.Module):
+    """One exit classifier per layer, ``heads[k]: (B, d_k) -> (B, C)`` logits.
+
+    * :meth:`own`: LAYA/ScalarMix's readouts, the head's classifier on the adapted layer ``W (gamma g_k(h_k)) + b``
+      (the modules are shared with the head, not copied);
+    * :meth:`from_probes`: linear probes (Concat/LastLayer readouts, :class:`~laya.analysis.readouts.LayerProbes`);
+    * :meth:`fit`: *trained exits*, classifiers trained for exiting on cached hidden states of the frozen trained
+      model, the head fixed (the Shallow-Deep Networks comparison).
+    """
+
+    def __init__(self, heads: Sequence[nn.Module], kind: str) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList(heads)
+        self.kind = kind
+
+    @classmethod
+    def own(cls, head: LayerHead) -> ExitHeads:
+        if not isinstance(head, MixHead):
+            raise ValueError(f"{type(head).__name__} has no per-layer classifier of its own; use probes or trained exits")
+        return cls([nn.Sequential(adapter, _Scaled(head), head.classifier) for adapter in head.adapters], "readout")
+
+    @classmethod
+    def from_probes(cls, probes: LayerProbes) -> ExitHeads:
+        heads = []
+        for weight, bias in zip(probes.weights, probes.biases):
+            linear = nn.Linear(weight.shape[1], weight.shape[0])
+            with torch.no_grad():
+                linear.weight.copy_(weight.float())
+                linear.bias.copy_(bias.float())
+            heads.append(linear)
+        return cls(heads, "probe")
+
+    @classmethod
+    def fit(
+        cls,
+        hidden: Sequence[Tensor],
+        labels: Tensor,
+        num_classes: int,
+        kind: Literal["linear", "mlp"] = "mlp",
+        width: int = 128,
+        epochs: int = 30,
+        batch_size: int = 256,
+        lr: float = 1e-3,
+        seed: int = 0,
+    ) -> ExitHeads:
+        """Train one exit per layer on ``hidden`` (L tensors ``(N, d_k)``, the frozen model's cached features):
+        ``linear`` (multinomial logistic regression, L-BFGS) or ``mlp`` (Linear -> GELU -> Linear of ``width``,
+        Adam, cross-entropy; inputs standardised with the training mean and std folded into the first layer)."""
+        if kind == "linear":
+            return cls.from_probes(LayerProbes.fit(hidden, labels, num_classes)).relabel("trained linear")
+        if kind != "mlp":
+            raise ValueError(f"trained exit kind must be 'linear' or 'mlp', got {kind!r}")
+        generator = torch.Generator().manual_seed(seed)
+        heads = []
+        y = labels.cpu()
+        for h in hidden:
+            x = h.detach().float().cpu()
+            mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
+            torch.manual_seed(seed)
+            net = nn.Sequential(nn.Linear(x.shape[1], width), nn.GELU(), nn.Linear(width, num_classes))
+            optimizer = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=1e-4)
+            xs = (x - mean) / std
+            with torch.enable_grad():
+                for _ in range(epochs):
+                    for rows in torch.randperm(len(xs), generator=generator).split(batch_size):
+                        optimizer.zero_grad()
+                        nn.functional.cross_entropy(net(xs[rows]), y[rows]).backward()
+                        optimizer.step()
+            with torch.no_grad():  # fold the standardisation into the first layer
+                first = net[0]
+                first.bias.sub_(first.weight @ (mean / std))
+                first.weight.div_(std)
+            heads.append(net.eval())
+        return cls(heads, "trained mlp")
+
+    def relabel(self, kind: str) -> ExitHeads:
+        self.kind = kind
+        return self
+
+    def forward(self, layer: int, h: Tensor) -> Tensor:
+        return self.heads[layer](h)
+
+
+Policy = Callable[[int, Tensor], Tensor]  # (layer k, exit logits (B, C)) -> (B,) bool: exit here
+
+
+def confidence_policy(threshold: float) -> Policy:
+    """Exit where the exit classifier's max softmax probability ``>= threshold`` (> 1: never exit)."""
+    return lambda layer, logits: torch.softmax(logits, dim=-1).amax(-1) >= threshold
+
+
+def alpha_profile_policy(profile: Tensor, level: float) -> Policy:
+    """LAYA's α as the exit policy: exit at layer ``k`` where the exit predicts class ``c`` and the head's mean α
+    for class ``c`` (``profile (C, L)``, :func:`laya.analysis.detection.class_alpha_profile`, fitted on the training
+    split) puts ``>= level`` of its weight on layers ``1..k``. The per-input α itself cannot decide an exit: the
+    scorer ``s(x) = MLP([psi(z_1); ...; psi(z_L)])`` needs every layer, so only a class-level α is known mid-network."""
+    cumulative = profile.double().cumsum(dim=1)
+
+    def policy(layer: int, logits: Tensor) -> Tensor:
+        return cumulative.to(logits.device)[logits.argmax(-1), layer] >= level
+
+    return policy
+
+
+@torch.inference_mode()
+def early_exit(model: LayerwiseClassifier, exits: ExitHeads, policy: Policy, x: Tensor,
+               steps: LayerSteps | None = None) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """One early-exit pass over a preprocessed batch ``x``: ``predictions (B,)`` and 0-based ``exit layer (B,)``
+    (``L``: reached the head, the model's own prediction).
+
+    Layer ``k < L - 1``: its exit classifier runs on every input still in the batch; those ``policy`` lets go
+    leave with the exit's class, the others go on. At the last layer no exit classifier runs: the head does (an
+    input that exits there saves nothing)."""
+    steps = steps or layer_steps(model.backbone)
+    L = len(steps.advance)
+    predictions = torch.empty(len(x), dtype=torch.long, device=x.device)
+    layers = torch.full((len(x),), L, dtype=torch.long, device=x.device)
+    alive = torch.arange(len(x), device=x.device)
+    state, hidden = steps.prelude(x), []
+    for k in range(L):
+        state = steps.advance[k](state)
+        hidden.append(steps.read[k](state))
+        if k == L - 1:
+            break
+        logits = exits(k, hidden[-1])
+        go = policy(k, logits)
+        if go.any():
+            predictions[alive[go]] = logits[go].argmax(-1)
+            layers[alive[go]] = k
+            stay = ~go
+            alive, state, hidden = alive[stay], state[stay], [h[stay] for h in hidden]
+            if len(alive) == 0:
+                return predictions, layers
+    predictions[alive] = model.head(hidden, None, "zero").logits.argmax(-1)  # exactly what model(x) runs
+    return predictions, layers
+
+
+@torch.inference_mode()
+def plain(model: LayerwiseClassifier, x: Tensor) -> Tensor:
+    """Plain inference, the baseline: ``model(x)`` predictions ``(B,)``."""
+    return model(x).logits.argmax(-1)
+
+
+def _batched(run: Callable[[Tensor], Any], x: Tensor, batch_size: int) -> list[Any]:
+    return [run(x[i : i + batch_size]) for i in range(0, len(x), batch_size)]
+
+
+def count_macs(run: Callable[[], Any]) -> float:
+    """Multiply-accumulates of ``run()`` counted by ``torch.utils.flop_counter`` (matmuls and convolutions;
+    FLOPs / 2). Elementwise work (norms, activations, softmax) is not counted."""
+    with FlopCounterMode(display=False) as counter:
+        run()
+    return counter.get_total_flops() / 2
+
+
+def fastest_pair(first: Callable[[], Any], second: Callable[[], Any], repeats: int = 3) -> tuple[float, float]:
+    """Seconds of ``first()`` and ``second()``, each the fastest of ``repeats`` runs, run alternately in one
+    process after one warm-up each (so load on a shared machine hits both alike)."""
+    if repeats < 1:
+        raise ValueError(f"need repeats >= 1, got {repeats}")
+    best = [float("inf"), float("inf")]
+    for run in (first, second):
+        run()
+    for _ in range(repeats):
+        for i, run in enumerate((first, second)):
+            start = time.perf_counter()
+            run()
+            if torch.cuda.is_available():  # GPU work is asynchronous: wait for it
+                torch.cuda.synchronize()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best[0], best[1]
+
+
+@dataclass
+class ExitRunOptions:
+    """Batch sizes timed, how many inputs each timing covers (batch 1 loops in Python per input), repeats."""
+
+    batch_sizes: tuple[int, ...] = (1, 64, 1024)
+    timing_inputs: dict[int, int] = field(default_factory=lambda: {1: 200, 64: 1024, 1024: 2048})
+    repeats: int = 3
+    resamples: int = 1000
+    seed: int = 0
+
+
+def exit_runs(
+    model: LayerwiseClassifier,
+    exits: ExitHeads,
+    policies: dict[str, tuple[float, Policy]],
+    x: Tensor,
+    labels: Tensor,
+    options: ExitRunOptions | None = None,
+) -> tuple[pd.DataFrame, dict[str, Tensor]]:
+    """Measured accuracy-vs-cost points, one per policy, each from real early-exit runs over ``x`` (preprocessed,
+    ``(N, ...)``) against plain inference of the same inputs.
+
+    Per policy (``name -> (parameter, policy)``): accuracy of the run's predictions (95 % bootstrap CI over inputs),
+    share exited, mean layers run, MACs per input (counted in the run, exit classifiers included) and MACs saved,
+    and per batch size ``b``: plain and early-exit milliseconds per input (fastest of ``repeats``, alternating) and
+    ``saved_b<b> = 1 - exit / plain`` (negative: slower). A ``"full model"`` row is plain inference.
+    Returns the table and each run's per-input correctness ``(N,)`` (for paired comparisons).
+    """
+    options = options or ExitRunOptions()
+    steps = layer_steps(model.backbone)
+    L = len(steps.advance)
+    labels = labels.to(x.device)
+    big = max(options.batch_sizes)
+    plain_macs = count_macs(lambda: _batched(lambda b: plain(model, b), x, big)) / len(x)
+    correct = {"full model": (torch.cat(_batched(lambda b: plain(model, b), x, big)) == labels).double().cpu()}
+    rows = [{"policy": "full model", "parameter": None, "exits": exits.kind, "exited": 0.0, "mean_layers": float(L),
+             "macs": plain_macs, "macs_saved": 0.0}]  # fmt: skip
+    for name, (parameter, policy) in policies.items():
+        def run(b: Tensor, policy: Policy = policy) -> tuple[Tensor, Tensor]:
+            return early_exit(model, exits, policy, b, steps)
+
+        out = _batched(run, x, big)
+        predictions, layers = torch.cat([p for p, _ in out]), torch.cat([k for _, k in out])
+        macs = count_macs(lambda: _batched(run, x, big)) / len(x)
+        correct[name] = (predictions == labels).double().cpu()
+        rows.append({"policy": name, "parameter": parameter, "exits": exits.kind,
+                     "exited": float((layers < L).double().mean()), "mean_layers": float((layers.clamp(max=L - 1) + 1).double().mean()),
+                     "macs": macs, "macs_saved": 1 - macs / plain_macs})  # fmt: skip
+    for b in options.batch_sizes:
+        xb = x[: options.timing_inputs.get(b, len(x))]
+        plain_ms = []
+        for row in rows[1:]:
+            policy = policies[row["policy"]][1]
+            p, e = fastest_pair(lambda: _batched(lambda c: plain(model, c), xb, b),
+                                lambda policy=policy: _batched(lambda c: early_exit(model, exits, policy, c, steps), xb, b),
+                                options.repeats)  # fmt: skip
+            plain_ms.append(p * 1e3 / len(xb))
+            row.update({f"plain_ms_b{b}": plain_ms[-1], f"exit_ms_b{b}": e * 1e3 / len(xb), f"saved_b{b}": 1 - e / p})
+        fastest = min(plain_ms) if plain_ms else None
+        rows[0].update({f"plain_ms_b{b}": fastest, f"exit_ms_b{b}": fastest, f"saved_b{b}": 0.0})
+    for row in rows:
+        ci = bootstrap_ci(correct[row["policy"]], resamples=options.resamples, seed=options.seed)
+        row.update({"accuracy": ci.estimate, "accuracy_low": ci.low, "accuracy_high": ci.high})
+    return pd.DataFrame(rows), correct
+
+
+def compare_policies(
+    table: pd.DataFrame, correct: dict[str, Tensor], challengers: Sequence[str], resamples: int = 1000, seed: int = 0
+) -> pd.DataFrame:
+    """Each challenger policy (e.g. α-profile exits) against the confidence-threshold run with the closest MACs
+    per input: the accuracy difference with a paired bootstrap over inputs (95 % CI; covering 0 = tie) and both
+    runs' MACs. ``table``/``correct``: from :func:`exit_runs` (confidence rows named ``confidence ...``)."""
+    confidence = table[table["policy"].str.startswith("confidence")]
+    rows = []
+    for name in challengers:
+        mine = table.set_index("policy").loc[name]
+        rival = confidence.loc[(confidence["macs"] - mine["macs"]).abs().idxmin()]
+        test = paired_bootstrap(correct[name], correct[rival["policy"]], resamples=resamples, seed=seed)
+        rows.append({"policy": name, "versus": rival["policy"], "macs": mine["macs"], "versus_macs": rival["macs"],
+                     "accuracy_difference": test.difference.estimate, "difference_low": test.difference.low,
+                     "difference_high": test.difference.high, "p_value": test.p_value, "test": test.test,
+                     "verdict": verdict(test, name, rival["policy"])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+__all__ = ["THRESHOLDS", "ExitHeads", "ExitRunOptions", "LayerSteps", "Policy", "alpha_profile_policy",
+           "compare_policies", "compute_saved", "confidence_policy", "count_macs", "early_exit", "exit_curve",
+           "exit_layers", "exit_predictions", "exit_runs", "fastest_pair", "layer_costs", "layer_steps", "plain"]  # fmt: skip

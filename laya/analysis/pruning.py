@@ -11,21 +11,26 @@ Removal reuses the heads' layer masks (``keep``, :mod:`laya.analysis.ablation`):
 renormalise their weights over the kept layers, Concat/LastLayer see a removed layer's training mean.
 The *re-fit* trains a new final classifier (:func:`laya.analysis.readouts.fit_linear`) on the head's
 pooled representation under the mask (the input of ``head.output_layer``), from training hidden states.
-Where the removed layers are the deepest, the backbone can stop early: the measured speed-up is
-``cost[L] / cost[k - 1]`` (:func:`laya.analysis.exits.layer_costs`).
+Where the removed layers are the deepest, the backbone can stop early. The ``speedup`` column of
+:func:`pruning_curves` is an *estimate* (``cost[L] / cost[k - 1]``, the backbone alone, no head). The
+measurement is :func:`truncation_runs`: a :class:`TruncatedModel` (backbone stopped after ``k`` layers + its
+head, as pruned or re-fit) against the full model, end to end, in wall-clock time and MACs.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import pandas as pd
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from laya.analysis.ablation import float64_head, leave_one_out
 from laya.analysis.readouts import fit_linear
-from laya.analysis.statistics import bootstrap_cis
+from laya.analysis.exits import ExitRunOptions, _batched, count_macs, fastest_pair, layer_steps, plain
+from laya.analysis.statistics import bootstrap_ci, bootstrap_cis
+from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead
 
 
@@ -120,4 +125,101 @@ def pruning_curves(
     return pd.DataFrame(rows)
 
 
-__all__ = ["keep_masks", "pooled_features", "pruning_curves", "pruning_mode", "removal_orders"]
+def filled(head: LayerHead, hidden: Sequence[Tensor], kept: int) -> list[Tensor]:
+    """The first ``kept`` hidden states, then each removed layer's training mean (``head.references``) expanded to
+    the batch: what a truncated model feeds its head (the removed layers are masked out of it)."""
+    B = len(hidden[0])
+    return [*hidden[:kept], *(r.to(hidden[0]).expand(B, -1) for r in head.references[kept:])]
+
+
+class TruncatedModel(nn.Module):
+    """A backbone stopped after its first ``kept`` layers, and the head on them: the deeper layers are removed
+    with the head's mask (``pruning_mode``: LAYA/ScalarMix renormalise their weights over the kept layers,
+    Concat/LastLayer see the removed layers' training means), fed their training means where the head's scores
+    read them (LAYA). ``output_layer``: a re-fit classifier replacing the head's (None: as pruned)."""
+
+    def __init__(self, model: LayerwiseClassifier, kept: int, output_layer: nn.Linear | None = None) -> None:
+        super().__init__()
+        L = model.head.num_layers
+        if not 1 <= kept <= L:
+            raise ValueError(f"kept must be in 1..{L}, got {kept}")
+        self.steps, self.kept = layer_steps(model.backbone), kept
+        self.head = copy.deepcopy(model.head) if output_layer is not None else model.head
+        if output_layer is not None:
+            with torch.no_grad():
+                self.head.output_layer.weight.copy_(output_layer.weight)
+                self.head.output_layer.bias.copy_(output_layer.bias)
+        self.register_buffer("keep", torch.arange(L) < kept, persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B, C)`` logits."""
+        state, hidden = self.steps.prelude(x), []
+        for advance, read in zip(self.steps.advance[: self.kept], self.steps.read[: self.kept]):
+            state = advance(state)
+            hidden.append(read(state))
+        return self.head(filled(self.head, hidden, self.kept), self.keep.to(x.device), pruning_mode(self.head)).logits
+
+
+def refit_output_layer(head: LayerHead, hidden: Sequence[Tensor], labels: Tensor, kept: int, steps: int = 30) -> nn.Linear:
+    """A new final classifier for the head truncated to ``kept`` layers, fitted on training hidden states."""
+    keep = torch.arange(head.num_layers) < kept
+    features, _ = pooled_features(head, filled(head, hidden, kept), keep.to(hidden[0].device))
+    weight, bias = fit_linear(features, labels, head.num_classes, steps=steps)
+    linear = nn.Linear(weight.shape[1], weight.shape[0]).to(hidden[0].device)
+    with torch.no_grad():
+        linear.weight.copy_(weight)
+        linear.bias.copy_(bias)
+    return linear
+
+
+def truncation_runs(
+    model: LayerwiseClassifier,
+    train: tuple[Sequence[Tensor], Tensor],
+    x: Tensor,
+    labels: Tensor,
+    refit_steps: int = 30,
+    options: ExitRunOptions | None = None,
+) -> pd.DataFrame:
+    """The full model against each truncation (the deepest layers removed, ``kept = L-1 .. 1``), end to end.
+
+    Per ``kept`` and ``variant`` (``pruned``: the head's own classifier; ``refit``: a classifier re-fitted on
+    ``train = (hidden, labels)``): accuracy of the truncated model's own predictions on ``x`` (95 % bootstrap CI),
+    MACs per input (``torch.utils.flop_counter``, head included) and ``macs_speedup`` = full / truncated, and per
+    batch size ``b`` the milliseconds per input of both (fastest of ``repeats``, alternating) and
+    ``speedup_b<b>`` = full / truncated.
+    """
+    options = options or ExitRunOptions()
+    labels = labels.to(x.device)
+    L, big = model.head.num_layers, max(options.batch_sizes)
+    full_macs = count_macs(lambda: _batched(lambda b: plain(model, b), x, big)) / len(x)
+    full = bootstrap_ci((torch.cat(_batched(lambda b: plain(model, b), x, big)) == labels).double().cpu(),
+                        resamples=options.resamples, seed=options.seed)  # fmt: skip
+    rows = []
+    for kept in range(L - 1, 0, -1):
+        refit = refit_output_layer(model.head, train[0], train[1], kept, refit_steps)  # needs autograd
+        for variant, truncated in (("pruned", TruncatedModel(model, kept)), ("refit", TruncatedModel(model, kept, refit))):
+            rows.append(_time_truncated(model, truncated, variant, x, labels, full.estimate, full_macs, options))
+    return pd.DataFrame(rows)
+
+
+@torch.inference_mode()
+def _time_truncated(model: LayerwiseClassifier, truncated: TruncatedModel, variant: str, x: Tensor, labels: Tensor,
+                    full_accuracy: float, full_macs: float, options: ExitRunOptions) -> dict:  # fmt: skip
+    big = max(options.batch_sizes)
+    predictions = torch.cat(_batched(lambda b: truncated(b).argmax(-1), x, big))
+    ci = bootstrap_ci((predictions == labels).double().cpu(), resamples=options.resamples, seed=options.seed)
+    macs = count_macs(lambda: _batched(truncated, x, big)) / len(x)
+    row = {"layers_kept": truncated.kept, "variant": variant, "accuracy": ci.estimate, "accuracy_low": ci.low,
+           "accuracy_high": ci.high, "full_accuracy": full_accuracy, "macs": macs, "full_macs": full_macs,
+           "macs_speedup": full_macs / macs}  # fmt: skip
+    for b in options.batch_sizes:
+        xb = x[: options.timing_inputs.get(b, len(x))]
+        f, t = fastest_pair(lambda: _batched(lambda c: plain(model, c), xb, b),
+                            lambda: _batched(truncated, xb, b), options.repeats)  # fmt: skip
+        row.update({f"full_ms_b{b}": f * 1e3 / len(xb), f"truncated_ms_b{b}": t * 1e3 / len(xb),
+                    f"speedup_b{b}": f / t})  # fmt: skip
+    return row
+
+
+__all__ = ["TruncatedModel", "filled", "keep_masks", "pooled_features", "pruning_curves", "pruning_mode",
+           "refit_output_layer", "removal_orders", "truncation_runs"]  # fmt: skip

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from laya.analysis.depth import DepthReport
 from laya.analysis.report import REPORT_FILE, Report
 from laya.data.datasets import dataset_label
 from laya.model.checkpoint import META_FILE, CheckpointError, read_meta
@@ -34,7 +33,7 @@ class Entry:
     seed: int | None
     accuracy: float | None
     faithfulness: float | None  # headline faithfulness of the primary method (mean intervention), from the report
-    compute_saved: float | None = None  # early exit, compute saved at <= 1 point loss (depth.json)
+    compute_saved: float | None = None  # measured early exit: MACs saved within 1 point (exits.json)
     error: str | None = None  # the checkpoint cannot be read
     report_error: str | None = None  # the checkpoint is fine but its report.json is not
     faithfulness_status: str | None = None  # "n/a (one informative layer)" where no ranking can be tested
@@ -90,12 +89,19 @@ def describe(path: Path) -> Entry:
 
 
 def _compute_saved(path: Path) -> float | None:
-    """From ``depth.json`` (``python -m laya depth``) when present and readable."""
+    """MACs saved by the measured readout early exit within 1 point (``exits.json``, ``python -m laya exits``);
+    None without one (``depth.json``'s per-input estimate is not shown as a saving)."""
+    from laya.analysis.measured import best_exit, load_exits
+
     try:
-        depth = DepthReport.load(path)
+        report = load_exits(path)
+        if report is None:
+            return None
+        runs = pd.DataFrame(report["runs"])
+        row, within = best_exit(runs[runs["exits"] == runs["exits"].iloc[0]])
     except (ValueError, KeyError):
         return None
-    return depth.data["early_exit"]["at_1pt"]["saved"] if depth else None
+    return float(row["macs_saved"]) if within else 0.0
 
 
 def find_checkpoints(root: str | Path = "models") -> list[Entry]:
@@ -124,7 +130,7 @@ def catalog_table(entries: list[Entry]) -> pd.DataFrame:
                 "accuracy": e.accuracy,
                 "faithfulness": e.faithfulness,
                 "faithfulness status": e.faithfulness_status or "",
-                "exit saves (≤ 1 pt)": e.compute_saved,
+                "exit saves MACs (≤ 1 pt, measured)": e.compute_saved,
                 "path": str(e.path),
             }
             for e in entries

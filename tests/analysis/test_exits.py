@@ -48,3 +48,181 @@ def test_bootstrap_cis_one_interval_per_column():
     cis = bootstrap_cis(values, resamples=200)
     assert cis[0].estimate == cis[0].low == cis[0].high == 1.0
     assert cis[1].estimate == 0.5 and cis[1].low < 0.5 < cis[1].high
+
+
+# --- the real early-exit run (issue 18 §1) -------------------------------------------------------------------
+
+from laya.analysis.exits import (  # noqa: E402
+    ExitHeads,
+    ExitRunOptions,
+    alpha_profile_policy,
+    compare_policies,
+    confidence_policy,
+    count_macs,
+    early_exit,
+    exit_runs,
+    fastest_pair,
+    layer_steps,
+    plain,
+)
+
+STEP_CONFIGS = [
+    BackboneConfig(name="mlp", in_channels=1, input_size=6, widths=(10, 7, 5)),
+    BackboneConfig(name="cnn", in_channels=3, input_size=16, widths=(4, 6, 8)),
+    BackboneConfig(name="timm", model="test_vit", in_channels=3, input_size=32, model_kwargs={"img_size": 32}),
+    BackboneConfig(name="timm", model="test_vit", in_channels=3, input_size=32, pool="avg", model_kwargs={"img_size": 32}),
+    BackboneConfig(name="timm", model="test_efficientnet", in_channels=3, input_size=32,
+                   intermediates_kwargs={"extra_blocks": True}, pre_logits=True),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize("config", STEP_CONFIGS, ids=["mlp", "cnn", "vit-cls", "vit-avg", "efficientnet-prelogits"])
+def test_layer_steps_give_the_full_pass_hidden_states(config):
+    torch.manual_seed(0)
+    backbone = build_backbone(config).eval()
+    x = torch.randn(3, config.in_channels, config.input_size, config.input_size)
+    steps = layer_steps(backbone)
+    with torch.no_grad():
+        full, state, got = backbone(x), steps.prelude(x), []
+        for advance, read in zip(steps.advance, steps.read):
+            state = advance(state)
+            got.append(read(state))
+    assert len(got) == len(full)
+    for a, b in zip(got, full):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_layer_steps_refuse_what_they_cannot_step():
+    backbone = build_backbone(BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=32, indices=2))
+    with pytest.raises(ValueError, match="layer-by-layer execution"):
+        layer_steps(backbone)
+
+
+def _model(head: str = "laya", widths=(16, 12, 8), classes: int = 3) -> LayerwiseClassifier:
+    torch.manual_seed(0)
+    backbone = build_backbone(BackboneConfig(name="mlp", in_channels=1, input_size=4, widths=widths)).eval()
+    return LayerwiseClassifier(backbone, build_head(HeadConfig(name=head, d_star=8), backbone.layer_dims, classes)).eval()
+
+
+def test_early_exit_known_answers_batch_shrinks_and_the_last_layer_runs_the_head():
+    model = _model()
+    x = torch.randn(4, 1, 4, 4)
+    probs = torch.tensor([  # input 0 exits at layer 0 (class 2), 1 at layer 1 (class 0), 2 and 3 never
+        [[0.1, 0.1, 0.8], [0.3, 0.3, 0.4], [1.0, 0.0, 0.0]],
+        [[0.4, 0.3, 0.3], [0.9, 0.05, 0.05], [0.0, 1.0, 0.0]],
+        [[0.4, 0.3, 0.3], [0.4, 0.3, 0.3], [0.0, 0.0, 1.0]],
+        [[0.4, 0.3, 0.3], [0.4, 0.3, 0.3], [0.0, 0.0, 1.0]],
+    ])  # fmt: skip
+    seen = []
+
+    class Exits(torch.nn.Module):
+        kind = "scripted"
+
+        def forward(self, layer, h):
+            seen.append((layer, len(h)))
+            rows = {0: [0, 1, 2, 3], 1: [1, 2, 3]}[layer]
+            return probs[rows, layer].log()
+
+    predictions, layers = early_exit(model, Exits(), confidence_policy(0.75), x)
+    assert layers.tolist() == [0, 1, 3, 3]  # 3 = L: the head answered
+    assert predictions[:2].tolist() == [2, 0]
+    assert predictions[2:].tolist() == plain(model, x[2:]).tolist()
+    assert seen == [(0, 4), (1, 3)]  # the exit at the last layer never runs; exited inputs left the batch
+
+
+def test_early_exit_with_no_exit_is_plain_inference_and_everyone_exiting_stops_the_backbone():
+    model = _model()
+    x = torch.randn(32, 1, 4, 4)
+    exits = ExitHeads.own(model.head)
+    predictions, layers = early_exit(model, exits, confidence_policy(1.01), x)
+    assert predictions.tolist() == plain(model, x).tolist() and (layers == 3).all()
+    predictions, layers = early_exit(model, exits, confidence_policy(0.0), x)
+    assert (layers == 0).all()
+    with torch.no_grad():
+        assert predictions.tolist() == model.head.readout_logits(model.head.encode(model.backbone(x)))[:, 0].argmax(-1).tolist()
+
+
+def test_own_exits_are_the_head_readouts_and_probe_exits_are_the_probes():
+    model = _model("scalarmix")
+    x = torch.randn(8, 1, 4, 4)
+    exits = ExitHeads.own(model.head)
+    with torch.no_grad():
+        hidden = model.backbone(x)
+        own = model.head.readout_logits(model.head.encode(hidden))
+        for k, h in enumerate(hidden):
+            torch.testing.assert_close(exits(k, h), own[:, k])
+    with pytest.raises(ValueError, match="no per-layer classifier"):
+        ExitHeads.own(_model("concat").head)
+    from laya.analysis.readouts import LayerProbes
+
+    labels = torch.arange(8) % 3
+    probes = LayerProbes.fit([h.detach() for h in hidden], labels, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(ExitHeads.from_probes(probes)(1, hidden[1]).double(), probes.logits(hidden)[:, 1],
+                                   atol=1e-4, rtol=1e-4)  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["linear", "mlp"])
+def test_trained_exits_learn_a_separable_task(kind):
+    g = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 3, (300,), generator=g)
+    centres = torch.randn(3, 5, generator=g) * 4
+    hidden = [centres[labels] + torch.randn(300, 5, generator=g), torch.randn(300, 7, generator=g)]  # layer 2: noise
+    exits = ExitHeads.fit(hidden, labels, 3, kind, epochs=20)
+    with torch.no_grad():
+        accuracy = [float((exits(k, h).argmax(-1) == labels).double().mean()) for k, h in enumerate(hidden)]
+    assert accuracy[0] > 0.95 and accuracy[1] < 0.8
+    with pytest.raises(ValueError, match="kind"):
+        ExitHeads.fit(hidden, labels, 3, "tree")
+
+
+def test_alpha_profile_policy_exits_where_the_class_mass_is_reached():
+    profile = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]])
+    policy = alpha_profile_policy(profile, 0.6)
+    logits = torch.tensor([[5.0, 0.0], [0.0, 5.0]])
+    assert policy(0, logits).tolist() == [True, False]
+    assert policy(1, logits).tolist() == [True, False]  # class 1 has 0.2 of its α on layers 1-2
+    assert policy(2, logits).tolist() == [True, True]
+
+
+def test_count_macs_counts_a_linear_layer():
+    layer = torch.nn.Linear(10, 4)
+    assert count_macs(lambda: layer(torch.randn(3, 10))) == 3 * 10 * 4
+
+
+def test_fastest_pair_times_both_alternately():
+    calls = []
+    a, b = fastest_pair(lambda: calls.append("a"), lambda: calls.append("b"), repeats=2)
+    assert calls == ["a", "b", "a", "b", "a", "b"] and a >= 0 and b >= 0
+    with pytest.raises(ValueError, match="repeats"):
+        fastest_pair(lambda: None, lambda: None, repeats=0)
+
+
+def test_exit_runs_measure_each_policy_with_macs_and_paired_comparison():
+    model = _model(widths=(64, 8, 8))  # the first block dominates the MACs
+    x, labels = torch.randn(40, 1, 4, 4), torch.randint(0, 3, (40,))
+    exits = ExitHeads.own(model.head)
+    options = ExitRunOptions(batch_sizes=(1, 16), timing_inputs={1: 4}, repeats=1, resamples=50)
+    policies = {"confidence 0.0": (0.0, confidence_policy(0.0)), "confidence 1.01": (1.01, confidence_policy(1.01)),
+                "α profile 0.5": (0.5, alpha_profile_policy(torch.full((3, 3), 1 / 3), 0.5))}  # fmt: skip
+    table, correct = exit_runs(model, exits, policies, x, labels, options)
+    rows = table.set_index("policy")
+    full = rows.loc["full model"]
+    with torch.no_grad():
+        assert full["macs"] == count_macs(lambda: model(x)) / len(x) > 16 * 64 + 64 * 8 + 8 * 8  # backbone + head
+    never = rows.loc["confidence 1.01"]
+    assert never["exited"] == 0 and never["mean_layers"] == 3
+    readouts = 64 * 8 + 8 * 3 + 8 * 8 + 8 * 3  # adapter + classifier of layers 1 and 2: paid, never used
+    assert never["macs"] == full["macs"] + readouts and never["macs_saved"] < 0
+    assert never["accuracy"] == full["accuracy"]
+    always = rows.loc["confidence 0.0"]
+    assert always["exited"] == 1 and always["mean_layers"] == 1
+    assert always["macs"] == 16 * 64 + 64 * 8 + 8 * 3  # block 1, adapter 1, classifier: nothing deeper
+    for b in (1, 16):
+        assert {f"plain_ms_b{b}", f"exit_ms_b{b}", f"saved_b{b}"} <= set(table.columns)
+        assert rows.loc["confidence 0.0", f"saved_b{b}"] == pytest.approx(1 - rows.loc["confidence 0.0", f"exit_ms_b{b}"] / rows.loc["confidence 0.0", f"plain_ms_b{b}"])
+    assert set(correct) == set(rows.index) and correct["confidence 1.01"].tolist() == correct["full model"].tolist()
+    versus = compare_policies(table, correct, ["α profile 0.5"], resamples=50)
+    assert versus.loc[0, "versus"] in {"confidence 0.0", "confidence 1.01"}
+    assert {"accuracy_difference", "difference_low", "difference_high", "verdict"} <= set(versus.columns)
+

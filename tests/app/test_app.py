@@ -530,6 +530,17 @@ def test_depth_page_before_and_after_the_depth_report(
     assert at.main.metric[2].label == "Exit at t = 0.5"
     assert at.main.metric[2].value == (checkpoint.layer_names[stop] if stop < 3 else "full model")
 
+    from laya.analysis.exits import ExitRunOptions
+    from laya.analysis.measured import MeasureOptions, measure, write_exits
+
+    runs = ExitRunOptions(batch_sizes=(4,), repeats=1, resamples=20)
+    measured = MeasureOptions(limit=12, train_limit=30, thresholds=(0.9,), alpha_levels=(), truncation=False, runs=runs)
+    write_exits(measure(checkpoint, measured, log=lambda message: None), checkpoint.path)
+    at.run()
+    assert_ok(at)
+    assert len(charts(at)) == 2 + 5  # + the measured early-exit runs
+    assert any(c["layout"]["title"]["text"].startswith("Early exit, measured runs") for c in charts(at))
+
 
 def test_inspect_links_its_input_to_the_depth_page(app: AppTest, setting: Path) -> None:
     examples = example_images(setting / "laya")

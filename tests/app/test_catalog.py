@@ -51,12 +51,18 @@ def test_paper_settings_come_first_in_their_order_then_other_folders(tiny_models
     assert folders == ["fashion-mnist-mlp", "cifar10-vit", "aaa-own-model"]  # the first is the dashboard's default
 
 
-def test_depth_report_adds_compute_saved(tiny_models, tmp_path):
+def test_measured_exits_add_compute_saved_and_the_estimate_does_not(tiny_models, tmp_path):
     copy = tmp_path / "models" / "colours-mlp" / "laya"
     shutil.copytree(tiny_models / "colours-mlp" / "laya", copy)
     assert find_checkpoints(tmp_path / "models")[0].compute_saved is None
     (copy / "depth.json").write_text(json.dumps({"early_exit": {"at_1pt": {"saved": 0.25}}}))
+    assert find_checkpoints(tmp_path / "models")[0].compute_saved is None  # an estimate is not a saving
+    runs = [{"policy": "full model", "exits": "readout", "parameter": None, "accuracy": 0.90, "macs": 100.0, "macs_saved": 0.0},
+            {"policy": "confidence 0.9", "exits": "readout", "parameter": 0.9, "accuracy": 0.895, "macs": 70.0, "macs_saved": 0.3},
+            {"policy": "confidence 0.5", "exits": "readout", "parameter": 0.5, "accuracy": 0.80, "macs": 40.0, "macs_saved": 0.6},
+            {"policy": "full model", "exits": "trained mlp", "parameter": None, "accuracy": 0.90, "macs": 100.0, "macs_saved": 0.0}]  # fmt: skip
+    (copy / "exits.json").write_text(json.dumps({"runs": runs}))
     [entry] = find_checkpoints(tmp_path / "models")
-    assert entry.compute_saved == 0.25 and catalog_table([entry])["exit saves (≤ 1 pt)"].item() == 0.25
-    (copy / "depth.json").write_text("{broken")
+    assert entry.compute_saved == 0.3 and catalog_table([entry])["exit saves MACs (≤ 1 pt, measured)"].item() == 0.3
+    (copy / "exits.json").write_text("{broken")
     assert find_checkpoints(tmp_path / "models")[0].compute_saved is None

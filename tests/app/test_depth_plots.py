@@ -48,3 +48,16 @@ def test_curves():
                         "tpr": [0, 1, 0.5, 1]})  # fmt: skip
     fig = depth_plots.roc_figure(roc, "t")
     assert [t.name for t in fig.data[:2]] == ["max softmax (baseline)", "energy"] and list(fig.data[1].y) == [0.5, 1]
+
+
+def test_measured_exit_figure_has_one_curve_per_exit_kind_and_alpha_points():
+    runs = pd.DataFrame({
+        "policy": ["full model", "confidence 0.9", "confidence 0.5", "α profile 0.6", "full model", "confidence 0.9"],
+        "exits": ["readout"] * 4 + ["trained mlp"] * 2, "parameter": [None, 0.9, 0.5, 0.6, None, 0.9],
+        "accuracy": [0.9, 0.8, 0.7, 0.75, 0.9, 0.88], "accuracy_low": [0.85, 0.75, 0.65, 0.7, 0.85, 0.85],
+        "accuracy_high": [0.95, 0.85, 0.75, 0.8, 0.95, 0.9], "macs_saved": [0, 0.2, 0.4, 0.3, 0, 0.25],
+        "saved_b1": [0, -0.1, 0.2, 0.1, 0, 0.3], "saved_b64": [0, 0.1, 0.3, 0.2, 0, 0.2]})  # fmt: skip
+    fig = depth_plots.measured_exit_figure(runs)
+    assert [t.name for t in fig.data] == ["readout: confidence", "readout: α profile", "trained mlp: confidence"]
+    assert list(fig.data[0].x) == [0.2, 0.4] and list(fig.data[0].y) == [0.8, 0.7]
+    assert fig.data[1].mode == "markers" and "batch 64" in fig.data[0].hovertemplate

@@ -1,0 +1,252 @@
+"""Measured early exit and truncation of a checkpoint (``python -m laya exits``), end to end on the device.
+
+Data flow: test images (the seeded ``--limit`` subset :mod:`laya.analysis.depth` uses) -> preprocessed once ->
+real runs. Training hidden states (the ``--train-limit`` subset) fit the exit classifiers and the re-fit heads.
+
+* **readout exits**: the readouts of the depth analytics (LAYA/ScalarMix: the head's classifier on each adapted
+  layer; Concat/LastLayer: the stored linear probes of ``depth_fit.safetensors``);
+* **trained exits**: small per-layer classifiers trained for exiting on the frozen model's hidden states, the head
+  fixed (:meth:`laya.analysis.exits.ExitHeads.fit`), the Shallow-Deep Networks comparison;
+* **α-profile exits** (heads whose α varies per input): the class-level α of :func:`~laya.analysis.exits.alpha_profile_policy`,
+  compared with the confidence threshold of nearest MACs by a paired bootstrap over inputs;
+* **truncation**: :func:`laya.analysis.pruning.truncation_runs`.
+
+Writes ``exits.json`` + ``exits_runs.csv``, ``exits_alpha.csv``, ``exits_truncation.csv`` beside the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from laya import __version__
+from laya.analysis.depth import DepthFit, _subset, fit_depth
+from laya.analysis.evaluate import _json_safe
+from laya.analysis.exits import (
+    ExitHeads,
+    ExitRunOptions,
+    alpha_profile_policy,
+    compare_policies,
+    confidence_policy,
+    exit_runs,
+)
+from laya.analysis.pruning import truncation_runs
+from laya.data.features import cached_hidden_states, hidden_states
+from laya.model.checkpoint import Checkpoint, atomic_write_json
+from laya.model.heads import MixHead
+
+EXITS_FILE = "exits.json"
+EXIT_THRESHOLDS: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.99, 0.999)
+ALPHA_LEVELS: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8)
+
+
+@dataclass
+class MeasureOptions:
+    """Inputs, thresholds, the trained exits' kind and how the runs are timed."""
+
+    limit: int | None = 2000
+    train_limit: int | None = 3000
+    seed: int = 0
+    thresholds: tuple[float, ...] = EXIT_THRESHOLDS
+    alpha_levels: tuple[float, ...] = ALPHA_LEVELS
+    trained: str | None = "mlp"  # None | "linear" | "mlp"
+    truncation: bool = True
+    refit_steps: int = 30
+    runs: ExitRunOptions = field(default_factory=ExitRunOptions)
+
+
+def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=print) -> dict[str, Any]:
+    """Every measured run of ``checkpoint`` (see the module docstring) as one JSON-safe report."""
+    options = options or MeasureOptions()
+    model, meta = checkpoint.model, checkpoint.meta
+    device = next(model.parameters()).device
+    extract = cached_hidden_states if meta.backbone.freeze else hidden_states
+    started = time.perf_counter()
+    train = checkpoint.load_data("train")
+    train = train.subset(_subset(len(train), options.train_limit, options.seed))
+    train_hidden = [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, train.images, 256, "train")]
+    train_labels = train.labels.to(device)
+    fit = DepthFit.load(checkpoint.path)
+    if fit is None or fit.info.get("n_train") != len(train_labels):
+        fit = fit_depth(checkpoint, train_hidden, train_labels)
+    test = checkpoint.load_data("test")
+    test = test.subset(_subset(len(test), options.limit, options.seed))
+    x = torch.cat([checkpoint.preprocess(test.images[i : i + 256].to(device)) for i in range(0, len(test), 256)])
+    labels = test.labels.to(device)
+
+    readouts = ExitHeads.own(model.head) if isinstance(model.head, MixHead) else ExitHeads.from_probes(fit.probes)
+    policies = {f"confidence {t}": (t, confidence_policy(t)) for t in options.thresholds}
+    alpha = {}
+    if fit.alpha_profile is not None:
+        alpha = {f"α profile {q}": (q, alpha_profile_policy(fit.alpha_profile, q)) for q in options.alpha_levels}
+    log(f"readout exits: {len(policies) + len(alpha)} policies")
+    runs, correct = exit_runs(model, readouts, policies | alpha, x, labels, options.runs)
+    tables = [runs]
+    alpha_table = compare_policies(runs, correct, list(alpha), options.runs.resamples, options.seed) if alpha else None
+    if options.trained:
+        log(f"trained exits ({options.trained})")
+        trained = ExitHeads.fit(train_hidden, train_labels, len(meta.classes), options.trained, seed=options.seed)
+        trained_runs, _ = exit_runs(model, trained.to(device), policies, x, labels, options.runs)
+        tables.append(trained_runs)
+    truncation = None
+    if options.truncation:
+        log("truncation")
+        truncation = truncation_runs(model, (train_hidden, train_labels), x, labels, options.refit_steps, options.runs)
+    report = {
+        "laya_version": __version__,
+        "checkpoint": {"path": str(checkpoint.path), "head": meta.head.name, "dataset": meta.dataset, "seed": meta.seed},
+        "command": (f"python -m laya --threads {torch.get_num_threads()} exits --checkpoint {checkpoint.path} "
+                    f"--limit {options.limit} --train-limit {options.train_limit} "
+                    f"--thresholds {','.join(map(str, options.thresholds))} "
+                    f"--alpha-levels {','.join(map(str, options.alpha_levels))}"),  # fmt: skip
+        "options": asdict(options),
+        "machine": {"device": str(device), "torch_threads": torch.get_num_threads(), "processor": platform.processor()
+                    or platform.machine(), "torch": torch.__version__},  # fmt: skip
+        "n_test": len(labels),
+        "n_train": len(train_labels),
+        "layer_names": list(checkpoint.layer_names),
+        "runs": pd.concat(tables, ignore_index=True).to_dict("records"),
+        "alpha_vs_confidence": alpha_table.to_dict("records") if alpha_table is not None else None,
+        "truncation": truncation.to_dict("records") if truncation is not None else None,
+        "seconds": time.perf_counter() - started,
+    }
+    return _json_safe(report)
+
+
+def write_exits(report: dict[str, Any], out: str | Path) -> Path:
+    """``exits.json`` and its tables as CSVs in ``out``."""
+    out = Path(out)
+    atomic_write_json(out / EXITS_FILE, report)
+    pd.DataFrame(report["runs"]).to_csv(out / "exits_runs.csv", index=False)
+    for key, name in (("alpha_vs_confidence", "exits_alpha.csv"), ("truncation", "exits_truncation.csv")):
+        if report.get(key):
+            pd.DataFrame(report[key]).to_csv(out / name, index=False)
+    return out
+
+
+def load_exits(directory: str | Path) -> dict[str, Any] | None:
+    path = Path(directory) / EXITS_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def best_exit(runs: pd.DataFrame, tolerance: float = 0.01) -> tuple[pd.Series, bool]:
+    """Of one exit kind's measured runs: the confidence run with the fewest MACs whose accuracy is within
+    ``tolerance`` of the full model's, and True; else the highest-threshold run, and False."""
+    full = runs[runs["policy"] == "full model"].iloc[0]
+    confidence = runs[runs["policy"].str.startswith("confidence")]
+    ok = confidence[confidence["accuracy"] >= full["accuracy"] - tolerance]
+    if len(ok):
+        return ok.loc[ok["macs"].idxmin()], True
+    return confidence.loc[confidence["parameter"].idxmax()], False
+
+
+def _pct(value: float) -> str:
+    return f"{value:+.0%}".replace("-", "−")
+
+
+def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
+    """Markdown: per checkpoint with an ``exits.json`` and per exit kind, the measured run at the cheapest
+    confidence threshold (by MACs) whose accuracy is within ``tolerance`` of the full model's, else at the highest
+    threshold run; accuracy [95 % CI], share exited, MACs saved and wall-clock saved at each batch size
+    (negative: slower than plain inference)."""
+    reports = [(Path(d), load_exits(d)) for d in directories]
+    reports = [(d, r) for d, r in reports if r is not None]
+    batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["runs"][0] if k.startswith("saved_b")})
+    lines = ["| setting | head | exits | threshold | accuracy [95 % CI] (full model) | exited | MACs saved | "
+             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " |",
+             "|---|---|---|---|---|---|---|" + "---|" * len(batches)]  # fmt: skip
+    for directory, report in reports:
+        runs = pd.DataFrame(report["runs"])
+        for kind, part in runs.groupby("exits", sort=False):
+            full = part[part["policy"] == "full model"].iloc[0]
+            row, within = best_exit(part, tolerance)
+            mark = "" if within else " (none within 1 pt)"
+            times = " | ".join(_pct(row[f"saved_b{b}"]) for b in batches)
+            lines.append(
+                f"| {directory.parent.name} | {directory.name} | {kind} | {row['parameter']:g}{mark} | "
+                f"{row['accuracy']:.3f} [{row['accuracy_low']:.3f}, {row['accuracy_high']:.3f}] ({full['accuracy']:.3f}) | "
+                f"{row['exited']:.0%} | {_pct(row['macs_saved'])} | {times} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def exit_curves_card(directories: list[str | Path]) -> str:
+    """Markdown: per checkpoint, every measured confidence threshold with the readouts and the trained exits side
+    by side (accuracy, MACs saved, wall clock saved at batch 64): the two accuracy-vs-cost curves."""
+    lines = []
+    for directory in map(Path, directories):
+        report = load_exits(directory)
+        if report is None:
+            continue
+        runs = pd.DataFrame(report["runs"])
+        kinds = list(dict.fromkeys(runs["exits"]))
+        lines += [f"**{directory.parent.name} / {directory.name}** (full model {runs['accuracy'].iloc[0]:.3f}; "
+                  "accuracy, MACs saved, time saved at batch 64)", "",
+                  "| threshold | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]  # fmt: skip
+        confidence = runs[runs["policy"].str.startswith("confidence")]
+        for t, part in confidence.groupby("parameter", sort=True):
+            cells = []
+            for kind in kinds:
+                row = part[part["exits"] == kind]
+                cells.append("–" if row.empty else f"{row['accuracy'].iloc[0]:.3f}, {_pct(row['macs_saved'].iloc[0])}, "
+                             f"{_pct(row['saved_b64'].iloc[0]) if 'saved_b64' in row else '–'}")  # fmt: skip
+            lines.append(f"| {t:g} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def truncation_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
+    """Markdown: per checkpoint, each truncation (deepest layers removed) with its better variant (as pruned or
+    re-fit): accuracy [95 % CI] against the full model's, and its measured speed-up (MACs, wall clock per batch
+    size) stated only where the truncated model stays within ``tolerance`` (1 point) of the full model."""
+    reports = [(Path(d), load_exits(d)) for d in directories]
+    reports = [(d, r) for d, r in reports if r is not None and r.get("truncation")]
+    batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["truncation"][0] if k.startswith("speedup_b")})
+    lines = ["| setting | head | layers kept | variant | accuracy [95 % CI] (full model) | MACs speed-up | "
+             + " | ".join(f"speed-up, batch {b:,}" for b in batches) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(batches)]  # fmt: skip
+    for directory, report in reports:
+        table = pd.DataFrame(report["truncation"])
+        L = len(report["layer_names"])
+        for kept, part in table.groupby("layers_kept", sort=False):
+            row = part.loc[part["accuracy"].idxmax()]
+            within = row["accuracy"] >= row["full_accuracy"] - tolerance
+            speed = [f"{row['macs_speedup']:.2f}×", *(f"{row[f'speedup_b{b}']:.2f}×" for b in batches)]
+            if not within:
+                speed = ["– (more than 1 pt lost)"] + ["–"] * len(batches)
+            lines.append(
+                f"| {directory.parent.name} | {directory.name} | {kept} of {L} | {row['variant']} | "
+                f"{row['accuracy']:.3f} [{row['accuracy_low']:.3f}, {row['accuracy_high']:.3f}] ({row['full_accuracy']:.3f}) | "
+                + " | ".join(speed) + " |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def alpha_card(directories: list[str | Path]) -> str:
+    """Markdown: LAYA's α-profile exit policy against the confidence threshold of nearest MACs (paired bootstrap)."""
+    lines = ["| setting | head | α level | vs | MACs per input (α / confidence) | accuracy difference [95 % CI] | verdict |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for directory in map(Path, directories):
+        report = load_exits(directory)
+        for row in (report or {}).get("alpha_vs_confidence") or []:
+            p = "p < 1/resamples" if row["p_value"] == 0 else f"p = {row['p_value']:.2g}"
+            verdict = "tie" if row["difference_low"] <= 0 <= row["difference_high"] else (
+                "α better" if row["accuracy_difference"] > 0 else "confidence better")  # fmt: skip
+            lines.append(
+                f"| {directory.parent.name} | {directory.name} | {row['policy'].split()[-1]} | {row['versus']} | "
+                f"{row['macs']:,.0f} / {row['versus_macs']:,.0f} | "
+                + f"{row['accuracy_difference']:+.3f} [{row['difference_low']:+.3f}, {row['difference_high']:+.3f}]".replace("-", "−")
+                + f" | {verdict} (paired bootstrap, {p}) |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXIT_THRESHOLDS", "MeasureOptions", "alpha_card", "best_exit", "exit_curves_card", "exit_card", "load_exits", "measure",
+           "truncation_card", "write_exits"]  # fmt: skip

@@ -1,0 +1,154 @@
+"""The numbers of the Depth analytics page's "What the numbers say", computed from the bundled reports.
+
+    python scripts/depth_facts.py [models]
+
+Reads every ``models/<setting>/<head>/depth.json`` (``python -m laya depth``) and ``exits.json``
+(``python -m laya exits``) and prints the bullet list the page embeds as a generated block (checked by
+``scripts/prose_claims.py``): ranges are min–max over the checkpoints named, verdicts are the paired bootstraps
+stored in the reports (a CI covering 0 is a tie), savings are measured runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
+from laya.analysis.measured import best_exit
+
+NAMES = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CNN", "cifar10-vit": "ViT",
+         "cifar10-efficientnet-lite0": "EfficientNet"}  # fmt: skip
+HEADS = {"laya": "LAYA", "scalarmix": "ScalarMix", "concat": "Concat", "lastlayer": "LastLayer"}
+
+
+def _range(values, spec: str = ".2f", unit: str = "") -> str:
+    low, high = min(values), max(values)
+    return f"{low:{spec}}{unit}" if f"{low:{spec}}" == f"{high:{spec}}" else f"{low:{spec}}–{high:{spec}}{unit}"
+
+
+def _pct_range(values) -> str:
+    return _range([100 * v for v in values], ".0f", " %")
+
+
+def _load(models: Path, name: str) -> dict[tuple[str, str], dict]:
+    return {(p.parent.parent.name, p.parent.name): json.loads(p.read_text()) for p in sorted(models.glob(f"*/*/{name}"))}
+
+
+def _better(row: pd.Series) -> bool:
+    return isinstance(row["verdict"], str) and "tie" not in row["verdict"] and row["vs_msp"] > 0
+
+
+def detection_facts(depth: dict) -> list[str]:
+    lines, worse, other, noise = [], [], {}, {}
+    for (setting, head), report in depth.items():
+        table = pd.DataFrame(report["detection"]["table"])
+        signals = table[~table["score"].isin(["msp"])]
+        mis = signals[signals["task"] == "misclassification"]
+        if mis["auroc"].notna().any():
+            best = mis.loc[mis["auroc"].idxmax()]
+            worse.append(not _better(best))
+        for task, part in signals[signals["task"].str.startswith("OOD")].groupby("task"):
+            maha = part[part["score"] == "mahalanobis"].iloc[0]
+            msp = table[(table["task"] == task) & (table["score"] == "msp")].iloc[0]
+            bucket = noise if "noise" in task else other
+            bucket.setdefault(setting, []).append((maha["auroc"], msp["auroc"], _better(maha)))
+    lines.append(f"misclassification: on {sum(worse)} of {len(worse)} checkpoints no score beats max softmax "
+                 "(the best other score is worse or tied, paired bootstrap)")  # fmt: skip
+    cells = [f"{NAMES.get(s, s)} {_range([m for m, _, _ in v])} vs {_range([p for _, p, _ in v])}" for s, v in other.items()]
+    beats = sum(b for v in other.values() for _, _, b in v)
+    lines.append(f"OOD, other dataset: multi-layer Mahalanobis beats max softmax on {beats} of "
+                 f"{sum(len(v) for v in other.values())} checkpoints (AUROC, Mahalanobis vs MSP: {'; '.join(cells)})")  # fmt: skip
+    cells = [f"{NAMES.get(s, s)} {sum(b for _, _, b in v)} of {len(v)}" for s, v in noise.items()]
+    lines.append(f"OOD, uniform and Gaussian noise: Mahalanobis beats max softmax on {'; '.join(cells)} (checkpoint × noise)")
+    return lines
+
+
+def depth_facts_lines(depth: dict) -> list[str]:
+    by_setting: dict[str, list] = {}
+    over = []
+    for (setting, head), report in depth.items():
+        overall = next(r for r in report["prediction_depth"] if r["class"] == "all")
+        by_setting.setdefault(setting, []).append((head, overall["prediction_depth"], len(report["layer_names"])))
+        if overall["overthought_errors"] == overall["overthought_errors"]:  # not NaN
+            over.append((overall["overthought_errors"], setting, head))
+    cells = [f"{NAMES.get(s, s)} {_range([d for _, d, _ in v], '.1f')} of {v[0][2]}" for s, v in by_setting.items()]
+    low, high = min(over), max(over)
+    lines = [f"prediction depth (mean over test inputs, range over heads): {'; '.join(cells)}",
+             f"overthought errors (an error some layer's readout got right): {_pct_range([o for o, _, _ in over])} of "
+             f"errors over the {len(over)} checkpoints; lowest {NAMES.get(low[1], low[1])} {HEADS.get(low[2], low[2])} "
+             f"({low[0]:.0%}), highest {NAMES.get(high[1], high[1])} {HEADS.get(high[2], high[2])} ({high[0]:.0%})"]  # fmt: skip
+    laya = depth.get(("fashion-mnist-mlp", "laya"))
+    if laya:
+        readouts = " / ".join(f"{r['estimate']:.0%}" for r in laya["readout_accuracy"])
+        lines.append(f"Fashion-MNIST LAYA's own readouts alone: {readouts} accuracy on its {len(laya['layer_names'])} "
+                     f"blocks vs {laya['accuracy']:.0%} for the head")  # fmt: skip
+    return lines
+
+
+def exit_facts(exits: dict) -> list[str]:
+    lines = []
+    groups: dict[tuple[str, str], list] = {}
+    for (setting, head), report in exits.items():
+        runs = pd.DataFrame(report["runs"])
+        for kind, part in runs.groupby("exits", sort=False):
+            row, within = best_exit(part)
+            groups.setdefault((setting, kind), []).append((head, row, within))
+    batches = sorted({int(k.split("_b")[1]) for r in exits.values() for k in r["runs"][0] if k.startswith("saved_b")})
+    for (setting, kind), items in groups.items():
+        ok = [(h, r) for h, r, w in items if w]
+        none = [HEADS.get(h, h) for h, _, w in items if not w]
+        text = f"{NAMES.get(setting, setting)}, {kind} exits: "
+        if ok:
+            times = ", ".join(f"batch {b:,} {_range([r[f'saved_b{b}'] for _, r in ok], '+.0%')}" for b in batches)
+            text += (f"within 1 point for {', '.join(HEADS.get(h, h) for h, _ in ok)}: MACs saved "
+                     f"{_range([r['macs_saved'] for _, r in ok], '+.0%')}, wall clock saved {times}")  # fmt: skip
+        if none:
+            text += ("; " if ok else "") + f"no threshold within 1 point for {', '.join(none)}"
+        lines.append(text.replace("-", "−"))
+    return lines
+
+
+def truncation_facts(exits: dict) -> list[str]:
+    within, lost = [], []
+    for (setting, head), report in exits.items():
+        if not report.get("truncation"):
+            continue
+        table = pd.DataFrame(report["truncation"])
+        table = table[table["accuracy"] >= table["full_accuracy"] - 0.01]
+        name = f"{NAMES.get(setting, setting)} {HEADS.get(head, head)}"
+        if table.empty:
+            lost.append(name)
+            continue
+        row = table.loc[table["macs_speedup"].idxmax()]
+        batches = [k for k in row.index if k.startswith("speedup_b")]
+        times = ", ".join(f"{row[k]:.2f}× at batch {int(k.split('_b')[1]):,}" for k in batches)
+        within.append(f"{name} ({int(row['layers_kept'])} of {len(report['layer_names'])} layers, {row['variant']}, "
+                      f"{row['accuracy']:.3f} vs {row['full_accuracy']:.3f}: {row['macs_speedup']:.2f}× by MACs, {times})")  # fmt: skip
+    lines = [f"truncation within 1 point of the full model: {'; '.join(within) or 'none'}"]
+    if lost:
+        lines.append(f"every truncation loses more than 1 point: {', '.join(lost)}")
+    return lines
+
+
+def depth_inputs(models: Path) -> str:
+    """One line: the test / training inputs each setting's depth analytics used (from ``depth.json``)."""
+    sizes: dict[tuple[int, int], list[str]] = {}
+    for (setting, _), report in _load(models, "depth.json").items():
+        names = sizes.setdefault((report["n_test"], report["n_train"]), [])
+        if NAMES.get(setting, setting) not in names:
+            names.append(NAMES.get(setting, setting))
+    cells = [f"{' and '.join(names)} on {n:,} test and {t:,} training inputs" for (n, t), names in sizes.items()]
+    return "Inputs per setting (from each `depth.json`): " + "; ".join(cells) + ".\n"
+
+
+def depth_facts(models: Path) -> str:
+    depth, exits = _load(models, "depth.json"), _load(models, "exits.json")
+    lines = detection_facts(depth) + depth_facts_lines(depth) + exit_facts(exits) + truncation_facts(exits)
+    return "".join(f"* {line}\n" for line in lines)
+
+
+if __name__ == "__main__":
+    print(depth_facts(Path(sys.argv[1] if len(sys.argv) > 1 else "models")), end="")

@@ -1,0 +1,87 @@
+"""scripts/prose_claims.py: the docs' generated blocks are current and their quoted numbers are in the reports."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+def _load(name: str):
+    sys.path.insert(0, str(SCRIPTS))
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+claims = _load("prose_claims")
+facts = _load("depth_facts")
+
+
+def test_the_docs_prose_matches_the_reports():
+    """Fails when a generated table, range or verdict is stale, a quoted number or interval is in no source
+    file, or a difference is worded against its CI. Fix: `python scripts/prose_claims.py --write` for blocks,
+    edit the prose for the rest (the message names the page, section and number)."""
+    problems = claims.check()
+    assert problems == [], "\n".join(problems)
+
+
+def test_every_checked_section_exists_and_quotes_files_that_exist():
+    for heading, patterns in claims.SECTIONS.items():
+        assert claims.section(heading) is not None, heading
+        for pattern in patterns:
+            if ":" not in pattern:
+                assert list(claims.ROOT.glob(pattern)), pattern
+
+
+def test_sources_match_at_the_precision_written():
+    src = claims.Sources(sorted([0.8943, 0.0035, 12.0]), sorted([(0.031, 0.023, 0.038), (-0.18, -0.367, 0.007)]))
+    assert src.has_number("0.894") and src.has_number("0.89") and src.has_number("−0.0035")
+    assert not src.has_number("0.8942") and not src.has_number("0.895")
+    assert src.has_interval("+0.031", "+0.023", "+0.038") and src.has_interval("−0.180", "−0.367", "+0.007")
+    assert not src.has_interval("+0.031", "+0.023", "+0.039") and not src.has_interval("0.180", "0.367", "0.007")
+
+
+def test_a_difference_whose_ci_covers_zero_must_be_called_a_tie_and_only_then():
+    ok = "LAYA ties Concat (−0.180 [−0.367, +0.007], p = 0.056). LAYA beats ScalarMix (+0.423 [+0.117, +0.728])."
+    assert claims.tie_wording(ok, "page") == []
+    overstated = "LAYA is below Concat (−0.180 [−0.367, +0.007], p = 0.056)."
+    assert "covers 0" in claims.tie_wording(overstated, "page")[0]
+    understated = "LAYA ties ScalarMix (+0.423 [+0.117, +0.728])."
+    assert "excludes 0" in claims.tie_wording(understated, "page")[0]
+    mixed = "α is below IG (−0.285 [−0.326, −0.244]) and ties Saliency (+0.026 [−0.012, +0.063])."
+    assert claims.tie_wording(mixed, "page") == []  # each interval is judged by its own stretch of the sentence
+    table = "| LAYA − Concat −0.003 [−0.008, +0.002] | **not reproduced: tie** |"
+    assert claims.tie_wording(table, "page") == []  # a table row is one sentence
+    levels = "accuracy 0.594 [0.571, 0.616] in every seed"  # not a difference: no sign
+    assert claims.tie_wording(levels, "page") == []
+
+
+def test_prose_leaves_out_generated_blocks_code_and_links():
+    text = ("Keep 0.12. <!-- generated: exit-card -->\n| 0.99 |\n<!-- /generated -->`0.5` [x](a0.3.md) "
+            "<!-- depth-card:start -->\n0.7\n<!-- depth-card:end -->")
+    assert claims.DECIMAL.findall(claims.prose(text)) == ["0.12"]
+
+
+def test_unknown_generated_block_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown generated block 'nope'"):
+        claims.generate("nope models/x")
+
+
+def _depth(depth: float, over: float, layers: int = 3) -> dict:
+    return {"prediction_depth": [{"class": "all", "prediction_depth": depth, "overthought_errors": over}],
+            "layer_names": [f"block {i}" for i in range(layers)], "readout_accuracy": [{"estimate": 0.5}] * layers,
+            "accuracy": 0.9}  # fmt: skip
+
+
+def test_depth_facts_ranges_are_min_max_over_checkpoints():
+    reports = {("fashion-mnist-mlp", "laya"): _depth(2.87, 0.40), ("fashion-mnist-mlp", "concat"): _depth(1.42, 0.44),
+               ("cifar10-cnn", "laya"): _depth(4.77, 0.16, 5), ("cifar10-cnn", "scalarmix"): _depth(4.57, 0.88, 5)}  # fmt: skip
+    lines = facts.depth_facts_lines(reports)
+    assert "Fashion-MNIST MLP 1.4–2.9 of 3; CNN 4.6–4.8 of 5" in lines[0]
+    assert "16–88 % of errors over the 4 checkpoints; lowest CNN LAYA (16%), highest CNN ScalarMix (88%)" in lines[1]
+    assert "50% / 50% / 50% accuracy on its 3 blocks vs 90% for the head" in lines[2]

@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from captum.attr import InputXGradient, IntegratedGradients, Saliency
 from torch import Tensor
 
 from laya.model.heads import LayaHead, LayerHead, ScalarMixHead
@@ -87,7 +86,13 @@ def _summed_target_probability(head: LayerHead, target: Tensor):
 def raw_attributions(
     head: LayerHead, hidden: Sequence[Tensor], method: str, target: Tensor, steps: int = 32
 ) -> tuple[Tensor, ...]:
-    """Captum's per-unit attributions for each layer (signed): L tensors ``(B, d_i)``."""
+    """Captum's per-unit attributions for each layer (signed): L tensors ``(B, d_i)``.
+
+    Captum is imported here, not at module level: it pulls in matplotlib (≈ 1 CPU-s), and the
+    dashboard's heads with intrinsic scores never need it (docs/speed.md, "Cold start").
+    """
+    from captum.attr import InputXGradient, IntegratedGradients, Saliency
+
     forward = _summed_target_probability(head, target)
     # Gradients are needed even when the caller runs under inference_mode or no_grad.
     with torch.inference_mode(False), torch.enable_grad():

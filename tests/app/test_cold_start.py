@@ -2,7 +2,8 @@
 
 Each test runs a fresh interpreter (``sys.modules`` of this one is shared by the whole suite) and
 asserts on its ``sys.modules``: importing every page's dependencies, and the first page run on a
-LAYA head, pull in neither; the functions that need them still import them and work.
+LAYA head, pull in neither (nor ``torch._dynamo`` once the size check's estimate is cached, see
+:mod:`laya.model.budget`); the functions that need them still import them and work.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from laya.model.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("captum", "scipy.stats", "matplotlib")
@@ -50,12 +53,14 @@ print(json.dumps({{"before": before, "after": "scipy.stats" in sys.modules, "int
 
 
 def test_first_page_on_a_laya_head_does_not_import_them(tiny_models: Path, image_folder: Path) -> None:
+    """Nor ``torch._dynamo`` (the meta-device size check's import) once that estimate is cached."""
+    load_checkpoint(tiny_models / "colours-mlp" / "laya")  # caches the size estimate under $LAYA_CACHE
     code = f"""
 import json, sys
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=300).run()
 print(json.dumps({{"exception": [e.value for e in at.exception], "charts": len(at.get("plotly_chart")),
-                   "heavy": [m for m in {HEAVY!r} if m in sys.modules]}}))
+                   "heavy": [m for m in {(*HEAVY, "torch._dynamo")!r} if m in sys.modules]}}))
 """
     result = run_python(code, LAYA_MODELS=str(tiny_models), LAYA_PATH_ROOTS=str(image_folder), LAYA_THREADS="1")
     assert result["exception"] == [] and result["charts"] >= 2

@@ -8,6 +8,8 @@ shared by every session), without browsers or websockets; every number is the se
 ``LAYA_THREADS=1``: torch runs in the script's thread, so that thread's CPU time is the
 interaction's CPU time.
 
+0. Import costs: CPU seconds of each heavy import in a fresh interpreter, those the dashboard defers
+   (Captum, scipy.stats, torch._dynamo) included.
 1. Cold start: a fresh interpreter (``--cold``) imports Streamlit, runs the Inspect page on the
    bundled default (Fashion-MNIST, LAYA head, first example) until its charts exist; wall and CPU
    seconds from process start, and the split into imports and first run. Twice, on an empty
@@ -72,6 +74,21 @@ def cold(models: Path, launched: float) -> dict:
         "first_run_wall_s": ready - imported,
         "heavy_modules_loaded": [m for m in HEAVY if m in sys.modules],
     }
+
+
+IMPORTS = ("streamlit", "torch", "pandas", "pages.common",
+           "captum.attr", "scipy.stats", "torch._dynamo")  # the last three: deferred until needed
+
+
+def imports() -> dict[str, float]:
+    """In a fresh interpreter: CPU seconds of each import, in this order (each after the ones before)."""
+    sys.path.insert(0, str(ROOT))
+    costs = {}
+    for name in IMPORTS:
+        begin = time.process_time()
+        __import__(name)
+        costs[name] = time.process_time() - begin
+    return costs
 
 
 class Session:
@@ -197,10 +214,19 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=12, help="concurrent sessions (default 12)")
     parser.add_argument("--rounds", type=int, default=3, help="sequential sessions after warm-up (default 3)")
     parser.add_argument("--cold", type=float, default=None, help=argparse.SUPPRESS)  # child: launch time
+    parser.add_argument("--imports", action="store_true", help=argparse.SUPPRESS)  # child: import costs
     args = parser.parse_args()
     if args.cold is not None:
         print(json.dumps(cold(args.models, args.cold)))
         return 0
+    if args.imports:
+        print(json.dumps(imports()))
+        return 0
+
+    child = subprocess.run([sys.executable, __file__, "--imports"], capture_output=True, text=True, check=True)
+    costs = json.loads(child.stdout.strip().splitlines()[-1])
+    print("import costs, CPU-s in a fresh interpreter (each after the ones before; the last three are deferred):")
+    print("  " + ", ".join(f"{name} {cost:.2f}" for name, cost in costs.items()))
 
     print("cold start (fresh interpreter -> first page's charts, bundled default model)")
     starts = {}
@@ -249,7 +275,7 @@ def main() -> int:
     print(f"  all {args.sessions} sessions done in {elapsed:.1f} s wall, {process_cpu:.1f} CPU-s for the process "
           f"({process_cpu / args.sessions:.2f} CPU-s per session of {len(concurrent)} interactions, "
           f"AppTest's own bookkeeping included)")  # fmt: skip
-    print(json.dumps({"cold": starts, "sequential": sequential, "concurrent": concurrent,
+    print(json.dumps({"imports": costs, "cold": starts, "sequential": sequential, "concurrent": concurrent,
                       "concurrent_wall_s": elapsed, "concurrent_process_cpu_s": process_cpu}))  # fmt: skip
     return 0
 

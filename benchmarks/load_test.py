@@ -14,7 +14,9 @@ interaction's CPU time.
    bundled default (Fashion-MNIST, LAYA head, first example) until its charts exist; wall and CPU
    seconds from process start, and the split into imports and first run. Twice, on an empty
    ``$LAYA_CACHE`` (the first start on a machine: the size check's meta forward runs) and again
-   (every later start: its estimate is read from the cache, :mod:`laya.model.budget`).
+   (every later start: its estimate is read from the cache, :mod:`laya.model.budget`); first, as a
+   reference in the same run, a start that imports Captum and scipy.stats eagerly on an empty cache
+   (what the dashboard did before they were deferred).
 2. Warm-up: one session walks the sequence below (loads the models it touches).
 3. Sequential: ``--rounds`` new sessions, one after another, each walking the sequence:
    ``first chart`` (a new session opens Inspect), ``upload`` (an image no session has sent: one
@@ -53,11 +55,17 @@ def _environment(models: Path) -> None:
     sys.path.insert(0, str(ROOT))
 
 
-def cold(models: Path, launched: float) -> dict:
-    """In a fresh interpreter: seconds from process start until the first page shows its charts."""
+def cold(models: Path, launched: float, eager: bool = False) -> dict:
+    """In a fresh interpreter: seconds from process start until the first page shows its charts.
+
+    ``eager``: import what the dashboard now defers (Captum, scipy.stats) first, as it did before.
+    """
     _environment(models)
     start_cpu = time.process_time()  # CPU before this line: interpreter start-up
     started = time.time()
+    if eager:
+        import captum.attr  # noqa: F401
+        import scipy.stats  # noqa: F401
     from streamlit.testing.v1 import AppTest
 
     imported = time.time()
@@ -215,9 +223,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="sequential sessions after warm-up (default 3)")
     parser.add_argument("--cold", type=float, default=None, help=argparse.SUPPRESS)  # child: launch time
     parser.add_argument("--imports", action="store_true", help=argparse.SUPPRESS)  # child: import costs
+    parser.add_argument("--eager", action="store_true", help=argparse.SUPPRESS)  # child: the former imports
     args = parser.parse_args()
     if args.cold is not None:
-        print(json.dumps(cold(args.models, args.cold)))
+        print(json.dumps(cold(args.models, args.cold, args.eager)))
         return 0
     if args.imports:
         print(json.dumps(imports()))
@@ -230,18 +239,21 @@ def main() -> int:
 
     print("cold start (fresh interpreter -> first page's charts, bundled default model)")
     starts = {}
-    with tempfile.TemporaryDirectory() as cache:
-        for name in ("first start, empty cache", "restart"):
+    with tempfile.TemporaryDirectory() as before, tempfile.TemporaryDirectory() as cache:
+        for name, eager, directory in (("as before (eager imports, no cache)", True, before),
+                                       ("first start, empty cache", False, cache), ("restart", False, cache)):  # fmt: skip
             launched = time.time()
-            child = subprocess.run([sys.executable, __file__, "--models", str(args.models), "--cold", repr(launched)],
-                                   capture_output=True, text=True, check=False,
-                                   env={**os.environ, "LAYA_CACHE": cache})  # fmt: skip
+            command = [sys.executable, __file__, "--models", str(args.models), "--cold", repr(launched)]
+            child = subprocess.run(command + ["--eager"] * eager, capture_output=True, text=True, check=False,
+                                   env={**os.environ, "LAYA_CACHE": directory})  # fmt: skip
             if child.returncode:
                 raise SystemExit(f"cold start failed:\n{child.stderr[-4000:]}")
             start = starts[name] = json.loads(child.stdout.strip().splitlines()[-1])
             print(f"  {name}: ready after {start['ready_wall_s']:.2f} s wall, {start['ready_cpu_s']:.2f} CPU-s "
                   f"(import streamlit {start['import_streamlit_wall_s']:.2f} s, first run {start['first_run_wall_s']:.2f} s wall); "
                   f"heavy modules loaded: {', '.join(start['heavy_modules_loaded']) or 'none'}")  # fmt: skip
+    cpu = [s["ready_cpu_s"] for s in starts.values()]
+    print(f"  CPU of a first start / restart vs as before: {cpu[1] / cpu[0]:.2f}x / {cpu[2] / cpu[0]:.2f}x")
 
     _environment(args.models)
     Session.instrument()

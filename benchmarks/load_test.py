@@ -110,10 +110,18 @@ class Session:
         """Record the CPU time of every script thread (the server's work for one run).
 
         AppTest sets and clears one global ``Runtime`` around each run, which concurrent sessions
-        would clear under each other's feet; like a real server, they share the last one set.
+        would clear under each other's feet; like a real server, they share the last one set. AppTest
+        also compiles the scripts afresh on every run (a new ``ScriptCache``), where a server compiles
+        each page once; sessions here share one cache, as on a server (compiling in many threads at
+        once also trips a CPython 3.11 ``ast.parse`` bug, "AST constructor recursion depth mismatch").
         """
         from streamlit.runtime import Runtime
+        from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+        from streamlit.testing.v1 import app_test, local_script_runner
         from streamlit.testing.v1.local_script_runner import LocalScriptRunner
+
+        shared = ScriptCache()
+        app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
 
         last: list[Runtime] = []
 

@@ -42,6 +42,7 @@ benchmarks: $(VENV)/.runtime  ## speed benchmarks on the bundled models (prints 
 	$(PY) benchmarks/inspect_speed.py
 	$(PY) benchmarks/bootstrap_overhead.py
 	$(PY) benchmarks/early_exit.py
+	$(PY) benchmarks/load_test.py
 
 screenshots: $(VENV)/.dev  ## README screenshots of every dashboard page, from the real app
 	$(PY) scripts/screenshots.py --models models --out docs/screenshots

@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from captum.attr import InputXGradient, IntegratedGradients, Saliency
 from torch import Tensor
 
 from laya.analysis.ablation import float64_head
@@ -125,9 +124,13 @@ def raw_attributions(
 ) -> tuple[Tensor, ...]:
     """Captum's per-unit attributions for each layer (signed), float64: L tensors ``(B, d_i)``.
 
-    Runs on the head's float64 copy with float64 inputs (see the module docstring)."""
+    Runs on the head's float64 copy with float64 inputs (see the module docstring). Captum is imported
+    here, not at module level: it pulls in matplotlib (≈ 1 CPU-s), and the dashboard's heads with
+    intrinsic scores never need it (docs/speed.md, "Cold start")."""
     if method not in POSTHOC_METHODS:
         raise ValueError(f"unknown post-hoc method {method!r}; expected one of {POSTHOC_METHODS}")
+    from captum.attr import InputXGradient, IntegratedGradients, Saliency
+
     head64 = float64_head(head)
     forward = _summed_target_probability(head64, target)
     # Gradients are needed even when the caller runs under inference_mode or no_grad.

@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from scipy import stats
 from torch import Tensor
 
 Statistic = Callable[[Tensor], Tensor]  # (R, n, ...) resampled rows -> (R,) or (R, K)
@@ -286,6 +285,8 @@ def paired_over_seeds(a: Sequence[float], b: Sequence[float], level: float = 0.9
     if n < 2:
         return PairedComparison(Interval(float(d.mean()) if n else float("nan"), float("nan"), float("nan"), level),
                                 float("nan"), "paired t-test over seeds", n)  # fmt: skip
+    from scipy import stats  # lazily: scipy.stats costs ≈ 1 CPU-s to import (docs/speed.md)
+
     result = stats.ttest_rel(a, b)
     if np.all(d == d[0]):  # zero variance: the t-test is undefined; the difference is exact
         return PairedComparison(Interval(float(d[0]), float(d[0]), float(d[0]), level),
@@ -300,6 +301,8 @@ def seed_interval(values: Sequence[float], level: float = 0.95) -> Interval:
     v = np.asarray(values, dtype=float)
     if len(v) < 2:
         return Interval(float(v.mean()) if len(v) else float("nan"), float("nan"), float("nan"), level)
+    from scipy import stats
+
     half = stats.t.ppf((1 + level) / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
     return Interval(float(v.mean()), float(v.mean() - half), float(v.mean() + half), level)
 

@@ -18,13 +18,24 @@ model) and cost milliseconds. It counts
 Limits (environment): ``LAYA_MAX_PARAMS`` (default 500 M parameters + buffer elements),
 ``LAYA_MAX_ACTIVATIONS`` (default 200 M float32 elements at the peak of one input, 800 MB),
 ``LAYA_MAX_GFLOPS`` (default 200 GFLOP per input: a few seconds per image on one CPU core).
+
+The meta forward goes through PyTorch's Python meta kernels, whose first call imports
+``torch._dynamo`` (≈ 2–3 CPU-s, the largest single cost of a cold dashboard start). The estimate is
+a pure function of the configs and the library versions, so it is kept on disk
+(``$LAYA_CACHE/budget/<sha256>.json``, default ``~/.cache/laya``): a restarted server checks the
+same checkpoints against the current limits without the meta forward. Only the estimate is
+cached, never the verdict; an unreadable cache entry is measured again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import weakref
 from dataclasses import dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -124,7 +135,61 @@ def _storage_keys(tensors) -> set[int]:
     return {t.untyped_storage()._cdata for t in tensors}
 
 
+def _cache_file(backbone: BackboneConfig, head: HeadConfig, num_classes: int) -> Path:
+    """Where the estimate of these configs is kept: keyed by the configs and the torch/timm versions."""
+    try:
+        timm_version = metadata.version("timm")
+    except metadata.PackageNotFoundError:
+        timm_version = None
+    key = json.dumps([torch.__version__, timm_version, backbone.to_dict(), head.to_dict(), num_classes],
+                     sort_keys=True, default=str)  # fmt: skip
+    root = Path(os.environ.get("LAYA_CACHE", Path.home() / ".cache" / "laya"))
+    return root / "budget" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+
+
+def _to_json(budget: Budget) -> str:
+    state = {k: [list(shape), str(dtype).removeprefix("torch.")] for k, (shape, dtype) in budget.state.items()}
+    return json.dumps({"params": budget.params, "activations": budget.activations, "layer_dims": list(budget.layer_dims),
+                       "flops": budget.flops, "buffers": budget.buffers, "state": state})  # fmt: skip
+
+
+def _read_cached(path: Path) -> Budget | None:
+    try:
+        data = json.loads(path.read_text())
+        state = {}
+        for name, (shape, dtype_name) in data["state"].items():
+            dtype = getattr(torch, dtype_name)
+            if not isinstance(dtype, torch.dtype):
+                return None
+            state[str(name)] = (tuple(int(n) for n in shape), dtype)
+        budget = Budget(int(data["params"]), int(data["activations"]), tuple(int(d) for d in data["layer_dims"]),
+                        int(data["flops"]), int(data["buffers"]), state)  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return budget if min(budget.params, budget.activations, budget.flops, budget.buffers) >= 0 else None
+
+
 def estimate(backbone: BackboneConfig, head: HeadConfig, num_classes: int) -> Budget:
+    """:func:`measure`, kept on disk per (configs, torch and timm versions); see the module docstring.
+
+    Raises:
+        CheckpointError: the config cannot be built (never cached).
+    """
+    path = _cache_file(backbone, head, num_classes)
+    if (cached := _read_cached(path)) is not None:
+        return cached
+    budget = measure(backbone, head, num_classes)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(_to_json(budget))
+        partial.replace(path)  # atomic: a concurrent reader sees the whole entry or none
+    except OSError:
+        pass  # a read-only cache only costs the meta forward next time
+    return budget
+
+
+def measure(backbone: BackboneConfig, head: HeadConfig, num_classes: int) -> Budget:
     """Build the model on the ``meta`` device and count its parameters, buffers, peak activations and FLOPs
     for one input (see the module docstring).
 
@@ -193,4 +258,5 @@ __all__ = [
     "check_budget",
     "estimate",
     "limits",
+    "measure",
 ]

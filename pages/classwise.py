@@ -138,7 +138,7 @@ if per_seed is not None and not per_seed.empty:
     st.dataframe(views.seed_stability(whole), hide_index=True)
     seed_sections += [("All classes, across seeds", whole_figure)]
 st.caption("Mean leave-one-layer-out drop and label-flip rate per layer, per ablation mode:")
-st.dataframe(views.global_loo(report), hide_index=True)
+common.table(views.global_loo(report))
 common.report_button(
     "Class-wise depth patterns",
     [("", heatmap), (f"Class {name}", class_scores), ("", class_loo), ("All classes", global_bars),

@@ -72,7 +72,7 @@ for column, head, explanation, report in zip(st.columns(len(loaded)), heads, exp
 figure = compare_figure(explanations, views.compare_titles(heads, explanations))
 table = views.compare_table(heads, explanations, reports)
 st.plotly_chart(figure, key="compare_figure")
-st.dataframe(table, hide_index=True)
+common.table(table.set_index("head").T.reset_index(names="on this input / on the test set"))
 checkpoint = loaded.get(selection.path) or next(iter(loaded.values()))
 source = common.provenance(checkpoint, (name, views.model_view(explanations[0], checkpoint.meta.input)))
 common.report_button(

@@ -46,11 +46,7 @@ if result.readouts is not None:
 st.subheader("Error and OOD scores of this input")
 scores = views.detection_view(result.scores, report.data if report else None)
 if report is not None:
-    rate = float(report.data["detection"]["flag_rate"])
-    st.caption(
-        f"Each threshold is {views.false_alarm_text(rate)}. Max softmax is flagged when it falls *below* its "
-        "threshold; every other score when it rises above."
-    )
+    st.caption("Max softmax is flagged when it falls *below* its threshold; every other score when it rises above.")
     st.markdown("\n".join(f"- {line}" for line in views.ood_status(result.scores, report.data)))
     if warning := views.mahalanobis_warning(result.scores.get("mahalanobis"), report.data["n_train"],
                                             checkpoint.model.backbone.layer_dims):  # fmt: skip

@@ -34,7 +34,7 @@ if report is not None:
                                     format_func=REDUCTION_LABELS.__getitem__, key="faithfulness_reduction")  # fmt: skip
     st.caption(f"`{mode}`: {views.MODE_HELP[mode]}. `{reduction}`: {views.REDUCTION_HELP[reduction]}.")
     table = views.faithfulness_matrix(report, mode, reduction)
-    st.dataframe(table, hide_index=True)
+    common.table(table)
     st.download_button(
         "Download CSV", report.faithfulness_table().to_csv(index=False), f"{head}-faithfulness.csv", "text/csv"
     )
@@ -49,7 +49,7 @@ if report is not None:
     comparisons = views.comparisons_view(report, mode, reduction)
     if not comparisons.empty:
         st.markdown("**Paired comparisons** (paired bootstrap over the same test inputs; a CI covering 0 is a tie)")
-        st.dataframe(comparisons, hide_index=True)
+        common.table(comparisons)
 else:
     mode, reduction = "mean", "signed"
 
@@ -65,7 +65,7 @@ st.caption(f"Intervention `{mode}`, {reduction} post-hoc scores; 95% bootstrap C
 heads = views.heads_table([e.head for e in members], [common.load_report(e.path, warn=False) for e in members],
                           mode, reduction)  # fmt: skip
 heads_shown = views.heads_display(heads)
-st.dataframe(heads_shown, hide_index=True)
+common.table(heads_shown)
 overview = heads_overview_figure(heads, mode)
 st.plotly_chart(overview, key="faithfulness_heads")
 sections = [(f"Heads of this setting ({mode}, {reduction})", heads_shown), ("", overview)]

@@ -105,8 +105,10 @@ st.caption(
 st.subheader("Faithfulness on this input")
 st.caption(
     "Spearman correlation between each method's layer scores and the LOO drops; Deletion@1 = drop after removing its top layer."
-)
-st.dataframe(views.input_faithfulness(explanation), hide_index=True)
+    + (f" n/a: {explanation.status}: only one layer's drop exceeds ε, so no ranking can be tested on this input."
+       if explanation.status else "")
+)  # fmt: skip
+common.table(views.input_faithfulness(explanation))
 
 csv_col, json_col, html_col = st.columns(3)
 stem = f"{head}-{name.rsplit('.', 1)[0]}-{mode}"

@@ -108,7 +108,7 @@ def pruning_figure(pruning: pd.DataFrame) -> go.Figure:
     fig.update_xaxes(dtick=1, autorange="reversed")
     fig.update_xaxes(title_text="layers kept", row=1, col=1)
     fig.update_yaxes(title_text="accuracy", row=1, col=1)
-    fig.update_layout(title="Layer pruning: accuracy vs layers kept, per removal criterion", legend=LEGEND_BELOW,
+    fig.update_layout(title="Pruning: accuracy vs layers kept", legend=LEGEND_BELOW,
                       margin={"b": 110})  # fmt: skip
     return fig
 

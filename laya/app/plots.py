@@ -22,9 +22,10 @@ METHOD_UNITS = {  # what a layer score measures: methods in one unit share one s
     "saliency": "|∂p/∂h| summed over units",
     "random": "random score (control)",
 }
-NORMALISED_AXIS = "score ÷ its largest |score| (units differ)"
+NORMALISED_AXIS = "score ÷ its max |score|"  # mixed units: each method scaled to [-1, 1]
 DROP_AXIS = "LOO drop in p(predicted)"
 LEGEND_TOP = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0.0}
+LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.14, "xanchor": "left", "x": 0.0}  # under the x title
 
 
 def method_label(method: str) -> str:
@@ -92,7 +93,7 @@ def layer_scores_figure(explanation: Explanation, methods: Sequence[str] | None 
     fig.update_yaxes(title_text=axis, row=1, col=1)
     fig.update_yaxes(title_text=DROP_AXIS, row=2, col=1)
     fig.update_xaxes(title_text="layer", row=2, col=1)
-    fig.update_layout(barmode="group", height=470, legend=LEGEND_TOP, margin={"t": 90},
+    fig.update_layout(barmode="group", height=500, legend=LEGEND_BELOW, margin={"t": 50, "b": 110},
                       title=f"{explanation.label} ({explanation.confidence:.1%}): layer scores and LOO drops")  # fmt: skip
     return fig
 
@@ -132,7 +133,7 @@ def compare_figure(explanations: Sequence[Explanation], titles: Sequence[str]) -
     fig.update_yaxes(title_text=axis, row=1, col=1)
     fig.update_yaxes(title_text=DROP_AXIS, row=2, col=1)
     fig.update_xaxes(title_text="layer", row=2)
-    fig.update_layout(barmode="group", height=520, legend=LEGEND_TOP, margin={"t": 110},
+    fig.update_layout(barmode="group", height=560, legend=LEGEND_BELOW, margin={"t": 70, "b": 120},
                       title="Layer scores (top) and leave-one-layer-out drops (bottom)")  # fmt: skip
     return fig
 

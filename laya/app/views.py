@@ -193,7 +193,7 @@ def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
     where only one layer's drop exceeds ε (the ranking metrics are then undefined)."""
     summary = explanation.summary()
     methods = list(explanation.scores)
-    na = explanation.status or "–"
+    na = "n/a" if explanation.status else "–"
     return pd.DataFrame(
         {
             "method": [method_label(m) for m in methods],

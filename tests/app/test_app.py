@@ -97,12 +97,12 @@ def assert_inspect_shows(at: AppTest, e: Explanation) -> None:
     assert list(table["label flips"]) == e.loo.flipped[0].tolist()
     for method, scores in e.scores.items():
         assert np.allclose(table[views.method_label(method)], scores.numpy(), atol=1e-6)
-    faith = at.main.dataframe[1].value
+    faith = at.main.table[0].value.reset_index()  # shown whole (st.table), never clipped
     assert list(faith["method"]) == [views.method_label(m) for m in e.scores]
     assert [float(v) for v in faith["Deletion@1"]] == pytest.approx([e.deletion_at_1(m) for m in e.scores], abs=1e-4)
     spearman = [e.spearman(m) for m in e.scores]  # shown with its n: "... over L layers", never a bare number
     shown = faith[f"Spearman ρ(score, LOO drop) over {len(e.layer_names)} layers"]
-    assert [None if v in ("–", e.status) else float(v) for v in shown] == pytest.approx(spearman, abs=1e-3)
+    assert [None if v in ("–", "n/a") else float(v) for v in shown] == pytest.approx(spearman, abs=1e-3)
     assert not faith.isin(["None", "nan"]).any().any()
     score_chart = charts(at)[1]  # [0] is the top-k chart; one figure: scores on top, LOO drops below
     methods = list(e.scores)
@@ -227,7 +227,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     assert_ok(app)
     explanations = [expected(setting, h, data, mode="mean") for h in HEADS]
     assert [m.value for m in app.main.metric] == [v for e in explanations for v in (e.label, f"{e.confidence:.1%}")]
-    table = app.main.dataframe[0].value
+    table = app.main.table[0].value.T.reset_index(names="head")  # shown with one column per head
     reports = [Report.load(setting / h) for h in HEADS]
     assert list(table["head"]) == list(TITLES)
     assert list(table["layer scores"]) == [views.method_label(e.primary) for e in explanations]
@@ -283,7 +283,7 @@ def test_classwise_heatmap_toggles_and_drilldown(app: AppTest, setting: Path) ->
     row = list(heat["data"][0]["y"]).index("green")
     assert (outline["y0"], outline["y1"]) == (row - 0.5, row + 0.5)
     assert app.download_button[0].label == "Download CSV"
-    loo = app.main.dataframe[0].value
+    loo = app.main.table[0].value.reset_index()
     assert [float(v) for v in loo["mean LOO drop (zero (paper, frozen α))"]] == pytest.approx(
         report.data["loo"]["zero"]["mean_drop"], abs=1e-4
     )
@@ -363,13 +363,13 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
     report = Report.load(setting / "laya")
     assert app.radio(key="faithfulness_mode_laya").value == "mean"  # the cross-head intervention by default
     app.radio(key="faithfulness_reduction").set_value("magnitude").run()
-    table = app.main.dataframe[0].value
+    table = app.main.table[0].value.reset_index()
     raw = report.data["faithfulness"]["mean"]["magnitude"]
     assert list(table["method"]) == [views.method_label(m) for m in raw]
     assert table.columns[1] == "Spearman (informative layers) [95% CI]"  # the headline first
     assert table["top-1 agreement [95% CI]"].tolist() == [views.ci_text(v["top1"]) for v in raw.values()]
     assert not table.isin(["None", "nan"]).any().any()
-    comparisons = app.main.dataframe[1].value
+    comparisons = app.main.table[1].value.reset_index()
     assert comparisons["p (paired bootstrap)"].str.match(r"^p (< 0\.001|= [01]\.\d{3})$").all()
     methods = charts(app)[0]
     alpha = raw["laya_alpha"]["spearman_eps"]
@@ -385,7 +385,7 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
         assert list(array(trace["y"])) == pytest.approx([v["estimate"] for v in points])
     app.radio(key="faithfulness_mode_laya").set_value("zero").run()
     assert "differs between heads" in app.warning[0].value  # the heads table falls back to `mean`
-    heads = app.main.dataframe[-1].value
+    heads = app.main.table[-1].value.reset_index()
     reports = [Report.load(setting / h) for h in HEADS]
     assert list(heads["head"]) == list(TITLES)
     assert heads.columns[1] == "Spearman (informative layers) [95% CI]"  # the headline first, display names only
@@ -461,7 +461,12 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
     example = example_images(setting_dir / "laya")[0].read_bytes()
     for head in HEADS:
         at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting_dir / head)).run()
-        assert_inspect_shows(at, expected(setting_dir, head, example))
+        e = expected(setting_dir, head, example)
+        assert_inspect_shows(at, e)
+        if (setting_dir / head / "depth.json").is_file():  # the input's OOD status, with its false-alarm rate
+            status = next(m.value for m in at.main.markdown if "Max softmax" in m.value)
+            assert f"Max softmax **{e.confidence:.3f}**" in status and "Best OOD score of this model" in status
+            assert "flags 5 % of in-distribution test inputs by design" in status
     for page in ("pages/compare.py", "pages/classwise.py", "pages/faithfulness.py", "pages/depth.py"):
         at.switch_page(page).run()
         assert_ok(at)
@@ -570,7 +575,15 @@ def test_depth_page_before_and_after_the_depth_report(
     assert_depth_shows(at, models / "colours-mlp" / "concat", data)
     assert not at.info and len(charts(at)) == 2 + 4  # + exit curve, pruning, class-wise attribution, ROC
     scores = at.main.dataframe[0].value
-    assert "multi-layer Mahalanobis" in list(scores["score"]) and scores["threshold"].notna().all()
+    assert "multi-layer Mahalanobis" in list(scores["score"]) and (scores["threshold"] != "–").all()
+    msp = scores[scores["score"] == "max softmax (baseline)"].iloc[0]  # the probability, flagged below, not −p
+    assert msp["rule"] == "flagged below" and 0 < float(msp["value"]) <= 1
+    fit = DepthFit.load(models / "colours-mlp" / "concat")
+    value = input_depth(load_checkpoint(models / "colours-mlp" / "concat"), load_image_tensor(data, 3, 8), fit).scores
+    report = json.loads((models / "colours-mlp" / "concat" / "depth.json").read_text())
+    widths = load_checkpoint(models / "colours-mlp" / "concat").model.backbone.layer_dims
+    expected_warning = views.mahalanobis_warning(value["mahalanobis"], report["n_train"], widths)
+    assert [w.value for w in at.warning if w.value.startswith("Mahalanobis")] == [expected_warning] * bool(expected_warning)
     auroc = at.main.dataframe[-1].value
     assert list(auroc.columns) == ["score", "misclassification", "OOD: uniform noise", "OOD: gaussian noise"]
     checkpoint = load_checkpoint(models / "colours-mlp" / "concat")

@@ -96,12 +96,13 @@ def browser_page(width: int = 1400, height: int = 1000) -> Iterator[Page]:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
-            page.set_default_timeout(60_000)
+            page.set_default_timeout(TIMEOUT_MS)
             yield page
         finally:
             browser.close()
 
 
+TIMEOUT_MS = 300_000  # a bound on each wait for a condition (it returns as soon as it holds): a loaded machine is slow
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 CHARTS_SETTLED = """() => [...document.querySelectorAll('.stPlotlyChart')].every(chart => {
     const svg = chart.querySelector('.main-svg');
@@ -113,8 +114,8 @@ def wait_idle(page: Page) -> None:
     """Wait until Streamlit reports no script run in progress (``stApp``'s ``data-test-script-state``) and no
     element is stale. A condition, not a delay: right after an action the previous run's state may still show,
     so callers first wait for the element the action produces (see :func:`upload_image`)."""
-    page.wait_for_selector(IDLE, state="attached", timeout=120_000)
-    page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=120_000)
+    page.wait_for_selector(IDLE, state="attached", timeout=TIMEOUT_MS)
+    page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=TIMEOUT_MS)
 
 
 def open_app(page: Page, url: str) -> None:
@@ -149,7 +150,7 @@ def upload_image(page: Page, image: Path) -> None:
 def wait_for_charts(page: Page, count: int = 1) -> None:
     """Wait until at least ``count`` plotly charts are drawn, each at its container's width."""
     page.locator(".stPlotlyChart .main-svg").nth(count - 1).wait_for(state="visible")
-    page.wait_for_function(CHARTS_SETTLED, timeout=60_000)
+    page.wait_for_function(CHARTS_SETTLED, timeout=TIMEOUT_MS)
 
 
 def full_screenshot(page: Page, path: Path) -> None:
@@ -157,7 +158,7 @@ def full_screenshot(page: Page, path: Path) -> None:
     size = page.viewport_size
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
     page.set_viewport_size({"width": size["width"], "height": min(max(height, size["height"]), 8000)})
-    page.wait_for_function(CHARTS_SETTLED, timeout=60_000)  # plotly re-laid out to the new width
+    page.wait_for_function(CHARTS_SETTLED, timeout=TIMEOUT_MS)  # plotly re-laid out to the new width
     page.screenshot(path=str(path))
     page.set_viewport_size(size)
 

@@ -26,6 +26,7 @@ from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 from scripts.screenshots import (
     CHROMIUM,
+    TIMEOUT_MS,
     PAGES,
     REPO,
     browser_page,
@@ -55,7 +56,7 @@ def test_dashboard_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     from playwright.sync_api import expect
 
-    expect.set_options(timeout=120_000)  # a loaded machine is slow, never wrong: wait for the content itself
+    expect.set_options(timeout=TIMEOUT_MS)  # a loaded machine is slow, never wrong: wait for the content itself
     ARTIFACTS.mkdir(exist_ok=True)
     image = example_images(tiny_models / "colours-mlp" / "laya")[2]
     checkpoint = load_checkpoint(tiny_models / "colours-mlp" / "laya")
@@ -98,7 +99,7 @@ def test_depth_page_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
     needs_chromium()
     from playwright.sync_api import expect
 
-    expect.set_options(timeout=120_000)
+    expect.set_options(timeout=TIMEOUT_MS)
     ARTIFACTS.mkdir(exist_ok=True)
     models = tmp_path / "models"
     shutil.copytree(tiny_models / "colours-mlp", models / "colours-mlp")
@@ -133,7 +134,7 @@ def test_every_page_looks_as_reviewed() -> None:
     needs_chromium()
     from playwright.sync_api import expect
 
-    expect.set_options(timeout=120_000)
+    expect.set_options(timeout=TIMEOUT_MS)
     ARTIFACTS.mkdir(exist_ok=True)
     failures = []
     with serve(REPO / "models", log=ARTIFACTS / "e2e-visual-streamlit.log") as url, browser_page(1280, 900) as page:

@@ -27,6 +27,7 @@ from laya.app.catalog import example_images
 from pages.common import upload_digest
 from scripts.screenshots import (
     CHROMIUM,
+    TIMEOUT_MS,
     browser_page,
     full_screenshot,
     open_app,
@@ -62,7 +63,7 @@ def test_deployment_mode_hostile_uploads_and_links(
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     from playwright.sync_api import expect
 
-    expect.set_options(timeout=120_000)  # a loaded machine is slow, never wrong: wait for the content itself
+    expect.set_options(timeout=TIMEOUT_MS)  # a loaded machine is slow, never wrong: wait for the content itself
     ARTIFACTS.mkdir(exist_ok=True)
     monkeypatch.setenv("LAYA_ALLOW_PATHS", "0")
     monkeypatch.setenv("LAYA_PATH_ROOTS", str(image_folder))

@@ -73,6 +73,8 @@ def test_compare_figure_rows_share_one_scale(explanations) -> None:
     drops = [t for t in fig.data if t.name == plots.DROP_AXIS]
     assert [t.showlegend for t in drops] == [True, False]  # one legend entry per meaning
     assert [a.text for a in fig.layout.annotations] == ["LastLayer", "LAYA"]
+    assert fig.layout.legend.yanchor == "top" and fig.layout.legend.y < 0 and fig.layout.margin.b >= 100  # below
+    assert "<br>" not in fig.layout.title.text  # the legend under the x titles, nothing over the titles
     both_laya = plots.compare_figure([explanations["laya"]] * 2, ["a", "b"])
     assert both_laya.layout.yaxis.title.text == "weight α_i (sums to 1)"  # same unit: raw values
 

@@ -105,7 +105,7 @@ st.caption(
 st.subheader("Faithfulness on this input")
 st.caption(
     "Spearman correlation between each method's layer scores and the LOO drops; Deletion@1 = drop after removing its top layer."
-    + (f" n/a: {explanation.status}: only one layer's drop exceeds ε, so no ranking can be tested on this input."
+    + (" n/a: only one layer's drop exceeds ε on this input, so no ranking can be tested (one informative layer)."
        if explanation.status else "")
 )  # fmt: skip
 common.table(views.input_faithfulness(explanation))

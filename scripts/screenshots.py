@@ -113,9 +113,13 @@ CHARTS_SETTLED = """() => [...document.querySelectorAll('.stPlotlyChart')].every
 def wait_idle(page: Page) -> None:
     """Wait until Streamlit reports no script run in progress (``stApp``'s ``data-test-script-state``) and no
     element is stale. A condition, not a delay: right after an action the previous run's state may still show,
-    so callers first wait for the element the action produces (see :func:`upload_image`)."""
+    so callers first wait for the element the action produces (see :func:`upload_image`). Placeholders
+    (``stSkeleton``) count as not rendered: a screenshot under load caught a table still loading."""
     page.wait_for_selector(IDLE, state="attached", timeout=TIMEOUT_MS)
-    page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-stale=\"true\"], [data-testid^=\"stSkeleton\"], [data-testid=\"stAppSkeleton\"]')",
+        timeout=TIMEOUT_MS,
+    )  # no stale element, no placeholder still waiting for its element
 
 
 def open_app(page: Page, url: str) -> None:

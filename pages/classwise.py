@@ -7,10 +7,11 @@ import streamlit as st
 
 from laya.analysis.profiles import SUBSETS
 from laya.app import views
-from laya.app.plots import DROP_COLOR, heatmap_figure, profile_bars_figure, seed_profiles_figure
+from laya.app.plots import heatmap_figure, profile_bars_figure, seed_profiles_figure
 from laya.app.text import shown
 from laya.data.datasets import DatasetNotFoundError, dataset_label
 from laya.data.images import ImageError
+from laya.model.checkpoint import CheckpointError
 from laya.training.suite import CLASS_PROFILES_FILE
 from pages import common
 
@@ -31,8 +32,8 @@ with st.container(border=True):
         bar = st.progress(0.0, text="Loading the dataset…")
         try:
             live[selection.path] = views.evaluate_locally(checkpoint, int(limit), lambda f, m: bar.progress(f, text=m))
-        except (DatasetNotFoundError, ImageError, ValueError) as error:
-            st.error(shown(f"Cannot recompute: {error}"))
+        except (DatasetNotFoundError, ImageError, CheckpointError, ValueError) as error:
+            st.error(shown(views.recompute_error(error)))
     if selection.path in live:
         st.success(f"Showing a live evaluation on {live[selection.path].data['dataset']['n']} test inputs.")
         if st.button("Back to the bundled report", key="classwise_discard"):
@@ -58,18 +59,25 @@ if profile.empty:
     st.info("This report has no leave-one-layer-out profile (it was evaluated without zero ablation).")
     st.stop()
 
-heatmap = heatmap_figure(profile, subset, views.profile_title(report, kind))
+colorbar = "mean α / score" if kind == "scores" else "mean LOO drop"
+heatmap = heatmap_figure(profile, subset, views.profile_title(report, kind), kind, colorbar)
+cell, chosen = st.session_state.get("classwise_cell"), st.session_state.get("classwise_class")
+if chosen is not None and (cell is None or cell[0] != chosen):
+    cell = (chosen, None)  # no clicked cell of this class: outline the row of the class opened below
 event = st.plotly_chart(
-    views.clickable_heatmap(heatmap), key="classwise_heatmap", on_select="rerun", selection_mode="points"
+    views.clickable_heatmap(heatmap, selected=cell), key="classwise_heatmap", on_select="rerun", selection_mode="points"
 )
 st.caption(
     f"One trained seed ({report.data['checkpoint']['seed']}) of this head. How much of this pattern is the "
     "seed's and how much the method's is in **Across seeds** below."
 )
 counts = views.class_counts(profile, subset)
-clicked = views.clicked_class(event, list(counts))
-if clicked is not None and clicked != st.session_state.get("classwise_clicked"):  # a new click opens that class
-    st.session_state["classwise_clicked"] = st.session_state["classwise_class"] = clicked
+clicked = views.clicked_cell(event, list(counts))
+if clicked is not None and clicked != st.session_state.get("classwise_cell"):  # a new click opens that class
+    st.session_state["classwise_cell"] = clicked
+    st.session_state["classwise_clicked"] = st.session_state["classwise_class"] = clicked[0]
+    st.session_state["classwise_scroll"] = True
+    st.rerun()  # redraw the heatmap with the clicked cell outlined, then scroll to the drill-down
 st.caption(
     "Inputs per class: "
     + ", ".join(f"{c} {n}" for c, n in counts.items())
@@ -77,7 +85,9 @@ st.caption(
 )
 st.download_button("Download CSV", profile.to_csv(index=False), f"{head}-class-{kind}-profile.csv", "text/csv")
 
-st.subheader("One class")
+st.subheader("One class", anchor="one-class")
+if st.session_state.pop("classwise_scroll", False):
+    common.scroll_to("one-class")
 link_class = common.opened_link().cls
 name = st.selectbox(
     "Class", list(counts), index=list(counts).index(link_class) if link_class in counts else 0, key="classwise_class"
@@ -86,13 +96,13 @@ common.share(cls=name)
 if counts[name] == 0:
     st.info(f"No {SUBSET_LABELS[subset]} inputs of class {shown(name)} in this report.")
 score_col, loo_col = st.columns(2)
+bounds = (0.0, 1.0) if views.is_weight(report.primary_method) else (-float("inf"), float("inf"))
 class_scores = profile_bars_figure(
-    views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}"
+    views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}",
+    "scores", bounds,
 )
 class_loo = profile_bars_figure(
-    views.class_profile(report.class_layer_profile("loo"), name, subset),
-    f"{name}: LOO drop ({loo_mode})",
-    DROP_COLOR,
+    views.class_profile(report.class_layer_profile("loo"), name, subset), f"{name}: LOO drop ({loo_mode})", "loo"
 )
 score_col.plotly_chart(class_scores, key="classwise_class_scores")
 loo_col.plotly_chart(class_loo, key="classwise_class_loo")
@@ -108,7 +118,7 @@ elif per_seed.empty:
 else:
     if per_seed["seed"].nunique() < 2:
         st.warning("Only one seed of this head was trained: its depth pattern may be the seed's, not the method's.")
-    seeds_figure = seed_profiles_figure(per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)")
+    seeds_figure = seed_profiles_figure(per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)", kind)
     stability = views.seed_stability(per_seed)
     st.plotly_chart(seeds_figure, key="classwise_seeds")
     st.dataframe(stability, hide_index=True)
@@ -117,21 +127,23 @@ else:
 st.subheader("All classes")
 method = st.selectbox("Method", views.profile_methods(report), format_func=views.method_label, key="classwise_method")
 global_bars = profile_bars_figure(
-    views.global_profile(report, method), f"{views.method_label(method)}: mean ± std over the test set"
+    views.global_profile(report, method), f"{views.method_label(method)}: mean over the test set (95% CI)",
+    "scores", (0.0, 1.0) if views.is_weight(method) else (-float("inf"), float("inf")),
 )
 st.plotly_chart(global_bars, key="classwise_global")
 if per_seed is not None and not per_seed.empty:
     whole = views.seed_global_profile(per_seed)
-    whole_figure = seed_profiles_figure(whole, views.ALL_CLASSES, f"All classes: {kinds[kind]} per seed")
+    whole_figure = seed_profiles_figure(whole, views.ALL_CLASSES, f"All classes: {kinds[kind]} per seed", kind)
     st.plotly_chart(whole_figure, key="classwise_seeds_global")
     st.dataframe(views.seed_stability(whole), hide_index=True)
     seed_sections += [("All classes, across seeds", whole_figure)]
 st.caption("Mean leave-one-layer-out drop and label-flip rate per layer, per ablation mode:")
-st.dataframe(views.global_loo(report), hide_index=True)
+common.table(views.global_loo(report))
 common.report_button(
     "Class-wise depth patterns",
     [("", heatmap), (f"Class {name}", class_scores), ("", class_loo), ("All classes", global_bars),
      *seed_sections, ("Leave-one-layer-out per layer", views.global_loo(report))],
     f"{head}-classwise-{kind}-{subset}",
     checkpoint.name,
+    common.provenance(checkpoint),
 )  # fmt: skip

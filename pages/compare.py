@@ -13,7 +13,8 @@ selection = common.selected()
 st.title("Compare heads")
 st.caption(
     "The same input through each head: the scores are the head's own (intrinsic) where it has them, "
-    "post-hoc Integrated Gradients otherwise; orange bars are each layer's leave-one-layer-out drop."
+    "post-hoc Integrated Gradients otherwise (light blue); orange bars are each layer's leave-one-layer-out drop "
+    "(hatched: the label flips)."
 )
 
 paths, labels = common.group_members(selection, common.catalog(str(common.models_root())))
@@ -71,5 +72,10 @@ for column, head, explanation, report in zip(st.columns(len(loaded)), heads, exp
 figure = compare_figure(explanations, views.compare_titles(heads, explanations))
 table = views.compare_table(heads, explanations, reports)
 st.plotly_chart(figure, key="compare_figure")
-st.dataframe(table, hide_index=True)
-common.report_button(f"Compare heads: {name}", [("", figure), ("Heads on this input", table)], f"compare-{mode}", mode)
+common.table(table.set_index("head").T.reset_index(names="on this input / on the test set"))
+checkpoint = loaded.get(selection.path) or next(iter(loaded.values()))
+source = common.provenance(checkpoint, (name, views.model_view(explanations[0], checkpoint.meta.input)))
+common.report_button(
+    f"Compare heads: {name}", [("", figure), ("Heads on this input", table)], f"compare-{mode}",
+    f"{source.setting} · {views.mode_label(mode)} ablation", source,
+)  # fmt: skip

@@ -6,7 +6,7 @@ import streamlit as st
 
 from laya.analysis.logit_attribution import top_class_table
 from laya.analysis.measured import load_exits
-from laya.app import depth_plots
+from laya.app import depth_plots, views
 from laya.app.catalog import example_images
 from laya.app.text import public
 from pages import common
@@ -46,13 +46,19 @@ if result.readouts is not None:
     st.plotly_chart(path, key="depth_path")
     sections.append(("Readout path", path))
 st.subheader("Error and OOD scores of this input")
-st.caption("Higher = more suspicious; flagged above the 95th percentile of the in-distribution test inputs.")
-scores = result.score_table(report.data["detection"]["flag_thresholds"] if report else None)
+scores = views.detection_view(result.scores, report.data if report else None)
+if report is not None:
+    st.caption("Max softmax is flagged when it falls *below* its threshold; every other score when it rises above.")
+    st.markdown("\n".join(f"- {line}" for line in views.ood_status(result.scores, report.data)))
+    if warning := views.mahalanobis_warning(result.scores.get("mahalanobis"), report.data["n_train"],
+                                            checkpoint.model.backbone.layer_dims):  # fmt: skip
+        st.warning(warning)
 st.dataframe(scores, hide_index=True)
 sections.append(("Error and OOD scores of this input", scores))
 
 if report is None:
-    common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name)
+    common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name,
+                         common.provenance(checkpoint, (name, views.input_pixels(data, checkpoint.meta.input))))  # fmt: skip
     st.stop()
 st.header("Whole test set")
 st.caption(
@@ -80,11 +86,12 @@ st.plotly_chart(class_terms, key="depth_class_terms")
 kind = report.data.get("readout_kind", report.data["readout_source"])
 depth_title = f"Prediction depth and overthinking by class (readouts: {kind})"
 st.subheader(depth_title)
-st.dataframe(report.table("prediction_depth"), hide_index=True)
+depth_table = views.prediction_depth_view(report.table("prediction_depth"))
+st.dataframe(depth_table, hide_index=True)
 if kind == "own classifier" and "prediction_depth_probes" in report.data:
     st.caption("The same through linear probes fitted on the training split, the readout every head gets: compare "
                "heads on these (the Depth analytics docs explain why).")  # fmt: skip
-    st.dataframe(report.table("prediction_depth_probes"), hide_index=True)
+    st.dataframe(views.prediction_depth_view(report.table("prediction_depth_probes")), hide_index=True)
 detections = report.data["detection"].get("ood_descriptions") or {}
 st.subheader("Detection: AUROC [95 % CI]; (+)/(−): better/worse than max softmax (paired bootstrap)")
 st.dataframe(report.auroc_table(), hide_index=True)
@@ -95,6 +102,8 @@ task = st.selectbox("ROC curves for", list(dict.fromkeys(roc["task"])), key="dep
 roc_figure = depth_plots.roc_figure(roc, task)
 st.plotly_chart(roc_figure, key="depth_roc")
 sections += [("Whole test set: early exit", exit_curve), ("Pruning", pruning), ("Logit attribution by class", class_terms),
-             (depth_title, report.table("prediction_depth")),
+             (depth_title, depth_table),
              ("Detection AUROC [95 % CI]", report.auroc_table()), (f"ROC: {task}", roc_figure)]  # fmt: skip
-common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name)
+common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name,
+                     common.provenance(checkpoint, (name, views.input_pixels(data, checkpoint.meta.input)),
+                                       f"{common.view_link()} · {report.data['command']}"))  # fmt: skip

@@ -37,18 +37,22 @@ if report is not None:
                "With the training mean as baseline, IG is built partly to agree with LOO under `mean` (it integrates "
                "along the path that intervention jumps); the zero baseline shares nothing with it.")  # fmt: skip
     table = views.faithfulness_matrix(report, mode, reduction)
-    st.dataframe(table, hide_index=True)
+    common.table(table)
     st.download_button(
         "Download CSV", report.faithfulness_table().to_csv(index=False), f"{head}-faithfulness.csv", "text/csv"
     )
     methods_figure = faithfulness_figure(report.faithfulness_table(), mode, reduction)
-    curves_figure = deletion_curves_figure(report.deletion_curves(), mode, report.data["reductions"][0])
+    curves = report.deletion_curves()
+    shown, curves_note = views.curves_reduction(curves, mode, reduction)
+    curves_figure = deletion_curves_figure(curves, mode, shown)
     st.plotly_chart(methods_figure, key="faithfulness_methods")
     st.plotly_chart(curves_figure, key="faithfulness_curves")
+    if curves_note:
+        st.caption(curves_note)
     comparisons = views.comparisons_view(report, mode, reduction)
     if not comparisons.empty:
         st.markdown("**Paired comparisons** (paired bootstrap over the same test inputs; a CI covering 0 is a tie)")
-        st.dataframe(comparisons, hide_index=True)
+        common.table(comparisons)
 else:
     mode, reduction = "mean", "signed"
 
@@ -63,10 +67,16 @@ if mode not in CROSS_HEAD_MODES:
 st.caption(f"Intervention `{mode}`, {reduction} post-hoc scores; 95% bootstrap CIs over test inputs (one seed).")
 heads = views.heads_table([e.head for e in members], [common.load_report(e.path, warn=False) for e in members],
                           mode, reduction)  # fmt: skip
-st.dataframe(heads, hide_index=True)
+heads_shown = views.heads_display(heads)
+common.table(heads_shown)
 overview = heads_overview_figure(heads, mode)
 st.plotly_chart(overview, key="faithfulness_heads")
-sections = [(f"Heads of this setting ({mode}, {reduction})", heads), ("", overview)]
+sections = [(f"Heads of this setting ({mode}, {reduction})", heads_shown), ("", overview)]
 if report is not None:
-    sections = [(f"{views.head_title(head)}: methods", table), ("", methods_figure), ("", curves_figure), *sections]
-common.report_button("Faithfulness overview", sections, f"{head}-faithfulness", checkpoint.name)
+    sections = [(f"{views.head_title(head)}: methods ({mode}, {reduction})", table), ("", methods_figure),
+                ("", curves_figure), ("Paired comparisons (paired bootstrap over the same test inputs)", comparisons),
+                *sections]  # fmt: skip
+common.report_button(
+    "Faithfulness overview", sections, f"{head}-faithfulness", checkpoint.name,
+    common.provenance(checkpoint, reproduce=f"{common.view_link()} · python -m laya evaluate --checkpoint {checkpoint.path}"),
+)  # fmt: skip

@@ -5,7 +5,7 @@ import streamlit as st
 from laya.analysis.attribution import POSTHOC_METHODS
 from laya.app import views
 from laya.app.catalog import example_images
-from laya.app.plots import topk_figure
+from laya.app.plots import layer_scores_figure, score_scale, topk_figure
 from laya.app.text import shown
 from pages import common
 
@@ -59,6 +59,19 @@ with prediction_col:
     label_col.metric("Prediction", explanation.label)
     confidence_col.metric("Confidence", f"{explanation.confidence:.1%}")
     st.plotly_chart(topk_figure(explanation), key="inspect_topk")
+    depth_report = common.load_depth(selection.path)
+    if depth_report is None:
+        st.caption(
+            f"Max softmax {explanation.confidence:.3f}. No OOD scores for this checkpoint yet: "
+            f"`python -m laya depth --checkpoint {checkpoint.path}` fits them and their thresholds."
+        )
+    else:
+        depth = common.depth_of_input(selection.path, name, data)
+        st.markdown("**Uncertainty and OOD status** (from the depth report)")
+        st.markdown("\n".join(f"- {line}" for line in views.ood_status(depth.scores, depth_report.data)))
+        widths = checkpoint.model.backbone.layer_dims
+        if warning := views.mahalanobis_warning(depth.scores.get("mahalanobis"), depth_report.data["n_train"], widths):
+            st.warning(warning)
 
 st.subheader("Which layers the decision used")
 if explanation.intrinsic is None:
@@ -66,8 +79,16 @@ if explanation.intrinsic is None:
         f"{views.head_title(head)} has no intrinsic layer scores: the scores below are **post-hoc** attributions "
         "computed after the fact from gradients, not weights the model uses."
     )
-for column, method in zip(st.columns(len(explanation.scores)), explanation.scores):
-    column.plotly_chart(views.score_figure(explanation, method), key=f"inspect_scores_{method}")
+scores_figure = layer_scores_figure(explanation)
+st.plotly_chart(scores_figure, key="inspect_scores")
+normalised, _ = score_scale(list(explanation.scores))
+st.caption(
+    "Top: each method's layer scores (dark blue: intrinsic, light blue: post-hoc), "
+    + ("each divided by its largest |score| because their units differ (raw values in the hover). "
+       if normalised else "on one shared scale. ")
+    + f"Bottom: the drop in p({explanation.label}) when the layer is removed ({views.mode_label(mode)}); "
+    "hatched: removing the layer flips the label."
+)  # fmt: skip
 
 st.subheader("Live leave-one-layer-out")
 st.caption(
@@ -84,8 +105,10 @@ st.caption(
 st.subheader("Faithfulness on this input")
 st.caption(
     "Spearman correlation between each method's layer scores and the LOO drops; Deletion@1 = drop after removing its top layer."
-)
-st.dataframe(views.input_faithfulness(explanation), hide_index=True)
+    + (" n/a: only one layer's drop exceeds ε on this input, so no ranking can be tested (one informative layer)."
+       if explanation.status else "")
+)  # fmt: skip
+common.table(views.input_faithfulness(explanation))
 
 csv_col, json_col, html_col = st.columns(3)
 stem = f"{head}-{name.rsplit('.', 1)[0]}-{mode}"
@@ -97,10 +120,11 @@ with html_col:
         [
             ("Prediction", f"{explanation.label} ({explanation.confidence:.1%})"),
             ("", topk_figure(explanation)),
-            *[("", views.score_figure(explanation, m)) for m in explanation.scores],
+            ("Which layers the decision used", scores_figure),
             ("Live leave-one-layer-out", table),
             ("Faithfulness on this input", views.input_faithfulness(explanation)),
         ],
         stem,
         f"{checkpoint.name} · {mode} ablation",
+        common.provenance(checkpoint, (name, views.model_view(explanation, spec))),
     )

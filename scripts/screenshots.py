@@ -96,17 +96,30 @@ def browser_page(width: int = 1400, height: int = 1000) -> Iterator[Page]:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
-            page.set_default_timeout(60_000)
+            page.set_default_timeout(TIMEOUT_MS)
             yield page
         finally:
             browser.close()
 
 
-def wait_idle(page: Page, settle_ms: int = 800) -> None:
-    """Wait until Streamlit has finished the current script run (no "running" status widget)."""
-    page.wait_for_timeout(settle_ms)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=90_000)
-    page.wait_for_timeout(300)
+TIMEOUT_MS = 300_000  # a bound on each wait for a condition (it returns as soon as it holds): a loaded machine is slow
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+CHARTS_SETTLED = """() => [...document.querySelectorAll('.stPlotlyChart')].every(chart => {
+    const svg = chart.querySelector('.main-svg');
+    return svg && Math.abs(svg.getBoundingClientRect().width - chart.getBoundingClientRect().width) < 2;
+})"""
+
+
+def wait_idle(page: Page) -> None:
+    """Wait until Streamlit reports no script run in progress (``stApp``'s ``data-test-script-state``) and no
+    element is stale. A condition, not a delay: right after an action the previous run's state may still show,
+    so callers first wait for the element the action produces (see :func:`upload_image`). Placeholders
+    (``stSkeleton``) count as not rendered: a screenshot under load caught a table still loading."""
+    page.wait_for_selector(IDLE, state="attached", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-stale=\"true\"], [data-testid^=\"stSkeleton\"], [data-testid=\"stAppSkeleton\"]')",
+        timeout=TIMEOUT_MS,
+    )  # no stale element, no placeholder still waiting for its element
 
 
 def open_app(page: Page, url: str) -> None:
@@ -130,13 +143,18 @@ def open_page(page: Page, name: str) -> None:
 
 
 def upload_image(page: Page, image: Path) -> None:
-    """Upload ``image`` through the page's (first main-area) image file input."""
-    page.locator('[data-testid="stMain"] [data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(image))
-    wait_idle(page, settle_ms=1500)
+    """Upload ``image`` through the page's (first main-area) image file input; wait for the uploader to name
+    the file, then for the run it starts to finish."""
+    main = page.locator('[data-testid="stMain"]')
+    main.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(image))
+    main.locator('[data-testid="stFileChipName"]', has_text=image.name).first.wait_for(state="visible")
+    wait_idle(page)
 
 
 def wait_for_charts(page: Page, count: int = 1) -> None:
+    """Wait until at least ``count`` plotly charts are drawn, each at its container's width."""
     page.locator(".stPlotlyChart .main-svg").nth(count - 1).wait_for(state="visible")
+    page.wait_for_function(CHARTS_SETTLED, timeout=TIMEOUT_MS)
 
 
 def full_screenshot(page: Page, path: Path) -> None:
@@ -144,7 +162,7 @@ def full_screenshot(page: Page, path: Path) -> None:
     size = page.viewport_size
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
     page.set_viewport_size({"width": size["width"], "height": min(max(height, size["height"]), 8000)})
-    page.wait_for_timeout(800)  # let plotly re-layout
+    page.wait_for_function(CHARTS_SETTLED, timeout=TIMEOUT_MS)  # plotly re-laid out to the new width
     page.screenshot(path=str(path))
     page.set_viewport_size(size)
 

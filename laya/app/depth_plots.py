@@ -5,30 +5,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from laya.analysis.detection import SCORE_LABELS
+from laya.app import palette
 
-PALETTE = px.colors.qualitative.Plotly
-AGREE_COLOR, DISAGREE_COLOR = "#4C78A8", "#E45756"
+AGREE_COLOR, DISAGREE_COLOR = palette.CONFIDENCE, palette.DISAGREE
+LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0.0}
 
 
 def attribution_figure(
     table: pd.DataFrame, title: str = "Per-layer contributions to the top classes' logits"
 ) -> go.Figure:
-    """Stacked bars (one per layer and the bias) per class, from :func:`laya.analysis.logit_attribution.top_class_table`;
-    a diamond marks each class's logit (the bars' sum)."""
+    """Stacked bars (one per layer, light to dark with depth, and the bias in grey) per class, from
+    :func:`laya.analysis.logit_attribution.top_class_table`; a diamond marks each class's logit (the bars' sum)."""
     fig = go.Figure()
     classes = list(dict.fromkeys(table["class"]))
-    for i, (part, rows) in enumerate(table.groupby("part", sort=False)):
-        fig.add_trace(go.Bar(x=rows["class"], y=rows["contribution"], name=part, marker_color=PALETTE[i % len(PALETTE)],
+    parts = list(dict.fromkeys(table["part"]))
+    colors = dict(zip([p for p in parts if p != "bias"], palette.depth_colors(len(parts) - ("bias" in parts))))
+    for part, rows in table.groupby("part", sort=False):
+        fig.add_trace(go.Bar(x=rows["class"], y=rows["contribution"], name=part, marker_color=colors.get(part, palette.NEUTRAL),
                              hovertemplate=f"{part}<br>%{{x}}: %{{y:+.3f}}<extra></extra>"))  # fmt: skip
     totals = table.groupby("class", sort=False)["contribution"].sum().reindex(classes)
     fig.add_trace(go.Scatter(x=classes, y=totals.values, mode="markers", name="logit (sum)",
                              marker={"symbol": "diamond", "size": 12, "color": "black"}))  # fmt: skip
     fig.update_layout(barmode="relative", title=title, yaxis_title="contribution to the logit", xaxis_title="class",
-                      legend={"orientation": "h", "y": -0.25})  # fmt: skip
+                      legend=LEGEND_BELOW, margin={"b": 120})  # fmt: skip
     return fig
 
 
@@ -38,7 +41,8 @@ def class_terms_figure(table: pd.DataFrame) -> go.Figure:
     wide = table.pivot(index="class", columns="layer_index", values="mean")
     wide = wide.reindex(list(dict.fromkeys(table["class"])))
     layers = list(dict.fromkeys(table["layer"]))
-    fig = go.Figure(go.Heatmap(z=wide.values, x=layers, y=list(wide.index), colorscale="RdBu", zmid=0,
+    fig = go.Figure(go.Heatmap(z=wide.values, x=layers, y=list(wide.index), colorscale=palette.HEATMAP_SCALES["signed"],
+                               zmid=0, colorbar={"title": {"text": "mean contribution<br>to the logit"}},
                                hovertemplate="%{y} · %{x}: %{z:+.3f}<extra></extra>"))  # fmt: skip
     fig.update_layout(title="Mean contribution of each layer to the predicted class's logit", xaxis_title="layer",
                       yaxis={"title": "predicted class", "autorange": "reversed"})  # fmt: skip
@@ -46,13 +50,18 @@ def class_terms_figure(table: pd.DataFrame) -> go.Figure:
 
 
 def readout_path_figure(path: pd.DataFrame, depth: int, exit_layer: int | None = None) -> go.Figure:
-    """One input's readout confidence per layer (text: the readout's class; red: disagrees with the final
-    prediction), a dashed line at the prediction depth and a star where the exit policy stops."""
-    fig = go.Figure(go.Bar(
-        x=path["layer"], y=path["confidence"], text=path["class"], textposition="outside",
-        marker_color=[AGREE_COLOR if a else DISAGREE_COLOR for a in path["agrees"]],
-        hovertemplate="%{x}: %{text} (%{y:.1%})<extra></extra>", name="readout",
-    ))  # fmt: skip
+    """One input's readout confidence per layer (text: the readout's class; teal: agrees with the final
+    prediction, red: disagrees, both in the legend), a dashed line at the prediction depth and a star where
+    the exit policy stops."""
+    fig = go.Figure()
+    for agrees, color, name in ((True, AGREE_COLOR, "readout agrees with the final prediction"),
+                                (False, DISAGREE_COLOR, "readout disagrees with the final prediction")):
+        rows = path[path["agrees"] == agrees]
+        fig.add_trace(go.Bar(
+            x=rows["layer"], y=rows["confidence"], text=rows["class"], textposition="outside", marker_color=color,
+            hovertemplate="%{x}: %{text} (%{y:.1%})<extra></extra>", name=name, showlegend=True,
+        ))  # fmt: skip
+    fig.update_xaxes(categoryorder="array", categoryarray=list(path["layer"]))
     L = len(path)
     if depth <= L:
         fig.add_vline(x=depth - 1.5, line_dash="dash", annotation_text=f"prediction depth {depth}")
@@ -61,7 +70,7 @@ def readout_path_figure(path: pd.DataFrame, depth: int, exit_layer: int | None =
                                  mode="markers", marker={"symbol": "star", "size": 18, "color": "gold"},
                                  name="early exit stops here"))  # fmt: skip
     fig.update_layout(title="Readout path: each layer's own prediction", yaxis={"title": "confidence", "range": [0, 1.15]},
-                      xaxis_title="layer", legend={"orientation": "h", "y": -0.25})  # fmt: skip
+                      xaxis_title="layer", legend=LEGEND_BELOW, barmode="overlay", margin={"b": 120})  # fmt: skip
     return fig
 
 
@@ -93,33 +102,39 @@ def measured_exit_figure(runs: pd.DataFrame) -> go.Figure:
 def exit_curve_figure(curve: pd.DataFrame, full_accuracy: float) -> go.Figure:
     """Accuracy (95 % CI) against measured compute (fraction of the full model's time); hover shows threshold and depth."""
     fig = go.Figure(go.Scatter(
-        x=curve["cost"], y=curve["accuracy"], mode="lines+markers", name="early exit",
+        x=curve["cost"], y=curve["accuracy"], mode="lines+markers", name="early exit", line={"color": palette.ACCURACY},
         error_y={"type": "data", "symmetric": False, "array": curve["accuracy_high"] - curve["accuracy"],
                  "arrayminus": curve["accuracy"] - curve["accuracy_low"]},
         customdata=curve[["threshold", "mean_depth"]].values,
         hovertemplate="t=%{customdata[0]}<br>cost %{x:.1%}, depth %{customdata[1]:.2f}<br>acc %{y:.3f}<extra></extra>",
     ))  # fmt: skip
-    fig.add_hline(y=full_accuracy - 0.01, line_dash="dot", annotation_text="full accuracy − 1 pt")
+    fig.add_hline(y=full_accuracy - 0.01, line_dash="dot", line_color=palette.NEUTRAL, annotation_text="full accuracy − 1 pt")
     fig.update_layout(title="Early exit (estimate): accuracy vs per-layer backbone time", xaxis={"title": "compute (fraction of the full model's time; backbone timed per layer, readouts not counted)", "tickformat": ".0%"},
                       yaxis_title="accuracy")  # fmt: skip
     return fig
 
 
 def pruning_figure(pruning: pd.DataFrame) -> go.Figure:
-    """Accuracy vs layers kept per removal criterion: solid as pruned, dashed after re-fitting the classifier."""
-    fig = go.Figure()
-    for i, (criterion, rows) in enumerate(pruning.groupby("criterion", sort=False)):
-        color = PALETTE[i % len(PALETTE)]
-        for column, dash, suffix in (("accuracy", "solid", ""), ("refit_accuracy", "dash", " (re-fit)")):
-            low, high = ("accuracy_low", "accuracy_high") if column == "accuracy" else ("refit_low", "refit_high")
+    """Accuracy vs layers kept, one small panel per removal criterion (shared axes): solid as pruned, dashed
+    after re-fitting the classifier, each with its 95% CI."""
+    criteria = list(dict.fromkeys(pruning["criterion"]))
+    fig = make_subplots(rows=1, cols=len(criteria), shared_yaxes=True, subplot_titles=criteria, horizontal_spacing=0.03)
+    for col, criterion in enumerate(criteria, start=1):
+        rows = pruning[pruning["criterion"] == criterion]
+        for column, dash, name, (low, high) in (("accuracy", "solid", "as pruned", ("accuracy_low", "accuracy_high")),
+                                                ("refit_accuracy", "dash", "classifier re-fit", ("refit_low", "refit_high"))):
             fig.add_trace(go.Scatter(
-                x=rows["layers_kept"], y=rows[column], mode="lines+markers", name=criterion + suffix,
-                line={"color": color, "dash": dash},
+                x=rows["layers_kept"], y=rows[column], mode="lines+markers", name=name, legendgroup=name,
+                showlegend=col == 1, line={"color": palette.ACCURACY, "dash": dash},
+                hovertemplate=f"{criterion}, {name}<br>%{{x}} layers kept: %{{y:.3f}}<extra></extra>",
                 error_y={"type": "data", "symmetric": False, "array": rows[high] - rows[column],
                          "arrayminus": rows[column] - rows[low]},
-            ))  # fmt: skip
-    fig.update_layout(title="Layer pruning: accuracy vs layers kept", xaxis={"title": "layers kept", "dtick": 1, "autorange": "reversed"},
-                      yaxis_title="accuracy", legend={"orientation": "h", "y": -0.3})  # fmt: skip
+            ), row=1, col=col)  # fmt: skip
+    fig.update_xaxes(dtick=1, autorange="reversed")
+    fig.update_xaxes(title_text="layers kept", row=1, col=1)
+    fig.update_yaxes(title_text="accuracy", row=1, col=1)
+    fig.update_layout(title="Pruning: accuracy vs layers kept", legend=LEGEND_BELOW,
+                      margin={"b": 110})  # fmt: skip
     return fig
 
 
@@ -130,12 +145,12 @@ def roc_figure(roc: pd.DataFrame, task: str, scores: Sequence[str] | None = None
     for i, score in enumerate(scores or list(dict.fromkeys(part["score"]))):
         rows = part[part["score"] == score]
         fig.add_trace(go.Scatter(x=rows["fpr"], y=rows["tpr"], mode="lines", name=SCORE_LABELS.get(score, score),
-                                 line={"color": PALETTE[i % len(PALETTE)], "dash": "solid" if score != "msp" else "dot"}))  # fmt: skip
+                                 line={"color": palette.series(i), "dash": "solid" if score != "msp" else "dot"}))  # fmt: skip
     fig.add_trace(
-        go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line={"color": "grey", "dash": "dash"}, showlegend=False)
+        go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line={"color": palette.NEUTRAL, "dash": "dash"}, name="chance")
     )
     fig.update_layout(title=f"ROC — {task}", xaxis_title="false-positive rate", yaxis_title="true-positive rate",
-                      legend={"orientation": "h", "y": -0.25})  # fmt: skip
+                      legend=LEGEND_BELOW, margin={"b": 120})  # fmt: skip
     return fig
 
 

@@ -22,9 +22,10 @@ from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, REPORTED_
 from laya.analysis.profiles import seed_table
 from laya.analysis.report import Report
 from laya.app.catalog import Entry
-from laya.app.plots import layer_scores_figure
+from laya.app import palette
+from laya.app.plots import method_label
 from laya.data.datasets import InputSpec
-from laya.model.checkpoint import Checkpoint
+from laya.model.checkpoint import Checkpoint, CheckpointError
 from laya.model.heads import CROSS_HEAD_MODES, HEAD_LABELS
 
 MODE_HELP = {
@@ -54,14 +55,42 @@ def is_posthoc(method: str) -> bool:
     return method in POSTHOC_METHODS
 
 
-def method_label(method: str) -> str:
-    """Human name of an attribution method; post-hoc methods are marked as such."""
-    label = METHOD_LABELS.get(method, method)
-    return f"{label} (post-hoc)" if is_posthoc(method) else label
+def is_weight(method: str) -> bool:
+    """Whether ``method``'s layer scores are weights in [0, 1] (LAYA α, ScalarMix): a spread must stay inside."""
+    return method in ("laya_alpha", "scalarmix_weights")
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    return "–" if _missing(value) else f"{value:.{digits}f}"
+
+
+def percent(value: float | None, digits: int = 1) -> str:
+    """``0.0415`` -> ``4.2%``; ``–`` if missing."""
+    return "–" if _missing(value) else f"{100 * value:.{digits}f}%"
+
+
+def p_text(p: float | None) -> str:
+    """A p-value as it is read: ``p < 0.001`` under 0.001 (a resampled p of 0 is not zero), else 3 digits."""
+    if _missing(p):
+        return "–"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def count_of(k: int, n: int) -> str:
+    """``2 of 3``: a count with its total, never a fraction such as 0.6667."""
+    return f"{k} of {n}"
+
+
+def ci_cells(frame: pd.DataFrame, column: str, digits: int = 3) -> list[str]:
+    """``estimate [low, high]`` per row from ``column``, ``column_low``, ``column_high`` (``–`` if missing)."""
+    return [
+        ci_text({"estimate": e, "low": lo, "high": hi}, digits) if not _missing(e) else "–"
+        for e, lo, hi in zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"])
+    ]
 
 
 def mode_label(mode: str) -> str:
@@ -73,9 +102,9 @@ def mode_label(mode: str) -> str:
 
 def ci_text(entry: Mapping[str, float] | None, digits: int = 3) -> str:
     """``0.812 [0.790, 0.833]`` from an ``{estimate, low, high}`` dict; ``–`` if missing."""
-    if not entry or entry.get("estimate") is None:
+    if not entry or _missing(entry.get("estimate")):
         return "–"
-    if entry.get("low") is None or entry.get("high") is None:
+    if _missing(entry.get("low")) or _missing(entry.get("high")):
         return _fmt(entry["estimate"], digits)
     return f"{entry['estimate']:.{digits}f} [{entry['low']:.{digits}f}, {entry['high']:.{digits}f}]"
 
@@ -116,7 +145,22 @@ def model_view(explanation: Explanation, spec: InputSpec, min_side: int = 224) -
     x = explanation.model_input.detach().cpu().double()
     mean = torch.tensor(spec.mean, dtype=torch.float64).view(-1, 1, 1)
     std = torch.tensor(spec.std, dtype=torch.float64).view(-1, 1, 1)
-    pixels = ((x * std + mean).clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+    return _enlarge(((x * std + mean).clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).numpy(), min_side)
+
+
+def input_pixels(data: bytes, spec: InputSpec, min_side: int = 224) -> np.ndarray:
+    """An image file decoded as the model's input is (channels, centre crop), ``uint8``, enlarged to ``min_side``.
+
+    Raises:
+        ImageError: the bytes are not a usable image.
+    """
+    from laya.data.images import load_image_tensor
+
+    return _enlarge(load_image_tensor(data, spec.channels, spec.source_size).permute(1, 2, 0).numpy(), min_side)
+
+
+def _enlarge(pixels: np.ndarray, min_side: int) -> np.ndarray:
+    """``uint8 (H, W, C)`` enlarged (nearest) so its longer side reaches ``min_side``; ``(H, W)`` for one channel."""
     factor = max(1, math.ceil(min_side / max(pixels.shape[:2])))
     pixels = pixels.repeat(factor, axis=0).repeat(factor, axis=1)
     return pixels[:, :, 0] if pixels.shape[2] == 1 else pixels
@@ -138,31 +182,33 @@ def layer_table(explanation: Explanation) -> pd.DataFrame:
     return explanation.layer_table().rename(columns=renames)
 
 
+def spearman_column(n_layers: int) -> str:
+    """The per-input Spearman's column name, with its n: ``Spearman ρ(score, LOO drop) over 3 layers``."""
+    return f"Spearman ρ(score, LOO drop) over {n_layers} layers"
+
+
 def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
-    """Per method on this input: kind, top-scored layer, Spearman(score, LOO drop), top-1, Deletion@1 (/ oracle);
-    ``n/a (one informative layer)`` where only one layer's drop exceeds ε (the ranking metrics are then None)."""
+    """Per method on this input: kind, top-scored layer, Spearman(score, LOO drop) over the L layers (n in the
+    column name), top-1 agreement, Deletion@1 (/ oracle), as display text; ``n/a (one informative layer)``
+    where only one layer's drop exceeds ε (the ranking metrics are then undefined)."""
     summary = explanation.summary()
     methods = list(explanation.scores)
+    na = "n/a" if explanation.status else "–"
     return pd.DataFrame(
         {
             "method": [method_label(m) for m in methods],
             "kind": ["post-hoc" if is_posthoc(m) else "intrinsic" for m in methods],
             "top layer": [explanation.layer_names[int(explanation.scores[m].argmax())] for m in methods],
-            "Spearman(score, LOO drop)": pd.to_numeric(summary["spearman"]).tolist(),  # NaN where undefined
-            "top-1 agreement": pd.to_numeric(summary["top1"]).tolist(),
-            "Deletion@1": summary["deletion_at_1"].tolist(),
-            "Deletion@1 / oracle": pd.to_numeric(summary["deletion_at_1_norm"]).tolist(),
-            "status": [explanation.status or ""] * len(methods),
+            spearman_column(len(explanation.layer_names)): [
+                na if _missing(v) else f"{v:.3f}" for v in pd.to_numeric(summary["spearman"])
+            ],
+            "top-1 agreement": [na if _missing(v) else ("yes" if v else "no") for v in pd.to_numeric(summary["top1"])],
+            "Deletion@1": [_fmt(v, 4) for v in summary["deletion_at_1"]],
+            "Deletion@1 / oracle": [
+                na if _missing(v) else percent(v) for v in pd.to_numeric(summary["deletion_at_1_norm"])
+            ],
         }
     )
-
-
-def score_figure(explanation: Explanation, method: str) -> go.Figure:
-    """:func:`laya.app.plots.layer_scores_figure` with the method named (and post-hoc marked) in legend and title."""
-    fig = layer_scores_figure(explanation, method)
-    fig.update_traces(name=method_label(method), selector={"legendgroup": "score"})
-    fig.update_layout(title={"text": f"{method_label(method)}<br><sup>{fig.layout.title.text}</sup>"})
-    return fig
 
 
 def explanation_csv(explanation: Explanation) -> str:
@@ -181,8 +227,9 @@ def explanation_json(explanation: Explanation) -> str:
 
 
 def compare_titles(heads: Sequence[str], explanations: Sequence[Explanation]) -> list[str]:
-    """Subplot titles: the head, and below it the method its scores come from."""
-    return [f"{head_title(h)}<br><sup>{method_label(e.primary)}</sup>" for h, e in zip(heads, explanations)]
+    """Subplot titles, one line each: the head (its method is in the legend), then empty titles for the
+    LOO-drop row."""
+    return [head_title(h) for h in heads] + [""] * len(heads)
 
 
 def compare_table(
@@ -196,15 +243,15 @@ def compare_table(
             {
                 "head": head_title(head),
                 "prediction": e.label,
-                "confidence": e.confidence,
+                "confidence": percent(e.confidence),
                 "layer scores": method_label(e.primary),
                 "top-scored layer": e.layer_names[int(e.scores[e.primary].argmax())],
                 "largest LOO drop": e.layer_names[int(drops.argmax())],
-                "max LOO drop": float(drops.max()),
-                "label flips": int(e.loo.flipped[0].sum()),
-                "Spearman (this input)": e.spearman(e.primary),
+                "max LOO drop": _fmt(float(drops.max()), 4),
+                "label flips": count_of(int(e.loo.flipped[0].sum()), len(e.layer_names)),
+                "Spearman ρ on this input": e.status or f"{_fmt(e.spearman(e.primary))} over {len(e.layer_names)} layers",
                 "test accuracy [95% CI]": ci_text(report.interval("accuracy"), 4) if report else "–",
-                "macro-F1": report.data.get("macro_f1") if report else None,
+                "macro-F1": _fmt(report.data.get("macro_f1")) if report else "–",
                 f"test {METRIC_LABELS[HEADLINE_METRIC]} (mean, signed)": headline_text(report),
             }
         )
@@ -249,8 +296,11 @@ def profile_title(report: Report, kind: str) -> str:
     return f"Mean {method_label(report.primary_method)} per class"
 
 
-def clickable_heatmap(fig: go.Figure, marker_size: int = 22) -> go.Figure:
-    """``fig`` with an invisible square marker on every heatmap cell, so a click selects that cell.
+def clickable_heatmap(
+    fig: go.Figure, marker_size: int = 22, selected: tuple[str, str | None] | None = None
+) -> go.Figure:  # fmt: skip
+    """``fig`` with an invisible square marker on every heatmap cell, so a click selects that cell, and the
+    ``selected`` cell ``(class, layer)`` outlined (a whole row when the layer is None).
 
     Plotly's selection events skip heatmap traces (streamlit#8760), but not scatter points; the
     markers carry the heatmap's hover text (the heatmap's own hover is turned off to avoid two labels).
@@ -268,11 +318,18 @@ def clickable_heatmap(fig: go.Figure, marker_size: int = 22) -> go.Figure:
     )  # fmt: skip
     heat.hoverinfo = "skip"
     heat.hovertemplate = None
+    if selected is not None and selected[0] in list(heat.y):
+        row = list(heat.y).index(selected[0])
+        layers = list(heat.x)
+        col = layers.index(selected[1]) if selected[1] in layers else None
+        x0, x1 = (col - 0.5, col + 0.5) if col is not None else (-0.5, len(layers) - 0.5)
+        fig.add_shape(type="rect", x0=x0, x1=x1, y0=row - 0.5, y1=row + 0.5, xref="x", yref="y",
+                      line={"color": palette.OUTLINE, "width": 3}, name="selected cell")  # fmt: skip
     return fig
 
 
-def clicked_class(event: object, classes: Sequence[str]) -> str | None:
-    """The class of the heatmap cell clicked (``st.plotly_chart(on_select=...)`` event), or None.
+def clicked_cell(event: object, classes: Sequence[str]) -> tuple[str, str | None] | None:
+    """The ``(class, layer)`` of the heatmap cell clicked (``st.plotly_chart(on_select=...)`` event), or None.
 
     The event is ``{"selection": {"points": [{"y": class, "x": layer, ...}, ...]}}``; the last point wins.
     """
@@ -280,8 +337,14 @@ def clicked_class(event: object, classes: Sequence[str]) -> str | None:
         points = event["selection"]["points"]  # type: ignore[index]
     except (KeyError, TypeError, AttributeError):
         return None
-    names = [p.get("y") for p in points if isinstance(p, dict)]
-    return next((n for n in reversed(names) if n in classes), None)
+    cells = [(p.get("y"), p.get("x")) for p in points if isinstance(p, dict)]
+    return next(((c, x if isinstance(x, str) else None) for c, x in reversed(cells) if c in classes), None)
+
+
+def clicked_class(event: object, classes: Sequence[str]) -> str | None:
+    """The class of the heatmap cell clicked (:func:`clicked_cell`), or None."""
+    cell = clicked_cell(event, classes)
+    return cell[0] if cell else None
 
 
 def class_profile(profile: pd.DataFrame, class_name: str, subset: str = "all") -> pd.DataFrame:
@@ -309,12 +372,19 @@ def global_profile(report: Report, method: str) -> pd.DataFrame:
 
 
 def global_loo(report: Report) -> pd.DataFrame:
-    """Dataset-wide mean LOO drop and flip rate per layer, one column pair per ablation mode."""
+    """Dataset-wide mean LOO drop and label-flip rate (a percentage) per layer, one column pair per ablation
+    mode, as display text (:meth:`Report.loo_table` holds the numbers)."""
     table = report.loo_table()
     wide = table.pivot(index=["layer_index", "layer"], columns="mode", values=["mean_drop", "flip_rate"])
     wide = wide[[(v, m) for m in report.data["modes"] for v in ("mean_drop", "flip_rate")]]
-    wide.columns = [f"{v.replace('_', ' ')} ({m})" for v, m in wide.columns]
-    return wide.reset_index().drop(columns="layer_index")
+    out = pd.DataFrame({"layer": wide.index.get_level_values("layer")})
+    for value, mode in wide.columns:
+        column = wide[(value, mode)].to_numpy()
+        if value == "mean_drop":
+            out[f"mean LOO drop ({mode_label(mode)})"] = [_fmt(v, 4) for v in column]
+        else:
+            out[f"label flips ({mode_label(mode)})"] = [percent(v) for v in column]
+    return out
 
 
 def evaluate_locally(
@@ -332,20 +402,30 @@ def evaluate_locally(
 
 
 def faithfulness_matrix(report: Report, mode: str | None = None, reduction: str = DEFAULT_REDUCTION) -> pd.DataFrame:
-    """Methods x metrics under one intervention and reduction: each metric's mean with its 95% bootstrap CI,
-    the status (``n/a (one informative layer)``) and the inputs with a testable ranking."""
+    """Methods x metrics under one intervention and reduction, as display text: the headline metric first,
+    each metric as ``mean [95% bootstrap CI]`` (the status, ``n/a (one informative layer)``, where a ranking
+    cannot be tested) and the inputs with a testable ranking."""
     mode = mode or report.default_mode
     table = report.faithfulness_table()
-    part = table[(table["mode"] == mode) & (table["reduction"] == reduction)]
-    out = pd.DataFrame({"method": [method_label(m) for m in part["method"]], "status": part["status"].tolist(),
-                        "testable inputs": part["n_testable"].tolist()})  # fmt: skip
-    for metric in REPORTED_METRICS:  # the robust companions of Deletion@1 / oracle: NaN in older reports
-        out[METRIC_LABELS[metric]] = part[metric].tolist()
-        out[f"{METRIC_LABELS[metric]} 95% CI"] = [
-            "n/a" if status else ci_text({"estimate": e, "low": lo, "high": hi})
-            for status, e, lo, hi in zip(part["status"], part[metric], part[f"{metric}_low"], part[f"{metric}_high"])
-        ]
+    part = table[(table["mode"] == mode) & (table["reduction"] == reduction)].reset_index(drop=True)
+    out = pd.DataFrame({"method": [method_label(m) for m in part["method"]]})
+    for metric in (HEADLINE_METRIC, *(m for m in REPORTED_METRICS if m != HEADLINE_METRIC)):
+        cells = ci_cells(part, metric)
+        out[f"{METRIC_LABELS[metric]} [95% CI]"] = [s or c for s, c in zip(part["status"], cells)]
+    out["testable inputs"] = [f"{int(n):,}" for n in part["n_testable"]]
     return out
+
+
+def curves_reduction(curves: pd.DataFrame, mode: str, reduction: str) -> tuple[str, str | None]:
+    """``(reduction shown, note)``: the deletion curves of ``reduction`` when the report holds them, else the
+    reduction it does hold (``evaluate`` computes curves for the headline reduction only) and a note saying so."""
+    held = list(dict.fromkeys(curves.loc[curves["mode"] == mode, "reduction"])) if not curves.empty else []
+    if reduction in held or not held:
+        return reduction, None
+    return held[0], (
+        f"The report holds deletion curves for {held[0]} post-hoc scores only (`python -m laya evaluate` computes them "
+        f"for the headline reduction), so the curves below use {held[0]} scores, not {reduction}."
+    )
 
 
 def comparisons_view(report: Report, mode: str | None = None, reduction: str = DEFAULT_REDUCTION) -> pd.DataFrame:
@@ -367,7 +447,7 @@ def comparisons_view(report: Report, mode: str | None = None, reduction: str = D
                 ci_text({"estimate": d, "low": lo, "high": hi})
                 for d, lo, hi in zip(part["difference"], part["low"], part["high"])
             ],
-            "p (paired bootstrap)": part["p_value"].tolist(),
+            "p (paired bootstrap)": [p_text(p) for p in part["p_value"]],
             "verdict": [
                 "tie" if t else ("A > B" if d > 0 else "A < B") for t, d in zip(part["tie"], part["difference"])
             ],
@@ -407,6 +487,148 @@ def heads_table(
     return pd.DataFrame(rows)
 
 
+def heads_display(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`heads_table` as display text, the headline first: ``0.59 [0.57, 0.62]`` cells, ``–`` for missing."""
+    return pd.DataFrame(
+        {
+            "head": table["head"],
+            f"{METRIC_LABELS[HEADLINE_METRIC]} [95% CI]": [
+                s or c for s, c in zip(table["status"], ci_cells(table, "faithfulness"))
+            ],
+            "test accuracy [95% CI]": ci_cells(table, "accuracy"),
+            "macro-F1": [_fmt(v) for v in table["macro-F1"]],
+            "top-1 agreement": [_fmt(v) for v in table["top-1"]],
+            "Deletion@1 / oracle": [_fmt(v) for v in table["Deletion@1 / oracle"]],
+            "layer scores": table["scores"],
+        }
+    )
+
+
+# ---------------------------------------------------------------- uncertainty and OOD status of one input
+
+HUGE_MAHALANOBIS = 1e3  # standardised by its training mean and std: typical in-distribution values are O(1)
+
+
+def _flags(key: str, value: float, threshold: float | None) -> tuple[float, float | None, str, bool]:
+    """``(shown value, shown threshold, rule, flagged)``: max softmax is stored negated (higher = more
+    suspicious) and shown as the probability itself, flagged *below* its threshold."""
+    flagged = threshold is not None and not _missing(threshold) and value > threshold
+    if key == "msp":
+        return -value, None if threshold is None else -threshold, "flagged below", flagged
+    return value, threshold, "flagged above", flagged
+
+
+def detection_view(scores: Mapping[str, float], depth: Mapping | None) -> pd.DataFrame:
+    """This input's error/OOD scores as read: ``score, value, rule, threshold, flagged`` (max softmax as the
+    probability, flagged below its threshold, never negated); thresholds from ``depth.json``."""
+    from laya.analysis.detection import SCORE_LABELS
+
+    thresholds = (depth or {}).get("detection", {}).get("flag_thresholds", {})
+    rows = []
+    for key, value in scores.items():
+        shown, threshold, rule, flagged = _flags(key, value, thresholds.get(key))
+        rows.append({"score": SCORE_LABELS.get(key, key), "value": f"{shown:.4g}", "rule": rule,
+                     "threshold": "–" if threshold is None else f"{threshold:.4g}", "flagged": "yes" if flagged else "no"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def prediction_depth_view(table: pd.DataFrame) -> pd.DataFrame:
+    """The depth report's per-class prediction depth and overthinking as display text with 95% CIs: rates as
+    percentages, ``errors`` as ``k of n``."""
+    def rate(column: str) -> list[str]:
+        return [f"{percent(v)} [{percent(lo)}, {percent(hi)}]" if not _missing(v) else "–"
+                for v, lo, hi in zip(table[column], table[f"{column}_low"], table[f"{column}_high"])]  # fmt: skip
+
+    return pd.DataFrame(
+        {
+            "class": table["class"],
+            "inputs": [f"{int(n):,}" for n in table["n"]],
+            "errors": [count_of(int(e), int(n)) for e, n in zip(table["errors"], table["n"])],
+            "prediction depth [95% CI]": ci_cells(table, "prediction_depth", 2),
+            "overthinking rate [95% CI]": rate("overthinking_rate"),
+            "errors a shallower layer got right [95% CI]": rate("overthought_errors"),
+        }
+    )
+
+
+def best_ood_score(depth: Mapping) -> tuple[str, float, int] | None:
+    """``(score key, mean AUROC, OOD sets)``: the detection score with the highest mean AUROC over the depth
+    report's OOD tasks (not misclassification), or None without OOD tasks."""
+    table = pd.DataFrame(depth.get("detection", {}).get("table", []))
+    if table.empty:
+        return None
+    ood = table[table["task"].str.startswith("OOD")]
+    if ood.empty:
+        return None
+    means = ood.groupby("score", sort=False)["auroc"].mean()
+    return str(means.idxmax()), float(means.max()), int(ood["task"].nunique())
+
+
+def false_alarm_text(rate: float) -> str:
+    """For a threshold at the in-distribution ``1 - rate`` quantile: ``the in-distribution 95th percentile: it
+    flags 5 % of in-distribution test inputs by design``."""
+    return (
+        f"the in-distribution {100 * (1 - rate):g}th percentile: it flags {100 * rate:g} % of in-distribution "
+        "test inputs by design"
+    )
+
+
+def ood_status(scores: Mapping[str, float], depth: Mapping) -> list[str]:
+    """Markdown lines on one input's uncertainty from its scores (:class:`laya.analysis.depth.InputDepth`) and the
+    depth report: max softmax against its threshold, the best OOD score with its threshold, and the false-alarm
+    rate of those thresholds in words."""
+    from laya.analysis.detection import SCORE_LABELS
+
+    thresholds = depth.get("detection", {}).get("flag_thresholds", {})
+    rate = float(depth.get("detection", {}).get("flag_rate", 0.05))
+    lines = []
+    if "msp" in scores:
+        shown, threshold, _, flagged = _flags("msp", scores["msp"], thresholds.get("msp"))
+        verdict = "**low: flagged**" if flagged else "not flagged"
+        limit = f" (flagged below {threshold:.3f})" if threshold is not None else ""
+        lines.append(f"Max softmax **{shown:.3f}**{limit}: {verdict}.")
+    best = best_ood_score(depth)
+    if best is not None and best[0] in scores:
+        key, auroc, sets = best
+        shown, threshold, rule, flagged = _flags(key, scores[key], thresholds.get(key))
+        verdict = "**flagged as out of distribution**" if flagged else "not flagged"
+        limit = f", {rule} {threshold:.4g}" if threshold is not None else ""
+        lines.append(
+            f"Best OOD score of this model, {SCORE_LABELS.get(key, key)} (mean AUROC {auroc:.3f} over {sets} OOD "
+            f"sets): **{shown:.4g}**{limit}: {verdict}."
+        )
+    lines.append(f"Each threshold is {false_alarm_text(rate)}, so a flag alone is no proof of an OOD input.")
+    return lines
+
+
+def mahalanobis_warning(value: float | None, n_train: int, widths: Sequence[int]) -> str | None:
+    """A warning when the Mahalanobis score cannot be trusted: huge (> :data:`HUGE_MAHALANOBIS`, standardised)
+    or fitted on fewer training inputs than a layer has features (a singular covariance), else None."""
+    widest = max(widths) if widths else 0
+    if value is None or (abs(value) <= HUGE_MAHALANOBIS and n_train >= widest):
+        return None
+    return (
+        f"Mahalanobis = {value:.3g} comes from a covariance fitted on {n_train:,} training inputs for layers up to "
+        f"{widest:,} features wide: it is singular or nearly so, and such values are not meaningful. Refit with more "
+        "training inputs (`python -m laya depth --checkpoint DIR --train-limit N`)."
+    )
+
+
+# ---------------------------------------------------------------- errors said for the dashboard
+
+
+def recompute_error(error: Exception) -> str:
+    """The Class-wise Recompute refusal: laya's reason, and for a dataset outside the shared folders, how an
+    operator allows one (``LAYA_PATH_ROOTS``)."""
+    text = f"Cannot recompute: {error}"
+    if isinstance(error, CheckpointError):  # the dataset lies outside the folders this server shares
+        text += (
+            ". An operator can share a dataset folder with the dashboard by adding it to `LAYA_PATH_ROOTS` "
+            "(os.pathsep-separated folders) and restarting it."
+        )
+    return text
+
+
 SEED_PROFILE_COLUMNS = ["seed", "class", "class_index", "layer", "layer_index", "mean", "count"]
 ALL_CLASSES = "all classes"
 
@@ -429,7 +651,7 @@ def seed_global_profile(profiles: pd.DataFrame) -> pd.DataFrame:
 
 def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
     """Per class: how stable the depth pattern is across seeds. ``seeds``, the layer each seed ranks first,
-    the fraction of seeds agreeing with the most common top layer, and the largest across-seed std of a layer's mean."""
+    how many seeds agree with the most common top layer (``2 of 3``), and the largest across-seed std of a layer's mean."""
     rows = []
     for (c, name), part in profiles.groupby(["class_index", "class"], sort=True):
         wide = seed_table(part)
@@ -437,23 +659,34 @@ def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
         common = max(set(tops), key=tops.count)
         spread = float(wide.std(axis=1, ddof=1).max()) if wide.shape[1] > 1 else float("nan")
         rows.append({"class": name, "seeds": wide.shape[1], "top layer per seed": ", ".join(tops),
-                     "seeds agreeing on the top layer": tops.count(common) / len(tops),
-                     "max across-seed std": spread})  # fmt: skip
+                     "seeds agreeing on the top layer": count_of(tops.count(common), len(tops)),
+                     "max across-seed std": "– (one seed)" if math.isnan(spread) else f"{spread:.4f}"})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 __all__ = [
     "ALL_CLASSES",
+    "HUGE_MAHALANOBIS",
     "MODE_HELP",
     "REDUCTION_HELP",
+    "ci_cells",
     "ci_text",
+    "count_of",
     "class_counts",
     "class_profile",
     "clickable_heatmap",
+    "clicked_cell",
     "clicked_class",
     "common_modes",
     "compare_table",
     "compare_titles",
+    "curves_reduction",
+    "best_ood_score",
+    "detection_view",
+    "false_alarm_text",
+    "mahalanobis_warning",
+    "ood_status",
+    "recompute_error",
     "comparisons_view",
     "entry_label",
     "evaluate_locally",
@@ -465,20 +698,26 @@ __all__ = [
     "group_entries",
     "head_title",
     "headline_text",
+    "heads_display",
     "heads_table",
     "input_caption",
     "input_faithfulness",
+    "input_pixels",
     "is_posthoc",
+    "is_weight",
     "layer_table",
     "method_label",
     "mode_label",
     "model_view",
     "nonfinite_warning",
+    "p_text",
+    "percent",
+    "prediction_depth_view",
     "profile_methods",
     "profile_title",
     "report_caption",
-    "score_figure",
     "seed_global_profile",
     "seed_profiles",
     "seed_stability",
+    "spearman_column",
 ]

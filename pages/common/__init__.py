@@ -4,7 +4,8 @@
 - :mod:`.loading`: cached loading of checkpoints, reports, explanations and depth analytics;
 - :mod:`.sidebar`: the model picker (bundled, uploaded, typed) and the page's selection;
 - :mod:`.sharing`: the view in the URL, the "copy link" box, the HTML report button;
-- :mod:`.inputs`: the image input and the checkpoints a page may compare.
+- :mod:`.inputs`: the image input and the checkpoints a page may compare;
+- :mod:`.display`: display tables shown whole, scrolling to an anchor.
 
 Every page runs inside :func:`guard` (``app.py`` wraps ``page.run()``), so a new page gets it for
 free; a script run on its own can use ``with common.guard(): ...`` (one line). A page adopts links
@@ -13,6 +14,7 @@ their first value from ``common.opened_link()``), ``common.copy_link()`` and
 ``common.report_button(title, [(heading, figure_or_table), ...], file_stem)``.
 """
 
+from pages.common.display import scroll_to, table
 from pages.common.page_guard import LOG, guard
 from pages.common.inputs import CURRENT_INPUT, IMAGE_TYPES, group_members, image_input
 from pages.common.loading import (
@@ -26,7 +28,7 @@ from pages.common.loading import (
     load_model,
     load_report,
 )
-from pages.common.sharing import OPENED, VIEW, copy_link, opened_link, option_index, report_button, share
+from pages.common.sharing import OPENED, VIEW, copy_link, opened_link, option_index, report_button, share, view_link
 from pages.common.sidebar import (
     NO_MODELS,
     SELECTION,
@@ -36,7 +38,9 @@ from pages.common.sidebar import (
     current,
     models_root,
     pick_model,
+    provenance,
     selected,
+    upload_digest,
 )
 
 __all__ = [
@@ -68,7 +72,12 @@ __all__ = [
     "opened_link",
     "option_index",
     "pick_model",
+    "provenance",
     "report_button",
+    "scroll_to",
     "selected",
     "share",
+    "table",
+    "upload_digest",
+    "view_link",
 ]

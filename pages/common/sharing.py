@@ -8,7 +8,7 @@ from dataclasses import replace
 import streamlit as st
 
 from laya.app import links
-from laya.app.export import Section, html_report
+from laya.app.export import Provenance, Section, html_report
 
 VIEW = "laya_view"  # the links.View of this run (sidebar + page), written to the URL
 OPENED = "laya_opened_link"  # the links.View the session was opened with (decoded once)
@@ -33,18 +33,26 @@ def share(**changes: object) -> links.View:
     return view
 
 
+def view_link() -> str:
+    """The URL that reopens this view."""
+    return links.view_url(st.context.url, st.session_state.get(VIEW) or links.View())
+
+
 def copy_link() -> None:
     """A "copy link" box: the URL that reopens this view (the code block has a copy button)."""
     with st.popover("Copy link to this view", icon=":material/link:"):
-        st.code(links.view_url(st.context.url, st.session_state.get(VIEW) or links.View()), language=None)
+        st.code(view_link(), language=None)
         st.caption("Anyone with access to this server opens the same model, page, example and options.")
 
 
-def report_button(title: str, sections: Sequence[Section], stem: str, subtitle: str = "") -> None:
-    """Download a static HTML report of ``sections`` (built only when clicked)."""
+def report_button(
+    title: str, sections: Sequence[Section], stem: str, subtitle: str = "", source: Provenance | None = None
+) -> None:
+    """Download a static HTML report of ``sections`` (built only when clicked), headed by its ``source``
+    (:func:`pages.common.sidebar.provenance`)."""
     st.download_button(
         "Download HTML report",
-        lambda: html_report(title, sections, subtitle),
+        lambda: html_report(title, sections, subtitle, source),
         f"{stem}.html",
         "text/html",
         icon=":material/description:",

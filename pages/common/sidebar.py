@@ -11,10 +11,11 @@ import streamlit as st
 
 from laya.app import deploy, links, views
 from laya.app.catalog import Entry, catalog_table, describe
+from laya.app.export import Provenance, weights_sha256
 from laya.app.text import public, shown
 from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, Checkpoint, CheckpointError
 from pages.common.loading import ALLOW_NONFINITE, catalog, load_model
-from pages.common.sharing import VIEW, opened_link, option_index
+from pages.common.sharing import VIEW, opened_link, option_index, view_link
 
 SELECTION = "laya_selection"
 SOURCES = ("Bundled models", "Upload a checkpoint", "Path on this machine")
@@ -81,6 +82,12 @@ def _discard_all(store: deploy.UploadStore, folders: list[str]) -> None:
         store.discard(folder)
 
 
+def upload_digest(contents: dict[str, bytes]) -> str:
+    """The sha256 naming one upload of checkpoint files (file name -> bytes); its first 12 digits are in the
+    upload's messages."""
+    return hashlib.sha256(b"".join(n.encode() + hashlib.sha256(d).digest() for n, d in sorted(contents.items()))).hexdigest()
+
+
 def _upload_checkpoint() -> str | None:
     limit = deploy.max_checkpoint_mb()
     files = st.sidebar.file_uploader(
@@ -94,9 +101,7 @@ def _upload_checkpoint() -> str | None:
         st.sidebar.caption("Upload both files of one checkpoint directory.")
         return None
     contents = {f.name: f.getvalue() for f in files}
-    digest = hashlib.sha256(
-        b"".join(n.encode() + hashlib.sha256(d).digest() for n, d in sorted(contents.items()))
-    ).hexdigest()
+    digest = upload_digest(contents)
     store = deploy.upload_store()
     uploads = st.session_state.get("laya_uploads")
     if not isinstance(uploads, SessionUploads):
@@ -105,7 +110,7 @@ def _upload_checkpoint() -> str | None:
         try:
             uploads[digest] = str(store.store(contents))
         except CheckpointError as error:
-            st.sidebar.error(shown(f"Cannot use this checkpoint: {error}"))
+            st.sidebar.error(shown(f"Cannot use this checkpoint (upload {digest[:12]}): {error}"))  # tells it from the last
             deploy.release_memory()
             return None
     return uploads[digest]
@@ -183,3 +188,12 @@ def current() -> tuple[Checkpoint, Selection]:
     if checkpoint.warnings:  # kept on screen, so the choice stays in the session (and can be undone)
         st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
     return checkpoint, selection
+
+
+def provenance(checkpoint: Checkpoint, image: tuple[str, object] | None = None, reproduce: str = "") -> Provenance:
+    """What an exported view was made from: the selected setting, the checkpoint and its weights' sha256, the
+    ``(name, pixels)`` input, and ``reproduce`` (default: the link to this view)."""
+    selection = selected()
+    setting = next((e.group for e in selection.group if str(e.path) == selection.path), checkpoint.name)
+    name, pixels = image or ("", None)
+    return Provenance(setting, checkpoint.name, weights_sha256(checkpoint.path), reproduce or view_link(), pixels, name)

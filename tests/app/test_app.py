@@ -25,7 +25,7 @@ from laya.analysis.depth import DepthFit, DepthOptions, input_depth, run_depth
 from laya.analysis.explain import Explanation, explain
 from laya.analysis.profiles import SUBSETS, heatmap_table
 from laya.analysis.report import Report
-from laya.app import deploy, views
+from laya.app import deploy, palette, plots, views
 from laya.app.text import unplain
 from laya.app.catalog import describe, example_images
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
@@ -97,14 +97,24 @@ def assert_inspect_shows(at: AppTest, e: Explanation) -> None:
     assert list(table["label flips"]) == e.loo.flipped[0].tolist()
     for method, scores in e.scores.items():
         assert np.allclose(table[views.method_label(method)], scores.numpy(), atol=1e-6)
-    faith = at.main.dataframe[1].value
+    faith = at.main.table[0].value.reset_index()  # shown whole (st.table), never clipped
     assert list(faith["method"]) == [views.method_label(m) for m in e.scores]
-    assert faith["Deletion@1"].tolist() == pytest.approx([e.deletion_at_1(m) for m in e.scores])
-    spearman = [e.spearman(m) for m in e.scores]
-    assert [None if np.isnan(v) else v for v in faith["Spearman(score, LOO drop)"]] == pytest.approx(spearman)
-    score_chart = charts(at)[1]  # [0] is the top-k chart
-    assert list(array(score_chart["data"][0]["y"])) == pytest.approx(e.scores[e.primary].tolist())
-    assert list(array(score_chart["data"][1]["y"])) == pytest.approx(e.drops.tolist())
+    assert [float(v) for v in faith["Deletion@1"]] == pytest.approx([e.deletion_at_1(m) for m in e.scores], abs=1e-4)
+    spearman = [e.spearman(m) for m in e.scores]  # shown with its n: "... over L layers", never a bare number
+    shown = faith[f"Spearman ρ(score, LOO drop) over {len(e.layer_names)} layers"]
+    assert [None if v in ("–", "n/a") else float(v) for v in shown] == pytest.approx(spearman, abs=1e-3)
+    assert not faith.isin(["None", "nan"]).any().any()
+    score_chart = charts(at)[1]  # [0] is the top-k chart; one figure: scores on top, LOO drops below
+    methods = list(e.scores)
+    for i, method in enumerate(methods):
+        assert list(array(score_chart["data"][i]["customdata"])) == pytest.approx(e.scores[method].tolist())
+        assert score_chart["data"][i]["yaxis"] == "y"
+    drops = score_chart["data"][len(methods)]
+    assert list(array(drops["y"])) == pytest.approx(e.drops.tolist()) and drops["yaxis"] == "y2"
+    layout = score_chart["layout"]
+    assert layout["yaxis2"]["title"]["text"] == "LOO drop in p(predicted)"  # one unit per axis
+    units = {plots.method_unit(m) for m in methods}
+    assert layout["yaxis"]["title"]["text"] == (units.pop() if len(units) == 1 else plots.NORMALISED_AXIS)
 
 
 def png(image: Image.Image, fmt: str = "PNG") -> bytes:
@@ -153,7 +163,14 @@ def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
     e = expected(setting, "laya", data, mode="renormalise", posthoc=("integrated_gradients", "saliency"))
     assert_inspect_shows(app, e)
     assert "Integrated Gradients (post-hoc)" in app.main.dataframe[0].value.columns
-    assert len(charts(app)) == 4  # top-k + one chart per method, side by side
+    assert len(charts(app)) == 2  # top-k + one layer-score figure for every method
+    scores = charts(app)[1]
+    assert scores["layout"]["yaxis"]["title"]["text"] == plots.NORMALISED_AXIS  # α and IG: different units
+    ig = next(t for t in scores["data"] if t["name"] == "Integrated Gradients (post-hoc)")
+    raw = e.scores["integrated_gradients"].double().numpy()
+    assert np.abs(array(ig["y"])).max() == pytest.approx(1.0)
+    assert list(array(ig["y"])) == pytest.approx((raw / np.abs(raw).max()).tolist())
+    assert ig["marker"]["color"] == palette.ATTRIBUTION_POSTHOC
 
 
 def test_posthoc_scores_are_marked_for_heads_without_intrinsic(app: AppTest, setting: Path) -> None:
@@ -166,6 +183,7 @@ def test_posthoc_scores_are_marked_for_heads_without_intrinsic(app: AppTest, set
     assert e.intrinsic is None
     assert_inspect_shows(app, e)
     assert charts(app)[1]["data"][0]["name"] == "Integrated Gradients (post-hoc)"
+    assert charts(app)[1]["layout"]["yaxis"]["title"]["text"] == "contribution to p(predicted)"
 
 
 def bad_upload(kind: str) -> bytes:
@@ -209,18 +227,26 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     assert_ok(app)
     explanations = [expected(setting, h, data, mode="mean") for h in HEADS]
     assert [m.value for m in app.main.metric] == [v for e in explanations for v in (e.label, f"{e.confidence:.1%}")]
-    table = app.main.dataframe[0].value
+    table = app.main.table[0].value.T.reset_index(names="head")  # shown with one column per head
     reports = [Report.load(setting / h) for h in HEADS]
     assert list(table["head"]) == list(TITLES)
     assert list(table["layer scores"]) == [views.method_label(e.primary) for e in explanations]
-    assert table["max LOO drop"].tolist() == pytest.approx([float(e.drops.max()) for e in explanations])
+    assert [float(v) for v in table["max LOO drop"]] == pytest.approx([float(e.drops.max()) for e in explanations], abs=1e-4)
+    assert table["confidence"].tolist() == [f"{100 * e.confidence:.1f}%" for e in explanations]
+    assert table["Spearman ρ on this input"].str.contains("over 3 layers|n/a").all()
+    assert not table.isin(["None", "nan"]).any().any()
     assert table["test accuracy [95% CI]"].tolist() == [views.ci_text(r.interval("accuracy"), 4) for r in reports]
     assert table.iloc[:, -1].tolist() == [views.headline_text(r) for r in reports]
     assert table.iloc[0, -1] == "n/a (one informative layer)"  # LastLayer: never 1.000
-    figure = charts(app)[0]
-    assert len(figure["data"]) == 8 and "yaxis4" in figure["layout"]  # score + drop bars in 4 aligned subplots
-    assert list(array(figure["data"][7]["y"])) == pytest.approx(explanations[3].drops.tolist())
-    assert [a["text"].split("<br>")[0] for a in figure["layout"]["annotations"]] == list(TITLES)
+    figure = charts(app)[0]  # scores on top, LOO drops below, one column per head
+    drops = [t for t in figure["data"] if t["name"] == plots.DROP_AXIS]
+    scores = [t for t in figure["data"] if t["marker"]["color"] in (palette.ATTRIBUTION, palette.ATTRIBUTION_POSTHOC)]
+    assert len(drops) == 4 and len(scores) == 4 and "yaxis8" in figure["layout"]
+    assert list(array(drops[3]["y"])) == pytest.approx(explanations[3].drops.tolist())
+    assert {t["yaxis"] for t in drops} == {"y5", "y6", "y7", "y8"} and {t["yaxis"] for t in scores} == {"y", "y2", "y3", "y4"}
+    assert figure["layout"]["yaxis"]["title"]["text"] == plots.NORMALISED_AXIS  # α (weights) and IG (probability)
+    assert figure["layout"]["yaxis5"]["title"]["text"] == plots.DROP_AXIS
+    assert [a["text"] for a in figure["layout"]["annotations"]] == list(TITLES)  # one line each: nothing cut off
     app.multiselect(key="compare_paths").set_value([str(setting / "laya"), str(setting / "scalarmix")]).run()
     assert_ok(app)
     assert app.radio(key="compare_mode").options == [
@@ -248,9 +274,20 @@ def test_classwise_heatmap_toggles_and_drilldown(app: AppTest, setting: Path) ->
     bars = charts(app)[1]["data"][0]
     green = views.class_profile(report.class_layer_profile("scores"), "green")
     assert list(array(bars["y"])) == pytest.approx(green["mean"].tolist())
-    assert list(array(bars["error_y"]["array"])) == pytest.approx(green["std"].tolist())
+    ci = plots.mean_interval(green, (0.0, 1.0))  # α: a 95% CI of the mean inside [0, 1], not mean ± std
+    assert list(array(bars["error_y"]["array"])) == pytest.approx((ci["high"] - green["mean"]).tolist())
+    assert (green["mean"] - array(bars["error_y"]["arrayminus"]) >= -1e-12).all()
+    heat = charts(app)[0]
+    assert heat["data"][0]["colorbar"]["title"]["text"] == "mean LOO drop"  # the kind left on: LOO drops
+    outline = heat["layout"]["shapes"][0]  # the class opened below is outlined (its row: no cell clicked)
+    row = list(heat["data"][0]["y"]).index("green")
+    assert (outline["y0"], outline["y1"]) == (row - 0.5, row + 0.5)
     assert app.download_button[0].label == "Download CSV"
-    assert np.allclose(app.main.dataframe[0].value["mean drop (zero)"], report.data["loo"]["zero"]["mean_drop"])
+    loo = app.main.table[0].value.reset_index()
+    assert [float(v) for v in loo["mean LOO drop (zero (paper, frozen α))"]] == pytest.approx(
+        report.data["loo"]["zero"]["mean_drop"], abs=1e-4
+    )
+    assert loo["label flips (zero (paper, frozen α))"].str.endswith("%").all()
     assert any("per-seed profiles" in i.value for i in app.info)  # tiny_models has no suite: said, not hidden
 
 
@@ -278,11 +315,15 @@ def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Pa
         (whole, views.seed_global_profile(per_seed)),
     ):
         wide = profile.pivot(index="layer_index", columns="seed", values="mean").sort_index()
-        assert [trace["name"] for trace in data] == ["mean ± std over seeds", "seed 0", "seed 1"]
+        assert [trace["name"] for trace in data] == ["mean over seeds (error bar: min–max)", "seed 0", "seed 1"]
         assert list(array(data[0]["y"])) == pytest.approx(wide.mean(axis=1).tolist())
+        low = array(data[0]["y"]) - array(data[0]["error_y"]["arrayminus"])  # the range over seeds, not ± std
+        assert list(low) == pytest.approx(wide.min(axis=1).tolist())
         assert list(array(data[2]["y"])) == pytest.approx(wide[1].tolist())
     tables = [t.value for t in app.main.dataframe]
     assert any(list(t.columns[:2]) == ["class", "seeds"] and t["class"].tolist() == [views.ALL_CLASSES] for t in tables)
+    stability = next(t for t in tables if "seeds agreeing on the top layer" in t.columns)
+    assert stability["seeds agreeing on the top layer"].str.fullmatch(r"[12] of 2").all()  # a count, not 0.5
     assert not any("Only one seed" in w.value for w in app.warning)
     app.radio(key="classwise_kind").set_value("loo").run()  # LOO drops: every per-seed figure names the intervention
     mode = views.mode_label(Report.load(setting / "laya").data["profiles"]["class_loo_mode"])
@@ -312,6 +353,7 @@ def test_classwise_recompute_without_dataset(monkeypatch: pytest.MonkeyPatch, se
     at.button(key="classwise_recompute").click().run()
     assert not at.exception
     assert len(at.error) == 1 and "must be a known dataset" in at.error[0].value and "not-here" in at.error[0].value
+    assert "LAYA_PATH_ROOTS" in unplain(at.error[0].value)  # the refusal says how an operator shares a dataset folder
     assert charts(at), "the bundled report is still shown"
 
 
@@ -321,27 +363,38 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
     report = Report.load(setting / "laya")
     assert app.radio(key="faithfulness_mode_laya").value == "mean"  # the cross-head intervention by default
     app.radio(key="faithfulness_reduction").set_value("magnitude").run()
-    table = app.main.dataframe[0].value
+    table = app.main.table[0].value.reset_index()
     raw = report.data["faithfulness"]["mean"]["magnitude"]
     assert list(table["method"]) == [views.method_label(m) for m in raw]
-    assert table["top-1 agreement 95% CI"].tolist() == [views.ci_text(v["top1"]) for v in raw.values()]
+    assert table.columns[1] == "Spearman (informative layers) [95% CI]"  # the headline first
+    assert table["top-1 agreement [95% CI]"].tolist() == [views.ci_text(v["top1"]) for v in raw.values()]
+    assert not table.isin(["None", "nan"]).any().any()
+    comparisons = app.main.table[1].value.reset_index()
+    assert comparisons["p (paired bootstrap)"].str.match(r"^p (< 0\.001|= [01]\.\d{3})$").all()
     methods = charts(app)[0]
     alpha = raw["laya_alpha"]["spearman_eps"]
     assert array(methods["data"][0]["y"])[0] == pytest.approx(alpha["estimate"])
     assert array(methods["data"][0]["error_y"]["array"])[0] == pytest.approx(alpha["high"] - alpha["estimate"])
     assert "intervention mean, magnitude" in methods["layout"]["title"]["text"]
-    curves = charts(app)[1]
-    expected_curve = [v["estimate"] for v in report.data["deletion_curves"]["mean"]["signed"]["laya_alpha"]]
-    assert list(array(curves["data"][0]["y"])) == pytest.approx(expected_curve)
+    assert {t["marker"]["color"] for t in methods["data"]} == {palette.FAITHFULNESS}  # never the LOO-drop orange
+    curves = charts(app)[1]  # the report holds signed curves only: the title and a caption say so
+    assert "signed" in curves["layout"]["title"]["text"] and "magnitude" not in curves["layout"]["title"]["text"]
+    assert any("curves below use signed scores, not magnitude" in c.value for c in app.caption)
+    signed = report.data["deletion_curves"]["mean"]["signed"]
+    for trace, points in zip(curves["data"], signed.values(), strict=True):
+        assert list(array(trace["y"])) == pytest.approx([v["estimate"] for v in points])
     app.radio(key="faithfulness_mode_laya").set_value("zero").run()
     assert "differs between heads" in app.warning[0].value  # the heads table falls back to `mean`
-    heads = app.main.dataframe[-1].value
+    heads = app.main.table[-1].value.reset_index()
     reports = [Report.load(setting / h) for h in HEADS]
     assert list(heads["head"]) == list(TITLES)
-    assert heads["accuracy"].tolist() == [r.accuracy for r in reports]
-    assert heads["macro-F1"].tolist() == [r.data["macro_f1"] for r in reports]
-    assert heads["status"][0] == "n/a (one informative layer)" and np.isnan(heads["faithfulness"][0])
-    assert heads["faithfulness"][3] == pytest.approx(reports[3].faithfulness("laya_alpha", "mean", "magnitude"))
+    assert heads.columns[1] == "Spearman (informative layers) [95% CI]"  # the headline first, display names only
+    assert not any("_" in c for c in heads.columns) and not heads.isin(["None", "nan"]).any().any()
+    assert heads["test accuracy [95% CI]"].tolist() == [views.ci_text(r.interval("accuracy")) for r in reports]
+    assert heads["macro-F1"].tolist() == [f"{r.data['macro_f1']:.3f}" for r in reports]
+    assert heads.iloc[0, 1] == "n/a (one informative layer)"
+    laya = reports[3].faithfulness_entry(mode="mean", reduction="magnitude")["spearman_eps"]
+    assert heads.iloc[3, 1] == views.ci_text(laya)
 
 
 def test_checkpoint_from_path_and_upload(app: AppTest, setting: Path) -> None:
@@ -408,7 +461,12 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
     example = example_images(setting_dir / "laya")[0].read_bytes()
     for head in HEADS:
         at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting_dir / head)).run()
-        assert_inspect_shows(at, expected(setting_dir, head, example))
+        e = expected(setting_dir, head, example)
+        assert_inspect_shows(at, e)
+        if (setting_dir / head / "depth.json").is_file():  # the input's OOD status, with its false-alarm rate
+            status = next(m.value for m in at.main.markdown if "Max softmax" in m.value)
+            assert f"Max softmax **{e.confidence:.3f}**" in status and "Best OOD score of this model" in status
+            assert "flags 5 % of in-distribution test inputs by design" in status
     for page in ("pages/compare.py", "pages/classwise.py", "pages/faithfulness.py", "pages/depth.py"):
         at.switch_page(page).run()
         assert_ok(at)
@@ -517,7 +575,15 @@ def test_depth_page_before_and_after_the_depth_report(
     assert_depth_shows(at, models / "colours-mlp" / "concat", data)
     assert not at.info and len(charts(at)) == 2 + 4  # + exit curve, pruning, class-wise attribution, ROC
     scores = at.main.dataframe[0].value
-    assert "multi-layer Mahalanobis" in list(scores["score"]) and scores["threshold"].notna().all()
+    assert "multi-layer Mahalanobis" in list(scores["score"]) and (scores["threshold"] != "–").all()
+    msp = scores[scores["score"] == "max softmax (baseline)"].iloc[0]  # the probability, flagged below, not −p
+    assert msp["rule"] == "flagged below" and 0 < float(msp["value"]) <= 1
+    fit = DepthFit.load(models / "colours-mlp" / "concat")
+    value = input_depth(load_checkpoint(models / "colours-mlp" / "concat"), load_image_tensor(data, 3, 8), fit).scores
+    report = json.loads((models / "colours-mlp" / "concat" / "depth.json").read_text())
+    widths = load_checkpoint(models / "colours-mlp" / "concat").model.backbone.layer_dims
+    expected_warning = views.mahalanobis_warning(value["mahalanobis"], report["n_train"], widths)
+    assert [w.value for w in at.warning if w.value.startswith("Mahalanobis")] == [expected_warning] * bool(expected_warning)
     auroc = at.main.dataframe[-1].value
     assert list(auroc.columns) == ["score", "misclassification", "OOD: uniform noise", "OOD: gaussian noise"]
     checkpoint = load_checkpoint(models / "colours-mlp" / "concat")

@@ -26,12 +26,11 @@ def test_readout_path_marks_disagreement_depth_and_exit():
     probs = torch.tensor([[[0.9, 0.1], [0.3, 0.7], [0.2, 0.8]]]).double()
     path = Readouts(probs, torch.tensor([1])).path(0, ["a", "b"], LAYERS)
     fig = depth_plots.readout_path_figure(path, depth=2, exit_layer=1)
-    assert list(fig.data[0].marker.color) == [
-        depth_plots.DISAGREE_COLOR,
-        depth_plots.AGREE_COLOR,
-        depth_plots.AGREE_COLOR,
-    ]
-    assert fig.layout.shapes[0].x0 == 0.5 and fig.data[1].x == ("y",)
+    agree, disagree = fig.data[0], fig.data[1]  # one legend entry per colour
+    assert agree.marker.color == depth_plots.AGREE_COLOR and list(agree.x) == ["y", "z"]
+    assert disagree.marker.color == depth_plots.DISAGREE_COLOR and list(disagree.x) == ["x"]
+    assert list(fig.layout.xaxis.categoryarray) == LAYERS  # layers stay in depth order
+    assert fig.layout.shapes[0].x0 == 0.5 and fig.data[2].x == ("y",)
 
 
 def test_curves():
@@ -43,7 +42,8 @@ def test_curves():
                             "accuracy_low": [0.8, 0.4], "accuracy_high": [1.0, 0.6], "refit_accuracy": [0.9, 0.7],
                             "refit_low": [0.8, 0.6], "refit_high": [1.0, 0.8]})  # fmt: skip
     fig = depth_plots.pruning_figure(pruning)
-    assert [t.name for t in fig.data] == ["LOO drop", "LOO drop (re-fit)"] and list(fig.data[1].y) == [0.9, 0.7]
+    assert [t.name for t in fig.data] == ["as pruned", "classifier re-fit"] and list(fig.data[1].y) == [0.9, 0.7]
+    assert fig.layout.annotations[0].text == "LOO drop"  # the criterion names its panel
     roc = pd.DataFrame({"task": ["t"] * 4, "score": ["msp", "msp", "energy", "energy"], "fpr": [0, 1, 0, 1],
                         "tpr": [0, 1, 0.5, 1]})  # fmt: skip
     fig = depth_plots.roc_figure(roc, "t")

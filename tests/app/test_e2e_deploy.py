@@ -3,8 +3,14 @@
 
 Uploads every case of the hostile-checkpoint corpus (tests/hostile.py) through the sidebar: each gets
 a clear error and no traceback, the server's RSS stays under 2 GB and it stays healthy; there is no path
-box; a click on a class-wise heatmap cell opens that class; a link copied from Inspect, opened in a
-fresh browser, reopens the same view.
+box; a click on a class-wise heatmap cell opens that class and scrolls to it; a link copied from Inspect,
+opened in a fresh browser, reopens the same view.
+
+Every step waits for the element its action produces (the alert naming this upload's digest, the URL
+with the new parameter, the file chip), never for a fixed delay, so the test holds on a loaded machine:
+never for a fixed delay; every wait is bounded at ``TIMEOUT_MS`` (300 s). Run beside two busy processes
+(``python -c 'while 1: pass'`` x 2, load ~20 on the shared 2-core machine): see docs/decisions.md, issue 19,
+for what that run showed.
 """
 
 from __future__ import annotations
@@ -12,14 +18,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from laya.app.catalog import example_images
+from pages.common import upload_digest
 from scripts.screenshots import (
     CHROMIUM,
+    TIMEOUT_MS,
     browser_page,
     full_screenshot,
     open_app,
@@ -55,6 +64,7 @@ def test_deployment_mode_hostile_uploads_and_links(
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     from playwright.sync_api import expect
 
+    expect.set_options(timeout=TIMEOUT_MS)  # a loaded machine is slow, never wrong: wait for the content itself
     ARTIFACTS.mkdir(exist_ok=True)
     monkeypatch.setenv("LAYA_ALLOW_PATHS", "0")
     monkeypatch.setenv("LAYA_PATH_ROOTS", str(image_folder))
@@ -71,12 +81,15 @@ def test_deployment_mode_hostile_uploads_and_links(
 
             # a view, then its link in a fresh browser
             sidebar.get_by_text("Concat").first.click()
+            expect(page).to_have_url(re.compile("head=concat"))
             wait_idle(page)
             main = page.locator('[data-testid="stMain"]')
             main.locator('[data-testid="stSelectbox"]').first.click()
             page.get_by_role("option", name=examples[2].name).click()
+            expect(page).to_have_url(re.compile(re.escape(urllib.parse.quote_plus(examples[2].name))))
             wait_idle(page)
             main.get_by_text("mean", exact=True).first.click()
+            expect(page).to_have_url(re.compile("mode=mean"))
             wait_idle(page)
             wait_for_charts(page, 2)
             link = page.url
@@ -90,14 +103,18 @@ def test_deployment_mode_hostile_uploads_and_links(
             classes = json.loads((good / "model.json").read_text())["classes"]
             row = len(classes) - 1  # the last class: the bottom row (the y axis runs top-down)
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] * (row + 0.5) / len(classes))
-            wait_idle(page)
             expect(page).to_have_url(re.compile(f"class={classes[row]}"))  # not the default, the first class
+            wait_idle(page)
             box = main.locator('[data-testid="stSelectbox"]').filter(has_text="Class").first
             expect(box).to_match_aria_snapshot(f'- combobox "Class": {classes[row]}')
+            expect(main.locator("#one-class")).to_be_in_viewport()  # the drill-down scrolled into view
+            outline = main.locator(".stPlotlyChart").first.locator(".shapelayer path")
+            expect(outline.first).to_be_attached()  # the clicked cell is outlined
             full_screenshot(page, ARTIFACTS / "e2e-classwise-click.png")
             open_page(page, "inspect")
 
             sidebar.get_by_text("Upload a checkpoint").click()
+            expect(sidebar.locator('[data-testid="stFileUploaderDropzoneInput"]')).to_be_attached()
             wait_idle(page)
             uploader = sidebar.locator('[data-testid="stFileUploaderDropzoneInput"]')
             weights = tmp_path / "model.safetensors"
@@ -106,15 +123,18 @@ def test_deployment_mode_hostile_uploads_and_links(
                 meta = tmp_path / case.name / "model.json"
                 meta.parent.mkdir()
                 meta.write_text(json.dumps(hostile_record(record, case)))
+                digest = upload_digest({"model.json": meta.read_bytes(), "model.safetensors": weights.read_bytes()})
                 uploader.set_input_files([str(meta), str(weights)])
-                wait_idle(page, settle_ms=600)
-                alert = sidebar.locator('[data-testid="stAlert"]')
-                expect(alert.first).to_contain_text(case.message)
+                alert = sidebar.locator('[data-testid="stAlert"]', has_text=f"upload {digest[:12]}")  # this upload's
+                expect(alert).to_contain_text(case.message)
+                wait_idle(page)
                 assert page.locator('[data-testid="stException"]').count() == 0, case.name
-                assert "Traceback" not in alert.first.inner_text()
-                for button in sidebar.locator('[data-testid="stFileUploaderDeleteBtn"] button').all()[::-1]:
+                assert "Traceback" not in alert.inner_text()
+                chips = sidebar.locator('[data-testid="stFileChip"]')
+                for button in sidebar.locator('[data-testid="stFileChipDeleteBtn"] button').all()[::-1]:
                     button.click()
-                wait_idle(page, settle_ms=300)
+                expect(chips).to_have_count(0)
+                wait_idle(page)
             with urllib.request.urlopen(f"{url}/_stcore/health", timeout=5) as response:
                 assert response.status == 200
             peak_kb = server_rss_kb()
@@ -125,8 +145,8 @@ def test_deployment_mode_hostile_uploads_and_links(
 
         with browser_page() as fresh:  # a new browser: nothing but the link
             fresh.goto(link)
-            wait_idle(fresh)
             wait_for_charts(fresh, 2)
+            wait_idle(fresh)
             main = fresh.locator('[data-testid="stMain"]')
             expect(main.locator('[data-testid="stMetricValue"]').first).to_have_text(shown[0])
             assert main.locator('[data-testid="stMetricValue"]').all_inner_texts() == shown

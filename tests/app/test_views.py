@@ -107,15 +107,16 @@ def test_layer_table_and_input_faithfulness(setting: Path, example: bytes) -> No
     assert np.allclose(table["LOO drop"], explanation.drops.numpy())
     faith = views.input_faithfulness(explanation)
     assert list(faith["kind"]) == ["intrinsic", "post-hoc"]
-    assert faith["Deletion@1"].tolist() == pytest.approx([explanation.deletion_at_1(m) for m in explanation.scores])
+    assert [float(v) for v in faith["Deletion@1"]] == pytest.approx(
+        [explanation.deletion_at_1(m) for m in explanation.scores], abs=1e-4
+    )
+    assert views.spearman_column(len(checkpoint.layer_names)) in faith.columns  # the metric names its n
     assert faith["top layer"][0] == checkpoint.layer_names[int(explanation.scores["laya_alpha"].argmax())]
     record = json.loads(views.explanation_json(explanation))
     assert record["prediction"] == explanation.label and record["score_kinds"]["Saliency (post-hoc)"] == "post-hoc"
     assert [row["LOO drop"] for row in record["layers"]] == pytest.approx(explanation.drops.tolist())
     assert views.explanation_csv(explanation).splitlines()[0].startswith("layer,LAYA α (intrinsic),Saliency (post-hoc)")
-    figure = views.score_figure(explanation, "saliency")
-    assert [t.name for t in figure.data] == ["Saliency (post-hoc)", "LOO drop in p(predicted)"]
-    assert list(figure.data[0].y) == pytest.approx(explanation.scores["saliency"].tolist())
+
 
 
 def test_compare_table(setting: Path, example: bytes) -> None:
@@ -126,12 +127,12 @@ def test_compare_table(setting: Path, example: bytes) -> None:
     table = views.compare_table(heads, explanations, reports)
     assert list(table["head"]) == ["LastLayer", "Concat", "ScalarMix", "LAYA"]
     assert list(table["prediction"]) == [e.label for e in explanations]
-    assert table["confidence"].tolist() == pytest.approx([e.confidence for e in explanations])
+    assert table["confidence"].tolist() == [views.percent(e.confidence) for e in explanations]
     assert list(table["layer scores"][:2]) == ["Integrated Gradients (post-hoc)"] * 2
     assert table["test accuracy [95% CI]"][0].startswith(f"{reports[0].accuracy:.4f} [")
     assert table["test accuracy [95% CI]"][3] == "–"
     assert table.iloc[0, -1] == "n/a (one informative layer)"  # LastLayer's faithfulness
-    assert views.compare_titles(heads[2:], explanations[2:])[1] == "LAYA<br><sup>LAYA α (intrinsic)</sup>"
+    assert views.compare_titles(heads[2:], explanations[2:]) == ["ScalarMix", "LAYA", "", ""]
     assert views.common_modes([c.model.head.modes for c in checkpoints]) == ["mean", "zero_input", "zero"]
     assert views.common_modes([checkpoints[3].model.head.modes]) == ["mean", "zero_input", "zero", "renormalise"]
     assert views.report_caption(None) == "No evaluation report."
@@ -151,9 +152,13 @@ def test_profiles(setting: Path) -> None:
         [r["mean"] for r in report.data["profiles"]["layer"]["signed"]["saliency"]]
     )
     loo = views.global_loo(report)
-    pairs = [f"{v} ({m})" for m in report.data["modes"] for v in ("mean drop", "flip rate")]
+    modes = [views.mode_label(m) for m in report.data["modes"]]
+    pairs = [f"{v} ({m})" for m in modes for v in ("mean LOO drop", "label flips")]
     assert list(loo.columns) == ["layer", *pairs]
-    assert loo["mean drop (mean)"].tolist() == pytest.approx(report.data["loo"]["mean"]["mean_drop"])
+    shown = [float(v) for v in loo["mean LOO drop (mean (cross-head))"]]
+    assert shown == pytest.approx(report.data["loo"]["mean"]["mean_drop"], abs=1e-4)
+    flips = report.data["loo"]["mean"]["flip_rate"]
+    assert loo["label flips (mean (cross-head))"].tolist() == [views.percent(f) for f in flips]
     assert views.profile_title(report, "loo").startswith("Mean leave-one-layer-out drop")
     assert "Integrated Gradients (post-hoc)" in views.profile_title(Report.load(setting / "concat"), "scores")
 
@@ -165,9 +170,8 @@ def test_faithfulness_tables(setting: Path) -> None:
         raw = report.data["faithfulness"][mode][reduction]
         assert list(matrix["method"]) == [views.method_label(m) for m in raw]
         for label, metric in (("top-1 agreement", "top1"), ("Deletion@1", "deletion_at_1")):
-            expected = [v[metric]["estimate"] if v[metric] else None for v in raw.values()]
-            got = [None if pd.isna(x) else x for x in matrix[label]]
-            assert got == pytest.approx(expected)
+            expected = [v["status"] or views.ci_text(v[metric]) for v in raw.values()]
+            assert matrix[f"{label} [95% CI]"].tolist() == expected
     heads = ["lastlayer", "laya"]
     reports = [Report.load(setting / h) for h in heads]
     table = views.heads_table([*heads, "concat"], [*reports, None])
@@ -189,8 +193,8 @@ def test_seed_profiles_and_stability() -> None:
     profiles = views.seed_profiles(pd.DataFrame(rows), "laya")
     stability = views.seed_stability(profiles)
     assert stability["top layer per seed"].tolist() == ["b0, b0", "b1, b0"]
-    assert stability["seeds agreeing on the top layer"].tolist() == [1.0, 0.5]
-    assert stability["max across-seed std"][1] == pytest.approx(np.std([0.2, 0.6], ddof=1))
+    assert stability["seeds agreeing on the top layer"].tolist() == ["2 of 2", "1 of 2"]
+    assert float(stability["max across-seed std"][1]) == pytest.approx(np.std([0.2, 0.6], ddof=1), abs=1e-4)
     whole = views.seed_global_profile(profiles)  # class means weighted by their counts (1 and 3)
     assert whole.set_index(["seed", "layer_index"])["mean"].to_dict() == pytest.approx(
         {(0, 0): (0.7 + 3 * 0.2) / 4, (0, 1): (0.3 + 3 * 0.8) / 4, (1, 0): 0.6, (1, 1): 0.4}
@@ -224,3 +228,91 @@ def test_explain_is_safe_across_threads(setting: Path, example: bytes) -> None:
     for result in results:
         assert torch.allclose(result.drops, serial.drops)
         assert all(torch.allclose(result.scores[m], serial.scores[m]) for m in serial.scores)
+
+
+def test_numbers_are_formatted_as_read() -> None:
+    assert views.p_text(0.0) == "p < 0.001" and views.p_text(0.0004) == "p < 0.001" and views.p_text(0.0312) == "p = 0.031"
+    assert views.percent(0.0415) == "4.2%" and views.percent(None) == "–" and views.percent(float("nan")) == "–"
+    assert views.count_of(2, 3) == "2 of 3"
+    assert views.ci_text({"estimate": 0.5912, "low": 0.5701, "high": 0.6233}, 2) == "0.59 [0.57, 0.62]"
+    assert views.ci_text({"estimate": float("nan"), "low": 0.1, "high": 0.2}) == "–"
+    frame = pd.DataFrame({"a": [0.5, None], "a_low": [0.4, None], "a_high": [0.6, None]})
+    assert views.ci_cells(frame, "a") == ["0.500 [0.400, 0.600]", "–"]  # never "None"
+
+
+def test_display_tables_use_display_names(setting: Path) -> None:
+    reports = [Report.load(setting / h) for h in ("lastlayer", "laya")]
+    shown = views.heads_display(views.heads_table(["lastlayer", "laya"], reports))
+    assert list(shown.columns)[:3] == ["head", "Spearman (informative layers) [95% CI]", "test accuracy [95% CI]"]
+    assert not any("_" in c for c in shown.columns) and not shown.isin(["None", "nan"]).any().any()
+    assert shown.iloc[0, 1] == "n/a (one informative layer)"
+    matrix = views.faithfulness_matrix(reports[1])
+    assert matrix.columns[1] == "Spearman (informative layers) [95% CI]"
+    loo = views.global_loo(reports[1])
+    assert loo.filter(like="label flips").stack().str.endswith("%").all()
+
+
+DEPTH = {
+    "n_train": 30,
+    "detection": {
+        "flag_rate": 0.05,
+        "flag_thresholds": {"msp": -0.62, "energy": -6.4, "mahalanobis": 2.76},
+        "table": [
+            {"task": "misclassification", "score": "msp", "auroc": 0.9},
+            {"task": "OOD: noise", "score": "msp", "auroc": 0.7},
+            {"task": "OOD: noise", "score": "mahalanobis", "auroc": 0.99},
+            {"task": "OOD: other", "score": "msp", "auroc": 0.8},
+            {"task": "OOD: other", "score": "mahalanobis", "auroc": 0.95},
+        ],
+    },
+}
+
+
+def test_ood_status_in_words() -> None:
+    assert views.best_ood_score(DEPTH) == ("mahalanobis", pytest.approx(0.97), 2)
+    lines = views.ood_status({"msp": -0.79, "mahalanobis": 3.1}, DEPTH)
+    assert lines[0] == "Max softmax **0.790** (flagged below 0.620): not flagged."  # the probability, not −0.79
+    assert "multi-layer Mahalanobis (mean AUROC 0.970 over 2 OOD sets): **3.1**, flagged above 2.76" in lines[1]
+    assert "**flagged as out of distribution**" in lines[1]
+    assert "flags 5 % of in-distribution test inputs by design" in lines[2]
+    table = views.detection_view({"msp": -0.79, "mahalanobis": 1.0}, DEPTH)
+    assert table.to_dict("records")[0] == {"score": "max softmax (baseline)", "value": "0.79", "rule": "flagged below",
+                                           "threshold": "0.62", "flagged": "no"}  # fmt: skip
+    assert table["flagged"].tolist() == ["no", "no"]
+    assert views.mahalanobis_warning(1.2e8, 30, [64, 32]).startswith("Mahalanobis = 1.2e+08 comes from a covariance")
+    assert views.mahalanobis_warning(2.0, 30, [64]) is not None  # fewer inputs than features: singular
+    assert views.mahalanobis_warning(2.0, 3000, [64]) is None
+
+
+def test_recompute_refusal_names_laya_path_roots() -> None:
+    from laya.model.validation import CheckpointError
+
+    text = views.recompute_error(CheckpointError("dataset '/x': must be a folder inside the data roots"))
+    assert text.startswith("Cannot recompute: dataset '/x'") and "LAYA_PATH_ROOTS" in text
+    assert "LAYA_PATH_ROOTS" not in views.recompute_error(DatasetNotFoundError("no images under /d"))
+
+
+def test_curves_follow_the_reduction_or_say_why_not() -> None:
+    curves = pd.DataFrame({"mode": ["mean"] * 2, "reduction": ["signed", "magnitude"]})
+    assert views.curves_reduction(curves, "mean", "magnitude") == ("magnitude", None)
+    shown, note = views.curves_reduction(curves[:1], "mean", "magnitude")
+    assert shown == "signed" and "signed post-hoc scores only" in note
+
+
+def test_html_export_carries_input_setting_hash_and_link(setting: Path) -> None:
+    import base64
+    import io
+
+    from PIL import Image
+
+    from laya.app.export import Provenance, html_report, weights_sha256
+
+    sha = weights_sha256(setting / "laya")
+    assert sha == json.loads((setting / "laya" / META_FILE).read_text())["weights"]["sha256"]
+    pixels = np.arange(48, dtype=np.uint8).reshape(4, 4, 3)
+    source = Provenance("colours · mlp", "colours / mlp / laya", sha, "http://host/?head=laya&mode=mean", pixels, "red.png")
+    page = html_report("Inspect: red.png", [("Table", pd.DataFrame({"a": [1]}))], "sub", source)
+    assert "colours · mlp" in page and sha in page and "http://host/?head=laya&amp;mode=mean" in page
+    encoded = page.split('src="data:image/png;base64,')[1].split('"')[0]
+    assert (np.asarray(Image.open(io.BytesIO(base64.b64decode(encoded)))) == pixels).all()
+    assert weights_sha256(setting / "nothing") is None

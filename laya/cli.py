@@ -1,4 +1,4 @@
-"""Command line: ``python -m laya {train,evaluate,depth,benchmark,reproduce,bundle} ...``.
+"""Command line: ``python -m laya {train,evaluate,sample,depth,benchmark,reproduce,bundle} ...``.
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -134,6 +134,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if not place.main:
         return
     out = write_report(report, args.out or checkpoint.path)
+    samples = _write_sample(checkpoint, data, out, args.sample, report["headline"]["mode"])
     view = Report(report)
     headline = report["headline"]
     faith = view.faithfulness(mode=headline["mode"], reduction=headline["reduction"], metric=headline["metric"])
@@ -143,6 +144,36 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         f"faithfulness[{report['primary_method']}, {headline['metric']}, {headline['mode']}] "
         f"{view.status(mode=headline['mode']) or f'{faith:.3f}'}  -> {out}"
     )
+    if samples:
+        print(samples)
+
+
+def _write_sample(checkpoint, data, out: Path, size: int, mode: str | None = None, images_dir=None) -> str:
+    """The test-set browser's sample (``sample.safetensors`` + sprite) and, where the checkpoint has none,
+    example images (correct and wrong inputs per class); returns what was written, in words."""
+    from laya.analysis.sample import EXAMPLES_DIR, Sample, write_examples, write_sample
+    from laya.app.catalog import example_images
+
+    if size <= 0:
+        return ""
+    path = write_sample(checkpoint, data, out, size=size, mode=mode, images_dir=images_dir)
+    sample = Sample.load(out)
+    said = f"browser sample: {len(sample.table)} test inputs -> {path}"
+    if not example_images(out) and not example_images(checkpoint.path):
+        written = write_examples(sample, Path(out) / EXAMPLES_DIR)
+        said += f"; {len(written)} example images -> {Path(out) / EXAMPLES_DIR}"
+    return said
+
+
+def cmd_sample(args: argparse.Namespace) -> None:
+    from laya.analysis.sample import SAMPLE_IMAGES
+    from laya.model.checkpoint import load_checkpoint
+
+    for directory in args.checkpoints:
+        checkpoint = load_checkpoint(directory)
+        data = checkpoint.load_data("test", args.dataset, stream=args.stream)
+        shared = Path(directory).parent if (Path(directory).parent / SAMPLE_IMAGES).is_file() or args.shared else None
+        print(_write_sample(checkpoint, data, Path(directory), args.size, images_dir=shared))
 
 
 def cmd_depth(args: argparse.Namespace) -> None:
@@ -153,12 +184,26 @@ def cmd_depth(args: argparse.Namespace) -> None:
     options = DepthOptions(limit=args.limit, train_limit=args.train_limit, resamples=args.resamples)
     out = args.out or checkpoint.path
     report = run_depth(checkpoint, options, _tqdm_progress(f"depth analytics of {checkpoint.name}"), out)
+    _refresh_sample(checkpoint, Path(out))
     saved = report["early_exit"]["at_1pt"]["saved"]
     depth = next(r for r in report["prediction_depth"] if r["class"] == "all")
     print(
         f"accuracy {report['accuracy']:.4f}  prediction depth {depth['prediction_depth']:.2f}  "
         f"overthinking {depth['overthinking_rate']:.3f}  compute saved at <=1 pt {saved:.1%}  -> {out}"
     )
+
+
+def _refresh_sample(checkpoint, out: Path) -> None:
+    """After ``depth``: rewrite an existing browser sample, now with prediction depth and every detection score."""
+    from laya.analysis.sample import SAMPLE_FILE, Sample, write_sample
+
+    if not (out / SAMPLE_FILE).is_file():
+        return
+    old = Sample.load(out)
+    images = (out / old.meta["images"]).parent
+    path = write_sample(checkpoint, checkpoint.load_data("test"), out, size=len(old.table), mode=old.meta["mode"],
+                        images_dir=images)  # fmt: skip
+    print(f"browser sample updated with depth columns -> {path}")
 
 
 def _setting(name: str) -> Setting:  # noqa: F821
@@ -282,6 +327,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
     e.add_argument("--dataset", help="default: the checkpoint's dataset")
     e.add_argument("--out", help="report directory (default: the checkpoint's directory)")
+    e.add_argument(
+        "--sample",
+        type=int,
+        default=1000,
+        help="test inputs kept for the dashboard's test-set browser (class-balanced, seeded; 0 = none)",
+    )
     _add_eval_flags(e)
     e.set_defaults(func=cmd_evaluate)
 
@@ -303,6 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--train-limit", type=int, default=3000, help="training inputs for probes and Mahalanobis")
     d.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     d.set_defaults(func=cmd_depth)
+
+    s = sub.add_parser(
+        "sample", help="(re)write the test-set browser's sample of evaluated checkpoints, without re-evaluating"
+    )
+    s.add_argument("checkpoints", nargs="+", help="checkpoint directories")
+    s.add_argument("--dataset", help="default: each checkpoint's dataset")
+    s.add_argument("--size", type=int, default=1000, help="test inputs (class-balanced, seeded)")
+    s.add_argument("--shared", action="store_true", help="one thumbnail sheet in the parent folder for all heads")
+    s.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None)
+    s.set_defaults(func=cmd_sample)
 
     r = sub.add_parser("reproduce", help="benchmark a setting, then bundle its seed-0 checkpoints into models/")
     r.add_argument("setting", help="a setting name from laya.training.settings.SETTINGS")

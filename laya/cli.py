@@ -85,10 +85,24 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:  # noqa: F8
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    import warnings
+
+    from laya.training.small_data import SmallDataWarning
     from laya.training.train import train
 
     config = train_config_from_args(args)
-    out = train(config)
+    shown = warnings.showwarning
+
+    def show(message, category, *rest) -> None:  # one readable line on stderr, not a source location
+        if issubclass(category, SmallDataWarning):
+            print(f"warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *rest)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", SmallDataWarning)
+        warnings.showwarning = show
+        out = train(config)
     print(f"checkpoint written to {out}")
 
 
@@ -289,7 +303,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="train a backbone + head (DDP under torchrun)")
+    from laya.training.small_data import HELP as SMALL_DATA_HELP
+
+    t = sub.add_parser(
+        "train",
+        help="train a backbone + head (DDP under torchrun)",
+        epilog=SMALL_DATA_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     t.add_argument("--config", help="YAML/JSON file with any TrainConfig fields (flags override it)")
     t.add_argument("--dataset", help="fashion-mnist | cifar10 | an ImageFolder directory")
     t.add_argument("--backbone", choices=["mlp", "cnn", "timm"])

@@ -1,4 +1,4 @@
-"""Command line: ``python -m laya {train,evaluate,sample,depth,benchmark,reproduce,bundle} ...``.
+"""Command line: ``python -m laya {shapes,train,evaluate,sample,depth,benchmark,reproduce,bundle} ...``.
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -220,6 +220,14 @@ def _refresh_sample(checkpoint, out: Path) -> None:
     print(f"browser sample updated with depth columns -> {path}")
 
 
+def cmd_shapes(args: argparse.Namespace) -> None:
+    from laya.data.synthetic import SHAPES, make_shapes
+
+    root = make_shapes(args.out, args.train, args.test, args.size, args.seed)
+    print(f"{len(SHAPES)} classes ({', '.join(SHAPES)}) x {args.train} train + {args.test} test images of "
+          f"{args.size} px -> {root}")  # fmt: skip
+
+
 def _setting(name: str) -> Setting:  # noqa: F821
     from laya.training.settings import SETTINGS
 
@@ -385,6 +393,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--shared", action="store_true", help="one thumbnail sheet in the parent folder for all heads")
     s.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None)
     s.set_defaults(func=cmd_sample)
+
+    g = sub.add_parser("shapes", help="write a small synthetic ImageFolder (coloured shapes) for the tutorial")
+    g.add_argument("out", help="folder to write (train/<class>/*.png, test/<class>/*.png)")
+    g.add_argument("--train", type=int, default=100, help="training images per class")
+    g.add_argument("--test", type=int, default=40, help="test images per class")
+    g.add_argument("--size", type=int, default=64, help="image side in px")
+    g.add_argument("--seed", type=int, default=0)
+    g.set_defaults(func=cmd_shapes)
 
     r = sub.add_parser("reproduce", help="benchmark a setting, then bundle its seed-0 checkpoints into models/")
     r.add_argument("setting", help="a setting name from laya.training.settings.SETTINGS")

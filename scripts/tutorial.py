@@ -74,11 +74,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep", type=Path, help="run in this folder and keep it")
     parser.add_argument("--write", action="store_true", help="write the times into docs/tutorial.md")
+    parser.add_argument("--timeout", type=float, default=1500.0, help="seconds for the whole tutorial")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        times = run(folder)
+        times = run(folder, args.timeout)
     for command, seconds in times:
         print(f"{seconds:7.1f} s  {command}")
     if args.write:

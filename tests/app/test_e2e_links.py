@@ -56,6 +56,9 @@ def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
         expect(main_area.locator('label:has(input:checked)', has_text="leave-one-layer-out")).to_have_count(1)
         expect(main_area.locator('label:has(input:checked)', has_text="correctly classified")).to_have_count(1)
         expect(page).to_have_url(re.compile(r"model=colours-mlp(%2F|/)laya-seed1"))
+        open_page(page, "faithfulness")  # leave the page and come back: the class picked there stays
+        open_page(page, "classwise")
+        expect(main_area.get_by_role("combobox", name="Class", exact=True)).to_have_value("red")
 
         page.goto(f"{url}/depth-analytics?model=colours-mlp/laya&threshold=0.8")
         expect(main_area.locator("h1").first).to_have_text("Depth analytics")

@@ -25,7 +25,7 @@ def test_the_page_has_every_step_and_measured_times() -> None:
 
 
 def test_tutorial_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    run(tmp_path, timeout=1500)
+    run(tmp_path, timeout=2400)  # 2,156 s measured on 2 cores under a load of ~20; minutes on an idle machine
     models = tmp_path / commands(TUTORIAL.read_text())[-1].split()[0].split("=", 1)[1]
     monkeypatch.setenv("LAYA_MODELS", str(models))
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()

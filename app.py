@@ -34,6 +34,7 @@ page = st.navigation(
         st.Page(
             "pages/depth.py", title="Depth analytics", icon=":material/stacked_bar_chart:", url_path="depth-analytics"
         ),
+        st.Page("pages/browse.py", title="Browse test set", icon=":material/photo_library:", url_path="browse-test-set"),
     ],
     position="top",
 )

@@ -1,4 +1,4 @@
-"""Command line: ``laya {train,evaluate,depth,exits,benchmark,reproduce,bundle,dashboard} ...`` (or ``python -m laya``).
+"""Command line: ``laya {shapes,train,evaluate,sample,depth,exits,benchmark,reproduce,bundle,dashboard} ...`` (or ``python -m laya``).
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -100,10 +100,24 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:  # noqa: F8
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    import warnings
+
+    from laya.training.small_data import SmallDataWarning
     from laya.training.train import train
 
     config = train_config_from_args(args)
-    out = train(config)
+    shown = warnings.showwarning
+
+    def show(message, category, *rest) -> None:  # one readable line on stderr, not a source location
+        if issubclass(category, SmallDataWarning):
+            print(f"warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *rest)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", SmallDataWarning)
+        warnings.showwarning = show
+        out = train(config)
     print(f"checkpoint written to {out}")
 
 
@@ -149,6 +163,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if not place.main:
         return
     out = write_report(report, args.out or checkpoint.path)
+    samples = _write_sample(checkpoint, data, out, args.sample, report["headline"]["mode"])
     view = Report(report)
     headline = report["headline"]
     faith = view.faithfulness(mode=headline["mode"], reduction=headline["reduction"], metric=headline["metric"])
@@ -158,6 +173,36 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         f"faithfulness[{report['primary_method']}, {headline['metric']}, {headline['mode']}] "
         f"{view.status(mode=headline['mode']) or f'{faith:.3f}'}  -> {out}"
     )
+    if samples:
+        print(samples)
+
+
+def _write_sample(checkpoint, data, out: Path, size: int, mode: str | None = None, images_dir=None) -> str:
+    """The test-set browser's sample (``sample.safetensors`` + sprite) and, where the checkpoint has none,
+    example images (correct and wrong inputs per class); returns what was written, in words."""
+    from laya.analysis.sample import EXAMPLES_DIR, Sample, write_examples, write_sample
+    from laya.app.catalog import example_images
+
+    if size <= 0:
+        return ""
+    path = write_sample(checkpoint, data, out, size=size, mode=mode, images_dir=images_dir)
+    sample = Sample.load(out)
+    said = f"browser sample: {len(sample.table)} test inputs -> {path}"
+    if not example_images(out) and not example_images(checkpoint.path):
+        written = write_examples(sample, Path(out) / EXAMPLES_DIR)
+        said += f"; {len(written)} example images -> {Path(out) / EXAMPLES_DIR}"
+    return said
+
+
+def cmd_sample(args: argparse.Namespace) -> None:
+    from laya.analysis.sample import SAMPLE_IMAGES
+    from laya.model.checkpoint import load_checkpoint
+
+    for directory in args.checkpoints:
+        checkpoint = load_checkpoint(directory)
+        data = checkpoint.load_data("test", args.dataset, stream=args.stream)
+        shared = Path(directory).parent if (Path(directory).parent / SAMPLE_IMAGES).is_file() or args.shared else None
+        print(_write_sample(checkpoint, data, Path(directory), args.size, images_dir=shared))
 
 
 def cmd_depth(args: argparse.Namespace) -> None:
@@ -170,6 +215,7 @@ def cmd_depth(args: argparse.Namespace) -> None:
     )
     out = args.out or checkpoint.path
     report = run_depth(checkpoint, options, _tqdm_progress(f"depth analytics of {checkpoint.name}"), out)
+    _refresh_sample(checkpoint, Path(out))
     saved = report["early_exit"]["at_1pt"]["saved"]
     depth = next(r for r in report["prediction_depth"] if r["class"] == "all")
     print(
@@ -194,6 +240,27 @@ def cmd_exits(args: argparse.Namespace) -> None:
     report = measure(checkpoint, options)
     out = write_exits(report, args.out or checkpoint.path)
     print(f"measured early exit and truncation of {checkpoint.name} in {report['seconds']:.0f} s -> {out}")
+
+
+def _refresh_sample(checkpoint, out: Path) -> None:
+    """After ``depth``: rewrite an existing browser sample, now with prediction depth and every detection score."""
+    from laya.analysis.sample import SAMPLE_FILE, Sample, write_sample
+
+    if not (out / SAMPLE_FILE).is_file():
+        return
+    old = Sample.load(out)
+    images = (out / old.meta["images"]).parent
+    path = write_sample(checkpoint, checkpoint.load_data("test"), out, size=len(old.table), mode=old.meta["mode"],
+                        images_dir=images)  # fmt: skip
+    print(f"browser sample updated with depth columns -> {path}")
+
+
+def cmd_shapes(args: argparse.Namespace) -> None:
+    from laya.data.synthetic import SHAPES, make_shapes
+
+    root = make_shapes(args.out, args.train, args.test, args.size, args.seed)
+    print(f"{len(SHAPES)} classes ({', '.join(SHAPES)}) x {args.train} train + {args.test} test images of "
+          f"{args.size} px -> {root}")  # fmt: skip
 
 
 def _setting(name: str) -> Setting:  # noqa: F821
@@ -293,7 +360,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="train a backbone + head (DDP under torchrun)")
+    from laya.training.small_data import HELP as SMALL_DATA_HELP
+
+    t = sub.add_parser(
+        "train",
+        help="train a backbone + head (DDP under torchrun)",
+        epilog=SMALL_DATA_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     t.add_argument("--config", help="YAML/JSON file with any TrainConfig fields (flags override it)")
     t.add_argument("--dataset", help="fashion-mnist | cifar10 | an ImageFolder directory")
     t.add_argument("--backbone", choices=["mlp", "cnn", "timm", "torchvision", "transformers"])
@@ -349,6 +423,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--dataset", help="default: the checkpoint's dataset")
     e.add_argument("--out", help="report directory (default: the checkpoint's directory)")
     e.add_argument("--allow-import", action="store_true", help=ALLOW_IMPORT_HELP)
+    e.add_argument(
+        "--sample",
+        type=int,
+        default=1000,
+        help="test inputs kept for the dashboard's test-set browser (class-balanced, seeded; 0 = none)",
+    )
     _add_eval_flags(e)
     e.set_defaults(func=cmd_evaluate)
 
@@ -393,6 +473,24 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-truncation", action="store_true", help="skip the truncated models")
     e.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     e.set_defaults(func=cmd_exits)
+
+    s = sub.add_parser(
+        "sample", help="(re)write the test-set browser's sample of evaluated checkpoints, without re-evaluating"
+    )
+    s.add_argument("checkpoints", nargs="+", help="checkpoint directories")
+    s.add_argument("--dataset", help="default: each checkpoint's dataset")
+    s.add_argument("--size", type=int, default=1000, help="test inputs (class-balanced, seeded)")
+    s.add_argument("--shared", action="store_true", help="one thumbnail sheet in the parent folder for all heads")
+    s.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None)
+    s.set_defaults(func=cmd_sample)
+
+    g = sub.add_parser("shapes", help="write a small synthetic ImageFolder (coloured shapes) for the tutorial")
+    g.add_argument("out", help="folder to write (train/<class>/*.png, test/<class>/*.png)")
+    g.add_argument("--train", type=int, default=100, help="training images per class")
+    g.add_argument("--test", type=int, default=40, help="test images per class")
+    g.add_argument("--size", type=int, default=64, help="image side in px")
+    g.add_argument("--seed", type=int, default=0)
+    g.set_defaults(func=cmd_shapes)
 
     r = sub.add_parser("reproduce", help="benchmark a setting, then bundle its seed-0 checkpoints into models/")
     r.add_argument("setting", help="a setting name from laya.training.settings.SETTINGS")

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from laya.analysis.profiles import SUBSETS
-from laya.app import views
+from laya.app import browser, views
 from laya.app.plots import heatmap_figure, profile_bars_figure, seed_profiles_figure
 from laya.app.text import shown
 from laya.data.datasets import DatasetNotFoundError, dataset_label
@@ -14,6 +14,7 @@ from laya.data.images import ImageError
 from laya.model.checkpoint import CheckpointError
 from laya.training.suite import CLASS_PROFILES_FILE
 from pages import common
+from pages.common import switches
 
 SUBSET_LABELS = {"all": "all inputs", "correct": "correctly classified", "incorrect": "misclassified"}
 
@@ -50,10 +51,10 @@ kinds = {
     "scores": f"layer scores: {views.method_label(report.primary_method)}",
     "loo": f"leave-one-layer-out drops, {loo_mode}",
 }
-kind = kind_col.radio("Values", list(kinds), format_func=kinds.__getitem__, horizontal=True, key="classwise_kind")
-subset = subset_col.radio(
-    "Inputs", SUBSETS, format_func=SUBSET_LABELS.__getitem__, horizontal=True, key="classwise_subset"
-)
+kind = switches.pick(kind_col.radio, "Values", list(kinds), "values", "classwise_kind", format_func=kinds.__getitem__,
+                    horizontal=True)  # fmt: skip
+subset = switches.pick(subset_col.radio, "Inputs", SUBSETS, "inputs", "classwise_subset",
+                      format_func=SUBSET_LABELS.__getitem__, horizontal=True)  # fmt: skip
 profile = report.class_layer_profile(kind)
 if profile.empty:
     st.info("This report has no leave-one-layer-out profile (it was evaluated without zero ablation).")
@@ -76,8 +77,13 @@ clicked = views.clicked_cell(event, list(counts))
 if clicked is not None and clicked != st.session_state.get("classwise_cell"):  # a new click opens that class
     st.session_state["classwise_cell"] = clicked
     st.session_state["classwise_clicked"] = st.session_state["classwise_class"] = clicked[0]
+    switches.remember("class", clicked[0])
     st.session_state["classwise_scroll"] = True
     st.rerun()  # redraw the heatmap with the clicked cell outlined, then scroll to the drill-down
+cell = st.session_state.get("classwise_cell")
+if cell is not None and cell[0] in counts and cell[1] in report.layer_names:
+    switches.browse_button(f"Browse the test inputs of {cell[0]}, highest {cell[1]} score first",
+                           browser.heatmap_query(*cell), "classwise_browse_cell")  # fmt: skip
 st.caption(
     "Inputs per class: "
     + ", ".join(f"{c} {n}" for c, n in counts.items())
@@ -88,11 +94,7 @@ st.download_button("Download CSV", profile.to_csv(index=False), f"{head}-class-{
 st.subheader("One class", anchor="one-class")
 if st.session_state.pop("classwise_scroll", False):
     common.scroll_to("one-class")
-link_class = common.opened_link().cls
-name = st.selectbox(
-    "Class", list(counts), index=list(counts).index(link_class) if link_class in counts else 0, key="classwise_class"
-)
-common.share(cls=name)
+name = switches.pick(st.selectbox, "Class", list(counts), "class", "classwise_class")
 if counts[name] == 0:
     st.info(f"No {SUBSET_LABELS[subset]} inputs of class {shown(name)} in this report.")
 score_col, loo_col = st.columns(2)
@@ -106,6 +108,22 @@ class_loo = profile_bars_figure(
 )
 score_col.plotly_chart(class_scores, key="classwise_class_scores")
 loo_col.plotly_chart(class_loo, key="classwise_class_loo")
+layer_col, browse_col = st.columns([2, 1], vertical_alignment="bottom")
+browse_layer = layer_col.selectbox("Browse this class's test inputs by the score of", report.layer_names,
+                                   key="classwise_browse_layer")  # fmt: skip
+with browse_col:
+    switches.browse_button("Browse", browser.heatmap_query(name, browse_layer), "classwise_browse")
+
+st.subheader("Confusion matrix")
+confusion = report.confusion()
+confusion_event = st.plotly_chart(
+    views.clickable_heatmap(browser.confusion_figure(confusion)), key="classwise_confusion", on_select="rerun",
+    selection_mode="points",
+)  # fmt: skip
+pair = browser.clicked_cell(confusion_event, list(confusion.index), list(confusion.columns))
+if pair is not None:
+    switches.browse_button(f"Browse the inputs of {pair[0]} predicted as {pair[1]}", browser.confusion_query(*pair),
+                          "classwise_browse_confusion")  # fmt: skip
 
 st.subheader("Across seeds")
 seeds_file = Path(selection.path).parent / CLASS_PROFILES_FILE
@@ -125,7 +143,8 @@ else:
     seed_sections = [("Across seeds", seeds_figure), ("", stability)]
 
 st.subheader("All classes")
-method = st.selectbox("Method", views.profile_methods(report), format_func=views.method_label, key="classwise_method")
+method = switches.pick(st.selectbox, "Method", views.profile_methods(report), "method", "classwise_method",
+                      format_func=views.method_label)  # fmt: skip
 global_bars = profile_bars_figure(
     views.global_profile(report, method), f"{views.method_label(method)}: mean over the test set (95% CI)",
     "scores", (0.0, 1.0) if views.is_weight(method) else (-float("inf"), float("inf")),

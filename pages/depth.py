@@ -4,12 +4,14 @@ and whether depth signals flag errors and out-of-distribution inputs."""
 import pandas as pd
 import streamlit as st
 
+from laya.analysis.detection import SCORE_LABELS
 from laya.analysis.logit_attribution import top_class_table
 from laya.analysis.measured import load_exits
-from laya.app import depth_plots, views
+from laya.app import browser, depth_plots, views
 from laya.app.catalog import example_images
 from laya.app.text import public
 from pages import common
+from pages.common import switches
 
 checkpoint, selection = common.current()
 classes, layers = checkpoint.meta.classes, list(checkpoint.layer_names)
@@ -30,7 +32,8 @@ if image is None:
 name, data = image
 result = common.depth_of_input(selection.path, name, data)
 default = report.exit_threshold if report and report.exit_threshold and report.exit_threshold <= 1 else 0.9
-threshold = st.slider("Early-exit confidence threshold t", 0.5, 1.0, float(default), 0.005, key="depth_threshold")
+threshold = switches.number(st.slider, "Early-exit confidence threshold t", "threshold", "depth_threshold", float(default),
+                           min_value=0.5, max_value=1.0, step=0.005)  # fmt: skip
 
 label_col, depth_col, exit_col = st.columns(3)
 label_col.metric("Prediction", classes[result.prediction])
@@ -94,11 +97,19 @@ if kind == "own classifier" and "prediction_depth_probes" in report.data:
     st.dataframe(views.prediction_depth_view(report.table("prediction_depth_probes")), hide_index=True)
 detections = report.data["detection"].get("ood_descriptions") or {}
 st.subheader("Detection: AUROC [95 % CI]; (+)/(−): better/worse than max softmax (paired bootstrap)")
-st.dataframe(report.auroc_table(), hide_index=True)
+auroc = report.auroc_table()
+picked = st.dataframe(auroc, hide_index=True, on_select="rerun", selection_mode="single-row", key="depth_auroc")
+st.caption("Select a row to browse the test inputs that score flags most.")
+rows = picked.selection.rows if picked else []
+if rows:
+    score = {v: k for k, v in SCORE_LABELS.items()}.get(auroc.iloc[rows[0]]["score"])
+    if score is not None:
+        switches.browse_button(f"Browse the most suspicious test inputs by {SCORE_LABELS[score]}",
+                              browser.detection_query(score), "depth_browse")  # fmt: skip
 if detections:
     st.caption(" · ".join(f"{task}: {text}" for task, text in detections.items()))
 roc = report.table("roc")
-task = st.selectbox("ROC curves for", list(dict.fromkeys(roc["task"])), key="depth_task")
+task = switches.pick(st.selectbox, "ROC curves for", list(dict.fromkeys(roc["task"])), "task", "depth_task")
 roc_figure = depth_plots.roc_figure(roc, task)
 st.plotly_chart(roc_figure, key="depth_roc")
 sections += [("Whole test set: early exit", exit_curve), ("Pruning", pruning), ("Logit attribution by class", class_terms),

@@ -8,6 +8,7 @@ from laya.app import views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
 from laya.model.heads import CROSS_HEAD_MODES
 from pages import common
+from pages.common import switches
 
 checkpoint, selection = common.current()
 head = checkpoint.meta.head.name
@@ -30,8 +31,8 @@ if report is not None:
                           index=report.modes.index(link.mode) if link.mode in report.modes else 0,
                           horizontal=True, key=f"faithfulness_mode_{head}")  # fmt: skip
     common.share(mode=mode)
-    reduction = reduction_col.radio("Post-hoc reduction", report.data["reductions"], horizontal=True,
-                                    format_func=REDUCTION_LABELS.__getitem__, key="faithfulness_reduction")  # fmt: skip
+    reduction = switches.pick(reduction_col.radio, "Post-hoc reduction", report.data["reductions"], "reduction",
+                              "faithfulness_reduction", horizontal=True, format_func=REDUCTION_LABELS.__getitem__)  # fmt: skip
     st.caption(f"`{mode}`: {views.MODE_HELP[mode]}. `{reduction}`: {views.REDUCTION_HELP[reduction]}. "
                f"{report.data['options'].get('ig') or ig_description(report.data['options']['ig_steps'])}. "
                "With the training mean as baseline, IG is built partly to agree with LOO under `mean` (it integrates "

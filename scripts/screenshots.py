@@ -36,6 +36,7 @@ PAGES = {  # screenshot name -> (navigation link text, the page's heading)
     "classwise": ("Class-wise depth patterns", "Class-wise depth patterns"),
     "faithfulness": ("Faithfulness overview", "Faithfulness overview"),
     "depth": ("Depth analytics", "Depth analytics"),
+    "browse": ("Browse test set", "Browse the test set"),
 }
 
 

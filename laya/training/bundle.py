@@ -21,6 +21,7 @@ from PIL import Image
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import explain
 from laya.analysis.report import write_report
+from laya.analysis.sample import write_sample
 from laya.app.catalog import example_images
 from laya.data.datasets import Images
 from laya.data.images import load_image_tensor
@@ -84,14 +85,17 @@ def bundle(run: str | Path, dest: str | Path, test: Images, options: EvalOptions
 
 def refresh(dest: str | Path, test: Images, options: EvalOptions | None = None, progress=None) -> Path:
     """(Re-)evaluate the bundled checkpoint in ``dest`` exactly as it ships: its report, its per-input arrays
-    (``per_input.safetensors``, for paired comparisons between heads; not committed) and ``expected.json``.
+    (``per_input.safetensors``, for paired comparisons between heads; not committed), the test-set browser's
+    sample (``sample.safetensors``; the thumbnails once per setting, ``../sample_images.png``) and ``expected.json``.
 
     ``python -m laya evaluate --checkpoint dest`` with the same options reproduces the report.
     """
     dest = Path(dest)
     checkpoint = load_checkpoint(dest)
     per_input: dict = {}
-    write_report(evaluate(checkpoint, test, options, progress, per_input=per_input), dest, per_input)
+    report = evaluate(checkpoint, test, options, progress, per_input=per_input)
+    write_report(report, dest, per_input)
+    write_sample(checkpoint, test, dest, mode=report["headline"]["mode"], images_dir=dest.parent)  # shared sprite
     atomic_write_json(dest / EXPECTED_FILE, record_expected(checkpoint, example_images(dest)))
     return dest
 

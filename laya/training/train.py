@@ -49,6 +49,7 @@ from laya.model.classifier import LayerwiseClassifier
 from laya.model.configs import construct
 from laya.model.devices import Placement, autocast, check_precision, model_device, setup_distributed
 from laya.model.heads import HeadConfig, build_head
+from laya.training import small_data
 from laya.model.weights import SOURCES
 from laya.training.lock import output_lock
 
@@ -252,6 +253,9 @@ def _train(
     model = LayerwiseClassifier(backbone, head).to(env.device)
     preprocess = Preprocess(spec).to(env.device)
     train_idx, val_idx = split_indices(len(data), config.val_fraction, config.split_seed)
+    if env.main:
+        for message in small_data.data_warnings(data.labels, train_idx, val_idx, data.classes):
+            small_data.warn(message)
 
     frozen = bb_config.freeze
     if frozen:  # heads train on per-layer features computed once
@@ -333,6 +337,8 @@ def _train(
             on_epoch_end(epoch, record)
 
     net.load_state_dict(best)
+    if env.main and (message := small_data.stopping_warning(best_acc, data.labels[val_idx], len(data.classes), epoch)):
+        small_data.warn(message)
     if env.main:
         _finish(
             config,

@@ -4,8 +4,9 @@
 - :mod:`.loading`: cached loading of checkpoints, reports, explanations and depth analytics;
 - :mod:`.sidebar`: the model picker (bundled, uploaded, typed) and the page's selection;
 - :mod:`.sharing`: the view in the URL, the "copy link" box, the HTML report button;
-- :mod:`.inputs`: the image input and the checkpoints a page may compare;
+- :mod:`.inputs`: the image input (upload, browsed test input, example) and the checkpoints a page may compare;
 - :mod:`.display`: display tables shown whole, scrolling to an anchor.
+- :mod:`.switches`: page switches kept in the link and across page changes (``switches.pick(st.radio, ...)``).
 
 Every page runs inside :func:`guard` (``app.py`` wraps ``page.run()``), so a new page gets it for
 free; a script run on its own can use ``with common.guard(): ...`` (one line). A page adopts links
@@ -16,7 +17,7 @@ their first value from ``common.opened_link()``), ``common.copy_link()`` and
 
 from pages.common.display import scroll_to, table
 from pages.common.page_guard import LOG, guard
-from pages.common.inputs import CURRENT_INPUT, IMAGE_TYPES, group_members, image_input
+from pages.common.inputs import BROWSED, CURRENT_INPUT, IMAGE_TYPES, browsed_input, group_members, image_input
 from pages.common.loading import (
     ALLOW_NONFINITE,
     MAX_FAILURES,
@@ -27,6 +28,7 @@ from pages.common.loading import (
     load_depth,
     load_model,
     load_report,
+    load_sample,
 )
 from pages.common.sharing import OPENED, VIEW, copy_link, opened_link, option_index, report_button, share, view_link
 from pages.common.sidebar import (
@@ -45,6 +47,7 @@ from pages.common.sidebar import (
 
 __all__ = [
     "ALLOW_NONFINITE",
+    "BROWSED",
     "CURRENT_INPUT",
     "IMAGE_TYPES",
     "LOG",
@@ -56,6 +59,7 @@ __all__ = [
     "VIEW",
     "Selection",
     "SessionUploads",
+    "browsed_input",
     "catalog",
     "configure_torch",
     "copy_link",
@@ -68,6 +72,7 @@ __all__ = [
     "load_depth",
     "load_model",
     "load_report",
+    "load_sample",
     "models_root",
     "opened_link",
     "option_index",

@@ -11,14 +11,17 @@ from laya.app import views
 from laya.app.catalog import Entry
 from laya.data.images import FORMATS, MAX_BYTES
 from pages.common.sharing import opened_link, option_index, share
-from pages.common.sidebar import Selection
+from pages.common.loading import load_sample
+from pages.common.sidebar import SELECTION, Selection
 
 CURRENT_INPUT = "laya_current_input"  # (name, bytes) of the input shown on Inspect, for the Depth analytics page
 IMAGE_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
+BROWSED = "laya_browsed_input"  # (checkpoint path, test index) opened from the test-set browser
 
 
 def image_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None:
-    """An uploaded image, else the chosen bundled example: ``(name, bytes)``, or None."""
+    """An uploaded image, else a test input opened from the browser (or a link), else the chosen bundled
+    example: ``(name, bytes)``, or None. An upload is never part of the link: the page says so."""
     upload = st.file_uploader(
         f"Upload an image ({', '.join(FORMATS)})",
         type=IMAGE_TYPES,
@@ -26,7 +29,15 @@ def image_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None:
         max_upload_size=MAX_BYTES // 2**20,
     )
     if upload is not None:
+        share(example=None, switches=share().with_switch("input", None).switches)
+        st.caption(
+            f":material/link_off: The uploaded image ({upload.name}) is not part of this page's link: "
+            "a link opens on a bundled example or a test input instead."
+        )
         return upload.name, upload.getvalue()
+    chosen = browsed_input()
+    if chosen is not None:
+        return chosen
     if not examples:
         return None
     by_name = {p.name: p for p in examples}
@@ -34,6 +45,32 @@ def image_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None:
     name = st.selectbox("…or pick a bundled example", list(by_name), index=index, key=f"{key}_example")
     share(example=name)
     return name, by_name[name].read_bytes()
+
+
+def browsed_input() -> tuple[str, bytes] | None:
+    """The test input opened from the browser for the selected checkpoint (or named by the link's ``input``),
+    with a button back to the examples; None if there is none."""
+    selection = st.session_state.get(SELECTION)
+    if selection is None:
+        return None
+    memory = st.session_state.get(BROWSED)
+    index = memory[1] if memory and memory[0] == selection.path else None
+    if index is None and opened_link().switch("input") and not st.session_state.get(f"{BROWSED}_dropped"):
+        index = int(opened_link().switch("input"))
+    sample = load_sample(selection.path) if index is not None else None
+    rows = sample.table.index[sample.table["index"] == index] if sample is not None else []
+    if len(rows) == 0 or sample.sprite is None:
+        return None
+    row = int(rows[0])
+    label = sample.classes[int(sample.table.at[row, "label"])]
+    st.caption(f"Test input #{index} (label: {label}), opened from the test-set browser.")
+    if st.button("Back to the examples", key="browsed_back"):
+        st.session_state.pop(BROWSED, None)
+        st.session_state[f"{BROWSED}_dropped"] = True
+        share(switches=share().with_switch("input", None).switches)
+        st.rerun()
+    share(example=None, switches=share().with_switch("input", index).switches)
+    return f"test-{index}.png", sample.png(row)
 
 
 def group_members(selection: Selection, entries: list[Entry]) -> tuple[list[str], dict[str, str]]:

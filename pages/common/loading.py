@@ -18,6 +18,7 @@ import torch
 from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
 from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.report import REPORT_FILE, Report
+from laya.analysis.sample import SAMPLE_FILE, Sample
 from laya.app import deploy
 from laya.app.catalog import Entry, find_checkpoints
 from laya.app.text import shown
@@ -148,3 +149,13 @@ def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _load_sample(path: str, stamp: int) -> Sample | None:
+    return Sample.load(path)
+
+
+def load_sample(path: str | Path) -> Sample | None:
+    """The test-set browser's sample beside a checkpoint (``python -m laya evaluate``), or None."""
+    return _load_sample(str(path), _stamp(Path(path) / SAMPLE_FILE))

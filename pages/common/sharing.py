@@ -26,7 +26,7 @@ def option_index(options: Sequence[object], value: object, default: int = 0) -> 
 
 
 def share(**changes: object) -> links.View:
-    """Add the page's own state (``example``, ``mode``, ``posthoc``, ``cls``) to this run's view and the URL."""
+    """Add the page's own state (``example``, ``mode``, ``posthoc``, ``switches``) to this run's view and the URL."""
     view = replace(st.session_state.get(VIEW) or links.View(), **changes)
     st.session_state[VIEW] = view
     st.query_params.from_dict(links.encode_view(view))

@@ -44,20 +44,23 @@ def _pick_bundled(entries: list[Entry]) -> Selection:
         st.info(NO_MODELS.format(root=public(models_root())))
         st.stop()
     link = opened_link()
+    linked = links.linked_entry(entries, models_root(), link.model, link.group, link.head)
     group = st.sidebar.selectbox(
         "Setting (dataset · backbone)",
         list(groups),
-        index=option_index(list(groups), link.group),
+        index=option_index(list(groups), linked.group if linked else None),
         key="model_group",
         format_func=lambda g: f"{g} ({len(groups[g])})",
     )
     members = groups[group]
     paths = [str(e.path) for e in members]
     labels = dict(zip(paths, map(views.entry_label, members)))
+    repeated = {label for label in labels.values() if list(labels.values()).count(label) > 1}
+    labels = {p: f"{label} · {Path(p).name}" if label in repeated else label for p, label in labels.items()}
     heads = [e.head for e in members]
-    index = option_index(heads, link.head if group == link.group else None, option_index(heads, "laya"))
+    index = option_index(paths, str(linked.path) if linked else None, option_index(heads, "laya"))
     path = st.sidebar.radio("Head", paths, index=index, key=f"model_head_{group}", format_func=labels.__getitem__)
-    st.session_state[VIEW] = links.View(group=group, head=members[paths.index(path)].head)
+    st.session_state[VIEW] = links.View(model=links.catalog_path(path, models_root()))
     with st.sidebar.expander("All checkpoints"):
         st.dataframe(catalog_table(entries).drop(columns="path"), hide_index=True)
     return Selection(path, tuple(members))

@@ -19,21 +19,27 @@ APP = Path(__file__).resolve().parents[2] / "app.py"
 
 
 def test_encode_decode_round_trip() -> None:
-    view = View(group="colours · mlp 16-12-8", head="concat", example="b.png", mode="mean",
-                posthoc=("saliency", "integrated_gradients"), cls="red")  # fmt: skip
+    view = View(model="colours-mlp/concat", example="b.png", mode="mean", posthoc=("saliency", "integrated_gradients"))
+    view = view.with_switch("class", "red").with_switch("threshold", 0.95).with_switch("order", "desc")
     params = encode_view(view)
-    assert params == {"group": "colours · mlp 16-12-8", "head": "concat", "example": "b.png", "mode": "mean",
-                      "class": "red", "posthoc": "saliency,integrated_gradients"}  # fmt: skip
-    assert decode_view(params) == view
+    assert params == {"model": "colours-mlp/concat", "example": "b.png", "mode": "mean", "class": "red",
+                      "posthoc": "saliency,integrated_gradients", "threshold": "0.95", "order": "desc"}  # fmt: skip
+    assert decode_view(params) == view and view.switch("threshold") == "0.95"
+    assert view.with_switch("class", None).switch("class") is None
     assert encode_view(View()) == {} and decode_view({}) == View()
     assert view_url("http://h/inspect-input", View(mode="zero")) == "http://h/inspect-input?mode=zero"
-    assert view_url(None, View(cls="a b")) == "?class=a+b"
+    assert view_url(None, View().with_switch("class", "a b")) == "?class=a+b"
+    with pytest.raises(ValueError, match="unknown page switch"):
+        View().with_switch("evil", "1")
+    old = decode_view({"group": "colours · mlp 16-12-8", "head": "concat"})  # links of older versions still open
+    assert (old.group, old.head) == ("colours · mlp 16-12-8", "concat")
 
 
 def test_decode_drops_malformed_values() -> None:
     view = decode_view({"mode": "explode", "posthoc": "saliency,rm -rf,saliency", "head": "x" * (MAX_VALUE + 1),
-                        "group": "a\x00b", "example": ["one.png", "two.png"], "unknown": "1"})  # fmt: skip
-    assert view == View(example="two.png", posthoc=("saliency",))
+                        "group": "a\x00b", "example": ["one.png", "two.png"], "unknown": "1", "threshold": "2",
+                        "input": "../etc", "outcome": "maybe", "values": "loo"})  # fmt: skip
+    assert view == View(example="two.png", posthoc=("saliency",), switches=(("values", "loo"),))
 
 
 def test_html_report_is_self_contained() -> None:
@@ -71,7 +77,7 @@ def test_link_round_trip_in_a_fresh_session(tiny_models: Path) -> None:
     assert not first.exception and not first.error
     params = {k: first.query_params[k][0] if isinstance(first.query_params[k], list) else first.query_params[k]
               for k in first.query_params}  # fmt: skip
-    assert params["head"] == "concat" and params["example"] == examples[2]
+    assert params["model"] == "colours-mlp/concat" and params["example"] == examples[2]
     assert params["mode"] == "mean" and params["posthoc"] == "saliency"
 
     second = AppTest.from_file(str(APP), default_timeout=60)
@@ -84,6 +90,29 @@ def test_link_round_trip_in_a_fresh_session(tiny_models: Path) -> None:
     assert second.radio(key="inspect_mode_concat").value == "mean"
     assert second.multiselect(key="inspect_posthoc").value == ["saliency"]
     assert [m.value for m in second.main.metric] == [m.value for m in first.main.metric]
+
+
+def test_two_checkpoints_of_one_group_get_distinct_links(tiny_models: Path, tmp_path: Path, monkeypatch) -> None:
+    """Same dataset, backbone and head (two seeds, say): each link reopens its own checkpoint."""
+    import shutil
+
+    models = tmp_path / "models"
+    shutil.copytree(tiny_models / "colours-mlp", models / "colours-mlp")
+    shutil.copytree(models / "colours-mlp" / "laya", models / "colours-mlp" / "laya-seed1")
+    monkeypatch.setenv("LAYA_MODELS", str(models))
+    first = AppTest.from_file(str(APP), default_timeout=60).run()
+    twins = [str(models / "colours-mlp" / "laya"), str(models / "colours-mlp" / "laya-seed1")]
+    assert sum(o.startswith("LAYA") for o in first.sidebar.radio[1].options) == 2  # one group, two LAYA heads
+    links = {}
+    for path in twins:
+        first.sidebar.radio[1].set_value(path).run()
+        links[path] = first.query_params["model"]
+    assert sorted(links.values()) == ["colours-mlp/laya", "colours-mlp/laya-seed1"]
+    for path, model in links.items():
+        again = AppTest.from_file(str(APP), default_timeout=60)
+        again.query_params["model"] = model
+        again.run()
+        assert not again.exception and again.sidebar.radio[1].value == path
 
 
 def test_classwise_class_from_link(tiny_models: Path) -> None:

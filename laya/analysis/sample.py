@@ -1,0 +1,322 @@
+"""A fixed sample of test inputs with their per-input arrays and thumbnails: what the test-set browser shows.
+
+For a seeded, class-balanced sample of ``n`` test inputs (all of them when the split is smaller),
+one backbone pass gives the hidden states and one head pass per batch gives, per input:
+
+* ``label``, ``prediction``, ``confidence`` (max softmax) ``(n,)``;
+* ``scores (n, L)``: the primary layer scores (LAYA α, ScalarMix weights, else Integrated Gradients),
+  under the report's headline reduction;
+* ``drops (n, L)``: leave-one-layer-out drops of p(ŷ) under the headline intervention;
+* where depth analytics exist (``depth_fit.safetensors``, or a head with its own readouts):
+  ``depth (n,)`` the prediction depth (1-based layer from which every readout agrees with ŷ) and
+  ``detection/<score> (n,)`` every error/OOD score (higher = more suspicious).
+
+Stored as ``sample.safetensors`` (arrays + JSON metadata, never pickled) beside the checkpoint and the
+inputs themselves, at source resolution up to :data:`MAX_TILE` px, as one PNG sprite sheet
+``sample_images.png`` (tiles row-major, :data:`SPRITE_COLUMNS` per row). The sample depends only on
+the test labels and the seed, so the heads of a bundled setting share one sprite in the setting folder
+(``../sample_images.png``), pinned by its sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from PIL import Image
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
+from torch import Tensor
+
+from laya.analysis.ablation import leave_one_out
+from laya.analysis.attribution import DEFAULT_REDUCTION, attributions_by_reduction, intrinsic_method
+from laya.analysis.depth import DepthFit, _has_own_readouts, head_pass
+from laya.analysis.detection import detection_scores
+from laya.data.datasets import Images, batch_indices
+from laya.data.features import hidden_states
+from laya.model.checkpoint import Checkpoint, atomic_write_tensors, read_meta
+from laya.model.devices import model_device
+from laya.model.heads import DEFAULT_MODE
+
+SAMPLE_FILE = "sample.safetensors"
+SAMPLE_IMAGES = "sample_images.png"
+SAMPLE_SIZE = 1000
+SPRITE_COLUMNS = 50
+MAX_TILE = 64  # px; larger inputs are stored downsampled (the browser shows thumbnails, Inspect says so)
+EXAMPLES_DIR = "examples"
+
+
+def sample_indices(labels: Tensor, size: int = SAMPLE_SIZE, seed: int = 0) -> Tensor:
+    """Sorted indices of a seeded, class-balanced sample of ``size`` inputs (every input if fewer).
+
+    Each class gets ``size // C`` inputs (a seeded permutation of its members); what small classes
+    cannot fill goes, round-robin, to the classes that still have inputs left.
+    """
+    labels = torch.as_tensor(labels).long()
+    if len(labels) <= size:
+        return torch.arange(len(labels))
+    generator = torch.Generator().manual_seed(seed)
+    members = [torch.nonzero(labels == c).flatten() for c in labels.unique().tolist()]
+    members = [m[torch.randperm(len(m), generator=generator)] for m in members]
+    quota = [0] * len(members)
+    left = size
+    while left:
+        open_classes = [i for i, m in enumerate(members) if quota[i] < len(m)]
+        share = max(1, left // len(open_classes))
+        for i in open_classes:
+            take = min(share, len(members[i]) - quota[i], left)
+            quota[i] += take
+            left -= take
+            if not left:
+                break
+    return torch.cat([m[:q] for m, q in zip(members, quota)]).sort().values
+
+
+def primary_method(checkpoint: Checkpoint) -> str:
+    """The head's intrinsic layer scores, else Integrated Gradients (as the report's primary method)."""
+    return intrinsic_method(checkpoint.model.head) or "integrated_gradients"
+
+
+def sample_arrays(
+    checkpoint: Checkpoint,
+    data: Images,
+    indices: Tensor,
+    mode: str | None = None,
+    reduction: str = DEFAULT_REDUCTION,
+    fit: DepthFit | None = None,
+    batch_size: int = 256,
+    ig_steps: int = 32,
+    seed: int = 0,
+) -> dict[str, Tensor]:
+    """The per-input arrays of the module docstring for ``data[indices]`` (CPU tensors)."""
+    head = checkpoint.model.head
+    mode = mode or (DEFAULT_MODE if DEFAULT_MODE in head.modes else head.modes[0])
+    if mode not in head.modes:
+        raise ValueError(f"ablation mode {mode!r} does not apply to this head; it has {list(head.modes)}")
+    method = primary_method(checkpoint)
+    subset = data.subset(indices)
+    device = model_device(head)
+    hidden = [h.to(device) for h in hidden_states(checkpoint.model.backbone, checkpoint.preprocess, subset, batch_size)]
+    parts: dict[str, list[Tensor]] = {}
+    for b, rows in enumerate(batch_indices(len(subset), batch_size)):
+        h = [x[rows.to(device)] for x in hidden]
+        with torch.inference_mode():
+            out = head(h)
+        probs = torch.softmax(out.logits.float(), -1)
+        prediction = probs.argmax(-1)  # as evaluate's: argmax of the logits
+        scores = attributions_by_reduction(
+            head, h, method, prediction, out.layer_scores, ig_steps, seed * 1_000_003 + b, [reduction]
+        )[reduction]
+        parts.setdefault("prediction", []).append(prediction)
+        parts.setdefault("confidence", []).append(probs.amax(-1))
+        parts.setdefault("scores", []).append(scores.float())
+        parts.setdefault("drops", []).append(leave_one_out(head, h, mode).drops.float())
+    arrays = {k: torch.cat(v).cpu() for k, v in parts.items()}
+    arrays |= {"index": indices.long(), "label": subset.labels.long()}
+    if fit is not None or _has_own_readouts(head, hidden):
+        passed = head_pass(checkpoint, hidden, fit.probes if fit else None)
+        arrays["depth"] = passed.readouts.depth.long().cpu()
+        arrays |= {f"detection/{k}": v.float().cpu() for k, v in passed.scores(fit).items()}
+    else:  # Concat/LastLayer before `laya depth` fitted their probes: only the final-layer scores
+        with torch.inference_mode():
+            logits = torch.cat([head([x[r.to(device)] for x in hidden]).logits for r in batch_indices(len(subset), 1024)])
+        arrays |= {f"detection/{k}": v.float().cpu() for k, v in detection_scores(logits).items()}
+    return {k: v.contiguous() for k, v in arrays.items()}
+
+
+def _tiles(data: Images, indices: Tensor) -> np.ndarray:
+    """``uint8 (n, t, t, C)`` thumbnails (source size, at most :data:`MAX_TILE` px)."""
+    first = data.image(int(indices[0]))
+    C, H, W = first.shape
+    side = min(max(H, W), MAX_TILE)
+    tiles = []
+    for i in indices.tolist():
+        image = data.image(i)
+        if image.shape[1:] != (side, side):
+            image = torch.nn.functional.interpolate(image[None].float(), size=(side, side), mode="area")[0]
+            image = image.round().clamp(0, 255).to(torch.uint8)
+        tiles.append(image.permute(1, 2, 0).numpy())
+    return np.stack(tiles)
+
+
+def sprite_png(tiles: np.ndarray, columns: int = SPRITE_COLUMNS) -> bytes:
+    """Tiles ``(n, t, t, C)`` -> one PNG, row-major, ``columns`` tiles per row (empty slots black)."""
+    n, t, _, C = tiles.shape
+    rows = -(-n // columns)
+    sheet = np.zeros((rows * t, min(n, columns) * t, C), dtype=np.uint8)
+    for k, tile in enumerate(tiles):
+        r, c = divmod(k, columns)
+        sheet[r * t : (r + 1) * t, c * t : (c + 1) * t] = tile
+    buffer = io.BytesIO()
+    Image.fromarray(sheet[:, :, 0] if C == 1 else sheet).save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
+
+
+def write_sample(
+    checkpoint: Checkpoint,
+    data: Images,
+    out: str | Path | None = None,
+    size: int = SAMPLE_SIZE,
+    seed: int = 0,
+    mode: str | None = None,
+    images_dir: str | Path | None = None,
+    batch_size: int = 256,
+) -> Path:
+    """Compute and write ``sample.safetensors`` (to ``out``, default beside the checkpoint) and its sprite
+    ``sample_images.png`` (to ``images_dir``, default ``out``; a bundled setting passes its folder so the
+    heads share one). Uses the checkpoint's depth fit when one is stored beside it."""
+    out = Path(out or checkpoint.path)
+    images_dir = Path(images_dir or out)
+    indices = sample_indices(data.labels, size, seed)
+    fit = DepthFit.load(checkpoint.path)
+    arrays = sample_arrays(checkpoint, data, indices, mode, fit=fit, batch_size=batch_size, seed=seed)
+    tiles = _tiles(data, indices)
+    png = sprite_png(tiles)
+    images_dir.mkdir(parents=True, exist_ok=True)
+    sprite = images_dir / SAMPLE_IMAGES
+    if not sprite.is_file() or sprite.read_bytes() != png:
+        sprite.write_bytes(png)
+    head = checkpoint.model.head
+    metadata = {
+        "format": "laya-sample",
+        "method": primary_method(checkpoint),
+        "mode": mode or (DEFAULT_MODE if DEFAULT_MODE in head.modes else head.modes[0]),
+        "reduction": DEFAULT_REDUCTION,
+        "classes": list(checkpoint.meta.classes),
+        "layer_names": list(checkpoint.layer_names),
+        "n_test": len(data),
+        "seed": seed,
+        "tile": int(tiles.shape[1]),
+        "source_size": int(max(data.image(int(indices[0])).shape[1:])),
+        "images": os.path.relpath(sprite, out),
+        "images_sha256": hashlib.sha256(png).hexdigest(),
+        "weights_sha256": read_meta(checkpoint.path).get("weights", {}).get("sha256"),
+        "depth_fit": fit is not None,
+    }
+    atomic_write_tensors(out / SAMPLE_FILE, arrays, {"laya": json.dumps(metadata)})
+    return out / SAMPLE_FILE
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def write_examples(sample: Sample, dest: str | Path, per_class: int = 2) -> list[Path]:
+    """A few test inputs per class from the sample, ``per_class`` correct and ``per_class`` wrong (where
+    there are any), as PNG: ``dest/<nn>-<class>-correct-<k>.png``, ``…-wrong-<k>-as-<predicted>.png``."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    table, classes, paths = sample.table, sample.classes, []
+    for c, name in enumerate(classes):
+        of_class = table[table["label"] == c]
+        for outcome, rows in (("correct", of_class[of_class["correct"]]), ("wrong", of_class[~of_class["correct"]])):
+            for k, (row, item) in enumerate(zip(rows.index[:per_class], rows.itertuples())):
+                suffix = f"-as-{_slug(classes[item.prediction])}" if outcome == "wrong" else ""
+                path = dest / f"{c:02d}-{_slug(name)}-{outcome}-{k + 1}{suffix}.png"
+                array = sample.thumbnail(row)
+                Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array).save(path)
+                paths.append(path)
+    return paths
+
+
+@dataclass
+class Sample:
+    """A loaded ``sample.safetensors``: ``table`` (one row per input) and the thumbnails' sprite."""
+
+    table: pd.DataFrame  # index, label, prediction, correct, confidence, depth?, detection/*, score/<i>, drop/<i>
+    meta: dict[str, Any]
+    sprite: np.ndarray | None  # (rows * t, cols * t, C) uint8, or None when the sprite file is missing
+
+    @property
+    def classes(self) -> list[str]:
+        return self.meta["classes"]
+
+    @property
+    def layer_names(self) -> list[str]:
+        return self.meta["layer_names"]
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Sample | None:
+        """The sample beside a checkpoint, or None if there is none. Raises ValueError for a damaged file."""
+        directory = Path(directory)
+        path = directory / SAMPLE_FILE
+        if not path.is_file():
+            return None
+        try:
+            with safe_open(str(path), "pt") as handle:
+                meta = json.loads((handle.metadata() or {}).get("laya", "{}"))
+            tensors = load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as error:
+            raise ValueError(f"{path} is not a readable sample file: {error}") from error
+        if meta.get("format") != "laya-sample" or not {"index", "label", "prediction", "scores"} <= set(tensors):
+            raise ValueError(f"{path} is not a LAYA sample file (run `python -m laya evaluate`)")
+        return cls(_table(tensors), meta, _sprite(directory, meta))
+
+    def thumbnail(self, row: int) -> np.ndarray:
+        """``uint8 (t, t, C)`` image of table row ``row``."""
+        if self.sprite is None:
+            raise ValueError("this sample has no thumbnails (sample_images.png is missing)")
+        t = self.meta["tile"]
+        r, c = divmod(int(row), SPRITE_COLUMNS)
+        return self.sprite[r * t : (r + 1) * t, c * t : (c + 1) * t]
+
+    def png(self, row: int) -> bytes:
+        """Table row ``row``'s thumbnail as PNG bytes (what Inspect opens)."""
+        array = self.thumbnail(row)
+        buffer = io.BytesIO()
+        Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array).save(buffer, format="PNG")
+        return buffer.getvalue()
+
+
+def _table(tensors: dict[str, Tensor]) -> pd.DataFrame:
+    columns: dict[str, np.ndarray] = {k: tensors[k].numpy() for k in ("index", "label", "prediction")}
+    columns["correct"] = columns["label"] == columns["prediction"]
+    for key in ("confidence", "depth"):
+        if key in tensors:
+            columns[key] = tensors[key].numpy()
+    for key in sorted(k for k in tensors if k.startswith("detection/")):
+        columns[key] = tensors[key].numpy()
+    for kind, key in (("score", "scores"), ("drop", "drops")):
+        for i in range(tensors[key].shape[1]):
+            columns[f"{kind}/{i}"] = tensors[key][:, i].numpy()
+    return pd.DataFrame(columns)
+
+
+def _sprite(directory: Path, meta: dict[str, Any]) -> np.ndarray | None:
+    """The sprite named in ``meta`` (beside the sample or in the setting folder), if its sha256 matches."""
+    name = Path(meta.get("images", SAMPLE_IMAGES))
+    if name.is_absolute() or any(part not in ("..", name.name) for part in name.parts) or name.parts.count("..") > 1:
+        return None  # a sample file never points outside its checkpoint or setting folder
+    for candidate in (directory / name, directory / SAMPLE_IMAGES, directory.parent / SAMPLE_IMAGES):
+        if candidate.is_file():
+            data = candidate.read_bytes()
+            if hashlib.sha256(data).hexdigest() == meta.get("images_sha256"):
+                with Image.open(io.BytesIO(data)) as image:
+                    grey = image.mode in ("L", "1")
+                    array = np.asarray(image.convert("L" if grey else "RGB"))
+                return array[..., None] if grey else array
+    return None
+
+
+__all__ = [
+    "EXAMPLES_DIR",
+    "SAMPLE_FILE",
+    "SAMPLE_IMAGES",
+    "SAMPLE_SIZE",
+    "Sample",
+    "primary_method",
+    "sample_arrays",
+    "sample_indices",
+    "sprite_png",
+    "write_examples",
+    "write_sample",
+]

@@ -1,0 +1,101 @@
+"""End to end in Chromium: links name the checkpoint and restore the page's switches, an upload is said not to be
+in the link, the test-set browser opens an input on Inspect and is reached from a detection row."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from laya.analysis.depth import DepthOptions, run_depth
+from laya.analysis.sample import Sample
+from laya.app.catalog import example_images
+from laya.cli import main
+from scripts.screenshots import CHROMIUM, browser_page, open_app, open_page, serve, upload_image
+
+pytestmark = pytest.mark.e2e
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def models(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny setting plus a second LAYA checkpoint of the same group; LAYA with depth analytics."""
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
+    root = tmp_path_factory.mktemp("linked") / "models"
+    shutil.copytree(tiny_models / "colours-mlp", root / "colours-mlp")
+    laya = root / "colours-mlp" / "laya"
+    run_depth(laya, DepthOptions(limit=12, train_limit=30, resamples=20, random_orders=2))
+    assert main(["sample", str(laya)]) == 0
+    shutil.copytree(laya, root / "colours-mlp" / "laya-seed1")
+    return root
+
+
+def query(page) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    expect.set_options(timeout=60_000)
+    with serve(models, log=ARTIFACTS / "e2e-links-streamlit.log") as url, browser_page() as page:
+        open_app(page, url)  # a fresh server knows its url paths after its first run (app.py's docstring)
+        page.goto(f"{url}/class-depth?model=colours-mlp/laya-seed1&class=red&values=loo&inputs=correct")
+        main_area = page.locator('[data-testid="stMain"]')
+        expect(main_area.locator("h1").first).to_have_text("Class-wise depth patterns")
+        sidebar = page.locator('[data-testid="stSidebar"]')
+        expect(sidebar.get_by_text("laya-seed1")).to_be_visible()  # the twin, named apart from the other LAYA
+        checked = sidebar.locator('[data-testid="stRadio"] label:has(input:checked)').nth(1)
+        expect(checked).to_contain_text("laya-seed1")
+        expect(main_area.get_by_role("combobox", name="Class", exact=True)).to_have_value("red")
+        expect(main_area.locator('label:has(input:checked)', has_text="leave-one-layer-out")).to_have_count(1)
+        expect(main_area.locator('label:has(input:checked)', has_text="correctly classified")).to_have_count(1)
+        expect(page).to_have_url(re.compile(r"model=colours-mlp(%2F|/)laya-seed1"))
+        open_page(page, "faithfulness")  # leave the page and come back: the class picked there stays
+        open_page(page, "classwise")
+        expect(main_area.get_by_role("combobox", name="Class", exact=True)).to_have_value("red")
+
+        page.goto(f"{url}/depth-analytics?model=colours-mlp/laya&threshold=0.8")
+        expect(main_area.locator("h1").first).to_have_text("Depth analytics")
+        expect(main_area.locator('[data-testid="stSlider"]').first).to_contain_text("0.80")
+
+        open_page(page, "inspect")
+        image = example_images(models / "colours-mlp" / "laya")[1]
+        upload_image(page, image)
+        expect(main_area.get_by_text("is not part of this page's link")).to_be_visible()
+        expect(page).not_to_have_url(re.compile("example="))
+
+
+def test_browser_opens_inputs_on_inspect_and_is_reached_from_detection(models: Path) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=60_000)
+    sample = Sample.load(models / "colours-mlp" / "laya")
+    with serve(models, log=ARTIFACTS / "e2e-browse-streamlit.log") as url, browser_page() as page:
+        open_app(page, url)
+        main_area = page.locator('[data-testid="stMain"]')
+        open_page(page, "browse")
+        expect(main_area.locator('[data-testid="stImage"]')).to_have_count(len(sample.table))
+        first = int(sample.table["index"].iloc[0])
+        main_area.get_by_role("button", name="Inspect").first.click()
+        expect(main_area.locator("h1").first).to_have_text("Inspect an input")
+        expect(main_area.get_by_text(f"Test input #{first}")).to_be_visible()
+        predicted = sample.classes[int(sample.table["prediction"].iloc[0])]
+        expect(main_area.locator('[data-testid="stMetricValue"]').first).to_have_text(predicted)
+        assert query(page).get("input") == str(first)
+
+        open_page(page, "depth")
+        table = main_area.locator('[data-testid="stDataFrame"]').last
+        table.scroll_into_view_if_needed()
+        box = table.bounding_box()
+        page.mouse.click(box["x"] + 8, box["y"] + 55)  # the row-selection column of the first data row
+        button = main_area.get_by_role("button", name="Browse the most suspicious test inputs")
+        expect(button).to_be_visible()
+        button.click()
+        expect(main_area.locator("h1").first).to_have_text("Browse the test set")
+        assert query(page).get("sort") == "suspicion" and query(page).get("order") == "desc"

@@ -30,8 +30,9 @@ with st.container(border=True):
     if button_col.button("Recompute on the local dataset", key="classwise_recompute"):
         bar = st.progress(0.0, text="Loading the dataset…")
         try:
-            live[selection.path] = views.evaluate_locally(checkpoint, int(limit), lambda f, m: bar.progress(f, text=m))
-        except (DatasetNotFoundError, ImageError, ValueError) as error:
+            progress = lambda f, m: bar.progress(f, text=m)  # noqa: E731
+            live[selection.path] = common.evaluate_locally(selection.path, int(limit), progress)
+        except (DatasetNotFoundError, ImageError, ValueError) as error:  # CheckpointError is a ValueError
             st.error(shown(f"Cannot recompute: {error}"))
     if selection.path in live:
         st.success(f"Showing a live evaluation on {live[selection.path].data['dataset']['n']} test inputs.")

@@ -4,7 +4,7 @@ and whether depth signals flag errors and out-of-distribution inputs."""
 import streamlit as st
 
 from laya.analysis.logit_attribution import top_class_table
-from laya.app import depth_plots
+from laya.app import depth_plots, views
 from laya.app.catalog import example_images
 from laya.app.text import public
 from pages import common
@@ -27,6 +27,8 @@ if image is None:
     st.stop()
 name, data = image
 result = common.depth_of_input(selection.path, name, data)
+if warning := views.nonfinite_warning(result):
+    st.warning(warning)
 default = report.exit_threshold if report and report.exit_threshold and report.exit_threshold <= 1 else 0.9
 threshold = st.slider("Early-exit confidence threshold t", 0.5, 1.0, float(default), 0.005, key="depth_threshold")
 

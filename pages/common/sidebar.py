@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import hashlib
-import weakref
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from laya.app import deploy, links, views
 from laya.app.catalog import Entry, catalog_table, describe
 from laya.app.text import public, shown
-from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, Checkpoint, CheckpointError
-from pages.common.loading import ALLOW_NONFINITE, catalog, load_model
+from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, CheckpointError
+from laya.sandbox.client import check_upload as check_in_worker
+from laya.sandbox.info import ModelInfo
+from laya.sandbox.pool import WorkerError, worker_pool
+from pages.common.loading import ALLOW_NONFINITE, anyway, catalog, load_model
 from pages.common.sharing import VIEW, opened_link, option_index
 
 SELECTION = "laya_selection"
@@ -62,23 +67,17 @@ def _pick_bundled(entries: list[Entry]) -> Selection:
     return Selection(path, tuple(members))
 
 
-class SessionUploads(dict):
-    """This session's uploaded checkpoints (digest -> folder); deleted from disk when the session ends
-    (its session state is garbage-collected), besides the store's TTL."""
-
-    def __init__(self, store: deploy.UploadStore) -> None:
-        super().__init__()
-        self.folders: list[str] = []
-        weakref.finalize(self, _discard_all, store, self.folders)  # must not reference self
-
-    def __setitem__(self, digest: str, folder: str) -> None:
-        self.folders.append(folder)
-        super().__setitem__(digest, folder)
+def session_id() -> str:
+    """This browser session's id (Streamlit's), which owns its uploads."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
 
 
-def _discard_all(store: deploy.UploadStore, folders: list[str]) -> None:
-    for folder in folders:
-        store.discard(folder)
+def session_alive(session: str) -> bool:
+    """Whether a browser session is still connected (its websocket open); True outside a Streamlit server."""
+    if not Runtime.exists():
+        return True
+    return Runtime.instance().is_active_session(session)
 
 
 def _upload_checkpoint() -> str | None:
@@ -98,13 +97,13 @@ def _upload_checkpoint() -> str | None:
         b"".join(n.encode() + hashlib.sha256(d).digest() for n, d in sorted(contents.items()))
     ).hexdigest()
     store = deploy.upload_store()
-    uploads = st.session_state.get("laya_uploads")
-    if not isinstance(uploads, SessionUploads):
-        uploads = st.session_state["laya_uploads"] = SessionUploads(store)
+    store.alive = session_alive  # the sweeper deletes a closed browser's uploads (and their models)
+    uploads = st.session_state.setdefault("laya_uploads", {})
     if digest not in uploads or not Path(uploads[digest]).is_dir():
         try:
-            uploads[digest] = str(store.store(contents))
-        except CheckpointError as error:
+            check = partial(check_in_worker, worker_pool())  # the upload's JSON is checked in a sandboxed worker
+            uploads[digest] = str(store.store(contents, owner=session_id(), check=check))
+        except (CheckpointError, WorkerError) as error:
             st.sidebar.error(shown(f"Cannot use this checkpoint: {error}"))
             deploy.release_memory()
             return None
@@ -168,7 +167,30 @@ def selected() -> Selection:
     return chosen
 
 
-def current() -> tuple[Checkpoint, Selection]:
+ANYWAY_LABEL = "Load it anyway (predictions and scores may be NaN)"
+
+
+def _anyway_box() -> None:
+    """The "load anyway" checkbox; its choice is kept in the session (:data:`ALLOW_NONFINITE`) across pages,
+    although Streamlit forgets a widget's own state on a page that does not show it."""
+    box = f"{ALLOW_NONFINITE}_box"
+    st.session_state.setdefault(box, anyway())
+
+    def remember() -> None:
+        st.session_state[ALLOW_NONFINITE] = st.session_state[box]
+
+    st.checkbox(ANYWAY_LABEL, key=box, on_change=remember)
+
+
+def show_load_warnings(model: ModelInfo) -> None:
+    """A loaded-anyway checkpoint's warnings, with the box that undoes the choice."""
+    for warning in model.warnings:
+        st.warning(shown(warning))
+    if model.warnings:
+        _anyway_box()
+
+
+def current() -> tuple[ModelInfo, Selection]:
     """The selected checkpoint, loaded; stops the page with a message if there is none or it fails to load."""
     selection = selected()
     try:
@@ -176,10 +198,7 @@ def current() -> tuple[Checkpoint, Selection]:
     except CheckpointError as error:
         st.error(shown(f"Cannot load the checkpoint: {error}"))
         if NONFINITE in str(error):
-            st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
+            _anyway_box()
         st.stop()
-    for warning in checkpoint.warnings:
-        st.warning(shown(warning))
-    if checkpoint.warnings:  # kept on screen, so the choice stays in the session (and can be undone)
-        st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
+    show_load_warnings(checkpoint)
     return checkpoint, selection

@@ -472,7 +472,7 @@ def test_nan_weights_are_refused_then_loaded_anyway_with_warnings(app: AppTest, 
     app.sidebar.radio[0].set_value("Upload a checkpoint").run()
     app.sidebar.file_uploader(key="model_upload").set_value(files).run()
     assert not app.exception and "hold NaN or Inf values" in app.error[0].value
-    app.checkbox(key="laya_allow_nonfinite").check().run()
+    app.checkbox(key="laya_allow_nonfinite_box").check().run()
     example = example_images(setting / "laya")[0].read_bytes()
     app.file_uploader(key="inspect_upload").set_value(("blue.png", example, "image/png")).run()
     assert not app.exception and not app.error

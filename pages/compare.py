@@ -30,6 +30,8 @@ for path in chosen:
         common.show_load_warnings(loaded[path])
     except CheckpointError as error:
         st.error(shown(f"Cannot load {labels[path]}: {error}"))
+if any(model.warnings for model in loaded.values()):
+    common.anyway_box()
 if not loaded:
     st.stop()
 

@@ -276,6 +276,10 @@ class WorkerPool:
         finally:
             self._release(worker, failed)
 
+    def warm(self) -> None:
+        """Start a worker now if none is running (a deployment may pay the start-up before the first visitor)."""
+        self._release(self._acquire(None), failed=False)
+
     def forget(self, path: str) -> None:
         """Drop the model at ``path`` from every worker; a worker left without models is ended (memory freed)."""
         with self._lock:

@@ -30,10 +30,12 @@ from pages.common.loading import (
 )
 from pages.common.sharing import OPENED, VIEW, copy_link, opened_link, option_index, report_button, share
 from pages.common.sidebar import (
+    ANYWAY_LABEL,
     NO_MODELS,
     SELECTION,
     SOURCES,
     Selection,
+    anyway_box,
     current,
     models_root,
     pick_model,
@@ -45,6 +47,7 @@ from pages.common.sidebar import (
 
 __all__ = [
     "ALLOW_NONFINITE",
+    "ANYWAY_LABEL",
     "CURRENT_INPUT",
     "IMAGE_TYPES",
     "LOG",
@@ -56,6 +59,7 @@ __all__ = [
     "VIEW",
     "Selection",
     "anyway",
+    "anyway_box",
     "catalog",
     "configure_torch",
     "copy_link",

@@ -170,24 +170,20 @@ def selected() -> Selection:
 ANYWAY_LABEL = "Load it anyway (predictions and scores may be NaN)"
 
 
-def _anyway_box() -> None:
-    """The "load anyway" checkbox; its choice is kept in the session (:data:`ALLOW_NONFINITE`) across pages,
-    although Streamlit forgets a widget's own state on a page that does not show it."""
-    box = f"{ALLOW_NONFINITE}_box"
-    st.session_state.setdefault(box, anyway())
-
-    def remember() -> None:
-        st.session_state[ALLOW_NONFINITE] = st.session_state[box]
-
-    st.checkbox(ANYWAY_LABEL, key=box, on_change=remember)
+def anyway_box() -> None:
+    """The "load anyway" checkbox. Its choice lives in the session (:data:`ALLOW_NONFINITE`), not in the
+    widget, so it holds on every page: the box has no key and starts from the choice, and a click
+    stores the new choice and reruns."""
+    checked = st.checkbox(ANYWAY_LABEL, value=anyway())
+    if checked != anyway():
+        st.session_state[ALLOW_NONFINITE] = checked
+        st.rerun()
 
 
 def show_load_warnings(model: ModelInfo) -> None:
-    """A loaded-anyway checkpoint's warnings, with the box that undoes the choice."""
+    """A loaded-anyway checkpoint's warnings."""
     for warning in model.warnings:
         st.warning(shown(warning))
-    if model.warnings:
-        _anyway_box()
 
 
 def current() -> tuple[ModelInfo, Selection]:
@@ -198,7 +194,9 @@ def current() -> tuple[ModelInfo, Selection]:
     except CheckpointError as error:
         st.error(shown(f"Cannot load the checkpoint: {error}"))
         if NONFINITE in str(error):
-            _anyway_box()
+            anyway_box()
         st.stop()
     show_load_warnings(checkpoint)
+    if checkpoint.warnings:  # kept on screen, so the choice can be undone
+        anyway_box()
     return checkpoint, selection

@@ -66,7 +66,7 @@ def main() -> int:
     checkpoints = distinct_checkpoints(base, work / "checkpoints", args.uploads, args.width)
     weights_mb = sum((c / "model.safetensors").stat().st_size for c in checkpoints) / 2**20
     (work / "tmp").mkdir()
-    os.environ.update({"LAYA_ALLOW_PATHS": "0", "TMPDIR": str(work / "tmp"), "LAYA_UPLOAD_GRACE": "5",
+    os.environ.update({"LAYA_ALLOW_PATHS": "0", "LAYA_UPLOAD_DIR": str(work / "tmp"), "LAYA_UPLOAD_GRACE": "5",
                        "LAYA_UPLOAD_SWEEP": "1"})  # fmt: skip
     result: dict[str, object] = {"uploads": args.uploads, "weights_mb_total": round(weights_mb)}
     with serve(args.models, log=work / "streamlit.log") as url:

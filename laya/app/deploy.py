@@ -7,6 +7,7 @@ Environment (all optional):
 ``LAYA_PATH_ROOTS``        extra folders (``os.pathsep``-separated) the path box and checkpoint datasets may use
 ``LAYA_MAX_CHECKPOINT_MB`` upload limit per checkpoint file (default 200; images keep their own 20 MB limit)
 ``LAYA_UPLOAD_CAP_MB``     all uploaded checkpoints of this process together (default 2000)
+``LAYA_UPLOAD_DIR``        folder that holds the uploads folder (default: the system temp folder)
 ``LAYA_UPLOAD_TTL``        seconds an uploaded checkpoint is kept (default 3600; also deleted when its session ends)
 ``LAYA_UPLOAD_SESSION_MB`` one session's uploaded checkpoints together (default 500)
 ``LAYA_UPLOAD_GRACE``      seconds after a browser disconnects before its uploads are deleted (default 30)
@@ -185,7 +186,8 @@ class UploadStore:
         grace: float | None = None,
         on_discard: Callable[[Path], None] | None = None,
     ) -> None:
-        self.root = root or Path(tempfile.mkdtemp(prefix=f"laya-uploads-{os.getpid()}-"))
+        parent = os.environ.get("LAYA_UPLOAD_DIR") or None
+        self.root = root or Path(tempfile.mkdtemp(prefix=f"laya-uploads-{os.getpid()}-", dir=parent))
         self.root.mkdir(parents=True, exist_ok=True)
         self.cap = cap_bytes if cap_bytes is not None else int(_env_number("LAYA_UPLOAD_CAP_MB", 2000) * 2**20)
         self.session_cap = (

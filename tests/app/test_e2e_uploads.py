@@ -40,9 +40,10 @@ def test_a_closed_browsers_upload_and_model_are_gone(
 
     temp = tmp_path / "server-tmp"
     temp.mkdir()
-    for name, value in (("LAYA_ALLOW_PATHS", "0"), ("LAYA_PATH_ROOTS", str(image_folder)), ("TMPDIR", str(temp)),
-                        ("LAYA_UPLOAD_GRACE", str(GRACE_S)), ("LAYA_UPLOAD_SWEEP", str(SWEEP_S)),
-                        ("LAYA_WORKER_IDLE", "600")):  # fmt: skip  # idle release must not be what ends the worker
+    settings = {"LAYA_ALLOW_PATHS": "0", "LAYA_PATH_ROOTS": str(image_folder), "LAYA_UPLOAD_DIR": str(temp),
+                "LAYA_UPLOAD_GRACE": str(GRACE_S), "LAYA_UPLOAD_SWEEP": str(SWEEP_S),
+                "LAYA_WORKER_IDLE": "600"}  # fmt: skip  # idle release must not be what ends the worker
+    for name, value in settings.items():
         monkeypatch.setenv(name, value)
     good = tiny_models / "colours-mlp" / "laya"
     with serve(tiny_models, log=tmp_path / "streamlit.log") as url:

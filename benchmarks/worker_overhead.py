@@ -71,8 +71,8 @@ def main() -> int:
                    "first_load_in_worker_s": round(worker_load, 3)}  # fmt: skip
             for what in ("explain", "depth"):
                 local, worker = times[f"{what}_local"], times[f"{what}_worker"]
-                row |= {f"{what}_in_process_ms": round(local * 1e3, 1), f"{what}_worker_ms": round(worker * 1e3, 1),
-                        f"{what}_added_ms": round((worker - local) * 1e3, 1), f"{what}_ratio": round(worker / local, 2)}  # fmt: skip
+                row |= {f"{what}_in_process_ms": round(local * 1e3, 1), f"{what}_worker_ms": round(worker * 1e3, 1)}
+                row |= {f"{what}_added_ms": round((worker - local) * 1e3, 1), f"{what}_ratio": round(worker / local, 2)}
             print(json.dumps(row), flush=True)
             rows.append(row)
     finally:

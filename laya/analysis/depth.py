@@ -490,7 +490,9 @@ class InputDepth:
     @classmethod
     def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> InputDepth:
         """Inverse of :meth:`to_tensors`. Raises ``KeyError`` for a reply that does not fit."""
-        readouts = Readouts(tensors["readouts.probs"], tensors["readouts.final"]) if "readouts.probs" in tensors else None
+        readouts = None
+        if "readouts.probs" in tensors:
+            readouts = Readouts(tensors["readouts.probs"], tensors["readouts.final"])
         attribution = LogitAttribution(tensors["attribution.terms"], tensors["attribution.bias"])
         return cls(attribution, readouts, {str(k): float(v) for k, v in values["scores"].items()})
 

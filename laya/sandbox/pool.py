@@ -91,8 +91,8 @@ class Worker:
     """One worker process and its pipes; used by one request at a time (the pool's lock decides)."""
 
     def __init__(self, config: PoolConfig) -> None:
-        env = {**os.environ, "MALLOC_ARENA_MAX": "2", "PYTHONPATH": os.pathsep.join(os.path.abspath(p or ".") for p in sys.path),
-               **config.env}  # fmt: skip
+        path = os.pathsep.join(os.path.abspath(p or ".") for p in sys.path)  # the server's imports, cwd included
+        env = {**os.environ, "MALLOC_ARENA_MAX": "2", "PYTHONPATH": path, **config.env}
         self.process = subprocess.Popen(
             [sys.executable, str(CHILD)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True
         )
@@ -178,7 +178,8 @@ class WorkerPool:
 
     def __init__(self, config: PoolConfig | None = None) -> None:
         self.config = config or PoolConfig.from_env()
-        self.memory_mb = float(self.config.env.get("LAYA_WORKER_MEMORY_MB") or _env_number("LAYA_WORKER_MEMORY_MB", 4096))
+        configured = self.config.env.get("LAYA_WORKER_MEMORY_MB")
+        self.memory_mb = float(configured) if configured else _env_number("LAYA_WORKER_MEMORY_MB", 4096)
         self.workers: list[Worker] = []
         self._lock = threading.Condition()
         self._closed = threading.Event()

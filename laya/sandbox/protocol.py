@@ -74,7 +74,8 @@ def parse_json(text: bytes) -> dict[str, Any]:
 
 
 def read_frame(stream: BinaryIO) -> tuple[dict[str, Any], bytes]:
-    """The next frame's JSON object and blob. Raises ``EOFError`` at a clean or mid-frame end, :class:`ProtocolError`."""
+    """The next frame's JSON object and blob. Raises ``EOFError`` (the peer closed the pipe, between or inside
+    frames) or :class:`ProtocolError`."""
     head = stream.read(HEADER.size)
     if not head:
         raise EOFError("the peer closed the pipe")

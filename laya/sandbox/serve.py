@@ -94,7 +94,10 @@ def _cpu_used() -> float:
 
 
 def _allow_cpu(seconds: int) -> None:
-    """The next request may use ``seconds`` more CPU time (soft ``RLIMIT_CPU``; the kernel sends ``SIGXCPU`` past it)."""
+    """The next request may use ``seconds`` more CPU time (soft ``RLIMIT_CPU``; the kernel sends ``SIGXCPU`` past
+    it); 0: no limit."""
+    if seconds <= 0:
+        return
     hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
     soft = int(_cpu_used()) + seconds
     resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))

@@ -144,7 +144,8 @@ def _explain(path: str, stamp: int, anyway: bool, data: bytes, mode: str, postho
 
 
 def explain(path: str, name: str, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = ()) -> Explanation:
-    """Explain an uploaded or example image; an unusable image or a failed worker shows ``st.error`` and stops the page."""
+    """Explain an uploaded or example image; an unusable image or a failed worker shows ``st.error`` and stops
+    the page."""
     try:
         with st.spinner(f"Running {Path(path).name} on {name}…"):
             return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), data, mode, posthoc)

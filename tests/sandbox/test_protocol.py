@@ -80,10 +80,8 @@ def test_explanation_round_trip_is_exact(checkpoints: dict, image: torch.Tensor,
         if isinstance(a, torch.Tensor):
             assert same(a, b), f.name
         elif f.name == "loo":
-            assert all(
-                (getattr(a, g.name) is None and getattr(b, g.name) is None) or same(getattr(a, g.name), getattr(b, g.name))
-                for g in fields(a)
-            )
+            pairs = [(getattr(a, g.name), getattr(b, g.name)) for g in fields(a)]
+            assert all((x is None and y is None) or same(x, y) for x, y in pairs)
         elif f.name == "scores":
             assert list(a) == list(b) and all(same(a[m], b[m]) for m in a)
         else:
@@ -101,7 +99,8 @@ def test_explanation_round_trip_keeps_nan(checkpoints: dict, image: torch.Tensor
 def test_input_depth_round_trip_is_exact(checkpoints: dict, image: torch.Tensor, head: str) -> None:
     original = input_depth(checkpoints[head], image, None)
     copy = InputDepth.from_tensors(*wire(*original.to_tensors()))
-    assert same(copy.attribution.terms, original.attribution.terms) and same(copy.attribution.bias, original.attribution.bias)
+    assert same(copy.attribution.terms, original.attribution.terms)
+    assert same(copy.attribution.bias, original.attribution.bias)
     assert (copy.readouts is None) == (original.readouts is None)
     if original.readouts is not None:
         assert same(copy.readouts.probs, original.readouts.probs) and same(copy.readouts.final, original.readouts.final)

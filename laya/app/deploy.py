@@ -231,6 +231,8 @@ class UploadStore:
                                                                    or self.owners.get(d) in gone)]  # fmt: skip
             for directory in old:
                 self.discard(directory)
+            if old:
+                release_memory()
             for owner in gone - set(self.owners.values()):
                 self._gone_since.pop(owner, None)
             return len(old)

@@ -320,7 +320,7 @@ def sandboxed(path: str | Path) -> bool:
     checkpoint outside ``LAYA_MODELS`` (uploads, typed paths), and all of them with ``LAYA_SANDBOX=all``."""
     if os.environ.get("LAYA_SANDBOX", "").strip().lower() == "all":
         return True
-    return _inside(str(path), [models_root()]) is None
+    return not inside(path, [models_root()])
 
 
 __all__ = [

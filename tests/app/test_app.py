@@ -490,7 +490,7 @@ def test_nan_weights_are_refused_then_loaded_anyway_with_warnings(app: AppTest, 
         assert any("hold NaN or Inf values" in w.value for w in app.warning), page
         assert anyway_box(app).value, page
     app.switch_page("pages/depth.py").run()
-    assert any(w.value.startswith("Not finite (NaN or Inf): logits") for w in app.warning)
+    assert any(unplain(w.value).startswith("Not finite (NaN or Inf): logits") for w in app.warning)
     anyway_box(app).uncheck().run()  # undone: refused again
     assert "hold NaN or Inf values" in app.error[0].value
 
@@ -517,12 +517,12 @@ def test_extreme_finite_weights_are_flagged_on_every_page_that_runs_the_model(
     app.sidebar.file_uploader(key="model_upload").set_value(files).run()
     example = ("blue.png", example_images(setting / "laya")[0].read_bytes(), "image/png")
     app.file_uploader(key="inspect_upload").set_value(example).run()
-    assert not app.exception and any(w.value.startswith("Not finite (NaN or Inf)") for w in app.warning)
+    assert not app.exception and any(unplain(w.value).startswith("Not finite (NaN or Inf)") for w in app.warning)
     app.switch_page("pages/depth.py").run()  # carries the Inspect input
-    assert not app.exception and any(w.value.startswith("Not finite (NaN or Inf): logits") for w in app.warning)
+    assert not app.exception and any(unplain(w.value).startswith("Not finite (NaN or Inf): logits") for w in app.warning)
     app.switch_page("pages/compare.py").run()
     app.file_uploader(key="compare_upload").set_value(example).run()
-    assert not app.exception and any(w.value.startswith("Not finite (NaN or Inf)") for w in app.warning)
+    assert not app.exception and any(unplain(w.value).startswith("Not finite (NaN or Inf)") for w in app.warning)
 
 
 def assert_depth_shows(at: AppTest, checkpoint_dir: Path, data: bytes) -> None:

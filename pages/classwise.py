@@ -11,7 +11,6 @@ from laya.app.plots import heatmap_figure, profile_bars_figure, seed_profiles_fi
 from laya.app.text import shown
 from laya.data.datasets import DatasetNotFoundError, dataset_label
 from laya.data.images import ImageError
-from laya.model.checkpoint import CheckpointError
 from laya.training.suite import CLASS_PROFILES_FILE
 from pages import common
 from pages.common import switches
@@ -32,8 +31,9 @@ with st.container(border=True):
     if button_col.button("Recompute on the local dataset", key="classwise_recompute"):
         bar = st.progress(0.0, text="Loading the dataset…")
         try:
-            live[selection.path] = views.evaluate_locally(checkpoint, int(limit), lambda f, m: bar.progress(f, text=m))
-        except (DatasetNotFoundError, ImageError, CheckpointError, ValueError) as error:
+            progress = lambda f, m: bar.progress(f, text=m)  # noqa: E731
+            live[selection.path] = common.evaluate_locally(selection.path, int(limit), progress)
+        except (DatasetNotFoundError, ImageError, ValueError) as error:  # CheckpointError is a ValueError
             st.error(shown(views.recompute_error(error)))
     if selection.path in live:
         st.success(f"Showing a live evaluation on {live[selection.path].data['dataset']['n']} test inputs.")

@@ -28,8 +28,11 @@ loaded = {}
 for path in chosen:
     try:
         loaded[path] = common.load_model(path)
+        common.show_load_warnings(loaded[path])
     except CheckpointError as error:
         st.error(shown(f"Cannot load {labels[path]}: {error}"))
+if any(model.warnings for model in loaded.values()):
+    common.anyway_box()
 if not loaded:
     st.stop()
 
@@ -37,7 +40,7 @@ source_col, mode_col = st.columns(2)
 with source_col:
     image = common.image_input("compare", example_images(selection.path))
 with mode_col:
-    modes = views.common_modes([c.model.head.modes for c in loaded.values()])
+    modes = views.common_modes([c.modes for c in loaded.values()])
     link = common.opened_link()
     mode = st.radio(
         "Ablation mode (supported by every chosen head)",

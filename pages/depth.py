@@ -31,6 +31,8 @@ if image is None:
     st.stop()
 name, data = image
 result = common.depth_of_input(selection.path, name, data)
+if warning := views.nonfinite_warning(result):
+    st.warning(warning)
 default = report.exit_threshold if report and report.exit_threshold and report.exit_threshold <= 1 else 0.9
 threshold = switches.number(st.slider, "Early-exit confidence threshold t", "threshold", "depth_threshold", float(default),
                            min_value=0.5, max_value=1.0, step=0.005)  # fmt: skip

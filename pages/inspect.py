@@ -19,7 +19,7 @@ with source_col:
     image = common.image_input("inspect", example_images(checkpoint.path))
 with options_col:
     link = common.opened_link()
-    modes = checkpoint.model.head.modes
+    modes = checkpoint.modes
     mode = st.radio(
         "Ablation mode (what removing a layer means)",
         modes,

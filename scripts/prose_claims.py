@@ -223,7 +223,7 @@ def _json_intervals(data, out: list) -> None:
 def sources(patterns: list[str]) -> Sources:
     numbers, intervals = set(), []
     for name, text in (item for pattern in patterns for item in _texts(pattern)):
-        numbers.update(abs(_value(m.group())) for m in re.finditer(rf"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?", text))
+        numbers.update(abs(_value(m.group())) for m in re.finditer(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?", text))
         intervals += [tuple(_value(g) for g in m.groups()) for m in INTERVAL.finditer(text)]
         if name.endswith(".json"):
             _json_intervals(json.loads(text), intervals)

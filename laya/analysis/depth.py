@@ -512,6 +512,22 @@ class InputDepth:
     def prediction(self) -> int:
         return int(self.attribution.logits[0].argmax())
 
+    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
+        """``(tensors, plain values)`` (how a sandboxed worker hands it over); :meth:`from_tensors` inverts it."""
+        tensors = {"attribution.terms": self.attribution.terms, "attribution.bias": self.attribution.bias}
+        if self.readouts is not None:
+            tensors |= {"readouts.probs": self.readouts.probs, "readouts.final": self.readouts.final}
+        return tensors, {"scores": dict(self.scores)}
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> InputDepth:
+        """Inverse of :meth:`to_tensors`. Raises ``KeyError`` for a reply that does not fit."""
+        readouts = None
+        if "readouts.probs" in tensors:
+            readouts = Readouts(tensors["readouts.probs"], tensors["readouts.final"])
+        attribution = LogitAttribution(tensors["attribution.terms"], tensors["attribution.bias"])
+        return cls(attribution, readouts, {str(k): float(v) for k, v in values["scores"].items()})
+
     def exit_layer(self, threshold: float) -> int | None:
         """0-based layer where the exit policy stops this input (``L`` = runs the full model); None without readouts."""
         if self.readouts is None:

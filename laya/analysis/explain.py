@@ -103,6 +103,36 @@ class Explanation:
         """Per method: every faithfulness metric on this input (None where undefined)."""
         return pd.DataFrame([{"method": METHOD_LABELS.get(m, m), **self.metrics(m)} for m in self.scores])
 
+    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
+        """``(tensors, plain values)``: the whole explanation as named tensors and JSON-ready values
+        (how a sandboxed worker hands it over, :mod:`laya.sandbox`); :meth:`from_tensors` inverts it."""
+        tensors = {"image": self.image, "model_input": self.model_input, "probs": self.probs}
+        loo = {f"loo.{f.name}": getattr(self.loo, f.name) for f in fields(self.loo)}
+        tensors |= {key: value for key, value in loo.items() if value is not None}
+        tensors |= {f"scores.{method}": values for method, values in self.scores.items()}
+        values = {"checkpoint": self.checkpoint, "classes": list(self.classes), "layer_names": list(self.layer_names),
+                  "prediction": self.prediction, "mode": self.mode, "intrinsic": self.intrinsic,
+                  "methods": list(self.scores)}  # fmt: skip
+        return tensors, values
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> Explanation:
+        """Inverse of :meth:`to_tensors`. Raises ``KeyError``/``TypeError`` for a reply that does not fit."""
+        loo = AblationResult(**{f.name: tensors.get(f"loo.{f.name}") for f in fields(AblationResult)})
+        return cls(
+            checkpoint=str(values["checkpoint"]),
+            classes=tuple(map(str, values["classes"])),
+            layer_names=tuple(map(str, values["layer_names"])),
+            image=tensors["image"],
+            model_input=tensors["model_input"],
+            probs=tensors["probs"],
+            prediction=int(values["prediction"]),
+            mode=str(values["mode"]),
+            loo=loo,
+            scores={str(m): tensors[f"scores.{m}"] for m in values["methods"]},
+            intrinsic=values["intrinsic"],
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "checkpoint": self.checkpoint,

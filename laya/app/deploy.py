@@ -7,7 +7,12 @@ Environment (all optional):
 ``LAYA_PATH_ROOTS``        extra folders (``os.pathsep``-separated) the path box and checkpoint datasets may use
 ``LAYA_MAX_CHECKPOINT_MB`` upload limit per checkpoint file (default 200; images keep their own 20 MB limit)
 ``LAYA_UPLOAD_CAP_MB``     all uploaded checkpoints of this process together (default 2000)
+``LAYA_UPLOAD_DIR``        folder that holds the uploads folder (default: the system temp folder)
 ``LAYA_UPLOAD_TTL``        seconds an uploaded checkpoint is kept (default 3600; also deleted when its session ends)
+``LAYA_UPLOAD_SESSION_MB`` one session's uploaded checkpoints together (default 500)
+``LAYA_UPLOAD_GRACE``      seconds after a browser disconnects before its uploads are deleted (default 30)
+``LAYA_UPLOAD_SWEEP``      seconds between two sweeps of the upload store (default 10)
+``LAYA_SANDBOX``           ``all`` also runs the bundled checkpoints in sandboxed workers (default: only the others)
 ``LAYA_ALLOW_IMPORT``      ``1``: wrapped-module checkpoints inside ``LAYA_MODELS`` may import the code path they record
                            (``laya dashboard --allow-import``; default off, never for uploads or other roots)
 
@@ -30,7 +35,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from laya.data.datasets import data_dirs
@@ -171,40 +176,95 @@ def check_upload(files: Mapping[str, bytes]) -> CheckpointMeta:
 
 
 class UploadStore:
-    """Uploaded checkpoints of this process: one folder, a total size cap, a time to live.
+    """Uploaded checkpoints of this process: one folder, a total size cap, a per-session cap, a time to live.
 
-    ``store`` checks (:func:`check_upload`) before writing; ``discard`` deletes one checkpoint (a
-    session ended); checkpoints older than ``ttl`` seconds are deleted on every ``store``.
+    ``store`` checks an upload (``check``, default :func:`check_upload`; the dashboard runs it in a
+    sandboxed worker) before writing it to a new folder owned by a session. A timer thread
+    (:meth:`start_sweeper`, every ``period`` seconds, independent of any session's events) deletes
+    folders older than ``ttl`` and those whose owner has not been alive (``alive(owner)``) for
+    ``grace`` seconds, so a closed browser's upload is gone within ``grace + period`` seconds; each
+    deletion calls ``on_discard(folder)`` (the dashboard drops the model from its workers). One
+    session holds at most ``session_cap`` bytes, and a full store first deletes the uploads of
+    sessions that are gone, so leftovers cannot fill the space another session needs.
     """
 
-    def __init__(self, root: Path | None = None, cap_bytes: int | None = None, ttl: float | None = None) -> None:
-        self.root = root or Path(tempfile.mkdtemp(prefix=f"laya-uploads-{os.getpid()}-"))
+    def __init__(
+        self,
+        root: Path | None = None,
+        cap_bytes: int | None = None,
+        ttl: float | None = None,
+        session_cap: int | None = None,
+        grace: float | None = None,
+        on_discard: Callable[[Path], None] | None = None,
+    ) -> None:
+        parent = os.environ.get("LAYA_UPLOAD_DIR") or None
+        self.root = root or Path(tempfile.mkdtemp(prefix=f"laya-uploads-{os.getpid()}-", dir=parent))
         self.root.mkdir(parents=True, exist_ok=True)
         self.cap = cap_bytes if cap_bytes is not None else int(_env_number("LAYA_UPLOAD_CAP_MB", 2000) * 2**20)
+        self.session_cap = (
+            session_cap if session_cap is not None else int(_env_number("LAYA_UPLOAD_SESSION_MB", 500) * 2**20)
+        )
         self.ttl = ttl if ttl is not None else _env_number("LAYA_UPLOAD_TTL", 3600)
-        self._lock = threading.Lock()
+        self.grace = grace if grace is not None else _env_number("LAYA_UPLOAD_GRACE", 30)
+        self.on_discard = on_discard
+        self.alive: Callable[[str], bool] | None = None  # set by the app: is this session still connected?
+        self.owners: dict[Path, str] = {}
+        self._gone_since: dict[str, float] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
 
-    def used(self) -> int:
-        return sum(f.stat().st_size for f in self.root.glob("*/*") if f.is_file())
+    def used(self, owner: str | None = None) -> int:
+        """Bytes stored (by ``owner`` only, if given)."""
+        folders = [d for d, o in self.owners.items() if o == owner] if owner is not None else [self.root]
+        return sum(f.stat().st_size for d in folders for f in d.rglob("*") if f.is_file())
+
+    def _gone(self, now: float) -> set[str]:
+        """Owners not alive for at least ``grace`` seconds (first seen gone: the clock starts)."""
+        if self.alive is None:
+            return set()
+        gone = set()
+        for owner in set(self.owners.values()):
+            if owner and not self.alive(owner):
+                since = self._gone_since.setdefault(owner, now)
+                if now - since >= self.grace:
+                    gone.add(owner)
+            else:
+                self._gone_since.pop(owner, None)
+        return gone
 
     def sweep(self, now: float | None = None) -> int:
-        """Delete checkpoints older than the TTL; returns how many."""
-        now = time.time() if now is None else now
-        old = [d for d in self.root.iterdir() if d.is_dir() and now - d.stat().st_mtime > self.ttl]
-        for directory in old:
-            shutil.rmtree(directory, ignore_errors=True)
-        return len(old)
+        """Delete checkpoints older than the TTL and those of sessions gone for ``grace`` seconds; returns how many."""
+        with self._lock:
+            now = time.time() if now is None else now
+            gone = self._gone(now)
+            old = [d for d in self.root.iterdir() if d.is_dir() and (now - d.stat().st_mtime > self.ttl
+                                                                   or self.owners.get(d) in gone)]  # fmt: skip
+            for directory in old:
+                self.discard(directory)
+            if old:
+                release_memory()
+            for owner in gone - set(self.owners.values()):
+                self._gone_since.pop(owner, None)
+            return len(old)
 
-    def store(self, files: Mapping[str, bytes]) -> Path:
-        """Check an upload, then write it to a new folder; returns the folder.
+    def store(
+        self, files: Mapping[str, bytes], owner: str = "", check: Callable[[Mapping[str, bytes]], object] = check_upload
+    ) -> Path:
+        """Check an upload, then write it to a new folder owned by ``owner``; returns the folder.
 
         Raises:
-            CheckpointError: the upload fails :func:`check_upload`, or the store is full.
+            CheckpointError: the upload fails ``check``, the session's share or the store is full.
         """
-        check_upload(files)
+        check(files)
         size = sum(len(d) for d in files.values())
         with self._lock:
             self.sweep()
+            if owner and self.used(owner) + size > self.session_cap:
+                raise CheckpointError(
+                    f"this session's uploaded checkpoints would exceed {self.session_cap / 2**20:.0f} MB; "
+                    "reload the page to start over"
+                )
             if self.used() + size > self.cap:
                 raise CheckpointError(
                     f"the server's space for uploaded checkpoints ({self.cap / 2**20:.0f} MB) is full; try again later"
@@ -212,15 +272,39 @@ class UploadStore:
             directory = Path(tempfile.mkdtemp(prefix="upload-", dir=self.root))
             for name, data in files.items():
                 (directory / name).write_bytes(data)
+            self.owners[directory] = owner
         return directory
 
     def discard(self, directory: str | Path) -> None:
-        """Delete one stored checkpoint (only folders inside this store)."""
+        """Delete one stored checkpoint (only folders inside this store), then call ``on_discard``."""
         directory = Path(directory)
-        if directory.parent == self.root:
+        if directory.parent != self.root:
+            return
+        with self._lock:
+            self.owners.pop(directory, None)
             shutil.rmtree(directory, ignore_errors=True)
+        if self.on_discard is not None:
+            self.on_discard(directory)
+
+    def start_sweeper(self, period: float | None = None) -> None:
+        """Run :meth:`sweep` every ``period`` seconds (``LAYA_UPLOAD_SWEEP``, default 10) on a daemon thread."""
+        period = period if period is not None else _env_number("LAYA_UPLOAD_SWEEP", 10)
+        with self._lock:
+            if self._sweeper is not None:
+                return
+            self._sweeper = threading.Thread(target=self._sweep_every, args=(period,), name="laya-upload-sweeper",
+                                             daemon=True)  # fmt: skip
+            self._sweeper.start()
+
+    def _sweep_every(self, period: float) -> None:
+        while not self._stop.wait(period):
+            try:
+                self.sweep()
+            except OSError:  # the folder vanished under us (shutdown); try again next time
+                continue
 
     def close(self) -> None:
+        self._stop.set()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -228,12 +312,26 @@ _STORE: UploadStore | None = None
 
 
 def upload_store() -> UploadStore:
-    """The process's :class:`UploadStore` (created on first use, deleted at exit)."""
+    """The process's :class:`UploadStore` (created on first use with its sweeper running; deleted at exit).
+
+    A deleted upload's model is dropped from the sandboxed workers (:func:`laya.sandbox.pool.forget`).
+    """
     global _STORE
     if _STORE is None:
-        _STORE = UploadStore()
+        from laya.sandbox.pool import forget
+
+        _STORE = UploadStore(on_discard=lambda folder: forget(str(folder)))
+        _STORE.start_sweeper()
         atexit.register(_STORE.close)
     return _STORE
+
+
+def sandboxed(path: str | Path) -> bool:
+    """Whether a checkpoint is loaded and run only in a sandboxed worker (:mod:`laya.sandbox`): every
+    checkpoint outside ``LAYA_MODELS`` (uploads, typed paths), and all of them with ``LAYA_SANDBOX=all``."""
+    if os.environ.get("LAYA_SANDBOX", "").strip().lower() == "all":
+        return True
+    return not inside(path, [models_root()])
 
 
 __all__ = [
@@ -249,5 +347,6 @@ __all__ = [
     "path_roots",
     "release_memory",
     "resolve_path",
+    "sandboxed",
     "upload_store",
 ]

@@ -85,7 +85,7 @@ def measured_exit_figure(runs: pd.DataFrame) -> go.Figure:
         part = part.sort_values("macs_saved")
         fig.add_trace(go.Scatter(
             x=part["macs_saved"], y=part["accuracy"], mode="markers" if alpha else "lines+markers",
-            name=f"{kind}: α profile" if alpha else f"{kind}: confidence", marker={"color": PALETTE[i % len(PALETTE)]},
+            name=f"{kind}: α profile" if alpha else f"{kind}: confidence", marker={"color": palette.series(i)},
             error_y={"type": "data", "symmetric": False, "array": part["accuracy_high"] - part["accuracy"],
                      "arrayminus": part["accuracy"] - part["accuracy_low"]},
             customdata=part[["parameter", *saved]].values,

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import torch
 
 from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS, POSTHOC_METHODS
+from laya.analysis.depth import InputDepth
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import Explanation
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, REPORTED_METRICS
@@ -166,14 +167,27 @@ def _enlarge(pixels: np.ndarray, min_side: int) -> np.ndarray:
     return pixels[:, :, 0] if pixels.shape[2] == 1 else pixels
 
 
-def nonfinite_warning(explanation: Explanation) -> str | None:
-    """A warning if the prediction, layer scores or LOO drops hold NaN/Inf (a checkpoint loaded anyway), else None."""
-    parts = {"probabilities": explanation.probs, "leave-one-layer-out drops": explanation.drops}
-    parts |= {f"{method_label(m)} scores": v for m, v in explanation.scores.items()}
+def nonfinite_warning(result: Explanation | InputDepth) -> str | None:
+    """A warning naming the outputs that hold NaN/Inf (damaged or extreme weights, e.g. 3e38), else None.
+
+    An :class:`Explanation`: probabilities, LOO drops, layer scores; an :class:`InputDepth`: logits,
+    per-layer logit terms, readout probabilities, detection scores.
+    """
+    if isinstance(result, InputDepth):
+        parts = {"logits": result.attribution.logits, "per-layer logit attribution": result.attribution.terms,
+                 "error and OOD scores": torch.tensor(list(result.scores.values()), dtype=torch.float64)}  # fmt: skip
+        if result.readouts is not None:
+            parts["readout probabilities"] = result.readouts.probs
+    else:
+        parts = {"probabilities": result.probs, "leave-one-layer-out drops": result.drops}
+        parts |= {f"{method_label(m)} scores": v for m, v in result.scores.items()}
     bad = [name for name, values in parts.items() if not bool(torch.isfinite(values.double()).all())]
     if not bad:
         return None
-    return f"Not finite (NaN or Inf): {', '.join(bad)}. The charts leave such values out; the model's weights are likely damaged."
+    return (
+        f"Not finite (NaN or Inf): {', '.join(bad)}. The prediction and every number derived from these are "
+        "meaningless, and the charts leave such values out; the model's weights are likely damaged or extreme."
+    )
 
 
 def layer_table(explanation: Explanation) -> pd.DataFrame:

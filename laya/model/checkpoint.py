@@ -201,7 +201,12 @@ class Checkpoint:
 
     @property
     def name(self) -> str:
-        return f"{dataset_label(self.meta.dataset)} / {self.meta.backbone.model or self.meta.backbone.name} / {self.meta.head.name}"
+        return display_name(self.meta)
+
+
+def display_name(meta: CheckpointMeta) -> str:
+    """``dataset / backbone / head``: how the dashboard names a checkpoint."""
+    return f"{dataset_label(meta.dataset)} / {meta.backbone.model or meta.backbone.name} / {meta.head.name}"
 
 
 def build_model(meta: CheckpointMeta, base_dir: Path | None = None, **options) -> LayerwiseClassifier:
@@ -438,6 +443,7 @@ __all__ = [
     "check_confined",
     "check_dataset",
     "check_model",
+    "display_name",
     "load_checkpoint",
     "parse_meta",
     "read_meta",

@@ -74,8 +74,12 @@ def browsed_input() -> tuple[str, bytes] | None:
 
 
 def group_members(selection: Selection, entries: list[Entry]) -> tuple[list[str], dict[str, str]]:
-    """Every readable checkpoint path (catalog and selection) and a ``group · head`` label for each."""
-    known = {str(e.path): e for e in entries if e.error is None} | {str(e.path): e for e in selection.group}
-    labels = {p: f"{e.group} · {views.head_title(e.head)}" for p, e in known.items()}
+    """Every readable checkpoint path (catalog and selection) and a ``group · head`` label for each; a
+    checkpoint outside the catalog (uploaded, typed) is marked ``(yours)``, so no two labels are equal
+    (Streamlit's multiselect tells its options apart by label)."""
+    catalogued = {str(e.path): e for e in entries if e.error is None}
+    known = catalogued | {str(e.path): e for e in selection.group}
+    labels = {p: f"{e.group} · {views.head_title(e.head)}" + ("" if p in catalogued else " (yours)")
+              for p, e in known.items()}  # fmt: skip
     labels.setdefault(selection.path, Path(selection.path).name)
     return list(labels), labels

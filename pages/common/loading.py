@@ -1,15 +1,20 @@
-"""Cached loading: checkpoints once per process, reports, explanations and depth analytics per argument.
+"""Cached loading: checkpoints, reports, explanations and depth analytics, in the server or in a sandboxed worker.
 
-Models are loaded once per process (``st.cache_resource``, keyed by path and file time) and
-shared by every session; a checkpoint that fails to load is remembered as failed (not rebuilt on
-every rerun) and its memory handed back to the OS. Reports and explanations are cached per
-argument (``st.cache_data``). Uploaded and typed checkpoints follow :mod:`laya.app.deploy`.
+Bundled checkpoints (under ``LAYA_MODELS``) are loaded once per process (``st.cache_resource``,
+keyed by path and file time) and shared by every session. Uploaded and typed checkpoints are
+loaded and run only in sandboxed workers (:mod:`laya.sandbox`, :func:`laya.app.deploy.sandboxed`):
+the server keeps their :class:`ModelInfo` and results, never the model. Either way a page gets a
+:class:`ModelInfo` from :func:`load_model` and the same result types from :func:`explain`,
+:func:`depth_of_input` and :func:`evaluate_locally`. A checkpoint that fails to load is remembered
+as failed (not rebuilt on every rerun) and its memory handed back to the OS. Reports and
+explanations are cached per argument (``st.cache_data``).
 """
 
 from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
@@ -19,11 +24,14 @@ from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, inp
 from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.report import REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
-from laya.app import deploy
+from laya.app import deploy, views
 from laya.app.catalog import Entry, find_checkpoints
 from laya.app.text import shown
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
+from laya.sandbox.client import Sandboxed
+from laya.sandbox.info import ModelInfo
+from laya.sandbox.pool import WorkerError, worker_pool
 
 MAX_FAILURES = 256
 ALLOW_NONFINITE = "laya_allow_nonfinite"
@@ -52,9 +60,20 @@ def catalog(root: str) -> list[Entry]:
 
 @st.cache_resource(max_entries=32, show_spinner="Loading the model…")
 def _load_model(path: str, stamp: int, allow_nonfinite: bool = False) -> Checkpoint:
-    confine = deploy.confinement(path, deploy.upload_store().root)
+    """A bundled checkpoint in this process (the bundled set is small and fixed, so a count cap bounds it)."""
     device = os.environ.get("LAYA_DEVICE", "auto")  # auto: CUDA when available
-    return load_checkpoint(path, map_location=device, confine=confine, allow_nonfinite=allow_nonfinite)
+    return load_checkpoint(path, map_location=device, confine=deploy.confinement(path), allow_nonfinite=allow_nonfinite)
+
+
+def _sandboxed(path: str, allow_nonfinite: bool) -> Sandboxed:
+    return Sandboxed(worker_pool(), path, allow_nonfinite, deploy.confinement(path, deploy.upload_store().root))
+
+
+@st.cache_data(max_entries=256, show_spinner="Loading the model in a sandboxed worker…")
+def _load_info(path: str, stamp: int, allow_nonfinite: bool) -> ModelInfo:
+    if deploy.sandboxed(path):
+        return _sandboxed(path, allow_nonfinite).info()
+    return ModelInfo.of(_load_model(path, stamp, allow_nonfinite))
 
 
 @st.cache_resource
@@ -63,27 +82,44 @@ def _failures() -> OrderedDict[tuple[str, int, bool], str]:
     return OrderedDict()
 
 
-def load_model(path: str, allow_nonfinite: bool | None = None) -> Checkpoint:
-    """The checkpoint at ``path``, loaded once per process. Raises :class:`CheckpointError`.
+def anyway() -> bool:
+    """The session's "Load it anyway" choice for checkpoints with NaN/Inf weights (kept across pages)."""
+    return bool(st.session_state.get(ALLOW_NONFINITE, False))
+
+
+def load_model(path: str, allow_nonfinite: bool | None = None) -> ModelInfo:
+    """The checkpoint at ``path``, loaded once (here or in a worker). Raises :class:`CheckpointError`.
 
     A failure is remembered (same path and file time: the same error, without rebuilding) and the
     memory the attempt took is handed back to the OS. ``allow_nonfinite``: load NaN/Inf weights with
-    a warning (``Checkpoint.warnings``) instead of refusing (default: the session's "load anyway" box).
+    a warning (``ModelInfo.warnings``) instead of refusing (default: the session's "load anyway" choice).
+    A worker that died, ran out of memory or time is a :class:`CheckpointError` with its reason;
+    "all workers busy" is not remembered.
     """
     if allow_nonfinite is None:
-        allow_nonfinite = bool(st.session_state.get(ALLOW_NONFINITE, False))
+        allow_nonfinite = anyway()
     key = (path, _stamp(Path(path) / WEIGHTS_FILE), allow_nonfinite)
     failures = _failures()
     if key in failures:
         raise CheckpointError(failures[key])
     try:
-        return _load_model(*key)
+        return _load_info(*key)
+    except WorkerError as error:
+        if error.kind == "busy":
+            raise CheckpointError(str(error)) from None
+        failures[key] = str(error)
+        raise CheckpointError(str(error)) from None
     except CheckpointError as error:
         failures[key] = str(error)
         while len(failures) > MAX_FAILURES:
             failures.popitem(last=False)
         deploy.release_memory()
         raise
+
+
+def _stop_for_worker(error: WorkerError) -> None:
+    st.error(f"The model could not answer: {error}. The server and other sessions are not affected.")
+    st.stop()
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -103,18 +139,33 @@ def load_report(path: str | Path, warn: bool = True) -> Report | None:
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def _explain(path: str, stamp: int, anyway: bool, data: bytes, mode: str, posthoc: tuple[str, ...]) -> Explanation:
+    if deploy.sandboxed(path):
+        return _sandboxed(path, anyway).explain(data, mode, posthoc)
     return explain_bytes(_load_model(path, stamp, anyway), data, mode=mode, posthoc=posthoc)
 
 
 def explain(path: str, name: str, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = ()) -> Explanation:
-    """Explain an uploaded or example image; an unusable image shows ``st.error`` and stops the page."""
+    """Explain an uploaded or example image; an unusable image or a failed worker shows ``st.error`` and stops
+    the page."""
     try:
         with st.spinner(f"Running {Path(path).name} on {name}…"):
-            anyway = bool(st.session_state.get(ALLOW_NONFINITE, False))
-            return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), anyway, data, mode, posthoc)
+            return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), data, mode, posthoc)
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()
+    except WorkerError as error:
+        _stop_for_worker(error)
+
+
+def evaluate_locally(path: str, limit: int | None, progress: Callable[[float, str], None]) -> Report:
+    """:func:`laya.app.views.evaluate_locally`, here or in a worker. Raises what it raises, and
+    :class:`CheckpointError` when a worker could not answer."""
+    if not deploy.sandboxed(path):
+        return views.evaluate_locally(_load_model(path, _stamp(Path(path) / WEIGHTS_FILE), anyway()), limit, progress)
+    try:
+        return _sandboxed(path, anyway()).evaluate(limit, progress)
+    except WorkerError as error:
+        raise CheckpointError(f"the model could not answer: {error}") from None
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -133,8 +184,10 @@ def _depth_fit(path: str, stamp: int) -> DepthFit | None:
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def _input_depth(path: str, stamp: int, fit_stamp: int, data: bytes) -> InputDepth:
-    checkpoint = _load_model(path, stamp)
+def _input_depth(path: str, stamp: int, fit_stamp: int, anyway: bool, data: bytes) -> InputDepth:
+    if deploy.sandboxed(path):
+        return _sandboxed(path, anyway).depth(data)
+    checkpoint = _load_model(path, stamp, anyway)
     spec = checkpoint.meta.input
     return input_depth(
         checkpoint, load_image_tensor(data, spec.channels, spec.source_size), _depth_fit(path, fit_stamp)
@@ -142,13 +195,17 @@ def _input_depth(path: str, stamp: int, fit_stamp: int, data: bytes) -> InputDep
 
 
 def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
-    """Depth analytics of an uploaded or example image; an unusable image shows ``st.error`` and stops the page."""
+    """Depth analytics of an uploaded or example image; an unusable image or a failed worker shows
+    ``st.error`` and stops the page."""
+    stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
     try:
         with st.spinner(f"Running {Path(path).name} on {name}…"):
-            return _input_depth(path, _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE), data)
+            return _input_depth(path, *stamps, anyway(), data)
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()
+    except WorkerError as error:
+        _stop_for_worker(error)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import hashlib
-import weakref
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from laya.app import deploy, links, views
 from laya.app.catalog import Entry, catalog_table, describe
 from laya.app.export import Provenance, weights_sha256
 from laya.app.text import public, shown
-from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, Checkpoint, CheckpointError
-from pages.common.loading import ALLOW_NONFINITE, catalog, load_model
+from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, CheckpointError
+from laya.sandbox.client import check_upload as check_in_worker
+from laya.sandbox.info import ModelInfo
+from laya.sandbox.pool import WorkerError, worker_pool
+from pages.common.loading import ALLOW_NONFINITE, anyway, catalog, load_model
 from pages.common.sharing import VIEW, opened_link, option_index, view_link
 
 SELECTION = "laya_selection"
@@ -66,23 +71,17 @@ def _pick_bundled(entries: list[Entry]) -> Selection:
     return Selection(path, tuple(members))
 
 
-class SessionUploads(dict):
-    """This session's uploaded checkpoints (digest -> folder); deleted from disk when the session ends
-    (its session state is garbage-collected), besides the store's TTL."""
-
-    def __init__(self, store: deploy.UploadStore) -> None:
-        super().__init__()
-        self.folders: list[str] = []
-        weakref.finalize(self, _discard_all, store, self.folders)  # must not reference self
-
-    def __setitem__(self, digest: str, folder: str) -> None:
-        self.folders.append(folder)
-        super().__setitem__(digest, folder)
+def session_id() -> str:
+    """This browser session's id (Streamlit's), which owns its uploads."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
 
 
-def _discard_all(store: deploy.UploadStore, folders: list[str]) -> None:
-    for folder in folders:
-        store.discard(folder)
+def session_alive(session: str) -> bool:
+    """Whether a browser session is still connected (its websocket open); True outside a Streamlit server."""
+    if not Runtime.exists():
+        return True
+    return Runtime.instance().is_active_session(session)
 
 
 def upload_digest(contents: dict[str, bytes]) -> str:
@@ -106,13 +105,13 @@ def _upload_checkpoint() -> str | None:
     contents = {f.name: f.getvalue() for f in files}
     digest = upload_digest(contents)
     store = deploy.upload_store()
-    uploads = st.session_state.get("laya_uploads")
-    if not isinstance(uploads, SessionUploads):
-        uploads = st.session_state["laya_uploads"] = SessionUploads(store)
+    store.alive = session_alive  # the sweeper deletes a closed browser's uploads (and their models)
+    uploads = st.session_state.setdefault("laya_uploads", {})
     if digest not in uploads or not Path(uploads[digest]).is_dir():
         try:
-            uploads[digest] = str(store.store(contents))
-        except CheckpointError as error:
+            check = partial(check_in_worker, worker_pool())  # the upload's JSON is checked in a sandboxed worker
+            uploads[digest] = str(store.store(contents, owner=session_id(), check=check))
+        except (CheckpointError, WorkerError) as error:
             st.sidebar.error(shown(f"Cannot use this checkpoint (upload {digest[:12]}): {error}"))  # tells it from the last
             deploy.release_memory()
             return None
@@ -176,7 +175,26 @@ def selected() -> Selection:
     return chosen
 
 
-def current() -> tuple[Checkpoint, Selection]:
+ANYWAY_LABEL = "Load it anyway (predictions and scores may be NaN)"
+
+
+def anyway_box() -> None:
+    """The "load anyway" checkbox. Its choice lives in the session (:data:`ALLOW_NONFINITE`), not in the
+    widget, so it holds on every page: the box has no key and starts from the choice, and a click
+    stores the new choice and reruns."""
+    checked = st.checkbox(ANYWAY_LABEL, value=anyway())
+    if checked != anyway():
+        st.session_state[ALLOW_NONFINITE] = checked
+        st.rerun()
+
+
+def show_load_warnings(model: ModelInfo) -> None:
+    """A loaded-anyway checkpoint's warnings."""
+    for warning in model.warnings:
+        st.warning(shown(warning))
+
+
+def current() -> tuple[ModelInfo, Selection]:
     """The selected checkpoint, loaded; stops the page with a message if there is none or it fails to load."""
     selection = selected()
     try:
@@ -184,16 +202,15 @@ def current() -> tuple[Checkpoint, Selection]:
     except CheckpointError as error:
         st.error(shown(f"Cannot load the checkpoint: {error}"))
         if NONFINITE in str(error):
-            st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
+            anyway_box()
         st.stop()
-    for warning in checkpoint.warnings:
-        st.warning(shown(warning))
-    if checkpoint.warnings:  # kept on screen, so the choice stays in the session (and can be undone)
-        st.checkbox("Load it anyway (predictions and scores may be NaN)", key=ALLOW_NONFINITE)
+    show_load_warnings(checkpoint)
+    if checkpoint.warnings:  # kept on screen, so the choice can be undone
+        anyway_box()
     return checkpoint, selection
 
 
-def provenance(checkpoint: Checkpoint, image: tuple[str, object] | None = None, reproduce: str = "") -> Provenance:
+def provenance(checkpoint: ModelInfo, image: tuple[str, object] | None = None, reproduce: str = "") -> Provenance:
     """What an exported view was made from: the selected setting, the checkpoint and its weights' sha256, the
     ``(name, pixels)`` input, and ``reproduce`` (default: the link to this view)."""
     selection = selected()

@@ -31,6 +31,7 @@ from laya.app.catalog import describe, example_images
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
 from laya.training.suite import CLASS_PROFILES_FILE, class_profiles_table
+from pages.common import ANYWAY_LABEL
 from tests.hostile import CASES, hostile_record, write_nan_weights
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -524,19 +525,62 @@ def test_unexpected_error_shows_a_short_message_not_a_traceback(
     assert_ok(app)  # the next run is fine again
 
 
+def anyway_box(at: AppTest):
+    return next(box for box in at.checkbox if box.label == ANYWAY_LABEL)
+
+
 def test_nan_weights_are_refused_then_loaded_anyway_with_warnings(app: AppTest, setting: Path, tmp_path: Path) -> None:
     write_nan_weights(setting / "laya", tmp_path / "nan")
     files = [(n, (tmp_path / "nan" / n).read_bytes(), "application/octet-stream") for n in (META_FILE, WEIGHTS_FILE)]
     app.sidebar.radio[0].set_value("Upload a checkpoint").run()
     app.sidebar.file_uploader(key="model_upload").set_value(files).run()
     assert not app.exception and "hold NaN or Inf values" in app.error[0].value
-    app.checkbox(key="laya_allow_nonfinite").check().run()
+    anyway_box(app).check().run()
     example = example_images(setting / "laya")[0].read_bytes()
     app.file_uploader(key="inspect_upload").set_value(("blue.png", example, "image/png")).run()
     assert not app.exception and not app.error
     warnings = [unplain(w.value) for w in app.warning]
     assert any("hold NaN or Inf values" in w for w in warnings)
     assert any(w.startswith("Not finite (NaN or Inf): probabilities") for w in warnings)
+    for page in ("pages/depth.py", "pages/compare.py", "pages/faithfulness.py", "pages/inspect.py"):
+        app.switch_page(page).run()  # the "load anyway" choice holds on every page, and so do the warnings
+        assert not app.exception and not app.error, page
+        assert any("hold NaN or Inf values" in w.value for w in app.warning), page
+        assert anyway_box(app).value, page
+    app.switch_page("pages/depth.py").run()
+    assert any(unplain(w.value).startswith("Not finite (NaN or Inf): logits") for w in app.warning)
+    anyway_box(app).uncheck().run()  # undone: refused again
+    assert "hold NaN or Inf values" in app.error[0].value
+
+
+def test_extreme_finite_weights_are_flagged_on_every_page_that_runs_the_model(
+    app: AppTest, setting: Path, tmp_path: Path
+) -> None:
+    """Weights of 3e38 are finite (loaded without a choice) but give NaN outputs: every page that shows an
+    output of the model says so, Depth analytics included."""
+    from safetensors.torch import load_file, save_file
+
+    from laya.model.checkpoint import sha256_file
+
+    dest = tmp_path / "huge"
+    dest.mkdir()
+    state = load_file(str(setting / "laya" / WEIGHTS_FILE))
+    state = {k: v.fill_(3e38) if v.is_floating_point() else v for k, v in state.items()}
+    save_file(state, str(dest / WEIGHTS_FILE), metadata={"format": "laya-checkpoint"})
+    record = json.loads((setting / "laya" / META_FILE).read_text())
+    record["weights"]["sha256"] = sha256_file(dest / WEIGHTS_FILE)
+    (dest / META_FILE).write_text(json.dumps(record))
+    files = [(n, (dest / n).read_bytes(), "application/octet-stream") for n in (META_FILE, WEIGHTS_FILE)]
+    app.sidebar.radio[0].set_value("Upload a checkpoint").run()
+    app.sidebar.file_uploader(key="model_upload").set_value(files).run()
+    example = ("blue.png", example_images(setting / "laya")[0].read_bytes(), "image/png")
+    app.file_uploader(key="inspect_upload").set_value(example).run()
+    assert not app.exception and any(unplain(w.value).startswith("Not finite (NaN or Inf)") for w in app.warning)
+    app.switch_page("pages/depth.py").run()  # carries the Inspect input
+    assert not app.exception and any(unplain(w.value).startswith("Not finite (NaN or Inf): logits") for w in app.warning)
+    app.switch_page("pages/compare.py").run()
+    app.file_uploader(key="compare_upload").set_value(example).run()
+    assert not app.exception and any(unplain(w.value).startswith("Not finite (NaN or Inf)") for w in app.warning)
 
 
 def assert_depth_shows(at: AppTest, checkpoint_dir: Path, data: bytes) -> None:

@@ -100,16 +100,27 @@ def test_upload_size_limit_is_separate(monkeypatch: pytest.MonkeyPatch, good: Pa
         deploy.check_upload(files)
 
 
-def test_session_uploads_are_deleted_when_the_session_state_goes(good: Path, tmp_path: Path) -> None:
-    import gc
-
-    from pages.common import SessionUploads
-
-    store = deploy.UploadStore(tmp_path / "store")
-    uploads = SessionUploads(store)
-    uploads["digest"] = str(store.store({name: (good / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}))
-    folder = Path(uploads["digest"])
-    assert folder.is_dir()
-    del uploads
-    gc.collect()
-    assert not folder.exists() and store.root.is_dir()
+def test_a_gone_sessions_uploads_are_swept_on_a_timer_and_cannot_fill_the_store(good: Path, tmp_path: Path) -> None:
+    """The sweeper thread (not another session's event) deletes a disconnected session's uploads after the
+    grace time and reports each deletion; one session's share is capped; a full store first drops the gone."""
+    files = {name: (good / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}
+    size = sum(map(len, files.values()))
+    discarded: list[Path] = []
+    store = deploy.UploadStore(tmp_path / "store", cap_bytes=3 * size, session_cap=2 * size, grace=0.2,
+                               on_discard=discarded.append)  # fmt: skip
+    alive = {"a": True, "b": True}
+    store.alive = alive.__getitem__
+    a1, a2 = store.store(files, owner="a"), store.store(files, owner="a")
+    with pytest.raises(CheckpointError, match="this session's uploaded checkpoints would exceed"):
+        store.store(files, owner="a")
+    b1 = store.store(files, owner="b")
+    with pytest.raises(CheckpointError, match="is full"):  # everyone alive: the cap holds
+        store.store(files, owner="c")
+    alive["a"] = False  # a's browser closed
+    store.start_sweeper(period=0.05)
+    deadline = time.monotonic() + 10
+    while (a1.exists() or a2.exists()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not a1.exists() and not a2.exists() and b1.is_dir() and set(discarded) == {a1, a2}
+    assert store.store(files, owner="c").is_dir()  # a's leftovers no longer take c's space
+    store.close()

@@ -1,0 +1,83 @@
+"""What the dashboard asks of a sandboxed worker, as typed calls: the same results as the in-process functions.
+
+Each call sends one request through a :class:`~laya.sandbox.pool.WorkerPool` and rebuilds the
+result from JSON and tensors (``from_tensors``/``from_dict``). A refusal comes back as the
+exception the in-process function would raise (:class:`CheckpointError`, :class:`ImageError`,
+:class:`DatasetNotFoundError`); a worker that could not answer raises
+:class:`~laya.sandbox.pool.WorkerError`, whose message is meant for the visitor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from laya.analysis.depth import InputDepth
+from laya.analysis.explain import Explanation
+from laya.analysis.report import Report
+from laya.data.datasets import DatasetNotFoundError
+from laya.data.images import ImageError
+from laya.model.checkpoint import CheckpointError, Confinement
+from laya.sandbox.info import ModelInfo
+from laya.sandbox.pool import Progress, Refused, WorkerPool
+from laya.sandbox.protocol import join_files, unpack
+
+ERRORS = {"checkpoint": CheckpointError, "image": ImageError, "dataset": DatasetNotFoundError}
+
+
+@dataclass(frozen=True)
+class Sandboxed:
+    """One checkpoint served by the pool: its path, the "load anyway" choice, what it may read."""
+
+    pool: WorkerPool
+    path: str
+    allow_nonfinite: bool = False
+    confine: Confinement | None = None
+
+    def _fields(self) -> dict[str, Any]:
+        confine = None
+        if self.confine is not None:
+            confine = {"weights_root": str(self.confine.weights_root),
+                       "data_roots": [str(p) for p in self.confine.data_roots]}  # fmt: skip
+        return {"path": self.path, "allow_nonfinite": self.allow_nonfinite, "confine": confine}
+
+    def _call(self, op: str, blob: bytes = b"", progress: Progress | None = None, **args: Any) -> tuple[dict, bytes]:
+        try:
+            return self.pool.call({"op": op, **self._fields(), **args}, blob, progress)
+        except Refused as refusal:
+            raise ERRORS.get(refusal.kind, CheckpointError)(str(refusal)) from None
+
+    def info(self) -> ModelInfo:
+        """Load the checkpoint in a worker. Raises :class:`CheckpointError` (refused), ``WorkerError``."""
+        return ModelInfo.from_dict(self._call("load")[0]["info"])
+
+    def explain(self, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = ()) -> Explanation:
+        """:func:`laya.analysis.explain.explain_bytes` in a worker. Raises :class:`ImageError` for a bad image."""
+        reply, blob = self._call("explain", data, mode=mode, posthoc=list(posthoc))
+        return Explanation.from_tensors(unpack(blob), reply["values"])
+
+    def depth(self, data: bytes) -> InputDepth:
+        """:func:`laya.analysis.depth.input_depth` (with the stored fit) in a worker."""
+        reply, blob = self._call("depth", data)
+        return InputDepth.from_tensors(unpack(blob), reply["values"])
+
+    def evaluate(self, limit: int | None = None, progress: Progress | None = None) -> Report:
+        """:func:`laya.app.views.evaluate_locally` in a worker (progress frames reach ``progress``)."""
+        return Report(self._call("evaluate", progress=progress, limit=limit or 0)[0]["report"])
+
+    def forget(self) -> None:
+        self.pool.forget(self.path)
+
+
+def check_upload(pool: WorkerPool, files: Mapping[str, bytes]) -> None:
+    """:func:`laya.app.deploy.check_upload` in a worker. Raises :class:`CheckpointError` naming the problem."""
+    index, blob = join_files(dict(files))
+    try:
+        pool.call({"op": "check", "files": index}, blob)
+    except Refused as refusal:
+        raise CheckpointError(str(refusal)) from None
+
+
+__all__ = ["Sandboxed", "check_upload"]
+

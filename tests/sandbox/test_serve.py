@@ -1,0 +1,45 @@
+"""The worker's request loop without a subprocess: the byte-capped model cache and the replies to requests."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from laya.model.checkpoint import CheckpointError
+from laya.sandbox import protocol
+from laya.sandbox.info import ModelInfo
+from laya.sandbox.serve import ModelCache, serve
+
+
+def test_model_cache_is_capped_by_bytes_not_count(tiny_models: Path) -> None:
+    paths = [str(tiny_models / "colours-mlp" / head) for head in ("laya", "concat", "scalarmix")]
+    sizes = [ModelInfo.of(ModelCache(2**40).get({"path": p})).nbytes for p in paths]
+    cache = ModelCache(sizes[0] + sizes[1])
+    for path in paths[:2]:
+        cache.get({"path": path})
+    assert [k[0] for k in cache.models] == paths[:2]
+    cache.get({"path": paths[0]})  # used again: now the most recent
+    cache.get({"path": paths[2]})  # over the cap: the least recently used goes
+    assert paths[1] not in [k[0] for k in cache.models] and sum(s for _, s in cache.models.values()) <= cache.cap
+    assert cache.forget(paths[0]) == 1
+    with pytest.raises(CheckpointError, match="MB of uploaded models per worker"):
+        ModelCache(sizes[0] - 1).get({"path": paths[0]})
+
+
+def test_serve_answers_refusals_and_unknown_ops_and_stays_up(tiny_models: Path) -> None:
+    good = str(tiny_models / "colours-mlp" / "laya")
+    requests = io.BytesIO(
+        protocol.encode({"op": "load", "path": good})
+        + protocol.encode({"op": "explain", "path": good, "mode": "mean", "posthoc": []}, b"not an image")
+        + protocol.encode({"op": "no-such-op"})
+        + protocol.encode({"op": "forget", "path": good})
+    )
+    out = io.BytesIO()
+    serve(requests, out, {"network": "test"}, cpu_seconds=0)  # 0: no RLIMIT_CPU on the test process
+    out.seek(0)
+    replies = [protocol.read_frame(out)[0] for _ in range(5)]
+    assert replies[0]["op"] == "hello" and replies[1]["ok"] and replies[1]["info"]["path"] == good
+    assert replies[2] == {"ok": False, "kind": "image", "error": replies[2]["error"]} and replies[2]["error"]
+    assert not replies[3]["ok"] and replies[4] == {"ok": True, "models": 0}

@@ -163,11 +163,12 @@ def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
     app.multiselect(key="inspect_posthoc").set_value(["integrated_gradients", "saliency"]).run()
     e = expected(setting, "laya", data, mode="renormalise", posthoc=("integrated_gradients", "saliency"))
     assert_inspect_shows(app, e)
-    assert "Integrated Gradients (post-hoc)" in app.main.dataframe[0].value.columns
+    ig_label = plots.method_label("integrated_gradients")  # names its baseline (issue 18)
+    assert ig_label in app.main.dataframe[0].value.columns
     assert len(charts(app)) == 2  # top-k + one layer-score figure for every method
     scores = charts(app)[1]
     assert scores["layout"]["yaxis"]["title"]["text"] == plots.NORMALISED_AXIS  # α and IG: different units
-    ig = next(t for t in scores["data"] if t["name"] == "Integrated Gradients (post-hoc)")
+    ig = next(t for t in scores["data"] if t["name"] == ig_label)
     raw = e.scores["integrated_gradients"].double().numpy()
     assert np.abs(array(ig["y"])).max() == pytest.approx(1.0)
     assert list(array(ig["y"])) == pytest.approx((raw / np.abs(raw).max()).tolist())
@@ -183,7 +184,7 @@ def test_posthoc_scores_are_marked_for_heads_without_intrinsic(app: AppTest, set
     e = expected(setting, "lastlayer", example_images(setting / "laya")[0].read_bytes())
     assert e.intrinsic is None
     assert_inspect_shows(app, e)
-    assert charts(app)[1]["data"][0]["name"] == "Integrated Gradients (post-hoc)"
+    assert charts(app)[1]["data"][0]["name"] == "Integrated Gradients (baseline: training mean) (post-hoc)"
     assert charts(app)[1]["layout"]["yaxis"]["title"]["text"] == "contribution to p(predicted)"
 
 

@@ -61,7 +61,7 @@ def test_every_mark_has_a_legend_entry(explanations) -> None:
     assert len(hatched) == int(any(flips))  # a legend entry for the hatching exactly when a bar is hatched
     colors = {t.name: t.marker.color for t in fig.data}
     assert colors["LAYA α (intrinsic)"] == palette.ATTRIBUTION
-    assert colors["Integrated Gradients (post-hoc)"] == palette.ATTRIBUTION_POSTHOC
+    assert colors["Integrated Gradients (baseline: training mean) (post-hoc)"] == palette.ATTRIBUTION_POSTHOC
 
 
 def test_compare_figure_rows_share_one_scale(explanations) -> None:

@@ -39,7 +39,7 @@ def reference(checkpoint, data: bytes, **kwargs):
 
 
 def test_labels_mark_posthoc_methods() -> None:
-    assert views.method_label("integrated_gradients") == "Integrated Gradients (post-hoc)"
+    assert views.method_label("integrated_gradients") == "Integrated Gradients (baseline: training mean) (post-hoc)"
     assert views.method_label("saliency").endswith("(post-hoc)")
     assert views.method_label("laya_alpha") == "LAYA α (intrinsic)"
     assert views.head_title("lastlayer") == "LastLayer" and views.head_title("other") == "other"
@@ -128,7 +128,7 @@ def test_compare_table(setting: Path, example: bytes) -> None:
     assert list(table["head"]) == ["LastLayer", "Concat", "ScalarMix", "LAYA"]
     assert list(table["prediction"]) == [e.label for e in explanations]
     assert table["confidence"].tolist() == [views.percent(e.confidence) for e in explanations]
-    assert list(table["layer scores"][:2]) == ["Integrated Gradients (post-hoc)"] * 2
+    assert list(table["layer scores"][:2]) == ["Integrated Gradients (baseline: training mean) (post-hoc)"] * 2
     assert table["test accuracy [95% CI]"][0].startswith(f"{reports[0].accuracy:.4f} [")
     assert table["test accuracy [95% CI]"][3] == "–"
     assert table.iloc[0, -1] == "n/a (one informative layer)"  # LastLayer's faithfulness
@@ -160,7 +160,7 @@ def test_profiles(setting: Path) -> None:
     flips = report.data["loo"]["mean"]["flip_rate"]
     assert loo["label flips (mean (cross-head))"].tolist() == [views.percent(f) for f in flips]
     assert views.profile_title(report, "loo").startswith("Mean leave-one-layer-out drop")
-    assert "Integrated Gradients (post-hoc)" in views.profile_title(Report.load(setting / "concat"), "scores")
+    assert "Integrated Gradients (baseline: training mean) (post-hoc)" in views.profile_title(Report.load(setting / "concat"), "scores")
 
 
 def test_faithfulness_tables(setting: Path) -> None:
@@ -179,7 +179,7 @@ def test_faithfulness_tables(setting: Path) -> None:
     assert table["accuracy_low"][1] <= table["accuracy"][1] <= table["accuracy_high"][1]
     assert pd.isna(table["faithfulness"][0]) and table["status"][0] == "n/a (one informative layer)"
     assert table["faithfulness"][1] == pytest.approx(reports[1].faithfulness())
-    assert table["scores"].tolist() == ["Integrated Gradients (post-hoc)", "LAYA α (intrinsic)", "no report"]
+    assert table["scores"].tolist() == ["Integrated Gradients (baseline: training mean) (post-hoc)", "LAYA α (intrinsic)", "no report"]
     comparisons = views.comparisons_view(reports[1])
     assert set(comparisons["verdict"]) <= {"tie", "A > B", "A < B"} and len(comparisons) > 0
 

@@ -211,8 +211,9 @@ def cmd_depth(args: argparse.Namespace) -> None:
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
     options = DepthOptions(
-        limit=args.limit, train_limit=args.train_limit, resamples=args.resamples, readout=args.readout
-    )
+        limit=args.limit, train_limit=args.train_limit, resamples=args.resamples, readout=args.readout,
+        random_orders=args.random_orders, timing_batch=args.timing_batch, timing_repeats=args.timing_repeats,
+    )  # fmt: skip
     out = args.out or checkpoint.path
     report = run_depth(checkpoint, options, _tqdm_progress(f"depth analytics of {checkpoint.name}"), out)
     _refresh_sample(checkpoint, Path(out))
@@ -450,6 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--limit", type=int, default=2000, help="test inputs (and inputs per OOD set); default 2000")
     d.add_argument("--train-limit", type=int, default=3000, help="training inputs for probes and Mahalanobis")
     d.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    d.add_argument("--random-orders", type=int, default=10,
+                   help="random layer-removal orders in the pruning curves (their mean is the random control)")
+    d.add_argument("--timing-batch", type=int, default=64,
+                   help="test inputs timed per forward pass for the early-exit cost estimate")
+    d.add_argument("--timing-repeats", type=int, default=7,
+                   help="round-robin timings of each truncated backbone (fastest kept); 1-2 suffice on small data")
     d.add_argument(
         "--readout", choices=["own", "probes"], default="own",
         help="per-layer readouts: 'own' = LAYA/ScalarMix's own classifier, fitted probes for Concat/LastLayer; "

@@ -201,3 +201,15 @@ def test_dashboard_command_runs_the_checkout_app_with_its_settings(tiny_models, 
     assert env["LAYA_MODELS"] == str(tiny_models.resolve())
     with pytest.raises(FileNotFoundError, match="no such folder"):
         command(tiny_models / "missing")
+
+
+def test_depth_command_takes_the_small_data_flags_and_records_them(tiny_models, tmp_path, capsys):
+    checkpoint = tiny_models / "colours-mlp" / "laya"
+    args = ["depth", "--checkpoint", str(checkpoint), "--out", str(tmp_path), "--limit", "12", "--train-limit", "30",
+            "--resamples", "20", "--random-orders", "2", "--timing-batch", "4", "--timing-repeats", "1"]  # fmt: skip
+    assert main(args) == 0
+    report = json.loads((tmp_path / "depth.json").read_text())
+    assert report["options"] | {"random_orders": 2, "timing_batch": 4, "timing_repeats": 1} == report["options"]
+    assert report["early_exit"]["timing_batch"] == 4 and report["n_test"] == 12
+    assert report["command"].endswith("--resamples 20 --random-orders 2 --timing-batch 4 --timing-repeats 1")
+    assert "prediction depth" in capsys.readouterr().out

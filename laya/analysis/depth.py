@@ -178,6 +178,9 @@ def _subset(n: int, limit: int | None, seed: int) -> Tensor:
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:limit]
 
 
+_CLI_OPTIONS = ("resamples", "random_orders", "timing_batch", "timing_repeats")  # flags of `depth` beyond the limits
+
+
 def _records(frame: pd.DataFrame) -> list[dict]:
     return frame.to_dict("records")
 
@@ -277,7 +280,9 @@ def depth_report(
             f"python -m laya depth --checkpoint {checkpoint.path} "
             f"--train-limit {options.train_limit} --limit {options.limit}"
             + (" --readout probes" if not own else "")
-        ),
+            + "".join(f" --{k.replace('_', '-')} {getattr(options, k)}" for k in _CLI_OPTIONS
+                      if getattr(options, k) != getattr(DepthOptions, k))
+        ),  # fmt: skip
         "n_test": len(test),
         "n_train": len(train_labels),
         "classes": classes,

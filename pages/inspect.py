@@ -69,7 +69,7 @@ with prediction_col:
         depth = common.depth_of_input(selection.path, name, data)
         st.markdown("**Uncertainty and OOD status** (from the depth report)")
         st.markdown("\n".join(f"- {line}" for line in views.ood_status(depth.scores, depth_report.data)))
-        widths = checkpoint.model.backbone.layer_dims
+        widths = checkpoint.layer_dims
         if warning := views.mahalanobis_warning(depth.scores.get("mahalanobis"), depth_report.data["n_train"], widths):
             st.warning(warning)
 

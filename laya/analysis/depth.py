@@ -279,9 +279,9 @@ def depth_report(
         "command": (
             f"python -m laya depth --checkpoint {checkpoint.path} "
             f"--train-limit {options.train_limit} --limit {options.limit}"
-            + (" --readout probes" if not own else "")
             + "".join(f" --{k.replace('_', '-')} {getattr(options, k)}" for k in _CLI_OPTIONS
                       if getattr(options, k) != getattr(DepthOptions, k))
+            + (" --readout probes" if not own else "")
         ),  # fmt: skip
         "n_test": len(test),
         "n_train": len(train_labels),

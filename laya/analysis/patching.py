@@ -19,10 +19,12 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 from torch import Tensor, nn
 
 from laya.analysis.ablation import float64_head
+from laya.analysis.statistics import bootstrap_ci
 from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead
@@ -202,4 +204,31 @@ def patch_backbone(
     return PatchEffects(base.logits, torch.stack(logits, 1), base.layer_scores, scores, masks)
 
 
-__all__ = ["PatchEffects", "layer_modules", "patch_backbone", "patch_head", "single_layer_masks"]
+def effect_table(
+    effects: PatchEffects, layer_names: Sequence[str], a: int | Tensor, b: int | Tensor,
+    resamples: int = 1000, seed: int = 0,
+) -> pd.DataFrame:  # fmt: skip
+    """Mean effect of each patch over the pairs, with 95 % bootstrap CIs over pairs: ``layer``,
+    ``prob_change`` (target's predicted class), ``logit_diff_change`` (``logit_a - logit_b``),
+    ``alpha_change`` (the patched layer's own weight; NaN for heads without layer scores), each with
+    ``_low`` / ``_high``."""
+    columns = {"prob_change": effects.prob_change(), "logit_diff_change": effects.logit_diff_change(a, b)}
+    alpha = effects.alpha_change()
+    rows = []
+    for m, mask in enumerate(effects.masks.tolist()):
+        patched = [i for i, on in enumerate(mask) if on]
+        row: dict[str, object] = {"layer": " + ".join(layer_names[i] for i in patched), "n": len(effects.logits)}
+        values = dict(columns)
+        if alpha is not None and len(patched) == 1:
+            values["alpha_change"] = alpha[:, :, patched[0]]
+        for name in ("prob_change", "logit_diff_change", "alpha_change"):
+            if name not in values:
+                row |= {name: float("nan"), f"{name}_low": float("nan"), f"{name}_high": float("nan")}
+                continue
+            ci = bootstrap_ci(values[name][:, m].double().cpu(), resamples=resamples, seed=seed)
+            row |= {name: ci.estimate, f"{name}_low": ci.low, f"{name}_high": ci.high}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+__all__ = ["PatchEffects", "effect_table", "layer_modules", "patch_backbone", "patch_head", "single_layer_masks"]

@@ -95,3 +95,20 @@ def test_bad_pairs_are_refused():
     mlp = model(BackboneConfig(name="mlp", in_channels=3, input_size=4, widths=(6, 5)), "laya")
     x = torch.randn(2, 3, 4, 4, dtype=torch.float64)
     assert patch_backbone(mlp, x, x).logits.shape == (2, 2, 5)
+
+
+def test_effect_table_means_and_cis():
+    from laya.analysis.patching import effect_table
+
+    m = model(CNN, "laya")
+    with torch.no_grad():
+        hx, hy = m.backbone(inputs(CNN, batch=6)), m.backbone(inputs(CNN, batch=6, seed=1))
+    e = patch_head(m.head, hx, hy)
+    table = effect_table(e, ["a", "b", "c"], 0, 1, resamples=100)
+    assert list(table["layer"]) == ["a", "b", "c"] and (table["n"] == 6).all()
+    assert table["prob_change"].tolist() == pytest.approx(e.prob_change().mean(0).tolist())
+    assert table["alpha_change"].tolist() == pytest.approx(torch.diagonal(e.alpha_change().mean(0)).tolist())
+    assert (table["logit_diff_change_low"] <= table["logit_diff_change"]).all()
+    both = patch_head(m.head, hx, hy, masks=torch.tensor([[True, True, False]]))
+    row = effect_table(both, ["a", "b", "c"], 0, 1, resamples=100).iloc[0]
+    assert row["layer"] == "a + b" and row["alpha_change"] != row["alpha_change"]  # NaN for a layer set

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from laya.analysis.ablation import float64_head
 from laya.analysis.statistics import bootstrap_ci
-from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone
+from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone, WrappedBackbone
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead
 
@@ -116,14 +116,17 @@ def patch_head(
 def layer_modules(backbone: Backbone) -> list[nn.Module]:
     """The module whose output is layer i's pre-pool activation, for every layer (hook targets).
 
-    MLP / CNN: ``blocks[i]``; timm token models: ``blocks[k]`` (``forward_intermediates`` indexes them);
+    MLP / CNN: ``blocks[i]``; a wrapped module: its named submodules; timm token models: ``blocks[k]`` (``forward_intermediates`` indexes them);
     timm CNNs: found by identity of the tensors ``forward_intermediates`` returns (one probe pass).
     A pre-logits layer (computed from the final features by ``forward_head``) has no module: ``None``.
     """
     if isinstance(backbone, (MLPBackbone, CNNBackbone)):
         return list(backbone.blocks)
+    if isinstance(backbone, WrappedBackbone):
+        return [backbone.model.get_submodule(name) for name in backbone.layers]
     if not isinstance(backbone, TimmBackbone):
-        raise ValueError(f"no layer modules known for backbone {type(backbone).__name__}")
+        raise ValueError(f"backbone {type(backbone).__name__} cannot be patched inside (no layer modules to hook); "
+                         "patch at the head instead")  # fmt: skip
     model = backbone.model
     count = len(backbone.layer_dims) - backbone.config.pre_logits
     if backbone.tokens:
@@ -152,7 +155,7 @@ def layer_modules(backbone: Backbone) -> list[nn.Module]:
 
 @contextlib.contextmanager
 def _replace_output(module: nn.Module, value: Tensor) -> Iterator[None]:
-    handle = module.register_forward_hook(lambda m, a, out: value)
+    handle = module.register_forward_hook(lambda m, a, out: value, prepend=True)  # before any reader of it
     try:
         yield
     finally:

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from laya.analysis.ablation import float64_head
 from laya.analysis.logit_attribution import logit_attribution
-from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone
+from laya.model.backbones import Backbone, CNNBackbone, TimmBackbone, TorchvisionBackbone, WrappedBackbone
 from laya.model.classifier import LayerwiseClassifier, ModelOutput
 from laya.model.heads import LayerHead, LinearHead, MixHead
 
@@ -44,9 +44,18 @@ def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
     """
     maps: list[Tensor | None] = []
     handles: list[torch.utils.hooks.RemovableHandle] = []
-    if isinstance(backbone, MLPBackbone):
-        n = len(backbone.layer_dims)
-        handles = [backbone.blocks[0].register_forward_pre_hook(lambda m, a: maps.extend([None] * n))]
+    n = len(backbone.layer_dims)
+    if isinstance(backbone, (TorchvisionBackbone, WrappedBackbone)):  # named layer outputs of one module call
+
+        def record(module: nn.Module, args, out) -> None:
+            outputs = out if isinstance(backbone, TorchvisionBackbone) else backbone._outputs
+            for name in backbone.layers:
+                o = outputs[name]
+                if getattr(backbone, "channels_last", False) and o.ndim == 4:
+                    o = o.permute(0, 3, 1, 2)
+                maps.append(_averaged(o, backbone.pool))
+
+        handles = [backbone.model.register_forward_hook(record)]
     elif isinstance(backbone, CNNBackbone):
         handles = [b.register_forward_hook(lambda m, a, out: maps.append(out)) for b in backbone.blocks]
     elif isinstance(backbone, TimmBackbone):
@@ -67,8 +76,8 @@ def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
                 return head(final, *args, **kwargs)
 
             backbone.model.forward_head = recording_head
-    else:
-        raise ValueError(f"no spatial maps for backbone {type(backbone).__name__}")
+    else:  # MLP layers, and families whose layers are not read here: no exact map
+        handles = [backbone.register_forward_pre_hook(lambda m, a: maps.extend([None] * n))]
     try:
         yield maps
     finally:
@@ -77,6 +86,14 @@ def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
         if isinstance(backbone, TimmBackbone):
             del backbone._pool
             backbone.model.__dict__.pop("forward_head", None)
+
+
+def _averaged(out: Tensor, pool: str) -> Tensor | None:
+    """``out`` if ``pool_hidden`` averages it over positions (a feature map, or tokens without prefix
+    under ``pool="avg"``), else None."""
+    if isinstance(out, Tensor) and (out.ndim == 4 or (out.ndim == 3 and pool != "cls")):
+        return out
+    return None
 
 
 def _positions(feature: Tensor) -> tuple[Tensor, tuple[int, int]]:

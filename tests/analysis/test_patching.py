@@ -112,3 +112,21 @@ def test_effect_table_means_and_cis():
     both = patch_head(m.head, hx, hy, masks=torch.tensor([[True, True, False]]))
     row = effect_table(both, ["a", "b", "c"], 0, 1, resamples=100).iloc[0]
     assert row["layer"] == "a + b" and row["alpha_change"] != row["alpha_change"]  # NaN for a layer set
+
+
+def test_wrapped_module_is_patched_through_its_named_submodules():
+    from torch import nn
+
+    from laya.model.backbones import wrap
+    from laya.model.classifier import LayerwiseClassifier
+    from laya.model.heads import HeadConfig, build_head
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 6, 3, stride=2, padding=1), nn.ReLU())
+    wrapped = wrap(net, ["1", "3"], input_size=16)
+    m = LayerwiseClassifier(wrapped, build_head(HeadConfig(name="laya", d_star=8), wrapped.layer_dims, 5))
+    m = m.double().eval()
+    x, y = inputs(CNN, batch=2), inputs(CNN, batch=2, seed=1)
+    assert patch_backbone(m, x, x).prob_change().abs().max() < 1e-10
+    effects = patch_backbone(m, x, y)
+    assert torch.allclose(effects.logits[:, 0], m(y).logits, atol=1e-10)  # layer 1 feeds everything after it

@@ -120,3 +120,22 @@ def test_bad_classes_are_refused():
     m = model(CNN, "laya")
     with pytest.raises(ValueError, match="classes must be"):
         spatial_attribution(m, torch.randn(2, 3, 16, 16, dtype=torch.float64), classes=torch.tensor([1, 2]))
+
+
+def test_wrapped_module_and_torchvision_resnet_are_exact():
+    from torch import nn
+
+    from laya.model.backbones import wrap
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 6, 3, stride=2, padding=1), nn.ReLU())
+    wrapped = wrap(net, ["1", "3"], input_size=16)
+    head = build_head(HeadConfig(name="laya", d_star=8, scorer_hidden=9), wrapped.layer_dims, 5)
+    m = LayerwiseClassifier(wrapped, head).double().eval()
+    _, spatial = spatial_attribution(m, torch.randn(2, 3, 16, 16, dtype=torch.float64))
+    assert [tuple(s.shape[-2:]) for s in spatial.maps] == [(16, 16), (8, 8)]
+    assert (spatial.layer_sums() - spatial.terms).abs().max() < 1e-10
+    resnet = model(BackboneConfig(name="torchvision", in_channels=3, input_size=32, model="resnet18",
+                                  layers=["layer1", "layer4"]), "concat")  # fmt: skip
+    _, spatial = spatial_attribution(resnet, torch.randn(2, 3, 32, 32, dtype=torch.float64))
+    assert all(spatial.exact) and (spatial.layer_sums() - spatial.terms).abs().max() < 1e-8

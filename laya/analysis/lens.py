@@ -100,13 +100,14 @@ def class_trajectories(
     lens_: Lens, groups: Tensor, classes: Sequence[str], layer_names: Sequence[str], metric: str = "kl",
     resamples: int = 1000, seed: int = 0,
 ) -> pd.DataFrame:  # fmt: skip
-    """Mean of ``metric`` per group (e.g. true or predicted class, ``groups (B,)``) and layer with a 95 %
-    bootstrap CI over inputs: ``class, layer, layer_index, n, mean, low, high``."""
+    """Mean of ``metric`` per group (e.g. true or predicted class, ``groups (B,)``) and over all inputs
+    (``class = "all"``, first) and layer, with a 95 % bootstrap CI over inputs:
+    ``class, layer, layer_index, n, mean, low, high``."""
     values = lens_.metric(metric).cpu()
     groups = groups.cpu()
     rows = []
-    for c, name in enumerate(classes):
-        chosen = groups == c
+    for c, name in [(None, "all"), *enumerate(classes)]:
+        chosen = torch.ones_like(groups, dtype=torch.bool) if c is None else groups == c
         if not chosen.any():
             continue
         for i, layer in enumerate(layer_names):

@@ -53,11 +53,14 @@ def test_class_trajectories_and_figure():
     lens_ = lens(head, h)
     groups = torch.arange(40) % 2
     table = class_trajectories(lens_, groups, ["a", "b", "c", "d"], ["x", "y", "z"], metric="prob", resamples=200)
-    assert set(table["class"]) == {"a", "b"} and len(table) == 6 and (table["n"] == 20).all()
+    assert list(table["class"].unique()) == ["all", "a", "b"] and len(table) == 9
+    assert table.groupby("class")["n"].first().to_dict() == {"all": 40, "a": 20, "b": 20}
+    overall = table[(table["class"] == "all") & (table["layer"] == "x")].iloc[0]
+    assert overall["mean"] == pytest.approx(float(lens_.prob[:, 0].mean()))
     row = table[(table["class"] == "b") & (table["layer"] == "y")].iloc[0]
     assert row["mean"] == pytest.approx(float(lens_.prob[groups == 1, 1].mean()))
     assert row["low"] <= row["mean"] <= row["high"]
     figure = trajectory_figure(table, "prob", lens_.source)
-    assert len(figure.data) == 2 and "head classifier" in figure.layout.title.text
+    assert len(figure.data) == 3 and "head classifier" in figure.layout.title.text
     single = trajectory_figure(lens_.table(0, list("abcd"), ["x", "y", "z"]), "kl")
     assert list(single.data[0].y) == pytest.approx(lens_.kl[0].tolist())

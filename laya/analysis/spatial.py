@@ -195,4 +195,40 @@ def spatial_attribution(
     return out, SpatialAttribution(classes, spatial, torch.stack(offsets, dim=1), terms)
 
 
-__all__ = ["SpatialAttribution", "keep_maps", "layer_maps", "spatial_attribution"]
+def token_gradient_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[Tensor | None]:
+    """APPROXIMATE maps for CLS-pooled timm token layers (never exact): gradient x activation of layer
+    i's logit term (``logit_terms``, float64) for each class in ``classes (B, K)`` w.r.t. the patch
+    tokens entering the block whose CLS token is ``h_i``, summed over channels: ``(B, K, h, w)`` per
+    layer; ``None`` for layers that are not CLS-pooled blocks (use :func:`spatial_attribution`).
+    Costs one forward and ``L x K`` backward passes."""
+    backbone = model.backbone
+    if not (isinstance(backbone, TimmBackbone) and backbone.tokens and backbone.pool == "cls"):
+        raise ValueError("gradient x activation maps are for timm token models with pool='cls'")
+    blocks = [backbone.model.blocks[k] for k in backbone.take]
+    inputs: list[Tensor] = []
+    handles = [b.register_forward_pre_hook(lambda m, a: inputs.append(a[0])) for b in blocks]
+    try:
+        with torch.enable_grad():
+            x = x.detach().requires_grad_(True)
+            hidden = backbone(x)
+            head64 = float64_head(model.head)
+            terms, _ = head64.logit_terms(head64.encode([h.double() for h in hidden]))  # (B, L, C)
+            prefix = backbone.model.num_prefix_tokens
+            maps: list[Tensor | None] = [None] * len(hidden)
+            for i, tokens in enumerate(inputs):
+                per_class = []
+                for k in range(classes.shape[1]):
+                    score = terms[:, i].gather(1, classes[:, k : k + 1]).sum()
+                    (grad,) = torch.autograd.grad(score, tokens, retain_graph=True, allow_unused=True)
+                    grad = torch.zeros_like(tokens) if grad is None else grad
+                    per_class.append((grad * tokens)[:, prefix:].sum(-1).double())  # (B, N)
+                values = torch.stack(per_class, 1).detach()
+                _, (H, W) = _positions(values[:, 0].unsqueeze(-1))
+                maps[i] = values.reshape(*values.shape[:2], H, W)
+    finally:
+        for h in handles:
+            h.remove()
+    return maps
+
+
+__all__ = ["SpatialAttribution", "token_gradient_maps", "keep_maps", "layer_maps", "spatial_attribution"]

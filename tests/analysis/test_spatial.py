@@ -139,3 +139,25 @@ def test_wrapped_module_and_torchvision_resnet_are_exact():
                                   layers=["layer1", "layer4"]), "concat")  # fmt: skip
     _, spatial = spatial_attribution(resnet, torch.randn(2, 3, 32, 32, dtype=torch.float64))
     assert all(spatial.exact) and (spatial.layer_sums() - spatial.terms).abs().max() < 1e-8
+
+
+def test_cls_layers_get_a_gradient_x_activation_approximation():
+    from laya.analysis.spatial import token_gradient_maps
+
+    vit = model(BackboneConfig(**{**VIT_AVG.to_dict(), "pool": "cls"}), "laya")
+    x = torch.randn(2, 3, 16, 16, dtype=torch.float64)
+    classes = torch.tensor([[0, 1], [2, 3]])
+    maps = token_gradient_maps(vit, x, classes)
+    assert [tuple(m.shape) for m in maps] == [(2, 2, 4, 4), (2, 2, 4, 4)]
+    # by hand for the first layer, class 0 of input 0: d term / d tokens entering block 0, times the tokens
+    tokens = []
+    h = vit.backbone.model.blocks[0].register_forward_pre_hook(lambda m, a: tokens.append(a[0]))
+    with torch.enable_grad():
+        hidden = vit.backbone(x)
+        h.remove()
+        term = vit.head.logit_terms(vit.head.encode(hidden))[0][0, 0, 0]
+        (grad,) = torch.autograd.grad(term, tokens[0])
+    expected = (grad * tokens[0])[0, 1:].sum(-1).reshape(4, 4)
+    assert torch.allclose(maps[0][0, 0], expected, atol=1e-10)
+    with pytest.raises(ValueError, match="pool='cls'"):
+        token_gradient_maps(model(CNN, "laya"), torch.randn(1, 3, 16, 16, dtype=torch.float64), classes[:1])

@@ -15,6 +15,8 @@ The maps come from ONE forward pass (the feature maps are collected with hooks o
 own modules while it computes the hidden states, as pytorch-grad-cam collects activations), and no
 backward pass. Layers pooled otherwise (a CLS token, an MLP layer, a LayerNorm after pooling) have no
 exact map: their entry is ``None`` and ``exact`` is False; they are never called exact.
+For CLS-pooled timm token layers, :func:`token_gradient_maps` gives a labelled approximation
+(gradient x activation on the patch tokens entering the block, with backward passes).
 """
 
 from __future__ import annotations

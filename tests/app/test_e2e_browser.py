@@ -27,9 +27,9 @@ from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 from scripts.screenshots import (
     CHROMIUM,
-    TIMEOUT_MS,
     PAGES,
     REPO,
+    TIMEOUT_MS,
     browser_page,
     full_screenshot,
     open_app,
@@ -37,6 +37,7 @@ from scripts.screenshots import (
     serve,
     upload_image,
     wait_for_charts,
+    wait_for_content,
     wait_idle,
 )
 from tests import visual
@@ -125,7 +126,7 @@ def test_depth_page_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
 
 
 # the charts' numbers are fixed by the bundled reports; the pages' top-to-bottom layout is what is reviewed
-VISUAL_PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth")
+VISUAL_PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "browse")
 
 
 def test_every_page_looks_as_reviewed() -> None:
@@ -144,7 +145,7 @@ def test_every_page_looks_as_reviewed() -> None:
         for name in VISUAL_PAGES:
             if name != "inspect":
                 open_page(page, name)
-            wait_for_charts(page)
+            wait_for_content(page, name)
             wait_idle(page)
             page.evaluate("() => document.fonts.ready")
             shot = ARTIFACTS / f"visual-{name}.png"

@@ -7,8 +7,7 @@ on the bundled models with its reference screenshot (tests/visual.py; regenerate
 ``LAYA_UPDATE_SCREENSHOTS=1 .venv/bin/python -m pytest tests/app/test_e2e_browser.py -k looks``).
 
 Every step waits for the element its action produces (the uploader's chip naming the file, the
-metric with the new value, charts drawn at their container's width), never for a fixed delay: the
-never for a fixed delay; every wait is bounded at ``TIMEOUT_MS`` (300 s). Run beside two busy processes
+metric with the new value, charts drawn at their container's width), never for a fixed delay; every wait is bounded at ``TIMEOUT_MS`` (300 s). Run beside two busy processes
 (``python -c 'while 1: pass'`` x 2, load ~20 on the shared 2-core machine): see docs/decisions.md, issue 19,
 for what that run showed.
 """

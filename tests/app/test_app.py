@@ -293,6 +293,28 @@ def test_classwise_heatmap_toggles_and_drilldown(app: AppTest, setting: Path) ->
     assert any("per-seed profiles" in i.value for i in app.info)  # tiny_models has no suite: said, not hidden
 
 
+def test_classwise_heatmap_is_one_figure_until_a_click(monkeypatch: pytest.MonkeyPatch, tiny_models: Path) -> None:
+    """A heatmap click reaches the page only when the run it starts draws the figure that was clicked (Streamlit
+    keys a chart's element id by its figure): the outline of the class opened below is there from the page's
+    first run (the linked class, else the first), not added on the next run, which dropped the first click."""
+    for linked, outlined in ((None, "blue"), ("red", "red")):
+        monkeypatch.setenv("LAYA_MODELS", str(tiny_models))
+        at = AppTest.from_file(str(APP), default_timeout=60)
+        if linked:
+            at.query_params["class"] = linked
+        at.run()
+        at.switch_page("pages/classwise.py").run()
+        assert_ok(at)
+        first = at.get("plotly_chart")[0].proto
+        at.run()
+        second = at.get("plotly_chart")[0].proto
+        assert (first.id, first.spec) == (second.id, second.spec)
+        heat = json.loads(first.spec)
+        row = list(heat["data"][0]["y"]).index(outlined)
+        assert [(s["y0"], s["y1"]) for s in heat["layout"]["shapes"]] == [(row - 0.5, row + 0.5)]
+        assert at.selectbox(key="classwise_class").value == outlined
+
+
 def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Path, tmp_path: Path) -> None:
     """With a suite's ``class_profiles.csv`` (two seeds here), the page shows each seed's profile of the chosen
     class and of all classes, with mean ± std over seeds and the seeds' top layers."""

@@ -88,7 +88,8 @@ def main() -> int:
                 wait_idle(page)
                 files = [str(checkpoint / "model.json"), str(checkpoint / "model.safetensors")]
                 sidebar.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(files)
-                wait_idle(page, settle_ms=1000)
+                sidebar.locator('[data-testid="stFileChip"]').nth(len(files) - 1).wait_for()
+                wait_idle(page)
                 upload_image(page, image)
                 wait_for_charts(page, 2)
                 pages.append(page)

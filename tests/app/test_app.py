@@ -735,3 +735,21 @@ def test_messages_name_uploads_and_server_folders_without_their_paths(monkeypatc
     monkeypatch.setenv("LAYA_ALLOW_PATHS", "0")
     shown = public(f"weights not found (looked at {models}/mine/laya/w.pth)", uploads)
     assert str(tmp_path) not in shown and "models/mine/laya/w.pth" in shown
+
+
+def test_compare_export_subtitle_names_the_setting(app: AppTest, setting: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19, section 2: the Compare export's subtitle (and so the HTML report's meta line) names the setting."""
+    import pages.common
+    from laya.app.export import html_report
+
+    calls = []
+    monkeypatch.setattr(pages.common, "report_button", lambda *args: calls.append(args))
+    app.switch_page("pages/compare.py").run()
+    app.radio(key="compare_mode").set_value("mean").run()
+    assert_ok(app)
+    title, sections, _, subtitle, source = calls[-1]
+    group = describe(setting / "laya").group  # the setting as the sidebar names it: dataset · backbone
+    assert group == "colours0 · mlp 16-12-8" and source.setting == group
+    assert subtitle == f"{group} · {views.mode_label('mean')} ablation"
+    page = html_report(title, sections, subtitle, source)
+    assert f'<p class="meta">{group} · {views.mode_label("mean")} ablation · ' in page

@@ -33,8 +33,8 @@ system-deps:  ## Debian packages for the browser test and the data tests (chromi
 test: $(VENV)/.dev system-deps  ## install everything and run the whole test suite
 	$(PY) -m pytest
 
-test-fast: $(VENV)/.dev  ## unit tests only (no browser, no real datasets)
-	$(PY) -m pytest -m "not e2e and not data and not install"
+test-fast: $(VENV)/.dev  ## unit tests only (no browser, no real datasets, no install, no tutorial run)
+	$(PY) -m pytest -m "not e2e and not data and not install and not slow"
 
 benchmarks: $(VENV)/.runtime  ## speed benchmarks on the bundled models (prints ratios measured in one run)
 	$(PY) benchmarks/head_overhead.py

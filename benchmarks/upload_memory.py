@@ -9,8 +9,9 @@ uploads one checkpoint and an image and waits for the Inspect charts. Then it cl
 and polls until the upload folders are empty and the workers have ended. Printed: the server's
 RSS at start, after the uploads and after the sessions ended; the workers' RSS while they held the
 models; seconds until clean (upload folders empty, workers ended), and until the server's RSS is back
-within 100 MB of its start (Streamlit holds a closed session's uploaded files for 2 minutes, for a
-reconnect). Like the Docker image, it runs the server with ``MALLOC_MMAP_THRESHOLD_=65536``.
+within 100 MB of its start (Streamlit itself never frees a closed session's uploaded files, streamlit#12506:
+the upload sweeper releases them with the session's folders, ``LAYA_UPLOAD_GRACE`` seconds after it
+closed). Like the Docker image, it runs the server with ``MALLOC_MMAP_THRESHOLD_=65536``.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def main() -> int:
                 wait_idle(page)
                 files = [str(checkpoint / "model.json"), str(checkpoint / "model.safetensors")]
                 sidebar.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(files)
-                wait_idle(page, settle_ms=1000)
+                sidebar.locator('[data-testid="stFileChip"]').nth(len(files) - 1).wait_for()
+                wait_idle(page)
                 upload_image(page, image)
                 wait_for_charts(page, 2)
                 pages.append(page)
@@ -104,7 +106,7 @@ def main() -> int:
                 wait_until(lambda: not any(uploads.glob("laya-uploads-*/upload-*")) and not workers(server), 120), 1
             )
             result["server_rss_when_clean_mb"] = round(memory_mb(server)["rss"])
-            # Streamlit keeps a closed session (and the bytes of its uploaded files) for reconnection, 2 minutes
+            # the sweeper released the closed sessions' uploaded bytes; the allocator returns them to the OS
             settled = lambda: memory_mb(server)["rss"] <= result["server_rss_start_mb"] + 100  # noqa: E731
             try:
                 result["seconds_until_baseline"] = round(wait_until(settled, 300), 1)

@@ -1,4 +1,4 @@
-"""Command line: ``laya {shapes,train,evaluate,sample,depth,exits,benchmark,reproduce,bundle,dashboard} ...`` (or ``python -m laya``).
+"""Command line: ``laya {shapes,train,evaluate,sample,depth,exits,benchmark,reproduce,bundle,dashboard,patch} ...`` (or ``python -m laya``).
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -211,8 +211,9 @@ def cmd_depth(args: argparse.Namespace) -> None:
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
     options = DepthOptions(
-        limit=args.limit, train_limit=args.train_limit, resamples=args.resamples, readout=args.readout
-    )
+        limit=args.limit, train_limit=args.train_limit, resamples=args.resamples, readout=args.readout,
+        random_orders=args.random_orders, timing_batch=args.timing_batch, timing_repeats=args.timing_repeats,
+    )  # fmt: skip
     out = args.out or checkpoint.path
     report = run_depth(checkpoint, options, _tqdm_progress(f"depth analytics of {checkpoint.name}"), out)
     _refresh_sample(checkpoint, Path(out))
@@ -261,6 +262,48 @@ def cmd_shapes(args: argparse.Namespace) -> None:
     root = make_shapes(args.out, args.train, args.test, args.size, args.seed)
     print(f"{len(SHAPES)} classes ({', '.join(SHAPES)}) x {args.train} train + {args.test} test images of "
           f"{args.size} px -> {root}")  # fmt: skip
+
+
+def cmd_patch(args: argparse.Namespace) -> None:
+    from laya.analysis.patching import effect_table, patch_backbone, patch_head
+    from laya.data.features import _image_batches, hidden_states
+    from laya.model.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(args.checkpoint)
+    model, classes, names = checkpoint.model.eval(), list(checkpoint.meta.classes), list(checkpoint.layer_names)
+    test = checkpoint.load_data("test")
+    test = test.subset(torch.arange(min(args.limit, len(test))))
+    hidden = hidden_states(model.backbone, checkpoint.preprocess, test.images, args.batch_size, "hidden states")
+    pred = patch_head(model.head, hidden, hidden, masks=torch.zeros(1, len(hidden), dtype=torch.bool)).prediction.cpu()
+    labels = test.labels.cpu()
+    wrong = pred != labels
+    for name in (args.label, args.source_label):
+        if name is not None and name not in classes:
+            raise ValueError(f"unknown class {name!r}; the checkpoint's classes are {classes}")
+    c = int(torch.bincount(labels[wrong], minlength=len(classes)).argmax()) if args.label is None else classes.index(args.label)
+    targets = torch.nonzero((labels == c) & ~wrong).flatten()
+    if args.source_label is None:  # misclassified inputs of the same class
+        sources, kind = torch.nonzero((labels == c) & wrong).flatten(), "misclassified"
+    else:
+        sources, kind = torch.nonzero(labels == classes.index(args.source_label)).flatten(), f"of class {args.source_label!r}"
+    n = min(len(targets), len(sources), args.pairs)
+    if n == 0:
+        raise ValueError(f"no (correct {classes[c]!r}, {kind}) pair among the first {len(test)} test inputs")
+    targets, sources = targets[:n], sources[:n]
+    if args.where == "head":
+        device = hidden[0].device
+        effects = patch_head(model.head, [h[targets.to(device)] for h in hidden], [h[sources.to(device)] for h in hidden])
+    else:
+        x = next(_image_batches(test.images, [torch.cat([targets, sources])]))
+        x = checkpoint.preprocess(x)
+        effects = patch_backbone(model, x[:n], x[n:])
+    table = effect_table(effects, names, c, pred[sources], args.resamples)
+    print(f"patching {args.where}: {n} pairs (target: correct {classes[c]!r}, source: {kind}); mean change per "
+          "layer, 95% bootstrap CI over pairs; logit diff = target's class - source's prediction")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.out, index=False)
 
 
 def _setting(name: str) -> Setting:  # noqa: F821
@@ -450,6 +493,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--limit", type=int, default=2000, help="test inputs (and inputs per OOD set); default 2000")
     d.add_argument("--train-limit", type=int, default=3000, help="training inputs for probes and Mahalanobis")
     d.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    d.add_argument("--random-orders", type=int, default=10,
+                   help="random layer-removal orders in the pruning curves (their mean is the random control)")
+    d.add_argument("--timing-batch", type=int, default=64,
+                   help="test inputs timed per forward pass for the early-exit cost estimate")
+    d.add_argument("--timing-repeats", type=int, default=7,
+                   help="round-robin timings of each truncated backbone (fastest kept); 1-2 suffice on small data")
     d.add_argument(
         "--readout", choices=["own", "probes"], default="own",
         help="per-layer readouts: 'own' = LAYA/ScalarMix's own classifier, fitted probes for Concat/LastLayer; "
@@ -491,6 +540,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--size", type=int, default=64, help="image side in px")
     g.add_argument("--seed", type=int, default=0)
     g.set_defaults(func=cmd_shapes)
+
+    pa = sub.add_parser(
+        "patch", help="activation patching over pairs of test inputs of one class (correct <- misclassified)"
+    )
+    pa.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
+    pa.add_argument("--where", choices=["head", "backbone"], default="head",
+                    help="head: direct effect (hidden state handed to the head); backbone: total effect")  # fmt: skip
+    pa.add_argument("--label", help="true class of the pairs (default: the class with the most errors)")
+    pa.add_argument("--source-label", help="sources: inputs of this class (default: misclassified inputs of --label)")
+    pa.add_argument("--pairs", type=int, default=50, help="at most this many pairs")
+    pa.add_argument("--limit", type=int, default=1000, help="first N test inputs to draw pairs from")
+    pa.add_argument("--batch-size", type=int, default=256)
+    pa.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    pa.add_argument("--out", help="write the table to this CSV file")
+    pa.set_defaults(func=cmd_patch)
 
     r = sub.add_parser("reproduce", help="benchmark a setting, then bundle its seed-0 checkpoints into models/")
     r.add_argument("setting", help="a setting name from laya.training.settings.SETTINGS")

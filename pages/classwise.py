@@ -62,7 +62,9 @@ if profile.empty:
 
 colorbar = "mean α / score" if kind == "scores" else "mean LOO drop"
 heatmap = heatmap_figure(profile, subset, views.profile_title(report, kind), kind, colorbar)
-cell, chosen = st.session_state.get("classwise_cell"), st.session_state.get("classwise_class")
+counts = views.class_counts(profile, subset)
+cell = st.session_state.get("classwise_cell")
+chosen = switches.upcoming(list(counts), "class", "classwise_class")  # the same figure on every run until a click
 if chosen is not None and (cell is None or cell[0] != chosen):
     cell = (chosen, None)  # no clicked cell of this class: outline the row of the class opened below
 event = st.plotly_chart(
@@ -72,7 +74,6 @@ st.caption(
     f"One trained seed ({report.data['checkpoint']['seed']}) of this head. How much of this pattern is the "
     "seed's and how much the method's is in **Across seeds** below."
 )
-counts = views.class_counts(profile, subset)
 clicked = views.clicked_cell(event, list(counts))
 if clicked is not None and clicked != st.session_state.get("classwise_cell"):  # a new click opens that class
     st.session_state["classwise_cell"] = clicked

@@ -52,7 +52,7 @@ st.page_link("pages/depth.py", label="Depth analytics of this input", icon=":mat
 
 image_col, prediction_col = st.columns([1, 2])
 with image_col:
-    st.image(views.model_view(explanation, spec), caption=f"{name}, as the model sees it")
+    st.image(views.model_view(explanation, spec), caption=f"{shown(name)}, as the model sees it")
     st.caption(views.input_caption(spec))
 with prediction_col:
     label_col, confidence_col = st.columns(2)
@@ -69,7 +69,7 @@ with prediction_col:
         depth = common.depth_of_input(selection.path, name, data)
         st.markdown("**Uncertainty and OOD status** (from the depth report)")
         st.markdown("\n".join(f"- {line}" for line in views.ood_status(depth.scores, depth_report.data)))
-        widths = checkpoint.model.backbone.layer_dims
+        widths = checkpoint.layer_dims
         if warning := views.mahalanobis_warning(depth.scores.get("mahalanobis"), depth_report.data["n_train"], widths):
             st.warning(warning)
 
@@ -86,7 +86,7 @@ st.caption(
     "Top: each method's layer scores (dark blue: intrinsic, light blue: post-hoc), "
     + ("each divided by its largest |score| because their units differ (raw values in the hover). "
        if normalised else "on one shared scale. ")
-    + f"Bottom: the drop in p({explanation.label}) when the layer is removed ({views.mode_label(mode)}); "
+    + f"Bottom: the drop in p({shown(explanation.label)}) when the layer is removed ({views.mode_label(mode)}); "
     "hatched: removing the layer flips the label."
 )  # fmt: skip
 

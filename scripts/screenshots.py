@@ -158,6 +158,24 @@ def wait_for_charts(page: Page, count: int = 1) -> None:
     page.wait_for_function(CHARTS_SETTLED, timeout=TIMEOUT_MS)
 
 
+IMAGES_LOADED = """() => [...document.querySelectorAll('[data-testid="stMain"] img')].every(
+    img => img.complete && img.naturalWidth > 0)"""
+
+
+def wait_for_images(page: Page, count: int = 1) -> None:
+    """Wait until at least ``count`` images are shown in the main area and every one of them has loaded."""
+    page.locator('[data-testid="stMain"] [data-testid="stImage"] img').nth(count - 1).wait_for(state="visible")
+    page.wait_for_function(IMAGES_LOADED, timeout=TIMEOUT_MS)
+
+
+def wait_for_content(page: Page, name: str) -> None:
+    """Wait for what page ``name`` draws: the test-set browser's thumbnails, every other page's charts."""
+    if name == "browse":
+        wait_for_images(page)
+    else:
+        wait_for_charts(page)
+
+
 def full_screenshot(page: Page, path: Path) -> None:
     """Screenshot the whole app: Streamlit scrolls inside its main section, so grow the viewport to fit it."""
     size = page.viewport_size
@@ -178,7 +196,7 @@ def screenshot_pages(url: str, out: Path, image: Path | None) -> list[Path]:
             open_page(page, name)
             if image and name in ("inspect", "compare"):
                 upload_image(page, image)
-            wait_for_charts(page)
+            wait_for_content(page, name)
             saved.append(out / f"{name}.png")
             full_screenshot(page, saved[-1])
     return saved

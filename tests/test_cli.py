@@ -201,3 +201,40 @@ def test_dashboard_command_runs_the_checkout_app_with_its_settings(tiny_models, 
     assert env["LAYA_MODELS"] == str(tiny_models.resolve())
     with pytest.raises(FileNotFoundError, match="no such folder"):
         command(tiny_models / "missing")
+
+
+def test_depth_command_takes_the_small_data_flags_and_records_them(tiny_models, tmp_path, capsys):
+    checkpoint = tiny_models / "colours-mlp" / "laya"
+    args = ["depth", "--checkpoint", str(checkpoint), "--out", str(tmp_path), "--limit", "12", "--train-limit", "30",
+            "--resamples", "20", "--random-orders", "2", "--timing-batch", "4", "--timing-repeats", "1"]  # fmt: skip
+    assert main(args) == 0
+    report = json.loads((tmp_path / "depth.json").read_text())
+    assert report["options"] | {"random_orders": 2, "timing_batch": 4, "timing_repeats": 1} == report["options"]
+    assert report["early_exit"]["timing_batch"] == 4 and report["n_test"] == 12
+    assert report["command"].endswith("--resamples 20 --random-orders 2 --timing-batch 4 --timing-repeats 1")
+    assert "prediction depth" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["head", "backbone"])
+def test_patch_command_prints_and_writes_the_effect_table(tiny_models, tmp_path, capsys, where):
+    import pandas as pd
+
+    out = tmp_path / "patch.csv"
+    checkpoint = str(tiny_models / "colours-mlp" / "laya")
+    # the tiny model makes no error: the default pairs (correct <- misclassified) are refused clearly
+    assert main(["patch", "--checkpoint", checkpoint]) == 2
+    assert "no (correct" in capsys.readouterr().err
+    classes = json.loads((tiny_models / "colours-mlp" / "laya" / "model.json").read_text())["classes"]
+    args = ["patch", "--checkpoint", checkpoint, "--where", where, "--label", classes[0],
+            "--source-label", classes[1], "--resamples", "50", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    assert f"source: of class {classes[1]!r}" in capsys.readouterr().out
+    table = pd.read_csv(out)
+    assert list(table["layer"]) == ["block 1", "block 2", "block 3"] and table["n"].min() > 0
+    assert (table["prob_change_low"] <= table["prob_change"] + 1e-12).all()
+    assert (table["prob_change"] <= table["prob_change_high"] + 1e-12).all()
+
+
+def test_patch_command_refuses_an_unknown_class(tiny_models, capsys):
+    assert main(["patch", "--checkpoint", str(tiny_models / "colours-mlp" / "laya"), "--label", "nope"]) == 2
+    assert "unknown class 'nope'" in capsys.readouterr().err

@@ -178,6 +178,9 @@ def _subset(n: int, limit: int | None, seed: int) -> Tensor:
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:limit]
 
 
+_CLI_OPTIONS = ("resamples", "random_orders", "timing_batch", "timing_repeats")  # flags of `depth` beyond the limits
+
+
 def _records(frame: pd.DataFrame) -> list[dict]:
     return frame.to_dict("records")
 
@@ -276,8 +279,10 @@ def depth_report(
         "command": (
             f"python -m laya depth --checkpoint {checkpoint.path} "
             f"--train-limit {options.train_limit} --limit {options.limit}"
+            + "".join(f" --{k.replace('_', '-')} {getattr(options, k)}" for k in _CLI_OPTIONS
+                      if getattr(options, k) != getattr(DepthOptions, k))
             + (" --readout probes" if not own else "")
-        ),
+        ),  # fmt: skip
         "n_test": len(test),
         "n_train": len(train_labels),
         "classes": classes,

@@ -183,7 +183,8 @@ class UploadStore:
     (:meth:`start_sweeper`, every ``period`` seconds, independent of any session's events) deletes
     folders older than ``ttl`` and those whose owner has not been alive (``alive(owner)``) for
     ``grace`` seconds, so a closed browser's upload is gone within ``grace + period`` seconds; each
-    deletion calls ``on_discard(folder)`` (the dashboard drops the model from its workers). One
+    deletion calls ``on_discard(folder)`` (the dashboard drops the model from its workers), and each gone
+    owner ``on_gone(owner)`` (the dashboard drops the session's uploaded bytes from Streamlit). One
     session holds at most ``session_cap`` bytes, and a full store first deletes the uploads of
     sessions that are gone, so leftovers cannot fill the space another session needs.
     """
@@ -208,6 +209,7 @@ class UploadStore:
         self.grace = grace if grace is not None else _env_number("LAYA_UPLOAD_GRACE", 30)
         self.on_discard = on_discard
         self.alive: Callable[[str], bool] | None = None  # set by the app: is this session still connected?
+        self.on_gone: Callable[[str], None] | None = None  # set by the app: release what a gone session holds
         self.owners: dict[Path, str] = {}
         self._gone_since: dict[str, float] = {}
         self._lock = threading.RLock()
@@ -242,6 +244,8 @@ class UploadStore:
                                                                    or self.owners.get(d) in gone)]  # fmt: skip
             for directory in old:
                 self.discard(directory)
+            for owner in gone if self.on_gone is not None else ():
+                self.on_gone(owner)
             if old:
                 release_memory()
             for owner in gone - set(self.owners.values()):

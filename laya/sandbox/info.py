@@ -12,7 +12,8 @@ from laya.model.checkpoint import FORMAT, FORMAT_VERSION, Checkpoint, Checkpoint
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """A loaded checkpoint's metadata, layer names, ablation modes, load warnings and size in memory (bytes)."""
+    """A loaded checkpoint's metadata, layer names, ablation modes, load warnings, size in memory (bytes) and
+    per-layer feature widths (what the pages need without the model)."""
 
     meta: CheckpointMeta
     path: Path
@@ -20,6 +21,7 @@ class ModelInfo:
     modes: tuple[str, ...]
     warnings: tuple[str, ...] = ()
     nbytes: int = 0
+    layer_dims: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -35,11 +37,13 @@ class ModelInfo:
             tuple(checkpoint.model.head.modes),
             tuple(checkpoint.warnings),
             sum(t.numel() * t.element_size() for t in tensors),
+            tuple(int(d) for d in checkpoint.model.backbone.layer_dims),
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {"meta": self.meta.to_dict(), "path": str(self.path), "layer_names": list(self.layer_names),
-                "modes": list(self.modes), "warnings": list(self.warnings), "nbytes": self.nbytes}  # fmt: skip
+                "modes": list(self.modes), "warnings": list(self.warnings), "nbytes": self.nbytes,
+                "layer_dims": list(self.layer_dims)}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelInfo:
@@ -52,6 +56,7 @@ class ModelInfo:
             tuple(map(str, data["modes"])),
             tuple(map(str, data["warnings"])),
             int(data["nbytes"]),
+            tuple(map(int, data["layer_dims"])),
         )
 
 

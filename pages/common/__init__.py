@@ -7,6 +7,7 @@
 - :mod:`.inputs`: the image input (upload, browsed test input, example) and the checkpoints a page may compare;
 - :mod:`.display`: display tables shown whole, scrolling to an anchor.
 - :mod:`.switches`: page switches kept in the link and across page changes (``switches.pick(st.radio, ...)``).
+- :mod:`.upstream`: a workaround for a Streamlit bug (a rerun dropped the reply a file upload waits for).
 
 Every page runs inside :func:`guard` (``app.py`` wraps ``page.run()``), so a new page gets it for
 free; a script run on its own can use ``with common.guard(): ...`` (one line). A page adopts links
@@ -16,7 +17,6 @@ their first value from ``common.opened_link()``), ``common.copy_link()`` and
 """
 
 from pages.common.display import scroll_to, table
-from pages.common.page_guard import LOG, guard
 from pages.common.inputs import BROWSED, CURRENT_INPUT, IMAGE_TYPES, browsed_input, group_members, image_input
 from pages.common.loading import (
     ALLOW_NONFINITE,
@@ -32,6 +32,7 @@ from pages.common.loading import (
     load_report,
     load_sample,
 )
+from pages.common.page_guard import LOG, guard
 from pages.common.sharing import OPENED, VIEW, copy_link, opened_link, option_index, report_button, share, view_link
 from pages.common.sidebar import (
     ANYWAY_LABEL,
@@ -45,16 +46,17 @@ from pages.common.sidebar import (
     pick_model,
     provenance,
     selected,
-    upload_digest,
     session_alive,
     session_id,
     show_load_warnings,
+    upload_digest,
 )
+from pages.common.upstream import keep_replies_across_reruns
 
 __all__ = [
     "ALLOW_NONFINITE",
-    "BROWSED",
     "ANYWAY_LABEL",
+    "BROWSED",
     "CURRENT_INPUT",
     "IMAGE_TYPES",
     "LOG",
@@ -65,10 +67,9 @@ __all__ = [
     "SOURCES",
     "VIEW",
     "Selection",
-    "SessionUploads",
-    "browsed_input",
     "anyway",
     "anyway_box",
+    "browsed_input",
     "catalog",
     "configure_torch",
     "copy_link",
@@ -79,6 +80,7 @@ __all__ = [
     "group_members",
     "guard",
     "image_input",
+    "keep_replies_across_reruns",
     "load_depth",
     "load_model",
     "load_report",
@@ -93,8 +95,8 @@ __all__ = [
     "selected",
     "session_alive",
     "session_id",
-    "show_load_warnings",
     "share",
+    "show_load_warnings",
     "table",
     "upload_digest",
     "view_link",

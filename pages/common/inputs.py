@@ -9,6 +9,7 @@ import streamlit as st
 
 from laya.app import views
 from laya.app.catalog import Entry
+from laya.app.text import shown
 from laya.data.images import FORMATS, MAX_BYTES
 from pages.common.sharing import opened_link, option_index, share
 from pages.common.loading import load_sample
@@ -31,7 +32,7 @@ def image_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None:
     if upload is not None:
         share(example=None, switches=share().with_switch("input", None).switches)
         st.caption(
-            f":material/link_off: The uploaded image ({upload.name}) is not part of this page's link: "
+            f":material/link_off: The uploaded image ({shown(upload.name)}) is not part of this page's link: "
             "a link opens on a bundled example or a test input instead."
         )
         return upload.name, upload.getvalue()
@@ -63,7 +64,7 @@ def browsed_input() -> tuple[str, bytes] | None:
         return None
     row = int(rows[0])
     label = sample.classes[int(sample.table.at[row, "label"])]
-    st.caption(f"Test input #{index} (label: {label}), opened from the test-set browser.")
+    st.caption(f"Test input #{index} (label: {shown(label)}), opened from the test-set browser.")
     if st.button("Back to the examples", key="browsed_back"):
         st.session_state.pop(BROWSED, None)
         st.session_state[f"{BROWSED}_dropped"] = True

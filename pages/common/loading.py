@@ -148,7 +148,7 @@ def explain(path: str, name: str, data: bytes, mode: str = "mean", posthoc: tupl
     """Explain an uploaded or example image; an unusable image or a failed worker shows ``st.error`` and stops
     the page."""
     try:
-        with st.spinner(f"Running {Path(path).name} on {name}…"):
+        with st.spinner(shown(f"Running {Path(path).name} on {name}…")):
             return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), data, mode, posthoc)
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
@@ -199,7 +199,7 @@ def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
     ``st.error`` and stops the page."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
     try:
-        with st.spinner(f"Running {Path(path).name} on {name}…"):
+        with st.spinner(shown(f"Running {Path(path).name} on {name}…")):
             return _input_depth(path, *stamps, anyway(), data)
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))

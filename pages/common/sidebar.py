@@ -84,6 +84,16 @@ def session_alive(session: str) -> bool:
     return Runtime.instance().is_active_session(session)
 
 
+def close_gone_session(session: str) -> None:
+    """Shut a gone browser session down, with its uploaded files and its state. Streamlit (1.67) keeps a
+    disconnected session for 2 minutes in case it reconnects, but never shuts an expired one down, so its
+    uploaded bytes would stay in the server for good (streamlit#12506); the upload sweeper calls this once
+    the session has been gone for ``LAYA_UPLOAD_GRACE`` seconds (its stored checkpoint is deleted then too).
+    ``clear_user_info_for_session`` is Streamlit's thread-safe way to close a stored session (on logout)."""
+    if Runtime.exists() and not Runtime.instance().is_active_session(session):
+        Runtime.instance().clear_user_info_for_session(session)
+
+
 def upload_digest(contents: dict[str, bytes]) -> str:
     """The sha256 naming one upload of checkpoint files (file name -> bytes); its first 12 digits are in the
     upload's messages."""
@@ -106,6 +116,7 @@ def _upload_checkpoint() -> str | None:
     digest = upload_digest(contents)
     store = deploy.upload_store()
     store.alive = session_alive  # the sweeper deletes a closed browser's uploads (and their models)
+    store.on_gone = close_gone_session  # ... and the session Streamlit holds for it
     uploads = st.session_state.setdefault("laya_uploads", {})
     if digest not in uploads or not Path(uploads[digest]).is_dir():
         try:

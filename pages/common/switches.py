@@ -30,19 +30,33 @@ def remember(param: str, value: object) -> None:
     share(switches=share().with_switch(param, value).switches)
 
 
+def _start(param: str, options: list[Any], default: int) -> int:
+    """Index of the remembered/linked value of ``param`` among ``options`` (compared as text), else ``default``."""
+    start, texts = remembered(param), [str(o) for o in options]
+    return texts.index(start) if start in texts else default
+
+
 def pick(widget: Callable[..., Any], label: str, options: Sequence[Any], param: str, key: str, **kwargs: Any) -> Any:
     """``widget(label, options, index=..., key=key, **kwargs)`` started at the remembered/linked value
     (compared as text; the first option otherwise), its value remembered and linked under ``param``."""
     options = list(options)
-    start = remembered(param)
-    texts = [str(o) for o in options]
     if key in st.session_state and st.session_state[key] not in options:  # options changed (another model)
         del st.session_state[key]
-    index = texts.index(start) if start in texts else kwargs.pop("index", 0)
-    kwargs.pop("index", None)
+    index = _start(param, options, kwargs.pop("index", 0))
     value = widget(label, options, index=index, key=key, **kwargs)
     remember(param, value)
     return value
+
+
+def upcoming(options: Sequence[Any], param: str, key: str) -> Any:
+    """The value ``pick(..., options, param, key)`` will show in this run, for content drawn *above* its widget:
+    the widget's state, else the remembered/linked value, else the first option. A chart above the widget that
+    read the state directly would see None on a page's first run and change on the next, and a chart whose
+    figure changes gets a new element id, so Streamlit drops the click made on the one shown."""
+    options = list(options)
+    if key in st.session_state and st.session_state[key] in options:
+        return st.session_state[key]
+    return options[_start(param, options, 0)] if options else None
 
 
 def number(widget: Callable[..., Any], label: str, param: str, key: str, default: float, **kwargs: Any) -> float:
@@ -74,4 +88,4 @@ def browse_button(label: str, query: Query, key: str) -> None:
         open_browser(query)
 
 
-__all__ = ["MEMORY", "browse_button", "number", "open_browser", "pick", "remember", "remembered"]
+__all__ = ["MEMORY", "browse_button", "number", "open_browser", "pick", "remember", "remembered", "upcoming"]

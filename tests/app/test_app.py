@@ -293,6 +293,28 @@ def test_classwise_heatmap_toggles_and_drilldown(app: AppTest, setting: Path) ->
     assert any("per-seed profiles" in i.value for i in app.info)  # tiny_models has no suite: said, not hidden
 
 
+def test_classwise_heatmap_is_one_figure_until_a_click(monkeypatch: pytest.MonkeyPatch, tiny_models: Path) -> None:
+    """A heatmap click reaches the page only when the run it starts draws the figure that was clicked (Streamlit
+    keys a chart's element id by its figure): the outline of the class opened below is there from the page's
+    first run (the linked class, else the first), not added on the next run, which dropped the first click."""
+    for linked, outlined in ((None, "blue"), ("red", "red")):
+        monkeypatch.setenv("LAYA_MODELS", str(tiny_models))
+        at = AppTest.from_file(str(APP), default_timeout=60)
+        if linked:
+            at.query_params["class"] = linked
+        at.run()
+        at.switch_page("pages/classwise.py").run()
+        assert_ok(at)
+        first = at.get("plotly_chart")[0].proto
+        at.run()
+        second = at.get("plotly_chart")[0].proto
+        assert (first.id, first.spec) == (second.id, second.spec)
+        heat = json.loads(first.spec)
+        row = list(heat["data"][0]["y"]).index(outlined)
+        assert [(s["y0"], s["y1"]) for s in heat["layout"]["shapes"]] == [(row - 0.5, row + 0.5)]
+        assert at.selectbox(key="classwise_class").value == outlined
+
+
 def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Path, tmp_path: Path) -> None:
     """With a suite's ``class_profiles.csv`` (two seeds here), the page shows each seed's profile of the chosen
     class and of all classes, with mean ± std over seeds and the seeds' top layers."""
@@ -474,7 +496,8 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
         assert_ok(at)
         assert charts(at), f"{page} shows no chart for {setting_dir.name}"
     if (setting_dir / "laya" / "depth.json").is_file():  # the depth report's global charts
-        assert len(charts(at)) == 6 and at.main.dataframe[-1].value.shape[0] >= 5
+        measured = (setting_dir / "laya" / "exits.json").is_file()  # + the measured early-exit runs' chart
+        assert len(charts(at)) == 6 + measured and at.main.dataframe[-1].value.shape[0] >= 5
 
 
 def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: AppTest, setting: Path) -> None:
@@ -712,3 +735,21 @@ def test_messages_name_uploads_and_server_folders_without_their_paths(monkeypatc
     monkeypatch.setenv("LAYA_ALLOW_PATHS", "0")
     shown = public(f"weights not found (looked at {models}/mine/laya/w.pth)", uploads)
     assert str(tmp_path) not in shown and "models/mine/laya/w.pth" in shown
+
+
+def test_compare_export_subtitle_names_the_setting(app: AppTest, setting: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19, section 2: the Compare export's subtitle (and so the HTML report's meta line) names the setting."""
+    import pages.common
+    from laya.app.export import html_report
+
+    calls = []
+    monkeypatch.setattr(pages.common, "report_button", lambda *args: calls.append(args))
+    app.switch_page("pages/compare.py").run()
+    app.radio(key="compare_mode").set_value("mean").run()
+    assert_ok(app)
+    title, sections, _, subtitle, source = calls[-1]
+    group = describe(setting / "laya").group  # the setting as the sidebar names it: dataset · backbone
+    assert group == "colours0 · mlp 16-12-8" and source.setting == group
+    assert subtitle == f"{group} · {views.mode_label('mean')} ablation"
+    page = html_report(title, sections, subtitle, source)
+    assert f'<p class="meta">{group} · {views.mode_label("mean")} ablation · ' in page

@@ -106,10 +106,12 @@ def test_a_gone_sessions_uploads_are_swept_on_a_timer_and_cannot_fill_the_store(
     files = {name: (good / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}
     size = sum(map(len, files.values()))
     discarded: list[Path] = []
+    forgotten: list[str] = []
     store = deploy.UploadStore(tmp_path / "store", cap_bytes=3 * size, session_cap=2 * size, grace=0.2,
                                on_discard=discarded.append)  # fmt: skip
     alive = {"a": True, "b": True}
     store.alive = alive.__getitem__
+    store.on_gone = forgotten.append
     a1, a2 = store.store(files, owner="a"), store.store(files, owner="a")
     with pytest.raises(CheckpointError, match="this session's uploaded checkpoints would exceed"):
         store.store(files, owner="a")
@@ -119,8 +121,9 @@ def test_a_gone_sessions_uploads_are_swept_on_a_timer_and_cannot_fill_the_store(
     alive["a"] = False  # a's browser closed
     store.start_sweeper(period=0.05)
     deadline = time.monotonic() + 10
-    while (a1.exists() or a2.exists()) and time.monotonic() < deadline:
+    while (a1.exists() or a2.exists() or not forgotten) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not a1.exists() and not a2.exists() and b1.is_dir() and set(discarded) == {a1, a2}
+    assert forgotten == ["a"]  # once: the gone session's uploaded bytes are released with its folders
     assert store.store(files, owner="c").is_dir()  # a's leftovers no longer take c's space
     store.close()

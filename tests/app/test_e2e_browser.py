@@ -7,8 +7,7 @@ on the bundled models with its reference screenshot (tests/visual.py; regenerate
 ``LAYA_UPDATE_SCREENSHOTS=1 .venv/bin/python -m pytest tests/app/test_e2e_browser.py -k looks``).
 
 Every step waits for the element its action produces (the uploader's chip naming the file, the
-metric with the new value, charts drawn at their container's width), never for a fixed delay: the
-never for a fixed delay; every wait is bounded at ``TIMEOUT_MS`` (300 s). Run beside two busy processes
+metric with the new value, charts drawn at their container's width), never for a fixed delay; every wait is bounded at ``TIMEOUT_MS`` (300 s). Run beside two busy processes
 (``python -c 'while 1: pass'`` x 2, load ~20 on the shared 2-core machine): see docs/decisions.md, issue 19,
 for what that run showed.
 """
@@ -27,9 +26,9 @@ from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 from scripts.screenshots import (
     CHROMIUM,
-    TIMEOUT_MS,
     PAGES,
     REPO,
+    TIMEOUT_MS,
     browser_page,
     full_screenshot,
     open_app,
@@ -37,6 +36,7 @@ from scripts.screenshots import (
     serve,
     upload_image,
     wait_for_charts,
+    wait_for_content,
     wait_idle,
 )
 from tests import visual
@@ -125,7 +125,7 @@ def test_depth_page_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
 
 
 # the charts' numbers are fixed by the bundled reports; the pages' top-to-bottom layout is what is reviewed
-VISUAL_PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth")
+VISUAL_PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "browse")
 
 
 def test_every_page_looks_as_reviewed() -> None:
@@ -144,7 +144,7 @@ def test_every_page_looks_as_reviewed() -> None:
         for name in VISUAL_PAGES:
             if name != "inspect":
                 open_page(page, name)
-            wait_for_charts(page)
+            wait_for_content(page, name)
             wait_idle(page)
             page.evaluate("() => document.fonts.ready")
             shot = ARTIFACTS / f"visual-{name}.png"

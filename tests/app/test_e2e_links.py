@@ -14,7 +14,7 @@ from laya.analysis.depth import DepthOptions, run_depth
 from laya.analysis.sample import Sample
 from laya.app.catalog import example_images
 from laya.cli import main
-from scripts.screenshots import CHROMIUM, browser_page, open_app, open_page, serve, upload_image
+from scripts.screenshots import CHROMIUM, TIMEOUT_MS, browser_page, open_app, open_page, serve, upload_image
 
 pytestmark = pytest.mark.e2e
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -42,7 +42,7 @@ def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
     from playwright.sync_api import expect
 
     ARTIFACTS.mkdir(exist_ok=True)
-    expect.set_options(timeout=60_000)
+    expect.set_options(timeout=TIMEOUT_MS)
     with serve(models, log=ARTIFACTS / "e2e-links-streamlit.log") as url, browser_page() as page:
         open_app(page, url)  # a fresh server knows its url paths after its first run (app.py's docstring)
         page.goto(f"{url}/class-depth?model=colours-mlp/laya-seed1&class=red&values=loo&inputs=correct")
@@ -74,7 +74,7 @@ def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
 def test_browser_opens_inputs_on_inspect_and_is_reached_from_detection(models: Path) -> None:
     from playwright.sync_api import expect
 
-    expect.set_options(timeout=60_000)
+    expect.set_options(timeout=TIMEOUT_MS)
     sample = Sample.load(models / "colours-mlp" / "laya")
     with serve(models, log=ARTIFACTS / "e2e-browse-streamlit.log") as url, browser_page() as page:
         open_app(page, url)

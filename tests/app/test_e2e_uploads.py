@@ -15,7 +15,16 @@ import pytest
 
 from laya.app.catalog import example_images
 from scripts.procfs import server_pid, workers
-from scripts.screenshots import CHROMIUM, browser_page, open_app, serve, upload_image, wait_for_charts, wait_idle
+from scripts.screenshots import (
+    CHROMIUM,
+    TIMEOUT_MS,
+    browser_page,
+    open_app,
+    serve,
+    upload_image,
+    wait_for_charts,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.e2e
 GRACE_S, SWEEP_S, BOUND_S = 5, 1, 60
@@ -38,6 +47,7 @@ def test_a_closed_browsers_upload_and_model_are_gone(
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     from playwright.sync_api import expect
 
+    expect.set_options(timeout=TIMEOUT_MS)  # a loaded machine is slow, never wrong: wait for the content itself
     temp = tmp_path / "server-tmp"
     temp.mkdir()
     settings = {"LAYA_ALLOW_PATHS": "0", "LAYA_PATH_ROOTS": str(image_folder), "LAYA_UPLOAD_DIR": str(temp),
@@ -51,14 +61,16 @@ def test_a_closed_browsers_upload_and_model_are_gone(
         with browser_page() as page:
             open_app(page, url)
             sidebar = page.locator('[data-testid="stSidebar"]')
+            main = page.locator('[data-testid="stMain"]')
             sidebar.get_by_text("Upload a checkpoint").click()
+            expect(main.get_by_text("Choose a model in the sidebar.")).to_be_visible()  # the source switch ran
             wait_idle(page)
             files = [str(good / "model.json"), str(good / "model.safetensors")]
             sidebar.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(files)
-            wait_idle(page, settle_ms=1000)
+            expect(main.locator("h1").first).to_have_text("Inspect an input")  # the upload loaded: its page runs
+            wait_idle(page)
             upload_image(page, example_images(good)[0])
             wait_for_charts(page, 2)
-            main = page.locator('[data-testid="stMain"]')
             expect(main.locator('[data-testid="stMetricValue"]').first).to_have_text("blue")
             folders = list(temp.glob("laya-uploads-*/upload-*"))
             assert len(folders) == 1 and (folders[0] / "model.safetensors").is_file()

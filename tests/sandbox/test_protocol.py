@@ -113,4 +113,5 @@ def test_model_info_round_trip(checkpoints: dict) -> None:
     info = ModelInfo.of(checkpoint)
     params = sum(p.numel() * 4 for p in checkpoint.model.parameters())
     assert info.nbytes >= params > 0 and info.name == checkpoint.name and info.modes == checkpoint.model.head.modes
+    assert info.layer_dims == tuple(checkpoint.model.backbone.layer_dims) and len(info.layer_dims) == len(info.layer_names)
     assert ModelInfo.from_dict(json.loads(json.dumps(info.to_dict()))) == info

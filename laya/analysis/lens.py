@@ -1,0 +1,138 @@
+"""A per-layer lens (tuned-lens / logit-lens style, for image classifiers): how each layer's own
+prediction relates to the final one.
+
+From the per-layer readouts (:func:`laya.analysis.readouts.readout_logits`: the head's own classifier
+for LAYA / ScalarMix, fitted linear probes for Concat / LastLayer; :attr:`Lens.source` says which),
+per input ``b`` and layer ``i`` with readout distribution ``q_i`` and final distribution ``p``:
+
+* ``kl``       ``KL(p || q_i) = sum_c p_c (log p_c - log q_{i,c})`` (nats; 0 when the layer agrees)
+* ``entropy``  ``H(q_i) = -sum_c q_{i,c} log q_{i,c}`` (nats)
+* ``rank``     1-based rank of the final class ``y_hat = argmax p`` under ``q_i`` (1 = top)
+* ``prob``     ``q_{i, y_hat}``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+from torch import Tensor
+
+from laya.analysis.ablation import float64_head
+from laya.analysis.readouts import LayerProbes, readout_logits
+from laya.analysis.statistics import bootstrap_ci
+from laya.model.heads import LayerHead, MixHead
+
+METRICS = {"kl": "KL(final || layer) [nats]", "entropy": "entropy [nats]", "rank": "rank of final class",
+           "prob": "probability of final class"}  # fmt: skip
+
+
+@dataclass
+class Lens:
+    """``log_q``: ``(B, L, C)`` per-layer log-probabilities; ``log_p``: ``(B, C)`` final (float64);
+    ``source``: ``"head classifier"`` or ``"linear probes"``."""
+
+    log_q: Tensor
+    log_p: Tensor
+    source: str
+
+    @property
+    def final(self) -> Tensor:
+        return self.log_p.argmax(-1)
+
+    @property
+    def kl(self) -> Tensor:
+        p = self.log_p.exp().unsqueeze(1)
+        return (p * (self.log_p.unsqueeze(1) - self.log_q)).sum(-1).clamp(min=0)
+
+    @property
+    def entropy(self) -> Tensor:
+        return -(self.log_q.exp() * self.log_q).sum(-1)
+
+    @property
+    def prob(self) -> Tensor:
+        return self.log_q.exp().gather(2, self._final_index())[..., 0]
+
+    @property
+    def rank(self) -> Tensor:
+        """``(B, L)`` 1 + number of classes with a strictly higher readout probability than the final class."""
+        own = self.log_q.gather(2, self._final_index())
+        return (self.log_q > own).sum(-1) + 1
+
+    def _final_index(self) -> Tensor:
+        return self.final.view(-1, 1, 1).expand(-1, self.log_q.shape[1], 1)
+
+    def metric(self, name: str) -> Tensor:
+        if name not in METRICS:
+            raise ValueError(f"unknown lens metric {name!r}; expected one of {sorted(METRICS)}")
+        return getattr(self, name).double()
+
+    def top_k(self, k: int = 3) -> tuple[Tensor, Tensor]:
+        """``(probabilities, classes)``, each ``(B, L, k)``."""
+        values, indices = self.log_q.topk(min(k, self.log_q.shape[-1]), dim=-1)
+        return values.exp(), indices
+
+    def table(self, index: int, classes: Sequence[str], layer_names: Sequence[str], k: int = 3) -> pd.DataFrame:
+        """One input's trajectory: ``layer, layer_index, kl, entropy, rank, prob, top`` (top-k as text)."""
+        probs, top = self.top_k(k)
+        return pd.DataFrame({
+            "layer": list(layer_names),
+            "layer_index": range(1, len(layer_names) + 1),
+            **{m: self.metric(m)[index].tolist() for m in METRICS},
+            "top": [", ".join(f"{classes[c]} {p:.2f}" for c, p in zip(cs, ps))
+                    for cs, ps in zip(top[index].tolist(), probs[index].tolist())],
+        })  # fmt: skip
+
+
+@torch.inference_mode()
+def lens(head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None) -> Lens:
+    """The lens of ``head`` on ``hidden`` (L tensors ``(B, d_i)``); ``probes`` needed for Concat/LastLayer."""
+    readout = readout_logits(head, hidden, probes)  # (B, L, C) float64
+    final = float64_head(head)([h.double() for h in hidden]).logits
+    source = "head classifier" if isinstance(head, MixHead) else "linear probes"
+    return Lens(torch.log_softmax(readout, -1), torch.log_softmax(final, -1), source)
+
+
+def class_trajectories(
+    lens_: Lens, groups: Tensor, classes: Sequence[str], layer_names: Sequence[str], metric: str = "kl",
+    resamples: int = 1000, seed: int = 0,
+) -> pd.DataFrame:  # fmt: skip
+    """Mean of ``metric`` per group (e.g. true or predicted class, ``groups (B,)``) and over all inputs
+    (``class = "all"``, first) and layer, with a 95 % bootstrap CI over inputs:
+    ``class, layer, layer_index, n, mean, low, high``."""
+    values = lens_.metric(metric).cpu()
+    groups = groups.cpu()
+    rows = []
+    for c, name in [(None, "all"), *enumerate(classes)]:
+        chosen = torch.ones_like(groups, dtype=torch.bool) if c is None else groups == c
+        if not chosen.any():
+            continue
+        for i, layer in enumerate(layer_names):
+            ci = bootstrap_ci(values[chosen, i], resamples=resamples, seed=seed)
+            rows.append({"class": name, "layer": layer, "layer_index": i + 1, "n": int(chosen.sum()),
+                         "mean": ci.estimate, "low": ci.low, "high": ci.high})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def trajectory_figure(table: pd.DataFrame, metric: str = "kl", source: str = "") -> go.Figure:
+    """Lines over depth: one per class of :func:`class_trajectories` (with CI bands where ``low``/``high``
+    exist) or the single input of :meth:`Lens.table`."""
+    figure = go.Figure()
+    groups = table.groupby("class", sort=False) if "mean" in table else [("input", table)]
+    column = "mean" if "mean" in table else metric
+    for name, rows in groups:
+        line = go.Scatter(x=rows["layer"], y=rows[column], mode="lines+markers", name=str(name))
+        if "low" in rows:
+            line.error_y = dict(type="data", symmetric=False, array=rows["high"] - rows[column],
+                                arrayminus=rows[column] - rows["low"])  # fmt: skip
+        figure.add_trace(line)
+    figure.update_layout(
+        xaxis_title="layer", yaxis_title=METRICS[metric], title=f"Per-layer lens ({source})" if source else None
+    )
+    return figure
+
+
+__all__ = ["METRICS", "Lens", "class_trajectories", "lens", "trajectory_figure"]

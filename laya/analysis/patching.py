@@ -1,0 +1,237 @@
+"""Activation patching across inputs (TransformerLens-style, for image classifiers' layers).
+
+A *target* input is run with layer i's activation taken from a *source* input:
+
+* **at the head** (direct effect): the hidden state ``h_i`` handed to the head is the source's; the
+  backbone is not rerun, and every layer set of a sweep is one row of ONE batched head call
+  (``B x M`` rows, float64).
+* **in the backbone** (total effect): the output of layer i's module is replaced by the source's
+  inside the network (a forward hook), and every deeper layer is recomputed: one pass for the
+  source and the unpatched target together, plus one per patched layer (``L + 1`` passes a sweep).
+
+Effects per patch ``m`` (:class:`PatchEffects`): change in the probability of the target's predicted
+class, in the logit difference ``logit_a - logit_b`` of two chosen classes, and in ``alpha``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from laya.analysis.ablation import float64_head
+from laya.analysis.statistics import bootstrap_ci
+from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone, WrappedBackbone
+from laya.model.classifier import LayerwiseClassifier
+from laya.model.heads import LayerHead
+
+
+@dataclass
+class PatchEffects:
+    """``base_logits``: ``(B, C)`` target unpatched; ``logits``: ``(B, M, C)`` after patch ``m``;
+    ``base_alpha`` ``(B, L)`` / ``alpha`` ``(B, M, L)``: layer scores, or None (Concat, LastLayer);
+    ``masks``: ``(M, L)`` True = layer taken from the source."""
+
+    base_logits: Tensor
+    logits: Tensor
+    base_alpha: Tensor | None
+    alpha: Tensor | None
+    masks: Tensor
+
+    @property
+    def prediction(self) -> Tensor:
+        """``(B,)`` the target's own predicted class."""
+        return self.base_logits.argmax(-1)
+
+    def prob_change(self, classes: Tensor | None = None) -> Tensor:
+        """``(B, M)`` ``p_c(patched) - p_c(target)``, ``c`` = ``classes (B,)`` or the target's prediction."""
+        c = self.prediction if classes is None else torch.as_tensor(classes, device=self.logits.device)
+        base = torch.softmax(self.base_logits, -1).gather(1, c.view(-1, 1))
+        return torch.softmax(self.logits, -1).gather(2, c.view(-1, 1, 1).expand(-1, self.logits.shape[1], 1))[
+            ..., 0
+        ] - base
+
+    def logit_diff_change(self, a: int | Tensor, b: int | Tensor) -> Tensor:
+        """``(B, M)`` change of ``logit_a - logit_b`` (``a``, ``b``: class ints or ``(B,)``)."""
+        B, device = self.logits.shape[0], self.logits.device
+        a, b = (torch.as_tensor(v, device=device).expand(B).view(-1, 1) for v in (a, b))
+        base = self.base_logits.gather(1, a) - self.base_logits.gather(1, b)  # (B, 1)
+        M = self.logits.shape[1]
+        diff = self.logits.gather(2, a.view(-1, 1, 1).expand(-1, M, 1)) - self.logits.gather(
+            2, b.view(-1, 1, 1).expand(-1, M, 1)
+        )
+        return diff[..., 0] - base
+
+    def alpha_change(self) -> Tensor | None:
+        """``(B, M, L)`` change of each layer's weight, or None for heads without layer scores."""
+        return None if self.alpha is None else self.alpha - self.base_alpha.unsqueeze(1)
+
+
+def single_layer_masks(num_layers: int, device: torch.device | None = None) -> Tensor:
+    """``(L, L)`` one mask per layer (patch layer i alone)."""
+    return torch.eye(num_layers, dtype=torch.bool, device=device)
+
+
+def _check_pair(target: Sequence[Tensor], source: Sequence[Tensor]) -> None:
+    if len(target) != len(source) or any(t.shape != s.shape for t, s in zip(target, source)):
+        raise ValueError(
+            f"target and source hidden states differ in shape: {[tuple(t.shape) for t in target]} vs "
+            f"{[tuple(s.shape) for s in source]}"
+        )
+
+
+@torch.inference_mode()
+def patch_head(
+    head: LayerHead, target: Sequence[Tensor], source: Sequence[Tensor], masks: Tensor | None = None
+) -> PatchEffects:
+    """Direct effects: the head on ``target`` hidden states with the layers of each mask taken from
+    ``source`` (both L tensors ``(B, d_i)``, paired by row). ``masks``: ``(M, L)`` bool, default one per
+    layer. One batched head call of ``B x (M + 1)`` rows, float64."""
+    head._check_hidden(target)
+    _check_pair(target, source)
+    L, B = head.num_layers, target[0].shape[0]
+    masks = single_layer_masks(L, target[0].device) if masks is None else torch.as_tensor(masks).bool()
+    if masks.ndim != 2 or masks.shape[1] != L:
+        raise ValueError(f"masks must be (M, L) with L={L}, got {tuple(masks.shape)}")
+    masks = masks.to(target[0].device)
+    rows = torch.cat([masks.new_zeros(1, L), masks])  # row 0: the unpatched target
+    M1 = rows.shape[0]
+    patched = [
+        torch.where(rows[:, i].view(1, M1, 1), s.double().unsqueeze(1), t.double().unsqueeze(1)).reshape(B * M1, -1)
+        for i, (t, s) in enumerate(zip(target, source))
+    ]
+    out = float64_head(head)(patched)
+    logits = out.logits.reshape(B, M1, -1)
+    alpha = None if out.layer_scores is None else out.layer_scores.reshape(B, M1, L)
+    return PatchEffects(
+        logits[:, 0], logits[:, 1:], None if alpha is None else alpha[:, 0], None if alpha is None else alpha[:, 1:],
+        masks,
+    )  # fmt: skip
+
+
+def layer_modules(backbone: Backbone) -> list[nn.Module]:
+    """The module whose output is layer i's pre-pool activation, for every layer (hook targets).
+
+    MLP / CNN: ``blocks[i]``; a wrapped module: its named submodules; timm token models: ``blocks[k]`` (``forward_intermediates`` indexes them);
+    timm CNNs: found by identity of the tensors ``forward_intermediates`` returns (one probe pass).
+    A pre-logits layer (computed from the final features by ``forward_head``) has no module: ``None``.
+    """
+    if isinstance(backbone, (MLPBackbone, CNNBackbone)):
+        return list(backbone.blocks)
+    if isinstance(backbone, WrappedBackbone):
+        return [backbone.model.get_submodule(name) for name in backbone.layers]
+    if not isinstance(backbone, TimmBackbone):
+        raise ValueError(f"backbone {type(backbone).__name__} cannot be patched inside (no layer modules to hook); "
+                         "patch at the head instead")  # fmt: skip
+    model = backbone.model
+    count = len(backbone.layer_dims) - backbone.config.pre_logits
+    if backbone.tokens:
+        modules = [model.blocks[k] for k in backbone.take]
+    else:
+        outputs: dict[int, tuple[nn.Module, Tensor]] = {}  # tensors kept alive: ids stay unique
+
+        def seen(module: nn.Module, args, out) -> None:  # hooks fire inner first: the outermost one wins
+            outputs[id(out)] = (module, out)
+
+        handles = [m.register_forward_hook(seen) for m in model.modules() if m is not model]
+        try:
+            p = next(model.parameters())
+            probe = torch.zeros(1, backbone.config.in_channels, backbone.config.input_size,
+                                backbone.config.input_size, dtype=p.dtype, device=p.device)  # fmt: skip
+            with torch.no_grad():
+                intermediates = backbone._intermediates(probe, backbone.config.indices, intermediates_only=True)
+                modules = [outputs.get(id(t), (None,))[0] for t in intermediates]
+        finally:
+            for h in handles:
+                h.remove()
+        if any(m is None for m in modules):
+            raise ValueError(f"could not locate the modules of the layers of {backbone.config.model!r}")
+    return modules[:count] + [None] * backbone.config.pre_logits
+
+
+@contextlib.contextmanager
+def _replace_output(module: nn.Module, value: Tensor) -> Iterator[None]:
+    handle = module.register_forward_hook(lambda m, a, out: value, prepend=True)  # before any reader of it
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+@contextlib.contextmanager
+def _record_output(modules: Sequence[nn.Module], store: list[Tensor]) -> Iterator[None]:
+    handles = [m.register_forward_hook(lambda mod, a, out: store.append(out)) for m in modules]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@torch.inference_mode()
+def patch_backbone(
+    model: LayerwiseClassifier, target: Tensor, source: Tensor, layers: Sequence[int] | None = None
+) -> PatchEffects:
+    """Total effects: for each layer in ``layers`` (default all with a module), the target ``(B, C, H, W)``
+    run with that layer's activation replaced by the source's (``(B, C, H, W)``, paired by row) inside
+    the backbone, every deeper layer recomputed. Heads in float64; ``masks`` one row per patched layer."""
+    if target.shape != source.shape:
+        raise ValueError(f"target and source inputs differ in shape: {tuple(target.shape)} vs {tuple(source.shape)}")
+    modules = layer_modules(model.backbone)
+    L, B = len(modules), target.shape[0]
+    layers = [i for i, m in enumerate(modules) if m is not None] if layers is None else list(layers)
+    if not layers:
+        raise ValueError("no layer to patch")
+    for i in layers:
+        if not 0 <= i < L or modules[i] is None:
+            raise ValueError(f"layer {i} cannot be patched inside the backbone (layers with a module: "
+                             f"{[j for j, m in enumerate(modules) if m is not None]})")  # fmt: skip
+    head = float64_head(model.head)
+    acts: list[Tensor] = []
+    with _record_output([modules[i] for i in layers], acts):  # source and target in one pass
+        hidden = model.backbone(torch.cat([source, target]))
+    base = head([h[B:].double() for h in hidden])
+    logits, alpha = [], []
+    for i, act in zip(layers, acts):
+        with _replace_output(modules[i], act[:B]):
+            out = head([h.double() for h in model.backbone(target)])
+        logits.append(out.logits)
+        alpha.append(out.layer_scores)
+    masks = torch.zeros(len(layers), L, dtype=torch.bool, device=target.device)
+    masks[torch.arange(len(layers)), torch.tensor(layers, dtype=torch.long)] = True
+    scores = None if base.layer_scores is None else torch.stack(alpha, 1)
+    return PatchEffects(base.logits, torch.stack(logits, 1), base.layer_scores, scores, masks)
+
+
+def effect_table(
+    effects: PatchEffects, layer_names: Sequence[str], a: int | Tensor, b: int | Tensor,
+    resamples: int = 1000, seed: int = 0,
+) -> pd.DataFrame:  # fmt: skip
+    """Mean effect of each patch over the pairs, with 95 % bootstrap CIs over pairs: ``layer``,
+    ``prob_change`` (target's predicted class), ``logit_diff_change`` (``logit_a - logit_b``),
+    ``alpha_change`` (the patched layer's own weight; NaN for heads without layer scores), each with
+    ``_low`` / ``_high``."""
+    columns = {"prob_change": effects.prob_change(), "logit_diff_change": effects.logit_diff_change(a, b)}
+    alpha = effects.alpha_change()
+    rows = []
+    for m, mask in enumerate(effects.masks.tolist()):
+        patched = [i for i, on in enumerate(mask) if on]
+        row: dict[str, object] = {"layer": " + ".join(layer_names[i] for i in patched), "n": len(effects.logits)}
+        values = dict(columns)
+        if alpha is not None and len(patched) == 1:
+            values["alpha_change"] = alpha[:, :, patched[0]]
+        for name in ("prob_change", "logit_diff_change", "alpha_change"):
+            if name not in values:
+                row |= {name: float("nan"), f"{name}_low": float("nan"), f"{name}_high": float("nan")}
+                continue
+            ci = bootstrap_ci(values[name][:, m].double().cpu(), resamples=resamples, seed=seed)
+            row |= {name: ci.estimate, f"{name}_low": ci.low, f"{name}_high": ci.high}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+__all__ = ["PatchEffects", "effect_table", "layer_modules", "patch_backbone", "patch_head", "single_layer_masks"]

@@ -1,0 +1,132 @@
+"""Known answers for activation patching at the head (direct) and in the backbone (total)."""
+
+import pytest
+import torch
+
+from laya.analysis.patching import layer_modules, patch_backbone, patch_head
+from laya.model.backbones import BackboneConfig
+from tests.analysis.test_spatial import CNN, EFFNET, HEADS, VIT_AVG, model
+
+
+def inputs(config, batch=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, 3, config.input_size, config.input_size, generator=g, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_head_patching_known_answers(head):
+    m = model(CNN, head)
+    x, y = inputs(CNN, seed=0), inputs(CNN, seed=1)
+    with torch.no_grad():
+        hx, hy = m.backbone(x), m.backbone(y)
+        ly = m(y).logits
+    L = len(hx)
+    same = patch_head(m.head, hx, hx)  # an input patched with itself: nothing changes
+    assert same.prob_change().abs().max() < 1e-12 and same.logit_diff_change(0, 1).abs().max() < 1e-12
+    every = patch_head(m.head, hx, hy, masks=torch.ones(1, L, dtype=torch.bool))  # all layers: the source
+    assert torch.allclose(every.logits[:, 0], ly, atol=1e-10)
+    sweep = patch_head(m.head, hx, hy)
+    assert sweep.logits.shape == (3, L, 5)
+    # layer i alone: the head on [h_x with h_y at i]
+    for i in range(L):
+        mixed = [hy[j] if j == i else hx[j] for j in range(L)]
+        assert torch.allclose(sweep.logits[:, i], m.head(mixed).logits, atol=1e-10)
+    if head == "lastlayer":  # only the last layer matters
+        assert sweep.prob_change()[:, :-1].abs().max() < 1e-12
+    if head == "laya":
+        assert sweep.alpha_change().shape == (3, L, L)
+        assert torch.allclose(sweep.alpha_change().sum(-1), torch.zeros(3, L, dtype=torch.float64), atol=1e-12)
+    else:
+        assert head == "scalarmix" or sweep.alpha_change() is None
+
+
+def test_effect_helpers_by_hand():
+    m = model(CNN, "concat")
+    x, y = inputs(CNN, seed=0), inputs(CNN, seed=1)
+    with torch.no_grad():
+        hx, hy = m.backbone(x), m.backbone(y)
+    e = patch_head(m.head, hx, hy)
+    p, pb = torch.softmax(e.logits, -1), torch.softmax(e.base_logits, -1)
+    c = e.prediction
+    assert torch.allclose(e.prob_change()[:, 1], p[torch.arange(3), 1, c] - pb[torch.arange(3), c])
+    expected = (e.logits[:, :, 2] - e.logits[:, :, 4]) - (e.base_logits[:, 2] - e.base_logits[:, 4]).unsqueeze(1)
+    assert torch.allclose(e.logit_diff_change(2, 4), expected)
+
+
+@pytest.mark.parametrize("config", [CNN, VIT_AVG, EFFNET], ids=["cnn", "vit", "efficientnet"])
+def test_backbone_patching_known_answers(config):
+    m = model(config, "laya")
+    x, y = inputs(config, batch=2, seed=0), inputs(config, batch=2, seed=1)
+    same = patch_backbone(m, x, x)
+    assert same.prob_change().abs().max() < 1e-10 and same.alpha_change().abs().max() < 1e-10
+    with torch.no_grad():
+        hx, hy = m.backbone(x), m.backbone(y)
+    effects = patch_backbone(m, x, y)
+    patched = [i for i, mod in enumerate(layer_modules(m.backbone)) if mod is not None]
+    assert torch.allclose(effects.base_logits, m(x).logits, atol=1e-10)
+    # the last block of a CNN feeds nothing deeper: its total effect equals its direct effect
+    if config is CNN:
+        direct = patch_head(m.head, hx, hy)
+        assert torch.allclose(effects.logits[:, -1], direct.logits[:, -1], atol=1e-10)
+        # the first block's total effect recomputes every deeper layer: all hidden states are the source's
+        assert torch.allclose(effects.logits[:, 0], m(y).logits, atol=1e-10)
+        assert not torch.allclose(effects.logits[:, 0], direct.logits[:, 0], atol=1e-6)
+    assert effects.logits.shape == (2, len(patched), 5)
+
+
+def test_efficientnet_layer_modules_are_found_and_prelogits_is_not_patchable():
+    m = model(EFFNET, "laya")
+    modules = layer_modules(m.backbone)
+    assert len(modules) == 9 and modules[-1] is None and all(mod is not None for mod in modules[:-1])
+    with pytest.raises(ValueError, match="cannot be patched"):
+        patch_backbone(m, inputs(EFFNET, 1), inputs(EFFNET, 1, seed=2), layers=[8])
+
+
+def test_bad_pairs_are_refused():
+    m = model(CNN, "laya")
+    with torch.no_grad():
+        hx = m.backbone(inputs(CNN))
+    with pytest.raises(ValueError, match="differ in shape"):
+        patch_head(m.head, hx, [h[:2] for h in hx])
+    with pytest.raises(ValueError, match="masks must be"):
+        patch_head(m.head, hx, hx, masks=torch.ones(2, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="differ in shape"):
+        patch_backbone(m, inputs(CNN), inputs(CNN, batch=2))
+    mlp = model(BackboneConfig(name="mlp", in_channels=3, input_size=4, widths=(6, 5)), "laya")
+    x = torch.randn(2, 3, 4, 4, dtype=torch.float64)
+    assert patch_backbone(mlp, x, x).logits.shape == (2, 2, 5)
+
+
+def test_effect_table_means_and_cis():
+    from laya.analysis.patching import effect_table
+
+    m = model(CNN, "laya")
+    with torch.no_grad():
+        hx, hy = m.backbone(inputs(CNN, batch=6)), m.backbone(inputs(CNN, batch=6, seed=1))
+    e = patch_head(m.head, hx, hy)
+    table = effect_table(e, ["a", "b", "c"], 0, 1, resamples=100)
+    assert list(table["layer"]) == ["a", "b", "c"] and (table["n"] == 6).all()
+    assert table["prob_change"].tolist() == pytest.approx(e.prob_change().mean(0).tolist())
+    assert table["alpha_change"].tolist() == pytest.approx(torch.diagonal(e.alpha_change().mean(0)).tolist())
+    assert (table["logit_diff_change_low"] <= table["logit_diff_change"]).all()
+    both = patch_head(m.head, hx, hy, masks=torch.tensor([[True, True, False]]))
+    row = effect_table(both, ["a", "b", "c"], 0, 1, resamples=100).iloc[0]
+    assert row["layer"] == "a + b" and row["alpha_change"] != row["alpha_change"]  # NaN for a layer set
+
+
+def test_wrapped_module_is_patched_through_its_named_submodules():
+    from torch import nn
+
+    from laya.model.backbones import wrap
+    from laya.model.classifier import LayerwiseClassifier
+    from laya.model.heads import HeadConfig, build_head
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 6, 3, stride=2, padding=1), nn.ReLU())
+    wrapped = wrap(net, ["1", "3"], input_size=16)
+    m = LayerwiseClassifier(wrapped, build_head(HeadConfig(name="laya", d_star=8), wrapped.layer_dims, 5))
+    m = m.double().eval()
+    x, y = inputs(CNN, batch=2), inputs(CNN, batch=2, seed=1)
+    assert patch_backbone(m, x, x).prob_change().abs().max() < 1e-10
+    effects = patch_backbone(m, x, y)
+    assert torch.allclose(effects.logits[:, 0], m(y).logits, atol=1e-10)  # layer 1 feeds everything after it

@@ -1,0 +1,163 @@
+"""Known answers for the exact per-layer spatial maps: positions sum to the layer's logit term."""
+
+import pytest
+import torch
+
+from laya.analysis.logit_attribution import logit_attribution
+from laya.analysis.spatial import keep_maps, spatial_attribution
+from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.classifier import LayerwiseClassifier
+from laya.model.heads import HeadConfig, build_head
+
+HEADS = ["laya", "scalarmix", "concat", "lastlayer"]
+
+
+def model(backbone: BackboneConfig, head: str, seed: int = 0) -> LayerwiseClassifier:
+    torch.manual_seed(seed)
+    b = build_backbone(backbone)
+    h = build_head(HeadConfig(name=head, d_star=8, scorer_hidden=9), b.layer_dims, 5)
+    if head == "scalarmix":
+        h.w.data = torch.tensor([0.3, -1.0, 2.0, 0.5][: len(b.layer_dims)] + [0.1] * (len(b.layer_dims) - 4))
+        h.gamma.data.fill_(1.7)
+    return LayerwiseClassifier(b, h).double().eval()
+
+
+CNN = BackboneConfig(name="cnn", in_channels=3, input_size=16, widths=(4, 6, 8))
+VIT_AVG = BackboneConfig(
+    name="timm", in_channels=3, input_size=16, model="vit_tiny_patch16_224", pool="avg",
+    model_kwargs={"img_size": 16, "patch_size": 4, "embed_dim": 16, "depth": 2, "num_heads": 2},
+)  # fmt: skip
+EFFNET = BackboneConfig(
+    name="timm", in_channels=3, input_size=32, model="efficientnet_lite0", pre_logits=True,
+    intermediates_kwargs={"extra_blocks": True},
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("head", HEADS)
+@pytest.mark.parametrize("backbone", [CNN, VIT_AVG], ids=["cnn", "vit-avg"])
+def test_map_sums_plus_offsets_equal_the_layer_logit_terms(backbone, head):
+    m = model(backbone, head)
+    x = torch.randn(4, 3, backbone.input_size, backbone.input_size, dtype=torch.float64)
+    out, spatial = spatial_attribution(m, x, top_k=3)
+    assert spatial.classes.shape == (4, 3) and all(spatial.exact)
+    # the terms are the head's own decomposition, and they rebuild the model's logits
+    terms = logit_attribution(m.head, out.hidden)
+    assert torch.allclose(terms.logits, out.logits, atol=1e-10)
+    assert (spatial.layer_sums() - spatial.terms).abs().max() < 1e-10  # issue: within 1e-5
+    every = torch.arange(5).expand(4, 5)  # all classes: maps + offsets + bias = the logits
+    _, full = spatial_attribution(m, x, classes=every)
+    assert torch.allclose(full.layer_sums().sum(1) + m.head.output_layer.bias.double(), out.logits, atol=1e-10)
+    if head == "lastlayer":  # CAM: only the last layer has a non-zero map
+        assert all(full.maps[i].abs().max() == 0 for i in range(len(full.maps) - 1))
+        assert full.offsets.abs().max() == 0
+    if head == "concat":
+        assert full.offsets.abs().max() == 0
+
+
+def test_cnn_map_is_cam_by_hand_and_shapes_follow_the_blocks():
+    m = model(CNN, "lastlayer")
+    x = torch.randn(2, 3, 16, 16, dtype=torch.float64)
+    _, spatial = spatial_attribution(m, x, classes=torch.tensor([[1], [3]]))
+    assert [tuple(s.shape) for s in spatial.maps] == [(2, 1, 8, 8), (2, 1, 4, 4), (2, 1, 2, 2)]
+    f = m.backbone.blocks[2](m.backbone.blocks[1](m.backbone.blocks[0](x)))  # (2, 8, 2, 2)
+    W = m.head.linear.weight.double()
+    cam = torch.einsum("bchw,bc->bhw", f, W[[1, 3]]) / 4
+    assert torch.allclose(spatial.maps[2][:, 0], cam, atol=1e-12)
+
+
+def test_float32_model_is_exact_within_1e5():
+    m = model(CNN, "laya").float()
+    x = torch.randn(3, 3, 16, 16)
+    _, spatial = spatial_attribution(m, x)
+    assert (spatial.layer_sums() - spatial.terms).abs().max() < 1e-5
+
+
+def test_efficientnet_with_pre_logits_layer_is_exact():
+    m = model(EFFNET, "laya")
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    out, spatial = spatial_attribution(m, x, top_k=2)
+    assert len(spatial.maps) == len(out.hidden) == 9 and all(spatial.exact)
+    assert (spatial.layer_sums() - spatial.terms).abs().max() < 1e-8
+    # the hooks are gone afterwards: the backbone runs as before
+    assert "_pool" not in vars(m.backbone) and "forward_head" not in vars(m.backbone.model)
+
+
+def test_cls_pooled_and_mlp_layers_have_no_exact_map():
+    vit = model(BackboneConfig(**{**VIT_AVG.to_dict(), "pool": "cls"}), "laya")
+    _, spatial = spatial_attribution(vit, torch.randn(2, 3, 16, 16, dtype=torch.float64))
+    assert spatial.exact == [False, False] and torch.isnan(spatial.layer_sums()).all()
+    with pytest.raises(ValueError, match="no exact spatial map"):
+        spatial.upsampled(0, (16, 16))
+    mlp = model(BackboneConfig(name="mlp", in_channels=1, input_size=4, widths=(6, 5)), "concat")
+    _, spatial = spatial_attribution(mlp, torch.randn(3, 1, 4, 4, dtype=torch.float64))
+    assert spatial.maps == [None, None]
+
+
+def test_upsampled_density_keeps_the_sum_and_one_forward_only():
+    m = model(CNN, "concat")
+    x = torch.randn(2, 3, 16, 16, dtype=torch.float64)
+    calls = []
+    handle = m.backbone.register_forward_hook(lambda *a: calls.append(1))
+    _, spatial = spatial_attribution(m, x)
+    handle.remove()
+    assert len(calls) == 1
+    up = spatial.upsampled(1, (16, 16), mode="nearest")
+    assert up.shape == (2, 3, 16, 16)
+    assert torch.allclose(up.sum((-2, -1)), spatial.maps[1].sum((-2, -1)), atol=1e-12)
+    bilinear = spatial.upsampled(1, (16, 16))
+    assert torch.allclose(bilinear.sum((-2, -1)), spatial.maps[1].sum((-2, -1)), rtol=0.2, atol=1e-3)
+
+
+def test_keep_maps_collects_the_tensors_the_backbone_pools():
+    m = model(CNN, "laya")
+    x = torch.randn(2, 3, 16, 16, dtype=torch.float64)
+    with keep_maps(m.backbone) as maps, torch.no_grad():
+        hidden = m.backbone(x)
+    assert all(torch.equal(f.mean((2, 3)), h) for f, h in zip(maps, hidden))
+
+
+def test_bad_classes_are_refused():
+    m = model(CNN, "laya")
+    with pytest.raises(ValueError, match="classes must be"):
+        spatial_attribution(m, torch.randn(2, 3, 16, 16, dtype=torch.float64), classes=torch.tensor([1, 2]))
+
+
+def test_wrapped_module_and_torchvision_resnet_are_exact():
+    from torch import nn
+
+    from laya.model.backbones import wrap
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 6, 3, stride=2, padding=1), nn.ReLU())
+    wrapped = wrap(net, ["1", "3"], input_size=16)
+    head = build_head(HeadConfig(name="laya", d_star=8, scorer_hidden=9), wrapped.layer_dims, 5)
+    m = LayerwiseClassifier(wrapped, head).double().eval()
+    _, spatial = spatial_attribution(m, torch.randn(2, 3, 16, 16, dtype=torch.float64))
+    assert [tuple(s.shape[-2:]) for s in spatial.maps] == [(16, 16), (8, 8)]
+    assert (spatial.layer_sums() - spatial.terms).abs().max() < 1e-10
+    resnet = model(BackboneConfig(name="torchvision", in_channels=3, input_size=32, model="resnet18",
+                                  layers=["layer1", "layer4"]), "concat")  # fmt: skip
+    _, spatial = spatial_attribution(resnet, torch.randn(2, 3, 32, 32, dtype=torch.float64))
+    assert all(spatial.exact) and (spatial.layer_sums() - spatial.terms).abs().max() < 1e-8
+
+
+def test_cls_layers_get_a_gradient_x_activation_approximation():
+    from laya.analysis.spatial import token_gradient_maps
+
+    vit = model(BackboneConfig(**{**VIT_AVG.to_dict(), "pool": "cls"}), "laya")
+    x = torch.randn(2, 3, 16, 16, dtype=torch.float64)
+    classes = torch.tensor([[0, 1], [2, 3]])
+    maps = token_gradient_maps(vit, x, classes)
+    assert [tuple(m.shape) for m in maps] == [(2, 2, 4, 4), (2, 2, 4, 4)]
+    # by hand for the first layer, class 0 of input 0: d term / d tokens entering block 0, times the tokens
+    tokens = []
+    h = vit.backbone.model.blocks[0].register_forward_pre_hook(lambda m, a: tokens.append(a[0]))
+    with torch.enable_grad():
+        hidden = vit.backbone(x)
+        h.remove()
+        term = vit.head.logit_terms(vit.head.encode(hidden))[0][0, 0, 0]
+        (grad,) = torch.autograd.grad(term, tokens[0])
+    expected = (grad * tokens[0])[0, 1:].sum(-1).reshape(4, 4)
+    assert torch.allclose(maps[0][0, 0], expected, atol=1e-10)
+    with pytest.raises(ValueError, match="pool='cls'"):
+        token_gradient_maps(model(CNN, "laya"), torch.randn(1, 3, 16, 16, dtype=torch.float64), classes[:1])

@@ -128,7 +128,7 @@ def documents() -> list[Path]:
 SECTIONS: dict[str, list[str]] = {
     "Results": ["models/*/summary.csv", "models/*/comparisons.csv", "models/*/*/comparisons.csv",
                 "models/*/*/faithfulness.csv", "models/*/*/report.json", "readme_tables:models/*",
-                "seed0_sensitivity:models/fashion-mnist-mlp",
+                "seed0_sensitivity:models/*",
                 "git:afa2ab3:models/cifar10-efficientnet-lite0/summary.md"],  # fmt: skip
     "Depth analytics": ["models/*/*/depth.json", "models/*/*/exits.json"],
     "Speed": ["docs/benchmark-run.txt"],

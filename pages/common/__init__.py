@@ -1,7 +1,7 @@
 """Shared dashboard code, one module per concern; pages use it as ``from pages import common``.
 
 - :mod:`.page_guard`: the page guard (a short ``st.error``, the traceback in the server log);
-- :mod:`.loading`: cached loading of checkpoints, reports, explanations and depth analytics;
+- :mod:`.loading`: cached loading of checkpoints, reports, explanations, depth analytics, lens and patching;
 - :mod:`.sidebar`: the model picker (bundled, uploaded, typed) and the page's selection;
 - :mod:`.sharing`: the view in the URL, the "copy link" box, the HTML report button;
 - :mod:`.inputs`: the image input (upload, browsed test input, example) and the checkpoints a page may compare;
@@ -28,6 +28,7 @@ from pages.common.loading import (
     evaluate_locally,
     explain,
     load_depth,
+    load_lens,
     load_model,
     load_report,
     load_sample,
@@ -82,6 +83,7 @@ __all__ = [
     "image_input",
     "keep_replies_across_reruns",
     "load_depth",
+    "load_lens",
     "load_model",
     "load_report",
     "load_sample",

@@ -17,11 +17,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 import torch
 
 from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
 from laya.analysis.explain import Explanation, explain_bytes
+from laya.analysis.lens import LENS_FILE
+from laya.analysis.lens import load_lens as read_lens
 from laya.analysis.report import REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
 from laya.app import deploy, views
@@ -176,6 +179,20 @@ def _load_depth(path: str, stamp: int) -> DepthReport | None:
 def load_depth(path: str | Path) -> DepthReport | None:
     """``depth.json`` beside a checkpoint (``python -m laya depth``), or None."""
     return _load_depth(str(path), _stamp(Path(path) / "depth.json"))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _load_lens(path: str, stamp: int) -> pd.DataFrame | None:
+    return read_lens(path)
+
+
+def load_lens(path: str | Path) -> pd.DataFrame | None:
+    """``lens.csv`` beside a checkpoint (``python -m laya lens`` or ``depth``), or None (a warning if unreadable)."""
+    try:
+        return _load_lens(str(path), _stamp(Path(path) / LENS_FILE))
+    except (ValueError, OSError) as error:
+        st.warning(shown(error))
+        return None
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)

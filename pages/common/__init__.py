@@ -4,7 +4,8 @@
 - :mod:`.loading`: cached loading of checkpoints, reports, explanations, depth analytics, lens and patching;
 - :mod:`.sidebar`: the model picker (bundled, uploaded, typed) and the page's selection;
 - :mod:`.sharing`: the view in the URL, the "copy link" box, the HTML report button;
-- :mod:`.inputs`: the image input (upload, browsed test input, example) and the checkpoints a page may compare;
+- :mod:`.inputs`: the image input (upload, browsed test input, example), a patching source, and the checkpoints a
+  page may compare;
 - :mod:`.display`: display tables shown whole, scrolling to an anchor.
 - :mod:`.switches`: page switches kept in the link and across page changes (``switches.pick(st.radio, ...)``).
 - :mod:`.upstream`: a workaround for a Streamlit bug (a rerun dropped the reply a file upload waits for).
@@ -17,7 +18,16 @@ their first value from ``common.opened_link()``), ``common.copy_link()`` and
 """
 
 from pages.common.display import scroll_to, table
-from pages.common.inputs import BROWSED, CURRENT_INPUT, IMAGE_TYPES, browsed_input, group_members, image_input
+from pages.common.inputs import (
+    BROWSED,
+    CURRENT_INPUT,
+    IMAGE_TYPES,
+    PATCH_SOURCE,
+    browsed_input,
+    group_members,
+    image_input,
+    source_input,
+)
 from pages.common.loading import (
     ALLOW_NONFINITE,
     MAX_FAILURES,
@@ -32,6 +42,7 @@ from pages.common.loading import (
     load_model,
     load_report,
     load_sample,
+    patch,
 )
 from pages.common.page_guard import LOG, guard
 from pages.common.sharing import OPENED, VIEW, copy_link, opened_link, option_index, report_button, share, view_link
@@ -64,6 +75,7 @@ __all__ = [
     "MAX_FAILURES",
     "NO_MODELS",
     "OPENED",
+    "PATCH_SOURCE",
     "SELECTION",
     "SOURCES",
     "VIEW",
@@ -89,6 +101,7 @@ __all__ = [
     "load_sample",
     "models_root",
     "opened_link",
+    "patch",
     "option_index",
     "pick_model",
     "provenance",
@@ -98,6 +111,7 @@ __all__ = [
     "session_alive",
     "session_id",
     "share",
+    "source_input",
     "show_load_warnings",
     "table",
     "upload_digest",

@@ -198,12 +198,12 @@ def trajectory_figure(
         if "low" in rows:
             line.error_y = dict(type="data", symmetric=False, array=rows["high"] - rows[column],
                                 arrayminus=rows[column] - rows["low"])  # fmt: skip
-            line.customdata = rows["n"] if "n" in rows else None
+            line.customdata = rows.get("n")
             line.hovertemplate = "%{x}: %{y:.3f} (n = %{customdata})<extra>%{fullData.name}</extra>"
         figure.add_trace(line)
     if this_input is not None:
         figure.add_trace(go.Scatter(x=this_input["layer"], y=this_input[metric], mode="lines+markers",
-                                    name="this input", line=dict(width=4, color="black")))  # fmt: skip
+                                    name="this input", line={"width": 4, "color": "black"}))  # fmt: skip
     figure.update_layout(
         xaxis_title="layer", yaxis_title=METRICS[metric], title=f"Per-layer lens ({source})" if source else None
     )

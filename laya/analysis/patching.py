@@ -32,7 +32,6 @@ from laya.model.checkpoint import Checkpoint
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead
 
-
 WHERE = {"head": "at the head (direct effect)", "backbone": "in the backbone (total effect)"}
 
 

@@ -11,8 +11,8 @@ from laya.app import views
 from laya.app.catalog import Entry
 from laya.app.text import shown
 from laya.data.images import FORMATS, MAX_BYTES
-from pages.common.sharing import opened_link, option_index, share
 from pages.common.loading import load_sample
+from pages.common.sharing import opened_link, option_index, share
 from pages.common.sidebar import SELECTION, Selection
 
 CURRENT_INPUT = "laya_current_input"  # (name, bytes) of the input shown on Inspect, for the Depth analytics page

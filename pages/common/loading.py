@@ -24,8 +24,8 @@ import torch
 from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
 from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.lens import LENS_FILE
-from laya.analysis.patching import PatchEffects, patch_bytes
 from laya.analysis.lens import load_lens as read_lens
+from laya.analysis.patching import PatchEffects, patch_bytes
 from laya.analysis.report import REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
 from laya.app import deploy, views

@@ -121,7 +121,7 @@ def test_cli_writes_the_report_and_refuses_a_missing_checkpoint(tiny_models: Pat
 def test_depth_writes_the_lens_and_lens_alone_reproduces_it(analysed, tmp_path: Path, capsys):
     """lens.csv beside depth.json equals the lens of the report's own head pass, and `laya lens` (same inputs,
     same stored fit) writes the same numbers without the rest of depth analytics."""
-    checkpoint, report, fit, out = analysed
+    checkpoint, _, fit, out = analysed
     summary = load_lens(out)
     own = checkpoint.meta.head.name == "laya"
     assert set(summary["readout"]) == {"head classifier" if own else "linear probes"}

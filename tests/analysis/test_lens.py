@@ -17,8 +17,8 @@ from laya.analysis.lens import (
     trajectory_figure,
     write_lens,
 )
-from laya.app.depth_plots import lens_caption
 from laya.analysis.readouts import LayerProbes
+from laya.app.depth_plots import lens_caption
 from tests.model.test_heads import DIMS, hidden, make
 
 

@@ -46,3 +46,12 @@ def test_caption_counts_passes_and_image_figure():
     assert "one batched head call (5 single layers" in patching_caption("head", "laya", 5, 5)
     grey = image_figure(np.full((4, 5), 7, dtype=np.uint8), "src")
     assert np.asarray(grey.data[0].z).shape == (4, 5, 3) and grey.layout.title.text == "src"
+
+
+def test_html_export_carries_figure_table_and_source_image():
+    from laya.app.export import html_report
+
+    page = html_report("Activation patching", [("effects", effects_figure(TABLE, "head", "cat", "cat", "dog")),
+                                               ("Per layer", TABLE),
+                                               ("Source image", image_figure(np.zeros((2, 2, 3), np.uint8), "s"))])  # fmt: skip
+    assert page.count('class="plotly-graph-div"') == 2 and "<td>all layers</td>" in page and "frog" in page

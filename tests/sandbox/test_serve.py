@@ -47,7 +47,7 @@ def test_serve_answers_refusals_and_unknown_ops_and_stays_up(tiny_models: Path) 
 
 def test_patch_request_needs_a_target_and_a_source(tiny_models: Path) -> None:
     good = str(tiny_models / "colours-mlp" / "laya")
-    image = sorted((tiny_models / "colours-mlp" / "examples").iterdir())[0].read_bytes()
+    image = min((tiny_models / "colours-mlp" / "examples").iterdir()).read_bytes()
     index, blob = protocol.join_files({"target": image, "other": image})
     requests = io.BytesIO(protocol.encode({"op": "patch", "path": good, "where": "head", "files": index}, blob))
     out = io.BytesIO()

@@ -497,7 +497,8 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
         assert charts(at), f"{page} shows no chart for {setting_dir.name}"
     if (setting_dir / "laya" / "depth.json").is_file():  # the depth report's global charts
         measured = (setting_dir / "laya" / "exits.json").is_file()  # + the measured early-exit runs' chart
-        assert len(charts(at)) == 6 + measured and at.main.dataframe[-1].value.shape[0] >= 5
+        lens = 2 if (setting_dir / "laya" / "lens.csv").is_file() else 1  # the input's lens (+ every class)
+        assert len(charts(at)) == 6 + lens + measured and at.main.dataframe[-1].value.shape[0] >= 5
 
 
 def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: AppTest, setting: Path) -> None:

@@ -80,10 +80,9 @@ else:
                                                               for m, label in METRICS.items()})  # fmt: skip
     sections += [(f"Per-layer lens ({lens_.source}): {METRICS[metric]}", lens_figure),
                  (f"Per-layer lens of {name} ({lens_.source})", trajectory)]  # fmt: skip
-    if lens_summary is not None:
+    if lens_summary is not None and st.toggle("Every true class (test set, 95 % bootstrap CIs)", key="depth_lens_all"):
         by_class = trajectory_figure(class_view(lens_summary, metric), metric, str(lens_summary["readout"].iloc[0]))
-        with st.expander("Lens by true class, every class (test set, 95 % bootstrap CIs)"):
-            st.plotly_chart(by_class, key="depth_lens_classes")
+        st.plotly_chart(by_class, key="depth_lens_classes")
         sections.append((f"Per-layer lens by true class: {METRICS[metric]}", by_class))
 
 if report is None:

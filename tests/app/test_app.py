@@ -495,10 +495,9 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
         at.switch_page(page).run()
         assert_ok(at)
         assert charts(at), f"{page} shows no chart for {setting_dir.name}"
-    if (setting_dir / "laya" / "depth.json").is_file():  # the depth report's global charts
+    if (setting_dir / "laya" / "depth.json").is_file():  # the depth report's global charts and the input's lens
         measured = (setting_dir / "laya" / "exits.json").is_file()  # + the measured early-exit runs' chart
-        lens = 2 if (setting_dir / "laya" / "lens.csv").is_file() else 1  # the input's lens (+ every class)
-        assert len(charts(at)) == 6 + lens + measured and at.main.dataframe[-1].value.shape[0] >= 5
+        assert len(charts(at)) == 6 + 1 + measured and at.main.dataframe[-1].value.shape[0] >= 5
 
 
 def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: AppTest, setting: Path) -> None:
@@ -642,7 +641,7 @@ def test_depth_page_before_and_after_the_depth_report(
     data = png(Image.new("RGB", (20, 20), (200, 30, 30)))
     at.file_uploader(key="depth_upload").set_value(("red.png", data, "image/png")).run()
     assert_depth_shows(at, models / "colours-mlp" / "concat", data)
-    assert not at.info and len(charts(at)) == 3 + 1 + 4  # + lens by class, exit curve, pruning, attribution, ROC
+    assert not at.info and len(charts(at)) == 3 + 4  # + exit curve, pruning, class-wise attribution, ROC
     scores = at.main.dataframe[0].value
     assert "multi-layer Mahalanobis" in list(scores["score"]) and (scores["threshold"] != "–").all()
     msp = scores[scores["score"] == "max softmax (baseline)"].iloc[0]  # the probability, flagged below, not −p
@@ -673,7 +672,7 @@ def test_depth_page_before_and_after_the_depth_report(
     write_exits(measure(checkpoint, measured, log=lambda message: None), checkpoint.path)
     at.run()
     assert_ok(at)
-    assert len(charts(at)) == 3 + 1 + 5  # + the measured early-exit runs
+    assert len(charts(at)) == 3 + 5  # + the measured early-exit runs
     assert any(c["layout"]["title"]["text"].startswith("Early exit, measured runs") for c in charts(at))
 
 

@@ -151,6 +151,10 @@ def test_depth_page_shows_the_lens_of_the_input_over_the_class_means(
     assert array(traces["all"]["y"]) == pytest.approx(summary.loc[summary["class"] == "all", "prob"].to_numpy())
     assert any("linear probes fitted on the training split" in c.value and "12 test inputs" in c.value
                for c in at.caption)  # fmt: skip
+    at.toggle(key="depth_lens_all").set_value(True).run()
+    every = [t["name"] for c in charts(at) if (c["layout"].get("title") or {}).get("text") == "Per-layer lens "
+             "(linear probes)" for t in c["data"]]  # fmt: skip
+    assert every.count("this input") == 1 and set(every) >= {"all", *summary["class"]}  # + one line per class
     table = next(d.value for d in at.main.dataframe if "kl" in d.value)
     assert table["rank"].tolist() == lens_.rank[0].tolist() and torch.allclose(
         torch.tensor(table["kl"].to_numpy()), lens_.kl[0], atol=1e-6)  # fmt: skip

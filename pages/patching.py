@@ -46,8 +46,9 @@ b = pick_b.selectbox("… minus class b", range(len(classes)), index=source_pred
                      format_func=classes.__getitem__, key="patch_class_b")  # fmt: skip
 probs = effects.base_logits[0].softmax(-1)
 target_metric, source_metric = st.columns(2)
-target_metric.metric("Target's prediction", classes[predicted], f"p = {float(probs[predicted]):.3f}", delta_color="off")
-source_metric.metric("Source's prediction", classes[source_pred], delta=None)
+target_metric.metric(f"Target's prediction (p = {float(probs[predicted]):.3f})", classes[predicted])
+source_probs = effects.source_logits[0].softmax(-1)
+source_metric.metric(f"Source's prediction (p = {float(source_probs[source_pred]):.3f})", classes[source_pred])
 
 table = pair_table(effects, layers, classes, a, b)
 note = patching_plots.alpha_note(head, effects.alpha is not None)

@@ -39,7 +39,7 @@ def effects_figure(table: pd.DataFrame, where: str, predicted: str, a: str, b: s
     figure = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
     colours = (palette.CONFIDENCE, palette.DISAGREE, palette.CONFIDENCE)
     for r, (column, title, colour) in enumerate(zip(ROWS, titles, colours), start=1):
-        figure.update_yaxes(title_text=title, row=r, col=1, zeroline=True)
+        figure.update_yaxes(title_text=title, title_font_size=11, row=r, col=1, zeroline=True)
         if column == "alpha_change" and (note is not None or rows[column].isna().all()):
             figure.add_annotation(text=note or "n/a", xref="x domain", yref=f"y{r} domain", x=0.5, y=0.5,
                                   showarrow=False, row=r, col=1)  # fmt: skip
@@ -52,7 +52,7 @@ def effects_figure(table: pd.DataFrame, where: str, predicted: str, a: str, b: s
     figure.update_layout(
         title=f"Patching each layer {WHERE[where]}: the target with that layer from the source",
         showlegend=False,
-        height=620,
+        height=720,
     )
     figure.update_xaxes(title_text="patched layer", row=3, col=1)
     return figure

@@ -36,6 +36,9 @@ page = st.navigation(
             "pages/depth.py", title="Depth analytics", icon=":material/stacked_bar_chart:", url_path="depth-analytics"
         ),
         st.Page("pages/browse.py", title="Browse test set", icon=":material/photo_library:", url_path="browse-test-set"),
+        st.Page(
+            "pages/patching.py", title="Activation patching", icon=":material/swap_horiz:", url_path="activation-patching"
+        ),
     ],
     position="top",
 )

@@ -1,4 +1,4 @@
-"""Command line: ``laya {shapes,train,evaluate,sample,depth,exits,benchmark,reproduce,bundle,dashboard,patch} ...`` (or ``python -m laya``).
+"""Command line: ``laya {shapes,train,evaluate,sample,depth,lens,exits,benchmark,reproduce,bundle,dashboard,patch} ...`` (or ``python -m laya``).
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -223,6 +223,25 @@ def cmd_depth(args: argparse.Namespace) -> None:
         f"accuracy {report['accuracy']:.4f}  prediction depth {depth['prediction_depth']:.2f}  "
         f"overthinking {depth['overthinking_rate']:.3f}  compute saved at <=1 pt (estimate) {saved:.1%}  -> {out}"
     )
+
+
+def cmd_lens(args: argparse.Namespace) -> None:
+    from laya.analysis.depth import LensOptions, lens_report
+    from laya.analysis.lens import write_lens
+    from laya.model.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
+    options = LensOptions(limit=args.limit, train_limit=args.train_limit, resamples=args.resamples,
+                          readout=args.readout)  # fmt: skip
+    table = lens_report(checkpoint, options, _tqdm_progress(f"lens of {checkpoint.name}"))
+    out = write_lens(table, args.out or checkpoint.path)
+    overall = table[table["class"] == "all"]
+    print(f"per-layer lens ({table['readout'].iloc[0]}), {int(overall['n'].iloc[0])} test inputs, all classes; "
+          "mean [95% bootstrap CI]")  # fmt: skip
+    for row in overall.to_dict("records"):
+        print(f"  {row['layer']:>12}  KL {row['kl']:.3f} [{row['kl_low']:.3f}, {row['kl_high']:.3f}]  "
+              f"p(final) {row['prob']:.3f}  rank {row['rank']:.2f}  entropy {row['entropy']:.3f}")
+    print(f"-> {out}")
 
 
 def cmd_exits(args: argparse.Namespace) -> None:
@@ -460,6 +479,18 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     _add_device_flags(t)
     t.set_defaults(func=cmd_train)
+
+    le = sub.add_parser("lens", help="only the per-layer lens of `depth` (lens.csv beside the checkpoint): cheap")
+    le.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
+    le.add_argument("--out", help="output directory (default: the checkpoint's directory)")
+    le.add_argument("--allow-import", action="store_true", help=ALLOW_IMPORT_HELP)
+    le.add_argument("--limit", type=int, default=2000, help="test inputs (depth's seeded subset); default 2000")
+    le.add_argument("--train-limit", type=int, default=3000,
+                    help="training inputs for probes, only where no depth fit is stored")  # fmt: skip
+    le.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    le.add_argument("--readout", choices=["own", "probes"], default="own",
+                    help="own: LAYA/ScalarMix through their classifier; probes: fitted probes for every head")  # fmt: skip
+    le.set_defaults(func=cmd_lens)
 
     e = sub.add_parser("evaluate", help="accuracy, faithfulness, Deletion@1, profiles -> report.json + CSVs")
     e.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")

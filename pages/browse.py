@@ -1,5 +1,6 @@
 """Test-set browser: the sample's test inputs with label, prediction, confidence, top layer, a layer's score and
-LOO drop, prediction depth and an error/OOD score; filter, sort, and open any of them on Inspect."""
+LOO drop, prediction depth and an error/OOD score; filter, sort, and open any of them on Inspect or use it as the
+source of Activation patching."""
 
 import math
 
@@ -80,6 +81,10 @@ for start in range(0, len(chunk), COLUMNS):
                 st.session_state[common.BROWSED] = (selection.path, index)
                 st.session_state.pop(f"{common.BROWSED}_dropped", None)
                 st.switch_page("pages/inspect.py", query_params={"input": str(index)})
+            if st.button("Patch source", key=f"browse_source_{index}", icon=":material/swap_horiz:",
+                         help="Open Activation patching with this test input as the source"):  # fmt: skip
+                st.session_state[common.PATCH_SOURCE] = (selection.path, index)
+                st.switch_page("pages/patching.py")
 
 st.dataframe(
     table.drop(columns="row"),

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from laya.analysis.detection import SCORE_LABELS
+from laya.analysis.lens import METRICS, class_view, trajectory_figure
 from laya.analysis.logit_attribution import top_class_table
 from laya.analysis.measured import load_exits
 from laya.app import browser, depth_plots, views
@@ -60,6 +61,29 @@ if report is not None:
         st.warning(warning)
 st.dataframe(scores, hide_index=True)
 sections.append(("Error and OOD scores of this input", scores))
+
+st.subheader("Per-layer lens: each layer's own prediction against the final one")
+lens_ = result.lens()
+lens_summary = common.load_lens(selection.path)
+if lens_ is None:
+    st.info("No per-layer readouts for this head yet: `python -m laya depth` fits the linear probes the lens reads.")
+else:
+    metric = st.selectbox("Lens metric", list(METRICS), format_func=METRICS.__getitem__, key="depth_lens_metric")
+    trajectory = lens_.table(0, classes, layers)
+    predicted = classes[result.prediction]
+    means = None if lens_summary is None else class_view(lens_summary, metric, ["all", predicted])
+    lens_figure = trajectory_figure(trajectory if means is None else means, metric, lens_.source,
+                                    None if means is None else trajectory)  # fmt: skip
+    st.plotly_chart(lens_figure, key="depth_lens")
+    st.caption(depth_plots.lens_caption(lens_.source, lens_summary, predicted))
+    st.dataframe(trajectory, hide_index=True, column_config={m: st.column_config.NumberColumn(label, format="%.3f")
+                                                              for m, label in METRICS.items()})  # fmt: skip
+    sections += [(f"Per-layer lens ({lens_.source}): {METRICS[metric]}", lens_figure),
+                 (f"Per-layer lens of {name} ({lens_.source})", trajectory)]  # fmt: skip
+    if lens_summary is not None and st.toggle("Every true class (test set, 95 % bootstrap CIs)", key="depth_lens_all"):
+        by_class = trajectory_figure(class_view(lens_summary, metric), metric, str(lens_summary["readout"].iloc[0]))
+        st.plotly_chart(by_class, key="depth_lens_classes")
+        sections.append((f"Per-layer lens by true class: {METRICS[metric]}", by_class))
 
 if report is None:
     common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name,

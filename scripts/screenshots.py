@@ -37,6 +37,7 @@ PAGES = {  # screenshot name -> (navigation link text, the page's heading)
     "faithfulness": ("Faithfulness overview", "Faithfulness overview"),
     "depth": ("Depth analytics", "Depth analytics"),
     "browse": ("Browse test set", "Browse the test set"),
+    "patching": ("Activation patching", "Activation patching"),
 }
 
 
@@ -135,10 +136,19 @@ def open_app(page: Page, url: str) -> None:
     wait_idle(page)
 
 
+IN_BAR = """(text) => [...document.querySelectorAll('[data-testid="stTopNavLink"]')].some(
+    link => link.textContent.includes(text) && !link.closest('[inert]'))"""  # overflowing links are kept inert
+
+
 def open_page(page: Page, name: str) -> None:
-    """Follow the top-bar navigation link to page ``name`` (a key of ``PAGES``) and wait for it to render."""
+    """Follow the top-bar navigation link to page ``name`` (a key of ``PAGES``; through the bar's "N more" menu
+    where it does not fit) and wait for it to render."""
     link, heading = PAGES[name]
-    page.locator('[data-testid="stTopNavLink"]', has_text=link).first.click()
+    if page.evaluate(IN_BAR, link):
+        page.locator('[data-testid="stTopNavLink"]', has_text=link).first.click()
+    else:  # the links that do not fit the bar are behind its last entry, "N more"
+        page.locator('[data-testid="stTopNavSection"]', has_text="more").first.click()
+        page.locator('[data-testid="stTopNavDropdownLink"]', has_text=link).first.click()
     page.locator("h1", has_text=heading).first.wait_for(state="visible")
     wait_idle(page)
 
@@ -169,11 +179,14 @@ def wait_for_images(page: Page, count: int = 1) -> None:
 
 
 def wait_for_content(page: Page, name: str) -> None:
-    """Wait for what page ``name`` draws: the test-set browser's thumbnails, every other page's charts."""
+    """Wait for what page ``name`` draws: the test-set browser's thumbnails, every other page's charts (and
+    Activation patching's two input images)."""
     if name == "browse":
         wait_for_images(page)
-    else:
-        wait_for_charts(page)
+        return
+    if name == "patching":
+        wait_for_images(page, 2)
+    wait_for_charts(page)
 
 
 def full_screenshot(page: Page, path: Path) -> None:

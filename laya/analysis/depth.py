@@ -36,6 +36,7 @@ from laya.analysis.detection import (
 )
 from laya.analysis.evaluate import _json_safe
 from laya.analysis.exits import THRESHOLDS, compute_saved, exit_curve, exit_layers, layer_costs
+from laya.analysis.lens import Lens, from_readouts, lens_summary, write_lens
 from laya.analysis.logit_attribution import LogitAttribution, class_mean_terms, logit_attribution
 from laya.analysis.pruning import pruning_curves, removal_orders
 from laya.analysis.readouts import LayerProbes, Readouts, depth_summary, readout_logits
@@ -47,6 +48,7 @@ from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_te
 FIT_FILE = "depth_fit.safetensors"
 FIT_META_FILE = "depth_fit.json"
 DEPTH_FILE = "depth.json"
+LENS_SOURCE = {"own classifier": "head classifier", "fitted probe": "linear probes"}  # readout kind -> Lens.source
 Progress = Callable[[float, str], None]
 
 
@@ -266,6 +268,10 @@ def depth_report(
     progress(0.95, "summaries")
     readout_cis = bootstrap_cis(layer_correct, resamples=options.resamples, seed=options.seed)
     kind = "own classifier" if own and _has_own_readouts(model.head, passed.hidden) else "fitted probe"
+    lens_ = from_readouts(passed.readout_probs, passed.logits, LENS_SOURCE[kind])
+    lens_table = lens_summary(lens_, labels, classes, layer_names, f"python -m laya lens --checkpoint {checkpoint.path} "
+                              f"--limit {options.limit}" + (" --readout probes" if not own else ""),
+                              options.resamples, options.seed)  # fmt: skip
     report = {
         "laya_version": __version__,
         "checkpoint": {
@@ -313,6 +319,7 @@ def depth_report(
             "flag_thresholds": {k: flag_threshold(v) for k, v in in_scores.items()},
             "roc": _records(_thin(pd.concat(rocs, ignore_index=True))),
         },
+        "lens": _records(lens_table),
         "timing": timing,
     }
     progress(1.0, "done")
@@ -480,13 +487,69 @@ CSV_TABLES = ("prediction_depth", "prediction_depth_probes", "readout_accuracy",
 
 
 def write_depth(report: dict[str, Any], out: str | Path) -> Path:
-    """Write ``depth.json`` and one ``depth_<table>.csv`` per table to ``out``."""
+    """Write ``depth.json``, one ``depth_<table>.csv`` per table and the lens (``lens.csv``) to ``out``."""
     out = Path(out)
     atomic_write_json(out / DEPTH_FILE, report)
     view = DepthReport(report)
     for key in CSV_TABLES:
         view.table(key).to_csv(out / f"depth_{key}.csv", index=False)
+    if "lens" in report:
+        write_lens(pd.DataFrame(report["lens"]), out)
     return out
+
+
+@dataclass
+class LensOptions:
+    """``python -m laya lens``: the test inputs (the first ``limit`` of depth's seeded permutation, so the
+    same inputs as a ``depth`` run with that limit), probes fitted on ``train_limit`` training inputs only
+    where no stored fit has them, and the readout kind as in :class:`DepthOptions`."""
+
+    limit: int | None = 2000
+    train_limit: int | None = 3000
+    batch_size: int = 256
+    resamples: int = 1000
+    seed: int = 0
+    readout: str = "own"
+
+
+def lens_report(checkpoint: Checkpoint, options: LensOptions | None = None, progress: Progress | None = None) -> pd.DataFrame:
+    """Only the lens of :func:`depth_report` (its ``lens.csv``): test hidden states once, one float64 head pass.
+    Uses the stored :class:`DepthFit`'s probes; fits probes (not saved) where the readouts need them and
+    there is no fit."""
+    options = options or LensOptions()
+    if options.readout not in ("own", "probes"):
+        raise ValueError(f"readout must be 'own' or 'probes', got {options.readout!r}")
+    progress = progress or (lambda fraction, message: None)
+    model, meta = checkpoint.model, checkpoint.meta
+    device = next(model.parameters()).device
+    extract = cached_hidden_states if meta.backbone.freeze else hidden_states
+    own = options.readout == "own"
+
+    def hidden_of(images: Tensor, what: str) -> list[Tensor]:
+        return [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, images, options.batch_size, what)]
+
+    progress(0.0, "test hidden states")
+    test = checkpoint.load_data("test")
+    test = test.subset(_subset(len(test), options.limit, options.seed))
+    hidden = hidden_of(test.images, "test")
+    fit = DepthFit.load(checkpoint.path)
+    probes = fit.probes if fit else None
+    fitted = ""
+    if probes is None and not (own and _has_own_readouts(model.head, hidden)):
+        progress(0.5, "fitting linear probes (no stored depth fit)")
+        train = checkpoint.load_data("train")
+        train = train.subset(_subset(len(train), options.train_limit, options.seed))
+        probes = LayerProbes.fit(hidden_of(train.images, "train"), train.labels.to(device), len(meta.classes))
+        fitted = f" --train-limit {options.train_limit}"
+    progress(0.8, "lens")
+    passed = head_pass(checkpoint, hidden, probes, options.batch_size, own=own)
+    kind = "own classifier" if own and _has_own_readouts(model.head, hidden) else "fitted probe"
+    command = (f"python -m laya lens --checkpoint {checkpoint.path} --limit {options.limit}{fitted}"
+               + (" --readout probes" if not own else ""))  # fmt: skip
+    table = lens_summary(from_readouts(passed.readout_probs, passed.logits, LENS_SOURCE[kind]), test.labels,
+                         list(meta.classes), list(checkpoint.layer_names), command, options.resamples, options.seed)  # fmt: skip
+    progress(1.0, "done")
+    return table
 
 
 def run_depth(
@@ -512,17 +575,24 @@ class InputDepth:
     attribution: LogitAttribution
     readouts: Readouts | None
     scores: dict[str, float]
+    readout_kind: str | None = None  # "own classifier" / "fitted probe" (as depth.json's), None without readouts
 
     @property
     def prediction(self) -> int:
         return int(self.attribution.logits[0].argmax())
+
+    def lens(self) -> Lens | None:
+        """The per-layer lens of this input from its readouts (None without readouts)."""
+        if self.readouts is None or self.readout_kind is None:
+            return None
+        return from_readouts(self.readouts.probs, self.attribution.logits, LENS_SOURCE[self.readout_kind])
 
     def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
         """``(tensors, plain values)`` (how a sandboxed worker hands it over); :meth:`from_tensors` inverts it."""
         tensors = {"attribution.terms": self.attribution.terms, "attribution.bias": self.attribution.bias}
         if self.readouts is not None:
             tensors |= {"readouts.probs": self.readouts.probs, "readouts.final": self.readouts.final}
-        return tensors, {"scores": dict(self.scores)}
+        return tensors, {"scores": dict(self.scores), "readout_kind": self.readout_kind}
 
     @classmethod
     def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> InputDepth:
@@ -531,7 +601,10 @@ class InputDepth:
         if "readouts.probs" in tensors:
             readouts = Readouts(tensors["readouts.probs"], tensors["readouts.final"])
         attribution = LogitAttribution(tensors["attribution.terms"], tensors["attribution.bias"])
-        return cls(attribution, readouts, {str(k): float(v) for k, v in values["scores"].items()})
+        kind = values.get("readout_kind")
+        if kind is not None and kind not in LENS_SOURCE:
+            raise KeyError(f"unknown readout kind {kind!r}")
+        return cls(attribution, readouts, {str(k): float(v) for k, v in values["scores"].items()}, kind)
 
     def exit_layer(self, threshold: float) -> int | None:
         """0-based layer where the exit policy stops this input (``L`` = runs the full model); None without readouts."""
@@ -561,7 +634,8 @@ def input_depth(checkpoint: Checkpoint, image: Tensor, fit: DepthFit | None) -> 
     """``image``: ``uint8 (C, S, S)``; one backbone pass, then every per-input analysis."""
     device = next(checkpoint.model.parameters()).device
     hidden = checkpoint.model.backbone(checkpoint.preprocess(image.unsqueeze(0).to(device)))
-    has_readouts = fit is not None or _has_own_readouts(checkpoint.model.head, hidden)
+    own = _has_own_readouts(checkpoint.model.head, hidden)
+    has_readouts = fit is not None or own
     probes = fit.probes if fit else None
     if has_readouts:
         passed = head_pass(checkpoint, hidden, probes)
@@ -570,8 +644,9 @@ def input_depth(checkpoint: Checkpoint, image: Tensor, fit: DepthFit | None) -> 
     else:
         out = float64_head(checkpoint.model.head)([h.double() for h in hidden])
         scores, readouts = detection_scores(out.logits), None
+    kind = None if readouts is None else "own classifier" if own else "fitted probe"
     return InputDepth(
-        logit_attribution(checkpoint.model.head, hidden), readouts, {k: float(v[0]) for k, v in scores.items()}
+        logit_attribution(checkpoint.model.head, hidden), readouts, {k: float(v[0]) for k, v in scores.items()}, kind
     )
 
 
@@ -580,16 +655,19 @@ __all__ = [
     "DEPTH_FILE",
     "FIT_FILE",
     "FIT_META_FILE",
+    "LENS_SOURCE",
     "DepthFit",
     "DepthOptions",
     "DepthReport",
     "HeadPass",
     "InputDepth",
+    "LensOptions",
     "depth_card",
     "depth_report",
     "fit_depth",
     "head_pass",
     "input_depth",
+    "lens_report",
     "run_depth",
     "update_depth_card",
     "write_depth",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -26,6 +27,9 @@ from laya.analysis.readouts import LayerProbes, readout_logits
 from laya.analysis.statistics import bootstrap_ci
 from laya.model.heads import LayerHead, MixHead
 
+LENS_FILE = "lens.csv"
+SOURCES = {"head classifier": "the head's own classifier on each layer",
+           "linear probes": "linear probes fitted on the training split"}  # fmt: skip
 METRICS = {"kl": "KL(final || layer) [nats]", "entropy": "entropy [nats]", "rank": "rank of final class",
            "prob": "probability of final class"}  # fmt: skip
 
@@ -87,6 +91,19 @@ class Lens:
         })  # fmt: skip
 
 
+def from_readouts(readout_probs: Tensor, logits: Tensor, source: str) -> Lens:
+    """The lens of already computed readouts: ``readout_probs (B, L, C)`` (probabilities), ``logits (B, C)``
+    the head's final logits; ``source`` as :attr:`Lens.source`. Probabilities are clamped at the smallest
+    positive float64 before the log (a readout that underflowed to 0 gives a large, finite KL)."""
+    if readout_probs.ndim != 3 or logits.ndim != 2 or readout_probs.shape[::2] != logits.shape:
+        raise ValueError(f"need readout_probs (B, L, C) and logits (B, C), got {tuple(readout_probs.shape)}, "
+                         f"{tuple(logits.shape)}")  # fmt: skip
+    if source not in SOURCES:
+        raise ValueError(f"unknown lens source {source!r}; expected one of {sorted(SOURCES)}")
+    tiny = torch.finfo(torch.float64).tiny
+    return Lens(readout_probs.double().clamp(min=tiny).log(), torch.log_softmax(logits.double(), -1), source)
+
+
 @torch.inference_mode()
 def lens(head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None) -> Lens:
     """The lens of ``head`` on ``hidden`` (L tensors ``(B, d_i)``); ``probes`` needed for Concat/LastLayer."""
@@ -117,9 +134,62 @@ def class_trajectories(
     return pd.DataFrame(rows)
 
 
-def trajectory_figure(table: pd.DataFrame, metric: str = "kl", source: str = "") -> go.Figure:
-    """Lines over depth: one per class of :func:`class_trajectories` (with CI bands where ``low``/``high``
-    exist) or the single input of :meth:`Lens.table`."""
+def lens_summary(
+    lens_: Lens, labels: Tensor, classes: Sequence[str], layer_names: Sequence[str], command: str = "",
+    resamples: int = 1000, seed: int = 0,
+) -> pd.DataFrame:  # fmt: skip
+    """The report's lens (``lens.csv``): per true class (and ``"all"``) and layer, the mean of every metric
+    with its 95 % bootstrap CI over inputs: ``class, layer, layer_index, n``, then ``<metric>``,
+    ``<metric>_low``, ``<metric>_high`` for each of :data:`METRICS`, ``readout`` (:attr:`Lens.source`) and
+    ``command`` (how to regenerate it)."""
+    if len(labels) != lens_.log_q.shape[0]:
+        raise ValueError(f"{len(labels)} labels for {lens_.log_q.shape[0]} inputs")
+    table = None
+    for metric in METRICS:
+        part = class_trajectories(lens_, labels, classes, layer_names, metric, resamples, seed)
+        part = part.rename(columns={"mean": metric, "low": f"{metric}_low", "high": f"{metric}_high"})
+        table = part if table is None else table.merge(part, on=["class", "layer", "layer_index", "n"], sort=False)
+    return table.assign(readout=lens_.source, command=command)
+
+
+def write_lens(table: pd.DataFrame, out: str | Path) -> Path:
+    """Write :func:`lens_summary`'s table to ``out/lens.csv``."""
+    path = Path(out) / LENS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(path, index=False)
+    return path
+
+
+def load_lens(directory: str | Path) -> pd.DataFrame | None:
+    """``lens.csv`` beside a checkpoint, or None. Raises ``ValueError`` for a file that is not a lens summary."""
+    path = Path(directory) / LENS_FILE
+    if not path.is_file():
+        return None
+    table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    missing = {"class", "layer", "n", "readout", *METRICS, *(f"{m}_{e}" for m in METRICS for e in ("low", "high"))}
+    missing -= set(table.columns)
+    if missing:
+        raise ValueError(f"{path} is not a lens summary: no column {sorted(missing)} (rerun `python -m laya lens`)")
+    table["class"] = table["class"].astype(str)
+    return table
+
+
+def class_view(summary: pd.DataFrame, metric: str, classes: Sequence[str] | None = None) -> pd.DataFrame:
+    """:func:`class_trajectories`' shape (``class, layer, layer_index, n, mean, low, high``) of one metric of a
+    :func:`lens_summary` table, for ``classes`` (default all rows), for :func:`trajectory_figure`."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown lens metric {metric!r}; expected one of {sorted(METRICS)}")
+    rows = summary if classes is None else summary[summary["class"].isin(list(classes))]
+    view = rows[["class", "layer", "layer_index", "n", metric, f"{metric}_low", f"{metric}_high"]]
+    return view.rename(columns={metric: "mean", f"{metric}_low": "low", f"{metric}_high": "high"}).reset_index(drop=True)
+
+
+def trajectory_figure(
+    table: pd.DataFrame, metric: str = "kl", source: str = "", this_input: pd.DataFrame | None = None
+) -> go.Figure:
+    """Lines over depth: one per class of :func:`class_trajectories` / :func:`class_view` (with CI bars where
+    ``low``/``high`` exist) or the single input of :meth:`Lens.table`; ``this_input`` (a :meth:`Lens.table`)
+    is drawn on top of the class means as a thick line."""
     figure = go.Figure()
     groups = table.groupby("class", sort=False) if "mean" in table else [("input", table)]
     column = "mean" if "mean" in table else metric
@@ -128,11 +198,29 @@ def trajectory_figure(table: pd.DataFrame, metric: str = "kl", source: str = "")
         if "low" in rows:
             line.error_y = dict(type="data", symmetric=False, array=rows["high"] - rows[column],
                                 arrayminus=rows[column] - rows["low"])  # fmt: skip
+            line.customdata = rows.get("n")
+            line.hovertemplate = "%{x}: %{y:.3f} (n = %{customdata})<extra>%{fullData.name}</extra>"
         figure.add_trace(line)
+    if this_input is not None:
+        figure.add_trace(go.Scatter(x=this_input["layer"], y=this_input[metric], mode="lines+markers",
+                                    name="this input", line={"width": 4, "color": "black"}))  # fmt: skip
     figure.update_layout(
         xaxis_title="layer", yaxis_title=METRICS[metric], title=f"Per-layer lens ({source})" if source else None
     )
     return figure
 
 
-__all__ = ["METRICS", "Lens", "class_trajectories", "lens", "trajectory_figure"]
+__all__ = [
+    "LENS_FILE",
+    "METRICS",
+    "SOURCES",
+    "Lens",
+    "class_trajectories",
+    "class_view",
+    "from_readouts",
+    "lens",
+    "lens_summary",
+    "load_lens",
+    "trajectory_figure",
+    "write_lens",
+]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import torch
@@ -25,22 +26,40 @@ from torch import Tensor, nn
 
 from laya.analysis.ablation import float64_head
 from laya.analysis.statistics import bootstrap_ci
+from laya.data.images import load_image_tensor
 from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone, WrappedBackbone
+from laya.model.checkpoint import Checkpoint
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead
+
+WHERE = {"head": "at the head (direct effect)", "backbone": "in the backbone (total effect)"}
 
 
 @dataclass
 class PatchEffects:
     """``base_logits``: ``(B, C)`` target unpatched; ``logits``: ``(B, M, C)`` after patch ``m``;
     ``base_alpha`` ``(B, L)`` / ``alpha`` ``(B, M, L)``: layer scores, or None (Concat, LastLayer);
-    ``masks``: ``(M, L)`` True = layer taken from the source."""
+    ``masks``: ``(M, L)`` True = layer taken from the source; ``source_logits`` ``(B, C)``: the source
+    unpatched, where known."""
 
     base_logits: Tensor
     logits: Tensor
     base_alpha: Tensor | None
     alpha: Tensor | None
     masks: Tensor
+    source_logits: Tensor | None = None
+
+    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
+        """``(tensors, plain values)`` (how a sandboxed worker hands it over); :meth:`from_tensors` inverts it."""
+        tensors = {"base_logits": self.base_logits, "logits": self.logits, "masks": self.masks.to(torch.uint8)}
+        optional = {"base_alpha": self.base_alpha, "alpha": self.alpha, "source_logits": self.source_logits}
+        return tensors | {k: v for k, v in optional.items() if v is not None}, {}
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> PatchEffects:
+        """Inverse of :meth:`to_tensors`. Raises ``KeyError`` for a reply that does not fit."""
+        return cls(tensors["base_logits"], tensors["logits"], tensors.get("base_alpha"), tensors.get("alpha"),
+                   tensors["masks"].bool(), tensors.get("source_logits"))  # fmt: skip
 
     @property
     def prediction(self) -> Tensor:
@@ -195,6 +214,7 @@ def patch_backbone(
     with _record_output([modules[i] for i in layers], acts):  # source and target in one pass
         hidden = model.backbone(torch.cat([source, target]))
     base = head([h[B:].double() for h in hidden])
+    source_logits = head([h[:B].double() for h in hidden]).logits
     logits, alpha = [], []
     for i, act in zip(layers, acts):
         with _replace_output(modules[i], act[:B]):
@@ -204,7 +224,64 @@ def patch_backbone(
     masks = torch.zeros(len(layers), L, dtype=torch.bool, device=target.device)
     masks[torch.arange(len(layers)), torch.tensor(layers, dtype=torch.long)] = True
     scores = None if base.layer_scores is None else torch.stack(alpha, 1)
-    return PatchEffects(base.logits, torch.stack(logits, 1), base.layer_scores, scores, masks)
+    return PatchEffects(base.logits, torch.stack(logits, 1), base.layer_scores, scores, masks, source_logits)
+
+
+@torch.inference_mode()
+def patch_images(checkpoint: Checkpoint, target: Tensor, source: Tensor, where: str = "head") -> PatchEffects:
+    """The "patch every layer" sweep of one pair of images (``uint8 (C, S, S)`` each, the checkpoint's input):
+    ``where="head"``: one backbone pass on both, then one batched head call (each layer alone, then every
+    layer at once: that last row is the source's own logits); ``"backbone"``: ``L + 1`` passes
+    (:func:`patch_backbone`, layers with a module). ``source_logits`` filled either way."""
+    if where not in WHERE:
+        raise ValueError(f"where must be one of {sorted(WHERE)}, got {where!r}")
+    device = next(checkpoint.model.parameters()).device
+    x = checkpoint.preprocess(torch.stack([target, source]).to(device))
+    model = checkpoint.model
+    if where == "backbone":
+        return patch_backbone(model, x[:1], x[1:])
+    hidden = model.backbone(x)
+    L = len(hidden)
+    masks = torch.cat([single_layer_masks(L, device), torch.ones(1, L, dtype=torch.bool, device=device)])
+    effects = patch_head(model.head, [h[:1] for h in hidden], [h[1:] for h in hidden], masks)
+    effects.source_logits = float64_head(model.head)([h[1:].double() for h in hidden]).logits
+    return effects
+
+
+def patch_bytes(checkpoint: Checkpoint, target: bytes, source: bytes, where: str = "head") -> PatchEffects:
+    """Decode two uploaded files (see :mod:`laya.data.images`) and :func:`patch_images` them."""
+    spec = checkpoint.meta.input
+    images = [load_image_tensor(data, spec.channels, spec.source_size) for data in (target, source)]
+    return patch_images(checkpoint, *images, where=where)
+
+
+def pair_table(effects: PatchEffects, layer_names: Sequence[str], classes: Sequence[str], a: int, b: int) -> pd.DataFrame:
+    """One pair's sweep (row 0 of ``effects``), one row per layer (and ``"all layers"`` where patched together):
+    ``layer``, ``patched`` (False: the layer has no module to patch in the backbone), ``prob_change`` (the
+    target's predicted class), ``logit_diff_change`` (``logit_a - logit_b``), ``alpha_change`` (the patched
+    layer's own weight; NaN without layer scores), ``prediction`` after the patch and its ``probability``."""
+    if not (0 <= a < len(classes) and 0 <= b < len(classes)):
+        raise ValueError(f"classes {a}, {b} out of range for {len(classes)} classes")
+    prob, diff, alpha = effects.prob_change()[0], effects.logit_diff_change(a, b)[0], effects.alpha_change()
+    after = torch.softmax(effects.logits[0], -1)
+    nan = float("nan")
+    rows = []
+    wanted = [[i] for i in range(len(layer_names))] + [list(range(len(layer_names)))]
+    masks = [[i for i, on in enumerate(m) if on] for m in effects.masks.tolist()]
+    for layers in wanted:
+        name = "all layers" if len(layers) > 1 else layer_names[layers[0]]
+        if layers not in masks:
+            if len(layers) == 1:
+                rows.append({"layer": name, "patched": False, "prob_change": nan, "logit_diff_change": nan,
+                             "alpha_change": nan, "prediction": "", "probability": nan})  # fmt: skip
+            continue
+        m = masks.index(layers)
+        own = nan if alpha is None or len(layers) > 1 else float(alpha[0, m, layers[0]])
+        c = int(after[m].argmax())
+        rows.append({"layer": name, "patched": True, "prob_change": float(prob[m]),
+                     "logit_diff_change": float(diff[m]), "alpha_change": own, "prediction": classes[c],
+                     "probability": float(after[m, c])})  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def effect_table(
@@ -234,4 +311,15 @@ def effect_table(
     return pd.DataFrame(rows)
 
 
-__all__ = ["PatchEffects", "effect_table", "layer_modules", "patch_backbone", "patch_head", "single_layer_masks"]
+__all__ = [
+    "WHERE",
+    "PatchEffects",
+    "effect_table",
+    "layer_modules",
+    "pair_table",
+    "patch_backbone",
+    "patch_bytes",
+    "patch_head",
+    "patch_images",
+    "single_layer_masks",
+]

@@ -1,4 +1,5 @@
-"""Plotly figures of depth analytics (:mod:`laya.analysis.depth`). Each returns a ``go.Figure``, never shows it."""
+"""Plotly figures of depth analytics (:mod:`laya.analysis.depth`). Each returns a ``go.Figure``, never shows it
+(the lens's figure is :func:`laya.analysis.lens.trajectory_figure`; its caption is here)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from laya.analysis.detection import SCORE_LABELS
+from laya.analysis.lens import SOURCES
 from laya.app import palette
 
 AGREE_COLOR, DISAGREE_COLOR = palette.CONFIDENCE, palette.DISAGREE
@@ -163,3 +165,21 @@ __all__ = [
     "readout_path_figure",
     "roc_figure",
 ]
+
+
+def lens_caption(source: str, summary: pd.DataFrame | None, predicted: str) -> str:
+    """What the Depth page's lens chart shows: the readout kind of this input's trajectory, and where the class
+    means come from (``lens.csv``: its command, n and CI) or how to make them; says when the two readout kinds differ."""
+    text = f"Readouts: {SOURCES[source]} ({source})."
+    if summary is None:
+        return text + (" Class means with 95 % CIs appear here once `python -m laya lens --checkpoint DIR` (or "
+                       "`depth`) has written `lens.csv`.")  # fmt: skip
+    n = summary.loc[summary["class"] == "all", "n"]
+    own = summary.loc[summary["class"] == predicted, "n"]
+    text += (f" Means over {int(n.iloc[0]) if len(n) else 0} test inputs ('all') and the "
+             f"{int(own.iloc[0]) if len(own) else 0} whose true class is the predicted one, 95 % bootstrap CI over "
+             f"inputs; `{summary['command'].iloc[0]}`.")  # fmt: skip
+    kind = str(summary["readout"].iloc[0])
+    if kind != source:
+        text += f" The means were read through {kind}, this input through {source}: they do not compare."
+    return text

@@ -15,6 +15,7 @@ from typing import Any
 
 from laya.analysis.depth import InputDepth
 from laya.analysis.explain import Explanation
+from laya.analysis.patching import PatchEffects
 from laya.analysis.report import Report
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError
@@ -61,6 +62,12 @@ class Sandboxed:
         """:func:`laya.analysis.depth.input_depth` (with the stored fit) in a worker."""
         reply, blob = self._call("depth", data)
         return InputDepth.from_tensors(unpack(blob), reply["values"])
+
+    def patch(self, target: bytes, source: bytes, where: str = "head") -> PatchEffects:
+        """:func:`laya.analysis.patching.patch_bytes` in a worker. Raises :class:`ImageError` for a bad image."""
+        index, blob = join_files({"target": target, "source": source})
+        reply, tensors = self._call("patch", blob, where=where, files=index)
+        return PatchEffects.from_tensors(unpack(tensors), reply["values"])
 
     def evaluate(self, limit: int | None = None, progress: Progress | None = None) -> Report:
         """:func:`laya.app.views.evaluate_locally` in a worker (progress frames reach ``progress``)."""

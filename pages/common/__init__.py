@@ -1,10 +1,11 @@
 """Shared dashboard code, one module per concern; pages use it as ``from pages import common``.
 
 - :mod:`.page_guard`: the page guard (a short ``st.error``, the traceback in the server log);
-- :mod:`.loading`: cached loading of checkpoints, reports, explanations and depth analytics;
+- :mod:`.loading`: cached loading of checkpoints, reports, explanations, depth analytics, lens and patching;
 - :mod:`.sidebar`: the model picker (bundled, uploaded, typed) and the page's selection;
 - :mod:`.sharing`: the view in the URL, the "copy link" box, the HTML report button;
-- :mod:`.inputs`: the image input (upload, browsed test input, example) and the checkpoints a page may compare;
+- :mod:`.inputs`: the image input (upload, browsed test input, example), a patching source, and the checkpoints a
+  page may compare;
 - :mod:`.display`: display tables shown whole, scrolling to an anchor.
 - :mod:`.switches`: page switches kept in the link and across page changes (``switches.pick(st.radio, ...)``).
 - :mod:`.upstream`: a workaround for a Streamlit bug (a rerun dropped the reply a file upload waits for).
@@ -17,7 +18,16 @@ their first value from ``common.opened_link()``), ``common.copy_link()`` and
 """
 
 from pages.common.display import scroll_to, table
-from pages.common.inputs import BROWSED, CURRENT_INPUT, IMAGE_TYPES, browsed_input, group_members, image_input
+from pages.common.inputs import (
+    BROWSED,
+    CURRENT_INPUT,
+    IMAGE_TYPES,
+    PATCH_SOURCE,
+    browsed_input,
+    group_members,
+    image_input,
+    source_input,
+)
 from pages.common.loading import (
     ALLOW_NONFINITE,
     MAX_FAILURES,
@@ -28,9 +38,11 @@ from pages.common.loading import (
     evaluate_locally,
     explain,
     load_depth,
+    load_lens,
     load_model,
     load_report,
     load_sample,
+    patch,
 )
 from pages.common.page_guard import LOG, guard
 from pages.common.sharing import OPENED, VIEW, copy_link, opened_link, option_index, report_button, share, view_link
@@ -63,10 +75,11 @@ __all__ = [
     "MAX_FAILURES",
     "NO_MODELS",
     "OPENED",
+    "PATCH_SOURCE",
     "SELECTION",
     "SOURCES",
-    "VIEW",
     "Selection",
+    "VIEW",
     "anyway",
     "anyway_box",
     "browsed_input",
@@ -82,12 +95,14 @@ __all__ = [
     "image_input",
     "keep_replies_across_reruns",
     "load_depth",
+    "load_lens",
     "load_model",
     "load_report",
     "load_sample",
     "models_root",
     "opened_link",
     "option_index",
+    "patch",
     "pick_model",
     "provenance",
     "report_button",
@@ -97,6 +112,7 @@ __all__ = [
     "session_id",
     "share",
     "show_load_warnings",
+    "source_input",
     "table",
     "upload_digest",
     "view_link",

@@ -11,13 +11,15 @@ from laya.app import views
 from laya.app.catalog import Entry
 from laya.app.text import shown
 from laya.data.images import FORMATS, MAX_BYTES
-from pages.common.sharing import opened_link, option_index, share
 from pages.common.loading import load_sample
+from pages.common.sharing import opened_link, option_index, share
 from pages.common.sidebar import SELECTION, Selection
 
 CURRENT_INPUT = "laya_current_input"  # (name, bytes) of the input shown on Inspect, for the Depth analytics page
 IMAGE_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 BROWSED = "laya_browsed_input"  # (checkpoint path, test index) opened from the test-set browser
+PATCH_SOURCE = "laya_patch_source"  # (checkpoint path, test index) chosen as patching source in the browser
+SOURCE_KINDS = ("bundled example", "upload", "test input")
 
 
 def image_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None:
@@ -71,6 +73,34 @@ def browsed_input() -> tuple[str, bytes] | None:
         share(switches=share().with_switch("input", None).switches)
         st.rerun()
     share(example=None, switches=share().with_switch("input", index).switches)
+    return f"test-{index}.png", sample.png(row)
+
+
+def source_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None:
+    """The Activation patching page's source: a bundled example, an upload, or a test input of the browser's
+    sample (preselected when the browser's "Patch source" button sent one): ``(name, bytes)``, or None."""
+    selection = st.session_state.get(SELECTION)
+    sample = load_sample(selection.path) if selection is not None else None
+    memory = st.session_state.get(PATCH_SOURCE)
+    sent = memory[1] if memory and selection is not None and memory[0] == selection.path else None
+    kinds = [k for k in SOURCE_KINDS if (k != "bundled example" or examples)
+             and (k != "test input" or (sample is not None and sample.sprite is not None))]  # fmt: skip
+    start = kinds.index("test input") if sent is not None and "test input" in kinds else 0
+    kind = st.radio("Source", kinds, index=start, horizontal=True, key=f"{key}_kind")
+    if kind == "bundled example":
+        by_name = {p.name: p for p in examples}
+        names = list(by_name)
+        name = st.selectbox("Source example", names, index=min(1, len(names) - 1), key=f"{key}_example")
+        return name, by_name[name].read_bytes()
+    if kind == "upload":
+        upload = st.file_uploader("Upload the source image", type=IMAGE_TYPES, key=f"{key}_upload",
+                                  max_upload_size=MAX_BYTES // 2**20)  # fmt: skip
+        return None if upload is None else (upload.name, upload.getvalue())
+    indices = [int(i) for i in sample.table["index"]]
+    labels = {i: sample.classes[int(c)] for i, c in zip(indices, sample.table["label"])}
+    index = st.selectbox("Source test input", indices, index=indices.index(sent) if sent in indices else 0,
+                         format_func=lambda i: f"#{i} ({labels[i]})", key=f"{key}_test")  # fmt: skip
+    row = int(sample.table.index[sample.table["index"] == index][0])
     return f"test-{index}.png", sample.png(row)
 
 

@@ -17,11 +17,15 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 import torch
 
 from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
 from laya.analysis.explain import Explanation, explain_bytes
+from laya.analysis.lens import LENS_FILE
+from laya.analysis.lens import load_lens as read_lens
+from laya.analysis.patching import PatchEffects, patch_bytes
 from laya.analysis.report import REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
 from laya.app import deploy, views
@@ -178,6 +182,20 @@ def load_depth(path: str | Path) -> DepthReport | None:
     return _load_depth(str(path), _stamp(Path(path) / "depth.json"))
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def _load_lens(path: str, stamp: int) -> pd.DataFrame | None:
+    return read_lens(path)
+
+
+def load_lens(path: str | Path) -> pd.DataFrame | None:
+    """``lens.csv`` beside a checkpoint (``python -m laya lens`` or ``depth``), or None (a warning if unreadable)."""
+    try:
+        return _load_lens(str(path), _stamp(Path(path) / LENS_FILE))
+    except (ValueError, OSError) as error:
+        st.warning(shown(error))
+        return None
+
+
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _depth_fit(path: str, stamp: int) -> DepthFit | None:
     return DepthFit.load(path)
@@ -203,6 +221,26 @@ def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
             return _input_depth(path, *stamps, anyway(), data)
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
+        st.stop()
+    except WorkerError as error:
+        _stop_for_worker(error)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _patch(path: str, stamp: int, anyway: bool, target: bytes, source: bytes, where: str) -> PatchEffects:
+    if deploy.sandboxed(path):
+        return _sandboxed(path, anyway).patch(target, source, where)
+    return patch_bytes(_load_model(path, stamp, anyway), target, source, where)
+
+
+def patch(path: str, target: tuple[str, bytes], source: tuple[str, bytes], where: str) -> PatchEffects:
+    """The patching sweep of ``target`` with layers from ``source`` (``(name, bytes)`` each), here or in a worker;
+    an unusable image or a failed worker shows ``st.error`` and stops the page."""
+    try:
+        with st.spinner(shown(f"Patching {target[0]} with layers of {source[0]} ({where})…")):
+            return _patch(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), target[1], source[1], where)
+    except ImageError as error:
+        st.error(shown(f"Cannot use {target[0]!r} or {source[0]!r} as an image: {error}"))
         st.stop()
     except WorkerError as error:
         _stop_for_worker(error)

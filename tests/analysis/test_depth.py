@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -14,11 +15,16 @@ from laya.analysis.depth import (
     DepthFit,
     DepthOptions,
     DepthReport,
+    InputDepth,
+    LensOptions,
+    _subset,
     depth_card,
     depth_report,
     input_depth,
+    lens_report,
     write_depth,
 )
+from laya.analysis.lens import lens, load_lens
 from laya.cli import main
 from laya.model.checkpoint import load_checkpoint
 
@@ -110,3 +116,43 @@ def test_cli_writes_the_report_and_refuses_a_missing_checkpoint(tiny_models: Pat
     assert DepthReport.load(tmp_path).data["n_test"] == 12 and "prediction depth" in capsys.readouterr().out
     assert main(["depth", "--checkpoint", str(tmp_path / "nothing")]) == 2
     assert "no LAYA checkpoint" in capsys.readouterr().err
+
+
+def test_depth_writes_the_lens_and_lens_alone_reproduces_it(analysed, tmp_path: Path, capsys):
+    """lens.csv beside depth.json equals the lens of the report's own head pass, and `laya lens` (same inputs,
+    same stored fit) writes the same numbers without the rest of depth analytics."""
+    checkpoint, _, fit, out = analysed
+    summary = load_lens(out)
+    own = checkpoint.meta.head.name == "laya"
+    assert set(summary["readout"]) == {"head classifier" if own else "linear probes"}
+    test = checkpoint.load_data("test").subset(_subset(len(checkpoint.load_data("test")), 12, 0))
+    hidden = checkpoint.model.backbone(checkpoint.preprocess(test.images))
+    expected = lens(checkpoint.model.head, hidden, None if own else fit.probes)
+    overall = summary[summary["class"] == "all"]
+    assert list(overall["n"]) == [12] * 3
+    assert list(overall["kl"]) == pytest.approx(expected.kl.mean(0).tolist(), abs=1e-6)
+    assert list(overall["prob"]) == pytest.approx(expected.prob.mean(0).tolist(), abs=1e-6)
+    alone = lens_report(checkpoint, LensOptions(limit=12, resamples=20))
+    columns = [c for c in summary.columns if c != "command"]
+    pd.testing.assert_frame_equal(alone[columns], summary[columns], check_dtype=False, atol=1e-9)
+    args = ["lens", "--checkpoint", str(checkpoint.path), "--limit", "12", "--resamples", "20", "--out", str(tmp_path)]
+    assert main(args) == 0 and "per-layer lens" in capsys.readouterr().out
+    assert load_lens(tmp_path)["command"].iloc[0].startswith("python -m laya lens --checkpoint")
+    result = input_depth(checkpoint, test.images[0], fit)  # the Depth page's per-input lens, through a worker too
+    again = InputDepth.from_tensors(*result.to_tensors())
+    assert again.readout_kind == ("own classifier" if own else "fitted probe")
+    assert torch.allclose(again.lens().kl[0], expected.kl[0], atol=1e-6)
+
+
+def test_lens_fits_probes_only_where_there_is_no_fit(tiny_models: Path, tmp_path: Path):
+    import shutil
+
+    copy = tmp_path / "concat"
+    shutil.copytree(tiny_models / "colours-mlp" / "concat", copy)
+    for name in (FIT_FILE, "depth_fit.json"):
+        (copy / name).unlink(missing_ok=True)
+    table = lens_report(load_checkpoint(copy), LensOptions(limit=12, train_limit=30, resamples=20))
+    assert set(table["readout"]) == {"linear probes"} and "--train-limit 30" in table["command"].iloc[0]
+    assert not (copy / FIT_FILE).exists()  # fitted for the lens only, never stored as a depth fit
+    with pytest.raises(ValueError, match="readout must be"):
+        lens_report(load_checkpoint(copy), LensOptions(readout="tuned"))

@@ -2,11 +2,23 @@
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 
-from laya.analysis.lens import Lens, class_trajectories, lens, trajectory_figure
+from laya.analysis.lens import (
+    Lens,
+    class_trajectories,
+    class_view,
+    from_readouts,
+    lens,
+    lens_summary,
+    load_lens,
+    trajectory_figure,
+    write_lens,
+)
 from laya.analysis.readouts import LayerProbes
+from laya.app.depth_plots import lens_caption
 from tests.model.test_heads import DIMS, hidden, make
 
 
@@ -64,3 +76,62 @@ def test_class_trajectories_and_figure():
     assert len(figure.data) == 3 and "head classifier" in figure.layout.title.text
     single = trajectory_figure(lens_.table(0, list("abcd"), ["x", "y", "z"]), "kl")
     assert list(single.data[0].y) == pytest.approx(lens_.kl[0].tolist())
+
+
+def test_from_readouts_matches_the_head_lens():
+    head, h = make("laya"), hidden(batch=10)
+    direct = lens(head, h)
+    rebuilt = from_readouts(direct.log_q.exp(), head(h).logits, "head classifier")
+    assert torch.allclose(rebuilt.kl, direct.kl, atol=1e-10) and torch.equal(rebuilt.rank, direct.rank)
+    underflow = torch.tensor([[[1.0, 0.0], [0.5, 0.5]]], dtype=torch.float64)  # a readout that underflowed to 0
+    kl = from_readouts(underflow, torch.tensor([[0.0, 0.0]]), "linear probes").kl
+    assert torch.isfinite(kl).all() and kl[0, 0] > 300 and kl[0, 1] == pytest.approx(0, abs=1e-12)
+    with pytest.raises(ValueError, match="unknown lens source"):
+        from_readouts(underflow, torch.zeros(1, 2), "tuned")
+    with pytest.raises(ValueError, match=r"need readout_probs \(B, L, C\)"):
+        from_readouts(underflow, torch.zeros(1, 3), "linear probes")
+
+
+def test_lens_summary_round_trip_and_views(tmp_path):
+    head, h = make("laya"), hidden(batch=40, seed=3)
+    lens_ = lens(head, h)
+    labels = torch.arange(40) % 3  # class "d" has no input: left out
+    summary = lens_summary(lens_, labels, list("abcd"), ["x", "y", "z"], "python -m laya lens --limit 40", resamples=200)
+    assert list(summary["class"].unique()) == ["all", "a", "b", "c"] and len(summary) == 12
+    row = summary[(summary["class"] == "c") & (summary["layer"] == "z")].iloc[0]
+    chosen = labels == 2
+    assert row["n"] == 13 and row["kl"] == pytest.approx(float(lens_.kl[chosen, 2].mean()))
+    assert row["rank"] == pytest.approx(float(lens_.rank[chosen, 2].double().mean()))
+    assert row["entropy_low"] <= row["entropy"] <= row["entropy_high"] and row["prob_low"] <= row["prob"] <= row["prob_high"]
+    assert set(summary["readout"]) == {"head classifier"} and set(summary["command"]) == {"python -m laya lens --limit 40"}
+    with pytest.raises(ValueError, match="39 labels for 40 inputs"):
+        lens_summary(lens_, labels[:39], list("abcd"), ["x", "y", "z"])
+
+    assert load_lens(tmp_path) is None
+    write_lens(summary, tmp_path)
+    loaded = load_lens(tmp_path)
+    pd.testing.assert_frame_equal(loaded, summary, check_dtype=False)
+    view = class_view(loaded, "prob", ["all", "b"])
+    assert list(view["class"].unique()) == ["all", "b"] and list(view.columns) == [
+        "class", "layer", "layer_index", "n", "mean", "low", "high"]  # fmt: skip
+    assert view["mean"].iloc[0] == pytest.approx(float(lens_.prob[:, 0].mean()))
+    with pytest.raises(ValueError, match="unknown lens metric"):
+        class_view(loaded, "loss")
+    mine = lens_.table(5, list("abcd"), ["x", "y", "z"])
+    figure = trajectory_figure(view, "prob", "head classifier", this_input=mine)
+    assert [t.name for t in figure.data] == ["all", "b", "this input"]
+    assert list(figure.data[2].y) == pytest.approx(lens_.prob[5].tolist())
+    assert list(figure.data[1].error_y.array) == pytest.approx((view["high"] - view["mean"])[3:].tolist())
+
+    (tmp_path / "lens.csv").write_text("class,layer\nall,x\n")
+    with pytest.raises(ValueError, match="not a lens summary"):
+        load_lens(tmp_path)
+
+
+def test_lens_caption_names_kind_counts_and_mismatch(tmp_path):
+    head, h = make("laya"), hidden(batch=20)
+    summary = lens_summary(lens(head, h), torch.arange(20) % 2, list("abcd"), ["x", "y", "z"], "CMD", resamples=50)
+    text = lens_caption("head classifier", summary, "b")
+    assert "20 test inputs" in text and "10 whose true class" in text and "`CMD`" in text and "do not compare" not in text
+    assert "do not compare" in lens_caption("linear probes", summary, "b")
+    assert "python -m laya lens" in lens_caption("linear probes", None, "b")

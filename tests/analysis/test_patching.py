@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from laya.analysis.patching import layer_modules, patch_backbone, patch_head
+from laya.analysis.patching import PatchEffects, layer_modules, pair_table, patch_backbone, patch_head, patch_images
 from laya.model.backbones import BackboneConfig
+from laya.model.checkpoint import load_checkpoint
 from tests.analysis.test_spatial import CNN, EFFNET, HEADS, VIT_AVG, model
 
 
@@ -130,3 +131,56 @@ def test_wrapped_module_is_patched_through_its_named_submodules():
     assert patch_backbone(m, x, x).prob_change().abs().max() < 1e-10
     effects = patch_backbone(m, x, y)
     assert torch.allclose(effects.logits[:, 0], m(y).logits, atol=1e-10)  # layer 1 feeds everything after it
+
+
+@pytest.mark.parametrize("head", ["laya", "concat"])
+def test_patch_images_sweeps_and_pair_table(tiny_models, head):
+    """The dashboard's sweep of one image pair: known answers at the head and in the backbone, and the table's
+    numbers are the effects' own."""
+    checkpoint = load_checkpoint(tiny_models / "colours-mlp" / head)
+    images = checkpoint.load_data("test").images
+    target, source = images[0], images[5]
+    with torch.no_grad():
+        own = checkpoint.model(checkpoint.preprocess(torch.stack([target, source]))).logits.double()
+    at_head = patch_images(checkpoint, target, source, "head")
+    L = len(checkpoint.layer_names)
+    assert at_head.masks.shape == (L + 1, L) and at_head.masks[-1].all()
+    assert torch.allclose(at_head.base_logits[0], own[0], atol=1e-5)
+    assert torch.allclose(at_head.logits[0, -1], own[1], atol=1e-5)  # every layer from the source: its logits
+    assert torch.allclose(at_head.source_logits[0], own[1], atol=1e-5)
+    itself = patch_images(checkpoint, target, target, "head")
+    assert itself.prob_change().abs().max() < 1e-12
+    inside = patch_images(checkpoint, target, source, "backbone")
+    assert inside.masks.shape == (L, L) and torch.allclose(inside.source_logits[0], own[1], atol=1e-5)
+    # sequential MLP: the first block's output from the source makes every deeper layer the source's
+    assert torch.allclose(inside.logits[0, 0], own[1], atol=1e-5)
+    assert torch.allclose(inside.logits[0, -1], at_head.logits[0, L - 1], atol=1e-5)  # last layer: nothing deeper
+
+    classes = list(checkpoint.meta.classes)
+    a, b = int(at_head.prediction[0]), int(own[1].argmax())
+    table = pair_table(at_head, checkpoint.layer_names, classes, a, b)
+    assert list(table["layer"]) == [*checkpoint.layer_names, "all layers"] and table["patched"].all()
+    assert list(table["prob_change"]) == pytest.approx(at_head.prob_change()[0].tolist())
+    assert list(table["logit_diff_change"]) == pytest.approx(at_head.logit_diff_change(a, b)[0].tolist())
+    after = torch.softmax(at_head.logits[0], -1)
+    assert list(table["prediction"]) == [classes[int(c)] for c in after.argmax(-1)]
+    if head == "laya":
+        alpha = at_head.alpha_change()[0]
+        assert list(table["alpha_change"][:L]) == pytest.approx([float(alpha[i, i]) for i in range(L)])
+    assert table["alpha_change"].iloc[-1] != table["alpha_change"].iloc[-1]  # NaN: no single patched layer
+    if head == "concat":
+        assert table["alpha_change"].isna().all()
+    with pytest.raises(ValueError, match="out of range"):
+        pair_table(at_head, checkpoint.layer_names, classes, len(classes), 0)
+    with pytest.raises(ValueError, match="where must be"):
+        patch_images(checkpoint, target, source, "middle")
+
+    again = PatchEffects.from_tensors(*at_head.to_tensors())  # how a worker hands it over
+    assert all(torch.equal(getattr(again, k), getattr(at_head, k)) for k in ("base_logits", "logits", "masks"))
+    assert (again.alpha is None) == (head == "concat") and again.masks.dtype == torch.bool
+
+
+def test_pair_table_marks_layers_the_backbone_cannot_patch():
+    effects = PatchEffects(torch.zeros(1, 3), torch.zeros(1, 1, 3), None, None, torch.tensor([[True, False]]))
+    table = pair_table(effects, ["a", "b"], ["x", "y", "z"], 0, 1)
+    assert table["patched"].tolist() == [True, False] and table.loc[1, "prob_change"] != table.loc[1, "prob_change"]

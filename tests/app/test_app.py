@@ -495,9 +495,9 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
         at.switch_page(page).run()
         assert_ok(at)
         assert charts(at), f"{page} shows no chart for {setting_dir.name}"
-    if (setting_dir / "laya" / "depth.json").is_file():  # the depth report's global charts
+    if (setting_dir / "laya" / "depth.json").is_file():  # the depth report's global charts and the input's lens
         measured = (setting_dir / "laya" / "exits.json").is_file()  # + the measured early-exit runs' chart
-        assert len(charts(at)) == 6 + measured and at.main.dataframe[-1].value.shape[0] >= 5
+        assert len(charts(at)) == 6 + 1 + measured and at.main.dataframe[-1].value.shape[0] >= 5
 
 
 def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: AppTest, setting: Path) -> None:
@@ -631,7 +631,7 @@ def test_depth_page_before_and_after_the_depth_report(
     assert at.title[0].value == "Depth analytics" and "python -m laya depth" in at.info[0].value
     example = example_images(models / "colours-mlp" / "laya")[0].read_bytes()
     assert_depth_shows(at, models / "colours-mlp" / "laya", example)
-    assert len(charts(at)) == 2  # attribution + readout path (LAYA reads out with its own classifier)
+    assert len(charts(at)) == 3  # attribution + readout path + lens (LAYA reads out with its own classifier)
 
     options = DepthOptions(limit=12, train_limit=30, resamples=20, random_orders=2, refit_steps=3, timing_batch=4)
     for head in ("laya", "concat"):
@@ -641,7 +641,7 @@ def test_depth_page_before_and_after_the_depth_report(
     data = png(Image.new("RGB", (20, 20), (200, 30, 30)))
     at.file_uploader(key="depth_upload").set_value(("red.png", data, "image/png")).run()
     assert_depth_shows(at, models / "colours-mlp" / "concat", data)
-    assert not at.info and len(charts(at)) == 2 + 4  # + exit curve, pruning, class-wise attribution, ROC
+    assert not at.info and len(charts(at)) == 3 + 4  # + exit curve, pruning, class-wise attribution, ROC
     scores = at.main.dataframe[0].value
     assert "multi-layer Mahalanobis" in list(scores["score"]) and (scores["threshold"] != "–").all()
     msp = scores[scores["score"] == "max softmax (baseline)"].iloc[0]  # the probability, flagged below, not −p
@@ -672,7 +672,7 @@ def test_depth_page_before_and_after_the_depth_report(
     write_exits(measure(checkpoint, measured, log=lambda message: None), checkpoint.path)
     at.run()
     assert_ok(at)
-    assert len(charts(at)) == 2 + 5  # + the measured early-exit runs
+    assert len(charts(at)) == 3 + 5  # + the measured early-exit runs
     assert any(c["layout"]["title"]["text"].startswith("Early exit, measured runs") for c in charts(at))
 
 

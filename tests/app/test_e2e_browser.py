@@ -125,7 +125,7 @@ def test_depth_page_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
 
 
 # the charts' numbers are fixed by the bundled reports; the pages' top-to-bottom layout is what is reviewed
-VISUAL_PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "browse")
+VISUAL_PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "browse", "patching")
 
 
 def test_every_page_looks_as_reviewed() -> None:

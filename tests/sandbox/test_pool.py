@@ -18,6 +18,7 @@ import torch
 
 from laya.analysis.depth import input_depth
 from laya.analysis.explain import explain_bytes
+from laya.analysis.patching import patch_bytes
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import (
     META_FILE,
@@ -215,3 +216,16 @@ def test_worker_limits_are_set() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout.split()
     assert 100 * 2**20 <= int(out[0]) < 110 * 2**20 and out[1] == "16"
     assert torch.get_num_threads() >= 1  # the test process itself is untouched
+
+
+def test_patching_in_a_worker_equals_the_in_process_sweep(pool: WorkerPool, tiny_models: Path, image: bytes) -> None:
+    source = sorted((tiny_models / "colours-mlp" / "examples").iterdir())[2].read_bytes()
+    for head, where in (("laya", "head"), ("concat", "backbone")):
+        path = tiny_models / "colours-mlp" / head
+        ours = patch_bytes(load_checkpoint(path), image, source, where)
+        theirs = Sandboxed(pool, str(path)).patch(image, source, where)
+        for field in ("base_logits", "logits", "masks", "source_logits", "alpha"):
+            a, b = getattr(ours, field), getattr(theirs, field)
+            assert (a is None and b is None) or same(a, b), field
+    with pytest.raises(ImageError):
+        Sandboxed(pool, str(tiny_models / "colours-mlp" / "laya")).patch(image, b"not an image")

@@ -43,3 +43,16 @@ def test_serve_answers_refusals_and_unknown_ops_and_stays_up(tiny_models: Path) 
     assert replies[0]["op"] == "hello" and replies[1]["ok"] and replies[1]["info"]["path"] == good
     assert replies[2] == {"ok": False, "kind": "image", "error": replies[2]["error"]} and replies[2]["error"]
     assert not replies[3]["ok"] and replies[4] == {"ok": True, "models": 0}
+
+
+def test_patch_request_needs_a_target_and_a_source(tiny_models: Path) -> None:
+    good = str(tiny_models / "colours-mlp" / "laya")
+    image = min((tiny_models / "colours-mlp" / "examples").iterdir()).read_bytes()
+    index, blob = protocol.join_files({"target": image, "other": image})
+    requests = io.BytesIO(protocol.encode({"op": "patch", "path": good, "where": "head", "files": index}, blob))
+    out = io.BytesIO()
+    serve(requests, out, {"network": "test"}, cpu_seconds=0)
+    out.seek(0)
+    protocol.read_frame(out)  # hello
+    reply = protocol.read_frame(out)[0]
+    assert not reply["ok"] and "exactly a target and a source" in reply["error"]

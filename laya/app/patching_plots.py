@@ -1,0 +1,82 @@
+"""Figures and captions of the Activation patching page (:mod:`laya.analysis.patching`): pure, never shown here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from laya.analysis.patching import WHERE
+from laya.app import palette
+
+ROWS = ("prob_change", "logit_diff_change", "alpha_change")
+
+
+def alpha_note(head: str, has_alpha: bool) -> str | None:
+    """Why the α row is empty or flat for ``head`` (a head name, e.g. ``"concat"``), else None."""
+    if not has_alpha:
+        return f"n/a: {head} has no layer weights α(x)"
+    if head == "scalarmix":
+        return "ScalarMix's weights do not depend on the input: 0 by construction"
+    return None
+
+
+def axis_titles(predicted: str, a: str, b: str) -> tuple[str, str, str]:
+    """The three rows' y titles: the target's predicted class, the logit difference, the patched layer's α."""
+    return f"Δ p({predicted})", f"Δ (logit {a} − logit {b})", "Δ α (patched layer)"
+
+
+def effects_figure(table: pd.DataFrame, where: str, predicted: str, a: str, b: str, note: str | None = None) -> go.Figure:
+    """Three bar rows over the layers of :func:`laya.analysis.patching.pair_table` (layers that could not be
+    patched are left out, "all layers" kept as the last bar): the change in the target's predicted-class
+    probability, in ``logit_a - logit_b`` and in the patched layer's α; ``note`` replaces the α bars (a head
+    without input-dependent α)."""
+    if where not in WHERE:
+        raise ValueError(f"where must be one of {sorted(WHERE)}, got {where!r}")
+    rows = table[table["patched"]]
+    titles = axis_titles(predicted, a, b)
+    figure = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    colours = (palette.CONFIDENCE, palette.DISAGREE, palette.CONFIDENCE)
+    for r, (column, title, colour) in enumerate(zip(ROWS, titles, colours), start=1):
+        figure.update_yaxes(title_text=title, title_font_size=11, row=r, col=1, zeroline=True)
+        if column == "alpha_change" and (note is not None or rows[column].isna().all()):
+            figure.add_annotation(text=note or "n/a", xref="x domain", yref=f"y{r} domain", x=0.5, y=0.5,
+                                  showarrow=False, row=r, col=1)  # fmt: skip
+            continue
+        figure.add_trace(
+            go.Bar(x=rows["layer"], y=rows[column], name=title, marker_color=colour, customdata=rows["prediction"],
+                   hovertemplate="%{x}: %{y:+.4f}<br>prediction after the patch: %{customdata}<extra></extra>"),
+            row=r, col=1,
+        )  # fmt: skip
+    figure.update_layout(
+        title=f"Patching each layer {WHERE[where]}: the target with that layer from the source",
+        showlegend=False,
+        height=720,
+    )
+    figure.update_xaxes(title_text="patched layer", row=3, col=1)
+    return figure
+
+
+def image_figure(pixels: np.ndarray, title: str) -> go.Figure:
+    """An input as a figure (``uint8 (H, W)`` or ``(H, W, 3)``), so the HTML export carries the source image."""
+    z = np.repeat(pixels[..., None], 3, axis=-1) if pixels.ndim == 2 else pixels
+    figure = go.Figure(go.Image(z=z))
+    figure.update_layout(title=title, xaxis_visible=False, yaxis_visible=False, width=320, height=340)
+    return figure
+
+
+def patching_caption(where: str, head: str, layers: int, patched: int) -> str:
+    """What the sweep ran and what its rows mean."""
+    if where == "head":
+        cost = (f"one backbone pass on both inputs, then one batched head call ({layers} single layers + all layers "
+                "at once, whose row reproduces the source's logits)")  # fmt: skip
+    else:
+        cost = f"{patched + 1} backbone passes (source and target together, then one per patched layer)"
+        if patched < layers:
+            cost += f"; {layers - patched} layer(s) have no module inside the backbone to patch (n/a)"
+    return (f"Each row: the target run with one layer's activation taken from the source, {WHERE[where]}; "
+            f"changes are patched − unpatched target (float64 {head} head). Cost: {cost}.")
+
+
+__all__ = ["ROWS", "alpha_note", "axis_titles", "effects_figure", "image_figure", "patching_caption"]

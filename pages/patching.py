@@ -1,0 +1,70 @@
+"""Activation patching: the current input (target) with one layer at a time taken from another input (source),
+at the head (direct effect) or inside the backbone (total effect); per layer, the change in the predicted class's
+probability, in the logit difference of two chosen classes, and in α."""
+
+import streamlit as st
+
+from laya.analysis.patching import WHERE, pair_table
+from laya.app import patching_plots, views
+from laya.app.catalog import example_images
+from laya.app.text import shown
+from pages import common
+
+checkpoint, selection = common.current()
+classes, layers, head = list(checkpoint.meta.classes), list(checkpoint.layer_names), checkpoint.meta.head.name
+st.title("Activation patching")
+st.caption("Patch layer i of the target with the source's layer i and see what changes (TransformerLens-style "
+           "patching, for the layers of an image classifier). The library and `python -m laya patch` do the same "
+           "over pairs of test inputs, with CIs.")  # fmt: skip
+examples = example_images(checkpoint.path)
+target_col, source_col = st.columns(2)
+with target_col:
+    st.subheader("Target (the current input)")
+    carried = st.session_state.get(common.CURRENT_INPUT)
+    if carried and st.toggle(f"Use the input from Inspect ({carried[0]})", value=True, key="patch_use_inspect"):
+        target = carried
+    else:
+        target = common.image_input("patch", examples)
+with source_col:
+    st.subheader("Source (the layers patched in)")
+    source = common.source_input("patch_source", examples)
+if target is None or source is None:
+    st.info("Pick or upload both a target and a source image.")
+    st.stop()
+where = st.radio("Patch", list(WHERE), format_func=WHERE.__getitem__, horizontal=True, key="patch_where")
+effects = common.patch(selection.path, target, source, where)  # a bad image stops the page here, with its error
+target_pixels, source_pixels = (views.input_pixels(data, checkpoint.meta.input) for _, data in (target, source))
+target_col.image(target_pixels, caption=shown(target[0]), width=160)
+source_col.image(source_pixels, caption=shown(source[0]), width=160)
+predicted = int(effects.prediction[0])
+source_pred = int(effects.source_logits[0].argmax())
+runner_up = int(effects.base_logits[0].topk(2).indices[1])
+pick_a, pick_b = st.columns(2)
+a = pick_a.selectbox("Logit difference: class a", range(len(classes)), index=predicted,
+                     format_func=classes.__getitem__, key="patch_class_a")  # fmt: skip
+b = pick_b.selectbox("… minus class b", range(len(classes)), index=source_pred if source_pred != a else runner_up,
+                     format_func=classes.__getitem__, key="patch_class_b")  # fmt: skip
+probs = effects.base_logits[0].softmax(-1)
+target_metric, source_metric = st.columns(2)
+target_metric.metric(f"Target's prediction (p = {float(probs[predicted]):.3f})", classes[predicted])
+source_probs = effects.source_logits[0].softmax(-1)
+source_metric.metric(f"Source's prediction (p = {float(source_probs[source_pred]):.3f})", classes[source_pred])
+
+table = pair_table(effects, layers, classes, a, b)
+note = patching_plots.alpha_note(head, effects.alpha is not None)
+figure = patching_plots.effects_figure(table, where, classes[predicted], classes[a], classes[b], note)
+st.plotly_chart(figure, key="patch_effects")
+patched = int(table["patched"].sum()) - (where == "head")  # the head sweep's "all layers" row is not a layer
+st.caption(patching_plots.patching_caption(where, head, len(layers), patched) + (f" α: {note}." if note else ""))
+titles = patching_plots.axis_titles(classes[predicted], classes[a], classes[b])
+shown_table = table.rename(columns=dict(zip(patching_plots.ROWS, titles)))
+st.dataframe(shown_table, hide_index=True,
+             column_config={t: st.column_config.NumberColumn(format="%+.4f") for t in titles}
+             | {"probability": st.column_config.NumberColumn("p(prediction after)", format="%.3f")})  # fmt: skip
+common.report_button(
+    "Activation patching",
+    [(f"Target: {target[0]} → {classes[predicted]}; source: {source[0]} → {classes[source_pred]}", figure),
+     ("Per layer", shown_table),
+     ("Source image", patching_plots.image_figure(source_pixels, source[0]))],
+    f"{head}-patching", checkpoint.name, common.provenance(checkpoint, (target[0], target_pixels)),
+)  # fmt: skip

@@ -1,0 +1,57 @@
+"""The Activation patching page's figures: bars equal the pair table, α said n/a where a head has none."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from laya.app.patching_plots import alpha_note, axis_titles, effects_figure, image_figure, patching_caption
+
+NAN = float("nan")
+TABLE = pd.DataFrame({
+    "layer": ["l1", "l2", "l3", "all layers"],
+    "patched": [True, False, True, True],
+    "prob_change": [-0.25, NAN, 0.125, -0.5],
+    "logit_diff_change": [-1.5, NAN, 0.75, -3.0],
+    "alpha_change": [0.1, NAN, -0.2, NAN],
+    "prediction": ["cat", "", "dog", "frog"],
+    "probability": [0.6, NAN, 0.7, 0.9],
+})  # fmt: skip
+
+
+def test_effects_figure_rows_are_the_table():
+    figure = effects_figure(TABLE, "head", "cat", "cat", "dog")
+    prob, diff, alpha = figure.data
+    assert list(prob.x) == ["l1", "l3", "all layers"]  # the unpatchable layer is left out
+    assert list(prob.y) == [-0.25, 0.125, -0.5] and list(diff.y) == [-1.5, 0.75, -3.0]
+    assert list(alpha.y[:2]) == [0.1, -0.2] and np.isnan(alpha.y[2])
+    assert list(prob.customdata) == ["cat", "dog", "frog"] and (prob.yaxis, diff.yaxis, alpha.yaxis) == ("y", "y2", "y3")
+    assert figure.layout.yaxis2.title.text == "Δ (logit cat − logit dog)" and "direct effect" in figure.layout.title.text
+    assert axis_titles("cat", "cat", "dog")[0] == "Δ p(cat)"
+
+
+def test_alpha_row_says_why_it_is_empty():
+    note = alpha_note("concat", has_alpha=False)
+    assert note == "n/a: concat has no layer weights α(x)" and alpha_note("laya", True) is None
+    assert "0 by construction" in alpha_note("scalarmix", True)
+    figure = effects_figure(TABLE, "backbone", "cat", "cat", "dog", note)
+    assert len(figure.data) == 2 and [a.text for a in figure.layout.annotations] == [note]
+    assert "total effect" in figure.layout.title.text
+    with pytest.raises(ValueError, match="where must be"):
+        effects_figure(TABLE, "middle", "cat", "cat", "dog")
+
+
+def test_caption_counts_passes_and_image_figure():
+    assert "4 backbone passes" in patching_caption("backbone", "laya", 4, 3) and "1 layer(s) have no module" in (
+        patching_caption("backbone", "laya", 4, 3))  # fmt: skip
+    assert "one batched head call (5 single layers" in patching_caption("head", "laya", 5, 5)
+    grey = image_figure(np.full((4, 5), 7, dtype=np.uint8), "src")
+    assert np.asarray(grey.data[0].z).shape == (4, 5, 3) and grey.layout.title.text == "src"
+
+
+def test_html_export_carries_figure_table_and_source_image():
+    from laya.app.export import html_report
+
+    page = html_report("Activation patching", [("effects", effects_figure(TABLE, "head", "cat", "cat", "dog")),
+                                               ("Per layer", TABLE),
+                                               ("Source image", image_figure(np.zeros((2, 2, 3), np.uint8), "s"))])  # fmt: skip
+    assert page.count('class="plotly-graph-div"') == 2 and "<td>all layers</td>" in page and "frog" in page

@@ -16,6 +16,7 @@ from typing import Any
 from laya.analysis.depth import InputDepth
 from laya.analysis.explain import Explanation
 from laya.analysis.report import Report
+from laya.analysis.spatial import ClassMaps
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError
 from laya.model.checkpoint import CheckpointError, Confinement
@@ -61,6 +62,11 @@ class Sandboxed:
         """:func:`laya.analysis.depth.input_depth` (with the stored fit) in a worker."""
         reply, blob = self._call("depth", data)
         return InputDepth.from_tensors(unpack(blob), reply["values"])
+
+    def class_maps(self) -> ClassMaps:
+        """:func:`laya.analysis.spatial.sample_class_maps` in a worker (a missing sample: ``WorkerError``)."""
+        reply, blob = self._call("maps")
+        return ClassMaps.from_tensors(unpack(blob), reply["values"])
 
     def evaluate(self, limit: int | None = None, progress: Progress | None = None) -> Report:
         """:func:`laya.app.views.evaluate_locally` in a worker (progress frames reach ``progress``)."""

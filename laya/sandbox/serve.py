@@ -14,6 +14,7 @@ load     model fields                          ``info``: :meth:`ModelInfo.to_dic
 explain  model fields, ``mode``, ``posthoc``,  :meth:`Explanation.to_tensors`
          image bytes in the blob
 depth    model fields, image bytes in the blob :meth:`InputDepth.to_tensors`
+maps     model fields                          :meth:`ClassMaps.to_tensors` of the test-set sample
 evaluate model fields, ``limit``               ``{"progress", "text"}`` frames, then ``report``
 forget   ``path``                              ``models``: how many are still loaded
 ======== ===================================== ==========================================
@@ -38,6 +39,7 @@ import torch
 from laya.analysis.depth import DepthFit, input_depth
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import explain_bytes
+from laya.analysis.spatial import sample_class_maps
 from laya.app.deploy import check_upload, release_memory
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError, load_image_tensor
@@ -111,7 +113,7 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         return {}, b""
     if op == "forget":
         return {"models": models.forget(str(request["path"]))}, b""
-    if op not in ("load", "explain", "depth", "evaluate"):
+    if op not in ("load", "explain", "depth", "maps", "evaluate"):
         raise ProtocolError(f"unknown op {op!r}")
     checkpoint = models.get(request)
     if op == "load":
@@ -122,6 +124,8 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         spec = checkpoint.meta.input
         image = load_image_tensor(blob, spec.channels, spec.source_size)
         result = input_depth(checkpoint, image, DepthFit.load(checkpoint.path))
+    elif op == "maps":
+        result = sample_class_maps(checkpoint)
     else:
         data = checkpoint.load_data("test")
         limit = int(request.get("limit") or 0) or None

@@ -43,3 +43,23 @@ def test_serve_answers_refusals_and_unknown_ops_and_stays_up(tiny_models: Path) 
     assert replies[0]["op"] == "hello" and replies[1]["ok"] and replies[1]["info"]["path"] == good
     assert replies[2] == {"ok": False, "kind": "image", "error": replies[2]["error"]} and replies[2]["error"]
     assert not replies[3]["ok"] and replies[4] == {"ok": True, "models": 0}
+
+
+def test_maps_op_answers_the_class_maps_of_the_checkpoints_sample() -> None:
+    import torch
+
+    from laya.analysis.spatial import ClassMaps, sample_class_maps
+    from laya.model.checkpoint import load_checkpoint
+
+    path = str(Path(__file__).resolve().parents[2] / "models" / "cifar10-cnn" / "scalarmix")
+    requests = io.BytesIO(protocol.encode({"op": "maps", "path": path}))
+    out = io.BytesIO()
+    serve(requests, out, {"network": "test"}, cpu_seconds=0)
+    out.seek(0)
+    protocol.read_frame(out)  # hello
+    reply, blob = protocol.read_frame(out)
+    assert reply["ok"], reply
+    got = ClassMaps.from_tensors(protocol.unpack(blob), reply["values"])
+    expected = sample_class_maps(load_checkpoint(path))
+    assert torch.equal(got.counts, expected.counts) and int(got.counts[0].sum()) == 1000
+    assert all(torch.allclose(a, b, equal_nan=True) for a, b in zip(got.maps, expected.maps, strict=True))

@@ -82,9 +82,14 @@ checkpoint = loaded.get(selection.path) or next(iter(loaded.values()))
 st.subheader("Where each layer looked, per head")
 class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
 first = map_classes(explanations[0]) or [explanations[0].label]
-map_class = class_col.selectbox(f"Class of the maps ({views.head_title(heads[0])}'s ranking)", first, key="compare_map_class")
+map_class = class_col.selectbox(
+    f"Class of the maps ({views.head_title(heads[0])}'s ranking)", first, key="compare_map_class"
+)
 weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="compare_map_weighted")
-rows = [MapRow(views.head_title(h), e, views.model_view(e, c.meta.input, 1)) for h, e, c in zip(heads, explanations, loaded.values())]
+rows = [
+    MapRow(views.head_title(h), e, views.model_view(e, c.meta.input, 1))
+    for h, e, c in zip(heads, explanations, loaded.values())
+]
 maps = maps_figure(rows, map_class, weighted)
 st.plotly_chart(maps, key="compare_maps")
 st.caption(maps_caption(weighted) + " One colour scale across heads.")

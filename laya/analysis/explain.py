@@ -145,7 +145,9 @@ class Explanation:
             loo=loo,
             scores={str(m): tensors[f"scores.{m}"] for m in values["methods"]},
             intrinsic=values["intrinsic"],
-            spatial=None if values.get("spatial") is None else SpatialAttribution.from_tensors(tensors, values["spatial"]),
+            spatial=None
+            if values.get("spatial") is None
+            else SpatialAttribution.from_tensors(tensors, values["spatial"]),
         )
 
     def to_dict(self) -> dict[str, Any]:

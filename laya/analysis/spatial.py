@@ -22,6 +22,8 @@ For CLS-pooled timm token layers, :func:`token_gradient_maps` gives a labelled a
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,14 +46,39 @@ def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
 
     Yields a list filled, per forward, with one entry per layer: ``(B, C, H, W)`` feature maps,
     ``(B, N, D)`` patch tokens (``pool="avg"``), or ``None`` where the layer is not an average over
-    positions. Hooks only read; the forward's outputs are unchanged.
+    positions. Hooks only read; the forward's outputs are unchanged. Thread-safe for a model shared by
+    dashboard sessions: only the calling thread's forwards are recorded, and one thread at a time keeps the
+    maps of one backbone (a per-backbone lock: timm's pooling is swapped on the instance meanwhile).
     """
+    with _lock(backbone), _recording(backbone) as maps:
+        yield maps
+
+
+_LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock(backbone: nn.Module) -> threading.Lock:
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(backbone, threading.Lock())
+
+
+@contextlib.contextmanager
+def _recording(backbone: Backbone) -> Iterator[list[Tensor | None]]:
+    """:func:`keep_maps` without the lock: record the calling thread's forwards only."""
+    owner = threading.get_ident()
+
+    def mine() -> bool:
+        return threading.get_ident() == owner
+
     maps: list[Tensor | None] = []
     handles: list[torch.utils.hooks.RemovableHandle] = []
     n = len(backbone.layer_dims)
     if isinstance(backbone, (TorchvisionBackbone, WrappedBackbone)):  # named layer outputs of one module call
 
         def record(module: nn.Module, args, out) -> None:
+            if not mine():
+                return
             outputs = out if isinstance(backbone, TorchvisionBackbone) else backbone._outputs
             for name in backbone.layers:
                 o = outputs[name]
@@ -61,12 +88,14 @@ def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
 
         handles = [backbone.model.register_forward_hook(record)]
     elif isinstance(backbone, CNNBackbone):
-        handles = [b.register_forward_hook(lambda m, a, out: maps.append(out)) for b in backbone.blocks]
+        handles = [b.register_forward_hook(lambda m, a, out: maps.append(out) if mine() else None)
+                   for b in backbone.blocks]  # fmt: skip
     elif isinstance(backbone, TimmBackbone):
         pool = backbone._pool
 
         def recording_pool(out):  # the exact tensors the backbone averages
-            maps.append(None if isinstance(out, tuple) else out)
+            if mine():
+                maps.append(None if isinstance(out, tuple) else out)
             return pool(out)
 
         backbone._pool = recording_pool  # instance attribute shadows the static method
@@ -76,12 +105,13 @@ def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
             head = backbone.model.forward_head
 
             def recording_head(final, *args, **kwargs):
-                maps.append(final if exact else None)
+                if mine():
+                    maps.append(final if exact else None)
                 return head(final, *args, **kwargs)
 
             backbone.model.forward_head = recording_head
     else:  # MLP layers, and families whose layers are not read here: no exact map
-        handles = [backbone.register_forward_pre_hook(lambda m, a: maps.extend([None] * n))]
+        handles = [backbone.register_forward_pre_hook(lambda m, a: maps.extend([None] * n) if mine() else None)]
     try:
         yield maps
     finally:
@@ -185,7 +215,9 @@ class SpatialAttribution:
         return tensors, {"layers": len(self.maps), "approximate": list(self.approximate)}
 
     @classmethod
-    def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any], prefix: str = "spatial.") -> SpatialAttribution:
+    def from_tensors(
+        cls, tensors: dict[str, Tensor], values: dict[str, Any], prefix: str = "spatial."
+    ) -> SpatialAttribution:
         maps = [tensors.get(f"{prefix}map.{i}") for i in range(int(values["layers"]))]
         return cls(*(tensors[f"{prefix}{k}"] for k in ("classes",)), maps,
                    *(tensors[f"{prefix}{k}"] for k in ("offsets", "terms", "weights")),
@@ -217,7 +249,9 @@ def spatial_attribution(
 
 
 @torch.inference_mode()
-def decompose(head: LayerHead, hidden: Sequence[Tensor], features: Sequence[Tensor | None], classes: Tensor) -> SpatialAttribution:
+def decompose(
+    head: LayerHead, hidden: Sequence[Tensor], features: Sequence[Tensor | None], classes: Tensor
+) -> SpatialAttribution:
     """The per-layer maps of ``classes (B, K)`` from the hidden states ``hidden`` (L tensors ``(B, d_i)``)
     and the pre-pool activations ``features`` that :func:`keep_maps` collected in the same forward."""
     L, B = len(hidden), hidden[0].shape[0]
@@ -325,7 +359,11 @@ def checkpoint_class_maps(checkpoint: Checkpoint, images: Tensor, labels: Tensor
     """:func:`class_mean_maps` of ``checkpoint`` on ``uint8`` ``images (N, C, S, S)`` at its source size
     (e.g. the test-set sample's thumbnails) with their ``labels (N,)``, batch by batch."""
     spec = checkpoint.meta.input
-    if images.dtype != torch.uint8 or images.ndim != 4 or tuple(images.shape[1:]) != (spec.channels, spec.source_size, spec.source_size):
+    if (
+        images.dtype != torch.uint8
+        or images.ndim != 4
+        or tuple(images.shape[1:]) != (spec.channels, spec.source_size, spec.source_size)
+    ):
         raise ValueError(f"expected uint8 images (N, {spec.channels}, {spec.source_size}, {spec.source_size}), "
                          f"got {images.dtype} {tuple(images.shape)}")  # fmt: skip
     if len(labels) != len(images):
@@ -344,7 +382,9 @@ def sample_class_maps(checkpoint: Checkpoint, batch_size: int = 100) -> ClassMap
     sample = Sample.load(checkpoint.path)
     images = None if sample is None else sample.images()
     if images is None:
-        raise ValueError(f"no test-set sample beside the checkpoint (`python -m laya sample {checkpoint.path}` writes it)")
+        raise ValueError(
+            f"no test-set sample beside the checkpoint (`python -m laya sample {checkpoint.path}` writes it)"
+        )
     if sample.meta["tile"] != checkpoint.meta.input.source_size:
         raise ValueError(f"the sample's thumbnails are downsampled ({sample.meta['tile']} px, inputs "
                          f"{checkpoint.meta.input.source_size} px): no class maps from them")  # fmt: skip
@@ -362,10 +402,22 @@ def token_gradient_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) 
     backbone = model.backbone
     if not (isinstance(backbone, TimmBackbone) and backbone.tokens and backbone.pool == "cls"):
         raise ValueError("gradient x activation maps are for timm token models with pool='cls'")
-    blocks = [backbone.model.blocks[k] for k in backbone.take]
+    with _lock(backbone):  # hooks on a model dashboard sessions share: one thread at a time, its forward only
+        return _token_maps(model, x, classes)
+
+
+def _token_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[Tensor | None]:
+    backbone = model.backbone
+    owner = threading.get_ident()
     inputs: list[Tensor] = []
-    handles = [b.norm1.register_forward_hook(lambda m, a, out: inputs.append(out)) if hasattr(b, "norm1")
-               else b.register_forward_pre_hook(lambda m, a: inputs.append(a[0])) for b in blocks]  # fmt: skip
+
+    def keep(tokens: Tensor) -> None:
+        if threading.get_ident() == owner:
+            inputs.append(tokens)
+
+    blocks = [backbone.model.blocks[k] for k in backbone.take]
+    handles = [b.norm1.register_forward_hook(lambda m, a, out: keep(out)) if hasattr(b, "norm1")
+               else b.register_forward_pre_hook(lambda m, a: keep(a[0])) for b in blocks]  # fmt: skip
     try:
         with torch.enable_grad():
             x = x.detach().clone().requires_grad_(True)  # a normal tensor even from inference mode

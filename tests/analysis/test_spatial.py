@@ -220,3 +220,41 @@ def test_explain_keeps_exact_maps_of_the_top_classes_from_its_one_forward():
     _, direct = spatial_attribution(checkpoint.model, e.model_input.unsqueeze(0), classes=s.classes)
     assert all(torch.allclose(a, b, atol=1e-9) for a, b in zip(s.maps, direct.maps))
     assert (s.layer_sums() - s.terms).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("setting", ["cifar10-cnn", "cifar10-vit", "fashion-mnist-mlp"])
+def test_maps_are_thread_safe_on_a_shared_model(setting):
+    """Dashboard sessions share one loaded model: concurrent explanations keep their own maps, and a plain
+    forward of another thread while maps are kept is neither recorded nor changed."""
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from laya.analysis.explain import explain
+    from laya.data.images import load_image_tensor
+    from laya.model.checkpoint import load_checkpoint
+
+    root = Path(__file__).resolve().parents[2] / "models" / setting
+    checkpoint = load_checkpoint(root / "laya")
+    spec = checkpoint.meta.input
+    images = [load_image_tensor(p, spec.channels, spec.source_size) for p in sorted((root / "examples").iterdir())[:4]]
+    serial = [explain(checkpoint, image).spatial for image in images]
+    plain = checkpoint.preprocess(images[0].unsqueeze(0))
+    with torch.no_grad():
+        reference = checkpoint.model.backbone(plain)
+
+    def run(k: int):
+        if k % 3 == 2:  # a forward without maps, beside the others
+            with torch.no_grad():
+                return checkpoint.model.backbone(plain)
+        return explain(checkpoint, images[k % 4]).spatial
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(run, range(12)))
+    for k, result in enumerate(results):
+        if k % 3 == 2:
+            assert all(torch.equal(a, b) for a, b in zip(result, reference))
+            continue
+        expected = serial[k % 4]
+        assert torch.equal(result.classes, expected.classes) and result.kinds == expected.kinds
+        assert all((a is None and b is None) or torch.allclose(a, b, atol=1e-9, equal_nan=True)
+                   for a, b in zip(result.maps, expected.maps))  # fmt: skip

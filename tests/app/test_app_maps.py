@@ -36,6 +36,11 @@ def maps_chart(at: AppTest) -> dict:
     return found[0]
 
 
+def class_chart(at: AppTest) -> dict:
+    """Class-wise's mean map grid (the page has other heatmaps: the class x layer profile, the confusion matrix)."""
+    return next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith("Mean map"))
+
+
 def heatmaps(chart: dict) -> list[dict]:
     return [t for t in chart["data"] if t["type"] == "heatmap"]
 
@@ -103,7 +108,7 @@ def test_classwise_shows_mean_maps_with_n(monkeypatch: pytest.MonkeyPatch) -> No
     assert_ok(at)
     at.toggle(key="classwise_maps").set_value(True).run()
     assert_ok(at)
-    chart = next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith("Mean map"))
+    chart = class_chart(at)
     maps = sample_class_maps(load_checkpoint(CNN / "concat"))
     rows = [a["text"] for a in chart["layout"]["annotations"] if a.get("textangle") == 90]
     classes = load_checkpoint(CNN / "concat").meta.classes
@@ -128,8 +133,29 @@ def test_maps_through_a_sandboxed_worker_equal_the_in_process_ones(monkeypatch: 
     at.switch_page("pages/classwise.py").run()
     at.toggle(key="classwise_maps").set_value(True).run()
     assert_ok(at)
-    chart = next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith("Mean map"))
+    chart = class_chart(at)
     maps = sample_class_maps(load_checkpoint(CNN / "scalarmix"))
     sums = [t["meta"]["sum"] for t in heatmaps(chart)]
     terms = maps.terms[0].T.flatten().tolist()  # traces go layer by layer, class by class
     assert sums == pytest.approx(terms, abs=1e-5)
+
+
+@pytest.mark.parametrize("page", ["pages/inspect.py", "pages/compare.py", "pages/classwise.py"])
+def test_html_exports_include_the_map_grid(monkeypatch: pytest.MonkeyPatch, page: str) -> None:
+    import pages.common
+    from laya.app.export import html_report
+
+    calls = []
+    monkeypatch.setattr(pages.common, "report_button", lambda *args: calls.append(args))
+    at = pick(start(monkeypatch, MODELS), CNN, "laya")
+    at.switch_page(page).run()
+    if page == "pages/classwise.py":
+        at.toggle(key="classwise_maps").set_value(True).run()
+    assert_ok(at)
+    title, sections, _, subtitle, source = calls[-1]
+    heading = "Where each class was looked at" if page == "pages/classwise.py" else "Where each layer looked"
+    figure = next(f for h, f in sections if h.startswith(heading))
+    shown = class_chart(at) if page == "pages/classwise.py" else maps_chart(at)
+    assert [t.meta for t in figure.data if t.type == "heatmap"] == [t["meta"] for t in heatmaps(shown)]
+    html = html_report(title, sections, subtitle, source)
+    assert heading in html and '"type":"heatmap"' in html.replace(" ", "")

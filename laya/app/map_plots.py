@@ -163,7 +163,7 @@ def class_maps_figure(maps: ClassMaps, classes: Sequence[str], layer_names: Sequ
     """Classes x layers grid of the mean map of each class's own logit term over the inputs labelled that
     class (``subset``: all, correct or incorrect), one symmetric colour scale (logit per input pixel of a
     unit frame: each map drawn as the mean cell value x (H_i W_i) / (H W) with ``H = W = maps.size``).
-    Row titles give n; ``meta`` per heatmap: class, layer, n, mean map sum + offset, mean term."""
+    Row titles (at the right) give n; ``meta`` per heatmap: class, layer, n, mean map sum + offset, mean term."""
     s = maps.subsets.index(subset)
     counts = maps.counts[s].tolist()
     rows, L = len(classes), len(layer_names)
@@ -190,9 +190,16 @@ def class_maps_figure(maps: ClassMaps, classes: Sequence[str], layer_names: Sequ
             ), **at)  # fmt: skip
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, autorange="reversed")
+    for r in range(rows):
+        for i in range(L):
+            at = {"row": r + 1, "col": i + 1}
+            fig.update_yaxes(scaleanchor=fig.get_subplot(**at).yaxis.anchor, constrain="domain", **at)
+            fig.update_xaxes(constrain="domain", **at)
+    fig.for_each_annotation(lambda a: a.update(textangle=0, xanchor="left") if a.textangle == 90 else None)
     fig.update_layout(
-        coloraxis={"colorscale": COLORSCALE, "cmin": -top, "cmax": top, "colorbar": {"title": {"text": f"mean {UNIT}"}}},
-        height=80 + 90 * rows, margin={"t": 80 if title else 40, "l": 10, "r": 10, "b": 10}, title=title,
+        coloraxis={"colorscale": COLORSCALE, "cmin": -top, "cmax": top, "colorbar": {"title": {"text": f"mean {UNIT}"},
+                                                                                     "x": 1.22}},
+        height=80 + 95 * rows, margin={"t": 80 if title else 40, "l": 10, "r": 190, "b": 10}, title=title,
     )  # fmt: skip
     return fig
 

@@ -131,3 +131,21 @@ def test_class_maps_figure_shows_the_mean_maps_with_n_on_one_scale() -> None:
         assert t.meta["sum"] == pytest.approx(t.meta["term"], abs=1e-5)
     top = max(np.abs(np.asarray(t.z)).max() for t in traces)
     assert figure.layout.coloraxis.cmin == -figure.layout.coloraxis.cmax == pytest.approx(-top)
+
+
+def test_map_sums_equal_the_bars_of_the_depth_pages_logit_attribution_chart() -> None:
+    """The bar a user compares with: Depth analytics' per-layer logit attribution of the same input."""
+    from laya.analysis.depth import input_depth
+    from laya.analysis.logit_attribution import top_class_table
+
+    checkpoint, e = explained("cifar10-cnn", "laya", example=2)
+    depth = input_depth(checkpoint, e.image, None)
+    bars = top_class_table(depth.attribution, 0, e.classes, e.layer_names)  # what the Depth chart draws
+    for name in bars["class"].unique():
+        figure = maps_figure([row(checkpoint, e)], name)
+        shown = {t.meta["layer"]: (t.meta["sum"], t.meta["term"]) for t in heatmaps(figure)}
+        for _, bar in bars[(bars["class"] == name) & (bars["part"] != "bias")].iterrows():
+            total, term = shown[bar["part"]]
+            assert total == pytest.approx(bar["contribution"], abs=1e-5) and term == pytest.approx(
+                bar["contribution"], abs=1e-5
+            )

@@ -7,7 +7,7 @@ import streamlit as st
 
 from laya.analysis.profiles import SUBSETS
 from laya.app import browser, views
-from laya.app.map_plots import class_maps_figure
+from laya.app.map_plots import class_maps_figure, no_class_maps_note
 from laya.app.plots import heatmap_figure, profile_bars_figure, seed_profiles_figure
 from laya.app.text import shown
 from laya.data.datasets import DatasetNotFoundError, dataset_label
@@ -131,13 +131,17 @@ st.subheader("Where each class was looked at")
 map_sections = []
 sample = common.load_sample(selection.path)
 if sample is None:
-    st.info(f"No test-set sample for mean spatial maps (`python -m laya sample {shown(selection.path)}` writes it).")
+    st.info("No test-set sample for mean spatial maps (`python -m laya sample DIR` writes it).")
 elif st.toggle(f"Mean spatial maps per class and layer over the test-set sample ({len(sample.table)} inputs, one "
                "forward pass)", key="classwise_maps"):  # fmt: skip
     try:
         class_maps = common.class_maps(selection.path)
     except ValueError as error:
-        st.info(shown(f"No mean spatial maps: {error}"))
+        class_maps, note = None, shown(f"No mean spatial maps: {error}")
+    else:
+        note = no_class_maps_note(class_maps)
+    if note:
+        st.info(note)
     else:
         maps_figure = class_maps_figure(class_maps, checkpoint.meta.classes, checkpoint.layer_names, subset,
                                         f"Mean map of each class's logit term, {SUBSET_LABELS[subset]} inputs")  # fmt: skip

@@ -49,6 +49,22 @@ def map_classes(explanation: Explanation) -> list[str]:
     return [explanation.classes[c] for c in explanation.spatial.classes[0].tolist()]
 
 
+def no_maps_note(explanations: Sequence[Explanation]) -> str | None:
+    """A sentence where no layer of any explanation has a map (exact or approximate), else None."""
+    if any(e.spatial is not None and set(e.spatial.kinds) != {"n/a"} for e in explanations):
+        return None
+    return ("Spatial maps: n/a for every layer. No layer of this model is an average over positions (an MLP's "
+            "layers have none), so there is nothing to split over the image.")  # fmt: skip
+
+
+def no_class_maps_note(maps: ClassMaps) -> str | None:
+    """A sentence where no layer has an exact mean map, else None."""
+    if any(m is not None for m in maps.maps):
+        return None
+    return ("Mean spatial maps: n/a for every layer. No layer of this model averages a feature map (an MLP's "
+            "layers, CLS-token layers; their gradient × activation approximations are not averaged).")  # fmt: skip
+
+
 def _rgb(image: np.ndarray) -> np.ndarray:
     return np.repeat(image[..., None], 3, axis=2) if image.ndim == 2 else image
 
@@ -205,4 +221,4 @@ def class_maps_figure(maps: ClassMaps, classes: Sequence[str], layer_names: Sequ
 
 
 __all__ = ["COLORSCALE", "MAX_COLUMNS", "NOT_KEPT", "UNIT", "MapRow", "class_maps_figure", "map_classes",
-           "maps_caption", "maps_figure"]  # fmt: skip
+           "maps_caption", "maps_figure", "no_class_maps_note", "no_maps_note"]  # fmt: skip

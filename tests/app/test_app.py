@@ -165,7 +165,7 @@ def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
     assert_inspect_shows(app, e)
     ig_label = plots.method_label("integrated_gradients")  # names its baseline (issue 18)
     assert ig_label in app.main.dataframe[0].value.columns
-    assert len(charts(app)) == 3  # top-k + one layer-score figure for every method + the spatial map grid
+    assert len(charts(app)) == 2  # top-k + one layer-score figure for every method
     scores = charts(app)[1]
     assert scores["layout"]["yaxis"]["title"]["text"] == plots.NORMALISED_AXIS  # α and IG: different units
     ig = next(t for t in scores["data"] if t["name"] == ig_label)

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from laya.analysis.explain import Explanation
 from laya.analysis.spatial import sample_class_maps
 from laya.app.catalog import describe, example_images
-from laya.app.map_plots import UNIT
+from laya.app.map_plots import UNIT, no_maps_note
 from laya.model.checkpoint import load_checkpoint
 from pages.common import loading
 from tests.app.test_app import array, assert_ok, charts, expected, start
@@ -76,12 +76,21 @@ def test_inspect_shows_the_cnn_maps_for_the_predicted_and_a_chosen_class(monkeyp
     assert any("Unweighted" in c.value for c in at.caption)
 
 
-def test_inspect_shows_na_for_the_mlp(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_maps_view_says_na_for_the_mlp(monkeypatch: pytest.MonkeyPatch) -> None:
     at = pick(start(monkeypatch, MODELS), MODELS / "fashion-mnist-mlp", "concat")
-    chart = maps_chart(at)
-    assert not heatmaps(chart) and {t["type"] for t in chart["data"]} == {"image"}
-    titles = [a["text"] for a in chart["layout"]["annotations"]]
-    assert len(titles) == 3 and all(t.endswith("<sup>n/a</sup>") for t in titles)
+    for page in ("pages/inspect.py", "pages/compare.py"):
+        at.switch_page(page).run()
+        assert_ok(at)
+        assert [i.value for i in at.info] == [no_maps_note([])]  # the note, and no grid, no class box
+        assert not [c for c in charts(at) if any(t["type"] == "heatmap" for t in c["data"])]
+        assert not [s for s in at.selectbox if s.key and s.key.endswith("_map_class")]
+    at.switch_page("pages/classwise.py").run()
+    at.toggle(key="classwise_maps").set_value(True).run()
+    assert_ok(at)
+    assert [i.value for i in at.info if "spatial" in i.value] == [
+        "Mean spatial maps: n/a for every layer. No layer of this model averages a feature map (an MLP's layers, "
+        "CLS-token layers; their gradient × activation approximations are not averaged)."
+    ]
 
 
 def test_compare_shows_one_grid_per_head_on_one_scale(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from laya.analysis.logit_attribution import logit_attribution
 from laya.analysis.spatial import APPROXIMATE, sample_class_maps
 from laya.app import views
 from laya.app.catalog import example_images
-from laya.app.map_plots import NOT_KEPT, UNIT, MapRow, class_maps_figure, map_classes, maps_figure
+from laya.app.map_plots import NOT_KEPT, UNIT, MapRow, class_maps_figure, map_classes, maps_figure, no_maps_note
 from laya.model.checkpoint import load_checkpoint
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -107,6 +107,8 @@ def test_cls_token_layers_are_labelled_approximate_and_mlp_layers_na() -> None:
     figure = maps_figure([row(checkpoint, e)], e.label)
     assert not heatmaps(figure) and len([t for t in figure.data if t.type == "image"]) == len(e.layer_names)
     assert [a.text for a in figure.layout.annotations] == [f"{n}<br><sup>n/a</sup>" for n in e.layer_names]
+    assert "n/a for every layer" in no_maps_note([e])  # the pages say so instead of drawing this grid
+    assert no_maps_note([e, explained("cifar10-vit", "concat")[1]]) is None  # approximate maps are maps
 
 
 def test_a_class_not_kept_by_a_head_is_said_so() -> None:

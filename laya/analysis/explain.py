@@ -4,7 +4,7 @@ The backbone runs once. One batched float64 head call under ``L + 1`` masks give
 prediction, the head's intrinsic scores and every LOO deletion; post-hoc methods are optional.
 The same forward keeps the layers' feature maps (:func:`laya.analysis.spatial.keep_maps`), so the
 exact per-layer spatial maps of the :data:`MAP_CLASSES` top classes cost no second pass; CLS-pooled
-token layers get the labelled gradient x activation approximation (``L x K`` backward passes).
+token layers get the labelled gradient x activation approximation (``L`` backward passes, batched over classes).
 This is what the dashboard's Inspect and Compare pages show.
 """
 
@@ -30,7 +30,7 @@ from laya.model.checkpoint import Checkpoint
 from laya.model.heads import DEFAULT_MODE, AblationMode
 
 MAP_CLASSES = 10  # spatial maps are kept for this many top classes (bounded payload: L x K x H_i x W_i)
-APPROXIMATE_CLASSES = 3  # gradient x activation maps (L x K backward passes) for this many; NaN for the rest
+APPROXIMATE_CLASSES = 3  # gradient x activation maps (L backward passes batched over K) for this many; NaN otherwise
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Explanation:
     loo: AblationResult  # batch of one
     scores: dict[str, Tensor] = field(default_factory=dict)  # method -> (L,)
     intrinsic: str | None = None
-    spatial: SpatialAttribution | None = None  # batch of one: per-layer maps of the top classes
+    spatial: SpatialAttribution | None = None  # batch of one: per-layer maps of the top classes; None: no layer has any
 
     @property
     def label(self) -> str:
@@ -164,21 +164,30 @@ class Explanation:
 
 @torch.inference_mode()
 def _forward_and_loo(
-    checkpoint: Checkpoint, image: Tensor, mode: AblationMode
-) -> tuple[Tensor, list[Tensor], AblationResult, SpatialAttribution]:
+    checkpoint: Checkpoint, image: Tensor, mode: AblationMode, maps: bool = True
+) -> tuple[Tensor, list[Tensor], AblationResult, SpatialAttribution | None]:
     x = checkpoint.preprocess(image.unsqueeze(0))  # on the model's device
+    if not maps:
+        hidden = checkpoint.model.backbone(x)
+        return x[0], hidden, leave_one_out(checkpoint.model.head, hidden, mode), None
     with keep_maps(checkpoint.model.backbone) as features:
         hidden = checkpoint.model.backbone(x)
     loo = leave_one_out(checkpoint.model.head, hidden, mode)
+    if all(f is None for f in features) and not _cls_tokens(checkpoint.model.backbone):
+        return x[0], hidden, loo, None  # no layer has positions (an MLP): no maps, nothing to compute
     classes = loo.base_probs.topk(min(MAP_CLASSES, loo.base_probs.shape[1]), dim=-1).indices
     return x[0], hidden, loo, decompose(checkpoint.model.head, hidden, features, classes)
+
+
+def _cls_tokens(backbone: object) -> bool:
+    """A timm token model pooled by its CLS token: its layers get the gradient x activation approximation."""
+    return isinstance(backbone, TimmBackbone) and backbone.tokens and backbone.pool == "cls"
 
 
 def _approximate(checkpoint: Checkpoint, x: Tensor, spatial: SpatialAttribution) -> SpatialAttribution:
     """Fill the layers without an exact map of a CLS-pooled timm token model with gradient x activation, for
     the :data:`APPROXIMATE_CLASSES` top classes (the other classes' approximate maps are NaN)."""
-    backbone = checkpoint.model.backbone
-    if not (isinstance(backbone, TimmBackbone) and backbone.tokens and backbone.pool == "cls"):
+    if not _cls_tokens(checkpoint.model.backbone):
         return spatial
     K = spatial.classes.shape[1]
     top = spatial.classes[:, :APPROXIMATE_CLASSES].clone()  # not an inference tensor
@@ -201,11 +210,13 @@ def explain(
     mode: AblationMode = DEFAULT_MODE,
     posthoc: Sequence[str] = (),
     ig_steps: int = 32,
+    maps: bool = True,
 ) -> Explanation:
     """Explain ``image`` (``uint8 (C, S, S)`` at the checkpoint's source size).
 
     ``posthoc``: extra methods (``integrated_gradients``, ``input_x_gradient``, ``saliency``);
-    heads without intrinsic scores get Integrated Gradients when none is asked for.
+    heads without intrinsic scores get Integrated Gradients when none is asked for. ``maps``: keep the
+    per-layer spatial maps (``Explanation.spatial``; False: None, e.g. to time what they cost).
     """
     spec = checkpoint.meta.input
     if image.dtype != torch.uint8 or tuple(image.shape) != (spec.channels, spec.source_size, spec.source_size):
@@ -214,7 +225,7 @@ def explain(
             f"got {image.dtype} {tuple(image.shape)}"
         )
     head = checkpoint.model.head
-    x, hidden, loo, spatial = _forward_and_loo(checkpoint, image, mode)
+    x, hidden, loo, spatial = _forward_and_loo(checkpoint, image, mode, maps)
     prediction = int(loo.prediction[0])
     scores: dict[str, Tensor] = {}
     intrinsic = intrinsic_method(head)
@@ -236,7 +247,7 @@ def explain(
         loo=_on_cpu(loo),
         scores={method: values.cpu() for method, values in scores.items()},
         intrinsic=intrinsic,
-        spatial=_approximate(checkpoint, x, spatial).cpu(),
+        spatial=None if spatial is None else _approximate(checkpoint, x, spatial).cpu(),
     )
 
 

@@ -16,7 +16,7 @@ own modules while it computes the hidden states, as pytorch-grad-cam collects ac
 backward pass. Layers pooled otherwise (a CLS token, an MLP layer, a LayerNorm after pooling) have no
 exact map: their entry is ``None`` and ``exact`` is False; they are never called exact.
 For CLS-pooled timm token layers, :func:`token_gradient_maps` gives a labelled approximation
-(gradient x activation on the patch tokens entering the block, with backward passes).
+(gradient x activation on the patch tokens the block's attention reads, with backward passes).
 """
 
 from __future__ import annotations
@@ -398,7 +398,8 @@ def token_gradient_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) 
     the block's input where it has none), summed over channels: ``(B, K, h, w)`` per layer; ``None`` for
     layers that are not CLS-pooled blocks (use :func:`spatial_attribution`). Not the block's input tokens:
     a pre-norm block sees the patch tokens only through LayerNorm, which is scale-invariant, so their
-    gradient x activation is 0 up to LayerNorm's eps (Euler). Costs one forward and ``L x K`` backward passes."""
+    gradient x activation is 0 up to LayerNorm's eps (Euler). Costs one forward and ``L`` backward passes,
+    each batched over the ``K`` classes (``is_grads_batched``)."""
     backbone = model.backbone
     if not (isinstance(backbone, TimmBackbone) and backbone.tokens and backbone.pool == "cls"):
         raise ValueError("gradient x activation maps are for timm token models with pool='cls'")
@@ -426,16 +427,17 @@ def _token_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[
             terms, _ = head64.logit_terms(head64.encode([h.double() for h in hidden]))  # (B, L, C)
             prefix = backbone.model.num_prefix_tokens
             maps: list[Tensor | None] = [None] * len(hidden)
-            for i, tokens in enumerate(inputs):
-                per_class = []
-                for k in range(classes.shape[1]):
-                    score = terms[:, i].gather(1, classes[:, k : k + 1]).sum()
-                    (grad,) = torch.autograd.grad(score, tokens, retain_graph=True, allow_unused=True)
-                    grad = torch.zeros_like(tokens) if grad is None else grad
-                    per_class.append((grad * tokens)[:, prefix:].sum(-1).double())  # (B, N)
-                values = torch.stack(per_class, 1).detach()
+            B, K = classes.shape
+            pick = torch.zeros(K, *terms[:, 0].shape, dtype=terms.dtype, device=terms.device)  # (K, B, C) one-hot
+            ks, bs = torch.arange(K, device=terms.device), torch.arange(B, device=terms.device)
+            pick[ks.view(-1, 1), bs.view(1, -1), classes.T.to(terms.device)] = 1
+            for i, tokens in enumerate(inputs):  # one backward per layer, batched over the K classes
+                (grad,) = torch.autograd.grad(terms[:, i], tokens, grad_outputs=pick, is_grads_batched=True,
+                                              retain_graph=True, allow_unused=True)  # fmt: skip
+                grad = tokens.new_zeros(K, *tokens.shape) if grad is None else grad  # (K, B, N, D)
+                values = (grad * tokens).sum(-1)[..., prefix:].transpose(0, 1).double().detach()  # (B, K, N)
                 _, (H, W) = _positions(values[:, 0].unsqueeze(-1))
-                maps[i] = values.reshape(*values.shape[:2], H, W)
+                maps[i] = values.reshape(B, K, H, W)
     finally:
         for h in handles:
             h.remove()

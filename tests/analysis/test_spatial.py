@@ -255,6 +255,9 @@ def test_maps_are_thread_safe_on_a_shared_model(setting):
             assert all(torch.equal(a, b) for a, b in zip(result, reference))
             continue
         expected = serial[k % 4]
+        if setting == "fashion-mnist-mlp":  # no layer has positions: no maps, whichever thread
+            assert expected is None and result is None
+            continue
         assert torch.equal(result.classes, expected.classes) and result.kinds == expected.kinds
         assert all((a is None and b is None) or torch.allclose(a, b, atol=1e-9, equal_nan=True)
                    for a, b in zip(result.maps, expected.maps))  # fmt: skip

@@ -104,6 +104,7 @@ def test_cls_token_layers_are_labelled_approximate_and_mlp_layers_na() -> None:
     beyond = map_classes(e)[5]  # approximations are kept for the top 3 classes only
     assert not heatmaps(maps_figure([row(checkpoint, e)], beyond))
     checkpoint, e = explained("fashion-mnist-mlp", "laya")
+    assert e.spatial is None  # no layer has positions: nothing computed, nothing carried
     figure = maps_figure([row(checkpoint, e)], e.label)
     assert not heatmaps(figure) and len([t for t in figure.data if t.type == "image"]) == len(e.layer_names)
     assert [a.text for a in figure.layout.annotations] == [f"{n}<br><sup>n/a</sup>" for n in e.layer_names]

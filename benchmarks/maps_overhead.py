@@ -34,11 +34,13 @@ def main() -> None:
         calls = {"without": lambda: explain_bytes(ck, data, maps=False), "with": lambda: explain_bytes(ck, data)}
         t_without, t_with = interleaved_seconds(calls, rounds=args.rounds).values()
         spatial = explain_bytes(ck, data).spatial
-        tensors, _ = spatial.to_tensors()
+        tensors = {} if spatial is None else spatial.to_tensors()[0]
         size = sum(t.numel() * t.element_size() for t in tensors.values()) / 1e3
-        kinds = "/".join(sorted(set(spatial.kinds)))
+        kinds = "none (no layer has positions)" if spatial is None else "/".join(sorted(set(spatial.kinds)))
         name = f"{entry.path.parent.name}/{entry.head}"
-        print(f"{name:<40} {t_without * 1e3:>10.2f} {t_with * 1e3:>9.2f} {t_with / t_without:>6.2f}x {size:>8.1f}  {kinds}")
+        print(
+            f"{name:<40} {t_without * 1e3:>10.2f} {t_with * 1e3:>9.2f} {t_with / t_without:>6.2f}x {size:>8.1f}  {kinds}"
+        )
 
 
 if __name__ == "__main__":

@@ -280,6 +280,7 @@ def decompose(
 
 
 SUBSETS = ("all", "correct", "incorrect")
+MAX_CLASS_MAP_BYTES = 256 * 2**20  # subsets x classes x positions of every layer, float64
 
 
 @dataclass
@@ -324,7 +325,7 @@ def class_mean_maps(
     """:class:`ClassMaps` over ``batches`` of ``(x (B, C, S, S) preprocessed inputs, labels (B,))`` that share
     one frame size: one forward per batch, each input's map of its own label's logit term (exact layers only;
     no backward pass), summed per subset and class, then divided by n. Raises ``ValueError`` for frames of
-    different sizes or no inputs."""
+    different sizes, no inputs, or means larger than :data:`MAX_CLASS_MAP_BYTES`."""
     sums: list[Tensor | None] | None = None
     size = None
     S = len(SUBSETS)
@@ -335,6 +336,11 @@ def class_mean_maps(
             raise ValueError(f"inputs must share one square frame size, got {tuple(x.shape[-2:])} after {size}")
         labels = labels.to(x.device).long()
         out, spatial = spatial_attribution(model, x, classes=labels.view(-1, 1))
+        if sums is None:
+            need = len(SUBSETS) * num_classes * sum(m[0, 0].numel() for m in spatial.maps if m is not None) * 8
+            if need > MAX_CLASS_MAP_BYTES:
+                raise ValueError(f"the mean maps of {num_classes} classes would take {need / 2**20:.0f} MB; at most "
+                                 f"{MAX_CLASS_MAP_BYTES / 2**20:.0f} MB are kept")  # fmt: skip
         correct = out.logits.argmax(-1) == labels
         keep = torch.stack([torch.ones_like(correct), correct, ~correct]).double()  # (S, B)
         index = (torch.arange(S, device=x.device).view(-1, 1) * num_classes + labels).flatten()  # (S*B,)
@@ -447,6 +453,7 @@ def _token_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[
 __all__ = [
     "APPROXIMATE",
     "KIND_LABELS",
+    "MAX_CLASS_MAP_BYTES",
     "SUBSETS",
     "ClassMaps",
     "SpatialAttribution",

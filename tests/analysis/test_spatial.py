@@ -198,6 +198,8 @@ def test_class_mean_maps_are_the_per_class_means_of_each_inputs_own_map():
         class_mean_maps(m, [(x[:2], labels[:2]), (torch.randn(2, 3, 8, 8, dtype=torch.float64), labels[:2])], 5)
     with pytest.raises(ValueError, match="no inputs"):
         class_mean_maps(m, [], 5)
+    with pytest.raises(ValueError, match="would take"):  # 10^6 classes x (8x8 + 4x4 + 2x2) positions: bounded
+        class_mean_maps(m, [(x[:2], labels[:2])], 10**6)
 
 
 def test_explain_keeps_exact_maps_of_the_top_classes_from_its_one_forward():

@@ -7,6 +7,7 @@ import streamlit as st
 
 from laya.analysis.profiles import SUBSETS
 from laya.app import browser, views
+from laya.app.map_plots import class_maps_figure, no_class_maps_note
 from laya.app.plots import heatmap_figure, profile_bars_figure, seed_profiles_figure
 from laya.app.text import shown
 from laya.data.datasets import DatasetNotFoundError, dataset_label
@@ -126,6 +127,33 @@ if pair is not None:
     switches.browse_button(f"Browse the inputs of {pair[0]} predicted as {pair[1]}", browser.confusion_query(*pair),
                           "classwise_browse_confusion")  # fmt: skip
 
+st.subheader("Where each class was looked at")
+map_sections = []
+sample = common.load_sample(selection.path)
+if sample is None:
+    st.info("No test-set sample for mean spatial maps (`python -m laya sample DIR` writes it).")
+elif st.toggle(f"Mean spatial maps per class and layer over the test-set sample ({len(sample.table)} inputs, one "
+               "forward pass)", key="classwise_maps"):  # fmt: skip
+    try:
+        class_maps = common.class_maps(selection.path)
+    except ValueError as error:
+        class_maps, note = None, shown(f"No mean spatial maps: {error}")
+    else:
+        note = no_class_maps_note(class_maps)
+    if note:
+        st.info(note)
+    else:
+        maps_figure = class_maps_figure(class_maps, checkpoint.meta.classes, checkpoint.layer_names, subset,
+                                        f"Mean map of each class's logit term, {SUBSET_LABELS[subset]} inputs")  # fmt: skip
+        st.plotly_chart(maps_figure, key="classwise_maps_figure")
+        st.caption(
+            f"Per class (row, n = inputs of that class in the sample, {SUBSET_LABELS[subset]}) and layer (column): "
+            f"the mean over those inputs of the layer's exact map of the class's own logit term, all "
+            f"{class_maps.size}×{class_maps.size} frames, on one colour scale (mean logit per input pixel). "
+            "n/a: the layer has no exact map (MLP, CLS token)."
+        )
+        map_sections = [("Where each class was looked at", maps_figure)]
+
 st.subheader("Across seeds")
 seeds_file = Path(selection.path).parent / CLASS_PROFILES_FILE
 seed_sections = []
@@ -162,7 +190,7 @@ common.table(views.global_loo(report))
 common.report_button(
     "Class-wise depth patterns",
     [("", heatmap), (f"Class {name}", class_scores), ("", class_loo), ("All classes", global_bars),
-     *seed_sections, ("Leave-one-layer-out per layer", views.global_loo(report))],
+     *map_sections, *seed_sections, ("Leave-one-layer-out per layer", views.global_loo(report))],
     f"{head}-classwise-{kind}-{subset}",
     checkpoint.name,
     common.provenance(checkpoint),

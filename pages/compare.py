@@ -4,6 +4,7 @@ import streamlit as st
 
 from laya.app import views
 from laya.app.catalog import example_images
+from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure, no_maps_note
 from laya.app.plots import compare_figure
 from laya.app.text import shown
 from laya.model.checkpoint import CheckpointError
@@ -77,8 +78,29 @@ table = views.compare_table(heads, explanations, reports)
 st.plotly_chart(figure, key="compare_figure")
 common.table(table.set_index("head").T.reset_index(names="on this input / on the test set"))
 checkpoint = loaded.get(selection.path) or next(iter(loaded.values()))
+
+st.subheader("Where each layer looked, per head")
+map_sections = []
+if note := no_maps_note(explanations):
+    st.info(note)
+else:
+    class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
+    first = map_classes(explanations[0]) or [explanations[0].label]
+    map_class = class_col.selectbox(
+        f"Class of the maps ({views.head_title(heads[0])}'s ranking)", first, key="compare_map_class"
+    )
+    weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="compare_map_weighted")
+    rows = [
+        MapRow(views.head_title(h), e, views.model_view(e, c.meta.input, 1))
+        for h, e, c in zip(heads, explanations, loaded.values())
+    ]
+    maps = maps_figure(rows, map_class, weighted)
+    st.plotly_chart(maps, key="compare_maps")
+    st.caption(maps_caption(weighted) + " One colour scale across heads.")
+    map_sections = [(f"Where each layer looked: {map_class}", maps)]
 source = common.provenance(checkpoint, (name, views.model_view(explanations[0], checkpoint.meta.input)))
 common.report_button(
-    f"Compare heads: {name}", [("", figure), ("Heads on this input", table)], f"compare-{mode}",
+    f"Compare heads: {name}", [("", figure), ("Heads on this input", table), *map_sections],
+    f"compare-{mode}",
     f"{source.setting} · {views.mode_label(mode)} ablation", source,
 )  # fmt: skip

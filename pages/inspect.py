@@ -5,6 +5,7 @@ import streamlit as st
 from laya.analysis.attribution import POSTHOC_METHODS
 from laya.app import views
 from laya.app.catalog import example_images
+from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure, no_maps_note
 from laya.app.plots import layer_scores_figure, score_scale, topk_figure
 from laya.app.text import shown
 from pages import common
@@ -90,6 +91,21 @@ st.caption(
     "hatched: removing the layer flips the label."
 )  # fmt: skip
 
+st.subheader("Where each layer looked")
+map_sections = []
+if note := no_maps_note([explanation]):
+    st.info(note)
+else:
+    class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
+    map_class = class_col.selectbox("Class of the maps (predicted first)", map_classes(explanation),
+                                    key="inspect_map_class")  # fmt: skip
+    weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="inspect_map_weighted")
+    image_row = MapRow(checkpoint.name, explanation, views.model_view(explanation, spec, 1))
+    maps = maps_figure([image_row], map_class, weighted)
+    st.plotly_chart(maps, key="inspect_maps")
+    st.caption(maps_caption(weighted))
+    map_sections = [(f"Where each layer looked: {map_class}", maps)]
+
 st.subheader("Live leave-one-layer-out")
 st.caption(
     f"Each row removes one layer (`{mode}` ablation) and reruns the head: the drop in p({shown(explanation.label)}), "
@@ -121,6 +137,7 @@ with html_col:
             ("Prediction", f"{explanation.label} ({explanation.confidence:.1%})"),
             ("", topk_figure(explanation)),
             ("Which layers the decision used", scores_figure),
+            *map_sections,
             ("Live leave-one-layer-out", table),
             ("Faithfulness on this input", views.input_faithfulness(explanation)),
         ],

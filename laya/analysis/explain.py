@@ -1,7 +1,10 @@
-"""Explain one input: prediction, layer scores, live leave-one-layer-out, per-input faithfulness.
+"""Explain one input: prediction, layer scores, live leave-one-layer-out, per-input faithfulness, spatial maps.
 
 The backbone runs once. One batched float64 head call under ``L + 1`` masks gives the
 prediction, the head's intrinsic scores and every LOO deletion; post-hoc methods are optional.
+The same forward keeps the layers' feature maps (:func:`laya.analysis.spatial.keep_maps`), so the
+exact per-layer spatial maps of the :data:`MAP_CLASSES` top classes cost no second pass; CLS-pooled
+token layers get the labelled gradient x activation approximation (``L`` backward passes, batched over classes).
 This is what the dashboard's Inspect and Compare pages show.
 """
 
@@ -14,14 +17,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from laya.analysis.ablation import AblationResult, leave_one_out
 from laya.analysis.attribution import METHOD_LABELS, intrinsic_method, layer_attributions
 from laya.analysis.faithfulness import NOT_APPLICABLE, informative, per_input_metrics
+from laya.analysis.spatial import SpatialAttribution, decompose, keep_maps, token_gradient_maps
 from laya.data.images import load_image_tensor
+from laya.model.backbones import TimmBackbone
 from laya.model.checkpoint import Checkpoint
 from laya.model.heads import DEFAULT_MODE, AblationMode
+
+MAP_CLASSES = 10  # spatial maps are kept for this many top classes (bounded payload: L x K x H_i x W_i)
+APPROXIMATE_CLASSES = 3  # gradient x activation maps (L backward passes batched over K) for this many; NaN otherwise
 
 
 @dataclass
@@ -39,6 +48,7 @@ class Explanation:
     loo: AblationResult  # batch of one
     scores: dict[str, Tensor] = field(default_factory=dict)  # method -> (L,)
     intrinsic: str | None = None
+    spatial: SpatialAttribution | None = None  # batch of one: per-layer maps of the top classes; None: no layer has any
 
     @property
     def label(self) -> str:
@@ -110,9 +120,13 @@ class Explanation:
         loo = {f"loo.{f.name}": getattr(self.loo, f.name) for f in fields(self.loo)}
         tensors |= {key: value for key, value in loo.items() if value is not None}
         tensors |= {f"scores.{method}": values for method, values in self.scores.items()}
+        spatial: dict[str, Any] | None = None
+        if self.spatial is not None:
+            maps, spatial = self.spatial.to_tensors()
+            tensors |= maps
         values = {"checkpoint": self.checkpoint, "classes": list(self.classes), "layer_names": list(self.layer_names),
                   "prediction": self.prediction, "mode": self.mode, "intrinsic": self.intrinsic,
-                  "methods": list(self.scores)}  # fmt: skip
+                  "methods": list(self.scores), "spatial": spatial}  # fmt: skip
         return tensors, values
 
     @classmethod
@@ -131,6 +145,9 @@ class Explanation:
             loo=loo,
             scores={str(m): tensors[f"scores.{m}"] for m in values["methods"]},
             intrinsic=values["intrinsic"],
+            spatial=None
+            if values.get("spatial") is None
+            else SpatialAttribution.from_tensors(tensors, values["spatial"]),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,11 +164,38 @@ class Explanation:
 
 @torch.inference_mode()
 def _forward_and_loo(
-    checkpoint: Checkpoint, image: Tensor, mode: AblationMode
-) -> tuple[Tensor, list[Tensor], AblationResult]:
+    checkpoint: Checkpoint, image: Tensor, mode: AblationMode, maps: bool = True
+) -> tuple[Tensor, list[Tensor], AblationResult, SpatialAttribution | None]:
     x = checkpoint.preprocess(image.unsqueeze(0))  # on the model's device
-    hidden = checkpoint.model.backbone(x)
-    return x[0], hidden, leave_one_out(checkpoint.model.head, hidden, mode)
+    if not maps:
+        hidden = checkpoint.model.backbone(x)
+        return x[0], hidden, leave_one_out(checkpoint.model.head, hidden, mode), None
+    with keep_maps(checkpoint.model.backbone) as features:
+        hidden = checkpoint.model.backbone(x)
+    loo = leave_one_out(checkpoint.model.head, hidden, mode)
+    if all(f is None for f in features) and not _cls_tokens(checkpoint.model.backbone):
+        return x[0], hidden, loo, None  # no layer has positions (an MLP): no maps, nothing to compute
+    classes = loo.base_probs.topk(min(MAP_CLASSES, loo.base_probs.shape[1]), dim=-1).indices
+    return x[0], hidden, loo, decompose(checkpoint.model.head, hidden, features, classes)
+
+
+def _cls_tokens(backbone: object) -> bool:
+    """A timm token model pooled by its CLS token: its layers get the gradient x activation approximation."""
+    return isinstance(backbone, TimmBackbone) and backbone.tokens and backbone.pool == "cls"
+
+
+def _approximate(checkpoint: Checkpoint, x: Tensor, spatial: SpatialAttribution) -> SpatialAttribution:
+    """Fill the layers without an exact map of a CLS-pooled timm token model with gradient x activation, for
+    the :data:`APPROXIMATE_CLASSES` top classes (the other classes' approximate maps are NaN)."""
+    if not _cls_tokens(checkpoint.model.backbone):
+        return spatial
+    K = spatial.classes.shape[1]
+    top = spatial.classes[:, :APPROXIMATE_CLASSES].clone()  # not an inference tensor
+    approx = [None if a is None else F.pad(a, (0, 0, 0, 0, 0, K - a.shape[1]), value=float("nan"))
+              for a in token_gradient_maps(checkpoint.model, x.unsqueeze(0), top)]  # fmt: skip
+    maps = [m if m is not None else a for m, a in zip(spatial.maps, approx)]
+    flags = tuple(m is None and a is not None for m, a in zip(spatial.maps, approx))
+    return replace(spatial, maps=maps, approximate=flags)
 
 
 def _on_cpu(result: AblationResult) -> AblationResult:
@@ -166,11 +210,13 @@ def explain(
     mode: AblationMode = DEFAULT_MODE,
     posthoc: Sequence[str] = (),
     ig_steps: int = 32,
+    maps: bool = True,
 ) -> Explanation:
     """Explain ``image`` (``uint8 (C, S, S)`` at the checkpoint's source size).
 
     ``posthoc``: extra methods (``integrated_gradients``, ``input_x_gradient``, ``saliency``);
-    heads without intrinsic scores get Integrated Gradients when none is asked for.
+    heads without intrinsic scores get Integrated Gradients when none is asked for. ``maps``: keep the
+    per-layer spatial maps (``Explanation.spatial``; False: None, e.g. to time what they cost).
     """
     spec = checkpoint.meta.input
     if image.dtype != torch.uint8 or tuple(image.shape) != (spec.channels, spec.source_size, spec.source_size):
@@ -179,7 +225,7 @@ def explain(
             f"got {image.dtype} {tuple(image.shape)}"
         )
     head = checkpoint.model.head
-    x, hidden, loo = _forward_and_loo(checkpoint, image, mode)
+    x, hidden, loo, spatial = _forward_and_loo(checkpoint, image, mode, maps)
     prediction = int(loo.prediction[0])
     scores: dict[str, Tensor] = {}
     intrinsic = intrinsic_method(head)
@@ -201,6 +247,7 @@ def explain(
         loo=_on_cpu(loo),
         scores={method: values.cpu() for method, values in scores.items()},
         intrinsic=intrinsic,
+        spatial=None if spatial is None else _approximate(checkpoint, x, spatial).cpu(),
     )
 
 
@@ -210,4 +257,4 @@ def explain_bytes(checkpoint: Checkpoint, data: bytes, **kwargs: Any) -> Explana
     return explain(checkpoint, load_image_tensor(data, spec.channels, spec.source_size), **kwargs)
 
 
-__all__ = ["Explanation", "explain", "explain_bytes"]
+__all__ = ["APPROXIMATE_CLASSES", "MAP_CLASSES", "Explanation", "explain", "explain_bytes"]

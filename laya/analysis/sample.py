@@ -269,6 +269,13 @@ class Sample:
         r, c = divmod(int(row), SPRITE_COLUMNS)
         return self.sprite[r * t : (r + 1) * t, c * t : (c + 1) * t]
 
+    def images(self) -> Tensor | None:
+        """Every thumbnail as ``uint8 (n, C, t, t)`` (the inputs themselves where ``tile == source_size``), or
+        None without a sprite."""
+        if self.sprite is None:
+            return None
+        return torch.from_numpy(np.stack([self.thumbnail(r) for r in range(len(self.table))])).permute(0, 3, 1, 2)
+
     def png(self, row: int) -> bytes:
         """Table row ``row``'s thumbnail as PNG bytes (what Inspect opens)."""
         array = self.thumbnail(row)

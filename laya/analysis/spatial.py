@@ -16,14 +16,17 @@ own modules while it computes the hidden states, as pytorch-grad-cam collects ac
 backward pass. Layers pooled otherwise (a CLS token, an MLP layer, a LayerNorm after pooling) have no
 exact map: their entry is ``None`` and ``exact`` is False; they are never called exact.
 For CLS-pooled timm token layers, :func:`token_gradient_maps` gives a labelled approximation
-(gradient x activation on the patch tokens entering the block, with backward passes).
+(gradient x activation on the patch tokens the block's attention reads, with backward passes).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +35,7 @@ from torch import Tensor, nn
 from laya.analysis.ablation import float64_head
 from laya.analysis.logit_attribution import logit_attribution
 from laya.model.backbones import Backbone, CNNBackbone, TimmBackbone, TorchvisionBackbone, WrappedBackbone
+from laya.model.checkpoint import Checkpoint
 from laya.model.classifier import LayerwiseClassifier, ModelOutput
 from laya.model.heads import LayerHead, LinearHead, MixHead
 
@@ -42,14 +46,39 @@ def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
 
     Yields a list filled, per forward, with one entry per layer: ``(B, C, H, W)`` feature maps,
     ``(B, N, D)`` patch tokens (``pool="avg"``), or ``None`` where the layer is not an average over
-    positions. Hooks only read; the forward's outputs are unchanged.
+    positions. Hooks only read; the forward's outputs are unchanged. Thread-safe for a model shared by
+    dashboard sessions: only the calling thread's forwards are recorded, and one thread at a time keeps the
+    maps of one backbone (a per-backbone lock: timm's pooling is swapped on the instance meanwhile).
     """
+    with _lock(backbone), _recording(backbone) as maps:
+        yield maps
+
+
+_LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock(backbone: nn.Module) -> threading.Lock:
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(backbone, threading.Lock())
+
+
+@contextlib.contextmanager
+def _recording(backbone: Backbone) -> Iterator[list[Tensor | None]]:
+    """:func:`keep_maps` without the lock: record the calling thread's forwards only."""
+    owner = threading.get_ident()
+
+    def mine() -> bool:
+        return threading.get_ident() == owner
+
     maps: list[Tensor | None] = []
     handles: list[torch.utils.hooks.RemovableHandle] = []
     n = len(backbone.layer_dims)
     if isinstance(backbone, (TorchvisionBackbone, WrappedBackbone)):  # named layer outputs of one module call
 
         def record(module: nn.Module, args, out) -> None:
+            if not mine():
+                return
             outputs = out if isinstance(backbone, TorchvisionBackbone) else backbone._outputs
             for name in backbone.layers:
                 o = outputs[name]
@@ -59,12 +88,14 @@ def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
 
         handles = [backbone.model.register_forward_hook(record)]
     elif isinstance(backbone, CNNBackbone):
-        handles = [b.register_forward_hook(lambda m, a, out: maps.append(out)) for b in backbone.blocks]
+        handles = [b.register_forward_hook(lambda m, a, out: maps.append(out) if mine() else None)
+                   for b in backbone.blocks]  # fmt: skip
     elif isinstance(backbone, TimmBackbone):
         pool = backbone._pool
 
         def recording_pool(out):  # the exact tensors the backbone averages
-            maps.append(None if isinstance(out, tuple) else out)
+            if mine():
+                maps.append(None if isinstance(out, tuple) else out)
             return pool(out)
 
         backbone._pool = recording_pool  # instance attribute shadows the static method
@@ -74,12 +105,13 @@ def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
             head = backbone.model.forward_head
 
             def recording_head(final, *args, **kwargs):
-                maps.append(final if exact else None)
+                if mine():
+                    maps.append(final if exact else None)
                 return head(final, *args, **kwargs)
 
             backbone.model.forward_head = recording_head
     else:  # MLP layers, and families whose layers are not read here: no exact map
-        handles = [backbone.register_forward_pre_hook(lambda m, a: maps.extend([None] * n))]
+        handles = [backbone.register_forward_pre_hook(lambda m, a: maps.extend([None] * n) if mine() else None)]
     try:
         yield maps
     finally:
@@ -127,29 +159,69 @@ def layer_maps(head: LayerHead, encoded: Sequence[Tensor], layer: int) -> tuple[
     raise ValueError(f"no spatial decomposition for head {type(head).__name__}")
 
 
+APPROXIMATE = "approximate (gradient × activation)"
+KIND_LABELS = {"exact": "exact", "approximate": APPROXIMATE, "n/a": "n/a"}
+
+
 @dataclass
 class SpatialAttribution:
     """Per-layer maps of the logit terms of chosen classes (float64).
 
-    ``classes``: ``(B, K)``; ``maps[i]``: ``(B, K, H_i, W_i)`` or ``None`` (no exact map);
+    ``classes``: ``(B, K)``; ``maps[i]``: ``(B, K, H_i, W_i)`` or ``None`` (no map);
     ``offsets``: ``(B, L, K)`` position-free part; ``terms``: ``(B, L, K)`` the layer's logit term
-    (``logit_attribution``). Exactness: ``maps[i].sum((-2, -1)) + offsets[:, i] == terms[:, i]``.
+    (``logit_attribution``); ``weights``: ``(B, L)`` the head's weight of layer i in the term
+    (``gamma alpha_i`` for LAYA/ScalarMix, 1 for Concat/LastLayer). Exactness:
+    ``maps[i].sum((-2, -1)) + offsets[:, i] == terms[:, i]`` where ``exact[i]``; ``approximate[i]``
+    marks a map from :func:`token_gradient_maps` (never exact).
     """
 
     classes: Tensor
     maps: list[Tensor | None]
     offsets: Tensor
     terms: Tensor
+    weights: Tensor
+    approximate: tuple[bool, ...] = ()
 
     @property
     def exact(self) -> list[bool]:
-        return [m is not None for m in self.maps]
+        approximate = self.approximate or (False,) * len(self.maps)
+        return [m is not None and not a for m, a in zip(self.maps, approximate)]
+
+    @property
+    def kinds(self) -> list[str]:
+        """Per layer ``"exact"``, ``"approximate"`` or ``"n/a"`` (:data:`KIND_LABELS` names them)."""
+        return ["exact" if e else "n/a" if m is None else "approximate" for e, m in zip(self.exact, self.maps)]
 
     def layer_sums(self) -> Tensor:
         """``(B, L, K)``: each map's sum plus its offset (NaN where a layer has no map)."""
         sums = [m.sum((-2, -1)) if m is not None else torch.full_like(self.offsets[:, 0], float("nan"))
                 for m in self.maps]  # fmt: skip
         return torch.stack(sums, dim=1) + self.offsets
+
+    def select(self, index: int) -> SpatialAttribution:
+        """Input ``index`` as a batch of one."""
+        pick = slice(index, index + 1)
+        return SpatialAttribution(self.classes[pick], [None if m is None else m[pick] for m in self.maps],
+                                  self.offsets[pick], self.terms[pick], self.weights[pick], self.approximate)  # fmt: skip
+
+    def cpu(self) -> SpatialAttribution:
+        return SpatialAttribution(self.classes.cpu(), [None if m is None else m.cpu() for m in self.maps],
+                                  self.offsets.cpu(), self.terms.cpu(), self.weights.cpu(), self.approximate)  # fmt: skip
+
+    def to_tensors(self, prefix: str = "spatial.") -> tuple[dict[str, Tensor], dict[str, Any]]:
+        """Named tensors and JSON-ready values (how a sandboxed worker hands it over); :meth:`from_tensors`."""
+        tensors = {f"{prefix}{k}": getattr(self, k) for k in ("classes", "offsets", "terms", "weights")}
+        tensors |= {f"{prefix}map.{i}": m for i, m in enumerate(self.maps) if m is not None}
+        return tensors, {"layers": len(self.maps), "approximate": list(self.approximate)}
+
+    @classmethod
+    def from_tensors(
+        cls, tensors: dict[str, Tensor], values: dict[str, Any], prefix: str = "spatial."
+    ) -> SpatialAttribution:
+        maps = [tensors.get(f"{prefix}map.{i}") for i in range(int(values["layers"]))]
+        return cls(*(tensors[f"{prefix}{k}"] for k in ("classes",)), maps,
+                   *(tensors[f"{prefix}{k}"] for k in ("offsets", "terms", "weights")),
+                   tuple(map(bool, values["approximate"])))  # fmt: skip
 
     def upsampled(self, layer: int, size: tuple[int, int], mode: str = "bilinear") -> Tensor:
         """Map ``layer`` resampled to the input's ``size``, ``(B, K, H, W)``, as a density: values are
@@ -171,22 +243,32 @@ def spatial_attribution(
     (default: each input's ``top_k`` classes by logit)."""
     with keep_maps(model.backbone) as maps:
         out = model(x)
-    L = len(out.hidden)
-    if len(maps) != L:
-        raise RuntimeError(f"collected {len(maps)} maps for {L} layers")
     if classes is None:
         classes = out.logits.topk(min(top_k, out.logits.shape[1]), dim=-1).indices
-    classes = torch.as_tensor(classes, device=out.logits.device).long()
-    if classes.ndim != 2 or classes.shape[0] != x.shape[0]:
-        raise ValueError(f"classes must be (B, K) with B={x.shape[0]}, got {tuple(classes.shape)}")
-    head64 = float64_head(model.head)
-    encoded = head64.encode([h.double() for h in out.hidden])
-    terms = logit_attribution(model.head, out.hidden).terms.gather(2, classes.unsqueeze(1).expand(-1, L, -1))
+    return out, decompose(model.head, out.hidden, maps, classes)
+
+
+@torch.inference_mode()
+def decompose(
+    head: LayerHead, hidden: Sequence[Tensor], features: Sequence[Tensor | None], classes: Tensor
+) -> SpatialAttribution:
+    """The per-layer maps of ``classes (B, K)`` from the hidden states ``hidden`` (L tensors ``(B, d_i)``)
+    and the pre-pool activations ``features`` that :func:`keep_maps` collected in the same forward."""
+    L, B = len(hidden), hidden[0].shape[0]
+    if len(features) != L:
+        raise RuntimeError(f"collected {len(features)} maps for {L} layers")
+    classes = torch.as_tensor(classes, device=hidden[0].device).long()
+    if classes.ndim != 2 or classes.shape[0] != B:
+        raise ValueError(f"classes must be (B, K) with B={B}, got {tuple(classes.shape)}")
+    head64 = float64_head(head)
+    encoded = head64.encode([h.double() for h in hidden])
+    terms = logit_attribution(head, hidden).terms.gather(2, classes.unsqueeze(1).expand(-1, L, -1))
     spatial: list[Tensor | None] = []
-    offsets = []
-    for i, feature in enumerate(maps):
+    offsets, weights = [], []
+    for i, feature in enumerate(features):
         coef, M, offset = layer_maps(head64, encoded, i)
         offsets.append(offset.gather(1, classes))
+        weights.append(coef)
         if feature is None:
             spatial.append(None)
             continue
@@ -194,43 +276,193 @@ def spatial_attribution(
         Mk = M[classes]  # (B, K, d_i)
         values = torch.einsum("bpd,bkd->bkp", f, Mk) * (coef / f.shape[1]).view(-1, 1, 1)
         spatial.append(values.reshape(*values.shape[:2], H, W))
-    return out, SpatialAttribution(classes, spatial, torch.stack(offsets, dim=1), terms)
+    return SpatialAttribution(classes, spatial, torch.stack(offsets, dim=1), terms, torch.stack(weights, dim=1))
+
+
+SUBSETS = ("all", "correct", "incorrect")
+MAX_CLASS_MAP_BYTES = 256 * 2**20  # subsets x classes x positions of every layer, float64
+
+
+@dataclass
+class ClassMaps:
+    """Mean exact map of each class's own logit term, per layer, over the inputs labelled that class (float64).
+
+    ``subsets``: :data:`SUBSETS` (all, correctly classified, misclassified); ``size``: the inputs' common frame
+    side (model input); ``counts``: ``(S, C)`` n per subset and class; ``maps[i]``: ``(S, C, H_i, W_i)`` or
+    ``None`` (no exact map); ``offsets``, ``terms``: ``(S, C, L)`` means (NaN where n = 0). Exactness of the
+    means: ``maps[i].sum((-2, -1)) + offsets[..., i] == terms[..., i]``.
+    """
+
+    subsets: tuple[str, ...]
+    size: int
+    counts: Tensor
+    maps: list[Tensor | None]
+    offsets: Tensor
+    terms: Tensor
+
+    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
+        tensors = {"counts": self.counts, "offsets": self.offsets, "terms": self.terms}
+        tensors |= {f"map.{i}": m for i, m in enumerate(self.maps) if m is not None}
+        return tensors, {"subsets": list(self.subsets), "size": self.size, "layers": len(self.maps)}
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> ClassMaps:
+        maps = [tensors.get(f"map.{i}") for i in range(int(values["layers"]))]
+        return cls(tuple(map(str, values["subsets"])), int(values["size"]), tensors["counts"], maps,
+                   tensors["offsets"], tensors["terms"])  # fmt: skip
+
+
+def _add_per_group(total: Tensor | None, values: Tensor, keep: Tensor, index: Tensor, groups: int) -> Tensor:
+    """``total (groups, ...)`` plus ``values (B, ...)`` masked by ``keep (S, B)`` and added at ``index (S*B,)``."""
+    S = keep.shape[0]
+    masked = (keep.view(S, -1, *[1] * (values.ndim - 1)) * values.unsqueeze(0)).flatten(0, 1)
+    return (values.new_zeros(groups, *values.shape[1:]) if total is None else total).index_add(0, index, masked)
+
+
+def class_mean_maps(
+    model: LayerwiseClassifier, batches: Iterable[tuple[Tensor, Tensor]], num_classes: int
+) -> ClassMaps:
+    """:class:`ClassMaps` over ``batches`` of ``(x (B, C, S, S) preprocessed inputs, labels (B,))`` that share
+    one frame size: one forward per batch, each input's map of its own label's logit term (exact layers only;
+    no backward pass), summed per subset and class, then divided by n. Raises ``ValueError`` for frames of
+    different sizes, no inputs, or means larger than :data:`MAX_CLASS_MAP_BYTES`."""
+    sums: list[Tensor | None] | None = None
+    size = None
+    S = len(SUBSETS)
+    for x, labels in batches:
+        if size is None:
+            size = x.shape[-1]
+        if tuple(x.shape[-2:]) != (size, size):
+            raise ValueError(f"inputs must share one square frame size, got {tuple(x.shape[-2:])} after {size}")
+        labels = labels.to(x.device).long()
+        out, spatial = spatial_attribution(model, x, classes=labels.view(-1, 1))
+        if sums is None:
+            need = len(SUBSETS) * num_classes * sum(m[0, 0].numel() for m in spatial.maps if m is not None) * 8
+            if need > MAX_CLASS_MAP_BYTES:
+                raise ValueError(f"the mean maps of {num_classes} classes would take {need / 2**20:.0f} MB; at most "
+                                 f"{MAX_CLASS_MAP_BYTES / 2**20:.0f} MB are kept")  # fmt: skip
+        correct = out.logits.argmax(-1) == labels
+        keep = torch.stack([torch.ones_like(correct), correct, ~correct]).double()  # (S, B)
+        index = (torch.arange(S, device=x.device).view(-1, 1) * num_classes + labels).flatten()  # (S*B,)
+
+        parts = [spatial.offsets[:, :, 0], spatial.terms[:, :, 0], keep.new_ones(len(labels))]
+        parts += [None if m is None else m[:, 0] for m in spatial.maps]
+        sums = [None if v is None else _add_per_group(None if sums is None else sums[j], v, keep, index, S * num_classes)
+                for j, v in enumerate(parts)]  # fmt: skip
+    if sums is None:
+        raise ValueError("no inputs for the class maps")
+    counts = sums[2].view(S, num_classes)
+
+    def mean(total: Tensor) -> Tensor:  # (S*C, ...) sums -> (S, C, ...) means, NaN where n = 0
+        total = total.view(S, num_classes, *total.shape[1:])
+        return total / counts.view(S, num_classes, *[1] * (total.ndim - 2))
+
+    return ClassMaps(SUBSETS, int(size), counts.long().cpu(), [None if m is None else mean(m).cpu() for m in sums[3:]],
+                     mean(sums[0]).cpu(), mean(sums[1]).cpu())  # fmt: skip
+
+
+def checkpoint_class_maps(checkpoint: Checkpoint, images: Tensor, labels: Tensor, batch_size: int = 100) -> ClassMaps:
+    """:func:`class_mean_maps` of ``checkpoint`` on ``uint8`` ``images (N, C, S, S)`` at its source size
+    (e.g. the test-set sample's thumbnails) with their ``labels (N,)``, batch by batch."""
+    spec = checkpoint.meta.input
+    if (
+        images.dtype != torch.uint8
+        or images.ndim != 4
+        or tuple(images.shape[1:]) != (spec.channels, spec.source_size, spec.source_size)
+    ):
+        raise ValueError(f"expected uint8 images (N, {spec.channels}, {spec.source_size}, {spec.source_size}), "
+                         f"got {images.dtype} {tuple(images.shape)}")  # fmt: skip
+    if len(labels) != len(images):
+        raise ValueError(f"{len(labels)} labels for {len(images)} images")
+    batches = ((checkpoint.preprocess(images[k : k + batch_size]), labels[k : k + batch_size])
+               for k in range(0, len(images), batch_size))  # fmt: skip
+    return class_mean_maps(checkpoint.model, batches, len(checkpoint.meta.classes))
+
+
+def sample_class_maps(checkpoint: Checkpoint, batch_size: int = 100) -> ClassMaps:
+    """:func:`checkpoint_class_maps` on the checkpoint's test-set sample (``sample.safetensors`` and its sprite,
+    :mod:`laya.analysis.sample`). Raises ``ValueError`` without a sample, or where its thumbnails are
+    downsampled (not the inputs the model saw)."""
+    from laya.analysis.sample import Sample  # the sample module pulls in depth analytics; only this needs it
+
+    sample = Sample.load(checkpoint.path)
+    images = None if sample is None else sample.images()
+    if images is None:
+        raise ValueError(
+            f"no test-set sample beside the checkpoint (`python -m laya sample {checkpoint.path}` writes it)"
+        )
+    if sample.meta["tile"] != checkpoint.meta.input.source_size:
+        raise ValueError(f"the sample's thumbnails are downsampled ({sample.meta['tile']} px, inputs "
+                         f"{checkpoint.meta.input.source_size} px): no class maps from them")  # fmt: skip
+    return checkpoint_class_maps(checkpoint, images, torch.tensor(sample.table["label"].to_numpy()), batch_size)
 
 
 def token_gradient_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[Tensor | None]:
     """APPROXIMATE maps for CLS-pooled timm token layers (never exact): gradient x activation of layer
     i's logit term (``logit_terms``, float64) for each class in ``classes (B, K)`` w.r.t. the patch
-    tokens entering the block whose CLS token is ``h_i``, summed over channels: ``(B, K, h, w)`` per
-    layer; ``None`` for layers that are not CLS-pooled blocks (use :func:`spatial_attribution`).
-    Costs one forward and ``L x K`` backward passes."""
+    tokens as the attention of the block whose CLS token is ``h_i`` reads them (the output of its ``norm1``;
+    the block's input where it has none), summed over channels: ``(B, K, h, w)`` per layer; ``None`` for
+    layers that are not CLS-pooled blocks (use :func:`spatial_attribution`). Not the block's input tokens:
+    a pre-norm block sees the patch tokens only through LayerNorm, which is scale-invariant, so their
+    gradient x activation is 0 up to LayerNorm's eps (Euler). Costs one forward and ``L`` backward passes,
+    each batched over the ``K`` classes (``is_grads_batched``)."""
     backbone = model.backbone
     if not (isinstance(backbone, TimmBackbone) and backbone.tokens and backbone.pool == "cls"):
         raise ValueError("gradient x activation maps are for timm token models with pool='cls'")
-    blocks = [backbone.model.blocks[k] for k in backbone.take]
+    with _lock(backbone):  # hooks on a model dashboard sessions share: one thread at a time, its forward only
+        return _token_maps(model, x, classes)
+
+
+def _token_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[Tensor | None]:
+    backbone = model.backbone
+    owner = threading.get_ident()
     inputs: list[Tensor] = []
-    handles = [b.register_forward_pre_hook(lambda m, a: inputs.append(a[0])) for b in blocks]
+
+    def keep(tokens: Tensor) -> None:
+        if threading.get_ident() == owner:
+            inputs.append(tokens)
+
+    blocks = [backbone.model.blocks[k] for k in backbone.take]
+    handles = [b.norm1.register_forward_hook(lambda m, a, out: keep(out)) if hasattr(b, "norm1")
+               else b.register_forward_pre_hook(lambda m, a: keep(a[0])) for b in blocks]  # fmt: skip
     try:
         with torch.enable_grad():
-            x = x.detach().requires_grad_(True)
+            x = x.detach().clone().requires_grad_(True)  # a normal tensor even from inference mode
             hidden = backbone(x)
             head64 = float64_head(model.head)
             terms, _ = head64.logit_terms(head64.encode([h.double() for h in hidden]))  # (B, L, C)
             prefix = backbone.model.num_prefix_tokens
             maps: list[Tensor | None] = [None] * len(hidden)
-            for i, tokens in enumerate(inputs):
-                per_class = []
-                for k in range(classes.shape[1]):
-                    score = terms[:, i].gather(1, classes[:, k : k + 1]).sum()
-                    (grad,) = torch.autograd.grad(score, tokens, retain_graph=True, allow_unused=True)
-                    grad = torch.zeros_like(tokens) if grad is None else grad
-                    per_class.append((grad * tokens)[:, prefix:].sum(-1).double())  # (B, N)
-                values = torch.stack(per_class, 1).detach()
+            B, K = classes.shape
+            pick = torch.zeros(K, *terms[:, 0].shape, dtype=terms.dtype, device=terms.device)  # (K, B, C) one-hot
+            ks, bs = torch.arange(K, device=terms.device), torch.arange(B, device=terms.device)
+            pick[ks.view(-1, 1), bs.view(1, -1), classes.T.to(terms.device)] = 1
+            for i, tokens in enumerate(inputs):  # one backward per layer, batched over the K classes
+                (grad,) = torch.autograd.grad(terms[:, i], tokens, grad_outputs=pick, is_grads_batched=True,
+                                              retain_graph=True, allow_unused=True)  # fmt: skip
+                grad = tokens.new_zeros(K, *tokens.shape) if grad is None else grad  # (K, B, N, D)
+                values = (grad * tokens).sum(-1)[..., prefix:].transpose(0, 1).double().detach()  # (B, K, N)
                 _, (H, W) = _positions(values[:, 0].unsqueeze(-1))
-                maps[i] = values.reshape(*values.shape[:2], H, W)
+                maps[i] = values.reshape(B, K, H, W)
     finally:
         for h in handles:
             h.remove()
     return maps
 
 
-__all__ = ["SpatialAttribution", "token_gradient_maps", "keep_maps", "layer_maps", "spatial_attribution"]
+__all__ = [
+    "APPROXIMATE",
+    "KIND_LABELS",
+    "MAX_CLASS_MAP_BYTES",
+    "SUBSETS",
+    "ClassMaps",
+    "SpatialAttribution",
+    "checkpoint_class_maps",
+    "class_mean_maps",
+    "decompose",
+    "keep_maps",
+    "layer_maps",
+    "sample_class_maps",
+    "spatial_attribution",
+    "token_gradient_maps",
+]

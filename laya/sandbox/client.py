@@ -17,6 +17,7 @@ from laya.analysis.depth import InputDepth
 from laya.analysis.explain import Explanation
 from laya.analysis.patching import PatchEffects
 from laya.analysis.report import Report
+from laya.analysis.spatial import ClassMaps
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError
 from laya.model.checkpoint import CheckpointError, Confinement
@@ -68,6 +69,11 @@ class Sandboxed:
         index, blob = join_files({"target": target, "source": source})
         reply, tensors = self._call("patch", blob, where=where, files=index)
         return PatchEffects.from_tensors(unpack(tensors), reply["values"])
+
+    def class_maps(self) -> ClassMaps:
+        """:func:`laya.analysis.spatial.sample_class_maps` in a worker (a missing sample: ``WorkerError``)."""
+        reply, blob = self._call("maps")
+        return ClassMaps.from_tensors(unpack(blob), reply["values"])
 
     def evaluate(self, limit: int | None = None, progress: Progress | None = None) -> Report:
         """:func:`laya.app.views.evaluate_locally` in a worker (progress frames reach ``progress``)."""

@@ -17,6 +17,7 @@ depth    model fields, image bytes in the blob :meth:`InputDepth.to_tensors`
 patch    model fields, ``where``, ``files``    :meth:`PatchEffects.to_tensors`
          index (``target``, ``source``) + both
          images in the blob
+maps     model fields                          :meth:`ClassMaps.to_tensors` of the test-set sample
 evaluate model fields, ``limit``               ``{"progress", "text"}`` frames, then ``report``
 forget   ``path``                              ``models``: how many are still loaded
 ======== ===================================== ==========================================
@@ -42,6 +43,7 @@ from laya.analysis.depth import DepthFit, input_depth
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import explain_bytes
 from laya.analysis.patching import patch_bytes
+from laya.analysis.spatial import sample_class_maps
 from laya.app.deploy import check_upload, release_memory
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError, load_image_tensor
@@ -115,7 +117,7 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         return {}, b""
     if op == "forget":
         return {"models": models.forget(str(request["path"]))}, b""
-    if op not in ("load", "explain", "depth", "patch", "evaluate"):
+    if op not in ("load", "explain", "depth", "patch", "maps", "evaluate"):
         raise ProtocolError(f"unknown op {op!r}")
     checkpoint = models.get(request)
     if op == "load":
@@ -131,6 +133,8 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         if set(images) != {"target", "source"}:
             raise ProtocolError("a patch request carries exactly a target and a source image")
         result = patch_bytes(checkpoint, images["target"], images["source"], str(request["where"]))
+    elif op == "maps":
+        result = sample_class_maps(checkpoint)
     else:
         data = checkpoint.load_data("test")
         limit = int(request.get("limit") or 0) or None

@@ -5,7 +5,7 @@ keyed by path and file time) and shared by every session. Uploaded and typed che
 loaded and run only in sandboxed workers (:mod:`laya.sandbox`, :func:`laya.app.deploy.sandboxed`):
 the server keeps their :class:`ModelInfo` and results, never the model. Either way a page gets a
 :class:`ModelInfo` from :func:`load_model` and the same result types from :func:`explain`,
-:func:`depth_of_input` and :func:`evaluate_locally`. A checkpoint that fails to load is remembered
+:func:`depth_of_input`, :func:`class_maps` and :func:`evaluate_locally`. A checkpoint that fails to load is remembered
 as failed (not rebuilt on every rerun) and its memory handed back to the OS. Reports and
 explanations are cached per argument (``st.cache_data``).
 """
@@ -28,6 +28,7 @@ from laya.analysis.lens import load_lens as read_lens
 from laya.analysis.patching import PatchEffects, patch_bytes
 from laya.analysis.report import REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
+from laya.analysis.spatial import ClassMaps, sample_class_maps
 from laya.app import deploy, views
 from laya.app.catalog import Entry, find_checkpoints
 from laya.app.text import shown
@@ -254,3 +255,21 @@ def _load_sample(path: str, stamp: int) -> Sample | None:
 def load_sample(path: str | Path) -> Sample | None:
     """The test-set browser's sample beside a checkpoint (``python -m laya evaluate``), or None."""
     return _load_sample(str(path), _stamp(Path(path) / SAMPLE_FILE))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _class_maps(path: str, stamp: int, sample_stamp: int, anyway: bool) -> ClassMaps:
+    if deploy.sandboxed(path):
+        return _sandboxed(path, anyway).class_maps()
+    return sample_class_maps(_load_model(path, stamp, anyway))
+
+
+def class_maps(path: str) -> ClassMaps:
+    """Mean spatial maps per class and layer over the checkpoint's test-set sample, here or in a worker; a
+    failed worker shows ``st.error`` and stops the page. Raises ``ValueError`` without a usable sample."""
+    stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / SAMPLE_FILE)
+    try:
+        with st.spinner(shown(f"Running {Path(path).name} on the test-set sample…")):
+            return _class_maps(path, *stamps, anyway())
+    except WorkerError as error:
+        _stop_for_worker(error)

@@ -149,9 +149,9 @@ def test_cls_layers_get_a_gradient_x_activation_approximation():
     classes = torch.tensor([[0, 1], [2, 3]])
     maps = token_gradient_maps(vit, x, classes)
     assert [tuple(m.shape) for m in maps] == [(2, 2, 4, 4), (2, 2, 4, 4)]
-    # by hand for the first layer, class 0 of input 0: d term / d tokens entering block 0, times the tokens
+    # by hand for the first layer, class 0 of input 0: d term / d tokens the attention reads (norm1's output)
     tokens = []
-    h = vit.backbone.model.blocks[0].register_forward_pre_hook(lambda m, a: tokens.append(a[0]))
+    h = vit.backbone.model.blocks[0].norm1.register_forward_hook(lambda m, a, out: tokens.append(out))
     with torch.enable_grad():
         hidden = vit.backbone(x)
         h.remove()
@@ -159,5 +159,107 @@ def test_cls_layers_get_a_gradient_x_activation_approximation():
         (grad,) = torch.autograd.grad(term, tokens[0])
     expected = (grad * tokens[0])[0, 1:].sum(-1).reshape(4, 4)
     assert torch.allclose(maps[0][0, 0], expected, atol=1e-10)
+    assert all(m.abs().max() > 1e-4 for m in maps)  # not the degenerate map of the block's (pre-norm) input
+    block_input = []
+    h = vit.backbone.model.blocks[0].register_forward_pre_hook(lambda m, a: block_input.append(a[0]))
+    with torch.enable_grad():
+        hidden = vit.backbone(x)
+        h.remove()
+        term = vit.head.logit_terms(vit.head.encode(hidden))[0][0, 0, 0]
+        (grad,) = torch.autograd.grad(term, block_input[0])
+    assert (grad * block_input[0])[0, 1:].sum(-1).abs().max() < 1e-6 * maps[0].abs().max() + 1e-8  # why: LayerNorm
     with pytest.raises(ValueError, match="pool='cls'"):
         token_gradient_maps(model(CNN, "laya"), torch.randn(1, 3, 16, 16, dtype=torch.float64), classes[:1])
+
+
+def test_class_mean_maps_are_the_per_class_means_of_each_inputs_own_map():
+    from laya.analysis.spatial import class_mean_maps
+
+    m = model(CNN, "laya")
+    x = torch.randn(7, 3, 16, 16, dtype=torch.float64)
+    labels = torch.tensor([0, 1, 1, 4, 0, 0, 2])
+    cm = class_mean_maps(m, [(x[:4], labels[:4]), (x[4:], labels[4:])], num_classes=5)  # two batches
+    out, each = spatial_attribution(m, x, classes=labels.view(-1, 1))
+    correct = out.logits.argmax(-1) == labels
+    assert cm.subsets == ("all", "correct", "incorrect") and cm.size == 16
+    for s, keep in enumerate([torch.ones(7, dtype=torch.bool), correct, ~correct]):
+        for c in range(5):
+            members = keep & (labels == c)
+            assert int(cm.counts[s, c]) == int(members.sum())
+            if not members.any():
+                assert torch.isnan(cm.terms[s, c]).all()
+                continue
+            for i, layer_map in enumerate(each.maps):
+                assert torch.allclose(cm.maps[i][s, c], layer_map[members, 0].mean(0), atol=1e-12)
+            assert torch.allclose(cm.terms[s, c], each.terms[members, :, 0].mean(0), atol=1e-12)
+    sums = torch.stack([mp.sum((-2, -1)) for mp in cm.maps], -1) + cm.offsets  # exact on the means too
+    assert torch.allclose(sums.nan_to_num(), cm.terms.nan_to_num(), atol=1e-10)
+    with pytest.raises(ValueError, match="share one square frame"):
+        class_mean_maps(m, [(x[:2], labels[:2]), (torch.randn(2, 3, 8, 8, dtype=torch.float64), labels[:2])], 5)
+    with pytest.raises(ValueError, match="no inputs"):
+        class_mean_maps(m, [], 5)
+    with pytest.raises(ValueError, match="would take"):  # 10^6 classes x (8x8 + 4x4 + 2x2) positions: bounded
+        class_mean_maps(m, [(x[:2], labels[:2])], 10**6)
+
+
+def test_explain_keeps_exact_maps_of_the_top_classes_from_its_one_forward():
+    from pathlib import Path
+
+    from laya.analysis.explain import MAP_CLASSES, explain
+    from laya.data.images import load_image_tensor
+    from laya.model.checkpoint import load_checkpoint
+
+    setting = Path(__file__).resolve().parents[2] / "models" / "cifar10-cnn"
+    checkpoint = load_checkpoint(setting / "scalarmix")
+    image = load_image_tensor(sorted((setting / "examples").iterdir())[0], 3, 32)
+    calls = []
+    handle = checkpoint.model.backbone.register_forward_hook(lambda *a: calls.append(1))
+    e = explain(checkpoint, image)
+    handle.remove()
+    assert len(calls) == 1  # the maps come from the explanation's own backbone pass
+    s = e.spatial
+    assert s.classes.shape == (1, MAP_CLASSES) and int(s.classes[0, 0]) == e.prediction and all(s.exact)
+    _, direct = spatial_attribution(checkpoint.model, e.model_input.unsqueeze(0), classes=s.classes)
+    assert all(torch.allclose(a, b, atol=1e-9) for a, b in zip(s.maps, direct.maps))
+    assert (s.layer_sums() - s.terms).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("setting", ["cifar10-cnn", "cifar10-vit", "fashion-mnist-mlp"])
+def test_maps_are_thread_safe_on_a_shared_model(setting):
+    """Dashboard sessions share one loaded model: concurrent explanations keep their own maps, and a plain
+    forward of another thread while maps are kept is neither recorded nor changed."""
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from laya.analysis.explain import explain
+    from laya.data.images import load_image_tensor
+    from laya.model.checkpoint import load_checkpoint
+
+    root = Path(__file__).resolve().parents[2] / "models" / setting
+    checkpoint = load_checkpoint(root / "laya")
+    spec = checkpoint.meta.input
+    images = [load_image_tensor(p, spec.channels, spec.source_size) for p in sorted((root / "examples").iterdir())[:4]]
+    serial = [explain(checkpoint, image).spatial for image in images]
+    plain = checkpoint.preprocess(images[0].unsqueeze(0))
+    with torch.no_grad():
+        reference = checkpoint.model.backbone(plain)
+
+    def run(k: int):
+        if k % 3 == 2:  # a forward without maps, beside the others
+            with torch.no_grad():
+                return checkpoint.model.backbone(plain)
+        return explain(checkpoint, images[k % 4]).spatial
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(run, range(12)))
+    for k, result in enumerate(results):
+        if k % 3 == 2:
+            assert all(torch.equal(a, b) for a, b in zip(result, reference))
+            continue
+        expected = serial[k % 4]
+        if setting == "fashion-mnist-mlp":  # no layer has positions: no maps, whichever thread
+            assert expected is None and result is None
+            continue
+        assert torch.equal(result.classes, expected.classes) and result.kinds == expected.kinds
+        assert all((a is None and b is None) or torch.allclose(a, b, atol=1e-9, equal_nan=True)
+                   for a, b in zip(result.maps, expected.maps))  # fmt: skip

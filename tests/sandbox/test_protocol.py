@@ -13,6 +13,7 @@ import torch
 
 from laya.analysis.depth import InputDepth, input_depth
 from laya.analysis.explain import Explanation, explain
+from laya.analysis.spatial import SUBSETS, ClassMaps, SpatialAttribution, sample_class_maps
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 from laya.sandbox import protocol
@@ -84,9 +85,42 @@ def test_explanation_round_trip_is_exact(checkpoints: dict, image: torch.Tensor,
             assert all((x is None and y is None) or same(x, y) for x, y in pairs)
         elif f.name == "scores":
             assert list(a) == list(b) and all(same(a[m], b[m]) for m in a)
+        elif f.name == "spatial":
+            assert (a is None and b is None) or assert_same_spatial(a, b) is None
         else:
             assert a == b, f.name
     assert copy.layer_table().equals(original.layer_table()) and copy.summary().equals(original.summary())
+
+
+def assert_same_spatial(a: SpatialAttribution, b: SpatialAttribution) -> None:
+    assert a.approximate == b.approximate and a.kinds == b.kinds
+    assert all(same(getattr(a, k), getattr(b, k)) for k in ("classes", "offsets", "terms", "weights"))
+    assert all((x is None and y is None) or same(x, y) for x, y in zip(a.maps, b.maps, strict=True))
+
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+
+
+@pytest.mark.parametrize("setting", ["cifar10-cnn", "cifar10-vit", "fashion-mnist-mlp"])
+def test_explanation_spatial_maps_round_trip_exact_approximate_or_none(setting: str) -> None:
+    checkpoint = load_checkpoint(MODELS / setting / "laya")
+    path = sorted((MODELS / setting / "examples").iterdir())[0]
+    spec = checkpoint.meta.input
+    original = explain(checkpoint, load_image_tensor(path, spec.channels, spec.source_size))
+    copy = Explanation.from_tensors(*wire(*original.to_tensors()))
+    if setting == "fashion-mnist-mlp":  # no layer has positions: no maps at all
+        assert original.spatial is None and copy.spatial is None
+        return
+    assert_same_spatial(original.spatial, copy.spatial)
+    assert set(copy.spatial.kinds) == {"exact" if setting == "cifar10-cnn" else "approximate"}
+
+
+def test_class_maps_round_trip_is_exact() -> None:
+    original = sample_class_maps(load_checkpoint(MODELS / "cifar10-cnn" / "lastlayer"))
+    copy = ClassMaps.from_tensors(*wire(*original.to_tensors()))
+    assert (copy.subsets, copy.size) == (original.subsets, original.size) == (SUBSETS, 32)
+    assert all(same(getattr(original, k), getattr(copy, k)) for k in ("counts", "offsets", "terms"))
+    assert all(same(x, y) for x, y in zip(original.maps, copy.maps, strict=True))
 
 
 def test_explanation_round_trip_keeps_nan(checkpoints: dict, image: torch.Tensor) -> None:

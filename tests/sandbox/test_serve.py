@@ -56,3 +56,23 @@ def test_patch_request_needs_a_target_and_a_source(tiny_models: Path) -> None:
     protocol.read_frame(out)  # hello
     reply = protocol.read_frame(out)[0]
     assert not reply["ok"] and "exactly a target and a source" in reply["error"]
+
+
+def test_maps_op_answers_the_class_maps_of_the_checkpoints_sample() -> None:
+    import torch
+
+    from laya.analysis.spatial import ClassMaps, sample_class_maps
+    from laya.model.checkpoint import load_checkpoint
+
+    path = str(Path(__file__).resolve().parents[2] / "models" / "cifar10-cnn" / "scalarmix")
+    requests = io.BytesIO(protocol.encode({"op": "maps", "path": path}))
+    out = io.BytesIO()
+    serve(requests, out, {"network": "test"}, cpu_seconds=0)
+    out.seek(0)
+    protocol.read_frame(out)  # hello
+    reply, blob = protocol.read_frame(out)
+    assert reply["ok"], reply
+    got = ClassMaps.from_tensors(protocol.unpack(blob), reply["values"])
+    expected = sample_class_maps(load_checkpoint(path))
+    assert torch.equal(got.counts, expected.counts) and int(got.counts[0].sum()) == 1000
+    assert all(torch.allclose(a, b, equal_nan=True) for a, b in zip(got.maps, expected.maps, strict=True))

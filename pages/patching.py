@@ -57,10 +57,8 @@ st.plotly_chart(figure, key="patch_effects")
 patched = int(table["patched"].sum()) - (where == "head")  # the head sweep's "all layers" row is not a layer
 st.caption(patching_plots.patching_caption(where, head, len(layers), patched) + (f" α: {note}." if note else ""))
 titles = patching_plots.axis_titles(classes[predicted], classes[a], classes[b])
-shown_table = table.rename(columns=dict(zip(patching_plots.ROWS, titles)))
-st.dataframe(shown_table, hide_index=True,
-             column_config={t: st.column_config.NumberColumn(format="%+.4f") for t in titles}
-             | {"probability": st.column_config.NumberColumn("p(prediction after)", format="%.3f")})  # fmt: skip
+shown_table = patching_plots.display_table(table, titles)
+st.dataframe(shown_table, hide_index=True)
 common.report_button(
     "Activation patching",
     [(f"Target: {target[0]} → {classes[predicted]}; source: {source[0]} → {classes[source_pred]}", figure),

@@ -27,6 +27,21 @@ def axis_titles(predicted: str, a: str, b: str) -> tuple[str, str, str]:
     return f"Δ p({predicted})", f"Δ (logit {a} − logit {b})", "Δ α (patched layer)"
 
 
+def display_table(table: pd.DataFrame, titles: tuple[str, str, str]) -> pd.DataFrame:
+    """:func:`~laya.analysis.patching.pair_table` as shown: changes signed to 4 decimals under ``titles``,
+    ``p(prediction after)`` to 3, "n/a" where a value does not exist (no α, a layer the backbone cannot patch)."""
+
+    def fmt(spec: str):
+        return lambda v: "n/a" if pd.isna(v) else format(v, spec)
+
+    shown = table.rename(columns=dict(zip(ROWS, titles)) | {"probability": "p(prediction after)"})
+    for title in titles:
+        shown[title] = shown[title].map(fmt("+.4f"))
+    shown["p(prediction after)"] = shown["p(prediction after)"].map(fmt(".3f"))
+    shown["prediction"] = shown["prediction"].replace("", "n/a")
+    return shown
+
+
 def effects_figure(table: pd.DataFrame, where: str, predicted: str, a: str, b: str, note: str | None = None) -> go.Figure:
     """Three bar rows over the layers of :func:`laya.analysis.patching.pair_table` (layers that could not be
     patched are left out, "all layers" kept as the last bar): the change in the target's predicted-class

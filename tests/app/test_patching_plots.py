@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from laya.app.patching_plots import alpha_note, axis_titles, effects_figure, image_figure, patching_caption
+from laya.app.patching_plots import alpha_note, axis_titles, display_table, effects_figure, image_figure, patching_caption
 
 NAN = float("nan")
 TABLE = pd.DataFrame({
@@ -55,3 +55,12 @@ def test_html_export_carries_figure_table_and_source_image():
                                                ("Per layer", TABLE),
                                                ("Source image", image_figure(np.zeros((2, 2, 3), np.uint8), "s"))])  # fmt: skip
     assert page.count('class="plotly-graph-div"') == 2 and "<td>all layers</td>" in page and "frog" in page
+
+
+def test_display_table_formats_and_says_n_a():
+    titles = axis_titles("cat", "cat", "dog")
+    shown = display_table(TABLE, titles)
+    assert list(shown[titles[0]]) == ["-0.2500", "n/a", "+0.1250", "-0.5000"]
+    assert list(shown[titles[2]]) == ["+0.1000", "n/a", "-0.2000", "n/a"]
+    assert list(shown["p(prediction after)"]) == ["0.600", "n/a", "0.700", "0.900"]
+    assert list(shown["prediction"]) == ["cat", "n/a", "dog", "frog"]

@@ -56,8 +56,10 @@ def perturbation_curve(
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     if start.shape != end.shape or start.ndim != 4:
-        raise ValueError(f"start and end must be equal (B, C, H, W) images, got {tuple(start.shape)}, {tuple(end.shape)}")
-    B, C, H, W = start.shape
+        raise ValueError(
+            f"start and end must be equal (B, C, H, W) images, got {tuple(start.shape)}, {tuple(end.shape)}"
+        )
+    B, _, H, W = start.shape
     if order.shape != (B, H * W):
         raise ValueError(f"order must be (B, H*W) = ({B}, {H * W}), got {tuple(order.shape)}")
     rank = torch.empty_like(order).scatter_(1, order, torch.arange(H * W, device=order.device).expand(B, -1))
@@ -111,7 +113,7 @@ def road(
         imputer = NoisyLinearImputer()
     if not all(0 < q < 1 for q in fractions):
         raise ValueError(f"fractions must lie in (0, 1), got {list(fractions)}")
-    B, C, H, W = images.shape
+    B, _, H, W = images.shape
     order = pixel_order(maps, seed)
     rank = torch.empty_like(order).scatter_(1, order, torch.arange(H * W, device=order.device).expand(B, -1))
     results = {"morf": [], "lerf": []}

@@ -77,8 +77,14 @@ def test_road_known_answers(image):
     combined, morf, lerf = road(score, image, image[:, 0], target, fractions=(0.25, 0.5), imputer=zero_fill)
     top_first = image.flatten().sort(descending=True).values
     total = image.sum()
-    want_morf = torch.sigmoid((total - top_first[:4].sum()) / SCALE) / 2 + torch.sigmoid((total - top_first[:8].sum()) / SCALE) / 2
-    want_lerf = torch.sigmoid((total - top_first[-4:].sum()) / SCALE) / 2 + torch.sigmoid((total - top_first[-8:].sum()) / SCALE) / 2
+    want_morf = (
+        torch.sigmoid((total - top_first[:4].sum()) / SCALE) / 2
+        + torch.sigmoid((total - top_first[:8].sum()) / SCALE) / 2
+    )
+    want_lerf = (
+        torch.sigmoid((total - top_first[-4:].sum()) / SCALE) / 2
+        + torch.sigmoid((total - top_first[-8:].sum()) / SCALE) / 2
+    )
     assert morf.item() == pytest.approx(want_morf.item(), abs=1e-12)
     assert lerf.item() == pytest.approx(want_lerf.item(), abs=1e-12)
     assert combined.item() == pytest.approx((want_lerf - want_morf).item() / 2, abs=1e-12) and combined.item() > 0

@@ -47,6 +47,7 @@ METRICS = {"deletion": "lower", "insertion": "higher", "road": "higher"}  # whic
 FIELDS = ["checkpoint", "layer", "grid", "method", "metric", "n", "mean", "low", "high",
           "diff", "diff_low", "diff_high", "p", "verdict"]  # fmt: skip
 ALL = "all layers"
+RANDOM = "random"
 
 
 class Logits(nn.Module):
@@ -149,6 +150,7 @@ def row_stats(values: dict[str, Tensor], better: str, resamples: int) -> dict[st
 
 def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], batch: int, cost_batch: int,
               resamples: int, methods: Sequence[str] = ANCHORS, layers: Sequence[str] | None = None,
+              cost_rounds: int = 2,
               ) -> tuple[list[dict], dict]:  # fmt: skip
     """CSV rows (faithfulness) and the cost ratios of one checkpoint; ``layers``: the per-layer rows (default
     all; the all-layer maps always use every layer)."""
@@ -205,6 +207,8 @@ def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], 
         maps = ({"exact": exact[layer]} if layer in exact else {}) | {
             m: a[layer] for m, a in anchors.items() if layer in a
         }
+        if layer == ALL:  # the reference every ranking must beat: uniform random maps (layer-independent, seeded)
+            maps[RANDOM] = torch.rand(images.shape[0], size, size, generator=torch.Generator().manual_seed(1))
         values = {metric: {} for metric in METRICS}
         t0 = time.perf_counter()
         for method, m in maps.items():
@@ -229,7 +233,7 @@ def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], 
     for m in methods:
         calls[f"{m} one layer"] = lambda m=m: cam_call(m, net, [modules[i] for i in last], xs, xt, reshape)
         calls[f"{m} every layer"] = lambda m=m: [cam_call(m, net, [modules[i]], xs, xt, reshape) for i in keep]
-    seconds = interleaved_seconds(calls, rounds=2)
+    seconds = interleaved_seconds(calls, rounds=cost_rounds)
     cost = {k: v / seconds["forward"] for k, v in seconds.items()} | {"forward_s": seconds["forward"],
                                                                        "cost_batch": len(xs)}  # fmt: skip
     return rows, cost
@@ -295,10 +299,10 @@ def markdown_tables(folder: Path) -> str:
         for (layer, method), c in cells.items():
             out.append(f"| {layer} | {method} | " + " | ".join(c.get(m, "") for m in METRICS) + " |")
         out.append("")
-    out += ["**Exact against each anchor**, every layer and the all-layer map (wins / ties / losses of exact):\n",
+    out += ["**Exact against each anchor**, every layer and the all-layer map, and against random maps (all-layer row only; wins / ties / losses of exact):\n",
             "| checkpoint | anchor | deletion | insertion | ROAD |", "|---|---|---|---|---|"]  # fmt: skip
     for name in dict.fromkeys(r["checkpoint"] for r in rows):
-        for anchor in ANCHORS:
+        for anchor in (*ANCHORS, RANDOM):
             tally = []
             for metric in METRICS:
                 v = [
@@ -334,6 +338,7 @@ def main() -> None:
     p.add_argument("--fractions", type=float, nargs="+", default=[0.2, 0.4, 0.6, 0.8], help="ROAD removed fractions")
     p.add_argument("--batch", type=int, default=50)
     p.add_argument("--cost-batch", type=int, default=32)
+    p.add_argument("--cost-rounds", type=int, default=2, help="timed rounds (fastest kept) after one warm-up")
     p.add_argument("--resamples", type=int, default=1000)
     p.add_argument("--methods", nargs="+", default=list(ANCHORS), choices=ANCHORS)
     p.add_argument("--layers", nargs="+", default=None, help="layer names of the per-layer rows (default: all)")
@@ -347,7 +352,16 @@ def main() -> None:
 
         n = args.n or (200 if load_checkpoint(path).meta.input.size <= 32 else 100)
         rows, cost = benchmark(
-            path, n, args.steps, args.fractions, args.batch, args.cost_batch, args.resamples, args.methods, args.layers
+            path,
+            n,
+            args.steps,
+            args.fractions,
+            args.batch,
+            args.cost_batch,
+            args.resamples,
+            args.methods,
+            args.layers,
+            args.cost_rounds,
         )
         write_csv(
             rows, {f"{path.parent.name}/{path.name}": cost}, Path(args.out) / f"{path.parent.name}-{path.name}.csv"

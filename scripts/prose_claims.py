@@ -247,6 +247,9 @@ def sources(patterns: list[str]) -> Sources:
                 if f"{column}_low" in frame.columns and f"{column}_high" in frame.columns:
                     part = frame[[column, f"{column}_low", f"{column}_high"]].apply(pd.to_numeric, errors="coerce")
                     intervals += [tuple(r) for r in part.dropna().values]
+            if {"mean", "low", "high"} <= set(frame.columns):  # a mean with its CI (benchmarks/spatial_maps.py)
+                part = frame[["mean", "low", "high"]].apply(pd.to_numeric, errors="coerce")
+                intervals += [tuple(r) for r in part.dropna().values]
     intervals = [i for i in intervals if None not in i]
     return Sources(sorted(numbers), sorted(intervals))
 

@@ -77,7 +77,7 @@ def test_benchmark_smoke_on_two_images(tmp_path):
     faith = [r for r in rows if r["metric"] in spatial_maps.METRICS]
     assert {(r["layer"], r["method"]) for r in faith} == {
         (layer, method) for layer in ("block 5", spatial_maps.ALL) for method in ("exact", "Grad-CAM")
-    }
+    } | {(spatial_maps.ALL, spatial_maps.RANDOM)}  # the random reference: all-layer row only
     for r in faith:
         assert r["n"] == "2" and float(r["low"]) <= float(r["mean"]) <= float(r["high"])
         if r["metric"] != "road":

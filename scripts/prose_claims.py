@@ -97,6 +97,14 @@ def _depth_inputs(arg: str) -> str:
     return depth_inputs(ROOT / "models")
 
 
+def _spatial_maps(arg: str) -> str:
+    """The tables of ``python benchmarks/spatial_maps.py`` from its CSVs in folder ``arg``."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from spatial_maps import markdown_tables
+
+    return markdown_tables(ROOT / arg)
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
     "depth-inputs": _depth_inputs,
     "summary-table": _summary_table,
@@ -106,6 +114,7 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "truncation-card": _measured("truncation_card"),
     "alpha-card": _measured("alpha_card"),
     "depth-facts": _depth_facts,
+    "spatial-maps": _spatial_maps,
 }
 
 
@@ -132,6 +141,7 @@ SECTIONS: dict[str, list[str]] = {
                 "git:afa2ab3:models/cifar10-efficientnet-lite0/summary.md"],  # fmt: skip
     "Depth analytics": ["models/*/*/depth.json", "models/*/*/exits.json"],
     "Speed": ["docs/benchmark-run.txt"],
+    "Measured against the anchors": ["docs/spatial_maps/*.csv"],
 }
 
 
@@ -237,6 +247,9 @@ def sources(patterns: list[str]) -> Sources:
                 if f"{column}_low" in frame.columns and f"{column}_high" in frame.columns:
                     part = frame[[column, f"{column}_low", f"{column}_high"]].apply(pd.to_numeric, errors="coerce")
                     intervals += [tuple(r) for r in part.dropna().values]
+            if {"mean", "low", "high"} <= set(frame.columns):  # a mean with its CI (benchmarks/spatial_maps.py)
+                part = frame[["mean", "low", "high"]].apply(pd.to_numeric, errors="coerce")
+                intervals += [tuple(r) for r in part.dropna().values]
     intervals = [i for i in intervals if None not in i]
     return Sources(sorted(numbers), sorted(intervals))
 

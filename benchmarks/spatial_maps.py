@@ -1,0 +1,374 @@
+"""Exact per-layer spatial maps against Grad-CAM, HiResCAM and LayerCAM (pytorch-grad-cam): pixel faithfulness and cost.
+
+    python benchmarks/spatial_maps.py [--checkpoints models/cifar10-cnn/laya ...] [--n 200] [--out docs/spatial_maps]
+
+For each checkpoint, on its first n test images (default 200 for a 32-px input, 100 for larger inputs) and the
+predicted class, per layer and for the all-layer map:
+
+* maps: **exact** (``laya.analysis.spatial``: layer i's logit term over positions, one forward; all-layer = the
+  sum of the layers' density maps, i.e. the logit minus the position-free parts) and Grad-CAM / HiResCAM /
+  LayerCAM of ``pytorch_grad_cam`` on the same layer modules with target = the predicted class's logit
+  (all-layer: the package's own multi-layer aggregate, the mean of the per-layer scaled maps). Every map is
+  resampled to the image's source frame (32 x 32 for CIFAR-10), where the pixels are perturbed; the model
+  sees the perturbed image through its own preprocessing (EfficientNet: resized to 128).
+* metrics (``laya.analysis.pixel_faithfulness``): deletion AUC (pixels replaced by the image's mean colour,
+  ``--steps`` steps), insertion AUC (from a Gaussian blur, sigma 2 px, kernel 9), ROAD combined (noisy linear
+  imputation at ``--fractions``), all on the predicted class's softmax probability; mean with a 95 %
+  bootstrap CI over images, and exact minus each anchor with a paired bootstrap (same resamples), a tie
+  where its CI covers 0.
+* cost: seconds for one batch relative to one forward of that batch (1 thread, interleaved rounds, one
+  run): exact maps of all layers (one call), an anchor's map of one layer (one forward + backward), and of
+  every layer (one call per layer, the package's API).
+
+Writes one CSV per checkpoint into ``--out`` and prints the markdown tables generated from them (``markdown_tables``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, interleaved_seconds, parser, test_images
+
+DEFAULT_CHECKPOINTS = [
+    f"models/{s}/{h}" for s in ("cifar10-cnn", "cifar10-efficientnet-lite0") for h in ("laya", "lastlayer")
+]
+ANCHORS = ("Grad-CAM", "HiResCAM", "LayerCAM")
+METRICS = {"deletion": "lower", "insertion": "higher", "road": "higher"}  # which direction is better
+FIELDS = ["checkpoint", "layer", "grid", "method", "metric", "n", "mean", "low", "high",
+          "diff", "diff_low", "diff_high", "p", "verdict"]  # fmt: skip
+ALL = "all layers"
+RANDOM = "random"
+
+
+class Logits(nn.Module):
+    """Source-frame images in [0, 1] ``(B, C, S, S)`` -> the checkpoint's logits, through its preprocessing."""
+
+    def __init__(self, model: nn.Module, preprocess: nn.Module) -> None:
+        super().__init__()
+        self.model, self.preprocess = model, preprocess
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.model(self.preprocess(x * 255.0)).logits
+
+
+def cam_modules(backbone: nn.Module) -> list[nn.Module | None]:
+    """The module whose output is each layer's pre-pool map (``patching.layer_modules``), and for a timm
+    pre-logits layer the module whose output is the final feature map ``forward_head`` pools."""
+    from laya.analysis.patching import layer_modules
+
+    modules = layer_modules(backbone)
+    if modules and modules[-1] is None and getattr(backbone.config, "pre_logits", False):
+        model, found = backbone.model, {}
+        handles = [m.register_forward_hook(lambda m, a, out: found.__setitem__(id(out), (m, out)))
+                   for m in model.modules() if m is not model]  # fmt: skip
+        try:
+            c, s = backbone.config.in_channels, backbone.config.input_size
+            with torch.no_grad():
+                final, _ = backbone._intermediates(torch.zeros(1, c, s, s), backbone.config.indices)
+            modules[-1] = found.get(id(final), (None,))[0]
+        finally:
+            for h in handles:
+                h.remove()
+    return modules
+
+
+def token_reshape(prefix: int):
+    """pytorch-grad-cam ``reshape_transform`` for token blocks: ``(B, prefix + h*w, D) -> (B, D, h, w)``."""
+
+    def reshape(tokens: Tensor) -> Tensor:
+        patches = tokens[:, prefix:]
+        side = math.isqrt(patches.shape[1])
+        return patches.transpose(1, 2).reshape(patches.shape[0], -1, side, side)
+
+    return reshape
+
+
+def to_frame(maps: Tensor, size: int) -> Tensor:
+    """``(B, h, w) -> (B, size, size)``: bilinear up, area-averaged down (a density's ranking is kept)."""
+    if maps.shape[-1] == size:
+        return maps
+    mode = "area" if maps.shape[-1] > size else "bilinear"
+    return torch.nn.functional.interpolate(maps.unsqueeze(1), size=(size, size), mode=mode).squeeze(1)
+
+
+def exact_maps(model: nn.Module, x: Tensor, target: Tensor, size: int) -> dict[str, Tensor]:
+    """Layer name -> ``(B, size, size)`` exact map of the target class (layers with a nonzero map), and ALL."""
+    from laya.analysis.spatial import spatial_attribution
+
+    _, spatial = spatial_attribution(model, x, classes=target.view(-1, 1))
+    out = {}
+    for i, m in enumerate(spatial.maps):
+        if m is None or not bool(m.abs().gt(0).any()):  # no exact map, or LastLayer's zero layers
+            continue
+        density = to_frame(m[:, 0], size) * (m.shape[-2] * m.shape[-1] / size**2)  # frame pixels sum to the map's sum
+        out[model.layer_names[i]] = density.float()
+    if out:
+        out[ALL] = sum(out.values())  # the logit minus the position-free parts, over the frame's pixels
+    return out
+
+
+def anchor_maps(method: str, net: Logits, modules: Sequence[nn.Module], names: Sequence[str], images: Tensor,
+                target: Tensor, reshape=None, batch: int = 50, rows: Sequence[str] | None = None) -> dict[str, Tensor]:  # fmt: skip
+    """Layer name -> ``(B, S, S)`` map of ``method`` (pytorch-grad-cam, ReLU'd and min-max scaled as it ships),
+    one call per layer in ``rows`` (default all) and one on all layers (its multi-layer aggregate), in chunks
+    of ``batch`` images."""
+    out = {}
+    per_layer = [(n, [m]) for n, m in zip(names, modules) if rows is None or n in rows]
+    for name, layers in [*per_layer, (ALL, list(modules))]:
+        parts = [cam_call(method, net, layers, images[i : i + batch], target[i : i + batch], reshape)
+                 for i in range(0, len(images), batch)]  # fmt: skip
+        out[name] = torch.from_numpy(np.concatenate(parts)).float()
+    return out
+
+
+def row_stats(values: dict[str, Tensor], better: str, resamples: int) -> dict[str, dict]:
+    """Per method: mean and CI over images; for anchors, exact minus anchor with a paired bootstrap."""
+    from laya.analysis.statistics import bootstrap_ci, paired_bootstrap
+
+    rows = {}
+    for method, v in values.items():
+        ci = bootstrap_ci(v, resamples=resamples)
+        row = {"n": len(v), "mean": ci.estimate, "low": ci.low, "high": ci.high}
+        if method != "exact" and "exact" in values:
+            d = paired_bootstrap(values["exact"], v, resamples=resamples)
+            good = d.difference.estimate < 0 if better == "lower" else d.difference.estimate > 0
+            row.update(diff=d.difference.estimate, diff_low=d.difference.low, diff_high=d.difference.high,
+                       p=d.p_value, verdict="tie" if d.tie else ("exact better" if good else "exact worse"))  # fmt: skip
+        rows[method] = row
+    return rows
+
+
+def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], batch: int, cost_batch: int,
+              resamples: int, methods: Sequence[str] = ANCHORS, layers: Sequence[str] | None = None,
+              cost_rounds: int = 2,
+              ) -> tuple[list[dict], dict]:  # fmt: skip
+    """CSV rows (faithfulness) and the cost ratios of one checkpoint; ``layers``: the per-layer rows (default
+    all; the all-layer maps always use every layer)."""
+    from torchvision.transforms.functional import gaussian_blur
+
+    from laya.analysis.pixel_faithfulness import deletion_auc, insertion_auc, road
+    from laya.model.checkpoint import load_checkpoint
+
+    ck = load_checkpoint(checkpoint)
+    model, pre = ck.model.eval(), ck.preprocess
+    for p in model.parameters():
+        p.requires_grad_(False)
+    net = Logits(model, pre).eval()
+    raw, source = test_images(ck, n)
+    images = raw.float() / 255.0
+    size = images.shape[-1]
+    name = f"{checkpoint.parent.name}/{checkpoint.name}"
+    with torch.inference_mode():
+        target = torch.cat([net(images[i : i + batch]).argmax(1) for i in range(0, len(images), batch)])
+    print(f"\n== {name}: {source}, frame {size} px, model input {ck.meta.input.size} px", flush=True)
+
+    def score(x: Tensor) -> Tensor:
+        return torch.cat([net(x[i : i + batch]) for i in range(0, len(x), batch)])
+
+    start = time.perf_counter()
+    exact = {}
+    for i in range(0, len(images), batch):
+        part = exact_maps(model, pre(raw[i : i + batch]), target[i : i + batch], size)
+        for k, v in part.items():
+            exact.setdefault(k, []).append(v)
+    exact = {k: torch.cat(v) for k, v in exact.items()}
+    backbone = model.backbone
+    modules = cam_modules(backbone)
+    names = list(model.layer_names)
+    keep = [i for i, m in enumerate(modules) if m is not None]
+    reshape = token_reshape(backbone.model.num_prefix_tokens) if getattr(backbone, "tokens", False) else None
+    if layers is not None and set(layers) - set(names):
+        raise ValueError(f"unknown layers {sorted(set(layers) - set(names))}; {name} has {names}")
+    anchors = {m: anchor_maps(m, net, [modules[i] for i in keep], [names[i] for i in keep], images, target, reshape,
+                              batch, layers) for m in methods}  # fmt: skip
+    print(f"maps: {time.perf_counter() - start:.0f} s", flush=True)
+    with torch.inference_mode():  # each layer's grid (positions of its map), from one image
+        grids = {names[i]: _grid(modules[i], net, images[:1], reshape) for i in keep}
+
+    mean_colour = images.mean(dim=(2, 3), keepdim=True).expand_as(images)
+    blurred = gaussian_blur(images, kernel_size=9, sigma=2.0)
+    rows = []
+    shown = [
+        n_
+        for n_ in names
+        if (layers is None or n_ in layers) and (n_ in exact or any(n_ in a for a in anchors.values()))
+    ]
+    for layer in [*shown, ALL]:
+        maps = ({"exact": exact[layer]} if layer in exact else {}) | {
+            m: a[layer] for m, a in anchors.items() if layer in a
+        }
+        if layer == ALL:  # the reference every ranking must beat: uniform random maps (layer-independent, seeded)
+            maps[RANDOM] = torch.rand(images.shape[0], size, size, generator=torch.Generator().manual_seed(1))
+        values = {metric: {} for metric in METRICS}
+        t0 = time.perf_counter()
+        for method, m in maps.items():
+            values["deletion"][method] = deletion_auc(score, images, m, target, mean_colour, steps)
+            values["insertion"][method] = insertion_auc(score, images, m, target, blurred, steps)
+            values["road"][method] = road(score, images, m, target, fractions)[0]
+        for metric, better in METRICS.items():
+            for method, row in row_stats(values[metric], better, resamples).items():
+                rows.append({"checkpoint": name, "layer": layer, "grid": grids.get(layer, ""), "method": method,
+                             "metric": metric, **row})  # fmt: skip
+        print(f"{layer}: {time.perf_counter() - t0:.0f} s", flush=True)
+
+    # cost, one run, interleaved: one batch of cost_batch images, 1 thread
+    xs, xr, xt = images[:cost_batch], raw[:cost_batch], target[:cost_batch]
+
+    def forward():
+        with torch.inference_mode():
+            model(pre(xr))
+
+    calls = {"forward": forward, "exact": lambda: exact_maps(model, pre(xr), xt, size)}
+    last = [keep[-1]]
+    for m in methods:
+        calls[f"{m} one layer"] = lambda m=m: cam_call(m, net, [modules[i] for i in last], xs, xt, reshape)
+        calls[f"{m} every layer"] = lambda m=m: [cam_call(m, net, [modules[i]], xs, xt, reshape) for i in keep]
+    seconds = interleaved_seconds(calls, rounds=cost_rounds)
+    cost = {k: v / seconds["forward"] for k, v in seconds.items()} | {"forward_s": seconds["forward"],
+                                                                       "cost_batch": len(xs)}  # fmt: skip
+    return rows, cost
+
+
+def _grid(module: nn.Module, net: Logits, x: Tensor, reshape=None) -> str:
+    """The grid ``"HxW"`` of ``module``'s output on ``x`` (tokens: through ``reshape``, the patches' grid)."""
+    seen = []
+    handle = module.register_forward_hook(lambda m, a, out: seen.append(out) and None)
+    try:
+        net(x)
+    finally:
+        handle.remove()
+    out = reshape(seen[0]) if reshape is not None else seen[0]
+    return "x".join(map(str, out.shape[-2:]))
+
+
+def cam_call(method: str, net: Logits, layers: list[nn.Module], x: Tensor, target: Tensor, reshape):
+    """One call of pytorch-grad-cam's ``method`` on ``layers`` for images ``x`` and classes ``target``:
+    ``(B, S, S)`` numpy maps (ReLU'd, min-max scaled, resized to the input, as the package ships them)."""
+    import pytorch_grad_cam as gc  # dev dependency, lazily
+    from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
+
+    cls = {"Grad-CAM": gc.GradCAM, "HiResCAM": gc.HiResCAM, "LayerCAM": gc.LayerCAM}[method]
+    with cls(model=net, target_layers=layers, reshape_transform=reshape) as cam:
+        return cam(x.clone().requires_grad_(True), targets=[ClassifierOutputTarget(int(c)) for c in target])
+
+
+def write_csv(rows: list[dict], costs: dict[str, dict], path: Path) -> None:
+    for name, cost in costs.items():
+        for key, value in cost.items():
+            if key not in ("forward", "forward_s", "cost_batch"):
+                rows.append({"checkpoint": name, "layer": ALL, "method": key, "metric": "cost_x_forward",
+                             "n": cost["cost_batch"], "mean": value})  # fmt: skip
+        rows.append({"checkpoint": name, "layer": ALL, "method": "forward", "metric": "forward_seconds",
+                     "n": cost["cost_batch"], "mean": cost["forward_s"]})  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, FIELDS)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+
+
+def markdown_tables(folder: Path) -> str:
+    """The markdown tables of the results CSVs in ``folder``: per checkpoint, rows (layer, method) x metrics ``mean [CI]``,
+    each anchor's cell with the paired verdict of exact against it; then the wins/ties/losses and the costs."""
+    rows = [r for path in sorted(Path(folder).glob("*.csv")) for r in csv.DictReader(path.open())]
+    sym = {"exact better": "exact wins", "exact worse": "exact loses", "tie": "tie"}
+    out = []
+    for name in dict.fromkeys(r["checkpoint"] for r in rows):
+        mine = [r for r in rows if r["checkpoint"] == name and r["metric"] in METRICS]
+        n = mine[0]["n"] if mine else "?"
+        out += [f"**{name}** ({n} images; deletion ↓, insertion ↑, ROAD ↑; anchor cells: exact vs that anchor, paired bootstrap)\n",
+                "| layer | method | deletion AUC | insertion AUC | ROAD |", "|---|---|---|---|---|"]  # fmt: skip
+        cells: dict[tuple[str, str], dict[str, str]] = {}
+        for r in mine:
+            text = f"{float(r['mean']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}]"
+            if r["verdict"]:
+                text += f" · {sym[r['verdict']]}"
+            layer = f"{r['layer']} ({r['grid']})" if r.get("grid") else r["layer"]
+            cells.setdefault((layer, r["method"]), {})[r["metric"]] = text
+        for (layer, method), c in cells.items():
+            out.append(f"| {layer} | {method} | " + " | ".join(c.get(m, "") for m in METRICS) + " |")
+        out.append("")
+    out += ["**Exact against each anchor**, every layer and the all-layer map, and against random maps (all-layer row only; wins / ties / losses of exact):\n",
+            "| checkpoint | anchor | deletion | insertion | ROAD |", "|---|---|---|---|---|"]  # fmt: skip
+    for name in dict.fromkeys(r["checkpoint"] for r in rows):
+        for anchor in (*ANCHORS, RANDOM):
+            tally = []
+            for metric in METRICS:
+                v = [
+                    r["verdict"]
+                    for r in rows
+                    if r["checkpoint"] == name and r["method"] == anchor and r["metric"] == metric
+                ]
+                tally.append(f"{v.count('exact better')} / {v.count('tie')} / {v.count('exact worse')}")
+            if any(t != "0 / 0 / 0" for t in tally):
+                out.append(f"| {name} | {anchor} | " + " | ".join(tally) + " |")
+    out += ["", "**Cost** (seconds for one batch / one forward of that batch, 1 thread, one run):\n",
+            "| checkpoint | batch | forward (s) | exact, all layers | " + " | ".join(f"{a} one layer | {a} every layer" for a in ANCHORS) + " |",
+            "|---|---|---|---|" + "---|" * 2 * len(ANCHORS)]  # fmt: skip
+    for name in dict.fromkeys(r["checkpoint"] for r in rows):
+        c = {
+            r["method"]: r
+            for r in rows
+            if r["checkpoint"] == name and r["metric"] in ("cost_x_forward", "forward_seconds")
+        }
+        if "forward" not in c:
+            continue
+        ratios = [f"{float(c[k]['mean']):.1f}x" if k in c else "" for k in
+                  ["exact", *(f"{a} {w}" for a in ANCHORS for w in ("one layer", "every layer"))]]  # fmt: skip
+        out.append(f"| {name} | {c['forward']['n']} | {float(c['forward']['mean']):.3f} | " + " | ".join(ratios) + " |")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--checkpoints", nargs="+", default=DEFAULT_CHECKPOINTS)
+    p.add_argument("--n", type=int, default=None, help="test images per checkpoint (default 200 at 32 px, else 100)")
+    p.add_argument("--steps", type=int, default=16, help="deletion / insertion steps")
+    p.add_argument("--fractions", type=float, nargs="+", default=[0.2, 0.4, 0.6, 0.8], help="ROAD removed fractions")
+    p.add_argument("--batch", type=int, default=50)
+    p.add_argument("--cost-batch", type=int, default=32)
+    p.add_argument("--cost-rounds", type=int, default=2, help="timed rounds (fastest kept) after one warm-up")
+    p.add_argument("--resamples", type=int, default=1000)
+    p.add_argument("--methods", nargs="+", default=list(ANCHORS), choices=ANCHORS)
+    p.add_argument("--layers", nargs="+", default=None, help="layer names of the per-layer rows (default: all)")
+    p.add_argument("--out", default=str(ROOT / "docs" / "spatial_maps"), help="folder: one <setting>-<head>.csv each")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    for checkpoint in args.checkpoints:
+        path = Path(checkpoint) if Path(checkpoint).is_absolute() else ROOT / checkpoint
+        from laya.model.checkpoint import load_checkpoint
+
+        n = args.n or (200 if load_checkpoint(path).meta.input.size <= 32 else 100)
+        rows, cost = benchmark(
+            path,
+            n,
+            args.steps,
+            args.fractions,
+            args.batch,
+            args.cost_batch,
+            args.resamples,
+            args.methods,
+            args.layers,
+            args.cost_rounds,
+        )
+        write_csv(
+            rows, {f"{path.parent.name}/{path.name}": cost}, Path(args.out) / f"{path.parent.name}-{path.name}.csv"
+        )
+    print(f"\ntorch threads {torch.get_num_threads()}; wrote {args.out}\n")
+    print(markdown_tables(Path(args.out)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Pixel-level faithfulness of saliency maps: deletion / insertion AUC (Petsiuk et al. 2018, RISE) and ROAD
+(Rong et al. 2022, remove and debias).
+
+All metrics rank the pixels of a map ``(B, H, W)`` (on the frame of the images it perturbs) and only the
+ranking matters, so signed exact maps and ReLU'd, min-max scaled Grad-CAM maps compare on the same
+intervention. Ties (a ReLU'd map's zeros) are broken by one seeded random permutation shared by every map
+(:func:`pixel_order`), never by raster order.
+
+* **Deletion**: pixels leave the image in the map's order, most relevant first, replaced by a
+  ``baseline``; after ``k`` of ``steps`` steps the first ``round(k P / steps)`` pixels are replaced. The
+  curve is the target class's softmax probability; its AUC (trapezoid over the removed fraction in
+  [0, 1]) is **lower** for a more faithful map.
+* **Insertion**: the reverse, from the baseline towards the image; AUC **higher** is better.
+* **ROAD**: at each removed fraction ``q``, the removed pixels are imputed by pytorch-grad-cam's
+  ``NoisyLinearImputer`` (each pixel the weighted mean of its 8 neighbours plus noise 0.01, a sparse
+  linear solve, so the shape of the removed region does not leak through a constant fill), once most
+  relevant first (MoRF) and once least relevant first (LeRF); ``road = mean_q (p_LeRF(q) - p_MoRF(q)) / 2``,
+  pytorch-grad-cam's ``ROADCombined``; **higher** is better.
+
+``score`` maps perturbed images ``(N, C, H, W)`` to logits ``(N, K)``; every curve point is one batched
+call over all images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+Score = Callable[[Tensor], Tensor]  # images (N, C, H, W) -> logits (N, K)
+
+
+def pixel_order(maps: Tensor, seed: int = 0) -> Tensor:
+    """``(B, H*W)`` pixel indices of ``maps (B, H, W)``, most relevant first; ties in a seeded random order
+    (the same permutation for every map of that frame size, so equal maps give equal orders)."""
+    if maps.ndim != 3:
+        raise ValueError(f"maps must be (B, H, W), got {tuple(maps.shape)}")
+    flat = maps.flatten(1)
+    perm = torch.randperm(flat.shape[1], generator=torch.Generator().manual_seed(seed)).to(flat.device)
+    ranked = torch.argsort(-flat[:, perm], dim=1, stable=True)
+    return perm[ranked]
+
+
+def _target_prob(score: Score, images: Tensor, target: Tensor) -> Tensor:
+    with torch.inference_mode():
+        return torch.softmax(score(images).double(), dim=-1).gather(1, target.view(-1, 1))[:, 0]
+
+
+def perturbation_curve(
+    score: Score, start: Tensor, end: Tensor, order: Tensor, target: Tensor, steps: int = 16
+) -> Tensor:
+    """``(B, steps + 1)`` target probabilities while pixels move from ``start`` to ``end`` in ``order``:
+    at step ``k`` the first ``round(k P / steps)`` pixels of ``order (B, P)`` take ``end``'s values.
+    ``start``/``end``: ``(B, C, H, W)`` on the same frame; ``target``: ``(B,)`` class indices."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if start.shape != end.shape or start.ndim != 4:
+        raise ValueError(
+            f"start and end must be equal (B, C, H, W) images, got {tuple(start.shape)}, {tuple(end.shape)}"
+        )
+    B, _, H, W = start.shape
+    if order.shape != (B, H * W):
+        raise ValueError(f"order must be (B, H*W) = ({B}, {H * W}), got {tuple(order.shape)}")
+    rank = torch.empty_like(order).scatter_(1, order, torch.arange(H * W, device=order.device).expand(B, -1))
+    rank = rank.view(B, 1, H, W)
+    probs = []
+    for k in range(steps + 1):
+        moved = rank < round(k * H * W / steps)
+        probs.append(_target_prob(score, torch.where(moved, end, start), target))
+    return torch.stack(probs, dim=1)
+
+
+def auc(curve: Tensor) -> Tensor:
+    """``(B,)`` trapezoid area of ``curve (B, S+1)`` over equally spaced fractions in [0, 1]."""
+    return ((curve[:, 1:] + curve[:, :-1]) / 2).mean(dim=1)
+
+
+def deletion_auc(
+    score: Score, images: Tensor, maps: Tensor, target: Tensor, baseline: Tensor, steps: int = 16, seed: int = 0
+) -> Tensor:
+    """``(B,)`` deletion AUC: most relevant pixels replaced by ``baseline`` first (lower = more faithful)."""
+    return auc(perturbation_curve(score, images, baseline, pixel_order(maps, seed), target, steps))
+
+
+def insertion_auc(
+    score: Score, images: Tensor, maps: Tensor, target: Tensor, baseline: Tensor, steps: int = 16, seed: int = 0
+) -> Tensor:
+    """``(B,)`` insertion AUC: most relevant pixels of ``images`` inserted into ``baseline`` first (higher = better)."""
+    return auc(perturbation_curve(score, baseline, images, pixel_order(maps, seed), target, steps))
+
+
+def road(
+    score: Score,
+    images: Tensor,
+    maps: Tensor,
+    target: Tensor,
+    fractions: Sequence[float] = (0.2, 0.4, 0.6, 0.8),
+    seed: int = 0,
+    imputer: Callable[[Tensor, Tensor], Tensor] | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """ROAD per image: ``(combined, morf, lerf)``, each ``(B,)``; ``morf``/``lerf`` are the target
+    probabilities after imputing the ``q`` most / least relevant pixels, averaged over ``fractions``;
+    ``combined = (lerf - morf) / 2`` (pytorch-grad-cam's ``ROADCombined``; higher = more faithful).
+
+    ``imputer(image (C, H, W), keep (H, W)) -> image`` fills the pixels where ``keep == 0`` (default:
+    pytorch-grad-cam's ``NoisyLinearImputer``, imported lazily). Its noise is drawn from a forked RNG seeded
+    with ``seed``, so every map of the same images faces the same noise (paired comparisons).
+    """
+    if imputer is None:
+        from pytorch_grad_cam.metrics.road import NoisyLinearImputer  # dev dependency (grad-cam), lazily
+
+        imputer = NoisyLinearImputer()
+    if not all(0 < q < 1 for q in fractions):
+        raise ValueError(f"fractions must lie in (0, 1), got {list(fractions)}")
+    B, _, H, W = images.shape
+    order = pixel_order(maps, seed)
+    rank = torch.empty_like(order).scatter_(1, order, torch.arange(H * W, device=order.device).expand(B, -1))
+    results = {"morf": [], "lerf": []}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for q in fractions:
+            n = round(q * H * W)
+            for kind, removed in (("morf", rank < n), ("lerf", rank >= H * W - n)):
+                keep = (~removed).float().view(B, H, W).cpu()
+                filled = torch.stack([imputer(images[b].detach().float().cpu(), keep[b]) for b in range(B)])
+                results[kind].append(_target_prob(score, filled.to(images.device, images.dtype), target))
+    morf, lerf = (torch.stack(results[k], dim=1).mean(dim=1) for k in ("morf", "lerf"))
+    return (lerf - morf) / 2, morf, lerf
+
+
+__all__ = ["auc", "deletion_auc", "insertion_auc", "perturbation_curve", "pixel_order", "road"]

@@ -1,0 +1,90 @@
+"""benchmarks/spatial_maps.py: the anchors read the same layers as the exact maps, and the benchmark runs end to end."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+pytest.importorskip("pytorch_grad_cam")
+
+import spatial_maps
+
+from laya.analysis.spatial import spatial_attribution
+from laya.model.checkpoint import load_checkpoint
+
+
+@pytest.mark.parametrize("setting", ["cifar10-cnn", "cifar10-efficientnet-lite0"])
+def test_anchor_modules_output_the_maps_the_exact_maps_split(setting):
+    """Every layer with an exact map has a hook module whose output has that map's grid (EfficientNet: the
+    pre-logits layer's module is the one whose output ``forward_head`` pools)."""
+    ck = load_checkpoint(ROOT / "models" / setting / "laya")
+    model = ck.model.eval()
+    modules = spatial_maps.cam_modules(model.backbone)
+    seen: dict[int, tuple] = {}
+
+    def record(i: int):
+        def hook(module, args, out) -> None:  # returns None: the output is left alone
+            seen.setdefault(i, tuple(out.shape[-2:]))
+
+        return hook
+
+    handles = [m.register_forward_hook(record(i)) for i, m in enumerate(modules)]
+    x = ck.preprocess(torch.randint(0, 256, (1, 3, 32, 32), dtype=torch.uint8))
+    try:
+        _, spatial = spatial_attribution(model, x, top_k=1)
+    finally:
+        for h in handles:
+            h.remove()
+    assert all(m is not None for m in modules)
+    assert [seen[i] for i in range(len(modules))] == [tuple(m.shape[-2:]) for m in spatial.maps]
+
+
+def test_exact_all_layer_map_sums_the_layer_densities():
+    ck = load_checkpoint(ROOT / "models" / "cifar10-cnn" / "laya")
+    model = ck.model.eval()
+    x = ck.preprocess(
+        torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    )
+    target = model(x).logits.argmax(1)
+    maps = spatial_maps.exact_maps(model, x, target, 32)
+    assert list(maps) == [*model.layer_names, spatial_maps.ALL]
+    assert torch.allclose(maps[spatial_maps.ALL], sum(maps[n] for n in model.layer_names))
+    _, spatial = spatial_attribution(model, x, classes=target.view(-1, 1))
+    for i, name in enumerate(model.layer_names):  # densities: a layer's frame pixels sum to its map's positions
+        want = spatial.maps[i].sum((-2, -1))[:, 0].float()
+        assert torch.allclose(maps[name].sum((1, 2)), want, rtol=1e-4, atol=1e-6), name
+    logit_part = (spatial.terms - spatial.offsets).sum(1)[:, 0].float()  # the logit minus the position-free parts
+    assert torch.allclose(maps[spatial_maps.ALL].sum((1, 2)), logit_part, rtol=1e-4)
+
+
+@pytest.mark.slow  # about a minute on an idle core (several on a loaded machine)
+def test_benchmark_smoke_on_two_images(tmp_path):
+    """The script on 2 CNN images (LAYA; one anchor; few steps): one CSV whose rows and tables are complete."""
+    out = tmp_path / "maps"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "spatial_maps.py"), "--checkpoints", "models/cifar10-cnn/laya",
+           "--n", "2", "--steps", "4", "--fractions", "0.5", "--resamples", "50", "--cost-batch", "2",
+           "--methods", "Grad-CAM", "--layers", "block 5", "--out", str(out)]  # fmt: skip
+    result = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = list(csv.DictReader((out / "cifar10-cnn-laya.csv").open()))
+    faith = [r for r in rows if r["metric"] in spatial_maps.METRICS]
+    assert {(r["layer"], r["method"]) for r in faith} == {
+        (layer, method) for layer in ("block 5", spatial_maps.ALL) for method in ("exact", "Grad-CAM")
+    } | {(spatial_maps.ALL, spatial_maps.RANDOM)}  # the random reference: all-layer row only
+    for r in faith:
+        assert r["n"] == "2" and float(r["low"]) <= float(r["mean"]) <= float(r["high"])
+        if r["metric"] != "road":
+            assert 0 <= float(r["mean"]) <= 1
+        assert (r["verdict"] == "") == (r["method"] == "exact")
+    cost = {r["method"]: float(r["mean"]) for r in rows if r["metric"] == "cost_x_forward"}
+    assert set(cost) == {"exact", "Grad-CAM one layer", "Grad-CAM every layer"} and all(v > 0 for v in cost.values())
+    tables = spatial_maps.markdown_tables(out)
+    assert "| block 5 (1x1) | Grad-CAM |" in tables and "| cifar10-cnn/laya | Grad-CAM |" in tables
+    assert tables in result.stdout

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from laya.analysis.ablation import float64_head
-from laya.analysis.readouts import LayerProbes, readout_logits
+from laya.analysis.readouts import LayerProbes, class_groups, readout_logits
 from laya.analysis.statistics import bootstrap_ci
 from laya.model.heads import LayerHead, MixHead
 
@@ -123,10 +123,7 @@ def class_trajectories(
     values = lens_.metric(metric).cpu()
     groups = groups.cpu()
     rows = []
-    for c, name in [(None, "all"), *enumerate(classes)]:
-        chosen = torch.ones_like(groups, dtype=torch.bool) if c is None else groups == c
-        if not chosen.any():
-            continue
+    for name, chosen in class_groups(groups, classes):
         for i, layer in enumerate(layer_names):
             ci = bootstrap_ci(values[chosen, i], resamples=resamples, seed=seed)
             rows.append({"class": name, "layer": layer, "layer_index": i + 1, "n": int(chosen.sum()),
@@ -196,8 +193,8 @@ def trajectory_figure(
     for name, rows in groups:
         line = go.Scatter(x=rows["layer"], y=rows[column], mode="lines+markers", name=str(name))
         if "low" in rows:
-            line.error_y = dict(type="data", symmetric=False, array=rows["high"] - rows[column],
-                                arrayminus=rows[column] - rows["low"])  # fmt: skip
+            line.error_y = {"type": "data", "symmetric": False, "array": rows["high"] - rows[column],
+                            "arrayminus": rows[column] - rows["low"]}  # fmt: skip
             line.customdata = rows.get("n")
             line.hovertemplate = "%{x}: %{y:.3f} (n = %{customdata})<extra>%{fullData.name}</extra>"
         figure.add_trace(line)

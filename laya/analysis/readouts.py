@@ -15,7 +15,7 @@ Per input, with readout classes ``r_1..r_L`` and the head's final prediction ``y
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -166,6 +166,15 @@ class Readouts:
         )
 
 
+def class_groups(groups: Tensor, classes: Sequence[str]) -> Iterator[tuple[str, Tensor]]:
+    """``("all", every input)`` then ``(class name, groups == c)``, each only when it holds an input;
+    ``groups (B,)`` class indices (e.g. true labels), masks ``(B,)`` bool on ``groups``' device."""
+    for name, chosen in [("all", torch.ones_like(groups, dtype=torch.bool)),
+                         *((name, groups == c) for c, name in enumerate(classes))]:  # fmt: skip
+        if chosen.any():
+            yield name, chosen
+
+
 def depth_summary(
     readouts: Readouts, labels: Tensor, classes: Sequence[str], resamples: int = 1000, seed: int = 0
 ) -> pd.DataFrame:
@@ -175,10 +184,7 @@ def depth_summary(
     wrong = (readouts.final != labels).cpu()
     labels = labels.cpu()
     rows = []
-    for c, name in [(None, "all"), *enumerate(classes)]:
-        chosen = torch.ones_like(labels, dtype=torch.bool) if c is None else labels == c
-        if not chosen.any():
-            continue
+    for name, chosen in class_groups(labels, classes):
         d = bootstrap_ci(depth[chosen], resamples=resamples, seed=seed)
         o = bootstrap_ci(over[chosen], resamples=resamples, seed=seed)
         errors = chosen & wrong

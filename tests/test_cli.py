@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from laya.analysis.measured import exit_card
 from laya.analysis.report import Report
 from laya.cli import main
 from laya.training.settings import SETTINGS
@@ -50,6 +51,13 @@ def test_exits_command_writes_measured_runs(tiny_models, tmp_path, capsys):
     assert "--thresholds 0.6,0.9" in report["command"] and "measured early exit" in capsys.readouterr().out
     for name in ("exits_runs.csv", "exits_alpha.csv", "exits_truncation.csv"):
         assert (tmp_path / name).is_file()
+    load = report["machine"]["load_average"]  # the wall clock's conditions are part of the record
+    assert len(load) == 2 and min(load) >= 0 and report["machine"]["cpus"] >= 1
+    card = exit_card([tmp_path])
+    header, row = card.splitlines()[0], card.splitlines()[2]
+    assert header.endswith("| timed with |") and row.count("|") == header.count("|")
+    threads, cpus = report["machine"]["torch_threads"], report["machine"]["cpus"]
+    assert f"| cpu, {threads} thread" in row and row.endswith(f", load {load[0]:.1f}→{load[1]:.1f} on {cpus} cores |")
 
 
 def test_user_errors_exit_with_status_2_and_one_line(tmp_path, capsys):

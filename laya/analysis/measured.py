@@ -17,6 +17,7 @@ Writes ``exits.json`` + ``exits_runs.csv``, ``exits_alpha.csv``, ``exits_truncat
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from dataclasses import asdict, dataclass, field
@@ -68,7 +69,7 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
     model, meta = checkpoint.model, checkpoint.meta
     device = next(model.parameters()).device
     extract = cached_hidden_states if meta.backbone.freeze else hidden_states
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     train = checkpoint.load_data("train")
     train = train.subset(_subset(len(train), options.train_limit, options.seed))
     train_hidden = [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, train.images, 256, "train")]
@@ -108,7 +109,8 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
                     f"--alpha-levels {','.join(map(str, options.alpha_levels))}"),  # fmt: skip
         "options": asdict(options),
         "machine": {"device": str(device), "torch_threads": torch.get_num_threads(), "processor": platform.processor()
-                    or platform.machine(), "torch": torch.__version__},  # fmt: skip
+                    or platform.machine(), "torch": torch.__version__, "cpus": os.cpu_count(),
+                    "load_average": [load_before, os.getloadavg()[0]]},  # fmt: skip
         "n_test": len(labels),
         "n_train": len(train_labels),
         "layer_names": list(checkpoint.layer_names),
@@ -151,6 +153,16 @@ def _pct(value: float) -> str:
     return f"{value:+.0%}".replace("-", "−")
 
 
+def timing_conditions(report: dict[str, Any]) -> str:
+    """How a report's wall clock was taken: device, torch threads, and the 1-minute load average before and after
+    the runs (not recorded by reports older than this field)."""
+    machine = report["machine"]
+    text = f"{machine['device']}, {machine['torch_threads']} thread{'s' if machine['torch_threads'] != 1 else ''}"
+    if "load_average" in machine:
+        text += ", load {:.1f}→{:.1f} on {} cores".format(*machine["load_average"], machine["cpus"])
+    return text
+
+
 def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
     """Markdown: per checkpoint with an ``exits.json`` and per exit kind, the measured run at the cheapest
     confidence threshold (by MACs) whose accuracy is within ``tolerance`` of the full model's, else at the highest
@@ -160,10 +172,11 @@ def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
     reports = [(d, r) for d, r in reports if r is not None]
     batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["runs"][0] if k.startswith("saved_b")})
     lines = ["| setting | head | exits | threshold | accuracy [95 % CI] (full model) | exited | MACs saved | "
-             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " |",
-             "|---|---|---|---|---|---|---|" + "---|" * len(batches)]  # fmt: skip
+             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " | timed with |",
+             "|---|---|---|---|---|---|---|" + "---|" * len(batches) + "---|"]  # fmt: skip
     for directory, report in reports:
         runs = pd.DataFrame(report["runs"])
+        conditions = timing_conditions(report)
         for kind, part in runs.groupby("exits", sort=False):
             full = part[part["policy"] == "full model"].iloc[0]
             row, within = best_exit(part, tolerance)
@@ -172,7 +185,7 @@ def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
             lines.append(
                 f"| {directory.parent.name} | {directory.name} | {kind} | {row['parameter']:g}{mark} | "
                 f"{row['accuracy']:.3f} [{row['accuracy_low']:.3f}, {row['accuracy_high']:.3f}] ({full['accuracy']:.3f}) | "
-                f"{row['exited']:.0%} | {_pct(row['macs_saved'])} | {times} |"
+                f"{row['exited']:.0%} | {_pct(row['macs_saved'])} | {times} | {conditions} |"
             )
     return "\n".join(lines) + "\n"
 

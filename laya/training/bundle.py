@@ -112,17 +112,34 @@ STALE_START, STALE_END = "<!-- stale-posthoc:start -->", "<!-- stale-posthoc:end
 def stale_posthoc_note(setting: str | Path) -> str | None:
     """A warning if the setting's ``results.csv`` predates float64 gradients (it has no zero-baseline IG, which
     was added with them, issue 18): its post-hoc numbers (IG, Gradient × Input, Saliency, and every verdict
-    comparing them) may carry the float32 underflow. None when the file is current or absent."""
+    comparing them) may carry the float32 underflow. With the bundled seed-0 reports it also states how far
+    re-evaluating seed 0 moved them (:func:`~laya.training.suite.seed0_posthoc_shift`). None when the file is
+    current or absent."""
+    from laya.analysis.attribution import METHOD_LABELS
+    from laya.analysis.faithfulness import METRIC_LABELS
+    from laya.model.heads import HEAD_LABELS
+    from laya.training.suite import seed0_posthoc_shift
+
     path = Path(setting) / "results.csv"
     if not path.is_file() or "integrated_gradients_zero" in set(pd.read_csv(path, usecols=["method"])["method"]):
         return None
-    return (
+    note = (
         "**Stale post-hoc numbers.** This multi-seed summary was computed before post-hoc gradients were made "
         "float64-safe (docs/decisions.md, issue 18): its Integrated Gradients, Gradient × Input and Saliency "
         "figures, and the verdicts comparing them, may carry the float32 underflow (p = 1.0 kills p(1 − p)). "
         "Accuracy and the intrinsic scores (α, ScalarMix weights) are unaffected. The bundled seed-0 reports "
         "(`<head>/report.json`) are current; rebuild this summary with `python -m laya reproduce`."
     )
+    shift = seed0_posthoc_shift(setting)
+    if shift is not None and shift["shift"] == 0:
+        note += " Re-evaluating seed 0 left every one of its post-hoc figures unchanged."
+    elif shift is not None:
+        note += (
+            f" Re-evaluating seed 0 moved its post-hoc figures by at most {shift['shift']:.2g} "
+            f"({METRIC_LABELS[shift['metric']]}, {HEAD_LABELS.get(shift['head'], shift['head'])} "
+            f"{METHOD_LABELS.get(shift['method'], shift['method'])}, `{shift['mode']}`, {shift['reduction']})."
+        )
+    return note
 
 
 def mark_stale_summary(setting: str | Path) -> Path | None:

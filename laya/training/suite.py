@@ -225,6 +225,28 @@ def class_profiles_table(run_dirs: Sequence[Path]) -> pd.DataFrame:
 CLASS_PROFILES_FILE = "class_profiles.csv"
 
 
+GRADIENT_METHODS = ("integrated_gradients", "input_x_gradient", "saliency")  # the methods float64 changed
+
+
+def seed0_posthoc_shift(setting: str | Path) -> pd.Series | None:
+    """How far re-evaluating seed 0 moved a multi-seed summary's post-hoc numbers: of every gradient method, head,
+    intervention, reduction and faithfulness metric in both ``results.csv`` (seed-0 rows) and the bundled
+    ``<head>/report.json`` (current), the row with the largest ``|current - summary|`` (``shift``, ``head``,
+    ``mode``, ``reduction``, ``method``, ``metric``). None without both, or when nothing is comparable."""
+    setting = Path(setting)
+    reports = sorted(p.parent for p in setting.glob("*/report.json"))
+    if not (setting / "results.csv").is_file() or not reports:
+        return None
+    keys = ["head", "mode", "reduction", "method"]
+    old = pd.read_csv(setting / "results.csv")
+    old = old[(old["seed"] == 0) & old["method"].isin(GRADIENT_METHODS)]
+    both = old.merge(results_table(reports), on=keys, suffixes=("_summary", "_current"))
+    rows = [both[keys].assign(metric=m, shift=(both[f"{m}_current"] - both[f"{m}_summary"]).abs())
+            for m in REPORTED_METRICS if f"{m}_summary" in both and f"{m}_current" in both]  # fmt: skip
+    shifts = pd.concat(rows, ignore_index=True).dropna(subset=["shift"]) if rows else pd.DataFrame()
+    return shifts.loc[shifts["shift"].idxmax()] if len(shifts) else None
+
+
 def write_summary(results: pd.DataFrame, out: str | Path, title: str, run_dirs: Sequence[Path] = ()) -> Path:
     """``results.csv`` (every number), ``summary.csv``/``summary.md`` (the tables, the paired comparisons)
     and, from ``run_dirs``, the per-seed class profiles :data:`CLASS_PROFILES_FILE`."""
@@ -267,11 +289,13 @@ def write_summary(results: pd.DataFrame, out: str | Path, title: str, run_dirs: 
 
 __all__ = [
     "CLASS_PROFILES_FILE",
+    "GRADIENT_METHODS",
     "class_profiles_table",
     "comparisons_table",
     "modes_table",
     "results_table",
     "run_suite",
+    "seed0_posthoc_shift",
     "summary_table",
     "write_summary",
 ]

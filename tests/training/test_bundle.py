@@ -1,6 +1,8 @@
 import json
 
+import numpy as np
 import pandas as pd
+import pytest
 import torch
 from safetensors.torch import save_file
 
@@ -15,9 +17,11 @@ from laya.training.bundle import (
     export_examples,
     model_card,
     refresh_setting,
+    stale_posthoc_note,
     summary_seeds,
     update_model_card,
 )
+from laya.training.suite import seed0_posthoc_shift
 from laya.training.train import train
 from tests.conftest import tiny_config
 
@@ -89,6 +93,19 @@ def test_refresh_setting_keeps_a_multi_seed_summary(image_folder, tmp_path):
     refresh_setting(setting, options, resume=True)
     text = (setting / "summary.md").read_text()
     assert text.startswith("# three seeds\n\n<!-- stale-posthoc:start -->\n**Stale post-hoc numbers.**")
+    assert "Re-evaluating seed 0 left every one of its post-hoc figures unchanged." in text  # same reports
+    # A summary whose seed 0 differs from the bundled report: the largest shift is named, with where it is.
+    moved = results[results["method"] != "integrated_gradients_zero"].copy()
+    row = (moved["head"] == "laya") & (moved["method"] == "input_x_gradient") & (moved["mode"] == "mean")
+    row &= moved["reduction"] == "signed"
+    assert row.sum() == 1 and np.isfinite(moved.loc[row, "top1"]).all()
+    moved.loc[row, "top1"] += 0.25
+    moved.to_csv(setting / "results.csv", index=False)
+    shift = seed0_posthoc_shift(setting)
+    assert shift["shift"] == pytest.approx(0.25) and shift["metric"] == "top1" and shift["head"] == "laya"
+    assert "moved its post-hoc figures by at most 0.25 (top-1 agreement, LAYA Gradient × Input, `mean`, signed)" in (
+        stale_posthoc_note(setting)
+    )
     results.to_csv(setting / "results.csv", index=False)  # rebuilt: the note goes
     refresh_setting(setting, options, resume=True)
     assert (setting / "summary.md").read_text() == "# three seeds\n"

@@ -250,7 +250,8 @@ def cmd_exits(args: argparse.Namespace) -> None:
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint)
-    runs = ExitRunOptions(batch_sizes=tuple(args.batch_sizes), repeats=args.repeats, resamples=args.resamples)
+    runs = ExitRunOptions(batch_sizes=tuple(args.batch_sizes), repeats=args.repeats, resamples=args.resamples,
+                          min_seconds=args.min_seconds)  # fmt: skip
     options = MeasureOptions(limit=args.limit, train_limit=args.train_limit, truncation=not args.no_truncation,
                              runs=runs, trained=None if args.trained == "none" else args.trained)  # fmt: skip
     if args.thresholds:
@@ -549,6 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--thresholds", type=_csv_floats, help="confidence thresholds (default 0.5,0.7,0.8,0.9,0.95,0.97,0.99,0.999)")
     e.add_argument("--alpha-levels", type=_csv_floats, help="α-profile exit levels (LAYA; default 0.2,0.4,0.6,0.8)")
     e.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (the fastest is kept)")
+    e.add_argument("--min-seconds", type=float, default=0.2,
+                   help="shortest timing: a shorter run is repeated within one timing until it lasts this long")  # fmt: skip
     e.add_argument("--trained", choices=["mlp", "linear", "none"], default="mlp", help="trained exits' kind")
     e.add_argument("--no-truncation", action="store_true", help="skip the truncated models")
     e.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")

@@ -38,7 +38,7 @@ def test_evaluate_command_writes_a_report(tiny_models, tmp_path, capsys):
 def test_exits_command_writes_measured_runs(tiny_models, tmp_path, capsys):
     checkpoint = tiny_models / "colours-mlp" / "laya"
     args = ["exits", "--checkpoint", str(checkpoint), "--out", str(tmp_path), "--limit", "12", "--train-limit", "30",
-            "--batch-sizes", "1,4", "--repeats", "1", "--thresholds", "0.6,0.9", "--alpha-levels", "0.5",
+            "--batch-sizes", "1,4", "--repeats", "1", "--min-seconds", "0", "--thresholds", "0.6,0.9", "--alpha-levels", "0.5",
             "--trained", "linear", "--resamples", "20"]  # fmt: skip
     assert main(args) == 0
     report = json.loads((tmp_path / "exits.json").read_text())

@@ -15,6 +15,7 @@ exit classifiers not counted. It is labelled an estimate wherever it is shown; t
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -348,31 +349,42 @@ def count_macs(run: Callable[[], Any]) -> float:
     return counter.get_total_flops() / 2
 
 
-def fastest_pair(first: Callable[[], Any], second: Callable[[], Any], repeats: int = 3) -> tuple[float, float]:
-    """Seconds of ``first()`` and ``second()``, each the fastest of ``repeats`` runs, run alternately in one
-    process after one warm-up each (so load on a shared machine hits both alike)."""
+def fastest_pair(
+    first: Callable[[], Any], second: Callable[[], Any], repeats: int = 3, min_seconds: float = 0.0
+) -> tuple[float, float]:
+    """Seconds per call of ``first()`` and ``second()``, each the fastest of ``repeats`` timings, timed alternately
+    in one process after one warm-up each (so load on a shared machine hits both alike). A timing makes ``n``
+    calls, ``n`` (the same for both) chosen from the warm-ups so that the faster one's timing lasts at least
+    ``min_seconds`` (as ``timeit``'s autorange): a few-millisecond run timed once is mostly scheduler noise."""
     if repeats < 1:
         raise ValueError(f"need repeats >= 1, got {repeats}")
+
+    def timed(run: Callable[[], Any], n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            run()
+        if torch.cuda.is_available():  # GPU work is asynchronous: wait for it
+            torch.cuda.synchronize()
+        return (time.perf_counter() - start) / n
+
+    warm = min(timed(first, 1), timed(second, 1))
+    n = max(1, math.ceil(min_seconds / warm)) if warm > 0 else 1
     best = [float("inf"), float("inf")]
-    for run in (first, second):
-        run()
     for _ in range(repeats):
         for i, run in enumerate((first, second)):
-            start = time.perf_counter()
-            run()
-            if torch.cuda.is_available():  # GPU work is asynchronous: wait for it
-                torch.cuda.synchronize()
-            best[i] = min(best[i], time.perf_counter() - start)
+            best[i] = min(best[i], timed(run, n))
     return best[0], best[1]
 
 
 @dataclass
 class ExitRunOptions:
-    """Batch sizes timed, how many inputs each timing covers (batch 1 loops in Python per input), repeats."""
+    """Batch sizes timed, how many inputs each timing covers (batch 1 loops in Python per input), repeats, and the
+    shortest timing (:func:`fastest_pair` repeats a short run until it lasts this long)."""
 
     batch_sizes: tuple[int, ...] = (1, 64, 1024)
     timing_inputs: dict[int, int] = field(default_factory=lambda: {1: 200, 64: 1024, 1024: 2048})
     repeats: int = 3
+    min_seconds: float = 0.2
     resamples: int = 1000
     seed: int = 0
 
@@ -390,7 +402,7 @@ def exit_runs(
 
     Per policy (``name -> (parameter, policy)``): accuracy of the run's predictions (95 % bootstrap CI over inputs),
     share exited, mean layers run, MACs per input (counted in the run, exit classifiers included) and MACs saved,
-    and per batch size ``b``: plain and early-exit milliseconds per input (fastest of ``repeats``, alternating) and
+    and per batch size ``b``: plain and early-exit milliseconds per input (:func:`fastest_pair`) and
     ``saved_b<b> = 1 - exit / plain`` (negative: slower). A ``"full model"`` row is plain inference.
     Returns the table and each run's per-input correctness ``(N,)`` (for paired comparisons).
     """
@@ -421,7 +433,7 @@ def exit_runs(
             policy = policies[row["policy"]][1]
             p, e = fastest_pair(lambda: _batched(lambda c: plain(model, c), xb, b),
                                 lambda policy=policy: _batched(lambda c: early_exit(model, exits, policy, c, steps), xb, b),
-                                options.repeats)  # fmt: skip
+                                options.repeats, options.min_seconds)  # fmt: skip
             plain_ms.append(p * 1e3 / len(xb))
             row.update({f"plain_ms_b{b}": plain_ms[-1], f"exit_ms_b{b}": e * 1e3 / len(xb), f"saved_b{b}": 1 - e / p})
         fastest = min(plain_ms) if plain_ms else None

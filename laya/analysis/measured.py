@@ -104,7 +104,8 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
         "laya_version": __version__,
         "checkpoint": {"path": str(checkpoint.path), "head": meta.head.name, "dataset": meta.dataset, "seed": meta.seed},
         "command": (f"python -m laya --threads {torch.get_num_threads()} exits --checkpoint {checkpoint.path} "
-                    f"--limit {options.limit} --train-limit {options.train_limit} "
+                    f"--limit {options.limit} --train-limit {options.train_limit} --repeats {options.runs.repeats} "
+                    f"--min-seconds {options.runs.min_seconds:g} "
                     f"--thresholds {','.join(map(str, options.thresholds))} "
                     f"--alpha-levels {','.join(map(str, options.alpha_levels))}"),  # fmt: skip
         "options": asdict(options),

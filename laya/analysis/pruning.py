@@ -215,7 +215,7 @@ def _time_truncated(model: LayerwiseClassifier, truncated: TruncatedModel, varia
     for b in options.batch_sizes:
         xb = x[: options.timing_inputs.get(b, len(x))]
         f, t = fastest_pair(lambda: _batched(lambda c: plain(model, c), xb, b),
-                            lambda: _batched(truncated, xb, b), options.repeats)  # fmt: skip
+                            lambda: _batched(truncated, xb, b), options.repeats, options.min_seconds)  # fmt: skip
         row.update({f"full_ms_b{b}": f * 1e3 / len(xb), f"truncated_ms_b{b}": t * 1e3 / len(xb),
                     f"speedup_b{b}": f / t})  # fmt: skip
     return row

@@ -1,3 +1,5 @@
+import time
+
 import pytest
 import torch
 
@@ -198,11 +200,23 @@ def test_fastest_pair_times_both_alternately():
         fastest_pair(lambda: None, lambda: None, repeats=0)
 
 
+def test_fastest_pair_repeats_a_short_run_until_a_timing_lasts_min_seconds():
+    calls = []
+
+    def sleeper(name: str, seconds: float):
+        return lambda: (calls.append(name), time.sleep(seconds))
+
+    a, b = fastest_pair(sleeper("a", 0.01), sleeper("b", 0.03), repeats=2, min_seconds=0.045)
+    n = calls[2:].count("a") // 2  # after one warm-up each, n calls per timing, the same n for both
+    assert calls[:2] == ["a", "b"] and 2 <= n <= 5 and calls[2:] == (["a"] * n + ["b"] * n) * 2
+    assert 0.01 <= a < 0.03 <= b  # seconds per call, not per timing
+
+
 def test_exit_runs_measure_each_policy_with_macs_and_paired_comparison():
     model = _model(widths=(64, 8, 8))  # the first block dominates the MACs
     x, labels = torch.randn(40, 1, 4, 4), torch.randint(0, 3, (40,))
     exits = ExitHeads.own(model.head)
-    options = ExitRunOptions(batch_sizes=(1, 16), timing_inputs={1: 4}, repeats=1, resamples=50)
+    options = ExitRunOptions(batch_sizes=(1, 16), timing_inputs={1: 4}, repeats=1, resamples=50, min_seconds=0)
     policies = {"confidence 0.0": (0.0, confidence_policy(0.0)), "confidence 1.01": (1.01, confidence_policy(1.01)),
                 "α profile 0.5": (0.5, alpha_profile_policy(torch.full((3, 3), 1 / 3), 0.5))}  # fmt: skip
     table, correct = exit_runs(model, exits, policies, x, labels, options)

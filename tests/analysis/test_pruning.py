@@ -109,7 +109,7 @@ def test_truncation_runs_measure_every_truncation_against_the_full_model():
     x, labels = torch.randn(30, 1, 4, 4), torch.randint(0, 3, (30,))
     with torch.no_grad():
         hidden = model.backbone(x)
-    options = ExitRunOptions(batch_sizes=(1, 8), timing_inputs={1: 3}, repeats=1, resamples=20)
+    options = ExitRunOptions(batch_sizes=(1, 8), timing_inputs={1: 3}, repeats=1, resamples=20, min_seconds=0)
     table = truncation_runs(model, (hidden, labels), x, labels, refit_steps=5, options=options)
     assert table[["layers_kept", "variant"]].values.tolist() == [[2, "pruned"], [2, "refit"], [1, "pruned"], [1, "refit"]]
     with torch.no_grad():

@@ -667,7 +667,7 @@ def test_depth_page_before_and_after_the_depth_report(
     from laya.analysis.exits import ExitRunOptions
     from laya.analysis.measured import MeasureOptions, measure, write_exits
 
-    runs = ExitRunOptions(batch_sizes=(4,), repeats=1, resamples=20)
+    runs = ExitRunOptions(batch_sizes=(4,), repeats=1, resamples=20, min_seconds=0)
     measured = MeasureOptions(limit=12, train_limit=30, thresholds=(0.9,), alpha_levels=(), truncation=False, runs=runs)
     write_exits(measure(checkpoint, measured, log=lambda message: None), checkpoint.path)
     at.run()

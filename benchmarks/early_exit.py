@@ -3,9 +3,8 @@
     python benchmarks/early_exit.py [--setting fashion-mnist-mlp] [--head laya] [--limit 1000] [--threads 1]
 
 Runs ``laya.analysis.measured.measure`` on one bundled checkpoint with a short threshold list and prints the
-measured tables (MACs from torch.utils.flop_counter; wall clock the fastest of 3 timings of at least 0.2 s each, plain
-and early exit alternating,
-at batch 1, 64 and 1,024). Nothing is written; ``python -m laya exits`` writes the full report beside a
+measured tables (MACs from torch.utils.flop_counter; wall clock the fastest of 3 timings of at least 0.2 s each,
+plain and early exit alternating, at batch 1, 64 and 1,024). Nothing is written; ``python -m laya exits`` writes the full report beside a
 checkpoint. Savings below zero mean the early-exit run was slower than plain inference.
 """
 

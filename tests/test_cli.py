@@ -58,6 +58,7 @@ def test_exits_command_writes_measured_runs(tiny_models, tmp_path, capsys):
     assert header.endswith("| timed with |") and row.count("|") == header.count("|")
     threads, cpus = report["machine"]["torch_threads"], report["machine"]["cpus"]
     assert f"| cpu, {threads} thread" in row and row.endswith(f", load {load[0]:.1f}→{load[1]:.1f} on {cpus} cores |")
+    assert header.count("noise (plain timings' spread)") == 1 and row.count("±") == 2  # one spread per batch size
 
 
 def test_user_errors_exit_with_status_2_and_one_line(tmp_path, capsys):

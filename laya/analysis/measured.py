@@ -164,20 +164,30 @@ def timing_conditions(report: dict[str, Any]) -> str:
     return text
 
 
+def timing_spread(runs: pd.DataFrame, batch: int) -> float:
+    """The noise of a report's wall clock at one batch size: plain inference is timed once per policy (paired with
+    it), so the half-range of those timings over their median, ``(max - min) / (2 median)``, is how far two timings
+    of the same work differ on that machine. A saving smaller than it is indistinguishable from no saving."""
+    plain = runs.loc[runs["policy"] != "full model", f"plain_ms_b{batch}"].dropna()
+    return float((plain.max() - plain.min()) / (2 * plain.median())) if len(plain) > 1 else float("nan")
+
+
 def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
     """Markdown: per checkpoint with an ``exits.json`` and per exit kind, the measured run at the cheapest
     confidence threshold (by MACs) whose accuracy is within ``tolerance`` of the full model's, else at the highest
     threshold run; accuracy [95 % CI], share exited, MACs saved and wall-clock saved at each batch size
-    (negative: slower than plain inference)."""
+    (negative: slower than plain inference), the wall clock's noise at each (:func:`timing_spread`) and how it was
+    timed (:func:`timing_conditions`)."""
     reports = [(Path(d), load_exits(d)) for d in directories]
     reports = [(d, r) for d, r in reports if r is not None]
     batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["runs"][0] if k.startswith("saved_b")})
     lines = ["| setting | head | exits | threshold | accuracy [95 % CI] (full model) | exited | MACs saved | "
-             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " | timed with |",
-             "|---|---|---|---|---|---|---|" + "---|" * len(batches) + "---|"]  # fmt: skip
+             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " | noise (plain timings' spread) | timed with |",
+             "|---|---|---|---|---|---|---|" + "---|" * len(batches) + "---|---|"]  # fmt: skip
     for directory, report in reports:
         runs = pd.DataFrame(report["runs"])
         conditions = timing_conditions(report)
+        noise = " / ".join(f"±{timing_spread(runs, b):.0%}" for b in batches)
         for kind, part in runs.groupby("exits", sort=False):
             full = part[part["policy"] == "full model"].iloc[0]
             row, within = best_exit(part, tolerance)
@@ -186,7 +196,7 @@ def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
             lines.append(
                 f"| {directory.parent.name} | {directory.name} | {kind} | {row['parameter']:g}{mark} | "
                 f"{row['accuracy']:.3f} [{row['accuracy_low']:.3f}, {row['accuracy_high']:.3f}] ({full['accuracy']:.3f}) | "
-                f"{row['exited']:.0%} | {_pct(row['macs_saved'])} | {times} | {conditions} |"
+                f"{row['exited']:.0%} | {_pct(row['macs_saved'])} | {times} | {noise} | {conditions} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -263,4 +273,4 @@ def alpha_card(directories: list[str | Path]) -> str:
 
 
 __all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXIT_THRESHOLDS", "MeasureOptions", "alpha_card", "best_exit", "exit_curves_card", "exit_card", "load_exits", "measure",
-           "truncation_card", "write_exits"]  # fmt: skip
+           "timing_conditions", "timing_spread", "truncation_card", "write_exits"]  # fmt: skip

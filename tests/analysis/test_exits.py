@@ -1,9 +1,12 @@
+import math
 import time
 
+import pandas as pd
 import pytest
 import torch
 
 from laya.analysis.exits import compute_saved, exit_curve, exit_layers, exit_predictions, layer_costs
+from laya.analysis.measured import timing_spread
 from laya.analysis.statistics import bootstrap_cis
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.classifier import LayerwiseClassifier
@@ -240,3 +243,10 @@ def test_exit_runs_measure_each_policy_with_macs_and_paired_comparison():
     assert versus.loc[0, "versus"] in {"confidence 0.0", "confidence 1.01"}
     assert {"accuracy_difference", "difference_low", "difference_high", "verdict"} <= set(versus.columns)
 
+
+
+def test_timing_spread_is_the_half_range_of_the_plain_timings_over_their_median():
+    runs = pd.DataFrame({"policy": ["full model", "confidence 0.5", "confidence 0.9", "α profile 0.2"],
+                         "plain_ms_b64": [0.1, 0.8, 1.0, 1.2]})  # fmt: skip
+    assert timing_spread(runs, 64) == pytest.approx((1.2 - 0.8) / (2 * 1.0))  # the full-model row is their minimum
+    assert math.isnan(timing_spread(runs.iloc[:2], 64))  # one timing: no spread to tell

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from laya.analysis.measured import exit_card
+from laya.analysis.measured import exit_card, truncation_card
 from laya.analysis.report import Report
 from laya.cli import main
 from laya.training.settings import SETTINGS
@@ -59,6 +59,10 @@ def test_exits_command_writes_measured_runs(tiny_models, tmp_path, capsys):
     threads, cpus = report["machine"]["torch_threads"], report["machine"]["cpus"]
     assert f"| cpu, {threads} thread" in row and row.endswith(f", load {load[0]:.1f}→{load[1]:.1f} on {cpus} cores |")
     assert header.count("noise (plain timings' spread)") == 1 and row.count("±") == 2  # one spread per batch size
+    truncation = truncation_card([tmp_path]).splitlines()
+    assert truncation[0].endswith("| noise (full-model timings' spread) |") and all(
+        line.count("|") == truncation[0].count("|") and line.count("±") == 2 for line in truncation[2:]
+    )
 
 
 def test_user_errors_exit_with_status_2_and_one_line(tmp_path, capsys):

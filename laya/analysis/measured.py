@@ -164,11 +164,13 @@ def timing_conditions(report: dict[str, Any]) -> str:
     return text
 
 
-def timing_spread(runs: pd.DataFrame, batch: int) -> float:
-    """The noise of a report's wall clock at one batch size: plain inference is timed once per policy (paired with
-    it), so the half-range of those timings over their median, ``(max - min) / (2 median)``, is how far two timings
-    of the same work differ on that machine. A saving smaller than it is indistinguishable from no saving."""
-    plain = runs.loc[runs["policy"] != "full model", f"plain_ms_b{batch}"].dropna()
+def timing_spread(runs: pd.DataFrame, batch: int, column: str = "plain_ms") -> float:
+    """The noise of a report's wall clock at one batch size: plain inference is timed once per policy (or per
+    truncation, ``column="full_ms"``), paired with it, so the half-range of those timings over their median,
+    ``(max - min) / (2 median)``, is how far two timings of the same work differ on that machine. A saving or
+    speed-up smaller than it is indistinguishable from none."""
+    rows = runs[runs["policy"] != "full model"] if "policy" in runs else runs
+    plain = rows[f"{column}_b{batch}"].dropna()
     return float((plain.max() - plain.min()) / (2 * plain.median())) if len(plain) > 1 else float("nan")
 
 
@@ -234,11 +236,12 @@ def truncation_card(directories: list[str | Path], tolerance: float = 0.01) -> s
     reports = [(d, r) for d, r in reports if r is not None and r.get("truncation")]
     batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["truncation"][0] if k.startswith("speedup_b")})
     lines = ["| setting | head | layers kept | variant | accuracy [95 % CI] (full model) | MACs speed-up | "
-             + " | ".join(f"speed-up, batch {b:,}" for b in batches) + " |",
-             "|---|---|---|---|---|---|" + "---|" * len(batches)]  # fmt: skip
+             + " | ".join(f"speed-up, batch {b:,}" for b in batches) + " | noise (full-model timings' spread) |",
+             "|---|---|---|---|---|---|" + "---|" * len(batches) + "---|"]  # fmt: skip
     for directory, report in reports:
         table = pd.DataFrame(report["truncation"])
         L = len(report["layer_names"])
+        noise = " / ".join(f"±{timing_spread(table, b, 'full_ms'):.0%}" for b in batches)
         for kept, part in table.groupby("layers_kept", sort=False):
             row = part.loc[part["accuracy"].idxmax()]
             within = row["accuracy"] >= row["full_accuracy"] - tolerance
@@ -248,7 +251,7 @@ def truncation_card(directories: list[str | Path], tolerance: float = 0.01) -> s
             lines.append(
                 f"| {directory.parent.name} | {directory.name} | {kept} of {L} | {row['variant']} | "
                 f"{row['accuracy']:.3f} [{row['accuracy_low']:.3f}, {row['accuracy_high']:.3f}] ({row['full_accuracy']:.3f}) | "
-                + " | ".join(speed) + " |"
+                + " | ".join(speed) + f" | {noise} |"
             )
     return "\n".join(lines) + "\n"
 

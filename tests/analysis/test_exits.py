@@ -250,3 +250,5 @@ def test_timing_spread_is_the_half_range_of_the_plain_timings_over_their_median(
                          "plain_ms_b64": [0.1, 0.8, 1.0, 1.2]})  # fmt: skip
     assert timing_spread(runs, 64) == pytest.approx((1.2 - 0.8) / (2 * 1.0))  # the full-model row is their minimum
     assert math.isnan(timing_spread(runs.iloc[:2], 64))  # one timing: no spread to tell
+    truncation = pd.DataFrame({"layers_kept": [2, 2, 1, 1], "full_ms_b1": [2.0, 2.2, 1.8, 2.1]})  # no full-model row
+    assert timing_spread(truncation, 1, "full_ms") == pytest.approx((2.2 - 1.8) / (2 * 2.05))

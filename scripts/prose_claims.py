@@ -135,9 +135,9 @@ def documents() -> list[Path]:
 
 #: section heading -> the files its prose quotes (globs relative to the repository, or git:REV:PATH)
 SECTIONS: dict[str, list[str]] = {
-    "Results": ["models/*/summary.csv", "models/*/comparisons.csv", "models/*/*/comparisons.csv",
+    "Results": ["models/*/summary.csv", "models/*/summary.md", "models/*/comparisons.csv", "models/*/*/comparisons.csv",
                 "models/*/*/faithfulness.csv", "models/*/*/report.json", "readme_tables:models/*",
-                "seed0_sensitivity:models/*",
+                "seed0_sensitivity:models/*", "git:b1b4c12:models/fashion-mnist-mlp/summary.md",
                 "git:afa2ab3:models/cifar10-efficientnet-lite0/summary.md"],  # fmt: skip
     "Depth analytics": ["models/*/*/depth.json", "models/*/*/exits.json"],
     "Speed": ["docs/benchmark-run.txt"],

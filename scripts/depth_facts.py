@@ -102,12 +102,15 @@ def exit_facts(exits: dict) -> list[str]:
         none = [HEADS.get(h, h) for h, _, w in items if not w]
         text = f"{NAMES.get(setting, setting)}, {kind} exits: "
         if ok:
-            times = ", ".join(f"batch {b:,} {_range([r[f'saved_b{b}'] for _, r in ok], '+.0%')}" for b in batches)
+            def saved(values) -> str:  # signed percentages with a true minus sign
+                return _range(values, "+.0%").replace("-", "−")
+
+            times = ", ".join(f"batch {b:,} {saved([r[f'saved_b{b}'] for _, r in ok])}" for b in batches)
             text += (f"within 1 point for {', '.join(HEADS.get(h, h) for h, _ in ok)}: MACs saved "
-                     f"{_range([r['macs_saved'] for _, r in ok], '+.0%')}, wall clock saved {times}")  # fmt: skip
+                     f"{saved([r['macs_saved'] for _, r in ok])}, wall clock saved {times}")  # fmt: skip
         if none:
             text += ("; " if ok else "") + f"no threshold within 1 point for {', '.join(none)}"
-        lines.append(text.replace("-", "−"))
+        lines.append(text)
     return lines
 
 

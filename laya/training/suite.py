@@ -226,9 +226,6 @@ def class_profiles_table(run_dirs: Sequence[Path]) -> pd.DataFrame:
 CLASS_PROFILES_FILE = "class_profiles.csv"
 
 
-GRADIENT_METHODS = ("integrated_gradients", "input_x_gradient", "saliency")  # the methods float64 changed
-
-
 def seed0_posthoc_shift(setting: str | Path) -> pd.Series | None:
     """How far re-evaluating seed 0 moved a multi-seed summary's post-hoc numbers: of every gradient method, head,
     intervention, reduction and faithfulness metric in both ``results.csv`` (seed-0 rows) and the bundled
@@ -240,7 +237,7 @@ def seed0_posthoc_shift(setting: str | Path) -> pd.Series | None:
         return None
     keys = ["head", "mode", "reduction", "method"]
     old = pd.read_csv(setting / "results.csv")
-    old = old[(old["seed"] == 0) & old["method"].isin(GRADIENT_METHODS)]
+    old = old[(old["seed"] == 0) & old["method"].isin(POSTHOC_METHODS)]
     both = old.merge(results_table(reports), on=keys, suffixes=("_summary", "_current"))
     rows = [both[keys].assign(metric=m, shift=(both[f"{m}_current"] - both[f"{m}_summary"]).abs())
             for m in REPORTED_METRICS if f"{m}_summary" in both and f"{m}_current" in both]  # fmt: skip
@@ -290,7 +287,6 @@ def write_summary(results: pd.DataFrame, out: str | Path, title: str, run_dirs: 
 
 __all__ = [
     "CLASS_PROFILES_FILE",
-    "GRADIENT_METHODS",
     "class_profiles_table",
     "comparisons_table",
     "modes_table",

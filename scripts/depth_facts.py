@@ -29,6 +29,11 @@ def _range(values, spec: str = ".2f", unit: str = "") -> str:
     return f"{low:{spec}}{unit}" if f"{low:{spec}}" == f"{high:{spec}}" else f"{low:{spec}}–{high:{spec}}{unit}"
 
 
+def _saved_range(values) -> str:
+    """Signed percentages (savings; negative = slower) with a true minus sign."""
+    return _range(values, "+.0%").replace("-", "−")
+
+
 def _pct_range(values) -> str:
     return _range([100 * v for v in values], ".0f", " %")
 
@@ -102,12 +107,9 @@ def exit_facts(exits: dict) -> list[str]:
         none = [HEADS.get(h, h) for h, _, w in items if not w]
         text = f"{NAMES.get(setting, setting)}, {kind} exits: "
         if ok:
-            def saved(values) -> str:  # signed percentages with a true minus sign
-                return _range(values, "+.0%").replace("-", "−")
-
-            times = ", ".join(f"batch {b:,} {saved([r[f'saved_b{b}'] for _, r in ok])}" for b in batches)
+            times = ", ".join(f"batch {b:,} {_saved_range([r[f'saved_b{b}'] for _, r in ok])}" for b in batches)
             text += (f"within 1 point for {', '.join(HEADS.get(h, h) for h, _ in ok)}: MACs saved "
-                     f"{saved([r['macs_saved'] for _, r in ok])}, wall clock saved {times}")  # fmt: skip
+                     f"{_saved_range([r['macs_saved'] for _, r in ok])}, wall clock saved {times}")  # fmt: skip
         if none:
             text += ("; " if ok else "") + f"no threshold within 1 point for {', '.join(none)}"
         lines.append(text)

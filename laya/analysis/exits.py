@@ -388,6 +388,10 @@ class ExitRunOptions:
     resamples: int = 1000
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.min_seconds) and self.min_seconds >= 0):  # before any run is timed
+            raise ValueError(f"min_seconds must be a finite number of seconds >= 0, got {self.min_seconds}")
+
 
 def exit_runs(
     model: LayerwiseClassifier,

@@ -201,6 +201,9 @@ def test_fastest_pair_times_both_alternately():
     assert calls == ["a", "b", "a", "b", "a", "b"] and a >= 0 and b >= 0
     with pytest.raises(ValueError, match="repeats"):
         fastest_pair(lambda: None, lambda: None, repeats=0)
+    for bad in (float("nan"), float("inf"), -0.1):
+        with pytest.raises(ValueError, match="min_seconds must be a finite number"):
+            ExitRunOptions(min_seconds=bad)
 
 
 def test_fastest_pair_repeats_a_short_run_until_a_timing_lasts_min_seconds():
@@ -242,7 +245,6 @@ def test_exit_runs_measure_each_policy_with_macs_and_paired_comparison():
     versus = compare_policies(table, correct, ["α profile 0.5"], resamples=50)
     assert versus.loc[0, "versus"] in {"confidence 0.0", "confidence 1.01"}
     assert {"accuracy_difference", "difference_low", "difference_high", "verdict"} <= set(versus.columns)
-
 
 
 def test_timing_spread_is_the_half_range_of_the_plain_timings_over_their_median():

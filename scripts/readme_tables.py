@@ -42,13 +42,15 @@ COLUMNS = {
     "Spearman (informative layers)": "**Spearman, informative layers**",
     "top-1 agreement": "top-1 agreement",
     "Deletion@1 / oracle": "Deletion@1 / oracle",
+    "Deletion@1 / oracle (median)": "Deletion@1 / oracle (median)",  # robust companions: summaries
+    "Deletion@1 / oracle (5%-trimmed mean)": "Deletion@1 / oracle (5%-trimmed mean)",  # since issue 18
     "Spearman (all layers)": "Spearman, all layers (paper)",
 }
 
 
 def readme_table(setting: Path) -> str:
     summary = pd.read_csv(setting / "summary.csv")
-    table = summary[list(COLUMNS)].rename(columns=COLUMNS)
+    table = summary[[c for c in COLUMNS if c in summary]].rename(columns=COLUMNS)
     table["layer scores"] = table["layer scores"].map(lambda s: SCORES.get(s, s))
     return table.to_markdown(index=False)
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "readme_tables.py"
@@ -36,6 +37,14 @@ def test_readme_table_quotes_the_summary(tmp_path):
         "Deletion@1 / oracle", "Spearman, all layers (paper)"]  # fmt: skip
     cells = [c.strip() for c in lines[2].split("|")[1:-1]]
     assert cells[3:6] == ["α (intrinsic)", "0.504 ± 0.004 [0.495, 0.513]", "t"] and "ig" not in cells
+    summary = pd.read_csv(tmp_path / "summary.csv")  # a summary with the robust companions shows them
+    summary.insert(8, "Deletion@1 / oracle (5%-trimmed mean)", ["0.906 ± 0.052 [0.776, 1.036]"])
+    summary.insert(8, "Deletion@1 / oracle (median)", ["m"])
+    summary.to_csv(tmp_path / "summary.csv", index=False)
+    header, _, row = module.readme_table(tmp_path).splitlines()
+    assert [c.strip() for c in header.split("|")[1:-1]][6:9] == [
+        "Deletion@1 / oracle", "Deletion@1 / oracle (median)", "Deletion@1 / oracle (5%-trimmed mean)"]
+    assert [c.strip() for c in row.split("|")[1:-1]][6:9] == ["d", "m", "0.906 ± 0.052 [0.776, 1.036]"]
     assert module.comparisons(tmp_path) == "* accuracy: LAYA < Concat (p=0.042); over inputs: LAYA < Concat (bootstrap)"
 
 

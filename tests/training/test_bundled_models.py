@@ -2,6 +2,7 @@
 bundled, and (where the dataset is on this machine) reproduce their report's test accuracy."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,14 @@ def test_bundled_report_accuracy_reproduces_on_the_test_split(path: Path):
     report = Report.load(path)
     assert report.data["dataset"]["n"] == len(test)
     assert accuracy == pytest.approx(report.accuracy, abs=3e-4)
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=ids)
+def test_bundled_depth_uses_class_balanced_ood_sets(path: Path):
+    """docs/depth-analytics.md says every row is current: energy is scored and the other-dataset OOD set is balanced."""
+    detection = json.loads((path / "depth.json").read_text())["detection"]
+    assert "energy" in {row["score"] for row in detection["table"]}
+    (other,) = [d for name, d in detection["ood_descriptions"].items() if "noise" not in name]
+    assert "class-balanced random sample" in other
+    counts = [int(n) for n in re.findall(r" (\d+)(?:,|$)", other.split(":", 1)[1])]
+    assert len(counts) == 10 and len(set(counts)) == 1 and sum(counts) == int(other.split()[0])

@@ -5,7 +5,9 @@
 Reads every ``models/<setting>/<head>/depth.json`` (``python -m laya depth``) and ``exits.json``
 (``python -m laya exits``) and prints the bullet list the page embeds as a generated block (checked by
 ``scripts/prose_claims.py``): ranges are min–max over the checkpoints named, verdicts are the paired bootstraps
-stored in the reports (a CI covering 0 is a tie), savings are measured runs.
+stored in the reports (a CI covering 0 is a tie), savings are measured runs, each counted against its own
+report's timing noise (:func:`laya.analysis.measured.timing_spread`): a saving or speed-up no larger than the noise
+is indistinguishable from none.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
-from laya.analysis.measured import best_exit
+from laya.analysis.measured import best_exit, timing_spread
 
 NAMES = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CNN", "cifar10-vit": "ViT",
          "cifar10-efficientnet-lite0": "EfficientNet"}  # fmt: skip
@@ -93,23 +95,34 @@ def depth_facts_lines(depth: dict) -> list[str]:
     return lines
 
 
+def _beyond(values: list[tuple[float, float]]) -> str:
+    """``(effect, noise)`` pairs (a saving or a speed-up minus 1, and its report's timing spread): how many effects
+    exceed their noise, and the noise range."""
+    beyond = sum(abs(effect) > noise for effect, noise in values)
+    noise = _range([n for _, n in values], ".0%").replace("%–", "–")
+    return f"{beyond} of {len(values)} beyond noise ±{noise}" if len(values) > 1 else \
+        f"{'beyond' if beyond else 'within'} noise ±{noise}"  # fmt: skip
+
+
 def exit_facts(exits: dict) -> list[str]:
     lines = []
     groups: dict[tuple[str, str], list] = {}
+    batches = sorted({int(k.split("_b")[1]) for r in exits.values() for k in r["runs"][0] if k.startswith("saved_b")})
     for (setting, head), report in exits.items():
         runs = pd.DataFrame(report["runs"])
+        noise = {b: timing_spread(runs, b) for b in batches}
         for kind, part in runs.groupby("exits", sort=False):
             row, within = best_exit(part)
-            groups.setdefault((setting, kind), []).append((head, row, within))
-    batches = sorted({int(k.split("_b")[1]) for r in exits.values() for k in r["runs"][0] if k.startswith("saved_b")})
+            groups.setdefault((setting, kind), []).append((head, row, within, noise))
     for (setting, kind), items in groups.items():
-        ok = [(h, r) for h, r, w in items if w]
-        none = [HEADS.get(h, h) for h, _, w in items if not w]
+        ok = [(h, r, n) for h, r, w, n in items if w]
+        none = [HEADS.get(h, h) for h, _, w, _ in items if not w]
         text = f"{NAMES.get(setting, setting)}, {kind} exits: "
         if ok:
-            times = ", ".join(f"batch {b:,} {_saved_range([r[f'saved_b{b}'] for _, r in ok])}" for b in batches)
-            text += (f"within 1 point for {', '.join(HEADS.get(h, h) for h, _ in ok)}: MACs saved "
-                     f"{_saved_range([r['macs_saved'] for _, r in ok])}, wall clock saved {times}")  # fmt: skip
+            times = ", ".join(f"batch {b:,} {_saved_range([r[f'saved_b{b}'] for _, r, _ in ok])} "
+                              f"({_beyond([(r[f'saved_b{b}'], n[b]) for _, r, n in ok])})" for b in batches)  # fmt: skip
+            text += (f"within 1 point for {', '.join(HEADS.get(h, h) for h, _, _ in ok)}: MACs saved "
+                     f"{_saved_range([r['macs_saved'] for _, r, _ in ok])}, wall clock saved {times}")  # fmt: skip
         if none:
             text += ("; " if ok else "") + f"no threshold within 1 point for {', '.join(none)}"
         lines.append(text)
@@ -121,15 +134,17 @@ def truncation_facts(exits: dict) -> list[str]:
     for (setting, head), report in exits.items():
         if not report.get("truncation"):
             continue
-        table = pd.DataFrame(report["truncation"])
-        table = table[table["accuracy"] >= table["full_accuracy"] - 0.01]
+        full = pd.DataFrame(report["truncation"])
+        table = full[full["accuracy"] >= full["full_accuracy"] - 0.01]
         name = f"{NAMES.get(setting, setting)} {HEADS.get(head, head)}"
         if table.empty:
             lost.append(name)
             continue
         row = table.loc[table["macs_speedup"].idxmax()]
         batches = [k for k in row.index if k.startswith("speedup_b")]
-        times = ", ".join(f"{row[k]:.2f}× at batch {int(k.split('_b')[1]):,}" for k in batches)
+        times = ", ".join(f"{row[k]:.2f}× at batch {int(k.split('_b')[1]):,} "
+                          f"({_beyond([(row[k] - 1, timing_spread(full, int(k.split('_b')[1]), 'full_ms'))])})"
+                          for k in batches)  # fmt: skip
         within.append(f"{name} ({int(row['layers_kept'])} of {len(report['layer_names'])} layers, {row['variant']}, "
                       f"{row['accuracy']:.3f} vs {row['full_accuracy']:.3f}: {row['macs_speedup']:.2f}× by MACs, {times})")  # fmt: skip
     lines = [f"truncation within 1 point of the full model: {'; '.join(within) or 'none'}"]

@@ -109,6 +109,10 @@ def test_summary_over_seeds_has_t_intervals_and_paired_tests(tiny_models, tmp_pa
     comparisons = comparisons_table(results)
     row = comparisons[comparisons["comparison"] == "accuracy"].iloc[0]
     assert row["seeds"] == 2 and "paired t-test over seeds" in row["over seeds"]
+    # a benchmark of some heads only (`--heads lastlayer,scalarmix`) has nothing to compare LAYA with: no crash
+    assert comparisons_table(results[results["head"] != "laya"]).empty
+    out = write_summary(results[results["head"] != "laya"], tmp_path, "no LAYA", runs[:1])
+    assert "| ScalarMix" in (out / "summary.md").read_text()
 
 
 def test_settings_cover_the_four_experimental_settings():

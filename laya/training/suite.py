@@ -168,7 +168,8 @@ def comparisons_table(
 ) -> pd.DataFrame:
     """The paired comparisons the results docs state: LAYA vs every other head (accuracy; faithfulness of
     the primary method) and, on LAYA, α vs every post-hoc method. Each: a paired t-test over seeds and a
-    paired bootstrap over the test inputs of the first seed; ``verdict`` says "tie" where the CI covers 0."""
+    paired bootstrap over the test inputs of the first seed; ``verdict`` says "tie" where the CI covers 0.
+    A run set without LAYA (``benchmark --heads lastlayer,concat``) has no comparisons: an empty table."""
     part = _part(results, mode, reduction)
     rows = []
 
@@ -190,6 +191,8 @@ def comparisons_table(
 
     prefix = f"faithfulness/{mode}/{reduction}"
     laya = part[part["head"] == "laya"]
+    if laya.empty:
+        return pd.DataFrame(rows)
     for other in [h for h in HEAD_LABELS if h != "laya" and h in set(part["head"])]:
         theirs = part[part["head"] == other]
         add("accuracy", laya.drop_duplicates("seed"), theirs.drop_duplicates("seed"), "accuracy", "correct", "correct",

@@ -141,10 +141,10 @@ def truncation_facts(exits: dict) -> list[str]:
             lost.append(name)
             continue
         row = table.loc[table["macs_speedup"].idxmax()]
-        batches = [k for k in row.index if k.startswith("speedup_b")]
-        times = ", ".join(f"{row[k]:.2f}× at batch {int(k.split('_b')[1]):,} "
-                          f"({_beyond([(row[k] - 1, timing_spread(full, int(k.split('_b')[1]), 'full_ms'))])})"
-                          for k in batches)  # fmt: skip
+        batches = [int(k.split("_b")[1]) for k in row.index if k.startswith("speedup_b")]
+        times = ", ".join(f"{row[f'speedup_b{b}']:.2f}× at batch {b:,} "
+                          f"({_beyond([(row[f'speedup_b{b}'] - 1, timing_spread(full, b, 'full_ms'))])})"
+                          for b in batches)  # fmt: skip
         within.append(f"{name} ({int(row['layers_kept'])} of {len(report['layer_names'])} layers, {row['variant']}, "
                       f"{row['accuracy']:.3f} vs {row['full_accuracy']:.3f}: {row['macs_speedup']:.2f}× by MACs, {times})")  # fmt: skip
     lines = [f"truncation within 1 point of the full model: {'; '.join(within) or 'none'}"]

@@ -125,7 +125,7 @@ def stale_posthoc_note(setting: str | Path) -> str | None:
         return None
     note = (
         "**Stale post-hoc numbers.** This multi-seed summary was computed before post-hoc gradients were made "
-        "float64-safe (docs/decisions.md, issue 18): its Integrated Gradients, Gradient × Input and Saliency "
+        "float64-safe (docs/decisions/attributions.md): its Integrated Gradients, Gradient × Input and Saliency "
         "figures, and the verdicts comparing them, may carry the float32 underflow (p = 1.0 kills p(1 − p)). "
         "Accuracy and the intrinsic scores (α, ScalarMix weights) are unaffected. The bundled seed-0 reports "
         "(`<head>/report.json`) are current; rebuild this summary with `python -m laya reproduce`."

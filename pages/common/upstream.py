@@ -8,7 +8,7 @@ between clears that queue (``ForwardMsgQueue.clear(retain_lifecycle_msgs=True)``
 for it for good: the files never upload, no file chip, no rerun, no error anywhere. It happens when
 files are dropped while a rerun is being started, e.g. right after removing the previous files (each
 removal reruns the script), and more often on a loaded server, whose flush comes later
-(``docs/decisions.md``, "Uploads lost to a rerun"). :func:`keep_replies_across_reruns` makes that clear
+(``docs/decisions/browser-tests.md``, "Uploads lost to a rerun"). :func:`keep_replies_across_reruns` makes that clear
 keep the replies to the browser's requests too: keeping one is what an earlier flush would have done,
 and a reply is not output of the interrupted run.
 """

@@ -8,7 +8,7 @@ on the bundled models with its reference screenshot (tests/visual.py; regenerate
 
 Every step waits for the element its action produces (the uploader's chip naming the file, the
 metric with the new value, charts drawn at their container's width), never for a fixed delay; every wait is bounded at ``TIMEOUT_MS`` (300 s). Run beside two busy processes
-(``python -c 'while 1: pass'`` x 2, load ~20 on the shared 2-core machine): see docs/decisions.md, issue 19,
+(``python -c 'while 1: pass'`` x 2, load ~20 on the shared 2-core machine): see docs/decisions/browser-tests.md,
 for what that run showed.
 """
 

@@ -8,7 +8,7 @@ opened in a fresh browser, reopens the same view.
 
 Every step waits for the element its action produces (the alert naming this upload's digest, the URL
 with the new parameter, the file chip), never for a fixed delay; every wait is bounded at ``TIMEOUT_MS`` (300 s). Run beside two busy processes
-(``python -c 'while 1: pass'`` x 2, load ~20 on the shared 2-core machine): see docs/decisions.md, issue 19,
+(``python -c 'while 1: pass'`` x 2, load ~20 on the shared 2-core machine): see docs/decisions/browser-tests.md
 for what that run showed.
 """
 

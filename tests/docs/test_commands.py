@@ -6,7 +6,7 @@ prose: the subcommand and each ``--flag`` exist); a script, test file or app it 
 target exists; Python code compiles. Then every command whose block does not mark a need
 (``# needs: gpu`` ...; the vocabulary is ``doc_commands.NEEDS``) runs for real, time-boxed, in a scratch copy
 of the checkout. ``needs: fashion-mnist`` runs where Fashion-MNIST is installed and skips with the reason
-otherwise. See docs/decisions.md, "Issue 19: commands in the docs are tested".
+otherwise. See docs/decisions/tested-doc-commands.md.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ class TimmBackbone(Backbone):
     def check_config(cls, data: dict[str, Any]) -> None:
         """A model name; ``model_kwargs`` only from :data:`~laya.model.validation.TIMM_KWARGS`."""
         if not data.get("model"):
-            raise refuse("backbone.model", data.get("model"), "backbone 'timm' needs a model name (CLI --timm-model)")
+            raise refuse("backbone.model", data.get("model"), "backbone 'timm' needs a model name (CLI --model)")
         kwargs = data.get("model_kwargs", {})
         check_value("backbone.model_kwargs", kwargs, dict[str, Any])
         check_kwargs("backbone.model_kwargs", kwargs, TIMM_KWARGS)

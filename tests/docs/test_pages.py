@@ -28,6 +28,14 @@ def test_dashboard_page_lists_every_page():
     assert titles <= shown, f"docs/dashboard.md does not describe {titles - shown}"
 
 
+def test_home_page_counts_the_dashboard_pages():
+    """docs/index.md's "the N pages" is the number of pages in pages/ (one st.title each)."""
+    words = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+    count = sum("st.title(" in p.read_text() for p in (ROOT / "pages").glob("*.py"))
+    said = re.findall(r"the (\w+) pages", (ROOT / "docs" / "index.md").read_text())
+    assert said == [words.get(count, str(count))], f"docs/index.md says the {said} pages; pages/ has {count}"
+
+
 def test_repository_paths_in_the_docs_exist():
     """A file of the repository named in the docs (``scripts/…``, ``tests/…``, ``laya/…``) is there."""
     pattern = re.compile(r"(?<![\w/.-])((?:scripts|benchmarks|tests|laya|pages|docs)/[\w./-]*\w)")

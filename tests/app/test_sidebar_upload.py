@@ -51,7 +51,8 @@ def test_the_upload_check_runs_under_a_spinner_naming_the_upload(
     files = {name: (good / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     at.sidebar.radio[0].set_value("Upload a checkpoint").run()
-    at.sidebar.file_uploader(key="model_upload").set_value([(n, d, "application/octet-stream") for n, d in files.items()]).run()
+    uploads = [(name, data, "application/octet-stream") for name, data in files.items()]
+    at.sidebar.file_uploader(key="model_upload").set_value(uploads).run()
     assert not at.exception and not at.error
     assert [len(texts) for texts in seen] == [1], seen  # one check, under one spinner
     assert upload_digest(files)[:12] in seen[0][0] and "sandboxed worker" in seen[0][0]

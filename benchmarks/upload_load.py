@@ -205,6 +205,7 @@ def measure(args: argparse.Namespace) -> dict:
     charts = [o.charts_s for o in outcomes if o.charts_s is not None]
     return {
         "sessions": args.sessions, "outcomes": counts, "killed_workers": killed,
+        "saw_feedback": sum(o.feedback_seen for o in outcomes),  # sessions shown a spinner before the effect
         "upload_to_charts_p50_s": round(percentile(charts, 0.5), 1) if charts else None,
         "upload_to_charts_p95_s": round(percentile(charts, 0.95), 1) if charts else None,
         "wall_s": round(time.perf_counter() - began, 1), "load_average": [round(x, 1) for x in load],

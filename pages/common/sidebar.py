@@ -32,6 +32,12 @@ NO_MODELS = (
 )
 
 
+CHECKING = (
+    "Checking the uploaded checkpoint (upload {digest}) in a sandboxed worker… "
+    "On a busy server this waits for a free worker."
+)
+
+
 @dataclass(frozen=True)
 class Selection:
     """The checkpoint chosen in the sidebar and the checkpoints comparable with it (its group)."""
@@ -121,7 +127,8 @@ def _upload_checkpoint() -> str | None:
     if digest not in uploads or not Path(uploads[digest]).is_dir():
         try:
             check = partial(check_in_worker, worker_pool())  # the upload's JSON is checked in a sandboxed worker
-            uploads[digest] = str(store.store(contents, owner=session_id(), check=check))
+            with st.spinner(CHECKING.format(digest=digest[:12])):  # a wait for a free worker is never silent
+                uploads[digest] = str(store.store(contents, owner=session_id(), check=check))
         except (CheckpointError, WorkerError) as error:
             st.sidebar.error(shown(f"Cannot use this checkpoint (upload {digest[:12]}): {error}"))  # tells it from the last
             deploy.release_memory()

@@ -650,7 +650,7 @@ def test_depth_page_before_and_after_the_depth_report(
     value = input_depth(load_checkpoint(models / "colours-mlp" / "concat"), load_image_tensor(data, 3, 8), fit).scores
     report = json.loads((models / "colours-mlp" / "concat" / "depth.json").read_text())
     widths = load_checkpoint(models / "colours-mlp" / "concat").model.backbone.layer_dims
-    expected_warning = views.mahalanobis_warning(value["mahalanobis"], report["n_train"], widths)
+    expected_warning = views.mahalanobis_warning(value["mahalanobis"], report["n_train"], widths, report["covariance"])
     assert [w.value for w in at.warning if w.value.startswith("Mahalanobis")] == [expected_warning] * bool(expected_warning)
     auroc = at.main.dataframe[-1].value
     assert list(auroc.columns) == ["score", "misclassification", "OOD: uniform noise", "OOD: gaussian noise"]

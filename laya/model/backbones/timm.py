@@ -18,13 +18,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
+from laya.model.backbones.base import SIZE_ERRORS, Backbone, BackboneConfig, candidate_sides, pool_hidden
+from laya.model.backbones.base import size_refusal as refusal
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import TIMM_KWARGS, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
-
-SIZE_ERRORS = (AssertionError, RuntimeError, ValueError, TypeError, IndexError, KeyError, ZeroDivisionError)
-CANDIDATE_SIDES = (32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 384, 448, 512)
 
 
 def accepts(cls: type, argument: str) -> bool:
@@ -88,23 +86,13 @@ def runs_at(name: str, sides: list[int], in_channels: int, kwargs: dict[str, Any
 
 def working_sizes(name: str, size: int, in_channels: int, kwargs: dict[str, Any], limit: int = 6) -> list[int]:
     """Up to ``limit`` input sides near ``size`` (and the native one) at which the model runs."""
-    native = native_size(name)
-    candidates = sorted(set(CANDIDATE_SIDES) | {native}, key=lambda s: (s != native, abs(s - size)))
-    return sorted(runs_at(name, candidates[: limit + 4], in_channels, kwargs)[:limit])
+    return sorted(runs_at(name, candidate_sides(size, native_size(name), limit + 4), in_channels, kwargs)[:limit])
 
 
 def size_refusal(name: str, size: int, in_channels: int, kwargs: dict[str, Any], error: Exception) -> ValueError:
     """The error for a size the model cannot take: names the model, the size and sizes that work."""
     sizes = working_sizes(name, size, in_channels, kwargs)
-    if size in sizes or not sizes:  # not a matter of size: the model or its arguments do not build or run
-        return ValueError(
-            f"timm model {name!r} cannot be built with model_kwargs {kwargs}: {type(error).__name__}: {error}"
-        )
-    works = f"sizes that work: {', '.join(map(str, sizes))}"
-    return ValueError(
-        f"timm model {name!r} cannot take {size}x{size} inputs ({type(error).__name__}: {str(error)[:120]}); "
-        f"{works} (native: {native_size(name)}). Set the input size (train --image-size) to one of them."
-    )
+    return refusal(f"timm model {name!r}", size, kwargs, error, sizes, native_size(name))
 
 
 @register_backbone("timm")

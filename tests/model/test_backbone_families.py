@@ -125,7 +125,22 @@ def test_torchvision_named_layers_and_vit_at_another_size(model, layers, dims, t
     assert backbone.layer_dims == dims
     if model == "vit_b_16":
         assert backbone.pool == "cls" and backbone.layer_names[-1] == "encoder.ln"
+        assert backbone.layer_names[:2] == ("block 1", "block 2")  # not encoder.layers.encoder_layer_0
+        assert backbone.layers[0] == "encoder.layers.encoder_layer_0"  # the graph node it reads
+    else:
+        assert backbone.layer_names == tuple(layers)  # named by the config: kept as given
     assert_same_and_loo(*round_trip(backbone, tmp_path))
+
+
+def test_torchvision_default_layers_have_readable_names():
+    from laya.model.backbones.torchvision import layer_label
+
+    backbone = build_backbone(BackboneConfig(name="torchvision", model="mobilenet_v3_small", in_channels=3,
+                                             input_size=32))  # fmt: skip
+    assert backbone.layers[7] == "features.7" and backbone.layer_names[7] == "block 7"
+    assert [layer_label(n) for n in ("layer1", "trunk_output.block2", "features.denseblock1", "stem")] == [
+        "layer1", "block2", "denseblock1", "stem"
+    ]  # fmt: skip
 
 
 def test_torchvision_unknown_layer_and_model_are_clear_errors():

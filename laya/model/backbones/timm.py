@@ -1,7 +1,8 @@
 """``timm``: any timm model with ``forward_intermediates`` (timm >= 1.0), at any input size it supports.
 
 CNN stages are pooled by global average; transformer blocks by the CLS token or the mean of the
-patch tokens (:func:`~laya.model.backbones.base.pool_hidden`). The input size is passed to timm as
+patch tokens (:func:`~laya.model.backbones.base.pool_hidden`). Layers are named ``block N`` where every
+intermediate has one resolution (:func:`single_resolution`) and ``stage N`` for hierarchical stages. The input size is passed to timm as
 ``img_size`` wherever the model's class accepts one (ViT, DeiT, Swin, BEiT, EVA, Mixer, LeViT,
 CoAtNet, MaxViT, ...: position embeddings, window and grid partitions follow it). A size the
 architecture cannot take is refused with the sizes that would work, found by shape-only passes on
@@ -55,6 +56,14 @@ def takes_img_size(name: str) -> bool:
 
     with torch.device("meta"):
         return accepts(type(timm.create_model(name, pretrained=False, num_classes=0)), "img_size")
+
+
+def single_resolution(model: nn.Module) -> bool:
+    """Whether every intermediate of a timm model has the same resolution (its ``feature_info`` reductions):
+    blocks of an isotropic model (ViT, CaiT, XCiT, ConViT, Mixer), not hierarchical stages (ResNet, Swin, PiT)."""
+    info = getattr(model, "feature_info", None)
+    reductions = {f.get("reduction") for f in info} if isinstance(info, list) else set()
+    return len(reductions) == 1
 
 
 def create(name: str, size: int, in_channels: int, kwargs: dict[str, Any], pretrained: bool = False) -> nn.Module:
@@ -160,7 +169,7 @@ class TimmBackbone(Backbone):
             self.take = self._take_indices(zeros, len(probe) - config.pre_logits)
             self.model.train(was_training)
         self.layer_dims = tuple(h.shape[1] for h in probe)
-        kind = "block" if tokens else "stage"
+        kind = "block" if tokens or single_resolution(self.model) else "stage"
         names = [f"{kind} {i + 1}" for i in range(len(probe) - self.config.pre_logits)]
         self._finish(names + ["pre-logits"] * self.config.pre_logits)
 
@@ -203,4 +212,13 @@ class TimmBackbone(Backbone):
         return self._pool(out)
 
 
-__all__ = ["TimmBackbone", "accepts", "create", "native_size", "runs_at", "takes_img_size", "working_sizes"]
+__all__ = [
+    "TimmBackbone",
+    "accepts",
+    "create",
+    "native_size",
+    "runs_at",
+    "single_resolution",
+    "takes_img_size",
+    "working_sizes",
+]

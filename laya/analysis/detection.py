@@ -163,7 +163,8 @@ class Mahalanobis:
             cov, _ = ledoit_wolf(h - mu[y])
             means.append(mu)
             chol, info = torch.linalg.cholesky_ex(cov)  # positive definite unless the layer is constant
-            precisions.append(torch.cholesky_inverse(chol) if int(info) == 0 else torch.linalg.pinv(cov, hermitian=True))
+            inverse = torch.cholesky_inverse(chol) if int(info) == 0 else torch.linalg.pinv(cov, hermitian=True)
+            precisions.append(inverse)
         raw = cls(means, precisions, torch.tensor([[0.0, 1.0]] * len(hidden), dtype=torch.float64)).layer_distances(
             hidden
         )

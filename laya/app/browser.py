@@ -67,8 +67,9 @@ def default_score(sample: Sample, widths: Sequence[int] | None = None) -> str | 
     (:func:`~laya.analysis.detection.mahalanobis_trusted`; an older fit only when its layers' ``widths`` are
     given and no wider than its training inputs), else max softmax."""
     held, meta = detection_scores(sample), sample.meta
-    fitted = meta.get("covariance") == COVARIANCE or widths is not None and meta.get("n_train") is not None
-    if "mahalanobis" in held and fitted and mahalanobis_trusted(meta.get("covariance"), meta.get("n_train") or 0, widths or ()):
+    covariance, n_train = meta.get("covariance"), meta.get("n_train")
+    fitted = covariance == COVARIANCE or (widths is not None and n_train is not None)
+    if "mahalanobis" in held and fitted and mahalanobis_trusted(covariance, n_train or 0, widths or ()):
         return "mahalanobis"
     return "msp" if "msp" in held else next(iter(held), None)
 

@@ -159,7 +159,8 @@ def _single(path: str, entries: list[Entry]) -> Selection:
 
 
 def pick_model() -> None:
-    """Sidebar: choose a checkpoint of the models folder, an uploaded or a local one; store the :class:`Selection` in the session."""
+    """Sidebar: choose a checkpoint of the models folder, an uploaded or a local one; store the
+    :class:`Selection` in the session."""
     entries = catalog(str(models_root()))
     st.sidebar.header("Model")
     sources = SOURCES if deploy.allow_paths() else SOURCES[:2]

@@ -532,7 +532,11 @@ def test_sidebar_names_its_folder_and_a_sandbox_only_when_one_is_used(
 
     spinners: list[str] = []
     real = SpinnerMixin.spinner
-    monkeypatch.setattr(SpinnerMixin, "spinner", lambda self, text="", **kw: spinners.append(text) or real(self, text, **kw))
+    def spinner(self, text: str = "", **kwargs):
+        spinners.append(text)
+        return real(self, text, **kwargs)
+
+    monkeypatch.setattr(SpinnerMixin, "spinner", spinner)
     loading._local_info.clear()
     loading._worker_info.clear()
     at = start(monkeypatch, tiny_models)

@@ -2,9 +2,9 @@
 
 CNN stages are pooled by global average; transformer blocks by the CLS token or the mean of the
 patch tokens (:func:`~laya.model.backbones.base.pool_hidden`). Layers are named ``block N`` where every
-intermediate has one resolution (:func:`single_resolution`) and ``stage N`` for hierarchical stages. The input size is passed to timm as
-``img_size`` wherever the model's class accepts one (ViT, DeiT, Swin, BEiT, EVA, Mixer, LeViT,
-CoAtNet, MaxViT, ...: position embeddings, window and grid partitions follow it). A size the
+intermediate has one resolution (:func:`single_resolution`) and ``stage N`` for hierarchical stages.
+The input size is passed to timm as ``img_size`` wherever the model's class accepts one (ViT, DeiT,
+Swin, BEiT, EVA, Mixer, LeViT, CoAtNet, MaxViT, ...: position embeddings, window and grid partitions follow it). A size the
 architecture cannot take is refused with the sizes that would work, found by shape-only passes on
 PyTorch's ``meta`` device.
 """

@@ -43,8 +43,9 @@ top = switches.pick(filters[3].selectbox, "Top layer", [ALL, *sample.layer_names
 shown = st.columns(4)
 layer = switches.pick(shown[0].selectbox, "Layer of the score and LOO drop", sample.layer_names, "layer", "browse_layer")
 scores = browser.detection_scores(sample)
+default = browser.default_score(sample, checkpoint.layer_dims)  # Mahalanobis only where its fit is trusted
 score = switches.pick(shown[1].selectbox, "Suspicion score", scores, "score", "browse_score",
-                     format_func=SCORE_LABELS.__getitem__, index=scores.index(browser.DEFAULT_SCORE) if browser.DEFAULT_SCORE in scores else 0)  # fmt: skip
+                     format_func=SCORE_LABELS.__getitem__, index=scores.index(default) if scores else 0)  # fmt: skip
 sorts = [k for k, c in browser.SORTS.items() if c != "prediction depth" or "depth" in sample.table]
 sort = switches.pick(shown[2].selectbox, "Sort by", sorts, "sort", "browse_sort", format_func=browser.SORTS.__getitem__)
 order = switches.pick(shown[3].radio, "Order", ["asc", "desc"], "order", "browse_order", horizontal=True,

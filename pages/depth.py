@@ -55,9 +55,9 @@ st.subheader("Error and OOD scores of this input")
 scores = views.detection_view(result.scores, report.data if report else None)
 if report is not None:
     st.caption("Max softmax is flagged when it falls *below* its threshold; every other score when it rises above.")
-    st.markdown("\n".join(f"- {line}" for line in views.ood_status(result.scores, report.data)))
+    st.markdown("\n".join(f"- {line}" for line in views.ood_status(result.scores, report.data, checkpoint.layer_dims)))
     if warning := views.mahalanobis_warning(result.scores.get("mahalanobis"), report.data["n_train"],
-                                            checkpoint.layer_dims):  # fmt: skip
+                                            checkpoint.layer_dims, report.data.get("covariance")):  # fmt: skip
         st.warning(warning)
 st.dataframe(scores, hide_index=True)
 sections.append(("Error and OOD scores of this input", scores))

@@ -69,9 +69,10 @@ with prediction_col:
     else:
         depth = common.depth_of_input(selection.path, name, data)
         st.markdown("**Uncertainty and OOD status** (from the depth report)")
-        st.markdown("\n".join(f"- {line}" for line in views.ood_status(depth.scores, depth_report.data)))
         widths = checkpoint.layer_dims
-        if warning := views.mahalanobis_warning(depth.scores.get("mahalanobis"), depth_report.data["n_train"], widths):
+        st.markdown("\n".join(f"- {line}" for line in views.ood_status(depth.scores, depth_report.data, widths)))
+        if warning := views.mahalanobis_warning(depth.scores.get("mahalanobis"), depth_report.data["n_train"], widths,
+                                                depth_report.data.get("covariance")):  # fmt: skip
             st.warning(warning)
 
 st.subheader("Which layers the decision used")

@@ -26,6 +26,7 @@ from torch import Tensor
 from laya import __version__
 from laya.analysis.ablation import float64_head
 from laya.analysis.detection import (
+    COVARIANCE,
     SCORE_LABELS,
     Mahalanobis,
     class_alpha_profile,
@@ -166,6 +167,7 @@ def fit_depth(checkpoint: Checkpoint, hidden: Sequence[Tensor], labels: Tensor) 
         {
             "weights_sha256": read_meta(checkpoint.path).get("weights", {}).get("sha256"),
             "n_train": len(labels),
+            "covariance": COVARIANCE,
             "probes": probes is not None,
             "train_readout_accuracy": readout_acc.double().mean(0).tolist(),
             "laya_version": __version__,
@@ -210,7 +212,8 @@ def depth_report(
     if options.readout not in ("own", "probes"):
         raise ValueError(f"readout must be 'own' or 'probes', got {options.readout!r}")
     own = options.readout == "own"
-    if fit is None or fit.info.get("n_train") != len(train_labels) or fit.probes is None:
+    stale = fit is None or fit.info.get("covariance") != COVARIANCE  # fitted by an older Mahalanobis estimator
+    if stale or fit.info.get("n_train") != len(train_labels) or fit.probes is None:
         progress(0.1, "fitting probes and Mahalanobis")
         fit = fit_depth(checkpoint, train_hidden, train_labels)
         fit.save(checkpoint.path)
@@ -291,6 +294,7 @@ def depth_report(
         ),  # fmt: skip
         "n_test": len(test),
         "n_train": len(train_labels),
+        "covariance": COVARIANCE,
         "classes": classes,
         "layer_names": layer_names,
         "accuracy": full_accuracy,

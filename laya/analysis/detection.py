@@ -10,7 +10,8 @@ Scores (higher = more likely an error / out of distribution), per input:
 * ``prediction_depth``: :func:`laya.analysis.readouts.prediction_depth`
 * ``mahalanobis``: per layer, ``min_c (h - mu_c)^T Sigma^-1 (h - mu_c)`` with class means and one shared
   covariance from the training split (Lee et al. 2018), standardised by its training mean and std and
-  averaged over layers.
+  averaged over layers. ``Sigma`` is the Ledoit–Wolf shrinkage of the pooled within-class covariance
+  (:func:`ledoit_wolf`): positive definite for any number of training inputs, however wide the layer.
 
 Metrics (no sklearn): :func:`auroc` (Mann-Whitney, ties count 1/2; batched for the bootstrap),
 :func:`aupr` (average precision, sklearn's step rule) and :func:`fpr_at_tpr` (FPR at 95 % TPR).
@@ -37,6 +38,31 @@ SCORE_LABELS = {
     "prediction_depth": "prediction depth",
     "mahalanobis": "multi-layer Mahalanobis",
 }
+COVARIANCE = "ledoit-wolf"  # how Mahalanobis.fit estimates Sigma; fits and reports record it (older ones: a 1e-6 ridge)
+
+
+def ledoit_wolf(centred: Tensor) -> tuple[Tensor, float]:
+    """Ledoit–Wolf (2004) shrinkage of the covariance of ``centred (n, d)`` rows (already mean-free):
+    ``Sigma = (1 - s) S + s mu I`` with ``S = X^T X / n``, ``mu = tr(S) / d``, and ``s = min(b^2, d^2) / d^2``,
+    ``d^2 = ||S - mu I||_F^2 / d``, ``b^2 = (sum_k ||x_k||^4 / n - ||S||_F^2) / (n d)`` (sklearn's
+    ``ledoit_wolf(assume_centered=True)``). Returns ``(Sigma (d, d), s)``; ``Sigma`` is positive definite
+    whenever ``s > 0`` and the data are not all zero."""
+    n, d = centred.shape
+    S = centred.T @ centred / n
+    mu = S.diagonal().mean()
+    delta = ((S - mu * torch.eye(d, dtype=S.dtype, device=S.device)) ** 2).sum() / d
+    beta = ((centred**2).sum(1).pow(2).sum() / n - (S**2).sum()) / (n * d)
+    s = 0.0 if float(delta) <= 0 else float(torch.clamp(beta, max=delta) / delta)
+    sigma = (1 - s) * S
+    sigma.diagonal().add_(s * mu)
+    return sigma, s
+
+
+def mahalanobis_trusted(covariance: str | None, n_train: int, widths: Sequence[int]) -> bool:
+    """Whether a Mahalanobis fit gives meaningful distances: a Ledoit–Wolf one always; an older fit
+    (``covariance`` None, a near-zero ridge) only on at least as many training inputs as its widest layer has
+    features (else its covariance is singular)."""
+    return covariance == COVARIANCE or n_train >= max(widths, default=0)
 
 
 def auroc(scores: Tensor, positive: Tensor) -> Tensor:
@@ -125,19 +151,20 @@ class Mahalanobis:
     scale: Tensor
 
     @classmethod
-    def fit(cls, hidden: Sequence[Tensor], labels: Tensor, num_classes: int, shrinkage: float = 1e-6) -> Mahalanobis:
-        """Class means and the shared (pooled) covariance of each layer, from training hidden states."""
+    def fit(cls, hidden: Sequence[Tensor], labels: Tensor, num_classes: int) -> Mahalanobis:
+        """Class means and the shared (pooled, Ledoit–Wolf shrunk) covariance of each layer, from training
+        hidden states ``(N, d_i)``."""
         means, precisions = [], []
         for h in hidden:
             h = h.double()
             y = labels.to(h.device)
             sums = torch.zeros(num_classes, h.shape[1], dtype=h.dtype, device=h.device).index_add_(0, y, h)
             mu = sums / torch.bincount(y, minlength=num_classes).clamp(min=1).unsqueeze(1).to(h)
-            centred = h - mu[y]
-            cov = centred.T @ centred / len(h)
-            ridge = shrinkage * cov.diagonal().mean().clamp(min=1e-12)
+            cov, _ = ledoit_wolf(h - mu[y])
             means.append(mu)
-            precisions.append(torch.linalg.pinv(cov + ridge * torch.eye(len(cov), dtype=h.dtype, device=h.device)))
+            chol, info = torch.linalg.cholesky_ex(cov)  # positive definite unless the layer is constant
+            inverse = torch.cholesky_inverse(chol) if int(info) == 0 else torch.linalg.pinv(cov, hermitian=True)
+            precisions.append(inverse)
         raw = cls(means, precisions, torch.tensor([[0.0, 1.0]] * len(hidden), dtype=torch.float64)).layer_distances(
             hidden
         )
@@ -239,6 +266,7 @@ def flag_threshold(in_distribution: Tensor, rate: float = 0.05) -> float:
 
 
 __all__ = [
+    "COVARIANCE",
     "SCORE_LABELS",
     "Mahalanobis",
     "alpha_divergence",
@@ -249,5 +277,7 @@ __all__ = [
     "detection_table",
     "flag_threshold",
     "fpr_at_tpr",
+    "ledoit_wolf",
+    "mahalanobis_trusted",
     "roc_curve",
 ]

@@ -201,6 +201,8 @@ def write_sample(
         "images_sha256": hashlib.sha256(png).hexdigest(),
         "weights_sha256": read_meta(checkpoint.path).get("weights", {}).get("sha256"),
         "depth_fit": fit is not None,
+        "n_train": fit.info.get("n_train") if fit else None,  # the fit's training inputs and covariance estimator
+        "covariance": fit.info.get("covariance") if fit else None,
     }
     atomic_write_tensors(out / SAMPLE_FILE, arrays, {"laya": json.dumps(metadata)})
     return out / SAMPLE_FILE

@@ -15,6 +15,7 @@ confident first), :func:`detection_query` (a detection row: the most suspicious 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -22,7 +23,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from laya.analysis.detection import SCORE_LABELS
+from laya.analysis.detection import COVARIANCE, SCORE_LABELS, mahalanobis_trusted
 from laya.analysis.sample import Sample
 
 Outcome = Literal["all", "correct", "wrong"]
@@ -39,7 +40,6 @@ SORTS = {  # link value -> column
     "top": "top layer",
 }
 ORDER_BY_SORT = {"index": "asc", "label": "asc", "prediction": "asc", "top": "asc", "depth": "asc"}
-DEFAULT_SCORE = "mahalanobis"
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Query:
     outcome: Outcome = "all"
     top_layer: str | None = None
     layer: str | None = None  # whose score and LOO drop are shown (default: the first layer)
-    score: str | None = None  # detection score shown as ``suspicion`` (default: Mahalanobis, else max softmax)
+    score: str | None = None  # detection score shown as ``suspicion`` (default: :func:`default_score`)
     sort: str = "index"
     descending: bool = False
 
@@ -60,6 +60,18 @@ def detection_scores(sample: Sample) -> list[str]:
     """The error/OOD scores the sample holds, in :data:`SCORE_LABELS` order."""
     held = {c.split("/", 1)[1] for c in sample.table.columns if c.startswith("detection/")}
     return [k for k in SCORE_LABELS if k in held]
+
+
+def default_score(sample: Sample, widths: Sequence[int] | None = None) -> str | None:
+    """The suspicion score Browse opens on: Mahalanobis where the sample's fit is trusted
+    (:func:`~laya.analysis.detection.mahalanobis_trusted`; an older fit only when its layers' ``widths`` are
+    given and no wider than its training inputs), else max softmax."""
+    held, meta = detection_scores(sample), sample.meta
+    covariance, n_train = meta.get("covariance"), meta.get("n_train")
+    fitted = covariance == COVARIANCE or (widths is not None and n_train is not None)
+    if "mahalanobis" in held and fitted and mahalanobis_trusted(covariance, n_train or 0, widths or ()):
+        return "mahalanobis"
+    return "msp" if "msp" in held else next(iter(held), None)
 
 
 def check_query(sample: Sample, query: Query) -> Query:
@@ -85,7 +97,7 @@ def browse_table(sample: Sample, query: Query = Query()) -> pd.DataFrame:
     layer = layers.index(query.layer) if query.layer else 0
     scores = t[[f"score/{i}" for i in range(len(layers))]].to_numpy()
     top = scores.argmax(1)
-    suspicion = query.score or next((s for s in (DEFAULT_SCORE, "msp") if s in detection_scores(sample)), None)
+    suspicion = query.score or default_score(sample)
     table = pd.DataFrame(
         {
             "row": np.arange(len(t)),
@@ -224,6 +236,7 @@ __all__ = [
     "clicked_cell",
     "confusion_figure",
     "confusion_query",
+    "default_score",
     "detection_query",
     "detection_scores",
     "heatmap_query",

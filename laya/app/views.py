@@ -17,6 +17,7 @@ import torch
 
 from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS, POSTHOC_METHODS
 from laya.analysis.depth import InputDepth
+from laya.analysis.detection import COVARIANCE, mahalanobis_trusted
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import Explanation
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, REPORTED_METRICS
@@ -565,13 +566,16 @@ def prediction_depth_view(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def best_ood_score(depth: Mapping) -> tuple[str, float, int] | None:
+def best_ood_score(depth: Mapping, widths: Sequence[int] | None = None) -> tuple[str, float, int] | None:
     """``(score key, mean AUROC, OOD sets)``: the detection score with the highest mean AUROC over the depth
-    report's OOD tasks (not misclassification), or None without OOD tasks."""
+    report's OOD tasks (not misclassification), or None without OOD tasks. Given the layers' ``widths``,
+    Mahalanobis is left out where its fit is not trusted (:func:`~laya.analysis.detection.mahalanobis_trusted`)."""
     table = pd.DataFrame(depth.get("detection", {}).get("table", []))
     if table.empty:
         return None
     ood = table[table["task"].str.startswith("OOD")]
+    if widths is not None and not mahalanobis_trusted(depth.get("covariance"), depth.get("n_train", 0), widths):
+        ood = ood[ood["score"] != "mahalanobis"]
     if ood.empty:
         return None
     means = ood.groupby("score", sort=False)["auroc"].mean()
@@ -587,10 +591,10 @@ def false_alarm_text(rate: float) -> str:
     )
 
 
-def ood_status(scores: Mapping[str, float], depth: Mapping) -> list[str]:
+def ood_status(scores: Mapping[str, float], depth: Mapping, widths: Sequence[int] | None = None) -> list[str]:
     """Markdown lines on one input's uncertainty from its scores (:class:`laya.analysis.depth.InputDepth`) and the
-    depth report: max softmax against its threshold, the best OOD score with its threshold, and the false-alarm
-    rate of those thresholds in words."""
+    depth report: max softmax against its threshold, the best trusted OOD score (:func:`best_ood_score` for
+    layers ``widths`` wide) with its threshold, and the false-alarm rate of those thresholds in words."""
     from laya.analysis.detection import SCORE_LABELS
 
     thresholds = depth.get("detection", {}).get("flag_thresholds", {})
@@ -601,7 +605,7 @@ def ood_status(scores: Mapping[str, float], depth: Mapping) -> list[str]:
         verdict = "**low: flagged**" if flagged else "not flagged"
         limit = f" (flagged below {threshold:.3f})" if threshold is not None else ""
         lines.append(f"Max softmax **{shown:.3f}**{limit}: {verdict}.")
-    best = best_ood_score(depth)
+    best = best_ood_score(depth, widths)
     if best is not None and best[0] in scores:
         key, auroc, sets = best
         shown, threshold, rule, flagged = _flags(key, scores[key], thresholds.get(key))
@@ -615,16 +619,20 @@ def ood_status(scores: Mapping[str, float], depth: Mapping) -> list[str]:
     return lines
 
 
-def mahalanobis_warning(value: float | None, n_train: int, widths: Sequence[int]) -> str | None:
-    """A warning when the Mahalanobis score cannot be trusted: huge (> :data:`HUGE_MAHALANOBIS`, standardised)
-    or fitted on fewer training inputs than a layer has features (a singular covariance), else None."""
+def mahalanobis_warning(
+    value: float | None, n_train: int, widths: Sequence[int], covariance: str | None = None
+) -> str | None:
+    """A warning when the Mahalanobis score cannot be trusted, else None. A Ledoit–Wolf fit (``covariance``,
+    as the depth report records it) always can; an older fit not when fitted on fewer training inputs than a
+    layer has features (a singular covariance) or when the value is huge (> :data:`HUGE_MAHALANOBIS`)."""
     widest = max(widths) if widths else 0
-    if value is None or (abs(value) <= HUGE_MAHALANOBIS and n_train >= widest):
+    trusted = mahalanobis_trusted(covariance, n_train, widths)
+    if value is None or covariance == COVARIANCE or (trusted and abs(value) <= HUGE_MAHALANOBIS):
         return None
     return (
         f"Mahalanobis = {value:.3g} comes from a covariance fitted on {n_train:,} training inputs for layers up to "
-        f"{widest:,} features wide: it is singular or nearly so, and such values are not meaningful. Refit with more "
-        "training inputs (`python -m laya depth --checkpoint DIR --train-limit N`)."
+        f"{widest:,} features wide without shrinkage: it is singular or nearly so, and such values are not "
+        "meaningful. Rerun `python -m laya depth --checkpoint DIR`: it refits with a Ledoit–Wolf covariance."
     )
 
 

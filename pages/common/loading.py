@@ -74,11 +74,19 @@ def _sandboxed(path: str, allow_nonfinite: bool) -> Sandboxed:
     return Sandboxed(worker_pool(), path, allow_nonfinite, deploy.confinement(path, deploy.upload_store().root))
 
 
+@st.cache_data(max_entries=256, show_spinner="Loading the model…")
+def _local_info(path: str, stamp: int, allow_nonfinite: bool) -> ModelInfo:
+    return ModelInfo.of(_load_model(path, stamp, allow_nonfinite))  # nested: only this function's spinner shows
+
+
 @st.cache_data(max_entries=256, show_spinner="Loading the model in a sandboxed worker…")
+def _worker_info(path: str, stamp: int, allow_nonfinite: bool) -> ModelInfo:
+    return _sandboxed(path, allow_nonfinite).info()
+
+
 def _load_info(path: str, stamp: int, allow_nonfinite: bool) -> ModelInfo:
-    if deploy.sandboxed(path):
-        return _sandboxed(path, allow_nonfinite).info()
-    return ModelInfo.of(_load_model(path, stamp, allow_nonfinite))
+    """The checkpoint's :class:`ModelInfo`, with a spinner that says where it loads."""
+    return (_worker_info if deploy.sandboxed(path) else _local_info)(path, stamp, allow_nonfinite)
 
 
 @st.cache_resource

@@ -23,7 +23,7 @@ from pages.common.loading import ALLOW_NONFINITE, anyway, catalog, load_model
 from pages.common.sharing import VIEW, opened_link, option_index, view_link
 
 SELECTION = "laya_selection"
-SOURCES = ("Bundled models", "Upload a checkpoint", "Path on this machine")
+SOURCES = ("Models folder", "Upload a checkpoint", "Path on this machine")
 NO_MODELS = (
     "No models found under `{root}`. Bundle the paper's settings with "
     "`python -m laya reproduce fashion-mnist-mlp` (trains every head and writes `models/fashion-mnist-mlp/<head>/`), "
@@ -47,6 +47,12 @@ class Selection:
 
 
 models_root = deploy.models_root
+
+
+def source_label(source: str) -> str:
+    """A source as the sidebar names it: the models folder by the folder it reads (``LAYA_MODELS``, which
+    ``laya dashboard --models DIR`` sets), shown as :func:`~laya.app.text.public` allows."""
+    return f"Models in {public(models_root())}" if source == SOURCES[0] else source
 
 
 def _pick_bundled(entries: list[Entry]) -> Selection:
@@ -160,12 +166,14 @@ def _single(path: str, entries: list[Entry]) -> Selection:
 
 
 def pick_model() -> None:
-    """Sidebar: choose a bundled, uploaded or local checkpoint; store the :class:`Selection` in the session."""
+    """Sidebar: choose a checkpoint of the models folder, an uploaded or a local one; store the
+    :class:`Selection` in the session."""
     entries = catalog(str(models_root()))
     st.sidebar.header("Model")
     sources = SOURCES if deploy.allow_paths() else SOURCES[:2]
     opened = 2 if opened_link().path and len(sources) == 3 else 0
-    source = st.sidebar.radio("Source", sources, index=opened, key="model_source", label_visibility="collapsed")
+    source = st.sidebar.radio("Source", sources, index=opened, key="model_source", label_visibility="collapsed",
+                              format_func=source_label)  # fmt: skip
     st.session_state[VIEW] = links.View()
     selection = None
     if source == SOURCES[0]:

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from laya.analysis.detection import (
+    COVARIANCE,
     Mahalanobis,
     _ResampledAUROC,
     alpha_divergence,
@@ -12,6 +13,8 @@ from laya.analysis.detection import (
     detection_table,
     flag_threshold,
     fpr_at_tpr,
+    ledoit_wolf,
+    mahalanobis_trusted,
     roc_curve,
 )
 from laya.analysis.statistics import bootstrap_distribution
@@ -52,6 +55,42 @@ def test_mahalanobis_recovers_the_nearest_class_and_standardises():
     assert float(m.score([far, far[:, :2]])) > float(train.mean(1).max())
     again = Mahalanobis.from_tensors(m.to_tensors())
     assert torch.equal(again.score([h, h[:, :2]]), m.score([h, h[:, :2]]))
+
+
+def test_ledoit_wolf_matches_its_closed_form_and_is_positive_definite():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(30, 64, generator=g, dtype=torch.float64) @ torch.randn(64, 64, generator=g, dtype=torch.float64)
+    x = x - x.mean(0)
+    sigma, s = ledoit_wolf(x)
+    S, d, n = x.T @ x / 30, 64, 30
+    mu = S.trace() / d
+    delta = ((S - mu * torch.eye(d, dtype=S.dtype)) ** 2).sum() / d
+    beta = min(float(sum(float(r @ r) ** 2 for r in x) / n - (S**2).sum()) / (n * d), float(delta))
+    assert s == pytest.approx(beta / float(delta)) and 0 < s < 1
+    assert torch.allclose(sigma, (1 - s) * S + s * mu * torch.eye(d, dtype=S.dtype))
+    assert float(torch.linalg.eigvalsh(sigma).min()) > 0  # 30 inputs, 64 features: S itself is singular
+    sklearn = pytest.importorskip("sklearn.covariance")
+    expected, shrinkage = sklearn.ledoit_wolf(x.numpy(), assume_centered=True)
+    assert s == pytest.approx(shrinkage) and torch.allclose(sigma, torch.from_numpy(expected))
+
+
+def test_mahalanobis_stays_meaningful_with_fewer_inputs_than_features():
+    """40 training inputs of 200 features (the tutorial's case, 240 inputs of layers up to 1280 wide): held-out
+    in-distribution inputs stay near the training scale and far inputs stand out (a 1e-6 ridge gave ~1e14)."""
+    g = torch.Generator().manual_seed(0)
+    mix = torch.randn(200, 200, generator=g, dtype=torch.float64) / 200**0.5
+
+    def draw(y: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        noise = torch.randn(len(y), 200, generator=g, dtype=torch.float64) @ mix
+        return scale * noise + 3 * torch.nn.functional.one_hot(y, 200).double()
+
+    labels = torch.arange(4).repeat(10)
+    m = Mahalanobis.fit([draw(labels)], labels, 4)
+    held_out = m.score([draw(torch.arange(4).repeat(25))])
+    far = m.score([draw(torch.zeros(5, dtype=torch.long), scale=10.0)])
+    assert float(held_out.abs().max()) < 100 and float(far.min()) > 10 * float(held_out.max())
+    assert mahalanobis_trusted(COVARIANCE, 40, [200]) and not mahalanobis_trusted(None, 40, [200])
+    assert mahalanobis_trusted(None, 3000, [200, 64])
 
 
 def test_alpha_profiles_and_divergence():

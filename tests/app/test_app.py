@@ -516,16 +516,40 @@ def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: A
         assert len(errors) == 1 and case.message in errors[0], (case.name, errors)
         assert "Traceback" not in errors[0] and str(setting) not in errors[0]
     assert set(deploy.upload_store().root.iterdir()) == written  # refused uploads never reach the disk
-    app.sidebar.radio[0].set_value("Bundled models").run()
+    app.sidebar.radio[0].set_value("Models folder").run()
     example = example_images(good)[0].read_bytes()
     assert_inspect_shows(app, expected(setting, "laya", example))
+
+
+def test_sidebar_names_its_folder_and_a_sandbox_only_when_one_is_used(
+    monkeypatch: pytest.MonkeyPatch, tiny_models: Path
+) -> None:
+    """The user's own ``--models`` folder is named as such (not "Bundled models"), and a checkpoint of it loads
+    in the server's process under "Loading the model…", never "…in a sandboxed worker…"."""
+    from streamlit.elements.spinner import SpinnerMixin
+
+    from pages.common import loading
+
+    spinners: list[str] = []
+    real = SpinnerMixin.spinner
+    def spinner(self, text: str = "", **kwargs):
+        spinners.append(text)
+        return real(self, text, **kwargs)
+
+    monkeypatch.setattr(SpinnerMixin, "spinner", spinner)
+    loading._local_info.clear()
+    loading._worker_info.clear()
+    at = start(monkeypatch, tiny_models)
+    assert_ok(at)
+    assert at.sidebar.radio[0].options[0] == f"Models in {tiny_models}"
+    assert "Loading the model…" in spinners and not [s for s in spinners if "sandboxed" in s]
 
 
 def test_deployment_mode_has_no_path_box(monkeypatch: pytest.MonkeyPatch, tiny_models: Path) -> None:
     monkeypatch.setenv("LAYA_ALLOW_PATHS", "0")
     at = start(monkeypatch, tiny_models)
     assert_ok(at)
-    assert at.sidebar.radio[0].options == ["Bundled models", "Upload a checkpoint"]
+    assert at.sidebar.radio[0].options == [f"Models in {tiny_models.name}", "Upload a checkpoint"]  # no server path
     assert not [t for t in at.sidebar.text_input if t.key == "model_path"]
 
 
@@ -650,7 +674,7 @@ def test_depth_page_before_and_after_the_depth_report(
     value = input_depth(load_checkpoint(models / "colours-mlp" / "concat"), load_image_tensor(data, 3, 8), fit).scores
     report = json.loads((models / "colours-mlp" / "concat" / "depth.json").read_text())
     widths = load_checkpoint(models / "colours-mlp" / "concat").model.backbone.layer_dims
-    expected_warning = views.mahalanobis_warning(value["mahalanobis"], report["n_train"], widths)
+    expected_warning = views.mahalanobis_warning(value["mahalanobis"], report["n_train"], widths, report["covariance"])
     assert [w.value for w in at.warning if w.value.startswith("Mahalanobis")] == [expected_warning] * bool(expected_warning)
     auroc = at.main.dataframe[-1].value
     assert list(auroc.columns) == ["score", "misclassification", "OOD: uniform noise", "OOD: gaussian noise"]

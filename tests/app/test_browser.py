@@ -164,6 +164,19 @@ def test_heatmap_confusion_and_detection_open_the_browser(tiny_models: Path, tmp
 BUNDLED_SETTINGS = sorted(p.parent.parent for p in BUNDLED.glob("*/laya/model.json"))
 
 
+def test_default_suspicion_score_is_one_valid_for_the_checkpoint(tiny_models: Path) -> None:
+    """Browse opens on Mahalanobis only where its fit is trusted: a Ledoit–Wolf fit, or an older one fitted on
+    at least as many training inputs as the widest layer has features; otherwise on max softmax."""
+    sample = Sample.load(tiny_models / "colours-mlp" / "laya")
+    table = sample.table.assign(**{"detection/mahalanobis": -sample.table["confidence"]})  # held as after `depth`
+    shrunk = Sample(table, {**sample.meta, "covariance": "ledoit-wolf", "n_train": 240}, sample.sprite)
+    assert browser.default_score(shrunk) == "mahalanobis" == browser.default_score(shrunk, [1280, 320])
+    old = Sample(table, {**sample.meta, "covariance": None, "n_train": 240}, sample.sprite)
+    assert browser.default_score(old, [1280, 320]) == "msp"  # the tutorial's singular fit: not meaningful
+    assert browser.default_score(old, [64, 32]) == "mahalanobis" and browser.default_score(old) == "msp"
+    assert browse_table(old)["suspicion"].tolist() == browse_table(old, Query(score="msp"))["suspicion"].tolist()
+
+
 @pytest.mark.parametrize("setting_dir", BUNDLED_SETTINGS, ids=[p.name for p in BUNDLED_SETTINGS])
 def test_every_bundled_checkpoint_has_a_browsable_sample(setting_dir: Path) -> None:
     """≥ 1,000 class-balanced test inputs per bundled checkpoint, thumbnails included, depth columns present;

@@ -270,6 +270,9 @@ DEPTH = {
 
 def test_ood_status_in_words() -> None:
     assert views.best_ood_score(DEPTH) == ("mahalanobis", pytest.approx(0.97), 2)
+    singular = {**DEPTH, "n_train": 240}  # an older (ridge) fit on fewer inputs than features: never the default
+    assert views.best_ood_score(singular, [1280])[0] != "mahalanobis"
+    assert views.best_ood_score({**singular, "covariance": "ledoit-wolf"}, [1280])[0] == "mahalanobis"
     lines = views.ood_status({"msp": -0.79, "mahalanobis": 3.1}, DEPTH)
     assert lines[0] == "Max softmax **0.790** (flagged below 0.620): not flagged."  # the probability, not −0.79
     assert "multi-layer Mahalanobis (mean AUROC 0.970 over 2 OOD sets): **3.1**, flagged above 2.76" in lines[1]
@@ -282,6 +285,7 @@ def test_ood_status_in_words() -> None:
     assert views.mahalanobis_warning(1.2e8, 30, [64, 32]).startswith("Mahalanobis = 1.2e+08 comes from a covariance")
     assert views.mahalanobis_warning(2.0, 30, [64]) is not None  # fewer inputs than features: singular
     assert views.mahalanobis_warning(2.0, 3000, [64]) is None
+    assert views.mahalanobis_warning(1.2e8, 30, [64], covariance="ledoit-wolf") is None  # never singular
 
 
 def test_recompute_refusal_names_laya_path_roots() -> None:

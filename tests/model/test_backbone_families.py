@@ -6,6 +6,7 @@ through a checkpoint; hostile configs naming them are refused before anything is
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -124,7 +125,22 @@ def test_torchvision_named_layers_and_vit_at_another_size(model, layers, dims, t
     assert backbone.layer_dims == dims
     if model == "vit_b_16":
         assert backbone.pool == "cls" and backbone.layer_names[-1] == "encoder.ln"
+        assert backbone.layer_names[:2] == ("block 1", "block 2")  # not encoder.layers.encoder_layer_0
+        assert backbone.layers[0] == "encoder.layers.encoder_layer_0"  # the graph node it reads
+    else:
+        assert backbone.layer_names == tuple(layers)  # named by the config: kept as given
     assert_same_and_loo(*round_trip(backbone, tmp_path))
+
+
+def test_torchvision_default_layers_have_readable_names():
+    from laya.model.backbones.torchvision import layer_label
+
+    backbone = build_backbone(BackboneConfig(name="torchvision", model="mobilenet_v3_small", in_channels=3,
+                                             input_size=32))  # fmt: skip
+    assert backbone.layers[7] == "features.7" and backbone.layer_names[7] == "block 7"
+    assert [layer_label(n) for n in ("layer1", "trunk_output.block2", "features.denseblock1", "stem")] == [
+        "layer1", "block2", "denseblock1", "stem"
+    ]  # fmt: skip
 
 
 def test_torchvision_unknown_layer_and_model_are_clear_errors():
@@ -156,6 +172,19 @@ def test_transformers_hidden_states_pooled_and_round_tripped(model_type: str, tm
         torch.testing.assert_close(got, want)
     assert isinstance(backbone.model, type(AutoModel.from_config(AutoConfig.for_model(model_type))))
     assert_same_and_loo(*round_trip(backbone, tmp_path))
+
+
+def test_transformers_size_it_cannot_take_is_refused_with_sizes_that_work():
+    """Swin's windows at 64 px raised a raw RuntimeError (tensor a (16) vs b (49)); now a ValueError names the
+    model, the size and sides that build and run (tried on the meta device), as timm's refusal does."""
+    tiny_swin = {"embed_dim": 8, "depths": [1, 1, 1, 1], "num_heads": [1, 1, 1, 1]}  # window 7, patch 4
+    config = BackboneConfig(name="transformers", model="swin", in_channels=3, input_size=64, model_kwargs=tiny_swin)
+    with pytest.raises(ValueError, match=r"transformers model_type 'swin' cannot take 64x64 inputs") as refused:
+        build_backbone(config)
+    sizes = [int(s) for s in re.search(r"sizes that work: ([\d, ]+)", str(refused.value)).group(1).split(", ")]
+    assert 224 in sizes and 64 not in sizes and "(native: 224)" in str(refused.value)
+    built = build_backbone(BackboneConfig(**{**config.to_dict(), "input_size": sizes[0]}))
+    assert built(torch.zeros(1, 3, sizes[0], sizes[0]))[-1].shape == (1, built.layer_dims[-1])
 
 
 @pytest.mark.parametrize(

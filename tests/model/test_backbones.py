@@ -73,6 +73,28 @@ def test_timm_cnn_stages_are_average_pooled():
         assert torch.allclose(got, m.mean(dim=(2, 3)))
 
 
+@pytest.mark.parametrize(
+    "name, kind",
+    [("vit_tiny_patch16_224", "block"), ("cait_xxs24_224", "block"), ("xcit_nano_12_p16_224", "block"),
+     ("convit_tiny", "block"), ("mixer_s16_224", "block"), ("pit_ti_224", "stage"), ("resnet18", "stage"),
+     ("swin_tiny_patch4_window7_224", "stage")],
+)  # fmt: skip
+def test_timm_blocks_and_stages_mean_the_same_across_families(name: str, kind: str):
+    """"block N" for every isotropic model's layers (one resolution), "stage N" only for hierarchical stages."""
+    import timm
+
+    from laya.model.backbones.timm import single_resolution
+
+    with torch.device("meta"):  # shapes only: no memory, no weights
+        model = timm.create_model(name, pretrained=False, num_classes=0)
+    assert single_resolution(model) == (kind == "block")
+
+
+def test_mixer_blocks_are_named_like_vit_blocks():
+    bb = build_backbone(BackboneConfig(name="timm", model="mixer_s16_224", in_channels=3, input_size=32))
+    assert bb.layer_names == tuple(f"block {i}" for i in range(1, 9))  # was "stage N"
+
+
 def test_cls_pool_without_cls_token_is_an_error():
     with pytest.raises(ValueError, match="needs a model that returns its CLS token"):
         build_backbone(BackboneConfig(name="timm", model="test_resnet", in_channels=3, input_size=32, pool="cls"))

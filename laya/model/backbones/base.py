@@ -17,6 +17,8 @@ from laya.model.configs import construct
 from laya.model.validation import check_value, refuse
 
 Pool = Literal["auto", "cls", "avg"]
+SIZE_ERRORS = (AssertionError, RuntimeError, ValueError, TypeError, IndexError, KeyError, ZeroDivisionError)
+CANDIDATE_SIDES = (32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 384, 448, 512)
 
 
 @dataclass
@@ -90,6 +92,27 @@ def pool_hidden(out: Tensor | tuple[Tensor, Tensor], pool: str = "avg", prefix_t
     return out.flatten(2).mean(dim=2)
 
 
+def candidate_sides(size: int, native: int, count: int = 10) -> list[int]:
+    """The input sides to try when ``size`` is refused: the ``native`` one first, then the
+    :data:`CANDIDATE_SIDES` nearest ``size``; ``count`` in all."""
+    return sorted(set(CANDIDATE_SIDES) | {native}, key=lambda s: (s != native, abs(s - size)))[:count]
+
+
+def size_refusal(
+    model: str, size: int, kwargs: dict[str, Any], error: Exception, sizes: list[int], native: int, limit: int = 6
+) -> ValueError:
+    """The error for a ``size`` that ``model`` (e.g. ``"timm model 'vit_tiny_patch16_224'"``) cannot take, naming
+    ``sizes`` that work (at most ``limit``); where none or ``size`` itself works, a build error instead."""
+    sizes = sorted(sizes[:limit])
+    if size in sizes or not sizes:  # not a matter of size: the model or its arguments do not build or run
+        return ValueError(f"{model} cannot be built with model_kwargs {kwargs}: {type(error).__name__}: {error}")
+    return ValueError(
+        f"{model} cannot take {size}x{size} inputs ({type(error).__name__}: {str(error)[:120]}); "
+        f"sizes that work: {', '.join(map(str, sizes))} (native: {native}). Set the input size (train "
+        "--image-size) to one of them."
+    )
+
+
 class Backbone(nn.Module):
     """Base class: ``forward(x: (B, C, H, W)) -> list of L tensors (B, d_i)``.
 
@@ -149,4 +172,13 @@ class Backbone(nn.Module):
         return digest.hexdigest()
 
 
-__all__ = ["Backbone", "BackboneConfig", "Pool", "pool_hidden"]
+__all__ = [
+    "CANDIDATE_SIDES",
+    "SIZE_ERRORS",
+    "Backbone",
+    "BackboneConfig",
+    "Pool",
+    "candidate_sides",
+    "pool_hidden",
+    "size_refusal",
+]

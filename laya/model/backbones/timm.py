@@ -1,9 +1,10 @@
 """``timm``: any timm model with ``forward_intermediates`` (timm >= 1.0), at any input size it supports.
 
 CNN stages are pooled by global average; transformer blocks by the CLS token or the mean of the
-patch tokens (:func:`~laya.model.backbones.base.pool_hidden`). The input size is passed to timm as
-``img_size`` wherever the model's class accepts one (ViT, DeiT, Swin, BEiT, EVA, Mixer, LeViT,
-CoAtNet, MaxViT, ...: position embeddings, window and grid partitions follow it). A size the
+patch tokens (:func:`~laya.model.backbones.base.pool_hidden`). Layers are named ``block N`` where every
+intermediate has one resolution (:func:`single_resolution`) and ``stage N`` for hierarchical stages.
+The input size is passed to timm as ``img_size`` wherever the model's class accepts one (ViT, DeiT,
+Swin, BEiT, EVA, Mixer, LeViT, CoAtNet, MaxViT, ...: position embeddings, window and grid partitions follow it). A size the
 architecture cannot take is refused with the sizes that would work, found by shape-only passes on
 PyTorch's ``meta`` device.
 """
@@ -18,13 +19,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
+from laya.model.backbones.base import SIZE_ERRORS, Backbone, BackboneConfig, candidate_sides, pool_hidden
+from laya.model.backbones.base import size_refusal as refusal
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import TIMM_KWARGS, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
-
-SIZE_ERRORS = (AssertionError, RuntimeError, ValueError, TypeError, IndexError, KeyError, ZeroDivisionError)
-CANDIDATE_SIDES = (32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 384, 448, 512)
 
 
 def accepts(cls: type, argument: str) -> bool:
@@ -59,6 +58,14 @@ def takes_img_size(name: str) -> bool:
         return accepts(type(timm.create_model(name, pretrained=False, num_classes=0)), "img_size")
 
 
+def single_resolution(model: nn.Module) -> bool:
+    """Whether every intermediate of a timm model has the same resolution (its ``feature_info`` reductions):
+    blocks of an isotropic model (ViT, CaiT, XCiT, ConViT, Mixer), not hierarchical stages (ResNet, Swin, PiT)."""
+    info = getattr(model, "feature_info", None)
+    reductions = {f.get("reduction") for f in info} if isinstance(info, list) else set()
+    return len(reductions) == 1
+
+
 def create(name: str, size: int, in_channels: int, kwargs: dict[str, Any], pretrained: bool = False) -> nn.Module:
     """``timm.create_model`` with ``img_size=size`` added where the model's class accepts it."""
     import timm
@@ -88,23 +95,13 @@ def runs_at(name: str, sides: list[int], in_channels: int, kwargs: dict[str, Any
 
 def working_sizes(name: str, size: int, in_channels: int, kwargs: dict[str, Any], limit: int = 6) -> list[int]:
     """Up to ``limit`` input sides near ``size`` (and the native one) at which the model runs."""
-    native = native_size(name)
-    candidates = sorted(set(CANDIDATE_SIDES) | {native}, key=lambda s: (s != native, abs(s - size)))
-    return sorted(runs_at(name, candidates[: limit + 4], in_channels, kwargs)[:limit])
+    return sorted(runs_at(name, candidate_sides(size, native_size(name), limit + 4), in_channels, kwargs)[:limit])
 
 
 def size_refusal(name: str, size: int, in_channels: int, kwargs: dict[str, Any], error: Exception) -> ValueError:
     """The error for a size the model cannot take: names the model, the size and sizes that work."""
     sizes = working_sizes(name, size, in_channels, kwargs)
-    if size in sizes or not sizes:  # not a matter of size: the model or its arguments do not build or run
-        return ValueError(
-            f"timm model {name!r} cannot be built with model_kwargs {kwargs}: {type(error).__name__}: {error}"
-        )
-    works = f"sizes that work: {', '.join(map(str, sizes))}"
-    return ValueError(
-        f"timm model {name!r} cannot take {size}x{size} inputs ({type(error).__name__}: {str(error)[:120]}); "
-        f"{works} (native: {native_size(name)}). Set the input size (train --image-size) to one of them."
-    )
+    return refusal(f"timm model {name!r}", size, kwargs, error, sizes, native_size(name))
 
 
 @register_backbone("timm")
@@ -172,7 +169,7 @@ class TimmBackbone(Backbone):
             self.take = self._take_indices(zeros, len(probe) - config.pre_logits)
             self.model.train(was_training)
         self.layer_dims = tuple(h.shape[1] for h in probe)
-        kind = "block" if tokens else "stage"
+        kind = "block" if tokens or single_resolution(self.model) else "stage"
         names = [f"{kind} {i + 1}" for i in range(len(probe) - self.config.pre_logits)]
         self._finish(names + ["pre-logits"] * self.config.pre_logits)
 
@@ -215,4 +212,13 @@ class TimmBackbone(Backbone):
         return self._pool(out)
 
 
-__all__ = ["TimmBackbone", "accepts", "create", "native_size", "runs_at", "takes_img_size", "working_sizes"]
+__all__ = [
+    "TimmBackbone",
+    "accepts",
+    "create",
+    "native_size",
+    "runs_at",
+    "single_resolution",
+    "takes_img_size",
+    "working_sizes",
+]

@@ -6,12 +6,14 @@ classification builders; nothing else can be named), ``layers`` the graph nodes 
 output). By default the stages: the children of ``features`` where the model has it
 (VGG, MobileNet, EfficientNet, ConvNeXt, DenseNet, Swin, ...), else the composite top-level
 modules but the classifier, descending while there are at most two and one holds most of the weights (ResNet: ``layer1..4``; RegNet:
-``stem`` + ``trunk_output.block1..4``; ViT: ``encoder.layers.encoder_layer_*``). Single-channel
-inputs are repeated to the 3 channels the models take.
+``stem`` + ``trunk_output.block1..4``; ViT: ``encoder.layers.encoder_layer_*``). The default layers are
+shown by :func:`layer_label` (``features.7`` -> ``block 7``, ``encoder_layer_0`` -> ``block 1``); layers
+the config names keep their names. Single-channel inputs are repeated to the 3 channels the models take.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,19 @@ def default_layers(model: nn.Module, nodes: list[str]) -> list[str]:
     return reached
 
 
+def layer_label(node: str) -> str:
+    """A default layer's display name: a block of ``features`` by its index (``features.7`` -> ``block 7``), a
+    ViT encoder layer 1-based like timm's ViT blocks (``encoder.layers.encoder_layer_0`` -> ``block 1``),
+    other children of ``features`` or RegNet's ``trunk_output`` by their own name (``features.denseblock1`` ->
+    ``denseblock1``), anything else (``layer1``, ``stem``, ``encoder.ln``) as it is."""
+    last = node.rsplit(".", 1)[-1]
+    if last.isdigit():
+        return f"block {last}"
+    if found := re.fullmatch(r"encoder_layer_(\d+)", last):
+        return f"block {int(found[1]) + 1}"
+    return node.removeprefix("features.").removeprefix("trunk_output.")
+
+
 @register_backbone("torchvision")
 class TorchvisionBackbone(Backbone):
     """A torchvision classifier through ``create_feature_extractor``; each node's output is pooled
@@ -119,7 +134,8 @@ class TorchvisionBackbone(Backbone):
             probe = self(torch.zeros(1, config.in_channels, config.input_size, config.input_size).to(_device(self)))
             self.model.train(was_training)
         self.layer_dims = tuple(h.shape[1] for h in probe)
-        self._finish(layers)
+        labels = layers if config.layers else [layer_label(n) for n in layers]
+        self._finish(labels if len(set(labels)) == len(labels) else layers)
 
     def forward(self, x: Tensor) -> list[Tensor]:
         if x.shape[1] == 1:
@@ -139,4 +155,4 @@ def _device(module: nn.Module) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-__all__ = ["TorchvisionBackbone", "classification_models", "default_layers"]
+__all__ = ["TorchvisionBackbone", "classification_models", "default_layers", "layer_label"]

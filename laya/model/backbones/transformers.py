@@ -5,7 +5,9 @@ ResNet, RegNet); ``model_kwargs`` are config arguments from :data:`CONFIG_KWARGS
 and channels come from the backbone config. The model is built with ``AutoModel.from_config`` —
 random weights, or a local ``weights`` file: nothing is fetched from the hub and no remote code runs.
 ``hidden_states[0]`` (the embeddings) is skipped unless ``indices`` names it; token outputs are
-pooled by the CLS token (ViT, DeiT, BEiT, DINOv2) or the mean of the tokens (Swin).
+pooled by the CLS token (ViT, DeiT, BEiT, DINOv2) or the mean of the tokens (Swin). A size the model
+cannot take (Swin's windows at 64 px) is refused with the sizes that work, found by shape-only passes on
+PyTorch's ``meta`` device, as timm's are.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
+from laya.model.backbones.base import (
+    SIZE_ERRORS,
+    Backbone,
+    BackboneConfig,
+    candidate_sides,
+    pool_hidden,
+    size_refusal,
+)
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import Rule, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
@@ -71,7 +80,7 @@ class TransformersBackbone(Backbone):
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
         try:
-            from transformers import AutoConfig, AutoModel
+            from transformers import AutoModel
         except ImportError as error:
             raise ValueError(
                 "backbone 'transformers' needs the transformers package: pip install transformers"
@@ -84,11 +93,7 @@ class TransformersBackbone(Backbone):
         kwargs = dict(config.model_kwargs)
         if "depths" in kwargs and config.model in ("convnext", "regnet"):
             kwargs.setdefault("num_stages", len(kwargs["depths"]))
-        hf_config = AutoConfig.for_model(config.model, **kwargs)
-        hf_config.num_channels = config.in_channels
-        if hasattr(hf_config, "image_size"):
-            hf_config.image_size = config.input_size
-        self.model = AutoModel.from_config(hf_config)
+        self.model = AutoModel.from_config(self._hf_config(kwargs, config.input_size))
         if config.weights:
             load_weights(self.model, config.weights, base_dir)
         has_cls = MODEL_TYPES[config.model]
@@ -98,12 +103,43 @@ class TransformersBackbone(Backbone):
         with torch.no_grad():
             was_training = self.model.training
             self.model.eval()
-            states = self._states(torch.zeros(1, config.in_channels, config.input_size, config.input_size))
+            try:
+                states = self._states(torch.zeros(1, config.in_channels, config.input_size, config.input_size))
+            except SIZE_ERRORS as error:
+                raise self._size_refusal(kwargs, error) from error
             self.model.train(was_training)
         self.indices = self._resolve(len(states))
         self.layer_dims = tuple(pool_hidden(states[i], self.pool).shape[1] for i in self.indices)
         kind = "block" if has_cls else "stage"
         self._finish([f"{kind} {i}" for i in self.indices])
+
+    def _hf_config(self, kwargs: dict[str, Any], size: int) -> Any:
+        """The transformers config of ``config.model`` with ``kwargs``, the channels and the input side ``size``."""
+        from transformers import AutoConfig
+
+        hf_config = AutoConfig.for_model(self.config.model, **kwargs)
+        hf_config.num_channels = self.config.in_channels
+        if hasattr(hf_config, "image_size"):
+            hf_config.image_size = size
+        return hf_config
+
+    def _size_refusal(self, kwargs: dict[str, Any], error: Exception) -> ValueError:
+        """The error for an input side the model cannot take, with the sides at which it builds and runs
+        (each tried on the ``meta`` device: shapes only, no memory, no weights)."""
+        from transformers import AutoConfig, AutoModel
+
+        c = self.config
+        native = int(getattr(AutoConfig.for_model(c.model), "image_size", 224))
+        works = []
+        with torch.device("meta"), torch.no_grad():
+            for side in candidate_sides(c.input_size, native):
+                try:
+                    model = AutoModel.from_config(self._hf_config(kwargs, side)).eval()
+                    model(pixel_values=torch.zeros(1, c.in_channels, side, side), output_hidden_states=True)
+                except SIZE_ERRORS:
+                    continue
+                works.append(side)
+        return size_refusal(f"transformers model_type {c.model!r}", c.input_size, c.model_kwargs, error, works, native)
 
     def _resolve(self, count: int) -> list[int]:
         """``config.indices`` -> indices into ``hidden_states`` (default: all but the embeddings)."""

@@ -79,9 +79,9 @@ def _panels(row: MapRow, class_name: str, weighted: bool) -> list[dict]:
     for i, layer in enumerate(e.layer_names):
         kind = "n/a" if spatial is None else spatial.kinds[i]
         panel = {"layer": layer, "kind": kind, "label": KIND_LABELS[kind], "z": None}
-        if kind != "n/a" and k is None:
+        if kind not in ("n/a", "deferred") and k is None:
             panel["label"] = NOT_KEPT
-        elif kind != "n/a":
+        elif kind not in ("n/a", "deferred"):
             weight = float(spatial.weights[0, i])
             scale = 1.0 if weighted else (1.0 / weight if weight != 0 else math.nan)
             values = spatial.maps[i][0, k].double().numpy() * scale  # (H_i, W_i), logit per cell

@@ -44,7 +44,9 @@ if image is None:
     st.stop()
 
 name, data = image
-explanation = common.explain(selection.path, name, data, mode, tuple(posthoc), approximate=False)
+depth_report = common.load_depth(selection.path)  # its OOD scores come with the explanation's one backbone pass
+explanation = common.explain(selection.path, name, data, mode, tuple(posthoc), approximate=False,
+                             ood=depth_report is not None)  # fmt: skip
 spec = checkpoint.meta.input
 if warning := views.nonfinite_warning(explanation):
     st.warning(shown(warning))
@@ -60,18 +62,17 @@ with prediction_col:
     label_col.metric("Prediction", explanation.label)
     confidence_col.metric("Confidence", f"{explanation.confidence:.1%}")
     st.plotly_chart(topk_figure(explanation), key="inspect_topk")
-    depth_report = common.load_depth(selection.path)
     if depth_report is None:
         st.caption(
             f"Max softmax {explanation.confidence:.3f}. No OOD scores for this checkpoint yet: "
             f"`python -m laya depth --checkpoint {checkpoint.path}` fits them and their thresholds."
         )
     else:
-        depth = common.depth_of_input(selection.path, name, data)
+        scores = explanation.ood_scores
         st.markdown("**Uncertainty and OOD status** (from the depth report)")
-        st.markdown("\n".join(f"- {line}" for line in views.ood_status(depth.scores, depth_report.data)))
+        st.markdown("\n".join(f"- {line}" for line in views.ood_status(scores, depth_report.data)))
         widths = checkpoint.layer_dims
-        if warning := views.mahalanobis_warning(depth.scores.get("mahalanobis"), depth_report.data["n_train"], widths):
+        if warning := views.mahalanobis_warning(scores.get("mahalanobis"), depth_report.data["n_train"], widths):
             st.warning(warning)
 
 st.subheader("Which layers the decision used")

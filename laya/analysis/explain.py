@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,9 @@ from laya.data.images import load_image_tensor
 from laya.model.backbones import TimmBackbone
 from laya.model.checkpoint import Checkpoint
 from laya.model.heads import DEFAULT_MODE, AblationMode
+
+if TYPE_CHECKING:
+    from laya.analysis.depth import DepthFit
 
 MAP_CLASSES = 10  # spatial maps are kept for this many top classes (bounded payload: L x K x H_i x W_i)
 APPROXIMATE_CLASSES = 3  # gradient x activation maps (L backward passes batched over K) for this many; NaN otherwise
@@ -51,6 +54,7 @@ class Explanation:
     scores: dict[str, Tensor] = field(default_factory=dict)  # method -> (L,)
     intrinsic: str | None = None
     spatial: SpatialAttribution | None = None  # batch of one: per-layer maps of the top classes; None: no layer has any
+    ood_scores: dict[str, float] | None = None  # error/OOD detection scores (laya.analysis.depth.input_scores), if asked
 
     @property
     def label(self) -> str:
@@ -128,7 +132,7 @@ class Explanation:
             tensors |= maps
         values = {"checkpoint": self.checkpoint, "classes": list(self.classes), "layer_names": list(self.layer_names),
                   "prediction": self.prediction, "mode": self.mode, "intrinsic": self.intrinsic,
-                  "methods": list(self.scores), "spatial": spatial}  # fmt: skip
+                  "methods": list(self.scores), "spatial": spatial, "ood_scores": self.ood_scores}  # fmt: skip
         return tensors, values
 
     @classmethod
@@ -150,6 +154,9 @@ class Explanation:
             spatial=None
             if values.get("spatial") is None
             else SpatialAttribution.from_tensors(tensors, values["spatial"]),
+            ood_scores=None
+            if values.get("ood_scores") is None
+            else {str(k): float(v) for k, v in values["ood_scores"].items()},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -220,6 +227,8 @@ def explain(
     ig_steps: int = 32,
     maps: bool = True,
     approximate: bool = True,
+    ood: bool = False,
+    fit: DepthFit | None = None,
 ) -> Explanation:
     """Explain ``image`` (``uint8 (C, S, S)`` at the checkpoint's source size).
 
@@ -227,7 +236,9 @@ def explain(
     heads without intrinsic scores get Integrated Gradients when none is asked for. ``maps``: keep the
     per-layer spatial maps (``Explanation.spatial``; False: None, e.g. to time what they cost).
     ``approximate``: also compute the gradient x activation maps of CLS-token layers (False: those layers are
-    ``deferred``; every other number is the same either way).
+    ``deferred``; every other number is the same either way). ``ood``: also the input's error/OOD detection
+    scores under depth analytics' ``fit`` (``Explanation.ood_scores``, those of
+    :func:`laya.analysis.depth.input_depth`), from this explanation's own backbone pass.
     """
     spec = checkpoint.meta.input
     if image.dtype != torch.uint8 or tuple(image.shape) != (spec.channels, spec.source_size, spec.source_size):
@@ -246,6 +257,11 @@ def explain(
     target = loo.prediction
     for method in methods:
         scores[method] = layer_attributions(head, hidden, method, target, steps=ig_steps)[0]
+    ood_scores = None
+    if ood:
+        from laya.analysis.depth import input_scores  # depth analytics pull in much this module does not need
+
+        ood_scores = input_scores(checkpoint, hidden, fit)[0]
     return Explanation(  # computed on the model's device, handed over on the CPU
         checkpoint=checkpoint.name,
         classes=tuple(checkpoint.meta.classes),
@@ -259,6 +275,7 @@ def explain(
         scores={method: values.cpu() for method, values in scores.items()},
         intrinsic=intrinsic,
         spatial=None if spatial is None else _approximate(checkpoint, x, spatial, approximate).cpu(),
+        ood_scores=ood_scores,
     )
 
 

@@ -175,6 +175,7 @@ def test_inspect_computes_the_vits_approximate_maps_only_once_their_section_is_o
 ) -> None:
     from laya.analysis import explain as explain_module
 
+    loading._explain.clear()  # explanations cached by earlier tests in this process would answer without a call
     asked = []
     original = explain_module.explain
     monkeypatch.setattr(explain_module, "explain", lambda *a, **k: asked.append(k.get("approximate")) or original(*a, **k))

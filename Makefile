@@ -40,9 +40,10 @@ benchmarks: $(VENV)/.runtime  ## speed benchmarks on the bundled models (prints 
 	$(PY) benchmarks/head_overhead.py
 	$(PY) benchmarks/interpretability_speed.py
 	$(PY) benchmarks/inspect_speed.py
+	$(PY) benchmarks/page_costs.py --out docs/speed/page_costs.json
 	$(PY) benchmarks/bootstrap_overhead.py
 	$(PY) benchmarks/early_exit.py
-	$(PY) benchmarks/load_test.py
+	$(PY) benchmarks/load_test.py --out docs/speed/load_test.json
 
 screenshots: $(VENV)/.dev  ## README screenshots of every dashboard page, from the real app
 	$(PY) scripts/screenshots.py --models models --out docs/screenshots

@@ -1,6 +1,6 @@
 """Server-side cost of the dashboard: cold start, a new session's first chart, CPU per interaction, 12 sessions.
 
-    python benchmarks/load_test.py [--sessions 12] [--rounds 3] [--models models]
+    python benchmarks/load_test.py [--sessions 12] [--rounds 3] [--models models] [--out FILE]
 
 Drives ``app.py`` through Streamlit's AppTest, which runs the script exactly as the server does
 (a ``ScriptRunner`` thread per run, the process-wide ``st.cache_resource`` / ``st.cache_data``
@@ -229,6 +229,7 @@ def main() -> int:
     parser.add_argument("--models", type=Path, default=ROOT / "models")
     parser.add_argument("--sessions", type=int, default=12, help="concurrent sessions (default 12)")
     parser.add_argument("--rounds", type=int, default=3, help="sequential sessions after warm-up (default 3)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the last JSON line to this file")
     parser.add_argument("--cold", type=float, default=None, help=argparse.SUPPRESS)  # child: launch time
     parser.add_argument("--imports", action="store_true", help=argparse.SUPPRESS)  # child: import costs
     parser.add_argument("--eager", action="store_true", help=argparse.SUPPRESS)  # child: the former imports
@@ -240,6 +241,7 @@ def main() -> int:
         print(json.dumps(imports()))
         return 0
 
+    load_start = os.getloadavg()
     child = subprocess.run([sys.executable, __file__, "--imports"], capture_output=True, text=True, check=True)
     costs = json.loads(child.stdout.strip().splitlines()[-1])
     print("import costs, CPU-s in a fresh interpreter (each after the ones before; the last three are deferred):")
@@ -295,8 +297,13 @@ def main() -> int:
     print(f"  all {args.sessions} sessions done in {elapsed:.1f} s wall, {process_cpu:.1f} CPU-s for the process "
           f"({process_cpu / args.sessions:.2f} CPU-s per session of {len(concurrent)} interactions, "
           f"AppTest's own bookkeeping included)")  # fmt: skip
-    print(json.dumps({"imports": costs, "cold": starts, "sequential": sequential, "concurrent": concurrent,
-                      "concurrent_wall_s": elapsed, "concurrent_process_cpu_s": process_cpu}))  # fmt: skip
+    result = {"imports": costs, "cold": starts, "sequential": sequential, "concurrent": concurrent,
+              "concurrent_wall_s": elapsed, "concurrent_process_cpu_s": process_cpu, "sessions": args.sessions,
+              "load_average": {"start": load_start, "end": os.getloadavg()}, "cpus": os.cpu_count(),
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
+    print(json.dumps(result))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 

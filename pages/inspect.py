@@ -5,7 +5,7 @@ import streamlit as st
 from laya.analysis.attribution import POSTHOC_METHODS
 from laya.app import views
 from laya.app.catalog import example_images
-from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure, no_maps_note
+from laya.app.map_plots import MapRow, deferred_label, map_classes, maps_caption, maps_figure, no_maps_note
 from laya.app.plots import layer_scores_figure, score_scale, topk_figure
 from laya.app.text import shown
 from pages import common
@@ -44,7 +44,9 @@ if image is None:
     st.stop()
 
 name, data = image
-explanation = common.explain(selection.path, name, data, mode, tuple(posthoc))
+depth_report = common.load_depth(selection.path)  # its OOD scores come with the explanation's one backbone pass
+explanation = common.explain(selection.path, name, data, mode, tuple(posthoc), approximate=False,
+                             ood=depth_report is not None)  # fmt: skip
 spec = checkpoint.meta.input
 if warning := views.nonfinite_warning(explanation):
     st.warning(shown(warning))
@@ -60,18 +62,17 @@ with prediction_col:
     label_col.metric("Prediction", explanation.label)
     confidence_col.metric("Confidence", f"{explanation.confidence:.1%}")
     st.plotly_chart(topk_figure(explanation), key="inspect_topk")
-    depth_report = common.load_depth(selection.path)
     if depth_report is None:
         st.caption(
             f"Max softmax {explanation.confidence:.3f}. No OOD scores for this checkpoint yet: "
             f"`python -m laya depth --checkpoint {checkpoint.path}` fits them and their thresholds."
         )
     else:
-        depth = common.depth_of_input(selection.path, name, data)
+        scores = explanation.ood_scores
         st.markdown("**Uncertainty and OOD status** (from the depth report)")
         widths = checkpoint.layer_dims
-        st.markdown("\n".join(f"- {line}" for line in views.ood_status(depth.scores, depth_report.data, widths)))
-        if warning := views.mahalanobis_warning(depth.scores.get("mahalanobis"), depth_report.data["n_train"], widths,
+        st.markdown("\n".join(f"- {line}" for line in views.ood_status(scores, depth_report.data, widths)))
+        if warning := views.mahalanobis_warning(scores.get("mahalanobis"), depth_report.data["n_train"], widths,
                                                 depth_report.data.get("covariance")):  # fmt: skip
             st.warning(warning)
 
@@ -94,18 +95,22 @@ st.caption(
 
 st.subheader("Where each layer looked")
 map_sections = []
+deferred = deferred_label(explanation)  # CLS-token layers: approximate maps computed once opened, then cached
+section = st.expander(deferred, key="inspect_approximate_maps", on_change="rerun") if deferred else st.container()
 if note := no_maps_note([explanation]):
     st.info(note)
-else:
-    class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
-    map_class = class_col.selectbox("Class of the maps (predicted first)", map_classes(explanation),
-                                    key="inspect_map_class")  # fmt: skip
-    weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="inspect_map_weighted")
-    image_row = MapRow(checkpoint.name, explanation, views.model_view(explanation, spec, 1))
-    maps = maps_figure([image_row], map_class, weighted)
-    st.plotly_chart(maps, key="inspect_maps")
-    st.caption(maps_caption(weighted))
-    map_sections = [(f"Where each layer looked: {map_class}", maps)]
+elif deferred is None or section.open:
+    with section:
+        mapped = explanation if deferred is None else common.explain(selection.path, name, data, mode, tuple(posthoc))
+        class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
+        map_class = class_col.selectbox("Class of the maps (predicted first)", map_classes(mapped),
+                                        key="inspect_map_class")  # fmt: skip
+        weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="inspect_map_weighted")
+        image_row = MapRow(checkpoint.name, mapped, views.model_view(mapped, spec, 1))
+        maps = maps_figure([image_row], map_class, weighted)
+        st.plotly_chart(maps, key="inspect_maps")
+        st.caption(maps_caption(weighted))
+        map_sections = [(f"Where each layer looked: {map_class}", maps)]
 
 st.subheader("Live leave-one-layer-out")
 st.caption(

@@ -105,6 +105,14 @@ def _spatial_maps(arg: str) -> str:
     return markdown_tables(ROOT / arg)
 
 
+def _page_costs(arg: str) -> str:
+    """The tables of ``python benchmarks/page_costs.py --out`` (and ``load_test.py --out``) in folder ``arg``."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from page_costs import markdown_tables as page_tables
+
+    return page_tables(ROOT / arg)
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
     "depth-inputs": _depth_inputs,
     "summary-table": _summary_table,
@@ -115,6 +123,7 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "alpha-card": _measured("alpha_card"),
     "depth-facts": _depth_facts,
     "spatial-maps": _spatial_maps,
+    "page-costs": _page_costs,
 }
 
 
@@ -140,7 +149,7 @@ SECTIONS: dict[str, list[str]] = {
                 "seed0_sensitivity:models/*", "git:b1b4c12:models/fashion-mnist-mlp/summary.md",
                 "git:afa2ab3:models/cifar10-efficientnet-lite0/summary.md"],  # fmt: skip
     "Depth analytics": ["models/*/*/depth.json", "models/*/*/exits.json"],
-    "Speed": ["docs/benchmark-run.txt"],
+    "Speed": ["docs/benchmark-run.txt", "docs/speed/*.json"],
     "Measured against the anchors": ["docs/spatial_maps/*.csv"],
 }
 

@@ -638,6 +638,16 @@ def input_depth(checkpoint: Checkpoint, image: Tensor, fit: DepthFit | None) -> 
     """``image``: ``uint8 (C, S, S)``; one backbone pass, then every per-input analysis."""
     device = next(checkpoint.model.parameters()).device
     hidden = checkpoint.model.backbone(checkpoint.preprocess(image.unsqueeze(0).to(device)))
+    scores, readouts, kind = input_scores(checkpoint, hidden, fit)
+    return InputDepth(logit_attribution(checkpoint.model.head, hidden), readouts, scores, kind)
+
+
+@torch.inference_mode()
+def input_scores(
+    checkpoint: Checkpoint, hidden: Sequence[Tensor], fit: DepthFit | None
+) -> tuple[dict[str, float], Readouts | None, str | None]:
+    """One input's error/OOD detection scores from its hidden states (L tensors ``(1, d_i)``, no backbone pass),
+    with the readouts they use and their kind (:class:`InputDepth`'s ``scores``, ``readouts``, ``readout_kind``)."""
     own = _has_own_readouts(checkpoint.model.head, hidden)
     has_readouts = fit is not None or own
     probes = fit.probes if fit else None
@@ -649,9 +659,7 @@ def input_depth(checkpoint: Checkpoint, image: Tensor, fit: DepthFit | None) -> 
         out = float64_head(checkpoint.model.head)([h.double() for h in hidden])
         scores, readouts = detection_scores(out.logits), None
     kind = None if readouts is None else "own classifier" if own else "fitted probe"
-    return InputDepth(
-        logit_attribution(checkpoint.model.head, hidden), readouts, {k: float(v[0]) for k, v in scores.items()}, kind
-    )
+    return {k: float(v[0]) for k, v in scores.items()}, readouts, kind
 
 
 __all__ = [
@@ -671,6 +679,7 @@ __all__ = [
     "fit_depth",
     "head_pass",
     "input_depth",
+    "input_scores",
     "lens_report",
     "run_depth",
     "update_depth_card",

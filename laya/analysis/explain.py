@@ -4,15 +4,17 @@ The backbone runs once. One batched float64 head call under ``L + 1`` masks give
 prediction, the head's intrinsic scores and every LOO deletion; post-hoc methods are optional.
 The same forward keeps the layers' feature maps (:func:`laya.analysis.spatial.keep_maps`), so the
 exact per-layer spatial maps of the :data:`MAP_CLASSES` top classes cost no second pass; CLS-pooled
-token layers get the labelled gradient x activation approximation (``L`` backward passes, batched over classes).
-This is what the dashboard's Inspect and Compare pages show.
+token layers get the labelled gradient x activation approximation (a second forward and ``L`` backward
+passes, batched over classes), on request (``approximate=True``, the default; False: marked ``deferred``).
+This is what the dashboard's Inspect and Compare pages show; Inspect asks for the approximation only once
+its maps are opened.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -23,11 +25,14 @@ from torch import Tensor
 from laya.analysis.ablation import AblationResult, leave_one_out
 from laya.analysis.attribution import METHOD_LABELS, intrinsic_method, layer_attributions
 from laya.analysis.faithfulness import NOT_APPLICABLE, informative, per_input_metrics
-from laya.analysis.spatial import SpatialAttribution, decompose, keep_maps, token_gradient_maps
+from laya.analysis.spatial import SpatialAttribution, decompose, keep_maps, recordable, token_gradient_maps
 from laya.data.images import load_image_tensor
 from laya.model.backbones import TimmBackbone
 from laya.model.checkpoint import Checkpoint
 from laya.model.heads import DEFAULT_MODE, AblationMode
+
+if TYPE_CHECKING:
+    from laya.analysis.depth import DepthFit
 
 MAP_CLASSES = 10  # spatial maps are kept for this many top classes (bounded payload: L x K x H_i x W_i)
 APPROXIMATE_CLASSES = 3  # gradient x activation maps (L backward passes batched over K) for this many; NaN otherwise
@@ -49,6 +54,7 @@ class Explanation:
     scores: dict[str, Tensor] = field(default_factory=dict)  # method -> (L,)
     intrinsic: str | None = None
     spatial: SpatialAttribution | None = None  # batch of one: per-layer maps of the top classes; None: no layer has any
+    ood_scores: dict[str, float] | None = None  # error/OOD detection scores (laya.analysis.depth.input_scores), if asked
 
     @property
     def label(self) -> str:
@@ -85,7 +91,7 @@ class Explanation:
         undefined. The all-layer Spearman is also None where the input has one informative layer (tie-decided)."""
         values = per_input_metrics(self.scores[method].view(1, -1), self.drops.view(1, -1))
         out = {k: None if np.isnan(float(v[0])) else float(v[0]) for k, v in values.items()}
-        if not self.testable:
+        if out["top1"] is None:  # defined (0 or 1) exactly where the input is testable
             out["spearman"] = None
         return out
 
@@ -126,7 +132,7 @@ class Explanation:
             tensors |= maps
         values = {"checkpoint": self.checkpoint, "classes": list(self.classes), "layer_names": list(self.layer_names),
                   "prediction": self.prediction, "mode": self.mode, "intrinsic": self.intrinsic,
-                  "methods": list(self.scores), "spatial": spatial}  # fmt: skip
+                  "methods": list(self.scores), "spatial": spatial, "ood_scores": self.ood_scores}  # fmt: skip
         return tensors, values
 
     @classmethod
@@ -148,6 +154,9 @@ class Explanation:
             spatial=None
             if values.get("spatial") is None
             else SpatialAttribution.from_tensors(tensors, values["spatial"]),
+            ood_scores=None
+            if values.get("ood_scores") is None
+            else {str(k): float(v) for k, v in values["ood_scores"].items()},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,14 +176,14 @@ def _forward_and_loo(
     checkpoint: Checkpoint, image: Tensor, mode: AblationMode, maps: bool = True
 ) -> tuple[Tensor, list[Tensor], AblationResult, SpatialAttribution | None]:
     x = checkpoint.preprocess(image.unsqueeze(0))  # on the model's device
-    if not maps:
+    if not maps or not recordable(checkpoint.model.backbone):  # no layer has positions (an MLP): no hooks
         hidden = checkpoint.model.backbone(x)
         return x[0], hidden, leave_one_out(checkpoint.model.head, hidden, mode), None
     with keep_maps(checkpoint.model.backbone) as features:
         hidden = checkpoint.model.backbone(x)
     loo = leave_one_out(checkpoint.model.head, hidden, mode)
     if all(f is None for f in features) and not _cls_tokens(checkpoint.model.backbone):
-        return x[0], hidden, loo, None  # no layer has positions (an MLP): no maps, nothing to compute
+        return x[0], hidden, loo, None  # no layer averages positions: no maps, nothing to compute
     classes = loo.base_probs.topk(min(MAP_CLASSES, loo.base_probs.shape[1]), dim=-1).indices
     return x[0], hidden, loo, decompose(checkpoint.model.head, hidden, features, classes)
 
@@ -184,11 +193,17 @@ def _cls_tokens(backbone: object) -> bool:
     return isinstance(backbone, TimmBackbone) and backbone.tokens and backbone.pool == "cls"
 
 
-def _approximate(checkpoint: Checkpoint, x: Tensor, spatial: SpatialAttribution) -> SpatialAttribution:
+def _approximate(
+    checkpoint: Checkpoint, x: Tensor, spatial: SpatialAttribution, compute: bool = True
+) -> SpatialAttribution:
     """Fill the layers without an exact map of a CLS-pooled timm token model with gradient x activation, for
-    the :data:`APPROXIMATE_CLASSES` top classes (the other classes' approximate maps are NaN)."""
-    if not _cls_tokens(checkpoint.model.backbone):
+    the :data:`APPROXIMATE_CLASSES` top classes (the other classes' approximate maps are NaN). ``compute=False``:
+    mark those layers ``deferred`` instead (no backward pass)."""
+    backbone = checkpoint.model.backbone
+    if not _cls_tokens(backbone):
         return spatial
+    if not compute:  # the blocks of ``take`` are the layers token_gradient_maps maps (pre-logits: not)
+        return replace(spatial, deferred=tuple(m is None and i < len(backbone.take) for i, m in enumerate(spatial.maps)))
     K = spatial.classes.shape[1]
     top = spatial.classes[:, :APPROXIMATE_CLASSES].clone()  # not an inference tensor
     approx = [None if a is None else F.pad(a, (0, 0, 0, 0, 0, K - a.shape[1]), value=float("nan"))
@@ -211,12 +226,19 @@ def explain(
     posthoc: Sequence[str] = (),
     ig_steps: int = 32,
     maps: bool = True,
+    approximate: bool = True,
+    ood: bool = False,
+    fit: DepthFit | None = None,
 ) -> Explanation:
     """Explain ``image`` (``uint8 (C, S, S)`` at the checkpoint's source size).
 
     ``posthoc``: extra methods (``integrated_gradients``, ``input_x_gradient``, ``saliency``);
     heads without intrinsic scores get Integrated Gradients when none is asked for. ``maps``: keep the
     per-layer spatial maps (``Explanation.spatial``; False: None, e.g. to time what they cost).
+    ``approximate``: also compute the gradient x activation maps of CLS-token layers (False: those layers are
+    ``deferred``; every other number is the same either way). ``ood``: also the input's error/OOD detection
+    scores under depth analytics' ``fit`` (``Explanation.ood_scores``, those of
+    :func:`laya.analysis.depth.input_depth`), from this explanation's own backbone pass.
     """
     spec = checkpoint.meta.input
     if image.dtype != torch.uint8 or tuple(image.shape) != (spec.channels, spec.source_size, spec.source_size):
@@ -235,6 +257,11 @@ def explain(
     target = loo.prediction
     for method in methods:
         scores[method] = layer_attributions(head, hidden, method, target, steps=ig_steps)[0]
+    ood_scores = None
+    if ood:
+        from laya.analysis.depth import input_scores  # depth analytics pull in much this module does not need
+
+        ood_scores = input_scores(checkpoint, hidden, fit)[0]
     return Explanation(  # computed on the model's device, handed over on the CPU
         checkpoint=checkpoint.name,
         classes=tuple(checkpoint.meta.classes),
@@ -247,7 +274,8 @@ def explain(
         loo=_on_cpu(loo),
         scores={method: values.cpu() for method, values in scores.items()},
         intrinsic=intrinsic,
-        spatial=None if spatial is None else _approximate(checkpoint, x, spatial).cpu(),
+        spatial=None if spatial is None else _approximate(checkpoint, x, spatial, approximate).cpu(),
+        ood_scores=ood_scores,
     )
 
 

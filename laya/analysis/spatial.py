@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from laya.analysis.ablation import float64_head
-from laya.analysis.logit_attribution import logit_attribution
 from laya.model.backbones import Backbone, CNNBackbone, TimmBackbone, TorchvisionBackbone, WrappedBackbone
 from laya.model.checkpoint import Checkpoint
 from laya.model.classifier import LayerwiseClassifier, ModelOutput
@@ -52,6 +51,12 @@ def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
     """
     with _lock(backbone), _recording(backbone) as maps:
         yield maps
+
+
+def recordable(backbone: Backbone) -> bool:
+    """Whether :func:`keep_maps` can record a map for some layer of ``backbone`` (False: an MLP, or a family whose
+    layers are not read here; every entry would be ``None``, so a caller may skip the hooks)."""
+    return isinstance(backbone, (TorchvisionBackbone, WrappedBackbone, CNNBackbone, TimmBackbone))
 
 
 _LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.Lock] = weakref.WeakKeyDictionary()
@@ -140,15 +145,32 @@ def _positions(feature: Tensor) -> tuple[Tensor, tuple[int, int]]:
     return feature, ((side, side) if side * side == N else (1, N))
 
 
+_READOUTS: weakref.WeakKeyDictionary[LayerHead, tuple[tuple[int, ...], list[tuple[Tensor, Tensor]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _readouts(head: MixHead, dtype: torch.dtype) -> list[tuple[Tensor, Tensor]]:
+    """Per layer ``(W A_i (C, d_i), W a_i (C,))``: the classifier times the adapter, input-independent, so kept per
+    head and dtype until the head's tensors are modified in place (as :func:`laya.analysis.ablation.float64_head`)."""
+    versions = (head.classifier.weight._version, *(t._version for a in head.adapters for t in (a.weight, a.bias)))
+    cached = _READOUTS.get(head)
+    if cached is None or cached[0] != versions or cached[1][0][0].dtype != dtype:
+        with torch.inference_mode(False), torch.no_grad():  # plain constants, usable in and out of inference mode
+            W = head.classifier.weight.to(dtype)
+            cached = versions, [(W @ a.weight.to(dtype), W @ a.bias.to(dtype)) for a in head.adapters]
+        _READOUTS[head] = cached
+    return cached[1]
+
+
 def layer_maps(head: LayerHead, encoded: Sequence[Tensor], layer: int) -> tuple[Tensor, Tensor, Tensor]:
     """Layer ``layer``'s affine read-out with the full input's layer weights fixed:
     ``coef (B,)``, ``M (C, d_i)`` and ``offset (B, C)`` with term ``= coef * M h_i + offset``."""
     if isinstance(head, MixHead):
         z, s = encoded
         coef = head.scale() * torch.softmax(s, dim=-1)[:, layer]  # (B,)
-        W = head.classifier.weight.to(z.dtype)
-        adapter = head.adapters[layer]
-        return coef, W @ adapter.weight.to(z.dtype), coef.unsqueeze(1) * (W @ adapter.bias.to(z.dtype))
+        M, m = _readouts(head, z.dtype)[layer]
+        return coef, M, coef.unsqueeze(1) * m
     if isinstance(head, LinearHead):
         B = encoded[0].shape[0]
         weight = head.linear.weight.to(encoded[0].dtype)
@@ -160,7 +182,8 @@ def layer_maps(head: LayerHead, encoded: Sequence[Tensor], layer: int) -> tuple[
 
 
 APPROXIMATE = "approximate (gradient × activation)"
-KIND_LABELS = {"exact": "exact", "approximate": APPROXIMATE, "n/a": "n/a"}
+DEFERRED = "approximate (gradient × activation), not computed yet"
+KIND_LABELS = {"exact": "exact", "approximate": APPROXIMATE, "deferred": DEFERRED, "n/a": "n/a"}
 
 
 @dataclass
@@ -172,7 +195,8 @@ class SpatialAttribution:
     (``logit_attribution``); ``weights``: ``(B, L)`` the head's weight of layer i in the term
     (``gamma alpha_i`` for LAYA/ScalarMix, 1 for Concat/LastLayer). Exactness:
     ``maps[i].sum((-2, -1)) + offsets[:, i] == terms[:, i]`` where ``exact[i]``; ``approximate[i]``
-    marks a map from :func:`token_gradient_maps` (never exact).
+    marks a map from :func:`token_gradient_maps` (never exact); ``deferred[i]`` a layer that has such an
+    approximation, not computed (its map is ``None``; ``laya.analysis.explain.explain(approximate=True)``).
     """
 
     classes: Tensor
@@ -181,6 +205,7 @@ class SpatialAttribution:
     terms: Tensor
     weights: Tensor
     approximate: tuple[bool, ...] = ()
+    deferred: tuple[bool, ...] = ()
 
     @property
     def exact(self) -> list[bool]:
@@ -189,8 +214,10 @@ class SpatialAttribution:
 
     @property
     def kinds(self) -> list[str]:
-        """Per layer ``"exact"``, ``"approximate"`` or ``"n/a"`` (:data:`KIND_LABELS` names them)."""
-        return ["exact" if e else "n/a" if m is None else "approximate" for e, m in zip(self.exact, self.maps)]
+        """Per layer ``"exact"``, ``"approximate"``, ``"deferred"`` or ``"n/a"`` (:data:`KIND_LABELS` names them)."""
+        deferred = self.deferred or (False,) * len(self.maps)
+        return ["exact" if e else "deferred" if d else "n/a" if m is None else "approximate"
+                for e, m, d in zip(self.exact, self.maps, deferred)]  # fmt: skip
 
     def layer_sums(self) -> Tensor:
         """``(B, L, K)``: each map's sum plus its offset (NaN where a layer has no map)."""
@@ -202,17 +229,20 @@ class SpatialAttribution:
         """Input ``index`` as a batch of one."""
         pick = slice(index, index + 1)
         return SpatialAttribution(self.classes[pick], [None if m is None else m[pick] for m in self.maps],
-                                  self.offsets[pick], self.terms[pick], self.weights[pick], self.approximate)  # fmt: skip
+                                  self.offsets[pick], self.terms[pick], self.weights[pick], self.approximate,
+                                  self.deferred)  # fmt: skip
 
     def cpu(self) -> SpatialAttribution:
         return SpatialAttribution(self.classes.cpu(), [None if m is None else m.cpu() for m in self.maps],
-                                  self.offsets.cpu(), self.terms.cpu(), self.weights.cpu(), self.approximate)  # fmt: skip
+                                  self.offsets.cpu(), self.terms.cpu(), self.weights.cpu(), self.approximate,
+                                  self.deferred)  # fmt: skip
 
     def to_tensors(self, prefix: str = "spatial.") -> tuple[dict[str, Tensor], dict[str, Any]]:
         """Named tensors and JSON-ready values (how a sandboxed worker hands it over); :meth:`from_tensors`."""
         tensors = {f"{prefix}{k}": getattr(self, k) for k in ("classes", "offsets", "terms", "weights")}
         tensors |= {f"{prefix}map.{i}": m for i, m in enumerate(self.maps) if m is not None}
-        return tensors, {"layers": len(self.maps), "approximate": list(self.approximate)}
+        return tensors, {"layers": len(self.maps), "approximate": list(self.approximate),
+                         "deferred": list(self.deferred)}  # fmt: skip
 
     @classmethod
     def from_tensors(
@@ -221,7 +251,7 @@ class SpatialAttribution:
         maps = [tensors.get(f"{prefix}map.{i}") for i in range(int(values["layers"]))]
         return cls(*(tensors[f"{prefix}{k}"] for k in ("classes",)), maps,
                    *(tensors[f"{prefix}{k}"] for k in ("offsets", "terms", "weights")),
-                   tuple(map(bool, values["approximate"])))  # fmt: skip
+                   tuple(map(bool, values["approximate"])), tuple(map(bool, values.get("deferred", ()))))  # fmt: skip
 
     def upsampled(self, layer: int, size: tuple[int, int], mode: str = "bilinear") -> Tensor:
         """Map ``layer`` resampled to the input's ``size``, ``(B, K, H, W)``, as a density: values are
@@ -261,8 +291,8 @@ def decompose(
     if classes.ndim != 2 or classes.shape[0] != B:
         raise ValueError(f"classes must be (B, K) with B={B}, got {tuple(classes.shape)}")
     head64 = float64_head(head)
-    encoded = head64.encode([h.double() for h in hidden])
-    terms = logit_attribution(head, hidden).terms.gather(2, classes.unsqueeze(1).expand(-1, L, -1))
+    encoded = head64.encode([h.double() for h in hidden])  # shared with the logit terms (logit_attribution's)
+    terms = head64.logit_terms(encoded)[0].gather(2, classes.unsqueeze(1).expand(-1, L, -1))
     spatial: list[Tensor | None] = []
     offsets, weights = [], []
     for i, feature in enumerate(features):
@@ -452,6 +482,7 @@ def _token_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[
 
 __all__ = [
     "APPROXIMATE",
+    "DEFERRED",
     "KIND_LABELS",
     "MAX_CLASS_MAP_BYTES",
     "SUBSETS",
@@ -462,6 +493,7 @@ __all__ = [
     "decompose",
     "keep_maps",
     "layer_maps",
+    "recordable",
     "sample_class_maps",
     "spatial_attribution",
     "token_gradient_maps",

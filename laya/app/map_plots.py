@@ -79,9 +79,9 @@ def _panels(row: MapRow, class_name: str, weighted: bool) -> list[dict]:
     for i, layer in enumerate(e.layer_names):
         kind = "n/a" if spatial is None else spatial.kinds[i]
         panel = {"layer": layer, "kind": kind, "label": KIND_LABELS[kind], "z": None}
-        if kind != "n/a" and k is None:
+        if kind not in ("n/a", "deferred") and k is None:
             panel["label"] = NOT_KEPT
-        elif kind != "n/a":
+        elif kind not in ("n/a", "deferred"):
             weight = float(spatial.weights[0, i])
             scale = 1.0 if weighted else (1.0 / weight if weight != 0 else math.nan)
             values = spatial.maps[i][0, k].double().numpy() * scale  # (H_i, W_i), logit per cell
@@ -159,6 +159,18 @@ def maps_figure(rows: Sequence[MapRow], class_name: str, weighted: bool = True, 
     return fig
 
 
+def deferred_label(explanation: Explanation) -> str | None:
+    """The heading of a closed section for the CLS-token layers' approximate maps, with what opening it costs,
+    where ``explanation`` deferred them (``explain(approximate=False)``); else None (nothing to defer)."""
+    spatial = explanation.spatial
+    if spatial is None or not any(spatial.deferred):
+        return None
+    layers = sum(spatial.deferred)
+    return (f"Approximate maps of {layers} CLS-token layers (gradient × activation): open to compute them, at the "
+            f"cost of one more forward and {layers} backward passes, several times the rest of this page "
+            "(measured on the Speed page of the docs)")  # fmt: skip
+
+
 def maps_caption(weighted: bool) -> str:
     """What the grid shows and what the weighting option means."""
     return (
@@ -220,5 +232,5 @@ def class_maps_figure(maps: ClassMaps, classes: Sequence[str], layer_names: Sequ
     return fig
 
 
-__all__ = ["COLORSCALE", "MAX_COLUMNS", "NOT_KEPT", "UNIT", "MapRow", "class_maps_figure", "map_classes",
-           "maps_caption", "maps_figure", "no_class_maps_note", "no_maps_note"]  # fmt: skip
+__all__ = ["COLORSCALE", "MAX_COLUMNS", "NOT_KEPT", "UNIT", "MapRow", "class_maps_figure", "deferred_label",
+           "map_classes", "maps_caption", "maps_figure", "no_class_maps_note", "no_maps_note"]  # fmt: skip

@@ -54,9 +54,13 @@ class Sandboxed:
         """Load the checkpoint in a worker. Raises :class:`CheckpointError` (refused), ``WorkerError``."""
         return ModelInfo.from_dict(self._call("load")[0]["info"])
 
-    def explain(self, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = ()) -> Explanation:
-        """:func:`laya.analysis.explain.explain_bytes` in a worker. Raises :class:`ImageError` for a bad image."""
-        reply, blob = self._call("explain", data, mode=mode, posthoc=list(posthoc))
+    def explain(
+        self, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = (), approximate: bool = True,
+        ood: bool = False,
+    ) -> Explanation:  # fmt: skip
+        """:func:`laya.analysis.explain.explain_bytes` in a worker (``ood``: under the stored depth fit). Raises
+        :class:`ImageError` for a bad image."""
+        reply, blob = self._call("explain", data, mode=mode, posthoc=list(posthoc), approximate=approximate, ood=ood)
         return Explanation.from_tensors(unpack(blob), reply["values"])
 
     def depth(self, data: bytes) -> InputDepth:

@@ -12,7 +12,8 @@ hello    (sent by the worker once it is ready) ``network``, ``address_space``, `
 check    ``files`` index + files in the blob   the upload passes :func:`check_upload`
 load     model fields                          ``info``: :meth:`ModelInfo.to_dict`
 explain  model fields, ``mode``, ``posthoc``,  :meth:`Explanation.to_tensors`
-         image bytes in the blob
+         ``approximate``, ``ood``, image bytes
+         in the blob
 depth    model fields, image bytes in the blob :meth:`InputDepth.to_tensors`
 patch    model fields, ``where``, ``files``    :meth:`PatchEffects.to_tensors`
          index (``target``, ``source``) + both
@@ -123,7 +124,10 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
     if op == "load":
         return {"info": ModelInfo.of(checkpoint).to_dict()}, b""
     if op == "explain":
-        result = explain_bytes(checkpoint, blob, mode=str(request["mode"]), posthoc=tuple(request["posthoc"]))
+        ood = bool(request.get("ood", False))
+        result = explain_bytes(checkpoint, blob, mode=str(request["mode"]), posthoc=tuple(request["posthoc"]),
+                               approximate=bool(request.get("approximate", True)), ood=ood,
+                               fit=DepthFit.load(checkpoint.path) if ood else None)  # fmt: skip
     elif op == "depth":
         spec = checkpoint.meta.input
         image = load_image_tensor(blob, spec.channels, spec.source_size)

@@ -151,18 +151,28 @@ def load_report(path: str | Path, warn: bool = True) -> Report | None:
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def _explain(path: str, stamp: int, anyway: bool, data: bytes, mode: str, posthoc: tuple[str, ...]) -> Explanation:
+def _explain(
+    path: str, stamps: tuple[int, int], anyway: bool, data: bytes, mode: str, posthoc: tuple[str, ...],
+    approximate: bool, ood: bool,
+) -> Explanation:  # fmt: skip
     if deploy.sandboxed(path):
-        return _sandboxed(path, anyway).explain(data, mode, posthoc)
-    return explain_bytes(_load_model(path, stamp, anyway), data, mode=mode, posthoc=posthoc)
+        return _sandboxed(path, anyway).explain(data, mode, posthoc, approximate, ood)
+    fit = _depth_fit(path, stamps[1]) if ood else None
+    return explain_bytes(_load_model(path, stamps[0], anyway), data, mode=mode, posthoc=posthoc,
+                         approximate=approximate, ood=ood, fit=fit)  # fmt: skip
 
 
-def explain(path: str, name: str, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = ()) -> Explanation:
+def explain(
+    path: str, name: str, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = (), approximate: bool = True,
+    ood: bool = False,
+) -> Explanation:  # fmt: skip
     """Explain an uploaded or example image; an unusable image or a failed worker shows ``st.error`` and stops
-    the page."""
+    the page. ``approximate=False``: CLS-token layers' approximate maps deferred; ``ood``: the input's detection
+    scores from the same backbone pass, under the depth fit beside the checkpoint (``laya.analysis.explain``)."""
+    stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
     try:
         with st.spinner(shown(f"Running {Path(path).name} on {name}…")):
-            return _explain(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), data, mode, posthoc)
+            return _explain(path, stamps, anyway(), data, mode, posthoc, approximate, ood)
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()

@@ -71,3 +71,30 @@ def test_lastlayer_input_shows_no_tie_decided_spearman(tiny_models):
     for method in e.scores:  # every post-hoc method ranks the last layer first: ρ = 1 by ties alone
         assert e.spearman(method) is None and e.metrics(method)["top1"] is None
     assert e.summary()["spearman"].isna().all()
+
+
+@pytest.mark.parametrize("setting", ["fashion-mnist-mlp", "cifar10-vit"])
+def test_ood_scores_come_from_the_explanations_own_pass_equal_to_depth_analytics(setting):
+    """Inspect's uncertainty and OOD status: the same scores as ``input_depth`` (Depth analytics), bit for bit,
+    without a second backbone pass."""
+    from pathlib import Path
+
+    from laya.analysis.depth import DepthFit, input_depth
+    from laya.data.images import load_image_tensor
+
+    root = Path(__file__).resolve().parents[2] / "models" / setting
+    checkpoint = load_checkpoint(root / "laya")
+    spec = checkpoint.meta.input
+    image = load_image_tensor(sorted((root / "examples").iterdir())[0], spec.channels, spec.source_size)
+    fit = DepthFit.load(checkpoint.path)
+    calls = []
+    handle = checkpoint.model.backbone.register_forward_hook(lambda *a: calls.append(1))
+    e = explain(checkpoint, image, ood=True, fit=fit, approximate=False)
+    handle.remove()
+    assert len(calls) == 1
+    expected = input_depth(checkpoint, image, fit).scores
+    assert e.ood_scores == expected and {"msp", "mahalanobis"} <= set(expected)
+    assert explain(checkpoint, image).ood_scores is None
+    from laya.analysis.explain import Explanation
+
+    assert Explanation.from_tensors(*e.to_tensors()).ood_scores == expected  # as a sandboxed worker hands it over

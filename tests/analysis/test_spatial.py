@@ -263,3 +263,71 @@ def test_maps_are_thread_safe_on_a_shared_model(setting):
         assert torch.equal(result.classes, expected.classes) and result.kinds == expected.kinds
         assert all((a is None and b is None) or torch.allclose(a, b, atol=1e-9, equal_nan=True)
                    for a, b in zip(result.maps, expected.maps))  # fmt: skip
+
+
+def naive_decomposition(head, hidden, features, classes):
+    """The maps as decompose computed them before its readouts were kept per head: every product afresh."""
+    head64 = head.double()
+    z, s = head64.encode([h.double() for h in hidden])
+    terms = logit_attribution(head, hidden).terms
+    maps = []
+    for i, feature in enumerate(features):
+        coef = head64.scale() * torch.softmax(s, dim=-1)[:, i]
+        M = head64.classifier.weight @ head64.adapters[i].weight
+        f = feature.double().flatten(2).transpose(1, 2)
+        maps.append(torch.einsum("bpd,bkd->bkp", f, M[classes]) * (coef / f.shape[1]).view(-1, 1, 1))
+    return terms.gather(2, classes.unsqueeze(1).expand(-1, len(hidden), -1)), maps
+
+
+@pytest.mark.parametrize("head", ["laya", "scalarmix"])
+def test_kept_readouts_give_the_maps_of_every_product_afresh_and_follow_weight_changes(head):
+    import copy
+
+    from laya.analysis.spatial import decompose
+
+    m = model(CNN, head)
+    x = torch.randn(3, 3, 16, 16, dtype=torch.float64)
+    classes = torch.tensor([[0, 2], [1, 4], [3, 0]])
+    for step in range(2):  # the second time after an in-place change of the weights: nothing stale is kept
+        with torch.no_grad(), keep_maps(m.backbone) as features:
+            hidden = m.backbone(x)
+        spatial = decompose(m.head, hidden, features, classes)
+        terms, maps = naive_decomposition(copy.deepcopy(m.head), hidden, features, classes)
+        assert (spatial.terms - terms).abs().max() < 1e-12
+        for a, b in zip(spatial.maps, maps):
+            assert (a.flatten(2) - b).abs().max() < 1e-12
+        with torch.no_grad():
+            m.head.classifier.weight.mul_(1.5)
+            m.head.adapters[0].weight.add_(0.25)
+    assert not torch.allclose(spatial.maps[0], decompose(m.head, hidden, features, classes).maps[0])
+
+
+@pytest.mark.parametrize("setting", ["cifar10-vit", "cifar10-cnn"])
+def test_deferred_approximation_changes_no_number_and_is_computed_on_request(setting):
+    """``explain(approximate=False)`` (Inspect before its maps are opened) gives every number of the full
+    explanation; the CLS-token layers' maps are marked deferred, then computed by ``approximate=True``."""
+    from pathlib import Path
+
+    from laya.analysis.explain import explain
+    from laya.data.images import load_image_tensor
+    from laya.model.checkpoint import load_checkpoint
+
+    root = Path(__file__).resolve().parents[2] / "models" / setting
+    checkpoint = load_checkpoint(root / "laya")
+    image = load_image_tensor(sorted((root / "examples").iterdir())[0], 3, 32)
+    full, lazy = explain(checkpoint, image), explain(checkpoint, image, approximate=False)
+    assert torch.equal(full.probs, lazy.probs) and torch.equal(full.drops, lazy.drops)
+    assert all(torch.equal(full.scores[k], lazy.scores[k]) for k in full.scores)
+    for name in ("classes", "offsets", "terms", "weights"):
+        assert torch.equal(getattr(full.spatial, name), getattr(lazy.spatial, name))
+    if setting == "cifar10-cnn":  # exact maps only: nothing to defer, the same maps
+        assert not any(lazy.spatial.deferred) and lazy.spatial.kinds == full.spatial.kinds == ["exact"] * 5
+        assert all(torch.equal(a, b) for a, b in zip(full.spatial.maps, lazy.spatial.maps))
+        return
+    assert set(full.spatial.kinds) == {"approximate"} and set(lazy.spatial.kinds) == {"deferred"}
+    assert all(m is None for m in lazy.spatial.maps) and lazy.spatial.deferred == full.spatial.approximate
+    assert set(lazy.to_dict()) == set(full.to_dict())
+    from laya.analysis.explain import Explanation
+
+    again = Explanation.from_tensors(*lazy.to_tensors())  # a sandboxed worker's reply keeps the marks
+    assert again.spatial.kinds == lazy.spatial.kinds

@@ -168,3 +168,27 @@ def test_html_exports_include_the_map_grid(monkeypatch: pytest.MonkeyPatch, page
     assert [t.meta for t in figure.data if t.type == "heatmap"] == [t["meta"] for t in heatmaps(shown)]
     html = html_report(title, sections, subtitle, source)
     assert heading in html and '"type":"heatmap"' in html.replace(" ", "")
+
+
+def test_inspect_computes_the_vits_approximate_maps_only_once_their_section_is_opened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from laya.analysis import explain as explain_module
+
+    loading._explain.clear()  # explanations cached by earlier tests in this process would answer without a call
+    asked = []
+    original = explain_module.explain
+    monkeypatch.setattr(explain_module, "explain", lambda *a, **k: asked.append(k.get("approximate")) or original(*a, **k))
+    at = pick(start(monkeypatch, MODELS), MODELS / "cifar10-vit", "laya")
+    (section,) = [e for e in at.expander if "CLS-token layers" in e.label]
+    assert "one more forward and 6 backward passes" in section.label
+    assert not [c for c in charts(at) if any(t["type"] == "heatmap" for t in c["data"])]  # closed: none computed
+    assert True not in asked
+    at.session_state["inspect_approximate_maps"] = True  # the user opens the section
+    at.run()
+    assert_ok(at)
+    assert {t["meta"]["kind"] for t in heatmaps(maps_chart(at))} == {"approximate"} and asked[-1] is True
+    calls = len(asked)
+    at.selectbox(key="inspect_map_class").set_value(at.selectbox(key="inspect_map_class").options[1]).run()
+    assert_ok(at)
+    assert len(asked) == calls  # another class: the cached approximation, no new backward pass

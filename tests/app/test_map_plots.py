@@ -10,7 +10,7 @@ import torch
 
 from laya.analysis.explain import explain_bytes
 from laya.analysis.logit_attribution import logit_attribution
-from laya.analysis.spatial import APPROXIMATE, sample_class_maps
+from laya.analysis.spatial import APPROXIMATE, DEFERRED, sample_class_maps
 from laya.app import views
 from laya.app.catalog import example_images
 from laya.app.map_plots import NOT_KEPT, UNIT, MapRow, class_maps_figure, map_classes, maps_figure, no_maps_note
@@ -103,6 +103,10 @@ def test_cls_token_layers_are_labelled_approximate_and_mlp_layers_na() -> None:
     assert "approximate: not equal to the term" in maps[0].hovertemplate
     beyond = map_classes(e)[5]  # approximations are kept for the top 3 classes only
     assert not heatmaps(maps_figure([row(checkpoint, e)], beyond))
+    data = example_images(MODELS / "cifar10-vit" / "laya")[0].read_bytes()
+    lazy = explain_bytes(checkpoint, data, approximate=False)  # not computed yet: said so, nothing drawn
+    figure = maps_figure([row(checkpoint, lazy)], lazy.label)
+    assert not heatmaps(figure) and all(DEFERRED.replace(" (", "<br>(") in a.text for a in figure.layout.annotations)
     checkpoint, e = explained("fashion-mnist-mlp", "laya")
     assert e.spatial is None  # no layer has positions: nothing computed, nothing carried
     figure = maps_figure([row(checkpoint, e)], e.label)

@@ -14,7 +14,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from laya.app import deploy, links, views
 from laya.app.catalog import Entry, catalog_table, describe
 from laya.app.export import Provenance, weights_sha256
-from laya.app.text import public, shown
+from laya.app.text import shown
 from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, CheckpointError
 from laya.sandbox.client import check_upload as check_in_worker
 from laya.sandbox.info import ModelInfo
@@ -46,7 +46,7 @@ models_root = deploy.models_root
 def _pick_bundled(entries: list[Entry]) -> Selection:
     groups = views.group_entries(entries)
     if not groups:
-        st.info(NO_MODELS.format(root=public(models_root())))
+        st.info(NO_MODELS.format(root=shown(models_root(), "code")))
         st.stop()
     link = opened_link()
     linked = links.linked_entry(entries, models_root(), link.model, link.group, link.head)
@@ -64,7 +64,8 @@ def _pick_bundled(entries: list[Entry]) -> Selection:
     labels = {p: f"{label} · {Path(p).name}" if label in repeated else label for p, label in labels.items()}
     heads = [e.head for e in members]
     index = option_index(paths, str(linked.path) if linked else None, option_index(heads, "laya"))
-    path = st.sidebar.radio("Head", paths, index=index, key=f"model_head_{group}", format_func=labels.__getitem__)
+    path = st.sidebar.radio("Head", paths, index=index, key=f"model_head_{group}",
+                            format_func=lambda p: shown(labels[p]))
     st.session_state[VIEW] = links.View(model=links.catalog_path(path, models_root()))
     with st.sidebar.expander("All checkpoints"):
         st.dataframe(catalog_table(entries).drop(columns="path"), hide_index=True)
@@ -103,7 +104,7 @@ def upload_digest(contents: dict[str, bytes]) -> str:
 def _upload_checkpoint() -> str | None:
     limit = deploy.max_checkpoint_mb()
     files = st.sidebar.file_uploader(
-        f"{META_FILE} and {WEIGHTS_FILE} (up to {limit} MB each)",
+        f"{META_FILE} and {WEIGHTS_FILE} (up to {limit:d} MB each)",
         type=["json", "safetensors"],
         accept_multiple_files=True,
         key="model_upload",
@@ -158,7 +159,8 @@ def pick_model() -> None:
     st.sidebar.header("Model")
     sources = SOURCES if deploy.allow_paths() else SOURCES[:2]
     opened = 2 if opened_link().path and len(sources) == 3 else 0
-    source = st.sidebar.radio("Source", sources, index=opened, key="model_source", label_visibility="collapsed")
+    source = st.sidebar.radio("Source", sources, index=opened, key="model_source", label_visibility="collapsed",
+                              format_func=shown)
     st.session_state[VIEW] = links.View()
     selection = None
     if source == SOURCES[0]:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Literal, overload
 
 import numpy as np
@@ -82,8 +82,24 @@ def clicked_name(value: object, names: Sequence[str]) -> str | None:
     return value if value in names else next((n for n in names if _figure_text(n, "x") == value), None)
 
 
-def unplain(text: str) -> str:
-    """Inverse of :func:`plain` (for tests and for comparing what a page shows with a message)."""
+def _each_text(frame: pd.DataFrame, change: Callable[[str], str]) -> pd.DataFrame:
+    """A copy of ``frame`` with ``change`` applied to every column name, index label and text cell."""
+    cell = lambda v: change(v) if isinstance(v, str) else v  # noqa: E731
+    renamed = frame.rename(columns=cell, index=cell).rename_axis(
+        index=[cell(n) for n in frame.index.names], columns=[cell(n) for n in frame.columns.names]
+    )
+    return renamed.apply(lambda column: column.map(cell) if column.dtype == object else column)
+
+
+@overload
+def unplain(text: pd.DataFrame) -> pd.DataFrame: ...
+@overload
+def unplain(text: str) -> str: ...
+def unplain(text: str | pd.DataFrame) -> str | pd.DataFrame:
+    """Inverse of :func:`plain`, of a text or of a table :func:`shown` escaped (for tests and for comparing what a
+    page shows with a message)."""
+    if isinstance(text, pd.DataFrame):
+        return _each_text(text, unplain)
     return re.sub(r"\\(.)", r"\1", text)
 
 
@@ -122,7 +138,7 @@ def _figure_text(node: object, key: str | None = None) -> object:
     return node
 
 
-ESCAPES = {"markdown": plain, "plotly": plotly_plain, "code": code_plain, "text": str}
+ESCAPES: dict[str, Callable[[object], str]] = {"markdown": plain, "plotly": plotly_plain, "code": code_plain, "text": str}
 
 
 @overload
@@ -143,12 +159,10 @@ def shown(value: object, markup: Markup = "markdown") -> str | pd.DataFrame | go
             raise ValueError(f"a plotly figure is shown with markup 'plotly', not {markup!r}")
         return go.Figure(_figure_text(value.to_dict()))
     if isinstance(value, pd.DataFrame):
-        cell = lambda v: shown(v, markup) if isinstance(v, str) else v  # noqa: E731
-        frame = value.rename(columns=cell, index=cell).rename_axis(
-            index=[cell(n) for n in value.index.names], columns=[cell(n) for n in value.columns.names]
-        )
-        return frame.apply(lambda column: column.map(cell) if column.dtype == object else column)
+        return _each_text(value, lambda v: shown(v, markup))
     return ESCAPES[markup](public(value))
 
 
-__all__ = ["MARKUPS", "UPLOADED", "Markup", "clicked_name", "code_plain", "plain", "plotly_plain", "public", "shown", "unplain"]
+__all__ = [
+    "MARKUPS", "UPLOADED", "Markup", "clicked_name", "code_plain", "plain", "plotly_plain", "public", "shown", "unplain",
+]  # fmt: skip

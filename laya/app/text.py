@@ -40,6 +40,9 @@ from laya.app import deploy
 # ASCII punctuation that Markdown, GitHub-flavoured Markdown or Streamlit's extensions give a meaning
 # (images, links, emphasis, code, HTML, tables, strike-through, LaTeX, :emoji: and :color[...] directives)
 MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|<>~$:&])")
+# where GitHub-flavoured Markdown turns bare text into a link (after escapes are read): ``x://``, ``www.``, ``a@b``
+AUTOLINK = re.compile(r"(?i)(://|www\.|@)")
+JOINER = "\u2060"  # WORD JOINER: invisible, and no URL or e-mail address runs across it
 UPLOADED = "the uploaded checkpoint"
 Markup = Literal["markdown", "plotly", "code", "text"]
 MARKUPS: tuple[Markup, ...] = ("markdown", "plotly", "code", "text")
@@ -52,12 +55,14 @@ FIGURE_TEXT = frozenset({"text", "name", "hovertext", "hovertemplate", "texttemp
 
 
 def plain(text: object) -> str:
-    """``text`` with every Markdown-active character backslash-escaped, so it renders literally.
+    """``text`` with every Markdown-active character backslash-escaped, so it renders literally, and a
+    :data:`JOINER` inside every ``://``, ``www.`` and ``@``, so that no URL or address in it becomes a link.
 
-    >>> plain("![x](http://host/p.png)")
-    '\\\\!\\\\[x\\\\]\\\\(http\\\\://host/p.png\\\\)'
+    >>> plain("![x](p.png)")
+    '\\\\!\\\\[x\\\\]\\\\(p.png\\\\)'
     """
-    return MARKDOWN.sub(r"\\\1", str(text))
+    escaped = MARKDOWN.sub(r"\\\1", str(text))
+    return AUTOLINK.sub(lambda m: m.group()[0] + JOINER + m.group()[1:], escaped)
 
 
 def plotly_plain(text: object) -> str:
@@ -88,7 +93,7 @@ def _each_text(frame: pd.DataFrame, change: Callable[[str], str]) -> pd.DataFram
     renamed = frame.rename(columns=cell, index=cell).rename_axis(
         index=[cell(n) for n in frame.index.names], columns=[cell(n) for n in frame.columns.names]
     )
-    return renamed.apply(lambda column: column.map(cell) if column.dtype == object else column)
+    return renamed.apply(lambda column: column if pd.api.types.is_numeric_dtype(column) else column.map(cell))
 
 
 @overload
@@ -100,7 +105,7 @@ def unplain(text: str | pd.DataFrame) -> str | pd.DataFrame:
     page shows with a message)."""
     if isinstance(text, pd.DataFrame):
         return _each_text(text, unplain)
-    return re.sub(r"\\(.)", r"\1", text)
+    return re.sub(r"\\(.)", r"\1", text.replace(JOINER, ""))
 
 
 def _variants(path: Path) -> list[str]:

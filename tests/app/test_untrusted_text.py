@@ -209,6 +209,7 @@ HOSTILE = "![px](http://127.0.0.1:9/p.png) [c](javascript:alert(3)) <img src=htt
 def test_shown_makes_text_plain_in_every_markup() -> None:
     markdown = shown(HOSTILE)
     assert unplain(markdown) == HOSTILE and not re.search(r"(?<!\\)[!\[\]()<>$:&]", markdown), markdown
+    assert "://" not in markdown and not re.search("www[.]|@[a-z]", shown("www.x.org a@b.c"))  # GFM's autolinks
     plotly = shown(HOSTILE, "plotly")
     assert "<" not in plotly and ">" not in plotly and "$" not in plotly
     assert plotly.count("&lt;") == 1 and plotly.endswith(" &amp;")
@@ -220,10 +221,12 @@ def test_shown_makes_text_plain_in_every_markup() -> None:
 
 
 def test_shown_escapes_a_whole_table() -> None:
-    frame = pd.DataFrame({"class": [HOSTILE, "red"], f"p({HOSTILE})": [0.5, 0.25]}).set_index("class")
+    frame = pd.DataFrame({"class": [HOSTILE, "red"], f"p({HOSTILE})": [0.5, 0.25], "after": ["red", HOSTILE]})
+    frame = frame.set_index("class")
     table = shown(frame)
+    assert table["after"].tolist() == ["red", plain(HOSTILE)], "text cells (pandas' str dtype included)"
     assert table.index.name == plain("class") and list(table.index) == [plain(HOSTILE), "red"]
-    assert list(table.columns) == [plain(f"p({HOSTILE})")] and table.iloc[:, 0].tolist() == [0.5, 0.25]
+    assert list(table.columns) == [plain(f"p({HOSTILE})"), "after"] and table.iloc[:, 0].tolist() == [0.5, 0.25]
     assert frame.index[0] == HOSTILE, "the caller's frame is left as it was"
 
 

@@ -143,7 +143,9 @@ def _figure_text(node: object, key: str | None = None) -> object:
     return node
 
 
-ESCAPES: dict[str, Callable[[object], str]] = {"markdown": plain, "plotly": plotly_plain, "code": code_plain, "text": str}
+ESCAPES: dict[str, Callable[[object], str]] = {
+    "markdown": plain, "plotly": plotly_plain, "code": code_plain, "text": str,
+}  # fmt: skip
 
 
 @overload

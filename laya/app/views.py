@@ -612,7 +612,8 @@ def ood_status(scores: Mapping[str, float], depth: Mapping) -> list[str]:
         verdict = "**flagged as out of distribution**" if flagged else "not flagged"
         limit = f", {rule} {threshold:.4g}" if threshold is not None else ""
         lines.append(
-            f"Best OOD score of this model, {plain(SCORE_LABELS.get(key, key))} (mean AUROC {auroc:.3f} over {sets} OOD "
+            f"Best OOD score of this model, {plain(SCORE_LABELS.get(key, key))} (mean AUROC {auroc:.3f} over "
+            f"{sets} OOD "
             f"sets): **{shown:.4g}**{limit}: {verdict}."
         )
     lines.append(f"Each threshold is {false_alarm_text(rate)}, so a flag alone is no proof of an OOD input.")

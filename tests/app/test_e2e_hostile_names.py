@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -55,8 +56,8 @@ def hostile_names(port: int) -> tuple[dict[str, str], str]:
 
 def rename(folder: Path, names: dict[str, str], dataset: str) -> None:
     """Replace every class and layer name in the checkpoint folder's JSON, CSV and sample metadata."""
-    from safetensors.numpy import load_file, save_file
     from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
 
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
     for path in [*folder.rglob("*.json"), *folder.rglob("*.csv")]:
@@ -86,7 +87,7 @@ class Counter(BaseHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def bait() -> ThreadingHTTPServer:
+def bait() -> Iterator[ThreadingHTTPServer]:
     """A local server on the port the hostile names point at, counting the requests that reach it."""
     if not Path(CHROMIUM).is_file():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
@@ -121,7 +122,8 @@ def test_hostile_names_show_as_text_on_every_page(models: Path, bait: ThreadingH
             found = page.evaluate(FOUND, port)
             assert not found["bad"], f"{view}: elements from the names: {found['bad']}"
             assert found["katex"] == 0 and not found["emoji"], f"{view}: LaTeX or an emoji rendered from the names"
-            assert "Something went wrong" not in found["text"] and not page.locator('[data-testid="stException"]').count()
+            assert "Something went wrong" not in found["text"]
+            assert not page.locator('[data-testid="stException"]').count()
             visited[view] = found["text"]
 
         for name in PAGES:

@@ -251,7 +251,8 @@ def test_shown_escapes_a_figure_and_keeps_its_own_tags() -> None:
 
     from laya.app.text import clicked_name
 
-    figure = go.Figure(go.Heatmap(z=[[1.0, 2.0]], x=[HOSTILE, "l2"], y=[HOSTILE], hovertemplate="%{y}<br>%{x}<extra></extra>"))
+    heatmap = go.Heatmap(z=[[1.0, 2.0]], x=[HOSTILE, "l2"], y=[HOSTILE], hovertemplate="%{y}<br>%{x}<extra></extra>")
+    figure = go.Figure(heatmap)
     figure.update_layout(title=f"{HOSTILE}: scores", xaxis={"categoryorder": "array", "categoryarray": [HOSTILE, "l2"]})
     figure.add_annotation(text=f"<b>{HOSTILE}</b>", x=HOSTILE, y=HOSTILE)
     escaped = shown(figure, "plotly")

@@ -8,12 +8,14 @@ import streamlit as st
 
 from laya.analysis.detection import SCORE_LABELS
 from laya.app import browser, views
+from laya.app.text import shown
 from pages import common
 from pages.common import switches
 
 PER_PAGE = 40
 COLUMNS = 8
 ALL = "(all)"
+ORDERS = {"asc": "ascending", "desc": "descending"}
 
 checkpoint, selection = common.current()
 st.title("Browse the test set")
@@ -28,8 +30,8 @@ if sample is None:
 method = views.method_label(sample.meta["method"])
 mode = views.mode_label(sample.meta["mode"])
 st.caption(
-    f"{len(sample.table)} of {sample.meta['n_test']} test inputs (class-balanced, seed {sample.meta['seed']}). "
-    f"Score: {method} of the chosen layer; LOO drop: p(ŷ) lost when that layer is removed ({mode}); "
+    f"{len(sample.table)} of {sample.meta['n_test']:,} test inputs (class-balanced, seed {sample.meta['seed']:d}). "
+    f"Score: {shown(method)} of the chosen layer; LOO drop: p(ŷ) lost when that layer is removed ({shown(mode)}); "
     "prediction depth: the first layer from which every readout agrees with the prediction (L + 1: never); "
     "suspicion: the chosen error/OOD score (higher = more suspicious)."
     + ("" if sample.meta.get("depth_fit") else " Run `python -m laya depth` for the depth-based columns.")
@@ -40,16 +42,16 @@ label = switches.pick(filters[0].selectbox, "Class", [ALL, *sample.classes], "bc
 predicted = switches.pick(filters[1].selectbox, "Predicted", [ALL, *sample.classes], "bpred", "browse_pred")
 outcome = switches.pick(filters[2].radio, "Outcome", browser.OUTCOMES, "outcome", "browse_outcome", horizontal=True)
 top = switches.pick(filters[3].selectbox, "Top layer", [ALL, *sample.layer_names], "top", "browse_top")
-shown = st.columns(4)
-layer = switches.pick(shown[0].selectbox, "Layer of the score and LOO drop", sample.layer_names, "layer", "browse_layer")
+pickers = st.columns(4)
+layer = switches.pick(pickers[0].selectbox, "Layer of the score and LOO drop", sample.layer_names, "layer", "browse_layer")
 scores = browser.detection_scores(sample)
 default = browser.default_score(sample, checkpoint.layer_dims)  # Mahalanobis only where its fit is trusted
-score = switches.pick(shown[1].selectbox, "Suspicion score", scores, "score", "browse_score",
-                     format_func=SCORE_LABELS.__getitem__, index=scores.index(default) if scores else 0)  # fmt: skip
+score = switches.pick(pickers[1].selectbox, "Suspicion score", scores, "score", "browse_score",
+                      format_func=SCORE_LABELS.__getitem__, index=scores.index(default) if scores else 0)  # fmt: skip
 sorts = [k for k, c in browser.SORTS.items() if c != "prediction depth" or "depth" in sample.table]
-sort = switches.pick(shown[2].selectbox, "Sort by", sorts, "sort", "browse_sort", format_func=browser.SORTS.__getitem__)
-order = switches.pick(shown[3].radio, "Order", ["asc", "desc"], "order", "browse_order", horizontal=True,
-                     format_func={"asc": "ascending", "desc": "descending"}.__getitem__)  # fmt: skip
+sort = switches.pick(pickers[2].selectbox, "Sort by", sorts, "sort", "browse_sort", format_func=browser.SORTS.__getitem__)
+order = switches.pick(pickers[3].radio, "Order", ["asc", "desc"], "order", "browse_order", horizontal=True,
+                     format_func=lambda o: ORDERS[o])  # fmt: skip
 query = browser.Query(
     label=None if label == ALL else label,
     prediction=None if predicted == ALL else predicted,
@@ -66,18 +68,17 @@ common.copy_link()
 if not len(table):
     st.info("No input of the sample matches these filters.")
     st.stop()
-st.markdown(f"**{stats['n']} inputs** · accuracy {stats['accuracy']:.1%} · mean confidence {stats['confidence']:.1%}")
+st.markdown(f"**{stats['n']:,} inputs** · accuracy {stats['accuracy']:.1%} · mean confidence {stats['confidence']:.1%}")
 
 pages = math.ceil(len(table) / PER_PAGE)
-page = st.number_input(f"Page (of {pages})", 1, pages, 1, key="browse_page") if pages > 1 else 1
+page = st.number_input(f"Page (of {pages:d})", 1, pages, 1, key="browse_page") if pages > 1 else 1
 chunk = table.iloc[(page - 1) * PER_PAGE : page * PER_PAGE]
 for start in range(0, len(chunk), COLUMNS):
     for column, item in zip(st.columns(COLUMNS), chunk.iloc[start : start + COLUMNS].to_dict("records")):
         index = int(item["test index"])
         with column:
-            mark = "✓" if item["correct"] else "✗"
             st.image(sample.thumbnail(item["row"]), width=64)
-            st.caption(f"#{index} {item['label']} → {item['prediction']} {mark} {item['confidence']:.0%}")
+            st.caption(f"#{index:d} {shown(item['label'])} → {shown(item['prediction'])} {'✓' if item['correct'] else '✗'} {item['confidence']:.0%}")
             if st.button("Inspect", key=f"browse_open_{index}", icon=":material/search:"):
                 st.session_state[common.BROWSED] = (selection.path, index)
                 st.session_state.pop(f"{common.BROWSED}_dropped", None)

@@ -32,12 +32,12 @@ with st.container(border=True):
     if button_col.button("Recompute on the local dataset", key="classwise_recompute"):
         bar = st.progress(0.0, text="Loading the dataset…")
         try:
-            progress = lambda f, m: bar.progress(f, text=m)  # noqa: E731
+            progress = lambda f, m: bar.progress(f, text=shown(m))  # noqa: E731
             live[selection.path] = common.evaluate_locally(selection.path, int(limit), progress)
         except (DatasetNotFoundError, ImageError, ValueError) as error:  # CheckpointError is a ValueError
             st.error(shown(views.recompute_error(error)))
     if selection.path in live:
-        st.success(f"Showing a live evaluation on {live[selection.path].data['dataset']['n']} test inputs.")
+        st.success(f"Showing a live evaluation on {live[selection.path].data['dataset']['n']:,} test inputs.")
         if st.button("Back to the bundled report", key="classwise_discard"):
             del live[selection.path]
             st.rerun()
@@ -52,10 +52,10 @@ kinds = {
     "scores": f"layer scores: {views.method_label(report.primary_method)}",
     "loo": f"leave-one-layer-out drops, {loo_mode}",
 }
-kind = switches.pick(kind_col.radio, "Values", list(kinds), "values", "classwise_kind", format_func=kinds.__getitem__,
+kind = switches.pick(kind_col.radio, "Values", list(kinds), "values", "classwise_kind", format_func=lambda k: shown(kinds[k]),
                     horizontal=True)  # fmt: skip
 subset = switches.pick(subset_col.radio, "Inputs", SUBSETS, "inputs", "classwise_subset",
-                      format_func=SUBSET_LABELS.__getitem__, horizontal=True)  # fmt: skip
+                      format_func=lambda s: SUBSET_LABELS[s], horizontal=True)  # fmt: skip
 profile = report.class_layer_profile(kind)
 if profile.empty:
     st.info("This report has no leave-one-layer-out profile (it was evaluated without zero ablation).")
@@ -69,13 +69,13 @@ chosen = switches.upcoming(list(counts), "class", "classwise_class")  # the same
 if chosen is not None and (cell is None or cell[0] != chosen):
     cell = (chosen, None)  # no clicked cell of this class: outline the row of the class opened below
 event = st.plotly_chart(
-    views.clickable_heatmap(heatmap, selected=cell), key="classwise_heatmap", on_select="rerun", selection_mode="points"
+    shown(views.clickable_heatmap(heatmap, selected=cell), "plotly"), key="classwise_heatmap", on_select="rerun", selection_mode="points"
 )
 st.caption(
-    f"One trained seed ({report.data['checkpoint']['seed']}) of this head. How much of this pattern is the "
+    f"One trained seed ({report.data['checkpoint']['seed']:d}) of this head. How much of this pattern is the "
     "seed's and how much the method's is in **Across seeds** below."
 )
-clicked = views.clicked_cell(event, list(counts))
+clicked = views.clicked_cell(event, list(counts), report.layer_names)
 if clicked is not None and clicked != st.session_state.get("classwise_cell"):  # a new click opens that class
     st.session_state["classwise_cell"] = clicked
     st.session_state["classwise_clicked"] = st.session_state["classwise_class"] = clicked[0]
@@ -88,7 +88,7 @@ if cell is not None and cell[0] in counts and cell[1] in report.layer_names:
                            browser.heatmap_query(*cell), "classwise_browse_cell")  # fmt: skip
 st.caption(
     "Inputs per class: "
-    + ", ".join(f"{c} {n}" for c, n in counts.items())
+    + ", ".join(f"{shown(c)} {n:,}" for c, n in counts.items())
     + ". Hover a cell for mean ± std and n; click it to open that class below."
 )
 st.download_button("Download CSV", profile.to_csv(index=False), f"{head}-class-{kind}-profile.csv", "text/csv")
@@ -108,8 +108,8 @@ class_scores = profile_bars_figure(
 class_loo = profile_bars_figure(
     views.class_profile(report.class_layer_profile("loo"), name, subset), f"{name}: LOO drop ({loo_mode})", "loo"
 )
-score_col.plotly_chart(class_scores, key="classwise_class_scores")
-loo_col.plotly_chart(class_loo, key="classwise_class_loo")
+score_col.plotly_chart(shown(class_scores, "plotly"), key="classwise_class_scores")
+loo_col.plotly_chart(shown(class_loo, "plotly"), key="classwise_class_loo")
 layer_col, browse_col = st.columns([2, 1], vertical_alignment="bottom")
 browse_layer = layer_col.selectbox("Browse this class's test inputs by the score of", report.layer_names,
                                    key="classwise_browse_layer")  # fmt: skip
@@ -119,7 +119,7 @@ with browse_col:
 st.subheader("Confusion matrix")
 confusion = report.confusion()
 confusion_event = st.plotly_chart(
-    views.clickable_heatmap(browser.confusion_figure(confusion)), key="classwise_confusion", on_select="rerun",
+    shown(views.clickable_heatmap(browser.confusion_figure(confusion)), "plotly"), key="classwise_confusion", on_select="rerun",
     selection_mode="points",
 )  # fmt: skip
 pair = browser.clicked_cell(confusion_event, list(confusion.index), list(confusion.columns))
@@ -137,19 +137,19 @@ elif st.toggle(f"Mean spatial maps per class and layer over the test-set sample 
     try:
         class_maps = common.class_maps(selection.path)
     except ValueError as error:
-        class_maps, note = None, shown(f"No mean spatial maps: {error}")
+        class_maps, note = None, f"No mean spatial maps: {error}"
     else:
         note = no_class_maps_note(class_maps)
     if note:
-        st.info(note)
+        st.info(shown(note))
     else:
         maps_figure = class_maps_figure(class_maps, checkpoint.meta.classes, checkpoint.layer_names, subset,
                                         f"Mean map of each class's logit term, {SUBSET_LABELS[subset]} inputs")  # fmt: skip
-        st.plotly_chart(maps_figure, key="classwise_maps_figure")
+        st.plotly_chart(shown(maps_figure, "plotly"), key="classwise_maps_figure")
         st.caption(
             f"Per class (row, n = inputs of that class in the sample, {SUBSET_LABELS[subset]}) and layer (column): "
             f"the mean over those inputs of the layer's exact map of the class's own logit term, all "
-            f"{class_maps.size}×{class_maps.size} frames, on one colour scale (mean logit per input pixel). "
+            f"{class_maps.size:d}×{class_maps.size:d} frames, on one colour scale (mean logit per input pixel). "
             "n/a: the layer has no exact map (MLP, CLS token)."
         )
         map_sections = [("Where each class was looked at", maps_figure)]
@@ -167,7 +167,7 @@ else:
         st.warning("Only one seed of this head was trained: its depth pattern may be the seed's, not the method's.")
     seeds_figure = seed_profiles_figure(per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)", kind)
     stability = views.seed_stability(per_seed)
-    st.plotly_chart(seeds_figure, key="classwise_seeds")
+    st.plotly_chart(shown(seeds_figure, "plotly"), key="classwise_seeds")
     st.dataframe(stability, hide_index=True)
     seed_sections = [("Across seeds", seeds_figure), ("", stability)]
 
@@ -178,11 +178,11 @@ global_bars = profile_bars_figure(
     views.global_profile(report, method), f"{views.method_label(method)}: mean over the test set (95% CI)",
     "scores", (0.0, 1.0) if views.is_weight(method) else (-float("inf"), float("inf")),
 )
-st.plotly_chart(global_bars, key="classwise_global")
+st.plotly_chart(shown(global_bars, "plotly"), key="classwise_global")
 if per_seed is not None and not per_seed.empty:
     whole = views.seed_global_profile(per_seed)
     whole_figure = seed_profiles_figure(whole, views.ALL_CLASSES, f"All classes: {kinds[kind]} per seed", kind)
-    st.plotly_chart(whole_figure, key="classwise_seeds_global")
+    st.plotly_chart(shown(whole_figure, "plotly"), key="classwise_seeds_global")
     st.dataframe(views.seed_stability(whole), hide_index=True)
     seed_sections += [("All classes, across seeds", whole_figure)]
 st.caption("Mean leave-one-layer-out drop and label-flip rate per layer, per ablation mode:")

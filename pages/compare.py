@@ -46,12 +46,12 @@ with mode_col:
     mode = st.radio(
         "Ablation mode (supported by every chosen head)",
         modes,
-        format_func=views.mode_label,
+        format_func=lambda m: shown(views.mode_label(m)),
         index=modes.index(link.mode) if link.mode in modes else 0,
         horizontal=True,
         key="compare_mode",
     )
-    st.caption(f"`{mode}`: {views.MODE_HELP[mode]}.")
+    st.caption(f"`{shown(mode, 'code')}`: {views.MODE_HELP[mode]}.")
     common.share(mode=mode)
     common.copy_link()
 if image is None:
@@ -65,29 +65,29 @@ reports = [common.load_report(path, warn=False) for path in loaded]
 
 for column, head, explanation, report in zip(st.columns(len(loaded)), heads, explanations, reports):
     with column:
-        st.markdown(f"**{views.head_title(head)}**")
-        st.metric("Prediction", explanation.label)
+        st.markdown(f"**{shown(views.head_title(head))}**")
+        st.metric("Prediction", shown(explanation.label))
         st.metric("Confidence", f"{explanation.confidence:.1%}")
-        st.caption(f"Scores: {views.method_label(explanation.primary)}")
-        st.caption(views.report_caption(report))
+        st.caption(f"Scores: {shown(views.method_label(explanation.primary))}")
+        st.caption(shown(views.report_caption(report)))
         if warning := views.nonfinite_warning(explanation):
             st.warning(shown(warning))
 
 figure = compare_figure(explanations, views.compare_titles(heads, explanations))
 table = views.compare_table(heads, explanations, reports)
-st.plotly_chart(figure, key="compare_figure")
+st.plotly_chart(shown(figure, "plotly"), key="compare_figure")
 common.table(table.set_index("head").T.reset_index(names="on this input / on the test set"))
 checkpoint = loaded.get(selection.path) or next(iter(loaded.values()))
 
 st.subheader("Where each layer looked, per head")
 map_sections = []
 if note := no_maps_note(explanations):
-    st.info(note)
+    st.info(shown(note))
 else:
     class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
     first = map_classes(explanations[0]) or [explanations[0].label]
     map_class = class_col.selectbox(
-        f"Class of the maps ({views.head_title(heads[0])}'s ranking)", first, key="compare_map_class"
+        f"Class of the maps ({shown(views.head_title(heads[0]))}'s ranking)", first, key="compare_map_class"
     )
     weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="compare_map_weighted")
     rows = [
@@ -95,7 +95,7 @@ else:
         for h, e, c in zip(heads, explanations, loaded.values())
     ]
     maps = maps_figure(rows, map_class, weighted)
-    st.plotly_chart(maps, key="compare_maps")
+    st.plotly_chart(shown(maps, "plotly"), key="compare_maps")
     st.caption(maps_caption(weighted) + " One colour scale across heads.")
     map_sections = [(f"Where each layer looked: {map_class}", maps)]
 source = common.provenance(checkpoint, (name, views.model_view(explanations[0], checkpoint.meta.input)))

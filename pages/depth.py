@@ -10,7 +10,7 @@ from laya.analysis.logit_attribution import top_class_table
 from laya.analysis.measured import load_exits
 from laya.app import browser, depth_plots, views
 from laya.app.catalog import example_images
-from laya.app.text import public
+from laya.app.text import shown
 from pages import common
 from pages.common import switches
 
@@ -19,11 +19,11 @@ classes, layers = checkpoint.meta.classes, list(checkpoint.layer_names)
 st.title("Depth analytics")
 report = common.load_depth(selection.path)
 if report is None:
-    st.info(f"No depth report yet: run `python -m laya depth --checkpoint {public(selection.path)}` for readout probes, "
+    st.info(f"No depth report yet: run `python -m laya depth --checkpoint {shown(selection.path, 'code')}` for readout probes, "
             "the early-exit, pruning and detection results. Shown below: what the head alone gives.")  # fmt: skip
 
 carried = st.session_state.get(common.CURRENT_INPUT)
-if carried and st.toggle(f"Use the input from Inspect ({carried[0]})", value=True, key="depth_use_inspect"):
+if carried and st.toggle(f"Use the input from Inspect ({shown(carried[0])})", value=True, key="depth_use_inspect"):
     image = carried
 else:
     image = common.image_input("depth", example_images(checkpoint.path))
@@ -33,23 +33,23 @@ if image is None:
 name, data = image
 result = common.depth_of_input(selection.path, name, data)
 if warning := views.nonfinite_warning(result):
-    st.warning(warning)
+    st.warning(shown(warning))
 default = report.exit_threshold if report and report.exit_threshold and report.exit_threshold <= 1 else 0.9
 threshold = switches.number(st.slider, "Early-exit confidence threshold t", "threshold", "depth_threshold", float(default),
                            min_value=0.5, max_value=1.0, step=0.005)  # fmt: skip
 
 label_col, depth_col, exit_col = st.columns(3)
-label_col.metric("Prediction", classes[result.prediction])
+label_col.metric("Prediction", shown(classes[result.prediction]))
 if result.readouts is not None:
     depth, stop = int(result.readouts.depth[0]), result.exit_layer(threshold)
-    depth_col.metric("Prediction depth", f"{depth} of {len(layers)}" if depth <= len(layers) else "only the full head")
-    exit_col.metric(f"Exit at t = {threshold:g}", layers[stop] if stop < len(layers) else "full model")
+    depth_col.metric("Prediction depth", f"{depth:d} of {len(layers)}" if depth <= len(layers) else "only the full head")
+    exit_col.metric(f"Exit at t = {threshold:g}", shown(layers[stop]) if stop < len(layers) else "full model")
 attribution = depth_plots.attribution_figure(top_class_table(result.attribution, 0, classes, layers))
-st.plotly_chart(attribution, key="depth_attr")
+st.plotly_chart(shown(attribution, "plotly"), key="depth_attr")
 sections = [(f"{name}: per-layer logit attribution", attribution)]
 if result.readouts is not None:
     path = depth_plots.readout_path_figure(result.readouts.path(0, classes, layers), depth, stop)
-    st.plotly_chart(path, key="depth_path")
+    st.plotly_chart(shown(path, "plotly"), key="depth_path")
     sections.append(("Readout path", path))
 st.subheader("Error and OOD scores of this input")
 scores = views.detection_view(result.scores, report.data if report else None)
@@ -58,7 +58,7 @@ if report is not None:
     st.markdown("\n".join(f"- {line}" for line in views.ood_status(result.scores, report.data, checkpoint.layer_dims)))
     if warning := views.mahalanobis_warning(result.scores.get("mahalanobis"), report.data["n_train"],
                                             checkpoint.layer_dims, report.data.get("covariance")):  # fmt: skip
-        st.warning(warning)
+        st.warning(shown(warning))
 st.dataframe(scores, hide_index=True)
 sections.append(("Error and OOD scores of this input", scores))
 
@@ -74,15 +74,15 @@ else:
     means = None if lens_summary is None else class_view(lens_summary, metric, ["all", predicted])
     lens_figure = trajectory_figure(trajectory if means is None else means, metric, lens_.source,
                                     None if means is None else trajectory)  # fmt: skip
-    st.plotly_chart(lens_figure, key="depth_lens")
+    st.plotly_chart(shown(lens_figure, "plotly"), key="depth_lens")
     st.caption(depth_plots.lens_caption(lens_.source, lens_summary, predicted))
-    st.dataframe(trajectory, hide_index=True, column_config={m: st.column_config.NumberColumn(label, format="%.3f")
-                                                              for m, label in METRICS.items()})  # fmt: skip
+    st.dataframe(trajectory, hide_index=True, column_config={m: st.column_config.NumberColumn(METRICS[m], format="%.3f")
+                                                              for m in METRICS})  # fmt: skip
     sections += [(f"Per-layer lens ({lens_.source}): {METRICS[metric]}", lens_figure),
                  (f"Per-layer lens of {name} ({lens_.source})", trajectory)]  # fmt: skip
     if lens_summary is not None and st.toggle("Every true class (test set, 95 % bootstrap CIs)", key="depth_lens_all"):
         by_class = trajectory_figure(class_view(lens_summary, metric), metric, str(lens_summary["readout"].iloc[0]))
-        st.plotly_chart(by_class, key="depth_lens_classes")
+        st.plotly_chart(shown(by_class, "plotly"), key="depth_lens_classes")
         sections.append((f"Per-layer lens by true class: {METRICS[metric]}", by_class))
 
 if report is None:
@@ -91,30 +91,31 @@ if report is None:
     st.stop()
 st.header("Whole test set")
 st.caption(
-    f"`{report.data['command']}` · {report.data['n_test']} test inputs · readouts: {report.data['readout_source']}"
+    f"`{shown(report.data['command'], 'code')}` · {report.data['n_test']:,} test inputs · readouts: "
+    f"{shown(report.data['readout_source'])}"
 )
 saved = report.data["early_exit"]["at_1pt"]
 exit_col, prune_col = st.columns(2)
 exit_curve = depth_plots.exit_curve_figure(report.table("exit_curve"), report.data["accuracy"])
-exit_col.plotly_chart(exit_curve, key="depth_exit")
-exit_col.caption(f"Estimated compute saved at ≤ 1 point accuracy loss: {saved['saved']:.1%} (t = {saved['threshold']}): "
+exit_col.plotly_chart(shown(exit_curve, "plotly"), key="depth_exit")
+exit_col.caption(f"Estimated compute saved at ≤ 1 point accuracy loss: {saved['saved']:.1%} (t = {saved['threshold']:g}): "
                  "per-input arithmetic on per-layer backbone timings, exit readouts not counted. Measured early-exit "
                  "runs and truncated models: `python -m laya exits` (exits.json).")
 measured = load_exits(selection.path)
 if measured is not None:
     runs = pd.DataFrame(measured["runs"])
     measured_fig = depth_plots.measured_exit_figure(runs)
-    st.plotly_chart(measured_fig, key="depth_measured_exit")
-    st.caption(f"Measured runs (`{measured['command']}`), {measured['n_test']} test inputs; readouts and trained exits. "
+    st.plotly_chart(shown(measured_fig, "plotly"), key="depth_measured_exit")
+    st.caption(f"Measured runs (`{shown(measured['command'], 'code')}`), {measured['n_test']:,} test inputs; readouts and trained exits. "
                "Hover for wall-clock savings (negative: slower than plain inference).")  # fmt: skip
     sections.append(("Early exit, measured runs", measured_fig))
 pruning = depth_plots.pruning_figure(report.table("pruning"))
-prune_col.plotly_chart(pruning, key="depth_pruning")
+prune_col.plotly_chart(shown(pruning, "plotly"), key="depth_pruning")
 class_terms = depth_plots.class_terms_figure(report.table("logit_attribution"))
-st.plotly_chart(class_terms, key="depth_class_terms")
+st.plotly_chart(shown(class_terms, "plotly"), key="depth_class_terms")
 kind = report.data.get("readout_kind", report.data["readout_source"])
 depth_title = f"Prediction depth and overthinking by class (readouts: {kind})"
-st.subheader(depth_title)
+st.subheader(shown(depth_title))
 depth_table = views.prediction_depth_view(report.table("prediction_depth"))
 st.dataframe(depth_table, hide_index=True)
 if kind == "own classifier" and "prediction_depth_probes" in report.data:
@@ -133,11 +134,11 @@ if rows:
         switches.browse_button(f"Browse the most suspicious test inputs by {SCORE_LABELS[score]}",
                               browser.detection_query(score), "depth_browse")  # fmt: skip
 if detections:
-    st.caption(" · ".join(f"{task}: {text}" for task, text in detections.items()))
+    st.caption(" · ".join(f"{shown(task)}: {shown(text)}" for task, text in detections.items()))
 roc = report.table("roc")
 task = switches.pick(st.selectbox, "ROC curves for", list(dict.fromkeys(roc["task"])), "task", "depth_task")
 roc_figure = depth_plots.roc_figure(roc, task)
-st.plotly_chart(roc_figure, key="depth_roc")
+st.plotly_chart(shown(roc_figure, "plotly"), key="depth_roc")
 sections += [("Whole test set: early exit", exit_curve), ("Pruning", pruning), ("Logit attribution by class", class_terms),
              (depth_title, depth_table),
              ("Detection AUROC [95 % CI]", report.auroc_table()), (f"ROC: {task}", roc_figure)]  # fmt: skip

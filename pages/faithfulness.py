@@ -6,6 +6,7 @@ from laya.analysis.attribution import REDUCTION_LABELS, ig_description
 from laya.analysis.faithfulness import EPSILON
 from laya.app import views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
+from laya.app.text import shown
 from laya.model.heads import CROSS_HEAD_MODES
 from pages import common
 from pages.common import switches
@@ -25,16 +26,17 @@ st.caption(
 report = common.load_report(selection.path)
 mode_col, reduction_col = st.columns(2)
 if report is not None:
-    st.subheader(f"{views.head_title(head)}: methods")
+    st.subheader(f"{shown(views.head_title(head))}: methods")
     link = common.opened_link()
-    mode = mode_col.radio("Intervention (what removing a layer means)", report.modes, format_func=views.mode_label,
+    mode = mode_col.radio("Intervention (what removing a layer means)", report.modes,
+                          format_func=lambda m: shown(views.mode_label(m)),
                           index=report.modes.index(link.mode) if link.mode in report.modes else 0,
                           horizontal=True, key=f"faithfulness_mode_{head}")  # fmt: skip
     common.share(mode=mode)
     reduction = switches.pick(reduction_col.radio, "Post-hoc reduction", report.data["reductions"], "reduction",
-                              "faithfulness_reduction", horizontal=True, format_func=REDUCTION_LABELS.__getitem__)  # fmt: skip
-    st.caption(f"`{mode}`: {views.MODE_HELP[mode]}. `{reduction}`: {views.REDUCTION_HELP[reduction]}. "
-               f"{report.data['options'].get('ig') or ig_description(report.data['options']['ig_steps'])}. "
+                              "faithfulness_reduction", horizontal=True, format_func=lambda r: REDUCTION_LABELS[r])  # fmt: skip
+    st.caption(f"`{shown(mode, 'code')}`: {views.MODE_HELP[mode]}. `{shown(reduction, 'code')}`: {views.REDUCTION_HELP[reduction]}. "
+               f"{shown(report.data['options'].get('ig') or ig_description(report.data['options']['ig_steps']))}. "
                "With the training mean as baseline, IG is built partly to agree with LOO under `mean` (it integrates "
                "along the path that intervention jumps); the zero baseline shares nothing with it.")  # fmt: skip
     table = views.faithfulness_matrix(report, mode, reduction)
@@ -44,12 +46,12 @@ if report is not None:
     )
     methods_figure = faithfulness_figure(report.faithfulness_table(), mode, reduction)
     curves = report.deletion_curves()
-    shown, curves_note = views.curves_reduction(curves, mode, reduction)
-    curves_figure = deletion_curves_figure(curves, mode, shown)
-    st.plotly_chart(methods_figure, key="faithfulness_methods")
-    st.plotly_chart(curves_figure, key="faithfulness_curves")
+    held, curves_note = views.curves_reduction(curves, mode, reduction)
+    curves_figure = deletion_curves_figure(curves, mode, held)
+    st.plotly_chart(shown(methods_figure, "plotly"), key="faithfulness_methods")
+    st.plotly_chart(shown(curves_figure, "plotly"), key="faithfulness_curves")
     if curves_note:
-        st.caption(curves_note)
+        st.caption(shown(curves_note))
     comparisons = views.comparisons_view(report, mode, reduction)
     if not comparisons.empty:
         st.markdown("**Paired comparisons** (paired bootstrap over the same test inputs; a CI covering 0 is a tie)")
@@ -63,15 +65,15 @@ if not members:
     st.info("This checkpoint is not part of a catalogued setting; there are no other heads to compare.")
     st.stop()
 if mode not in CROSS_HEAD_MODES:
-    st.warning(f"Intervention `{mode}` differs between heads; the table below uses `mean`, the same for every head.")
+    st.warning(f"Intervention `{shown(mode, 'code')}` differs between heads; the table below uses `mean`, the same for every head.")
     mode = "mean"
-st.caption(f"Intervention `{mode}`, {reduction} post-hoc scores; 95% bootstrap CIs over test inputs (one seed).")
+st.caption(f"Intervention `{shown(mode, 'code')}`, {shown(reduction)} post-hoc scores; 95% bootstrap CIs over test inputs (one seed).")
 heads = views.heads_table([e.head for e in members], [common.load_report(e.path, warn=False) for e in members],
                           mode, reduction)  # fmt: skip
 heads_shown = views.heads_display(heads)
 common.table(heads_shown)
 overview = heads_overview_figure(heads, mode)
-st.plotly_chart(overview, key="faithfulness_heads")
+st.plotly_chart(shown(overview, "plotly"), key="faithfulness_heads")
 sections = [(f"Heads of this setting ({mode}, {reduction})", heads_shown), ("", overview)]
 if report is not None:
     sections = [(f"{views.head_title(head)}: methods ({mode}, {reduction})", table), ("", methods_figure),

@@ -25,11 +25,11 @@ with options_col:
         "Ablation mode (what removing a layer means)",
         modes,
         index=modes.index(link.mode) if link.mode in modes else 0,
-        format_func=views.mode_label,
+        format_func=lambda m: shown(views.mode_label(m)),
         horizontal=True,
         key=f"inspect_mode_{head}",
     )
-    st.caption(f"`{mode}`: {views.MODE_HELP[mode]}.")
+    st.caption(f"`{shown(mode, 'code')}`: {views.MODE_HELP[mode]}.")
     posthoc = st.multiselect(
         "Post-hoc methods to show beside",
         POSTHOC_METHODS,
@@ -56,16 +56,16 @@ st.page_link("pages/depth.py", label="Depth analytics of this input", icon=":mat
 image_col, prediction_col = st.columns([1, 2])
 with image_col:
     st.image(views.model_view(explanation, spec), caption=f"{shown(name)}, as the model sees it")
-    st.caption(views.input_caption(spec))
+    st.caption(shown(views.input_caption(spec)))
 with prediction_col:
     label_col, confidence_col = st.columns(2)
-    label_col.metric("Prediction", explanation.label)
+    label_col.metric("Prediction", shown(explanation.label))
     confidence_col.metric("Confidence", f"{explanation.confidence:.1%}")
-    st.plotly_chart(topk_figure(explanation), key="inspect_topk")
+    st.plotly_chart(shown(topk_figure(explanation), "plotly"), key="inspect_topk")
     if depth_report is None:
         st.caption(
             f"Max softmax {explanation.confidence:.3f}. No OOD scores for this checkpoint yet: "
-            f"`python -m laya depth --checkpoint {checkpoint.path}` fits them and their thresholds."
+            f"`python -m laya depth --checkpoint {shown(checkpoint.path, 'code')}` fits them and their thresholds."
         )
     else:
         scores = explanation.ood_scores
@@ -74,31 +74,31 @@ with prediction_col:
         st.markdown("\n".join(f"- {line}" for line in views.ood_status(scores, depth_report.data, widths)))
         if warning := views.mahalanobis_warning(scores.get("mahalanobis"), depth_report.data["n_train"], widths,
                                                 depth_report.data.get("covariance")):  # fmt: skip
-            st.warning(warning)
+            st.warning(shown(warning))
 
 st.subheader("Which layers the decision used")
 if explanation.intrinsic is None:
     st.warning(
-        f"{views.head_title(head)} has no intrinsic layer scores: the scores below are **post-hoc** attributions "
+        f"{shown(views.head_title(head))} has no intrinsic layer scores: the scores below are **post-hoc** attributions "
         "computed after the fact from gradients, not weights the model uses."
     )
 scores_figure = layer_scores_figure(explanation)
-st.plotly_chart(scores_figure, key="inspect_scores")
+st.plotly_chart(shown(scores_figure, "plotly"), key="inspect_scores")
 normalised, _ = score_scale(list(explanation.scores))
 st.caption(
     "Top: each method's layer scores (dark blue: intrinsic, light blue: post-hoc), "
     + ("each divided by its largest |score| because their units differ (raw values in the hover). "
        if normalised else "on one shared scale. ")
-    + f"Bottom: the drop in p({shown(explanation.label)}) when the layer is removed ({views.mode_label(mode)}); "
+    + f"Bottom: the drop in p({shown(explanation.label)}) when the layer is removed ({shown(views.mode_label(mode))}); "
     "hatched: removing the layer flips the label."
 )  # fmt: skip
 
 st.subheader("Where each layer looked")
 map_sections = []
 deferred = deferred_label(explanation)  # CLS-token layers: approximate maps computed once opened, then cached
-section = st.expander(deferred, key="inspect_approximate_maps", on_change="rerun") if deferred else st.container()
+section = st.expander(shown(deferred), key="inspect_approximate_maps", on_change="rerun") if deferred else st.container()
 if note := no_maps_note([explanation]):
-    st.info(note)
+    st.info(shown(note))
 elif deferred is None or section.open:
     with section:
         mapped = explanation if deferred is None else common.explain(selection.path, name, data, mode, tuple(posthoc))
@@ -108,20 +108,20 @@ elif deferred is None or section.open:
         weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="inspect_map_weighted")
         image_row = MapRow(checkpoint.name, mapped, views.model_view(mapped, spec, 1))
         maps = maps_figure([image_row], map_class, weighted)
-        st.plotly_chart(maps, key="inspect_maps")
+        st.plotly_chart(shown(maps, "plotly"), key="inspect_maps")
         st.caption(maps_caption(weighted))
         map_sections = [(f"Where each layer looked: {map_class}", maps)]
 
 st.subheader("Live leave-one-layer-out")
 st.caption(
-    f"Each row removes one layer (`{mode}` ablation) and reruns the head: the drop in p({shown(explanation.label)}), "
+    f"Each row removes one layer (`{shown(mode, 'code')}` ablation) and reruns the head: the drop in p({shown(explanation.label)}), "
     "the prediction afterwards, and whether the label flips."
 )
 table = views.layer_table(explanation)
 st.dataframe(table, hide_index=True)
 flips = table.loc[table["label flips"], "layer"].tolist()
 st.caption(
-    f"Label flips after removing: {', '.join(flips)}." if flips else "No single layer's removal flips the label."
+    f"Label flips after removing: {shown(', '.join(flips))}." if flips else "No single layer's removal flips the label."
 )
 
 st.subheader("Faithfulness on this input")

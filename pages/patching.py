@@ -21,7 +21,7 @@ target_col, source_col = st.columns(2)
 with target_col:
     st.subheader("Target (the current input)")
     carried = st.session_state.get(common.CURRENT_INPUT)
-    if carried and st.toggle(f"Use the input from Inspect ({carried[0]})", value=True, key="patch_use_inspect"):
+    if carried and st.toggle(f"Use the input from Inspect ({shown(carried[0])})", value=True, key="patch_use_inspect"):
         target = carried
     else:
         target = common.image_input("patch", examples)
@@ -31,7 +31,7 @@ with source_col:
 if target is None or source is None:
     st.info("Pick or upload both a target and a source image.")
     st.stop()
-where = st.radio("Patch", list(WHERE), format_func=WHERE.__getitem__, horizontal=True, key="patch_where")
+where = st.radio("Patch", list(WHERE), format_func=lambda w: WHERE[w], horizontal=True, key="patch_where")
 effects = common.patch(selection.path, target, source, where)  # a bad image stops the page here, with its error
 target_pixels, source_pixels = (views.input_pixels(data, checkpoint.meta.input) for _, data in (target, source))
 target_col.image(target_pixels, caption=shown(target[0]), width=160)
@@ -46,16 +46,16 @@ b = pick_b.selectbox("… minus class b", range(len(classes)), index=source_pred
                      format_func=classes.__getitem__, key="patch_class_b")  # fmt: skip
 probs = effects.base_logits[0].softmax(-1)
 target_metric, source_metric = st.columns(2)
-target_metric.metric(f"Target's prediction (p = {float(probs[predicted]):.3f})", classes[predicted])
+target_metric.metric(f"Target's prediction (p = {float(probs[predicted]):.3f})", shown(classes[predicted]))
 source_probs = effects.source_logits[0].softmax(-1)
-source_metric.metric(f"Source's prediction (p = {float(source_probs[source_pred]):.3f})", classes[source_pred])
+source_metric.metric(f"Source's prediction (p = {float(source_probs[source_pred]):.3f})", shown(classes[source_pred]))
 
 table = pair_table(effects, layers, classes, a, b)
 note = patching_plots.alpha_note(head, effects.alpha is not None)
 figure = patching_plots.effects_figure(table, where, classes[predicted], classes[a], classes[b], note)
-st.plotly_chart(figure, key="patch_effects")
+st.plotly_chart(shown(figure, "plotly"), key="patch_effects")
 patched = int(table["patched"].sum()) - (where == "head")  # the head sweep's "all layers" row is not a layer
-st.caption(patching_plots.patching_caption(where, head, len(layers), patched) + (f" α: {note}." if note else ""))
+st.caption(shown(patching_plots.patching_caption(where, head, len(layers), patched) + (f" α: {note}." if note else "")))
 titles = patching_plots.axis_titles(classes[predicted], classes[a], classes[b])
 shown_table = patching_plots.display_table(table, titles)
 st.dataframe(shown_table, hide_index=True)

@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 
 from laya.analysis.detection import COVARIANCE, SCORE_LABELS, mahalanobis_trusted
 from laya.analysis.sample import Sample
+from laya.app.text import clicked_name
 
 Outcome = Literal["all", "correct", "wrong"]
 OUTCOMES: tuple[Outcome, ...] = ("all", "correct", "wrong")
@@ -181,13 +182,14 @@ def query_from_switches(switches: dict[str, str]) -> Query:
 
 def clicked_cell(event: object, rows: list[str], columns: list[str]) -> tuple[str, str] | None:
     """``(y, x)`` of the last heatmap cell clicked (``st.plotly_chart(on_select=...)`` event over
-    :func:`laya.app.views.clickable_heatmap`), if both are known names; else None."""
+    :func:`laya.app.views.clickable_heatmap`, names as :func:`laya.app.text.shown` escaped them), if both are
+    known names; else None."""
     try:
         points = event["selection"]["points"]  # type: ignore[index]
     except (KeyError, TypeError, AttributeError):
         return None
-    cells = [(p.get("y"), p.get("x")) for p in points if isinstance(p, dict)]
-    return next(((y, x) for y, x in reversed(cells) if y in rows and x in columns), None)
+    cells = [(clicked_name(p.get("y"), rows), clicked_name(p.get("x"), columns)) for p in points if isinstance(p, dict)]
+    return next(((y, x) for y, x in reversed(cells) if y is not None and x is not None), None)
 
 
 def confusion_figure(confusion: pd.DataFrame) -> go.Figure:

@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 from laya.analysis.detection import SCORE_LABELS
 from laya.analysis.lens import SOURCES
 from laya.app import palette
+from laya.app.text import code_plain, plain
 
 AGREE_COLOR, DISAGREE_COLOR = palette.CONFIDENCE, palette.DISAGREE
 LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0.0}
@@ -169,8 +170,9 @@ __all__ = [
 
 def lens_caption(source: str, summary: pd.DataFrame | None, predicted: str) -> str:
     """What the Depth page's lens chart shows: the readout kind of this input's trajectory, and where the class
-    means come from (``lens.csv``: its command, n and CI) or how to make them; says when the two readout kinds differ."""
-    text = f"Readouts: {SOURCES[source]} ({source})."
+    means come from (``lens.csv``: its command, n and CI) or how to make them; says when the two readout kinds differ.
+    Markdown, with the text read from ``lens.csv`` shown plain (:mod:`laya.app.text`)."""
+    text = f"Readouts: {SOURCES[source]} ({plain(source)})."
     if summary is None:
         return text + (" Class means with 95 % CIs appear here once `python -m laya lens --checkpoint DIR` (or "
                        "`depth`) has written `lens.csv`.")  # fmt: skip
@@ -178,8 +180,8 @@ def lens_caption(source: str, summary: pd.DataFrame | None, predicted: str) -> s
     own = summary.loc[summary["class"] == predicted, "n"]
     text += (f" Means over {int(n.iloc[0]) if len(n) else 0} test inputs ('all') and the "
              f"{int(own.iloc[0]) if len(own) else 0} whose true class is the predicted one, 95 % bootstrap CI over "
-             f"inputs; `{summary['command'].iloc[0]}`.")  # fmt: skip
+             f"inputs; `{code_plain(summary['command'].iloc[0])}`.")  # fmt: skip
     kind = str(summary["readout"].iloc[0])
     if kind != source:
-        text += f" The means were read through {kind}, this input through {source}: they do not compare."
+        text += f" The means were read through {plain(kind)}, this input through {plain(source)}: they do not compare."
     return text

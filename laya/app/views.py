@@ -26,6 +26,7 @@ from laya.analysis.report import Report
 from laya.app.catalog import Entry
 from laya.app import palette
 from laya.app.plots import method_label
+from laya.app.text import clicked_name, plain
 from laya.data.datasets import InputSpec
 from laya.model.checkpoint import Checkpoint, CheckpointError
 from laya.model.heads import CROSS_HEAD_MODES, HEAD_LABELS
@@ -343,17 +344,20 @@ def clickable_heatmap(
     return fig
 
 
-def clicked_cell(event: object, classes: Sequence[str]) -> tuple[str, str | None] | None:
+def clicked_cell(event: object, classes: Sequence[str], layers: Sequence[str] = ()) -> tuple[str, str | None] | None:
     """The ``(class, layer)`` of the heatmap cell clicked (``st.plotly_chart(on_select=...)`` event), or None.
 
-    The event is ``{"selection": {"points": [{"y": class, "x": layer, ...}, ...]}}``; the last point wins.
+    The event is ``{"selection": {"points": [{"y": class, "x": layer, ...}, ...]}}`` (names as
+    :func:`laya.app.text.shown` escaped them: mapped back to ``classes`` and, when given, ``layers``); the last
+    point wins.
     """
     try:
         points = event["selection"]["points"]  # type: ignore[index]
     except (KeyError, TypeError, AttributeError):
         return None
-    cells = [(p.get("y"), p.get("x")) for p in points if isinstance(p, dict)]
-    return next(((c, x if isinstance(x, str) else None) for c, x in reversed(cells) if c in classes), None)
+    cells = [(clicked_name(p.get("y"), classes), p.get("x")) for p in points if isinstance(p, dict)]
+    cells = [(c, (clicked_name(x, layers) if layers else x) if isinstance(x, str) else None) for c, x in cells]
+    return next(((c, x) for c, x in reversed(cells) if c is not None), None)
 
 
 def clicked_class(event: object, classes: Sequence[str]) -> str | None:
@@ -612,7 +616,8 @@ def ood_status(scores: Mapping[str, float], depth: Mapping, widths: Sequence[int
         verdict = "**flagged as out of distribution**" if flagged else "not flagged"
         limit = f", {rule} {threshold:.4g}" if threshold is not None else ""
         lines.append(
-            f"Best OOD score of this model, {SCORE_LABELS.get(key, key)} (mean AUROC {auroc:.3f} over {sets} OOD "
+            f"Best OOD score of this model, {plain(SCORE_LABELS.get(key, key))} (mean AUROC {auroc:.3f} over "
+            f"{sets} OOD "
             f"sets): **{shown:.4g}**{limit}: {verdict}."
         )
     lines.append(f"Each threshold is {false_alarm_text(rate)}, so a flag alone is no proof of an OOD input.")

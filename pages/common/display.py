@@ -5,11 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from laya.app.text import shown
+
 
 def table(frame: pd.DataFrame) -> None:
     """A display-text table shown whole, wrapped to the page (never clipped or scrolled sideways), indexed by its
-    first column."""
-    st.table(frame.set_index(frame.columns[0]))
+    first column; every header and text cell shown plain (``st.table`` renders them as Markdown)."""
+    st.table(shown(frame.set_index(frame.columns[0])))
 
 
 def scroll_to(anchor: str) -> None:

@@ -66,7 +66,7 @@ def browsed_input() -> tuple[str, bytes] | None:
         return None
     row = int(rows[0])
     label = sample.classes[int(sample.table.at[row, "label"])]
-    st.caption(f"Test input #{index} (label: {shown(label)}), opened from the test-set browser.")
+    st.caption(f"Test input #{index:d} (label: {shown(label)}), opened from the test-set browser.")
     if st.button("Back to the examples", key="browsed_back"):
         st.session_state.pop(BROWSED, None)
         st.session_state[f"{BROWSED}_dropped"] = True
@@ -86,7 +86,7 @@ def source_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None
     kinds = [k for k in SOURCE_KINDS if (k != "bundled example" or examples)
              and (k != "test input" or (sample is not None and sample.sprite is not None))]  # fmt: skip
     start = kinds.index("test input") if sent is not None and "test input" in kinds else 0
-    kind = st.radio("Source", kinds, index=start, horizontal=True, key=f"{key}_kind")
+    kind = st.radio("Source", kinds, index=start, horizontal=True, key=f"{key}_kind", format_func=shown)
     if kind == "bundled example":
         by_name = {p.name: p for p in examples}
         names = list(by_name)

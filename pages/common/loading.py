@@ -131,7 +131,7 @@ def load_model(path: str, allow_nonfinite: bool | None = None) -> ModelInfo:
 
 
 def _stop_for_worker(error: WorkerError) -> None:
-    st.error(f"The model could not answer: {error}. The server and other sessions are not affected.")
+    st.error(f"The model could not answer: {shown(error)}. The server and other sessions are not affected.")
     st.stop()
 
 

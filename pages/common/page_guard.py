@@ -9,6 +9,8 @@ from contextlib import contextmanager
 
 import streamlit as st
 
+from laya.app.text import shown
+
 LOG = logging.getLogger("laya.app")
 
 
@@ -25,6 +27,6 @@ def guard(where: str = "this page") -> Iterator[None]:
         incident = secrets.token_hex(4)
         LOG.exception("unexpected error on %s (incident %s)", where, incident)
         st.error(
-            f"Something went wrong on {where} ({type(error).__name__}); the app keeps running. "
-            f"The details are in the server log (incident {incident})."
+            f"Something went wrong on {shown(where)} ({shown(type(error).__name__)}); the app keeps running. "
+            f"The details are in the server log (incident {shown(incident)})."
         )

@@ -14,7 +14,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from laya.app import deploy, links, views
 from laya.app.catalog import Entry, catalog_table, describe
 from laya.app.export import Provenance, weights_sha256
-from laya.app.text import public, shown
+from laya.app.text import shown
 from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, CheckpointError
 from laya.sandbox.client import check_upload as check_in_worker
 from laya.sandbox.info import ModelInfo
@@ -51,14 +51,14 @@ models_root = deploy.models_root
 
 def source_label(source: str) -> str:
     """A source as the sidebar names it: the models folder by the folder it reads (``LAYA_MODELS``, which
-    ``laya dashboard --models DIR`` sets), shown as :func:`~laya.app.text.public` allows."""
-    return f"Models in {public(models_root())}" if source == SOURCES[0] else source
+    ``laya dashboard --models DIR`` sets); the page shows it through :func:`~laya.app.text.shown`."""
+    return f"Models in {models_root()}" if source == SOURCES[0] else source
 
 
 def _pick_bundled(entries: list[Entry]) -> Selection:
     groups = views.group_entries(entries)
     if not groups:
-        st.info(NO_MODELS.format(root=public(models_root())))
+        st.info(NO_MODELS.format(root=shown(models_root(), "code")))
         st.stop()
     link = opened_link()
     linked = links.linked_entry(entries, models_root(), link.model, link.group, link.head)
@@ -76,7 +76,8 @@ def _pick_bundled(entries: list[Entry]) -> Selection:
     labels = {p: f"{label} · {Path(p).name}" if label in repeated else label for p, label in labels.items()}
     heads = [e.head for e in members]
     index = option_index(paths, str(linked.path) if linked else None, option_index(heads, "laya"))
-    path = st.sidebar.radio("Head", paths, index=index, key=f"model_head_{group}", format_func=labels.__getitem__)
+    path = st.sidebar.radio("Head", paths, index=index, key=f"model_head_{group}",
+                            format_func=lambda p: shown(labels[p]))
     st.session_state[VIEW] = links.View(model=links.catalog_path(path, models_root()))
     with st.sidebar.expander("All checkpoints"):
         st.dataframe(catalog_table(entries).drop(columns="path"), hide_index=True)
@@ -115,7 +116,7 @@ def upload_digest(contents: dict[str, bytes]) -> str:
 def _upload_checkpoint() -> str | None:
     limit = deploy.max_checkpoint_mb()
     files = st.sidebar.file_uploader(
-        f"{META_FILE} and {WEIGHTS_FILE} (up to {limit} MB each)",
+        f"{META_FILE} and {WEIGHTS_FILE} (up to {limit:d} MB each)",
         type=["json", "safetensors"],
         accept_multiple_files=True,
         key="model_upload",
@@ -133,7 +134,7 @@ def _upload_checkpoint() -> str | None:
     if digest not in uploads or not Path(uploads[digest]).is_dir():
         try:
             check = partial(check_in_worker, worker_pool())  # the upload's JSON is checked in a sandboxed worker
-            with st.spinner(CHECKING.format(digest=digest[:12])):  # a wait for a free worker is never silent
+            with st.spinner(shown(CHECKING.format(digest=digest[:12]))):  # a wait for a free worker is never silent
                 uploads[digest] = str(store.store(contents, owner=session_id(), check=check))
         except (CheckpointError, WorkerError) as error:
             st.sidebar.error(shown(f"Cannot use this checkpoint (upload {digest[:12]}): {error}"))  # tells it from the last
@@ -173,7 +174,7 @@ def pick_model() -> None:
     sources = SOURCES if deploy.allow_paths() else SOURCES[:2]
     opened = 2 if opened_link().path and len(sources) == 3 else 0
     source = st.sidebar.radio("Source", sources, index=opened, key="model_source", label_visibility="collapsed",
-                              format_func=source_label)  # fmt: skip
+                              format_func=lambda source: shown(source_label(source)))  # fmt: skip
     st.session_state[VIEW] = links.View()
     selection = None
     if source == SOURCES[0]:

@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from laya.app.browser import Query, query_switches
+from laya.app.text import shown
 from pages.common.sharing import opened_link, share
 
 MEMORY = "laya_switch_memory"  # param -> value last picked (plain session state: kept across pages)
@@ -83,8 +84,8 @@ def open_browser(query: Query) -> None:
 
 
 def browse_button(label: str, query: Query, key: str) -> None:
-    """A button that opens the test-set browser on ``query``."""
-    if st.button(label, key=key, icon=":material/photo_library:"):
+    """A button that opens the test-set browser on ``query``; ``label`` may name classes and layers (shown plain)."""
+    if st.button(shown(label), key=key, icon=":material/photo_library:"):
         open_browser(query)
 
 

@@ -90,7 +90,7 @@ def assert_ok(at: AppTest) -> None:
 def assert_inspect_shows(at: AppTest, e: Explanation) -> None:
     """Prediction, confidence, LOO table, per-input faithfulness and the score chart equal ``e``'s."""
     assert_ok(at)
-    assert [m.value for m in at.main.metric] == [e.label, f"{e.confidence:.1%}"]
+    assert [unplain(m.value) for m in at.main.metric] == [e.label, f"{e.confidence:.1%}"]
     table = at.main.dataframe[0].value
     assert list(table["layer"]) == list(e.layer_names)
     assert np.allclose(table["LOO drop"], e.drops.numpy())
@@ -98,7 +98,7 @@ def assert_inspect_shows(at: AppTest, e: Explanation) -> None:
     assert list(table["label flips"]) == e.loo.flipped[0].tolist()
     for method, scores in e.scores.items():
         assert np.allclose(table[views.method_label(method)], scores.numpy(), atol=1e-6)
-    faith = at.main.table[0].value.reset_index()  # shown whole (st.table), never clipped
+    faith = unplain(at.main.table[0].value).reset_index()  # shown whole (st.table), never clipped
     assert list(faith["method"]) == [views.method_label(m) for m in e.scores]
     assert [float(v) for v in faith["Deletion@1"]] == pytest.approx([e.deletion_at_1(m) for m in e.scores], abs=1e-4)
     spearman = [e.spearman(m) for m in e.scores]  # shown with its n: "... over L layers", never a bare number
@@ -156,7 +156,7 @@ def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
     data = png(source.convert("P"), "GIF")  # palette GIF: any mode and format decodes like training images
     app.file_uploader(key="inspect_upload").set_value(("green.gif", data, "image/gif")).run()
     assert_inspect_shows(app, expected(setting, "laya", data))
-    assert app.radio(key="inspect_mode_laya").options == [
+    assert list(map(unplain, app.radio(key="inspect_mode_laya").options)) == [
         views.mode_label(m) for m in ["mean", "zero_input", "zero", "renormalise"]
     ]
     app.radio(key="inspect_mode_laya").set_value("renormalise").run()
@@ -178,7 +178,7 @@ def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
 def test_posthoc_scores_are_marked_for_heads_without_intrinsic(app: AppTest, setting: Path) -> None:
     app.sidebar.radio[1].set_value(str(setting / "lastlayer")).run()
     assert "post-hoc" in app.warning[0].value
-    assert app.radio(key="inspect_mode_lastlayer").options == [
+    assert list(map(unplain, app.radio(key="inspect_mode_lastlayer").options)) == [
         views.mode_label(m) for m in ["mean", "zero_input", "zero"]
     ]
     e = expected(setting, "lastlayer", example_images(setting / "laya")[0].read_bytes())
@@ -220,7 +220,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     app.switch_page("pages/compare.py").run()
     assert_ok(app)
     assert app.multiselect(key="compare_paths").value == [str(setting / h) for h in HEADS]
-    assert app.radio(key="compare_mode").options == [
+    assert list(map(unplain, app.radio(key="compare_mode").options)) == [
         views.mode_label(m) for m in ["mean", "zero_input", "zero"]
     ]  # modes every head supports
     data = example_images(setting / "laya")[2].read_bytes()
@@ -229,7 +229,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     assert_ok(app)
     explanations = [expected(setting, h, data, mode="mean") for h in HEADS]
     assert [m.value for m in app.main.metric] == [v for e in explanations for v in (e.label, f"{e.confidence:.1%}")]
-    table = app.main.table[0].value.T.reset_index(names="head")  # shown with one column per head
+    table = unplain(app.main.table[0].value).T.reset_index(names="head")  # shown with one column per head
     reports = [Report.load(setting / h) for h in HEADS]
     assert list(table["head"]) == list(TITLES)
     assert list(table["layer scores"]) == [views.method_label(e.primary) for e in explanations]
@@ -251,7 +251,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     assert [a["text"] for a in figure["layout"]["annotations"]] == list(TITLES)  # one line each: nothing cut off
     app.multiselect(key="compare_paths").set_value([str(setting / "laya"), str(setting / "scalarmix")]).run()
     assert_ok(app)
-    assert app.radio(key="compare_mode").options == [
+    assert list(map(unplain, app.radio(key="compare_mode").options)) == [
         views.mode_label(m) for m in ["mean", "zero_input", "zero", "renormalise"]
     ]
     assert len(app.main.metric) == 4
@@ -285,7 +285,7 @@ def test_classwise_heatmap_toggles_and_drilldown(app: AppTest, setting: Path) ->
     row = list(heat["data"][0]["y"]).index("green")
     assert (outline["y0"], outline["y1"]) == (row - 0.5, row + 0.5)
     assert app.download_button[0].label == "Download CSV"
-    loo = app.main.table[0].value.reset_index()
+    loo = unplain(app.main.table[0].value).reset_index()
     assert [float(v) for v in loo["mean LOO drop (zero (paper, frozen α))"]] == pytest.approx(
         report.data["loo"]["zero"]["mean_drop"], abs=1e-4
     )
@@ -387,13 +387,13 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
     report = Report.load(setting / "laya")
     assert app.radio(key="faithfulness_mode_laya").value == "mean"  # the cross-head intervention by default
     app.radio(key="faithfulness_reduction").set_value("magnitude").run()
-    table = app.main.table[0].value.reset_index()
+    table = unplain(app.main.table[0].value).reset_index()
     raw = report.data["faithfulness"]["mean"]["magnitude"]
     assert list(table["method"]) == [views.method_label(m) for m in raw]
     assert table.columns[1] == "Spearman (informative layers) [95% CI]"  # the headline first
     assert table["top-1 agreement [95% CI]"].tolist() == [views.ci_text(v["top1"]) for v in raw.values()]
     assert not table.isin(["None", "nan"]).any().any()
-    comparisons = app.main.table[1].value.reset_index()
+    comparisons = unplain(app.main.table[1].value).reset_index()
     assert comparisons["p (paired bootstrap)"].str.match(r"^p (< 0\.001|= [01]\.\d{3})$").all()
     methods = charts(app)[0]
     alpha = raw["laya_alpha"]["spearman_eps"]
@@ -409,7 +409,7 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
         assert list(array(trace["y"])) == pytest.approx([v["estimate"] for v in points])
     app.radio(key="faithfulness_mode_laya").set_value("zero").run()
     assert "differs between heads" in app.warning[0].value  # the heads table falls back to `mean`
-    heads = app.main.table[-1].value.reset_index()
+    heads = unplain(app.main.table[-1].value).reset_index()
     reports = [Report.load(setting / h) for h in HEADS]
     assert list(heads["head"]) == list(TITLES)
     assert heads.columns[1] == "Spearman (informative layers) [95% CI]"  # the headline first, display names only

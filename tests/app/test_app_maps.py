@@ -13,6 +13,7 @@ from laya.analysis.explain import Explanation
 from laya.analysis.spatial import sample_class_maps
 from laya.app.catalog import describe, example_images
 from laya.app.map_plots import UNIT, no_maps_note
+from laya.app.text import unplain
 from laya.model.checkpoint import load_checkpoint
 from pages.common import loading
 from tests.app.test_app import array, assert_ok, charts, expected, start
@@ -81,13 +82,13 @@ def test_every_maps_view_says_na_for_the_mlp(monkeypatch: pytest.MonkeyPatch) ->
     for page in ("pages/inspect.py", "pages/compare.py"):
         at.switch_page(page).run()
         assert_ok(at)
-        assert [i.value for i in at.info] == [no_maps_note([])]  # the note, and no grid, no class box
+        assert [unplain(i.value) for i in at.info] == [no_maps_note([])]  # the note, and no grid, no class box
         assert not [c for c in charts(at) if any(t["type"] == "heatmap" for t in c["data"])]
         assert not [s for s in at.selectbox if s.key and s.key.endswith("_map_class")]
     at.switch_page("pages/classwise.py").run()
     at.toggle(key="classwise_maps").set_value(True).run()
     assert_ok(at)
-    assert [i.value for i in at.info if "spatial" in i.value] == [
+    assert [unplain(i.value) for i in at.info if "spatial" in i.value] == [
         "Mean spatial maps: n/a for every layer. No layer of this model averages a feature map (an MLP's layers, "
         "CLS-token layers; their gradient × activation approximations are not averaged)."
     ]

@@ -70,7 +70,7 @@ def pool() -> WorkerPool:
 @pytest.fixture(scope="module")
 def bases(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, bytes]]:
     good = tiny_models / "colours-mlp" / "laya"
-    vit = vit_checkpoint(good, tmp_path_factory.mktemp("fuzz") / "vit")
+    vit = vit_checkpoint(good, tmp_path_factory.mktemp("fuzz") / "vit", indices=[0, 1])  # 2 of test_vit's 6 blocks
     return {p.name: (json.loads((p / META_FILE).read_text()), (p / WEIGHTS_FILE).read_bytes()) for p in (good, vit)}
 
 
@@ -170,7 +170,8 @@ def test_refusals_naming_a_server_path_read_the_same_whether_it_exists(
             for path in probe:
                 files = checkpoint_files(edit_record(record, [*record_edits, (field, path)]), weights)
                 outcome = judged(pool, files, tmp_path / str(next(folders)), image, huge=False)
-                seen.append((outcome.stage, outcome.message.replace(path, "<path>")))
+                message = outcome.message.replace(repr(path), "<path>")  # as a field's value is quoted
+                seen.append((outcome.stage, message.replace(path, "<path>") if len(path) > 3 else message))
             assert seen[0] == seen[1], f"{probe[0]!r} exists, {probe[1]!r} does not: {seen}"
         except BaseException:
             clock["failed"] = 1.0

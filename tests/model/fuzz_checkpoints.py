@@ -1,5 +1,6 @@
 """Hostile checkpoints for the fuzzer (tests/model/test_fuzz.py): strategies that mutate a good checkpoint's
-``model.json`` (structure, sizes, indices, names, values) and its weights (dtypes, values, names, shapes),
+``model.json`` (structure, sizes, indices, names, values) and its weights (dtypes, values, names, shapes,
+raw header and body bytes),
 and :func:`attempt`, which takes one through the dashboard's sandboxed path: the upload check, a load and
 one explained image, each in a worker of a :class:`~laya.sandbox.pool.WorkerPool`.
 """
@@ -101,6 +102,8 @@ WEIGHT_EDITS = st.lists(
         st.tuples(st.just("rename"), st.integers(0, 99), TEXTS),
         st.tuples(st.just("resize"), st.integers(0, 99), st.integers(-2, 2)),
         st.tuples(st.just("drop"), st.integers(0, 99), st.none()),
+        st.tuples(st.just("bytes"), st.integers(0, 99), st.binary(min_size=1, max_size=16)),  # header or body
+        st.tuples(st.just("truncate"), st.integers(0, 99), st.none()),
     ),
     max_size=3,
 )
@@ -125,11 +128,11 @@ def edit_record(record: dict, edits: list[tuple[tuple, Any]]) -> dict:
 
 
 def edit_weights(weights: bytes, edits: list[tuple[str, int, Any]]) -> tuple[bytes, bool]:
-    """The safetensors bytes with tensors recast, filled, renamed, cut or dropped; and whether a value is
-    ``HUGE`` or more (a forward pass may then overflow legitimately)."""
+    """The safetensors bytes with tensors recast, filled, renamed, cut or dropped, then bytes overwritten or the
+    file truncated; and whether a value is ``HUGE`` or more (a forward pass may then overflow legitimately)."""
     tensors = load_tensors(weights)
     huge = False
-    for op, index, arg in edits:
+    for op, index, arg in [e for e in edits if e[0] not in ("bytes", "truncate")]:
         if not tensors:
             break
         name = sorted(tensors)[index % len(tensors)]
@@ -148,7 +151,11 @@ def edit_weights(weights: bytes, edits: list[tuple[str, int, Any]]) -> tuple[byt
             tensors[name] = grown
         elif op == "drop":
             del tensors[name]
-    return save_tensors({k: v.contiguous() for k, v in tensors.items()}) if tensors else b"", huge
+    data = save_tensors({k: v.contiguous() for k, v in tensors.items()}) if tensors else b""
+    for op, index, arg in [e for e in edits if e[0] in ("bytes", "truncate")]:  # raw bytes, after the tensors
+        at = len(data) * index // 100
+        data = data[:at] if op == "truncate" else data[:at] + arg + data[at + len(arg) :]
+    return data, huge
 
 
 def checkpoint_files(record: dict, weights: bytes) -> dict[str, bytes]:

@@ -1,6 +1,6 @@
 """The checkpoint fuzzer in CI: Hypothesis mutates a tiny MLP and a timm ``test_vit`` checkpoint
 (tests/model/fuzz_checkpoints.py), and each one goes the dashboard's sandboxed way: the upload check, a
-load and one explained image in a worker process (reused across examples, ~2–20 s to start).
+load and one explained image in a worker process (reused across examples: it starts once, printed with -s).
 
 Each example must end in a clean refusal or a finite answer (an Inf/NaN answer only from weights of
 1e30 or more, which load correctly), within ``EXAMPLE_S`` seconds, with the same worker alive afterwards

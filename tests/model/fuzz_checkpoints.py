@@ -52,7 +52,8 @@ def vit_checkpoint(good: Path, dest: Path, indices: list[int] | None = None, rec
 TEXTS = st.one_of(
     st.text(max_size=20),
     st.sampled_from(["~", "~/../proc/self/environ", "../../../etc/passwd", "/etc/passwd", "a\x00b", "\ud800",
-                     "![x](http://127.0.0.1:9/p.png)", "<img src=x>", "cifar10", "timm", "model.safetensors", "é" * 300]),
+                     "![x](http://127.0.0.1:9/p.png)", "<img src=x>", "cifar10", "timm", "model.safetensors",
+                     "é" * 300]),
 )  # fmt: skip
 NUMBERS = st.one_of(
     st.integers(-(2**70), 2**70),

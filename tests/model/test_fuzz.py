@@ -12,12 +12,14 @@ bounds both properties together: examples past it pass without running.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
 import secrets
 import time
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -45,7 +47,7 @@ SEED = int(os.environ.get("LAYA_FUZZ_SEED") or secrets.randbelow(2**32))
 EXAMPLE_S = 60.0  # one example: up to three requests on a loaded machine (each capped at 30 s by the pool)
 WORKER_MB = 1024  # RLIMIT_AS a worker may add to its imports
 IMPORTS_MB = 1024  # what a worker holds after its imports (torch, timm), generously
-FUZZ = settings(
+SETTINGS = settings(
     max_examples=int(os.environ.get("LAYA_FUZZ_EXAMPLES", "1000")),
     deadline=timedelta(seconds=2 * EXAMPLE_S),  # a backstop: the example's own time is asserted below
     database=None,
@@ -54,6 +56,11 @@ FUZZ = settings(
     suppress_health_check=list(HealthCheck),
     print_blob=True,
 )
+
+
+def fuzz(test):
+    """The fuzzer's settings and this run's seed."""
+    return seed(SEED)(SETTINGS(test))
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +84,16 @@ def bases(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 @pytest.fixture(scope="module")
 def image(tiny_models: Path) -> bytes:
     return sorted((tiny_models / "colours-mlp" / "examples").iterdir())[0].read_bytes()
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> Iterator[Path]:
+    return (tmp_path / str(i) for i in itertools.count())
+
+
+@pytest.fixture
+def counts() -> Counter[str]:
+    return Counter()
 
 
 @pytest.fixture(scope="module")
@@ -113,33 +130,38 @@ def judged(pool: WorkerPool, files: dict[str, bytes], folder: Path, image: bytes
     return outcome
 
 
-def over_budget(clock: dict[str, float], share: float) -> bool:
-    """Past this property's share of the time box (never once an example failed: its replay must run)."""
-    return not clock["failed"] and time.monotonic() - clock["start"] > share * BUDGET_S
+def boxed(clock: dict[str, float], share: float):
+    """Run an example only within its property's ``share`` of the time box, naming the seed; a failure is marked
+    so that its replay (and every example after it) runs past the box."""
+
+    def wrap(example):
+        @functools.wraps(example)
+        def run(**kwargs) -> None:
+            if not clock["failed"] and time.monotonic() - clock["start"] > share * BUDGET_S:
+                return
+            note(f"LAYA_FUZZ_SEED={SEED}")
+            try:
+                example(**kwargs)
+            except BaseException:
+                clock["failed"] = 1.0
+                raise
+
+        return run
+
+    return wrap
 
 
 def test_fuzzed_checkpoints_are_refused_or_answer_in_a_live_worker(
-    pool: WorkerPool, bases: dict, image: bytes, clock: dict, tmp_path: Path
+    pool: WorkerPool, bases: dict, image: bytes, clock: dict, folders: Iterator[Path], counts: Counter[str]
 ) -> None:
-    counts: Counter[str] = Counter()
-    folders = itertools.count()
-
-    @seed(SEED)
-    @FUZZ
+    @fuzz
     @given(base=st.sampled_from(sorted(bases)), record_edits=RECORD_EDITS, weight_edits=WEIGHT_EDITS)
+    @boxed(clock, 2 / 3)
     def checkpoints(base: str, record_edits: list, weight_edits: list) -> None:
-        if over_budget(clock, 2 / 3):
-            return
-        note(f"LAYA_FUZZ_SEED={SEED}")
         record, weights = bases[base]
-        try:
-            weights, huge = edit_weights(weights, weight_edits)
-            files = checkpoint_files(edit_record(record, record_edits), weights)
-            outcome = judged(pool, files, tmp_path / str(next(folders)), image, huge)
-        except BaseException:
-            clock["failed"] = 1.0
-            raise
-        counts[outcome.stage] += 1
+        weights, huge = edit_weights(weights, weight_edits)
+        files = checkpoint_files(edit_record(record, record_edits), weights)
+        counts[judged(pool, files, next(folders), image, huge).stage] += 1
 
     checkpoints()
     print(f"checkpoints: {dict(counts)} in {time.monotonic() - clock['start']:.0f} s")
@@ -147,35 +169,25 @@ def test_fuzzed_checkpoints_are_refused_or_answer_in_a_live_worker(
 
 
 def test_refusals_naming_a_server_path_read_the_same_whether_it_exists(
-    pool: WorkerPool, bases: dict, image: bytes, clock: dict, tmp_path: Path
+    pool: WorkerPool, bases: dict, image: bytes, clock: dict, folders: Iterator[Path], counts: Counter[str]
 ) -> None:
-    counts: Counter[str] = Counter()
-    folders = itertools.count()
-
-    @seed(SEED)
-    @FUZZ
+    @fuzz
     @given(
         base=st.sampled_from(sorted(bases)),
         field=st.sampled_from([("backbone", "weights"), ("dataset",)]),
         probe=st.sampled_from(PROBES),
         record_edits=RECORD_EDITS,
     )
+    @boxed(clock, 1.0)
     def oracle(base: str, field: tuple, probe: tuple[str, str], record_edits: list) -> None:
-        if over_budget(clock, 1.0):
-            return
-        note(f"LAYA_FUZZ_SEED={SEED}")
         record, weights = bases[base]
-        try:
-            seen = []
-            for path in probe:
-                files = checkpoint_files(edit_record(record, [*record_edits, (field, path)]), weights)
-                outcome = judged(pool, files, tmp_path / str(next(folders)), image, huge=False)
-                message = outcome.message.replace(repr(path), "<path>")  # as a field's value is quoted
-                seen.append((outcome.stage, message.replace(path, "<path>") if len(path) > 3 else message))
-            assert seen[0] == seen[1], f"{probe[0]!r} exists, {probe[1]!r} does not: {seen}"
-        except BaseException:
-            clock["failed"] = 1.0
-            raise
+        seen = []
+        for path in probe:
+            files = checkpoint_files(edit_record(record, [*record_edits, (field, path)]), weights)
+            outcome = judged(pool, files, next(folders), image, huge=False)
+            message = outcome.message.replace(repr(path), "<path>")  # as a field's value is quoted
+            seen.append((outcome.stage, message.replace(path, "<path>") if len(path) > 3 else message))
+        assert seen[0] == seen[1], f"{probe[0]!r} exists, {probe[1]!r} does not: {seen}"
         counts[seen[0][0]] += 1
 
     oracle()

@@ -141,12 +141,16 @@ class CheckpointMeta:
         (:func:`parse_meta`), so it is not walked twice."""
         if not checked:
             check_record(data, FORMAT, FORMAT_VERSION, WEIGHTS_FILE)
+        try:
+            spec = InputSpec.from_dict(data["input"])
+        except ValueError as error:  # e.g. an empty mean: a refusal like any other field's
+            raise CheckpointError(str(error)) from None
         meta = cls(
             backbone=BackboneConfig.from_dict(data["backbone"]),
             head=HeadConfig.from_dict(data["head"]),
             classes=tuple(data["classes"]),
             dataset=data["dataset"],
-            input=InputSpec.from_dict(data["input"]),
+            input=spec,
             seed=data.get("seed", 0),
             train=data.get("train", {}),
             metrics=data.get("metrics", {}),

@@ -3,7 +3,8 @@
 Each call sends one request through a :class:`~laya.sandbox.pool.WorkerPool` and rebuilds the
 result from JSON and tensors (``from_tensors``/``from_dict``). A refusal comes back as the
 exception the in-process function would raise (:class:`CheckpointError`, :class:`ImageError`,
-:class:`DatasetNotFoundError`); a worker that could not answer raises
+:class:`DatasetNotFoundError`), an exception of the model's own code as :class:`ModelFailed` (a
+:class:`CheckpointError` naming what failed); a worker that could not answer raises
 :class:`~laya.sandbox.pool.WorkerError`, whose message is meant for the visitor.
 """
 
@@ -25,7 +26,13 @@ from laya.sandbox.info import ModelInfo
 from laya.sandbox.pool import Progress, Refused, WorkerPool
 from laya.sandbox.protocol import join_files, unpack
 
-ERRORS = {"checkpoint": CheckpointError, "image": ImageError, "dataset": DatasetNotFoundError}
+
+
+class ModelFailed(CheckpointError):
+    """The model's own code raised while answering (a checkpoint that passed every check); the worker lives on."""
+
+
+ERRORS = {"checkpoint": CheckpointError, "image": ImageError, "dataset": DatasetNotFoundError, "error": ModelFailed}
 
 
 @dataclass(frozen=True)
@@ -93,8 +100,8 @@ def check_upload(pool: WorkerPool, files: Mapping[str, bytes]) -> None:
     try:
         pool.call({"op": "check", "files": index}, blob)
     except Refused as refusal:
-        raise CheckpointError(str(refusal)) from None
+        raise (ModelFailed if refusal.kind == "error" else CheckpointError)(str(refusal)) from None
 
 
-__all__ = ["Sandboxed", "check_upload"]
+__all__ = ["ModelFailed", "Sandboxed", "check_upload"]
 

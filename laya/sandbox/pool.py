@@ -8,9 +8,11 @@ under OS limits and without network, runs the analysis and replies with JSON and
   the worker that already holds its model, else to an idle one; when all are busy a request waits
   up to ``queue_timeout`` seconds, then gets :class:`WorkerError` ("busy");
 - gives every request ``timeout`` seconds of wall-clock time (``LAYA_WORKER_TIMEOUT``, default
-  120); a worker that runs past it, dies (``SIGKILL`` by the OOM killer, ``SIGXCPU`` past its CPU
-  limit) or runs out of memory is ended and removed, and the visitor gets a :class:`WorkerError`
-  that says which; the next request starts a fresh worker;
+  120); a worker that runs past it, runs out of memory (``RLIMIT_AS``), past its CPU time
+  (``SIGXCPU``) or is ended by any other signal is removed, and the visitor gets a :class:`WorkerError`
+  that says which (:func:`death`); a fresh worker is started at once in the background;
+- replaces an idle worker that died (checked by the timer thread, and again before a request is
+  routed to it), so that the next request does not fail for it;
 - ends a worker idle for ``idle_timeout`` seconds (``LAYA_WORKER_IDLE``, default 300) from a timer
   thread, and one whose last model was forgotten (:meth:`WorkerPool.forget`), so their memory goes
   back to the OS.
@@ -43,12 +45,20 @@ _OUT_OF_MEMORY = "the model needs more memory than this server allows per worker
 class WorkerError(RuntimeError):
     """A worker could not answer: it died, ran out of memory or time, or every worker is busy.
 
-    ``kind``: ``memory``, ``cpu``, ``timeout``, ``died``, ``busy``; the message is for the visitor.
+    ``kind``: ``memory`` (``RLIMIT_AS``), ``cpu`` (``RLIMIT_CPU``), ``signal`` (ended by another signal),
+    ``timeout``, ``died`` (exited, broke the protocol, or did not start), ``busy``; the message is for the
+    visitor. Memory and CPU time are limits of the model itself, the same on every try; the others are
+    :attr:`transient`.
     """
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+    @property
+    def transient(self) -> bool:
+        """Whether trying again may succeed (a signal, the wall-clock timeout, a busy pool, a failed start)."""
+        return self.kind not in ("memory", "cpu")
 
 
 class Refused(RuntimeError):
@@ -158,19 +168,33 @@ class Worker:
                 pass
 
 
-def _death(worker: Worker, memory_mb: float) -> WorkerError:
-    """Why a worker stopped answering, in words for the visitor."""
+def death(code: int | None, memory_mb: float, cpu_s: float) -> WorkerError:
+    """Why a worker stopped answering, in words for the visitor, from its exit status (``None``: it closed its
+    pipe but had not exited within 5 s, and was ended). Each cause has its own wording."""
+    if code is None:
+        return WorkerError("died", "the model's worker stopped answering and was ended")
+    if code == 3:
+        return WorkerError("memory", _OUT_OF_MEMORY.format(memory_mb))
+    if code == -signal.SIGXCPU:
+        return WorkerError("cpu", f"the model used more than the {cpu_s:.0f} CPU-seconds this server allows a request")
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"number {-code}"
+        return WorkerError(
+            "signal", f"the model's worker was ended by signal {name}, not by this server's limits; try again"
+        )
+    return WorkerError("died", f"the model's worker exited unexpectedly with status {code}")
+
+
+def _death(worker: Worker, memory_mb: float, cpu_s: float) -> WorkerError:
     try:
         code = worker.process.wait(timeout=5)
     except subprocess.TimeoutExpired:
+        worker.stop()
         code = None
-    if code == -signal.SIGXCPU:
-        return WorkerError("cpu", "the model used more CPU time than this server allows per request")
-    if code == -signal.SIGKILL:
-        return WorkerError("memory", "the model's worker was killed, most likely for using too much memory")
-    if code == 3:
-        return WorkerError("memory", _OUT_OF_MEMORY.format(memory_mb))
-    return WorkerError("died", f"the model's worker stopped unexpectedly (exit status {code})")
+    return death(code, memory_mb, cpu_s)
 
 
 class WorkerPool:
@@ -178,22 +202,29 @@ class WorkerPool:
 
     def __init__(self, config: PoolConfig | None = None) -> None:
         self.config = config or PoolConfig.from_env()
-        configured = self.config.env.get("LAYA_WORKER_MEMORY_MB")
-        self.memory_mb = float(configured) if configured else _env_number("LAYA_WORKER_MEMORY_MB", 4096)
+        self.memory_mb = self._limit("LAYA_WORKER_MEMORY_MB", 4096)
+        self.cpu_s = self._limit("LAYA_WORKER_CPU_S", 120)
         self.workers: list[Worker] = []
         self._lock = threading.Condition()
         self._closed = threading.Event()
         self._reaper = threading.Thread(target=self._reap, name="laya-worker-reaper", daemon=True)
         self._reaper.start()
 
+    def _limit(self, name: str, default: float) -> float:
+        """A worker limit as the workers see it: the pool's ``env``, else the server's environment."""
+        configured = self.config.env.get(name)
+        return float(configured) if configured else _env_number(name, default)
+
     # -------------------------------------------------------------- choosing a worker
 
     def _acquire(self, path: str | None) -> Worker:
         """A worker marked busy: the idle one holding ``path``'s model, else any idle one, else a new one
-        while the pool has room; otherwise wait up to ``queue_timeout``."""
-        deadline = time.monotonic() + self.config.queue_timeout
+        while the pool has room; otherwise wait up to ``queue_timeout`` (``startup_timeout`` while a worker
+        is starting). An idle worker found dead is dropped (and replaced), never handed out."""
+        start = time.monotonic()
         with self._lock:
             while True:
+                self._drop_dead()
                 idle = [w for w in self.workers if not w.busy]
                 holder = next((w for w in idle if path is not None and path in w.models), None)
                 chosen = holder or (min(idle, key=lambda w: len(w.models)) if idle else None)
@@ -204,10 +235,15 @@ class WorkerPool:
                     slot = _Starting()
                     self.workers.append(slot)  # type: ignore[arg-type]  # holds the place while starting
                     break
-                left = deadline - time.monotonic()
-                if left <= 0:
+                starting = any(isinstance(w, _Starting) for w in self.workers)
+                left = start + (self.config.startup_timeout if starting else self.config.queue_timeout)
+                if left - time.monotonic() <= 0:
                     raise WorkerError("busy", "every model worker of this server is busy; try again in a moment")
-                self._lock.wait(left)
+                self._lock.wait(left - time.monotonic())
+        return self._start(slot, busy=True)
+
+    def _start(self, slot: _Starting, busy: bool) -> Worker:
+        """Start the worker that takes ``slot``'s place. Raises :class:`WorkerError` if it cannot start."""
         try:
             worker = Worker(self.config)
         except (OSError, EOFError, TimeoutError, ProtocolError) as error:
@@ -216,17 +252,49 @@ class WorkerPool:
                 self._lock.notify_all()
             LOG.error("a model worker failed to start: %s", error)
             raise WorkerError("died", "a model worker could not be started; see the server log") from error
-        worker.busy = True
+        worker.busy = busy
         with self._lock:
+            if slot not in self.workers:  # the pool was closed meanwhile
+                worker.stop()
+                raise WorkerError("died", "the server is shutting down")
             self.workers[self.workers.index(slot)] = worker  # type: ignore[arg-type]
+            self._lock.notify_all()
         return worker
 
-    def _release(self, worker: Worker, failed: bool) -> None:
+    def _drop_dead(self) -> None:
+        """(Lock held.) Remove idle workers whose process has exited, and start their replacements."""
+        dead = [w for w in self.workers if isinstance(w, Worker) and not w.busy and w.process.poll() is not None]
+        for worker in dead:
+            self.workers.remove(worker)
+            reason = death(worker.process.returncode, self.memory_mb, self.cpu_s)
+            LOG.warning("idle worker %s died: %s; starting another", worker.pid, reason)
+            threading.Thread(target=worker.stop, daemon=True).start()  # reap it and close its pipes
+            self._spare()
+
+    def _spare(self) -> None:
+        """(Lock held.) Start an idle worker in the background if the pool has room (after one was lost)."""
+        if self._closed.is_set() or len(self.workers) >= self.config.size:
+            return
+        slot = _Starting()
+        self.workers.append(slot)  # type: ignore[arg-type]
+
+        def start() -> None:
+            try:
+                self._start(slot, busy=False)
+            except WorkerError:
+                pass  # logged; the next request starts one itself
+
+        threading.Thread(target=start, name="laya-worker-spare", daemon=True).start()
+
+    def _release(self, worker: Worker, failed: bool, replace: bool = False) -> None:
+        """Mark ``worker`` idle; ``failed``: end it (``replace``: and start a spare in its place)."""
         with self._lock:
             worker.busy = False
             worker.last_used = time.monotonic()
             if failed and worker in self.workers:
                 self.workers.remove(worker)
+                if replace:
+                    self._spare()
             self._lock.notify_all()
         if failed:
             worker.stop()
@@ -239,8 +307,9 @@ class WorkerPool:
         """One request on a worker; the reply's ``(JSON, blob)``.
 
         Raises:
-            Refused: the worker refused (bad checkpoint, image, dataset); the message is the reason.
-            WorkerError: no worker could answer (died, memory, CPU, timeout, busy).
+            Refused: the worker refused (bad checkpoint, image, dataset, or the model's code failed: ``kind``
+                ``error``); the message is the reason.
+            WorkerError: no worker could answer (memory, CPU, signal, timeout, died, busy).
         """
         if self._closed.is_set():
             raise WorkerError("died", "the server is shutting down")
@@ -252,14 +321,15 @@ class WorkerPool:
         except TimeoutError:
             LOG.warning("worker %s timed out on %s", worker.pid, message.get("op"))
             raise WorkerError(
-                "timeout", f"the model took longer than this server allows per request ({self.config.timeout:.0f} s)"
+                "timeout", f"the model took longer than the {self.config.timeout:.0f} s this server allows per request"
             ) from None
-        except (EOFError, OSError, ProtocolError) as error:
-            if isinstance(error, ProtocolError):  # alive but confused: end it
-                worker.stop()
-            death = _death(worker, self.memory_mb)
-            LOG.warning("worker %s failed on %s: %s", worker.pid, message.get("op"), death)
-            raise death from None
+        except ProtocolError:  # alive but confused: end it
+            worker.stop()
+            raise WorkerError("died", "the model's worker sent a malformed reply and was ended") from None
+        except (EOFError, OSError):
+            lost = _death(worker, self.memory_mb, self.cpu_s)
+            LOG.warning("worker %s failed on %s: %s", worker.pid, message.get("op"), lost)
+            raise lost from None
         else:
             if not reply.get("ok"):
                 kind = str(reply.get("kind", "error"))
@@ -268,14 +338,13 @@ class WorkerPool:
                 failed = False
                 if kind == "error":
                     LOG.warning("worker %s: %s failed: %s", worker.pid, message.get("op"), reply.get("error"))
-                    raise Refused(kind, "the model failed on this request; see the server log")
                 raise Refused(kind, str(reply.get("error", "")))
             failed = False
             if path is not None and message.get("op") != "forget":
                 worker.models.add(path)
             return reply, data
         finally:
-            self._release(worker, failed)
+            self._release(worker, failed, replace=True)
 
     def warm(self) -> None:
         """Start a worker now if none is running (a deployment may pay the start-up before the first visitor)."""
@@ -298,11 +367,12 @@ class WorkerPool:
             self._release(worker, failed)
 
     def _reap(self) -> None:
-        """Timer thread: end workers idle for longer than ``idle_timeout``."""
+        """Timer thread: end workers idle for longer than ``idle_timeout``; replace idle workers that died."""
         period = max(0.05, min(5.0, self.config.idle_timeout / 4))
         while not self._closed.wait(period):
             now = time.monotonic()
             with self._lock:
+                self._drop_dead()
                 idle = [w for w in self.workers if not w.busy and isinstance(w, Worker)
                         and now - w.last_used > self.config.idle_timeout]  # fmt: skip
                 for worker in idle:

@@ -27,13 +27,17 @@ Loaded models are kept in a cache capped by **bytes** (parameters + buffers,
 ``LAYA_WORKER_CACHE_MB``, default 1024), least recently used first out. Each request may use
 ``cpu_seconds`` of CPU time (``RLIMIT_CPU``; past it the kernel ends the worker with ``SIGXCPU``).
 A ``MemoryError`` (the ``RLIMIT_AS`` ceiling) is answered, then the worker exits: its heap may be
-fragmented or half-built, and the pool starts a fresh one.
+fragmented or half-built, and the pool starts a fresh one. Any other exception (the model's own code
+failing, e.g. an ``IndexError`` deep in an analysis) is answered ``kind: "error"`` with :func:`failure`'s
+message, its traceback goes to the server log, and the worker serves the next request.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import sys
+import traceback
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -53,6 +57,10 @@ from laya.sandbox.info import ModelInfo
 from laya.sandbox.protocol import ProtocolError, pack, read_frame, split_files, write_frame
 
 REFUSALS = {CheckpointError: "checkpoint", ImageError: "image", DatasetNotFoundError: "dataset"}
+DOING = {"check": "checking the upload", "load": "loading", "explain": "explaining the image",
+         "depth": "analysing the image's depth", "patch": "patching the images", "maps": "mapping the test-set sample",
+         "evaluate": "evaluating on the test set"}  # fmt: skip
+PACKAGE = Path(__file__).resolve().parents[1]  # laya/
 
 
 class ModelCache:
@@ -151,6 +159,20 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
     return {"values": values}, pack(tensors)
 
 
+def failure(op: str, error: BaseException) -> str:
+    """What failed, in words for the visitor: the request, the exception's type and the innermost ``laya`` file
+    it passed through, e.g. ``the model failed while explaining the image (IndexError in
+    laya/analysis/spatial.py)``. Never the exception's text, which may name server files."""
+    where, tb = None, error.__traceback__
+    while tb is not None:
+        name = Path(os.path.abspath(tb.tb_frame.f_code.co_filename))
+        if name.is_relative_to(PACKAGE):
+            where = name.relative_to(PACKAGE.parent).as_posix()
+        tb = tb.tb_next
+    at = f" in {where}" if where else ""
+    return f"the model failed while {DOING.get(op, 'answering')} ({type(error).__name__}{at})"
+
+
 def serve(requests: BinaryIO, out: BinaryIO, hello: dict[str, Any], cpu_seconds: int) -> None:
     """Answer requests until stdin closes (see the module docstring)."""
     torch.set_num_threads(int(os.environ.get("LAYA_WORKER_THREADS", 1)))
@@ -171,9 +193,11 @@ def serve(requests: BinaryIO, out: BinaryIO, hello: dict[str, Any], cpu_seconds:
         except tuple(REFUSALS) as error:
             kind = next(k for t, k in REFUSALS.items() if isinstance(error, t))
             write_frame(out, {"ok": False, "kind": kind, "error": str(error)})
-        except (ValueError, KeyError, TypeError, RuntimeError) as error:
-            memory = "can't allocate memory" in str(error) or "out of memory" in str(error).lower()
-            kind = "memory" if memory else "error"
-            write_frame(out, {"ok": False, "kind": kind, "error": f"{type(error).__name__}: {error}"})
-            if memory:
+        except ProtocolError as error:  # the server's request is malformed: its own words, no server data
+            write_frame(out, {"ok": False, "kind": "error", "error": f"malformed request: {error}"})
+        except Exception as error:  # the model's own code: refused, the worker lives on
+            if "can't allocate memory" in str(error) or "out of memory" in str(error).lower():
+                write_frame(out, {"ok": False, "kind": "memory", "error": "ran out of memory"})
                 os._exit(3)
+            traceback.print_exc(file=sys.stderr)  # the whole story goes to the server log
+            write_frame(out, {"ok": False, "kind": "error", "error": failure(str(request.get("op")), error)})

@@ -35,11 +35,14 @@ from laya.app.text import shown
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
 from laya.sandbox.client import Sandboxed
+from laya.sandbox.failures import FailureMemory
 from laya.sandbox.info import ModelInfo
 from laya.sandbox.pool import WorkerError, worker_pool
 
-MAX_FAILURES = 256
+MAX_FAILURES = 256  # failed loads the process remembers
+MAX_BROKEN = 32  # checkpoints one session remembers as broken on their first image
 ALLOW_NONFINITE = "laya_allow_nonfinite"
+BROKEN, ANSWERED = "laya_broken_models", "laya_answered_models"
 
 
 @st.cache_resource
@@ -90,9 +93,34 @@ def _load_info(path: str, stamp: int, allow_nonfinite: bool) -> ModelInfo:
 
 
 @st.cache_resource
-def _failures() -> OrderedDict[tuple[str, int, bool], str]:
-    """Checkpoints that failed to load in this process (path, file time) -> message; bounded."""
-    return OrderedDict()
+def _failures() -> FailureMemory:
+    """Checkpoints that failed to load in this process, deterministically: (path, file time, anyway) -> message."""
+    return FailureMemory(MAX_FAILURES)
+
+
+def _broken() -> FailureMemory:
+    """This session's checkpoints that failed on their first image (same key) -> message."""
+    return st.session_state.setdefault(BROKEN, FailureMemory(MAX_BROKEN))
+
+
+def _key(path: str) -> tuple[str, int, bool]:
+    return path, _stamp(Path(path) / WEIGHTS_FILE), anyway()
+
+
+def _answered(path: str) -> None:
+    answered = st.session_state.setdefault(ANSWERED, OrderedDict())
+    answered[_key(path)] = True
+    while len(answered) > MAX_BROKEN:
+        answered.popitem(last=False)
+
+
+def _model_failed(path: str, error: WorkerError | CheckpointError) -> None:
+    """Stop the page with the model's failure; a deterministic one on the session's first image of this model
+    marks it broken for the session (:func:`load_model` then refuses it with the same message)."""
+    if _key(path) not in st.session_state.get(ANSWERED, {}):
+        _broken().remember(_key(path), error)
+    st.error(shown(f"The model could not answer: {error}. The server and other sessions are not affected."))
+    st.stop()
 
 
 def anyway() -> bool:
@@ -103,36 +131,30 @@ def anyway() -> bool:
 def load_model(path: str, allow_nonfinite: bool | None = None) -> ModelInfo:
     """The checkpoint at ``path``, loaded once (here or in a worker). Raises :class:`CheckpointError`.
 
-    A failure is remembered (same path and file time: the same error, without rebuilding) and the
-    memory the attempt took is handed back to the OS. ``allow_nonfinite``: load NaN/Inf weights with
-    a warning (``ModelInfo.warnings``) instead of refusing (default: the session's "load anyway" choice).
-    A worker that died, ran out of memory or time is a :class:`CheckpointError` with its reason;
-    "all workers busy" is not remembered.
+    A deterministic failure (a refusal, a worker's memory or CPU limit: :mod:`laya.sandbox.failures`) is
+    remembered by the process, at most :data:`MAX_FAILURES` (same path and file time: the same error, without
+    rebuilding), and the memory the attempt took is handed back to the OS; a transient one (a signal, the
+    timeout, a busy pool) is tried again on the next rerun. A checkpoint that failed on this session's first
+    image is refused with that message. ``allow_nonfinite``: load NaN/Inf weights with a warning
+    (``ModelInfo.warnings``) instead of refusing (default: the session's "load anyway" choice). A worker that
+    could not answer is a :class:`CheckpointError` with its reason.
     """
     if allow_nonfinite is None:
         allow_nonfinite = anyway()
     key = (path, _stamp(Path(path) / WEIGHTS_FILE), allow_nonfinite)
     failures = _failures()
-    if key in failures:
-        raise CheckpointError(failures[key])
+    message = _broken().get(key) or failures.get(key)
+    if message is not None:
+        raise CheckpointError(message)
     try:
         return _load_info(*key)
     except WorkerError as error:
-        if error.kind == "busy":
-            raise CheckpointError(str(error)) from None
-        failures[key] = str(error)
+        failures.remember(key, error)
         raise CheckpointError(str(error)) from None
     except CheckpointError as error:
-        failures[key] = str(error)
-        while len(failures) > MAX_FAILURES:
-            failures.popitem(last=False)
+        failures.remember(key, error)
         deploy.release_memory()
         raise
-
-
-def _stop_for_worker(error: WorkerError) -> None:
-    st.error(f"The model could not answer: {shown(error)}. The server and other sessions are not affected.")
-    st.stop()
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -172,12 +194,14 @@ def explain(
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
     try:
         with st.spinner(shown(f"Running {Path(path).name} on {name}…")):
-            return _explain(path, stamps, anyway(), data, mode, posthoc, approximate, ood)
+            result = _explain(path, stamps, anyway(), data, mode, posthoc, approximate, ood)
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()
-    except WorkerError as error:
-        _stop_for_worker(error)
+    except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
+        _model_failed(path, error)
+    _answered(path)
+    return result
 
 
 def evaluate_locally(path: str, limit: int | None, progress: Callable[[float, str], None]) -> Report:
@@ -237,12 +261,14 @@ def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
     try:
         with st.spinner(shown(f"Running {Path(path).name} on {name}…")):
-            return _input_depth(path, *stamps, anyway(), data)
+            result = _input_depth(path, *stamps, anyway(), data)
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()
-    except WorkerError as error:
-        _stop_for_worker(error)
+    except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
+        _model_failed(path, error)
+    _answered(path)
+    return result
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -257,12 +283,14 @@ def patch(path: str, target: tuple[str, bytes], source: tuple[str, bytes], where
     an unusable image or a failed worker shows ``st.error`` and stops the page."""
     try:
         with st.spinner(shown(f"Patching {target[0]} with layers of {source[0]} ({where})…")):
-            return _patch(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), target[1], source[1], where)
+            result = _patch(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), target[1], source[1], where)
     except ImageError as error:
         st.error(shown(f"Cannot use {target[0]!r} or {source[0]!r} as an image: {error}"))
         st.stop()
-    except WorkerError as error:
-        _stop_for_worker(error)
+    except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
+        _model_failed(path, error)
+    _answered(path)
+    return result
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -290,4 +318,4 @@ def class_maps(path: str) -> ClassMaps:
         with st.spinner(shown(f"Running {Path(path).name} on the test-set sample…")):
             return _class_maps(path, *stamps, anyway())
     except WorkerError as error:
-        _stop_for_worker(error)
+        _model_failed(path, error)

@@ -155,3 +155,13 @@ def test_written_files_are_readable_by_others(saved):
     path, _ = saved
     for name in ("model.json", "model.safetensors"):
         assert (path / name).stat().st_mode & 0o044 == 0o044  # not the 0600 of a bare mkstemp
+
+
+def test_an_input_spec_that_does_not_fit_its_channels_is_a_refusal(saved: tuple[Path, torch.nn.Module]) -> None:
+    """Found by the fuzzer: ``input.mean = []`` raised a bare ValueError from the input spec."""
+    import json
+
+    record = json.loads((saved[0] / "model.json").read_text())
+    record["input"]["mean"] = []
+    with pytest.raises(CheckpointError, match="mean/std must have 1 entries"):
+        CheckpointMeta.from_dict(record)

@@ -1,41 +1,195 @@
-"""The checkpoint fuzzer (tests/model/fuzz_checkpoints.py) in CI: a subprocess under a memory and CPU-time
-limit, with no network; every generated model.json and safetensors header is refused or loads."""
+"""The checkpoint fuzzer in CI: Hypothesis mutates a tiny MLP and a timm ``test_vit`` checkpoint
+(tests/model/fuzz_checkpoints.py), and each one goes the dashboard's sandboxed way: the upload check, a
+load and one explained image in a worker process (reused across examples: it starts once, printed with -s).
+
+Each example must end in a clean refusal or a finite answer (an Inf/NaN answer only from weights of
+1e30 or more, which load correctly), within ``EXAMPLE_S`` seconds, with the same worker alive afterwards
+(or a fresh one after a memory or CPU-time limit) and its peak RSS under ``WORKER_MB`` + its imports;
+a refusal naming a server path reads the same whether that file exists. A fresh seed each run
+(``LAYA_FUZZ_SEED`` repeats one), printed with the failing example; ``LAYA_FUZZ_SECONDS`` (default 75)
+bounds both properties together: examples past it pass without running.
+"""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import os
-import resource
-import subprocess
-import sys
+import secrets
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-MEMORY_LIMIT = 6 * 2**30  # address space: torch and timm take about 2 GiB of it
-CPU_LIMIT_S = 400
-EXAMPLES = int(os.environ.get("LAYA_FUZZ_EXAMPLES", "120"))  # per property; ~60 s in all on 2 cores
+import pytest
+from hypothesis import HealthCheck, Phase, given, note, seed, settings
+from hypothesis import strategies as st
+
+from laya.model.checkpoint import META_FILE, WEIGHTS_FILE
+from laya.sandbox.pool import PoolConfig, WorkerError, WorkerPool
+from tests.model.fuzz_checkpoints import (
+    PROBES,
+    RECORD_EDITS,
+    WEIGHT_EDITS,
+    Outcome,
+    attempt,
+    checkpoint_files,
+    edit_record,
+    edit_weights,
+    vit_checkpoint,
+)
+from tests.sandbox.test_pool import gone, wait_until
+
+BUDGET_S = float(os.environ.get("LAYA_FUZZ_SECONDS", "75"))
+SEED = int(os.environ.get("LAYA_FUZZ_SEED") or secrets.randbelow(2**32))
+EXAMPLE_S = 60.0  # one example: up to three requests on a loaded machine (each capped at 30 s by the pool)
+WORKER_MB = 1024  # RLIMIT_AS a worker may add to its imports
+IMPORTS_MB = 1024  # what a worker holds after its imports (torch, timm), generously
+SETTINGS = settings(
+    max_examples=int(os.environ.get("LAYA_FUZZ_EXAMPLES", "1000")),
+    deadline=timedelta(seconds=2 * EXAMPLE_S),  # a backstop: the example's own time is asserted below
+    database=None,
+    derandomize=False,
+    phases=(Phase.explicit, Phase.generate),  # no shrinking: it would rerun workers well past the time box
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
 
 
-def _limits() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT_S, CPU_LIMIT_S))
+def fuzz(test):
+    """The fuzzer's settings and this run's seed."""
+    return seed(SEED)(SETTINGS(test))
 
 
-def test_fuzzed_checkpoints_are_refused_or_load(tiny_models: Path) -> None:
+@pytest.fixture(scope="module")
+def pool() -> WorkerPool:
+    env = {"LAYA_WORKER_MEMORY_MB": str(WORKER_MB), "LAYA_WORKER_CPU_S": "30", "LAYA_WORKER_THREADS": "1"}
+    pool = WorkerPool(PoolConfig(size=1, timeout=30, idle_timeout=3600, env=env))
+    started = time.monotonic()
+    pool.warm()
+    print(f"fuzz seed {SEED}; worker start-up {time.monotonic() - started:.1f} s")
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="module")
+def bases(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, bytes]]:
     good = tiny_models / "colours-mlp" / "laya"
-    run = subprocess.run(
-        [sys.executable, "-m", "tests.model.fuzz_checkpoints", str(good), "--examples", str(EXAMPLES)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
-        preexec_fn=_limits,
-        env={**os.environ, "LAYA_DOWNLOAD": "1", "OMP_NUM_THREADS": "1"},  # downloads allowed: still none may happen
+    vit = vit_checkpoint(good, tmp_path_factory.mktemp("fuzz") / "vit", indices=[0, 1])  # 2 of test_vit's 6 blocks
+    return {p.name: (json.loads((p / META_FILE).read_text()), (p / WEIGHTS_FILE).read_bytes()) for p in (good, vit)}
+
+
+@pytest.fixture(scope="module")
+def image(tiny_models: Path) -> bytes:
+    return sorted((tiny_models / "colours-mlp" / "examples").iterdir())[0].read_bytes()
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> Iterator[Path]:
+    return (tmp_path / str(i) for i in itertools.count())
+
+
+@pytest.fixture
+def counts() -> Counter[str]:
+    return Counter()
+
+
+@pytest.fixture(scope="module")
+def clock() -> dict[str, float]:
+    return {"start": time.monotonic(), "failed": 0.0}
+
+
+def live_worker(pool: WorkerPool) -> int:
+    """The pid of the pool's one worker once it is up (a spare replaces one ended by a limit)."""
+    wait_until(lambda: len(pool.pids()) == 1 and not gone(pool.pids()[0]), 180, "a live worker")
+    return pool.pids()[0]
+
+
+def peak_rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status")
+    if not status.exists():
+        return 0.0
+    return next(int(line.split()[1]) / 1024 for line in status.read_text().splitlines() if line.startswith("VmHWM"))
+
+
+def judged(pool: WorkerPool, files: dict[str, bytes], folder: Path, image: bytes, huge: bool) -> Outcome:
+    """One attempt, asserting what every example must hold (see the module docstring)."""
+    before = live_worker(pool)
+    try:
+        outcome = attempt(pool, files, folder, image)
+    except WorkerError as error:
+        assert error.kind in ("memory", "cpu"), f"no answer ({error.kind}): {error}"
+        outcome = Outcome("limit", str(error))
+    assert outcome.seconds < EXAMPLE_S, f"took {outcome.seconds:.1f} s"
+    assert outcome.finite or huge, "a non-finite answer from weights under 1e30"
+    after = live_worker(pool)
+    assert outcome.stage == "limit" or after == before, f"worker {before} was replaced by {after}"
+    assert peak_rss_mb(after) < WORKER_MB + IMPORTS_MB
+    return outcome
+
+
+def boxed(clock: dict[str, float], share: float):
+    """Run an example only within its property's ``share`` of the time box, naming the seed; a failure is marked
+    so that its replay (and every example after it) runs past the box."""
+
+    def wrap(example):
+        @functools.wraps(example)
+        def run(**kwargs) -> None:
+            if not clock["failed"] and time.monotonic() - clock["start"] > share * BUDGET_S:
+                return
+            note(f"LAYA_FUZZ_SEED={SEED}")
+            try:
+                example(**kwargs)
+            except BaseException:
+                clock["failed"] = 1.0
+                raise
+
+        return run
+
+    return wrap
+
+
+def test_fuzzed_checkpoints_are_refused_or_answer_in_a_live_worker(
+    pool: WorkerPool, bases: dict, image: bytes, clock: dict, folders: Iterator[Path], counts: Counter[str]
+) -> None:
+    @fuzz
+    @given(base=st.sampled_from(sorted(bases)), record_edits=RECORD_EDITS, weight_edits=WEIGHT_EDITS)
+    @boxed(clock, 2 / 3)
+    def checkpoints(base: str, record_edits: list, weight_edits: list) -> None:
+        record, weights = bases[base]
+        weights, huge = edit_weights(weights, weight_edits)
+        files = checkpoint_files(edit_record(record, record_edits), weights)
+        counts[judged(pool, files, next(folders), image, huge).stage] += 1
+
+    checkpoints()
+    print(f"checkpoints: {dict(counts)} in {time.monotonic() - clock['start']:.0f} s")
+    assert sum(counts.values()) >= 10 and counts["answered"] and counts["check"]
+
+
+def test_refusals_naming_a_server_path_read_the_same_whether_it_exists(
+    pool: WorkerPool, bases: dict, image: bytes, clock: dict, folders: Iterator[Path], counts: Counter[str]
+) -> None:
+    @fuzz
+    @given(
+        base=st.sampled_from(sorted(bases)),
+        field=st.sampled_from([("backbone", "weights"), ("dataset",)]),
+        probe=st.sampled_from(PROBES),
+        record_edits=RECORD_EDITS,
     )
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    print(result)
-    counts = result["counts"]
-    assert counts.get("model.json:refused", 0) + counts.get("model.json:loaded", 0) >= EXAMPLES
-    assert counts.get("model.json:refused", 0) > 0 and counts.get("header:refused", 0) > 0
-    assert result["max_rss_mb"] < MEMORY_LIMIT / 2**20
+    @boxed(clock, 1.0)
+    def oracle(base: str, field: tuple, probe: tuple[str, str], record_edits: list) -> None:
+        record, weights = bases[base]
+        seen = []
+        for path in probe:
+            files = checkpoint_files(edit_record(record, [*record_edits, (field, path)]), weights)
+            outcome = judged(pool, files, next(folders), image, huge=False)
+            message = outcome.message.replace(repr(path), "<path>")  # as a field's value is quoted
+            seen.append((outcome.stage, message.replace(path, "<path>") if len(path) > 3 else message))
+        assert seen[0] == seen[1], f"{probe[0]!r} exists, {probe[1]!r} does not: {seen}"
+        counts[seen[0][0]] += 1
+
+    oracle()
+    print(f"oracle: {dict(counts)}")
+    assert sum(counts.values()) >= 3

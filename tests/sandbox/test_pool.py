@@ -1,5 +1,6 @@
 """Sandboxed workers: the same results as in-process, and a worker that runs out of memory, is killed
-mid-request or times out gives a clear error while the pool goes on serving; idle workers are released."""
+mid-request or times out gives a clear error while the pool goes on serving; a request that raises is a
+refusal and the worker lives; a dead idle worker is replaced; idle workers are released."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ from laya.model.checkpoint import (
 )
 from laya.sandbox import child
 from laya.sandbox.client import Sandboxed, check_upload
-from laya.sandbox.pool import PoolConfig, WorkerError, WorkerPool
+from laya.sandbox.pool import PoolConfig, Refused, WorkerError, WorkerPool, death
+from tests.model.fuzz_checkpoints import vit_checkpoint
 from tests.sandbox.test_protocol import same
 
 
@@ -130,9 +132,9 @@ def test_out_of_memory_killed_and_timed_out_workers_leave_the_pool_serving(
         assert pool.pids() and pool.pids() != first
 
         victim = pool.pids()[0]
-        with pytest.raises(WorkerError, match="killed") as failure:  # SIGKILL at the first progress frame
+        with pytest.raises(WorkerError, match="ended by signal SIGKILL") as failure:  # at the first progress frame
             ok.evaluate(limit=24, progress=lambda f, m: os.kill(victim, signal.SIGKILL))
-        assert failure.value.kind == "memory" and gone(victim) or victim not in pool.pids()
+        assert failure.value.kind == "signal" and failure.value.transient and victim not in pool.pids()
         assert ok.explain(image).label
 
         slow = pool.pids()[0]
@@ -229,3 +231,70 @@ def test_patching_in_a_worker_equals_the_in_process_sweep(pool: WorkerPool, tiny
             assert (a is None and b is None) or same(a, b), field
     with pytest.raises(ImageError):
         Sandboxed(pool, str(tiny_models / "colours-mlp" / "laya")).patch(image, b"not an image")
+
+
+def test_a_checkpoint_whose_layers_repeat_is_refused_at_load_and_the_worker_lives(
+    pool: WorkerPool, good: Path, image: bytes, tmp_path: Path
+) -> None:
+    """Issue 28: a timm ``test_vit`` with ``backbone.indices: [0, 0, 0]`` loaded, then every image raised
+    ``IndexError`` in laya/analysis/spatial.py and ended the worker."""
+    path = vit_checkpoint(good, tmp_path / "vit000", indices=[0], recorded=[0, 0, 0])
+    Sandboxed(pool, str(good)).info()
+    pid = pool.pids()
+    with pytest.raises(CheckpointError, match=r"backbone.indices = \[0, 0, 0\]: must name different layers"):
+        Sandboxed(pool, str(path)).info()
+    files = {name: (path / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}
+    with pytest.raises(CheckpointError, match="backbone.indices"):
+        check_upload(pool, files)
+    assert pool.pids() == pid and Sandboxed(pool, str(good)).explain(image).label
+    fine = vit_checkpoint(good, tmp_path / "vit01", indices=[0, 1])  # distinct layers still load and explain
+    assert Sandboxed(pool, str(fine)).info().layer_names == ("block 1", "block 2")
+    assert Sandboxed(pool, str(fine)).explain(image).probs.isfinite().all()
+
+
+def test_an_exception_in_the_worker_is_a_refusal_naming_it_and_the_worker_lives(
+    pool: WorkerPool, good: Path, image: bytes
+) -> None:
+    """``int(inf)`` raises ``OverflowError``, which the worker's loop did not catch: it exited."""
+    Sandboxed(pool, str(good)).info()
+    pid = pool.pids()
+    with pytest.raises(Refused) as refusal:
+        pool.call({"op": "evaluate", "path": str(good), "allow_nonfinite": False, "confine": None,
+                   "limit": float("inf")})  # fmt: skip
+    assert refusal.value.kind == "error"
+    expected = "the model failed while evaluating on the test set (OverflowError in laya/sandbox/serve.py)"
+    assert str(refusal.value) == expected
+    assert pool.pids() == pid and Sandboxed(pool, str(good)).explain(image).label
+
+
+def test_a_dead_idle_worker_is_replaced_before_the_next_request(good: Path, image: bytes) -> None:
+    pool = WorkerPool(PoolConfig(size=1, timeout=60, idle_timeout=2))  # the timer looks every 0.5 s
+    try:
+        remote = Sandboxed(pool, str(good))
+        remote.info()
+        (victim,) = pool.pids()
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: pool.pids() and pool.pids() != [victim], 60, "a replacement worker")
+        (spare,) = pool.pids()
+        assert not gone(spare)
+        assert remote.explain(image).label and pool.pids() == [spare]  # no failure, and served by the spare
+    finally:
+        pool.close()
+
+
+def test_each_way_a_worker_ends_has_its_own_accurate_message() -> None:
+    cases = {
+        "memory": death(3, 320, 120),
+        "cpu": death(-signal.SIGXCPU, 320, 120),
+        "signal": death(-signal.SIGKILL, 320, 120),
+        "segv": death(-signal.SIGSEGV, 320, 120),
+        "exit": death(1, 320, 120),
+        "none": death(None, 320, 120),
+    }
+    assert cases["memory"].kind == "memory" and "320 MB" in str(cases["memory"])
+    assert cases["cpu"].kind == "cpu" and "120 CPU-seconds" in str(cases["cpu"])
+    assert cases["signal"].kind == "signal" and "signal SIGKILL" in str(cases["signal"])
+    assert "signal SIGSEGV" in str(cases["segv"]) and "status 1" in str(cases["exit"])
+    assert len({str(e) for e in cases.values()}) == len(cases)
+    assert not any("None" in str(e) or "memory" in str(e) for k, e in cases.items() if k != "memory")
+    assert [k for k, e in cases.items() if not e.transient] == ["memory", "cpu"]

@@ -76,3 +76,27 @@ def test_maps_op_answers_the_class_maps_of_the_checkpoints_sample() -> None:
     expected = sample_class_maps(load_checkpoint(path))
     assert torch.equal(got.counts, expected.counts) and int(got.counts[0].sum()) == 1000
     assert all(torch.allclose(a, b, equal_nan=True) for a, b in zip(got.maps, expected.maps, strict=True))
+
+
+def test_an_exception_of_the_models_code_is_answered_and_the_loop_goes_on(
+    tiny_models: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the ``indices: [0, 0, 0]`` ViT did deep in laya/analysis/spatial.py: an ``IndexError``."""
+    from laya.sandbox import serve as serving
+
+    def fails(*args, **kwargs):
+        raise IndexError("index 1 is out of bounds for dimension 1 with size 1 (/srv/secret/file)")
+
+    monkeypatch.setattr(serving, "explain_bytes", fails)
+    good = str(tiny_models / "colours-mlp" / "laya")
+    requests = io.BytesIO(
+        protocol.encode({"op": "explain", "path": good, "mode": "mean", "posthoc": []}, b"image")
+        + protocol.encode({"op": "load", "path": good})
+    )
+    out = io.BytesIO()
+    serve(requests, out, {"network": "test"}, cpu_seconds=0)
+    out.seek(0)
+    replies = [protocol.read_frame(out)[0] for _ in range(3)][1:]
+    expected = "the model failed while explaining the image (IndexError in laya/sandbox/serve.py)"  # the last laya file
+    assert replies[0] == {"ok": False, "kind": "error", "error": expected}
+    assert "secret" not in replies[0]["error"] and replies[1]["ok"] and replies[1]["info"]["path"] == good

@@ -182,6 +182,8 @@ class TimmBackbone(Backbone):
         if isinstance(indices, int):
             total = len(self._intermediates(probe, None, intermediates_only=True))
             return list(range(total - indices, total))
+        if len(indices) != count:  # timm returns each layer once, in order: [0, 0, 0] gives one layer, not three
+            raise refuse("backbone.indices", indices, f"must name different layers (timm returned {count} of them)")
         return list(indices)
 
     def _intermediates(self, x: Tensor, indices, **kwargs):

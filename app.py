@@ -12,11 +12,12 @@ import os
 
 import streamlit as st
 
+from laya.app.palette import favicon
 from pages.common import configure_torch, guard, keep_replies_across_reruns, pick_model
 
 os.environ.setdefault("LAYA_DOWNLOAD", "0")  # the dashboard never downloads a dataset (issue 17)
 
-st.set_page_config(page_title="LAYA dashboard", page_icon=":material/layers:", layout="wide")
+st.set_page_config(page_title="LAYA dashboard", page_icon=favicon(), layout="wide")  # drawn here, no font server
 configure_torch()
 keep_replies_across_reruns()  # a Streamlit bug lost uploads dropped while a rerun started (pages/common/upstream.py)
 page = st.navigation(

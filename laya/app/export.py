@@ -23,6 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from laya import __version__
+from laya.app.text import shown
 
 Section = tuple[str, "go.Figure | pd.DataFrame | str"]
 STYLE = """
@@ -105,7 +106,8 @@ def html_report(
         if heading:
             parts.append(f"<h2>{html.escape(heading)}</h2>")
         if isinstance(content, go.Figure):
-            parts.append(content.to_html(full_html=False, include_plotlyjs=plotly_js))
+            # a figure's text as plotly draws it (a name with <a href> would be a link): escaped as on the pages
+            parts.append(shown(content, "plotly").to_html(full_html=False, include_plotlyjs=plotly_js))
             plotly_js = False
         elif isinstance(content, pd.DataFrame):
             parts.append(content.to_html(index=False, na_rep="–", float_format=lambda v: f"{v:.4g}", border=0))

@@ -8,7 +8,9 @@ which holds none of the reserved colours; layers in depth order take :func:`dept
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.colors
+from PIL import Image
 
 ATTRIBUTION = "#4C78A8"  # a layer score: LAYA α, ScalarMix weights (intrinsic)
 ATTRIBUTION_POSTHOC = "#9ECAE9"  # a post-hoc layer score (IG, Gradient × Input, Saliency): lighter blue
@@ -68,3 +70,16 @@ __all__ = [
     "depth_colors",
     "series",
 ]
+
+
+def favicon(size: int = 32) -> Image.Image:
+    """The dashboard's page icon, drawn here: three stacked layer bars in :data:`ATTRIBUTION` on transparent,
+    a ``size`` × ``size`` RGBA image. Served by the dashboard itself; a ``:material/…:`` icon would make every
+    visitor's browser fetch its SVG from Google's font servers."""
+    icon = np.zeros((size, size, 4), dtype=np.uint8)
+    rgb = [int(ATTRIBUTION[i : i + 2], 16) for i in (1, 3, 5)]
+    bar = size // 5
+    for k in range(3):
+        top = bar // 2 + k * (bar + bar // 2 + bar // 4)
+        icon[top : top + bar, size // 8 : size - size // 8] = (*rgb, 255)
+    return Image.fromarray(icon, "RGBA")

@@ -559,8 +559,8 @@ def test_unexpected_error_shows_a_short_message_not_a_traceback(
     def broken(*args, **kwargs):
         raise RuntimeError("internal detail /srv/secret")
 
-    monkeypatch.setattr(views, "layer_table", broken)
-    with caplog.at_level("ERROR", logger="laya.app"):
+    with monkeypatch.context() as patch, caplog.at_level("ERROR", logger="laya.app"):
+        patch.setattr(views, "layer_table", broken)  # undone alone: the fixture's LAYA_MODELS stays set
         app.run()
     assert not app.exception
     message = app.error[0].value
@@ -568,7 +568,6 @@ def test_unexpected_error_shows_a_short_message_not_a_traceback(
     incident = re.search(r"incident ([0-9a-f]{8})", message).group(1)
     logged = [r for r in caplog.records if incident in r.getMessage()]
     assert logged and "internal detail /srv/secret" in str(logged[0].exc_info[1])
-    monkeypatch.undo()
     app.run()
     assert_ok(app)  # the next run is fine again
 

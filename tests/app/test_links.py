@@ -3,6 +3,7 @@ round trip through AppTest: the URL a view writes reopens the same view in a fre
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -133,3 +134,12 @@ def test_clickable_heatmap_has_a_marker_per_cell_with_the_hover_text() -> None:
     assert [list(c) for c in cells.customdata[:2]] == [[0.1, 5, 1.0], [0.2, 5, 2.0]]
     assert cells.hovertemplate == "class %{y}<br>mean %{customdata[2]:.4f} ± %{customdata[0]:.4f}"
     assert fig.data[0].hoverinfo == "skip"
+
+
+def test_html_report_escapes_a_hostile_name_in_a_figure() -> None:
+    """A class named ``<a href=…>`` is text in the exported report's figure, as on the page, never a link."""
+    hostile = '<a href="javascript:alert(3)">c</a>'
+    fig = go.Figure(go.Bar(x=[hostile], y=[1.0]), layout={"title": {"text": hostile}})
+    page = html_report("Inspect", [("Chart", fig)], "sub")
+    drawn = re.findall(r'"x":\["([^"]*)|"title":\{"text":"([^"]*)', page)  # the bar's label, the title
+    assert sorted(s for pair in drawn for s in pair if s) == ["&lt;a href=\\", "&lt;a href=\\"]  # the literal <a

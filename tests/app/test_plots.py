@@ -136,3 +136,14 @@ def test_depth_charts_legends_and_facets() -> None:
     assert [a.text for a in fig.layout.annotations] == list("ABCD")  # one panel per criterion, not 8 series on one
     assert {t.xaxis for t in fig.data} == {"x", "x2", "x3", "x4"}
     assert [t.name for t in fig.data if t.showlegend] == ["as pruned", "classifier re-fit"]
+
+
+def test_the_page_icon_is_drawn_here_in_the_attribution_colour():
+    """app.py's page icon is an image the server sends itself (a ``:material/…:`` icon is fetched from Google)."""
+    from laya.app.palette import ATTRIBUTION, favicon
+
+    icon = np.asarray(favicon(32))
+    assert icon.shape == (32, 32, 4) and icon.dtype == np.uint8
+    opaque = icon[icon[..., 3] == 255]
+    assert 0.3 < len(opaque) / 32**2 < 0.6  # three bars, transparent between them
+    assert {tuple(p[:3]) for p in opaque} == {tuple(int(ATTRIBUTION[i : i + 2], 16) for i in (1, 3, 5))}

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from laya.extras import require
 from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import Rule, check_kwargs, check_value, refuse
@@ -70,12 +71,8 @@ class TransformersBackbone(Backbone):
 
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
-        try:
-            from transformers import AutoConfig, AutoModel
-        except ImportError as error:
-            raise ValueError(
-                "backbone 'transformers' needs the transformers package: pip install transformers"
-            ) from error
+        transformers = require("transformers", "backbone 'transformers'")
+        AutoConfig, AutoModel = transformers.AutoConfig, transformers.AutoModel  # noqa: N806 - their class names
 
         if config.model not in MODEL_TYPES:
             raise ValueError(

@@ -8,7 +8,8 @@ legacy list included), and the url paths differ from the page files' names so th
 without this script, i.e. without the sidebar. On that first run a deep link finds the alias
 ``pages/<url path>.py``, which runs this script (``pages/common/routes.py``). Streamlit serves the
 default page at ``/`` only, so Inspect's own path ``/inspect-input`` is a hidden page of the same
-file. Every page runs inside ``pages.common.guard``.
+file (the default's unused ``url_path`` is no file's name either: a page's id is its url path, and
+the legacy list names each file's). Every page runs inside ``pages.common.guard``.
 """
 
 import os
@@ -24,7 +25,7 @@ configure_torch()
 keep_replies_across_reruns()  # a Streamlit bug lost uploads dropped while a rerun started (pages/common/upstream.py)
 page = st.navigation(
     [
-        st.Page("pages/inspect.py", title="Inspect", icon=":material/search:", url_path="inspect", default=True),
+        st.Page("pages/inspect.py", title="Inspect", icon=":material/search:", url_path="home", default=True),
         st.Page("pages/inspect.py", title="Inspect", url_path="inspect-input", visibility="hidden"),  # "/" is Inspect too
         st.Page("pages/compare.py", title="Compare heads", icon=":material/view_column:", url_path="compare-heads"),
         st.Page(

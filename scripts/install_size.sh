@@ -21,6 +21,6 @@ else
 fi
 end=$(date +%s)
 echo "$route install: $((end - start)) s, $(du -sh "$work/venv" | cut -f1) in $work/venv ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
-"$work/venv/bin/python" -m pip list 2>/dev/null | grep -c -i -E '^(nvidia|triton)' | sed 's/^/CUDA packages: /'
+echo "CUDA packages: $("$work/venv/bin/python" -m pip list 2>/dev/null | grep -c -i -E '^(nvidia|triton)' || true)"
 "$work/venv/bin/python" -c "import torch; print('torch', torch.__version__)"
-"$work/venv/bin/python" -c "import torchvision; print('torchvision', torchvision.__version__)" 2>&1 | tail -1
+"$work/venv/bin/python" -c "import torchvision; print('torchvision', torchvision.__version__)" 2>&1 | tail -1 || true  # fails beside a CPU torch of another build

@@ -3,7 +3,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -327,26 +326,16 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_dashboard_forwards_the_signal_and_exits_with_its_server(tiny_models, signum):
     """``laya dashboard`` serves 127.0.0.1 only, says so, and stops with its Streamlit child: port freed."""
-    import socket
-    import urllib.request
+    from scripts.screenshots import _wait_healthy, free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     laya = subprocess.Popen(
         [sys.executable, "-m", "laya", "dashboard", "--models", str(tiny_models), "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
     try:
         assert laya.stdout.readline().startswith(f"LAYA dashboard on http://127.0.0.1:{port} ")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as health:
-                    if health.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.5)
+        _wait_healthy(laya, f"http://127.0.0.1:{port}", 120)
         assert _listeners(port) == {"0100007F"}  # 127.0.0.1 only, never 0.0.0.0 or ::
         (server,) = _children(laya.pid)
         laya.send_signal(signum)  # to laya only, not to its process group

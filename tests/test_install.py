@@ -17,7 +17,6 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import time
 import urllib.request
 from pathlib import Path
 
@@ -42,16 +41,9 @@ def _run(argv: list[str], cwd: Path, **kwargs) -> str:
 
 def _wait_healthy(server: subprocess.Popen, port: int) -> None:
     """Until the dashboard on ``port`` answers its health check (at most ``TIME_BOX_S``)."""
-    deadline = time.monotonic() + TIME_BOX_S
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as health:
-                if health.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    said = server.stdout.read() if server.poll() is not None else ""
-    raise AssertionError(f"no healthy dashboard on port {port} within {TIME_BOX_S} s; it said:\n{said}")
+    from scripts.screenshots import _wait_healthy as wait
+
+    wait(server, f"http://127.0.0.1:{port}", TIME_BOX_S)
 
 
 @pytest.fixture(scope="module")

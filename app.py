@@ -4,8 +4,12 @@ This entry point only routes: the sidebar picks the model (``pages/common/sideba
 ``st.navigation`` (a top bar) runs one of the pages. Streamlit still treats a ``pages/`` folder
 as legacy multipage pages until the first ``st.navigation`` call after a server start (and
 AppTest on every run); ``.streamlit/config.toml`` therefore hides sidebar navigation (that
-legacy list included), and the url paths differ from the file names so that no page can run
-without this script, i.e. without the sidebar. Every page runs inside ``pages.common.guard``.
+legacy list included), and the url paths differ from the page files' names so that no page can run
+without this script, i.e. without the sidebar. On that first run a deep link finds the alias
+``pages/<url path>.py``, which runs this script (``pages/common/routes.py``). Streamlit serves the
+default page at ``/`` only, so Inspect's own path ``/inspect-input`` is a hidden page of the same
+file (the default's unused ``url_path`` is no file's name either: a page's id is its url path, and
+the legacy list names each file's). Every page runs inside ``pages.common.guard``.
 """
 
 import os
@@ -22,7 +26,8 @@ configure_torch()
 keep_replies_across_reruns()  # a Streamlit bug lost uploads dropped while a rerun started (pages/common/upstream.py)
 page = st.navigation(
     [
-        st.Page("pages/inspect.py", title="Inspect", icon=":material/search:", url_path="inspect-input", default=True),
+        st.Page("pages/inspect.py", title="Inspect", icon=":material/search:", url_path="home", default=True),
+        st.Page("pages/inspect.py", title="Inspect", url_path="inspect-input", visibility="hidden"),  # "/" is Inspect too
         st.Page("pages/compare.py", title="Compare heads", icon=":material/view_column:", url_path="compare-heads"),
         st.Page(
             "pages/classwise.py", title="Class-wise depth patterns", icon=":material/grid_on:", url_path="class-depth"

@@ -169,7 +169,10 @@ class Session:
             raise RuntimeError("a new session showed no chart")
         steps["upload"] = self._run(at.file_uploader(key="inspect_upload").set_value(("s.png", self.image, "image/png")))
         mode = at.radio(key="inspect_mode_laya")
-        steps["mode"] = self._run(mode.set_value(mode.options[1]))
+        from laya.app.views import MODE_HELP
+
+        second = next(m for m in MODE_HELP if mode.format_func(m) == mode.options[1])  # AppTest formats the value
+        steps["mode"] = self._run(mode.set_value(second))
         head = next(r for r in at.sidebar.radio if str(r.key).startswith("model_head_"))
         other = str(Path(head.value).with_name("scalarmix"))  # options are labels; values are paths
         steps["head"] = self._run(head.set_value(other))

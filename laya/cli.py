@@ -1,4 +1,4 @@
-"""Command line: ``laya {shapes,train,evaluate,sample,depth,lens,exits,benchmark,reproduce,bundle,dashboard,patch} ...`` (or ``python -m laya``).
+"""Command line: ``laya <command> ...`` (or ``python -m laya``); ``laya --help`` lists the commands.
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -18,6 +18,7 @@ import torch
 
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError
+from laya.extras import MissingExtraError
 from laya.model.checkpoint import CheckpointError
 from laya.training.lock import OutputLockedError
 
@@ -382,9 +383,9 @@ def cmd_bundle(args: argparse.Namespace) -> None:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> None:
-    from laya.dashboard import run
+    from laya.dashboard import listen_address, run
 
-    status = run(args.models, args.port, args.address, args.allow_import)
+    status = run(args.models, args.port, listen_address(args.address, args.bind_all), args.allow_import)
     if status:
         raise SystemExit(status)
 
@@ -418,8 +419,17 @@ ALLOW_IMPORT_HELP = (
 )
 
 
+DESCRIPTION = (
+    "LAYA: train and evaluate depth-aware classifier heads, run their depth analytics, and open them in the "
+    "dashboard. Errors a user can fix print one line and exit with status 2."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m laya", description=__doc__.split("\n")[0])
+    from laya import __version__
+
+    parser = argparse.ArgumentParser(prog="laya", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"laya {__version__}")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -481,7 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_flags(t)
     t.set_defaults(func=cmd_train)
 
-    le = sub.add_parser("lens", help="only the per-layer lens of `depth` (lens.csv beside the checkpoint): cheap")
+    le = sub.add_parser("lens", help="only the per-layer lens of the depth command (lens.csv beside the checkpoint): cheap")
     le.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")
     le.add_argument("--out", help="output directory (default: the checkpoint's directory)")
     le.add_argument("--allow-import", action="store_true", help=ALLOW_IMPORT_HELP)
@@ -607,10 +617,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_flags(u)
     u.set_defaults(func=cmd_bundle)
 
-    s = sub.add_parser("dashboard", help="start the dashboard (the same app as `streamlit run app.py` in a checkout)")
-    s.add_argument("--models", type=Path, help="folder of checkpoints (default: $LAYA_MODELS, else ./models)")
+    s = sub.add_parser("dashboard", help="start the dashboard (the same app as streamlit run app.py in a checkout)")
+    s.add_argument("--models", type=Path,
+                   help="folder of checkpoints (default: $LAYA_MODELS, else ./models, else the demo that ships with laya)")  # fmt: skip
     s.add_argument("--port", type=int, default=8501, help="HTTP port (default 8501)")
-    s.add_argument("--address", help="interface to listen on (default: Streamlit's, all interfaces)")
+    s.add_argument("--address", help="interface to listen on (default: 127.0.0.1, this machine only)")
+    s.add_argument("--bind-all", action="store_true",
+                   help="share the dashboard on every network interface (anyone who reaches this machine can open it)")  # fmt: skip
     s.add_argument(
         "--allow-import",
         action="store_true",
@@ -633,6 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         FileNotFoundError,
         ValueError,
         OutputLockedError,
+        MissingExtraError,  # an optional package: its message is the install command
         OSError,  # a directory or unreadable file where a file was expected: a message, never a traceback
     ) as error:
         print(f"error: {error}", file=sys.stderr)

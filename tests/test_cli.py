@@ -1,4 +1,8 @@
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -255,3 +259,88 @@ def test_patch_command_prints_and_writes_the_effect_table(tiny_models, tmp_path,
 def test_patch_command_refuses_an_unknown_class(tiny_models, capsys):
     assert main(["patch", "--checkpoint", str(tiny_models / "colours-mlp" / "laya"), "--label", "nope"]) == 2
     assert "unknown class 'nope'" in capsys.readouterr().err
+
+
+def test_help_is_plain_text_under_the_name_laya_and_version_is_printed(capsys):
+    from laya import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and out.startswith("usage: laya ") and "python -m laya" not in out
+    assert "`" not in out and "dashboard" in out  # no reST markup in the command list or the description
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"laya {__version__}"
+
+
+def test_a_missing_optional_package_prints_its_install_command(image_folder, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if `pip install laya` without the extra
+    args = ["train", "--backbone", "transformers", "--model", "vit", "--dataset", str(image_folder),
+            "--max-epochs", "1", "--out", str(tmp_path / "run")]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith('pip install "laya[transformers]"') and "backbone = " not in err
+
+
+def test_dashboard_listens_on_this_machine_unless_shared_on_every_interface(tiny_models, capsys):
+    from laya.dashboard import command, listen_address, url
+
+    argv, _ = command(tiny_models, port=8765)
+    assert "--server.address=127.0.0.1" in argv and url(8765, "127.0.0.1") == "http://127.0.0.1:8765"
+    assert listen_address() == "127.0.0.1" and listen_address("10.0.0.5") == "10.0.0.5"
+    assert listen_address(bind_all=True) is None  # Streamlit's own default: every interface
+    assert not any(a.startswith("--server.address") for a in command(tiny_models, address=None)[0])
+    assert main(["dashboard", "--models", str(tiny_models), "--bind-all", "--address", "10.0.0.5"]) == 2
+    assert "excludes --address 10.0.0.5" in capsys.readouterr().err
+
+
+def test_dashboard_opens_the_demo_when_no_models_folder_is_given(tmp_path, monkeypatch):
+    from laya.dashboard import command
+    from laya.demo import demo_models
+
+    monkeypatch.delenv("LAYA_MODELS", raising=False)
+    monkeypatch.chdir(tmp_path)  # no models/ here
+    _, env = command()
+    assert env["LAYA_MODELS"] == str(demo_models().resolve())
+    assert (demo_models() / "fashion-mnist-mlp" / "laya" / "model.json").is_file()
+
+
+def _listeners(port: int) -> set[str]:
+    """Local addresses of the sockets listening on ``port`` (``/proc/net/tcp{,6}``, state 0A = LISTEN)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").is_file(), reason="reads the listening sockets from Linux's /proc")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_dashboard_forwards_the_signal_and_exits_with_its_server(tiny_models, signum):
+    """``laya dashboard`` serves 127.0.0.1 only, says so, and stops with its Streamlit child: port freed."""
+    from scripts.screenshots import _wait_healthy, free_port
+
+    port = free_port()
+    laya = subprocess.Popen(
+        [sys.executable, "-m", "laya", "dashboard", "--models", str(tiny_models), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert laya.stdout.readline().startswith(f"LAYA dashboard on http://127.0.0.1:{port} ")
+        _wait_healthy(laya, f"http://127.0.0.1:{port}", 120)
+        assert _listeners(port) == {"0100007F"}  # 127.0.0.1 only, never 0.0.0.0 or ::
+        (server,) = _children(laya.pid)
+        laya.send_signal(signum)  # to laya only, not to its process group
+        assert laya.wait(timeout=60) in (0, 128 + signum)
+        assert not Path(f"/proc/{server}").exists() and not _listeners(port)
+    finally:
+        if laya.poll() is None:
+            os.killpg(laya.pid, signal.SIGKILL)

@@ -4,7 +4,8 @@ The wheel is built offline (``pip wheel --no-deps --no-build-isolation``) and in
 virtualenv in a temporary folder, whose only other packages are this environment's (a ``.pth`` file,
 so nothing is downloaded). From outside the checkout, ``laya dashboard --models <tiny models>``
 must answer HTTP 200, and the installed app (``laya/_app/app.py`` of the wheel) must render its
-first page with AppTest.
+first page with AppTest; a bare ``laya dashboard`` opens the demo that ships in the wheel, whose
+Inspect page renders its charts in Chromium, and the README's library example runs from the wheel.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import time
 import urllib.request
 from pathlib import Path
 
@@ -37,6 +37,13 @@ def _run(argv: list[str], cwd: Path, **kwargs) -> str:
     done = subprocess.run(argv, check=False, cwd=cwd, capture_output=True, text=True, timeout=TIME_BOX_S, **kwargs)
     assert done.returncode == 0, f"{' '.join(map(str, argv))}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     return done.stdout
+
+
+def _wait_healthy(server: subprocess.Popen, port: int) -> None:
+    """Until the dashboard on ``port`` answers its health check (at most ``TIME_BOX_S``)."""
+    from scripts.screenshots import _wait_healthy as wait
+
+    wait(server, f"http://127.0.0.1:{port}", TIME_BOX_S)
 
 
 @pytest.fixture(scope="module")
@@ -81,20 +88,10 @@ def test_laya_dashboard_serves_and_renders_outside_the_checkout(venv: Path, tiny
         cwd=venv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
     try:
-        deadline, status = time.monotonic() + TIME_BOX_S, None
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as health:
-                    if health.status == 200:
-                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:
-                            status, html = page.status, page.read().decode()
-                        break
-            except OSError:
-                time.sleep(0.5)
-        assert status == 200, (
-            f"no HTTP 200 within {TIME_BOX_S} s; server said:\n{server.stdout.read() if server.poll() is not None else ''}"
-        )
-        assert "<title>" in html and "streamlit" in html.lower()
+        _wait_healthy(server, port)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:
+            status, html = page.status, page.read().decode()
+        assert status == 200 and "<title>" in html and "streamlit" in html.lower()
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
@@ -109,3 +106,45 @@ def test_laya_dashboard_serves_and_renders_outside_the_checkout(venv: Path, tiny
     )
     out = _run([str(venv / "bin" / "python"), "-c", script], venv, env={**env, "LAYA_MODELS": str(tiny_models)})
     assert "Inspect" in out or "colours" in out.lower(), out
+
+
+def test_readme_library_example_runs_from_the_wheel(venv: Path):
+    """The README's ten lines, outside the checkout: the demo checkpoint and its example ship in the wheel."""
+    from tests.docs.doc_commands import extract
+
+    (program,) = [c for c in extract(REPO / "README.md") if c.language == "python"]
+    out = _run([str(venv / "bin" / "python"), "-c", program.text], venv, env={**os.environ, "PYTHONPATH": ""})
+    assert out.split()[0] in {"T-shirt/top", "Shirt", "Pullover", "Dress", "Coat"}, out
+
+
+def test_bare_laya_dashboard_opens_the_demo_and_renders_inspect_in_a_browser(venv: Path):
+    """No --models, no checkout: the wheel's demo; the Inspect page draws its plotly charts in Chromium."""
+    from scripts.screenshots import CHROMIUM, CHARTS_SETTLED, TIMEOUT_MS, browser_page
+
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
+    from playwright.sync_api import expect
+
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "LAYA_MODELS"} | {"PYTHONPATH": ""}
+    server = subprocess.Popen(
+        [str(venv / "bin" / "laya"), "dashboard", "--port", str(port)],
+        cwd=venv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        said = server.stdout.readline()
+        assert said.startswith(f"LAYA dashboard on http://127.0.0.1:{port} ") and "_demo" in said, said
+        _wait_healthy(server, port)
+        expect.set_options(timeout=TIMEOUT_MS)
+        with browser_page() as page:
+            page.goto(f"http://127.0.0.1:{port}/inspect-input")
+            main = page.locator('[data-testid="stMain"]')
+            expect(main.locator("h1", has_text="Inspect an input").first).to_be_visible()
+            expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("LAYA · acc")  # the demo's heads
+            expect(main.locator(".stPlotlyChart .main-svg").first).to_be_visible()
+            page.wait_for_function(CHARTS_SETTLED)
+            assert main.locator(".stPlotlyChart").count() >= 2
+            assert page.get_by_text("Page not found").count() == 0
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)

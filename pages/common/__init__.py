@@ -9,6 +9,7 @@
 - :mod:`.display`: display tables shown whole, scrolling to an anchor.
 - :mod:`.switches`: page switches kept in the link and across page changes (``switches.pick(st.radio, ...)``).
 - :mod:`.upstream`: a workaround for a Streamlit bug (a rerun dropped the reply a file upload waits for).
+- :mod:`.routes`: deep links on a server's first run (the ``pages/<url path>.py`` aliases run ``app.py``).
 
 Every page runs inside :func:`guard` (``app.py`` wraps ``page.run()``), so a new page gets it for
 free; a script run on its own can use ``with common.guard(): ...`` (one line). A page adopts links

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from laya.extras import require
 from laya.model.backbones.base import (
     SIZE_ERRORS,
     Backbone,
@@ -79,12 +80,7 @@ class TransformersBackbone(Backbone):
 
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
-        try:
-            from transformers import AutoModel
-        except ImportError as error:
-            raise ValueError(
-                "backbone 'transformers' needs the transformers package: pip install transformers"
-            ) from error
+        AutoModel = require("transformers", "backbone 'transformers'").AutoModel  # noqa: N806 - its class name
 
         if config.model not in MODEL_TYPES:
             raise ValueError(

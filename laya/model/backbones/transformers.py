@@ -5,7 +5,9 @@ ResNet, RegNet); ``model_kwargs`` are config arguments from :data:`CONFIG_KWARGS
 and channels come from the backbone config. The model is built with ``AutoModel.from_config`` —
 random weights, or a local ``weights`` file: nothing is fetched from the hub and no remote code runs.
 ``hidden_states[0]`` (the embeddings) is skipped unless ``indices`` names it; token outputs are
-pooled by the CLS token (ViT, DeiT, BEiT, DINOv2) or the mean of the tokens (Swin).
+pooled by the CLS token (ViT, DeiT, BEiT, DINOv2) or the mean of the tokens (Swin). With ``pre_logits``
+the model is ``AutoModelForImageClassification`` (``model_kwargs`` ``num_labels``: its classes), and the
+input of its final linear classifier is the last layer (:mod:`~laya.model.backbones.pre_logits`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
+from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import Rule, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
@@ -50,6 +53,7 @@ CONFIG_KWARGS: dict[str, tuple[Any, Rule]] = {
     "qkv_bias": (bool, Rule()),
     "use_mean_pooling": (bool, Rule()),
     "drop_path_rate": (float, Rule(0, 0.99)),
+    "num_labels": (int, Rule(2, 100_000)),  # with pre_logits: the classifier's outputs
 }
 
 
@@ -71,7 +75,7 @@ class TransformersBackbone(Backbone):
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
         try:
-            from transformers import AutoConfig, AutoModel
+            from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
         except ImportError as error:
             raise ValueError(
                 "backbone 'transformers' needs the transformers package: pip install transformers"
@@ -88,9 +92,11 @@ class TransformersBackbone(Backbone):
         hf_config.num_channels = config.in_channels
         if hasattr(hf_config, "image_size"):
             hf_config.image_size = config.input_size
-        self.model = AutoModel.from_config(hf_config)
+        self.model = (AutoModelForImageClassification if config.pre_logits else AutoModel).from_config(hf_config)
         if config.weights:
             load_weights(self.model, config.weights, base_dir)
+        self.head_name = final_linear(self.model) if config.pre_logits else None
+        self.pre_logits = PreLogits(self.model, self.head_name) if config.pre_logits else None
         has_cls = MODEL_TYPES[config.model]
         self.pool = ("cls" if has_cls else "avg") if config.pool == "auto" else config.pool
         if self.pool == "cls" and not has_cls:
@@ -101,9 +107,12 @@ class TransformersBackbone(Backbone):
             states = self._states(torch.zeros(1, config.in_channels, config.input_size, config.input_size))
             self.model.train(was_training)
         self.indices = self._resolve(len(states))
-        self.layer_dims = tuple(pool_hidden(states[i], self.pool).shape[1] for i in self.indices)
+        dims = [pool_hidden(states[i], self.pool).shape[1] for i in self.indices]
+        if self.pre_logits is not None:
+            dims.append(self.pre_logits.pop().shape[1])
+        self.layer_dims = tuple(dims)
         kind = "block" if has_cls else "stage"
-        self._finish([f"{kind} {i}" for i in self.indices])
+        self._finish([f"{kind} {i}" for i in self.indices] + [PRE_LOGITS] * config.pre_logits)
 
     def _resolve(self, count: int) -> list[int]:
         """``config.indices`` -> indices into ``hidden_states`` (default: all but the embeddings)."""
@@ -120,7 +129,15 @@ class TransformersBackbone(Backbone):
 
     def forward(self, x: Tensor) -> list[Tensor]:
         states = self._states(x)
-        return [pool_hidden(states[i], self.pool) for i in self.indices]
+        hidden = [pool_hidden(states[i], self.pool) for i in self.indices]
+        return hidden + [self.pre_logits.pop()] if self.pre_logits is not None else hidden
+
+    def classifier(self) -> nn.Linear:
+        """The ``...ForImageClassification`` model's final ``nn.Linear`` (``classifier``), with ``pre_logits``."""
+        if self.pre_logits is None:
+            return super().classifier()
+        linear = self.model.get_submodule(self.head_name)
+        return check_classifier(linear, self.layer_dims[-1], f"transformers {self.config.model!r} {self.head_name}")
 
 
 __all__ = ["CONFIG_KWARGS", "MODEL_TYPES", "TransformersBackbone"]

@@ -1,4 +1,4 @@
-"""Command line: ``laya {shapes,train,evaluate,sample,depth,lens,exits,benchmark,reproduce,bundle,dashboard,patch} ...`` (or ``python -m laya``).
+"""Command line: ``laya {shapes,train,evaluate,sample,depth,lens,exits,benchmark,reproduce,bundle,dashboard,patch,attach} ...`` (or ``python -m laya``).
 
 ``train`` reads an optional ``--config file.yaml|json`` (the nested :class:`~laya.training.train.TrainConfig`
 layout) and applies the flags given on top of it. Errors a user can fix (missing dataset,
@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from laya.attach_cli import add_attach_parser
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError
 from laya.model.checkpoint import CheckpointError
@@ -617,6 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="wrapped-module checkpoints in --models may import the code path they record (never uploads)",
     )
     s.set_defaults(func=cmd_dashboard)
+    add_attach_parser(sub)
     return parser
 
 

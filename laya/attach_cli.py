@@ -27,7 +27,8 @@ def _kwargs(text: str) -> dict:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, e.g. '{{\"hidden_size\": 192}}'; got {text!r}") from error
+        example = '{"hidden_size": 192}'
+        raise argparse.ArgumentTypeError(f"expected a JSON object, e.g. '{example}'; got {text!r}") from error
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object; got {text!r}")
     return value
@@ -45,15 +46,16 @@ def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     a.add_argument("--family", required=True, choices=["timm", "torchvision", "transformers"], help=FAMILY_HELP)
     a.add_argument("--model", required=True, help="architecture name (timm/torchvision) or model_type (transformers)")
     a.add_argument("--weights", required=True, help="your weights: .safetensors, or a .pth/.pt state dict")
-    a.add_argument("--dataset", required=True, help="an ImageFolder directory (train/, test/) | fashion-mnist | cifar10")
+    a.add_argument("--dataset", required=True, help="ImageFolder directory (train/, test/) | fashion-mnist | cifar10")
     a.add_argument("--out", default="attached", help="folder the setting is written into (default: attached)")
     a.add_argument("--setting", help="name of the setting folder (default: <dataset>-<model>)")
     a.add_argument("--image-size", type=int, help="side of the images the network sees (ImageFolder default: 32)")
     a.add_argument("--mean", type=_floats, help="input normalisation per channel (default: ImageNet's for RGB)")
     a.add_argument("--std", type=_floats, help="input normalisation per channel (default: ImageNet's for RGB)")
-    a.add_argument("--model-kwargs", type=_kwargs, default={}, help="architecture arguments as JSON (transformers config)")
+    a.add_argument("--model-kwargs", type=_kwargs, default={}, help="architecture arguments, JSON")
     a.add_argument("--layers", type=_strings, help="torchvision: graph nodes to read (default: the stages)")
     a.add_argument("--heads", type=_strings, default=["laya", "scalarmix", "concat"], help="heads fitted beside it")
+    a.add_argument("--depth-heads", type=_strings, default=["own", "laya"], help="heads whose depth analytics run")
     a.add_argument("--lr", type=float, default=3e-4)
     a.add_argument("--patience", type=int, default=5)
     a.add_argument("--max-epochs", type=int, default=50)
@@ -77,7 +79,8 @@ def cmd_attach(args: argparse.Namespace) -> None:
     config = AttachConfig(
         family=args.family, model=args.model, weights=args.weights, dataset=args.dataset, out=args.out,
         setting=args.setting, image_size=args.image_size, mean=args.mean, std=args.std, model_kwargs=args.model_kwargs,
-        layers=args.layers, heads=tuple(args.heads), lr=args.lr, patience=args.patience, max_epochs=args.max_epochs,
+        layers=args.layers, heads=tuple(args.heads), depth_heads=tuple(args.depth_heads), lr=args.lr,
+        patience=args.patience, max_epochs=args.max_epochs,
         val_fraction=args.val_fraction,
         evaluation=EvalOptions(resamples=args.resamples, ig_steps=args.ig_steps, limit=args.limit),
         depth=DepthOptions(limit=args.limit, train_limit=args.train_limit, resamples=args.resamples,

@@ -140,8 +140,9 @@ def own_checkpoint(config: AttachConfig, out: str | Path, module: nn.Module | No
     features = cached_hidden_states(backbone, Preprocess(spec), data, 256, "features (train split)")
     train_idx, _ = split_indices(len(data), config.val_fraction, 0)
     model.head.set_references([h[train_idx].double().mean(0).float() for h in features])
-    source = {"family": config.family, "model": config.model, "weights": Path(config.weights).name
-              if config.weights else None, "weights_sha256": sha256_file(Path(config.weights)) if config.weights else None}  # fmt: skip
+    weights = Path(config.weights) if config.weights else None
+    source = {"family": config.family, "model": config.model, "weights": weights.name if weights else None,
+              "weights_sha256": sha256_file(weights) if weights else None}  # fmt: skip
     meta = CheckpointMeta(
         backbone=bb_config, head=HeadConfig(name="lastlayer"), classes=data.classes, dataset=config.dataset,
         input=spec, seed=config.seed, train={OWN: source},
@@ -211,4 +212,6 @@ def summary(attached: Attached, resamples: int = 1000) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["FAMILIES", "AttachConfig", "Attached", "attach", "backbone_config", "input_spec", "own_checkpoint", "summary"]
+__all__ = [
+    "FAMILIES", "AttachConfig", "Attached", "attach", "backbone_config", "input_spec", "own_checkpoint", "summary",
+]  # fmt: skip

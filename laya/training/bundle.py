@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from PIL import Image
+from torch.nn import Module
 
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import explain
@@ -70,7 +71,7 @@ def bundle(
     test: Images,
     options: EvalOptions | None = None,
     progress=None,
-    module: torch.nn.Module | None = None,
+    module: Module | None = None,
 ) -> Path:
     """Copy the checkpoint in ``run`` to ``dest``, evaluate it on ``test``, record expected outputs.
 
@@ -91,11 +92,7 @@ def bundle(
 
 
 def refresh(
-    dest: str | Path,
-    test: Images,
-    options: EvalOptions | None = None,
-    progress=None,
-    module: torch.nn.Module | None = None,
+    dest: str | Path, test: Images, options: EvalOptions | None = None, progress=None, module: Module | None = None
 ) -> Path:
     """(Re-)evaluate the bundled checkpoint in ``dest`` exactly as it ships: its report, its per-input arrays
     (``per_input.safetensors``, for paired comparisons between heads; not committed), the test-set browser's

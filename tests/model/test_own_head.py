@@ -15,7 +15,8 @@ from laya.model.classifier import LayerwiseClassifier
 from laya.model.own_head import own_head
 
 torch.set_num_threads(1)
-TINY_VIT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "patch_size": 8}
+TINY_VIT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+            "patch_size": 8}  # fmt: skip
 
 
 def _save(model: nn.Module, path: Path) -> str:

@@ -16,8 +16,10 @@ from laya.training.attach import AttachConfig, attach, own_checkpoint, summary
 from tests.model.test_own_head import _save, logits_of, networks
 
 torch.set_num_threads(1)
-QUICK = {"evaluation": EvalOptions(modes=("mean",), resamples=50, ig_steps=4),
-         "depth": DepthOptions(limit=24, train_limit=48, resamples=50, random_orders=1, timing_batch=4, timing_repeats=1)}  # fmt: skip
+QUICK = {
+    "evaluation": EvalOptions(modes=("mean",), resamples=50, ig_steps=4),
+    "depth": DepthOptions(limit=24, train_limit=48, resamples=50, random_orders=1, timing_batch=4, timing_repeats=1),
+}
 
 
 def _config(config, image_folder: Path, out: Path, **changes) -> AttachConfig:
@@ -67,7 +69,8 @@ def test_attach_writes_four_heads_a_summary_and_depth(tmp_path: Path, image_fold
     network = timm.create_model("resnet10t", num_classes=3).eval()
     weights = _save(network, tmp_path / "mine.safetensors")
     config = AttachConfig(family="timm", model="resnet10t", weights=weights, dataset=str(image_folder),
-                          out=str(tmp_path / "models"), image_size=32, max_epochs=2, patience=1, lr=1e-3, **QUICK)  # fmt: skip
+                          out=str(tmp_path / "models"), image_size=32, max_epochs=2, patience=1, lr=1e-3,
+                          **QUICK)  # fmt: skip
     attached = attach(config)
     assert list(attached.heads) == [OWN, "laya", "scalarmix", "concat"]
     setting = attached.setting

@@ -36,7 +36,8 @@ def final_linear(module: nn.Module) -> str:
 def check_classifier(linear: Any, width: int, what: str) -> nn.Linear:
     """``linear`` if it is an ``nn.Linear`` reading ``width`` features, else a ValueError naming ``what``."""
     if not isinstance(linear, nn.Linear) or linear.in_features != width:
-        got = f"{type(linear).__name__}" + (f" on {linear.in_features} features" if isinstance(linear, nn.Linear) else "")
+        width = f" on {linear.in_features} features" if isinstance(linear, nn.Linear) else ""
+        got = f"{type(linear).__name__}{width}"
         raise ValueError(f"{what}: expected an nn.Linear on the {width} pre-logits features, got {got}")
     return linear
 

@@ -211,7 +211,8 @@ class TimmBackbone(Backbone):
         """``get_classifier()``: the model's own final linear layer (``model_kwargs`` ``num_classes`` > 0)."""
         if not self.config.pre_logits:
             return super().classifier()
-        return check_classifier(self.model.get_classifier(), self.layer_dims[-1], f"timm {self.config.model!r} classifier")
+        what = f"timm {self.config.model!r} classifier"
+        return check_classifier(self.model.get_classifier(), self.layer_dims[-1], what)
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:
         """``forward_intermediates(indices=[k], stop_early=True)``; the pre-logits layer needs the full pass."""

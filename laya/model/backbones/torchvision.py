@@ -85,7 +85,7 @@ class TorchvisionBackbone(Backbone):
 
     @classmethod
     def check_config(cls, data: dict[str, Any]) -> None:
-        """A classification model name, ``model_kwargs`` only ``num_classes``, ``layers`` bounded, weights a local file."""
+        """A classification model name, ``model_kwargs`` only ``num_classes``, ``layers`` bounded, weights a file."""
         kwargs = data.get("model_kwargs", {})
         check_value("backbone.model_kwargs", kwargs, dict[str, Any])
         check_kwargs("backbone.model_kwargs", kwargs, MODEL_KWARGS)
@@ -107,7 +107,8 @@ class TorchvisionBackbone(Backbone):
         builder = torchvision.models.get_model_builder(config.model)
         model = builder(weights=None, **config.model_kwargs)
         if accepts(type(model), "image_size") and getattr(model, "image_size", None) != config.input_size:
-            model = builder(weights=None, image_size=config.input_size, **config.model_kwargs)  # ViT: position embeddings follow the size
+            # ViT: position embeddings follow the size
+            model = builder(weights=None, image_size=config.input_size, **config.model_kwargs)
         if config.weights:
             load_weights(model, config.weights, base_dir)
         _, nodes = get_graph_node_names(model)

@@ -27,7 +27,7 @@ def test_the_page_attaches_and_opens_the_dashboard() -> None:
 
 
 @pytest.mark.slow
-def test_the_page_runs_as_written(tmp_path: Path) -> None:
+def test_the_page_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = PAGE.read_text()
     shapes, attach, dashboard = commands(text)
     program = re.findall(r"```python\n(.*?)```", text, flags=re.S)[0]
@@ -44,6 +44,7 @@ def test_the_page_runs_as_written(tmp_path: Path) -> None:
 
     from laya.model.checkpoint import load_checkpoint
 
+    monkeypatch.chdir(tmp_path)  # the checkpoint names its dataset as the page does: data/shapes
     own = load_checkpoint(setting / "own")
     network = timm.create_model("efficientnet_lite0", num_classes=4).eval()
     network.load_state_dict(load_file(str(tmp_path / "mine.safetensors")))

@@ -85,6 +85,12 @@ def test_attach_writes_four_heads_a_summary_and_depth(tmp_path: Path, image_fold
     x = own.preprocess(own.load_data("test").images)
     with torch.no_grad():
         assert torch.allclose(own.model(x).logits, network(x), atol=1e-5, rtol=0)
+    from laya.app.catalog import find_checkpoints
+    from laya.app.views import OWN_TITLE, entry_label
+
+    entries = find_checkpoints(tmp_path / "models")
+    assert [e.head for e in entries] == [OWN, "concat", "scalarmix", "laya"]  # the own head first, labelled
+    assert entry_label(entries[0]).startswith(f"{OWN_TITLE} · acc ")
     text = summary(attached, resamples=50)
     assert "own head (the network as it is)" in text and "vs own" in text and "LAYA attends to" in text
     assert f"laya dashboard --models {setting.parent}" in text

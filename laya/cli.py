@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from laya.attach_cli import add_attach_parser
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError
 from laya.extras import MissingExtraError
@@ -630,6 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="wrapped-module checkpoints in --models may import the code path they record (never uploads)",
     )
     s.set_defaults(func=cmd_dashboard)
+    add_attach_parser(sub)
     return parser
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 from laya.analysis.report import REPORT_FILE, Report
 from laya.data.datasets import dataset_label
 from laya.model.checkpoint import META_FILE, CheckpointError, read_meta
+from laya.model.own_head import OWN, is_own_head
 from laya.paths import canonical_path, inside
 from laya.training.settings import SETTINGS
 
@@ -76,7 +77,7 @@ def describe(path: Path) -> Entry:
             group=group,
             dataset=meta["dataset"],
             backbone=backbone,
-            head=meta["head"]["name"],
+            head=OWN if is_own_head(meta.get("train", {})) else meta["head"]["name"],  # an attached network's own
             seed=meta.get("seed"),
             accuracy=report.accuracy if report else meta.get("metrics", {}).get("test_accuracy"),
             faithfulness=report.faithfulness() if report else None,
@@ -107,8 +108,8 @@ def _compute_saved(path: Path) -> float | None:
 def find_checkpoints(root: str | Path = "models") -> list[Entry]:
     """Every checkpoint below ``root``: the paper's settings first, in :data:`laya.training.settings.SETTINGS`
     order (by top-level folder name; the first is the dashboard's default), then the other groups
-    alphabetically; within a group, heads in the order LastLayer, Concat, ScalarMix, LAYA."""
-    heads = {"lastlayer": 0, "concat": 1, "scalarmix": 2, "laya": 3}
+    alphabetically; within a group, heads in the order own classifier, LastLayer, Concat, ScalarMix, LAYA."""
+    heads = {OWN: -1, "lastlayer": 0, "concat": 1, "scalarmix": 2, "laya": 3}
     settings = {name: i for i, name in enumerate(SETTINGS)}
     root = Path(root)
     entries = [describe(p.parent) for p in sorted(root.rglob(META_FILE))] if root.is_dir() else []

@@ -30,6 +30,7 @@ from laya.app.text import clicked_name, plain
 from laya.data.datasets import InputSpec
 from laya.model.checkpoint import Checkpoint, CheckpointError
 from laya.model.heads import CROSS_HEAD_MODES, HEAD_LABELS
+from laya.model.own_head import OWN
 
 MODE_HELP = {
     "mean": "the layer's hidden state h_i is replaced by its training mean before the head; everything downstream "
@@ -49,9 +50,12 @@ REDUCTION_HELP = {
 # ---------------------------------------------------------------- labels
 
 
+OWN_TITLE = "Own classifier (post hoc)"  # an attached network's own head: its layer views are post hoc
+
+
 def head_title(name: str) -> str:
-    """``laya`` -> ``LAYA``, ``lastlayer`` -> ``LastLayer``; unknown names unchanged."""
-    return HEAD_LABELS.get(name, name)
+    """``laya`` -> ``LAYA``, ``lastlayer`` -> ``LastLayer``, ``own`` -> :data:`OWN_TITLE`; unknown names unchanged."""
+    return OWN_TITLE if name == OWN else HEAD_LABELS.get(name, name)
 
 
 def is_posthoc(method: str) -> bool:

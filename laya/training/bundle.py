@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from PIL import Image
+from torch.nn import Module
 
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import explain
@@ -64,14 +65,21 @@ def record_expected(checkpoint: Checkpoint, examples: list[Path]) -> dict:
     return record
 
 
-def bundle(run: str | Path, dest: str | Path, test: Images, options: EvalOptions | None = None, progress=None) -> Path:
+def bundle(
+    run: str | Path,
+    dest: str | Path,
+    test: Images,
+    options: EvalOptions | None = None,
+    progress=None,
+    module: Module | None = None,
+) -> Path:
     """Copy the checkpoint in ``run`` to ``dest``, evaluate it on ``test``, record expected outputs.
 
     A frozen backbone is written once to ``dest/../backbone.safetensors`` and referenced from the
-    head's ``model.json``.
+    head's ``model.json``. ``module``: the network of a ``wrapped`` checkpoint.
     """
     dest = Path(dest)
-    checkpoint = load_checkpoint(run)
+    checkpoint = load_checkpoint(run, module=module)
     meta = checkpoint.meta
     if meta.backbone.freeze and meta.backbone.weights:
         shared = dest.parent / BACKBONE_FILE
@@ -80,10 +88,12 @@ def bundle(run: str | Path, dest: str | Path, test: Images, options: EvalOptions
         meta = replace(meta, backbone=replace(meta.backbone, weights=f"../{BACKBONE_FILE}"))
     dtype = getattr(torch, json.loads((Path(run) / "model.json").read_text())["weights"]["dtype"])
     save_checkpoint(checkpoint.model, meta, dest, dtype=dtype)
-    return refresh(dest, test, options, progress)
+    return refresh(dest, test, options, progress, module)
 
 
-def refresh(dest: str | Path, test: Images, options: EvalOptions | None = None, progress=None) -> Path:
+def refresh(
+    dest: str | Path, test: Images, options: EvalOptions | None = None, progress=None, module: Module | None = None
+) -> Path:
     """(Re-)evaluate the bundled checkpoint in ``dest`` exactly as it ships: its report, its per-input arrays
     (``per_input.safetensors``, for paired comparisons between heads; not committed), the test-set browser's
     sample (``sample.safetensors``; the thumbnails once per setting, ``../sample_images.png``) and ``expected.json``.
@@ -91,7 +101,7 @@ def refresh(dest: str | Path, test: Images, options: EvalOptions | None = None, 
     ``python -m laya evaluate --checkpoint dest`` with the same options reproduces the report.
     """
     dest = Path(dest)
-    checkpoint = load_checkpoint(dest)
+    checkpoint = load_checkpoint(dest, module=module)
     per_input: dict = {}
     report = evaluate(checkpoint, test, options, progress, per_input=per_input)
     write_report(report, dest, per_input)

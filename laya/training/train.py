@@ -81,6 +81,8 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N (under torchrun: auto | cuda | cpu)
     precision: Literal["float32", "bf16"] = "float32"  # bf16: forward passes under autocast
     stream: bool | None = None  # ImageFolder datasets: stream from disk (None: when too large for memory)
+    mean: list[float] | None = None  # input normalisation (both or neither; None: the weights' own, else the data's)
+    std: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -124,11 +126,16 @@ def flip_crop(images: Tensor, generator: torch.Generator, pad: int = 4) -> Tenso
 
 
 def input_spec_for(config: TrainConfig, data: Images) -> InputSpec:
-    """Normalisation of the backbone's pretrained weights, else the training images' statistics."""
+    """``config.mean``/``std`` if given, else the normalisation of the backbone's pretrained weights, else the
+    training images' statistics."""
     channels, source = data.channels, data.image_size
     size = config.backbone.input_size or source
     weights = config.backbone.weights
-    if weights in SOURCES:
+    if (config.mean is None) != (config.std is None):
+        raise ValueError(f"give both mean and std or neither; got mean={config.mean}, std={config.std}")
+    if config.mean is not None:
+        mean, std = tuple(config.mean), tuple(config.std)
+    elif weights in SOURCES:
         mean, std = SOURCES[weights].mean, SOURCES[weights].std
     elif weights == "timm":
         import timm

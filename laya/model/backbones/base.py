@@ -39,7 +39,7 @@ class BackboneConfig:
     pool: Pool = "auto"  # token models: auto = CLS token where the model has one, else the mean of the tokens
     indices: int | list[int] | None = None  # timm forward_intermediates / transformers hidden_states indices
     intermediates_kwargs: dict[str, Any] = field(default_factory=dict)  # timm, e.g. {"extra_blocks": true}
-    pre_logits: bool = False  # timm: add the network's own final features (forward_head(pre_logits=True)) last
+    pre_logits: bool = False  # add the network's own final features (what its classifier reads) as the last layer
     weights: str | None = None  # None | "timm" | a source in laya.model.weights.SOURCES | a file path
     freeze: bool = False  # train only the head; the backbone stays in eval mode
     layer_names: list[str] | None = None  # display names; derived when None
@@ -148,6 +148,11 @@ class Backbone(nn.Module):
         if self.config.freeze:
             for p in self.parameters():
                 p.requires_grad_(False)
+
+    def classifier(self) -> nn.Linear:
+        """The network's own final linear layer, which reads the last layer (``pre_logits``) as its input:
+        ``logits = W h_L + b``. Families that keep their classifier override this."""
+        raise ValueError(f"backbone {self.config.name!r} has no classifier of its own (needs pre_logits and one)")
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:
         """Hidden state of ``layer`` (0-based) alone, ``(B, d_layer)``, running the network no deeper

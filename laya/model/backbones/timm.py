@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from laya.model.backbones.base import SIZE_ERRORS, Backbone, BackboneConfig, candidate_sides, pool_hidden
 from laya.model.backbones.base import size_refusal as refusal
+from laya.model.backbones.pre_logits import PRE_LOGITS, check_classifier
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import TIMM_KWARGS, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
@@ -171,7 +172,7 @@ class TimmBackbone(Backbone):
         self.layer_dims = tuple(h.shape[1] for h in probe)
         kind = "block" if tokens or single_resolution(self.model) else "stage"
         names = [f"{kind} {i + 1}" for i in range(len(probe) - self.config.pre_logits)]
-        self._finish(names + ["pre-logits"] * self.config.pre_logits)
+        self._finish(names + [PRE_LOGITS] * self.config.pre_logits)
 
     def _take_indices(self, probe: Tensor, count: int) -> list[int]:
         """timm's index of each of the ``count`` intermediate layers (``config.indices`` resolved) for
@@ -204,6 +205,13 @@ class TimmBackbone(Backbone):
         if self.config.pre_logits:
             hidden.append(self.model.forward_head(final, pre_logits=True).flatten(1))
         return hidden
+
+    def classifier(self) -> nn.Linear:
+        """``get_classifier()``: the model's own final linear layer (``model_kwargs`` ``num_classes`` > 0)."""
+        if not self.config.pre_logits:
+            return super().classifier()
+        what = f"timm {self.config.model!r} classifier"
+        return check_classifier(self.model.get_classifier(), self.layer_dims[-1], what)
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:
         """``forward_intermediates(indices=[k], stop_early=True)``; the pre-logits layer needs the full pass."""

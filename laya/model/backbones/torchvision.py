@@ -9,6 +9,9 @@ modules but the classifier, descending while there are at most two and one holds
 ``stem`` + ``trunk_output.block1..4``; ViT: ``encoder.layers.encoder_layer_*``). The default layers are
 shown by :func:`layer_label` (``features.7`` -> ``block 7``, ``encoder_layer_0`` -> ``block 1``); layers
 the config names keep their names. Single-channel inputs are repeated to the 3 channels the models take.
+With ``pre_logits`` (and ``model_kwargs`` ``num_classes``) the input of the model's final linear classifier
+is the last layer (:mod:`~laya.model.backbones.pre_logits`), and :meth:`TorchvisionBackbone.classifier` is
+that classifier.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ import torch
 from torch import Tensor, nn
 
 from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
+from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.backbones.timm import accepts
-from laya.model.validation import Rule, check_value, refuse
+from laya.model.validation import Rule, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
 
 HEADS = ("fc", "classifier", "head", "heads", "AuxLogits", "aux1", "aux2")  # classifiers, not stages
 LAYERS_RULE = Rule(max_items=256, max_chars=200, min_items=1)
+MODEL_KWARGS: dict[str, tuple[type, Rule]] = {"num_classes": (int, Rule(2, 100_000))}  # the classifier's outputs
 
 
 def classification_models() -> list[str]:
@@ -96,8 +101,10 @@ class TorchvisionBackbone(Backbone):
 
     @classmethod
     def check_config(cls, data: dict[str, Any]) -> None:
-        """A classification model name, no model arguments, ``layers`` bounded, weights a local file."""
-        super().check_config(data)
+        """A classification model name, ``model_kwargs`` only ``num_classes``, ``layers`` bounded, weights a file."""
+        kwargs = data.get("model_kwargs", {})
+        check_value("backbone.model_kwargs", kwargs, dict[str, Any])
+        check_kwargs("backbone.model_kwargs", kwargs, MODEL_KWARGS)
         name = data.get("model")
         check_value("backbone.model", name, str, Rule(max_chars=100))
         if name not in classification_models():
@@ -114,9 +121,10 @@ class TorchvisionBackbone(Backbone):
         if config.model not in classification_models():
             raise ValueError(f"torchvision has no classification model {config.model!r}")
         builder = torchvision.models.get_model_builder(config.model)
-        model = builder(weights=None)
+        model = builder(weights=None, **config.model_kwargs)
         if accepts(type(model), "image_size") and getattr(model, "image_size", None) != config.input_size:
-            model = builder(weights=None, image_size=config.input_size)  # ViT: position embeddings follow the size
+            # ViT: position embeddings follow the size
+            model = builder(weights=None, image_size=config.input_size, **config.model_kwargs)
         if config.weights:
             load_weights(model, config.weights, base_dir)
         _, nodes = get_graph_node_names(model)
@@ -125,7 +133,10 @@ class TorchvisionBackbone(Backbone):
         if unknown:
             raise ValueError(f"torchvision model {config.model!r} has no layer(s) {unknown[:5]}; e.g. {nodes[1:6]}")
         self.layers = layers
-        self.model = create_feature_extractor(model, return_nodes={n: n for n in layers})
+        self.head_name = final_linear(model) if config.pre_logits else None
+        read = layers + [self.head_name] * config.pre_logits  # the classifier runs: its input is recorded
+        self.model = create_feature_extractor(model, return_nodes={n: n for n in read})
+        self.pre_logits = PreLogits(self.model, self.head_name) if config.pre_logits else None
         self.channels_last = isinstance(model, torchvision.models.SwinTransformer)  # (B, H, W, C) stage outputs
         self.pool = ("cls" if hasattr(model, "class_token") else "avg") if config.pool == "auto" else config.pool
         with torch.no_grad():
@@ -135,7 +146,8 @@ class TorchvisionBackbone(Backbone):
             self.model.train(was_training)
         self.layer_dims = tuple(h.shape[1] for h in probe)
         labels = layers if config.layers else [layer_label(n) for n in layers]
-        self._finish(labels if len(set(labels)) == len(labels) else layers)
+        labels = labels if len(set(labels)) == len(labels) else layers
+        self._finish(labels + [PRE_LOGITS] * config.pre_logits)
 
     def forward(self, x: Tensor) -> list[Tensor]:
         if x.shape[1] == 1:
@@ -147,7 +159,16 @@ class TorchvisionBackbone(Backbone):
             if self.channels_last and out.ndim == 4:
                 out = out.permute(0, 3, 1, 2)
             hidden.append(pool_hidden(out, self.pool))
+        if self.pre_logits is not None:
+            hidden.append(self.pre_logits.pop())
         return hidden
+
+    def classifier(self) -> nn.Linear:
+        """The model's final ``nn.Linear`` (``fc``, ``classifier.N``, ``heads.head``), with ``pre_logits``."""
+        if self.pre_logits is None:
+            return super().classifier()
+        linear = self.model.get_submodule(self.head_name)
+        return check_classifier(linear, self.layer_dims[-1], f"torchvision {self.config.model!r} {self.head_name}")
 
 
 def _device(module: nn.Module) -> torch.device:

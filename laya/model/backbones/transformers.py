@@ -7,7 +7,9 @@ random weights, or a local ``weights`` file: nothing is fetched from the hub and
 ``hidden_states[0]`` (the embeddings) is skipped unless ``indices`` names it; token outputs are
 pooled by the CLS token (ViT, DeiT, BEiT, DINOv2) or the mean of the tokens (Swin). A size the model
 cannot take (Swin's windows at 64 px) is refused with the sizes that work, found by shape-only passes on
-PyTorch's ``meta`` device, as timm's are.
+PyTorch's ``meta`` device, as timm's are. With ``pre_logits`` the model is
+``AutoModelForImageClassification`` (``model_kwargs`` ``num_labels``: its classes), and the input of its
+final linear classifier is the last layer (:mod:`~laya.model.backbones.pre_logits`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from laya.extras import require
 from laya.model.backbones.base import (
@@ -27,6 +29,7 @@ from laya.model.backbones.base import (
     pool_hidden,
     size_refusal,
 )
+from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import Rule, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
@@ -60,6 +63,7 @@ CONFIG_KWARGS: dict[str, tuple[Any, Rule]] = {
     "qkv_bias": (bool, Rule()),
     "use_mean_pooling": (bool, Rule()),
     "drop_path_rate": (float, Rule(0, 0.99)),
+    "num_labels": (int, Rule(2, 100_000)),  # with pre_logits: the classifier's outputs
 }
 
 
@@ -80,7 +84,8 @@ class TransformersBackbone(Backbone):
 
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
-        AutoModel = require("transformers", "backbone 'transformers'").AutoModel  # noqa: N806 - its class name
+        transformers = require("transformers", "backbone 'transformers'")
+        AutoModel, ForClassification = transformers.AutoModel, transformers.AutoModelForImageClassification  # noqa: N806
 
         if config.model not in MODEL_TYPES:
             raise ValueError(
@@ -89,9 +94,12 @@ class TransformersBackbone(Backbone):
         kwargs = dict(config.model_kwargs)
         if "depths" in kwargs and config.model in ("convnext", "regnet"):
             kwargs.setdefault("num_stages", len(kwargs["depths"]))
-        self.model = AutoModel.from_config(self._hf_config(kwargs, config.input_size))
+        model_class = ForClassification if config.pre_logits else AutoModel
+        self.model = model_class.from_config(self._hf_config(kwargs, config.input_size))
         if config.weights:
             load_weights(self.model, config.weights, base_dir)
+        self.head_name = final_linear(self.model) if config.pre_logits else None
+        self.pre_logits = PreLogits(self.model, self.head_name) if config.pre_logits else None
         has_cls = MODEL_TYPES[config.model]
         self.pool = ("cls" if has_cls else "avg") if config.pool == "auto" else config.pool
         if self.pool == "cls" and not has_cls:
@@ -105,9 +113,12 @@ class TransformersBackbone(Backbone):
                 raise self._size_refusal(kwargs, error) from error
             self.model.train(was_training)
         self.indices = self._resolve(len(states))
-        self.layer_dims = tuple(pool_hidden(states[i], self.pool).shape[1] for i in self.indices)
+        dims = [pool_hidden(states[i], self.pool).shape[1] for i in self.indices]
+        if self.pre_logits is not None:
+            dims.append(self.pre_logits.pop().shape[1])
+        self.layer_dims = tuple(dims)
         kind = "block" if has_cls else "stage"
-        self._finish([f"{kind} {i}" for i in self.indices])
+        self._finish([f"{kind} {i}" for i in self.indices] + [PRE_LOGITS] * config.pre_logits)
 
     def _hf_config(self, kwargs: dict[str, Any], size: int) -> Any:
         """The transformers config of ``config.model`` with ``kwargs``, the channels and the input side ``size``."""
@@ -152,7 +163,15 @@ class TransformersBackbone(Backbone):
 
     def forward(self, x: Tensor) -> list[Tensor]:
         states = self._states(x)
-        return [pool_hidden(states[i], self.pool) for i in self.indices]
+        hidden = [pool_hidden(states[i], self.pool) for i in self.indices]
+        return hidden + [self.pre_logits.pop()] if self.pre_logits is not None else hidden
+
+    def classifier(self) -> nn.Linear:
+        """The ``...ForImageClassification`` model's final ``nn.Linear`` (``classifier``), with ``pre_logits``."""
+        if self.pre_logits is None:
+            return super().classifier()
+        linear = self.model.get_submodule(self.head_name)
+        return check_classifier(linear, self.layer_dims[-1], f"transformers {self.config.model!r} {self.head_name}")
 
 
 __all__ = ["CONFIG_KWARGS", "MODEL_TYPES", "TransformersBackbone"]

@@ -6,7 +6,8 @@ a tuple output gives its first tensor). The module's weights go into the checkpo
 *code* cannot. A checkpoint records ``layers`` and, if known, an import path ``"package.module:callable"``
 in ``model`` (with JSON ``model_kwargs`` for the call). Loading rebuilds the module only from Python:
 ``load_checkpoint(path, module=my_module)``, or ``allow_import=True`` to import and call that path —
-an explicit opt-in of the user in their own process, never honoured for uploads.
+an explicit opt-in of the user in their own process, never honoured for uploads. With ``pre_logits`` the
+input of the module's final linear classifier is the last layer (:mod:`~laya.model.backbones.pre_logits`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from laya.model.backbones.base import Backbone, BackboneConfig, Pool, pool_hidden
+from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.backbones.torchvision import check_layers
 from laya.model.validation import Rule, check_value, refuse
@@ -109,6 +111,8 @@ class WrappedBackbone(Backbone):
         self._stop_after: str | None = None
         for name in self.layers:
             names[name].register_forward_hook(self._hook(name))
+        self.head_name = final_linear(module) if config.pre_logits else None
+        self.pre_logits = PreLogits(module, self.head_name) if config.pre_logits else None
         self.pool = "avg" if config.pool == "auto" else config.pool
         with torch.no_grad():
             was_training = self.model.training
@@ -118,7 +122,7 @@ class WrappedBackbone(Backbone):
             probe = self(torch.zeros(1, config.in_channels, config.input_size, config.input_size, device=device))
             self.model.train(was_training)
         self.layer_dims = tuple(h.shape[1] for h in probe)
-        self._finish(self.layers)
+        self._finish(self.layers + [PRE_LOGITS] * config.pre_logits)
 
     def _hook(self, name: str):
         def hook(module: nn.Module, inputs: Any, output: Any) -> None:
@@ -135,11 +139,20 @@ class WrappedBackbone(Backbone):
         absent = [n for n in self.layers if n not in outputs]
         if absent:
             raise RuntimeError(f"layer(s) {absent} did not run in the module's forward pass")
-        return [pool_hidden(outputs[n], self.pool) for n in self.layers]
+        hidden = [pool_hidden(outputs[n], self.pool) for n in self.layers]
+        return hidden + [self.pre_logits.pop()] if self.pre_logits is not None else hidden
+
+    def classifier(self) -> nn.Linear:
+        """The module's final ``nn.Linear``, with ``pre_logits``."""
+        if self.pre_logits is None:
+            return super().classifier()
+        return check_classifier(self.model.get_submodule(self.head_name), self.layer_dims[-1], self.head_name)
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:
         """Stops the module's forward pass once ``layers[layer]`` has run."""
         self._check_layer(layer)
+        if self.pre_logits is not None and layer == len(self.layers):
+            return self(x)[-1]
         name = self.layers[layer]
         self._outputs, self._stop_after = {}, name
         try:
@@ -161,16 +174,19 @@ def wrap(
     freeze: bool = True,
     import_path: str | None = None,
     layer_names: list[str] | None = None,
+    pre_logits: bool = False,
     **kwargs: Any,
 ) -> WrappedBackbone:
     """A LAYA backbone reading the named submodules of ``module`` (see the module docstring).
 
     ``import_path`` (``"package.module:callable"``, called with ``kwargs``) is recorded so the
-    checkpoint can be rebuilt with ``load_checkpoint(..., allow_import=True)``.
+    checkpoint can be rebuilt with ``load_checkpoint(..., allow_import=True)``. ``pre_logits``: the input of
+    the module's final linear classifier is an extra last layer (and :meth:`WrappedBackbone.classifier`).
     """
     config = BackboneConfig(
         name="wrapped", in_channels=in_channels, input_size=input_size, model=import_path,
         model_kwargs=dict(kwargs), pool=pool, freeze=freeze, layers=list(layers), layer_names=layer_names,
+        pre_logits=pre_logits,
     )  # fmt: skip
     BackboneConfig.from_dict(config.to_dict())  # the same checks a checkpoint of it will pass
     return WrappedBackbone(config, module=module)

@@ -1,0 +1,93 @@
+"""``laya attach``: the command line of :mod:`laya.training.attach` (its parser and what it runs).
+
+Kept out of :mod:`laya.cli` so that module only registers it: ``add_attach_parser(sub)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+FAMILY_HELP = "where the architecture comes from: timm | torchvision | transformers (a model_type)"
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from error
+
+
+def _strings(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _kwargs(text: str) -> dict:
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        example = '{"hidden_size": 192}'
+        raise argparse.ArgumentTypeError(f"expected a JSON object, e.g. '{example}'; got {text!r}") from error
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object; got {text!r}")
+    return value
+
+
+def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``attach`` (flags for the network, the data, the heads' recipe and the analyses' sizes)."""
+    a = sub.add_parser(
+        "attach",
+        help="your trained classifier, as it is: its own head plus LAYA, ScalarMix, Concat -> a dashboard folder",
+        description="Attach a trained classifier (architecture + weights file): its own classifier becomes a "
+        "LastLayer head with its exact weights; LAYA, ScalarMix and Concat are fitted on its frozen features; all "
+        "four are evaluated and analysed, and a summary is printed.",
+    )
+    a.add_argument("--family", required=True, choices=["timm", "torchvision", "transformers"], help=FAMILY_HELP)
+    a.add_argument("--model", required=True, help="architecture name (timm/torchvision) or model_type (transformers)")
+    a.add_argument("--weights", required=True, help="your weights: .safetensors, or a .pth/.pt state dict")
+    a.add_argument("--dataset", required=True, help="ImageFolder directory (train/, test/) | fashion-mnist | cifar10")
+    a.add_argument("--out", default="attached", help="folder the setting is written into (default: attached)")
+    a.add_argument("--setting", help="name of the setting folder (default: <dataset>-<model>)")
+    a.add_argument("--image-size", type=int, help="side of the images the network sees (ImageFolder default: 32)")
+    a.add_argument("--mean", type=_floats, help="input normalisation per channel (default: ImageNet's for RGB)")
+    a.add_argument("--std", type=_floats, help="input normalisation per channel (default: ImageNet's for RGB)")
+    a.add_argument("--model-kwargs", type=_kwargs, default={}, help="architecture arguments, JSON")
+    a.add_argument("--layers", type=_strings, help="torchvision: graph nodes to read (default: the stages)")
+    a.add_argument("--heads", type=_strings, default=["laya", "scalarmix", "concat"], help="heads fitted beside it")
+    a.add_argument("--depth-heads", type=_strings, default=["own", "laya"], help="heads whose depth analytics run")
+    a.add_argument("--lr", type=float, default=3e-4)
+    a.add_argument("--patience", type=int, default=5)
+    a.add_argument("--max-epochs", type=int, default=50)
+    a.add_argument("--val-fraction", type=float, default=0.1)
+    a.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for every CI")
+    a.add_argument("--ig-steps", type=int, default=32)
+    a.add_argument("--limit", type=int, help="evaluate and analyse only the first N test inputs")
+    a.add_argument("--train-limit", type=int, default=3000, help="training inputs the depth analytics fit on")
+    a.add_argument("--random-orders", type=int, default=10, help="depth analytics: random pruning orders")
+    a.add_argument("--timing-batch", type=int, default=64, help="depth analytics: inputs per timed batch")
+    a.add_argument("--timing-repeats", type=int, default=7, help="depth analytics: timed repeats")
+    a.set_defaults(func=cmd_attach)
+    return a
+
+
+def cmd_attach(args: argparse.Namespace) -> None:
+    from laya.analysis.depth import DepthOptions
+    from laya.analysis.evaluate import EvalOptions
+    from laya.training.attach import AttachConfig, attach, summary
+
+    config = AttachConfig(
+        family=args.family, model=args.model, weights=args.weights, dataset=args.dataset, out=args.out,
+        setting=args.setting, image_size=args.image_size, mean=args.mean, std=args.std, model_kwargs=args.model_kwargs,
+        layers=args.layers, heads=tuple(args.heads), depth_heads=tuple(args.depth_heads), lr=args.lr,
+        patience=args.patience, max_epochs=args.max_epochs,
+        val_fraction=args.val_fraction,
+        evaluation=EvalOptions(resamples=args.resamples, ig_steps=args.ig_steps, limit=args.limit),
+        depth=DepthOptions(limit=args.limit, train_limit=args.train_limit, resamples=args.resamples,
+                           random_orders=args.random_orders, timing_batch=args.timing_batch,
+                           timing_repeats=args.timing_repeats),
+    )  # fmt: skip
+    print(summary(attach(config), args.resamples))
+
+
+__all__ = ["add_attach_parser", "cmd_attach"]

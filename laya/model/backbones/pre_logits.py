@@ -1,0 +1,64 @@
+"""A network's own classifier and the features it reads (its pre-logits), for any ``nn.Module``.
+
+A classification network ends in a linear layer, ``logits = W f + b`` with ``f: (B, D)`` its pre-logits
+features. :func:`final_linear` finds that layer (the last ``nn.Linear`` registered, auxiliary classifiers
+aside: torchvision ``fc`` / ``classifier.6`` / ``heads.head``, transformers ``classifier``), and
+:class:`PreLogits` records its input with a forward pre-hook during the network's own forward pass, so
+``f`` is exactly what the network's classifier reads. timm models say the same with
+``forward_head(pre_logits=True)`` and ``get_classifier()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+PRE_LOGITS = "pre-logits"  # the display name of that layer
+
+
+def final_linear(module: nn.Module) -> str:
+    """The qualified name of ``module``'s final linear classifier (its last ``nn.Linear``; names with
+    ``aux`` are auxiliary classifiers and skipped).
+
+    Raises:
+        ValueError: the module has no ``nn.Linear`` (a convolutional classifier such as SqueezeNet's).
+    """
+    names = [n for n, m in module.named_modules() if isinstance(m, nn.Linear) and "aux" not in n.lower()]
+    if not names:
+        raise ValueError(
+            f"{type(module).__name__} has no nn.Linear classifier; its pre-logits features and own head need "
+            "a network that ends in a linear layer"
+        )
+    return names[-1]
+
+
+def check_classifier(linear: Any, width: int, what: str) -> nn.Linear:
+    """``linear`` if it is an ``nn.Linear`` reading ``width`` features, else a ValueError naming ``what``."""
+    if not isinstance(linear, nn.Linear) or linear.in_features != width:
+        width = f" on {linear.in_features} features" if isinstance(linear, nn.Linear) else ""
+        got = f"{type(linear).__name__}{width}"
+        raise ValueError(f"{what}: expected an nn.Linear on the {width} pre-logits features, got {got}")
+    return linear
+
+
+class PreLogits:
+    """The input of ``module.<name>`` at its last call, ``(B, D)``: :meth:`pop` after each forward pass."""
+
+    def __init__(self, module: nn.Module, name: str) -> None:
+        self.name = name
+        self._value: Tensor | None = None
+        module.get_submodule(name).register_forward_pre_hook(self._hook)
+
+    def _hook(self, module: nn.Module, inputs: tuple[Any, ...]) -> None:
+        self._value = inputs[0]
+
+    def pop(self) -> Tensor:
+        """The recorded features, flattened to ``(B, D)``; cleared so a stale value is never returned."""
+        value, self._value = self._value, None
+        if value is None:
+            raise RuntimeError(f"the classifier {self.name!r} did not run in the network's forward pass")
+        return value.flatten(1)
+
+
+__all__ = ["PRE_LOGITS", "PreLogits", "check_classifier", "final_linear"]

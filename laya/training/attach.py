@@ -1,0 +1,217 @@
+"""Your trained classifier, as it is: ``laya attach`` -> a setting folder the dashboard opens.
+
+The user's network (a timm, torchvision or transformers architecture plus their weights file, or an
+``nn.Module`` from Python) becomes a frozen backbone with its pre-logits features as the last layer
+(:mod:`~laya.model.backbones.pre_logits`). Four heads read it, all written as
+``OUT/<setting>/<head>/`` with the backbone stored once in ``OUT/<setting>/backbone.safetensors``:
+
+* ``own`` — the network's own classifier with its exact weights (:func:`~laya.model.own_head.own_head`,
+  a LastLayer head): it predicts what the network predicts; nothing is trained;
+* ``laya``, ``scalarmix``, ``concat`` — depth-aware heads fitted on the same frozen features
+  (:func:`~laya.training.train.train`, features computed and cached once).
+
+Each is evaluated (:func:`~laya.training.bundle.bundle`: report, browser sample, expected outputs),
+the setting's summary tables are written (:func:`~laya.training.suite.write_summary`), and the depth
+analytics run (:func:`~laya.analysis.depth.run_depth`). :func:`summary` is the one-screen verdict.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+from tqdm.auto import tqdm
+
+from laya.analysis.depth import DepthOptions, run_depth
+from laya.analysis.evaluate import EvalOptions
+from laya.analysis.report import PER_INPUT_FILE, Report
+from laya.analysis.statistics import bootstrap_ci, paired_bootstrap
+from laya.data.datasets import InputSpec, Preprocess, load_dataset, split_indices
+from laya.data.features import cached_hidden_states
+from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint, sha256_file
+from laya.model.classifier import LayerwiseClassifier
+from laya.model.heads import HEAD_LABELS, HeadConfig
+from laya.model.own_head import OWN, own_head
+from laya.training.bundle import bundle, export_examples
+from laya.training.suite import results_table, write_summary
+from laya.training.train import TrainConfig, train
+
+FAMILIES = ("timm", "torchvision", "transformers", "wrapped")
+FITTED = ("laya", "scalarmix", "concat")
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+CLASS_COUNT_KWARG = {"timm": "num_classes", "torchvision": "num_classes", "transformers": "num_labels"}
+
+
+@dataclass
+class AttachConfig:
+    """What ``laya attach`` takes (defaults: the training recipe of :class:`~laya.training.train.TrainConfig`).
+
+    ``family``/``model``: e.g. ``timm``/``resnet18``, ``torchvision``/``resnet18``, ``transformers``/``vit``
+    (a ``model_type``, its config arguments in ``model_kwargs``), or ``wrapped`` (the module from Python,
+    ``layers`` naming the submodules read). ``weights``: the user's ``.safetensors`` or ``.pth``/``.pt`` state
+    dict (read with ``torch.load(weights_only=True)``). ``mean``/``std``: the normalisation the network was
+    trained with (default: ImageNet's for 3 channels, 0.5 otherwise).
+    """
+
+    family: str
+    model: str | None
+    weights: str | None
+    dataset: str
+    out: str = "attached"
+    setting: str | None = None  # default: "<dataset folder name>-<model>"
+    image_size: int | None = None  # side the network sees; default: the dataset's (ImageFolder: 32)
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    layers: list[str] | None = None  # torchvision / wrapped: modules read (default torchvision: the stages)
+    import_path: str | None = None  # wrapped: "package.module:callable" that rebuilds the module (dashboard)
+    heads: tuple[str, ...] = FITTED
+    depth_heads: tuple[str, ...] = (OWN, "laya")  # heads whose depth analytics run
+    lr: float = 3e-4
+    patience: int = 5
+    max_epochs: int = 50
+    val_fraction: float = 0.1
+    batch_size: int = 128
+    seed: int = 0
+    evaluation: EvalOptions = field(default_factory=EvalOptions)
+    depth: DepthOptions = field(default_factory=DepthOptions)
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {self.family!r}")
+        if self.family != "wrapped" and not (self.model and self.weights):
+            raise ValueError(f"a {self.family} classifier needs its architecture name and weights file")
+        unknown = [h for h in self.heads if h not in FITTED] + [h for h in self.depth_heads if h not in (OWN, *FITTED)]
+        if unknown:
+            raise ValueError(f"heads must be among {', '.join(FITTED)} (depth heads: also {OWN!r}); got {unknown}")
+
+
+@dataclass
+class Attached:
+    """The written setting folder and its head folders, ``own`` first."""
+
+    setting: Path
+    heads: dict[str, Path]
+
+
+def input_spec(config: AttachConfig, channels: int, source: int) -> InputSpec:
+    """The input the network was trained on: ``config.image_size`` (default ``source``) and its normalisation."""
+    default = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else ((0.5,) * channels, (0.5,) * channels)
+    mean, std = tuple(config.mean or default[0]), tuple(config.std or default[1])
+    if len(mean) != channels or len(std) != channels:
+        raise ValueError(f"mean and std need {channels} values (one per channel); got {list(mean)} and {list(std)}")
+    return InputSpec(channels, source, config.image_size or source, mean, std)
+
+
+def backbone_config(config: AttachConfig, spec: InputSpec, num_classes: int) -> BackboneConfig:
+    """The frozen backbone with the network's classifier kept and its pre-logits features as the last layer."""
+    kwargs = dict(config.model_kwargs)
+    if config.family in CLASS_COUNT_KWARG:
+        kwargs.setdefault(CLASS_COUNT_KWARG[config.family], num_classes)
+    weights = None if config.weights is None else str(Path(config.weights).resolve())
+    data = BackboneConfig(
+        name=config.family, in_channels=spec.channels, input_size=spec.size, model=config.import_path
+        if config.family == "wrapped" else config.model, model_kwargs=kwargs, pre_logits=True, weights=weights,
+        freeze=True, layers=config.layers,
+    ).to_dict()  # fmt: skip
+    return BackboneConfig.from_dict(data)  # the checks a checkpoint of it will pass
+
+
+def own_checkpoint(config: AttachConfig, out: str | Path, module: nn.Module | None = None) -> Path:
+    """The network with its own classifier as a LastLayer head (no training), reference vectors from the
+    training split (the same cached features the fitted heads train on), written to ``out``."""
+    data = load_dataset(config.dataset, "train", config.image_size)
+    spec = input_spec(config, data.channels, data.image_size)
+    bb_config = backbone_config(config, spec, len(data.classes))
+    backbone = build_backbone(bb_config, **({"module": module} if config.family == "wrapped" else {}))
+    head = own_head(backbone)
+    if head.num_classes != len(data.classes):
+        raise ValueError(
+            f"the network's classifier has {head.num_classes} outputs; the dataset {config.dataset!r} has "
+            f"{len(data.classes)} classes ({', '.join(data.classes[:10])})"
+        )
+    model = LayerwiseClassifier(backbone, head).eval()
+    features = cached_hidden_states(backbone, Preprocess(spec), data, 256, "features (train split)")
+    train_idx, _ = split_indices(len(data), config.val_fraction, 0)
+    model.head.set_references([h[train_idx].double().mean(0).float() for h in features])
+    weights = Path(config.weights) if config.weights else None
+    source = {"family": config.family, "model": config.model, "weights": weights.name if weights else None,
+              "weights_sha256": sha256_file(weights) if weights else None}  # fmt: skip
+    meta = CheckpointMeta(
+        backbone=bb_config, head=HeadConfig(name="lastlayer"), classes=data.classes, dataset=config.dataset,
+        input=spec, seed=config.seed, train={OWN: source},
+    )  # fmt: skip
+    return save_checkpoint(model.cpu(), meta, out)
+
+
+def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
+    """Write ``config.out/<setting>/{own,laya,scalarmix,concat}`` (see the module docstring); ``module``:
+    the network for ``family="wrapped"``. Progress bars (tqdm) show each long step with its ETA."""
+    if (config.family == "wrapped") != (module is not None):
+        raise ValueError("pass the nn.Module exactly when family='wrapped'")
+    test = load_dataset(config.dataset, "test", config.image_size)
+    spec = input_spec(config, test.channels, test.image_size)
+    bb_config = backbone_config(config, spec, len(test.classes))
+    name = config.setting or f"{Path(config.dataset).name}-{config.model or type(module).__name__}".lower()
+    setting = Path(config.out) / name
+    steps = tqdm(total=2 + len(config.heads) + len(config.depth_heads), desc=f"attach {name}", unit="step")
+    heads: dict[str, Path] = {}
+    with tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
+        steps.set_postfix_str("own head")
+        run = own_checkpoint(config, Path(runs) / OWN, module)
+        heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, module=module)
+        steps.update()
+        export_examples(test, setting / "examples")
+        for head in config.heads:
+            steps.set_postfix_str(f"fitting {head}")
+            recipe = TrainConfig(
+                dataset=config.dataset, backbone=bb_config, head=HeadConfig(name=head), seed=config.seed,
+                out=str(Path(runs) / head), lr=config.lr, patience=config.patience, max_epochs=config.max_epochs,
+                val_fraction=config.val_fraction, batch_size=config.batch_size, image_size=config.image_size,
+                mean=list(spec.mean), std=list(spec.std),
+            )  # fmt: skip
+            heads[head] = bundle(train(recipe, module=module), setting / head, test, config.evaluation, module=module)
+            steps.update()
+    write_summary(results_table(list(heads.values())), setting, f"{name}: the network's own head and LAYA, "
+                  "ScalarMix, Concat on its frozen features", list(heads.values()))  # fmt: skip
+    steps.update()
+    for head in config.depth_heads:
+        steps.set_postfix_str(f"depth analytics of {head}")
+        run_depth(load_checkpoint(heads[head], module=module), config.depth)
+        steps.update()
+    steps.close()
+    return Attached(setting, heads)
+
+
+def summary(attached: Attached, resamples: int = 1000) -> str:
+    """One screen: each head's test accuracy with its 95 % bootstrap CI and its paired difference to the
+    network's own head; LAYA's mean α per layer (largest first); the command that opens the dashboard."""
+    correct = {h: load_file(str(p / PER_INPUT_FILE))["correct"].double() for h, p in attached.heads.items()}
+    lines = [f"{attached.setting}: {len(correct[OWN])} test inputs; accuracy [95 % bootstrap CI]", ""]
+    for head, values in correct.items():
+        acc = bootstrap_ci(values, resamples=resamples)
+        label = "own head (the network as it is)" if head == OWN else HEAD_LABELS[head]
+        line = f"  {label:<32} {acc.estimate:.3f} [{acc.low:.3f}, {acc.high:.3f}]"
+        if head != OWN:
+            d = paired_bootstrap(values, correct[OWN], resamples=resamples).difference
+            verdict = "tie" if d.low <= 0 <= d.high else ("better" if d.estimate > 0 else "worse")
+            line += f"   vs own {d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] ({verdict})"
+        lines.append(line)
+    if "laya" in attached.heads:
+        profile = Report.load(attached.heads["laya"]).layer_profile()
+        alpha = profile[profile["method"] == "laya_alpha"].sort_values("mean", ascending=False)
+        top = ", ".join(f"{r.layer} {r.mean:.2f}" for r in alpha.itertuples())
+        lines += ["", f"LAYA attends to (mean α over test inputs): {top}"]
+    lines += ["", "Open it in the dashboard:", f"  laya dashboard --models {attached.setting.parent}"]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "FAMILIES", "AttachConfig", "Attached", "attach", "backbone_config", "input_spec", "own_checkpoint", "summary",
+]  # fmt: skip

@@ -1,0 +1,113 @@
+"""``attach``: a user's trained classifier, as it is, beside depth-aware heads on its frozen features."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from laya.analysis.depth import DepthOptions
+from laya.analysis.evaluate import EvalOptions
+from laya.model.checkpoint import load_checkpoint
+from laya.model.own_head import OWN, is_own_head
+from laya.training.attach import AttachConfig, attach, own_checkpoint, summary
+from tests.model.test_own_head import _save, logits_of, networks
+
+torch.set_num_threads(1)
+QUICK = {
+    "evaluation": EvalOptions(modes=("mean",), resamples=50, ig_steps=4),
+    "depth": DepthOptions(limit=24, train_limit=48, resamples=50, random_orders=1, timing_batch=4, timing_repeats=1),
+}
+
+
+def _config(config, image_folder: Path, out: Path, **changes) -> AttachConfig:
+    kwargs = {k: v for k, v in config.model_kwargs.items() if k not in ("num_classes", "num_labels")}
+    changes = {"model_kwargs": kwargs, **changes}
+    return AttachConfig(family=config.name, model=config.model, weights=config.weights, dataset=str(image_folder),
+                        out=str(out), image_size=32, **changes)  # fmt: skip
+
+
+def _retarget(network: nn.Module, classes: int) -> nn.Module:
+    """The network with a classifier of ``classes`` outputs (the fixture's networks have 5)."""
+    from laya.model.backbones.pre_logits import final_linear
+
+    name = final_linear(network)
+    parent, _, leaf = name.rpartition(".")
+    old = network.get_submodule(name)
+    setattr(network.get_submodule(parent) if parent else network, leaf, nn.Linear(old.in_features, classes))
+    return network
+
+
+def test_own_checkpoint_predicts_what_the_network_predicts(tmp_path: Path, image_folder: Path) -> None:
+    for name, network, config in networks(tmp_path):
+        network = _retarget(network, 3).eval()  # the image folder has 3 classes
+        config.weights = _save(network, Path(config.weights))
+        path = own_checkpoint(_config(config, image_folder, tmp_path), tmp_path / name.replace(" ", "-"))
+        checkpoint = load_checkpoint(path)
+        assert is_own_head(checkpoint.meta.train) and checkpoint.meta.head.name == "lastlayer"
+        images = checkpoint.load_data("test").images[:6]
+        x = checkpoint.preprocess(images)
+        with torch.no_grad():
+            got, expected = checkpoint.model(x).logits, logits_of(network, x)
+        assert torch.allclose(got, expected, atol=1e-5, rtol=0), f"{name}: {(got - expected).abs().max():.2e}"
+
+
+def test_a_network_with_other_classes_is_refused(tmp_path: Path, image_folder: Path) -> None:
+    _, _, config = next(networks(tmp_path))  # 5 outputs; the folder has 3 classes
+    with pytest.raises(ValueError, match=r"'fc.weight' has shape \(5, 512\), model expects \(3, 512\)"):
+        own_checkpoint(_config(config, image_folder, tmp_path), tmp_path / "x")
+    with pytest.raises(ValueError, match="5 outputs; the dataset .* has 3 classes"):
+        own_checkpoint(_config(config, image_folder, tmp_path, model_kwargs={"num_classes": 5}), tmp_path / "x")
+
+
+def test_attach_writes_four_heads_a_summary_and_depth(tmp_path: Path, image_folder: Path) -> None:
+    import timm
+
+    torch.manual_seed(0)
+    network = timm.create_model("resnet10t", num_classes=3).eval()
+    weights = _save(network, tmp_path / "mine.safetensors")
+    config = AttachConfig(family="timm", model="resnet10t", weights=weights, dataset=str(image_folder),
+                          out=str(tmp_path / "models"), image_size=32, max_epochs=2, patience=1, lr=1e-3,
+                          **QUICK)  # fmt: skip
+    attached = attach(config)
+    assert list(attached.heads) == [OWN, "laya", "scalarmix", "concat"]
+    setting = attached.setting
+    assert (setting / "backbone.safetensors").is_file() and (setting / "summary.csv").is_file()
+    for head, path in attached.heads.items():
+        checkpoint = load_checkpoint(path)
+        assert checkpoint.meta.backbone.weights == "../backbone.safetensors", head
+        assert (path / "report.json").is_file() and (path / "sample.safetensors").is_file(), head
+    for head in (OWN, "laya"):
+        assert (attached.heads[head] / "depth.json").is_file(), head
+    own = load_checkpoint(attached.heads[OWN])
+    x = own.preprocess(own.load_data("test").images)
+    with torch.no_grad():
+        assert torch.allclose(own.model(x).logits, network(x), atol=1e-5, rtol=0)
+    from laya.app.catalog import find_checkpoints
+    from laya.app.views import OWN_TITLE, entry_label
+
+    entries = find_checkpoints(tmp_path / "models")
+    assert [e.head for e in entries] == [OWN, "concat", "scalarmix", "laya"]  # the own head first, labelled
+    assert entry_label(entries[0]).startswith(f"{OWN_TITLE} · acc ")
+    text = summary(attached, resamples=50)
+    assert "own head (the network as it is)" in text and "vs own" in text and "LAYA attends to" in text
+    assert f"laya dashboard --models {setting.parent}" in text
+    assert len(text.splitlines()) <= 24  # one screen
+
+
+def test_a_wrapped_module_as_it_is(tmp_path: Path, image_folder: Path) -> None:
+    import torchvision
+
+    torch.manual_seed(0)
+    network = torchvision.models.resnet18(num_classes=3).eval()
+    config = AttachConfig(family="wrapped", model=None, weights=None, dataset=str(image_folder), image_size=32,
+                          layers=["layer2", "layer4"])  # fmt: skip
+    checkpoint = load_checkpoint(own_checkpoint(config, tmp_path / "own", network), module=network)
+    assert checkpoint.layer_names == ("layer2", "layer4", "pre-logits")
+    x = checkpoint.preprocess(checkpoint.load_data("test").images[:6])
+    with torch.no_grad():
+        assert torch.allclose(checkpoint.model(x).logits, network(x), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="exactly when family='wrapped'"):
+        attach(config)

@@ -6,6 +6,7 @@ from laya.analysis.attribution import REDUCTION_LABELS, ig_description
 from laya.analysis.faithfulness import EPSILON
 from laya.app import views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
+from laya.app.verdicts import faithfulness_verdict
 from laya.model.heads import CROSS_HEAD_MODES
 from pages import common
 from pages.common import switches
@@ -13,7 +14,7 @@ from pages.common import switches
 checkpoint, selection = common.current()
 head = checkpoint.meta.head.name
 st.title("Faithfulness overview")
-st.caption(
+METRICS_HELP = (
     f"Per test input: **Spearman (informative layers)** ranks the method's layer scores against the leave-one-layer-out "
     f"(LOO) drops over the layers whose drop exceeds ε = {EPSILON:g}; **top-1**: the method's top layer is the "
     "layer whose removal hurts most; **Deletion@1 / oracle**: the drop after removing the method's top layer over "
@@ -33,10 +34,13 @@ if report is not None:
     common.share(mode=mode)
     reduction = switches.pick(reduction_col.radio, "Post-hoc reduction", report.data["reductions"], "reduction",
                               "faithfulness_reduction", horizontal=True, format_func=REDUCTION_LABELS.__getitem__)  # fmt: skip
-    st.caption(f"`{mode}`: {views.MODE_HELP[mode]}. `{reduction}`: {views.REDUCTION_HELP[reduction]}. "
-               f"{report.data['options'].get('ig') or ig_description(report.data['options']['ig_steps'])}. "
-               "With the training mean as baseline, IG is built partly to agree with LOO under `mean` (it integrates "
-               "along the path that intervention jumps); the zero baseline shares nothing with it.")  # fmt: skip
+    st.markdown(faithfulness_verdict(report, mode, reduction), help=METRICS_HELP)
+    with st.expander("How the methods and metrics are computed"):
+        st.markdown(METRICS_HELP)
+        st.markdown(f"`{mode}`: {views.MODE_HELP[mode]}. `{reduction}`: {views.REDUCTION_HELP[reduction]}. "
+                    f"{report.data['options'].get('ig') or ig_description(report.data['options']['ig_steps'])}. "
+                    "With the training mean as baseline, IG is built partly to agree with LOO under `mean` (it "
+                    "integrates along the path that intervention jumps); the zero baseline shares nothing with it.")  # fmt: skip
     table = views.faithfulness_matrix(report, mode, reduction)
     common.table(table)
     st.download_button(

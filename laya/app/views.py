@@ -23,6 +23,7 @@ from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, REPORTED_
 from laya.analysis.profiles import seed_table
 from laya.analysis.report import Report
 from laya.app.catalog import Entry
+from laya.app.numbers import number_text
 from laya.app import palette
 from laya.app.plots import method_label
 from laya.data.datasets import InputSpec
@@ -65,10 +66,6 @@ def _missing(value: object) -> bool:
     return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "–" if _missing(value) else f"{value:.{digits}f}"
-
-
 def percent(value: float | None, digits: int = 1) -> str:
     """``0.0415`` -> ``4.2%``; ``–`` if missing."""
     return "–" if _missing(value) else f"{100 * value:.{digits}f}%"
@@ -106,7 +103,7 @@ def ci_text(entry: Mapping[str, float] | None, digits: int = 3) -> str:
     if not entry or _missing(entry.get("estimate")):
         return "–"
     if _missing(entry.get("low")) or _missing(entry.get("high")):
-        return _fmt(entry["estimate"], digits)
+        return number_text(entry["estimate"], digits)
     return f"{entry['estimate']:.{digits}f} [{entry['low']:.{digits}f}, {entry['high']:.{digits}f}]"
 
 
@@ -116,8 +113,8 @@ def entry_label(entry: Entry) -> str:
         return f"{entry.path.name}: unreadable"
     if entry.accuracy is None:
         return f"{head_title(entry.head)} · no report"
-    faithfulness = entry.faithfulness_status or f"ρε {_fmt(entry.faithfulness, 2)}"
-    return f"{head_title(entry.head)} · acc {_fmt(entry.accuracy)} · faithfulness {faithfulness}"
+    faithfulness = entry.faithfulness_status or f"ρε {number_text(entry.faithfulness, 2)}"
+    return f"{head_title(entry.head)} · acc {number_text(entry.accuracy)} · faithfulness {faithfulness}"
 
 
 def group_entries(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
@@ -196,6 +193,15 @@ def layer_table(explanation: Explanation) -> pd.DataFrame:
     return explanation.layer_table().rename(columns=renames)
 
 
+def layer_table_text(explanation: Explanation) -> pd.DataFrame:
+    """:func:`layer_table` as the page shows it: scores, drops and probabilities through :func:`number_text`
+    (a drop of 2e-10 prints ``2e-10``, not ``0.0000000002``); the exports keep the numbers."""
+    table = layer_table(explanation)
+    for column in table.columns[table.dtypes == "float64"]:
+        table[column] = [number_text(v) for v in table[column]]
+    return table
+
+
 def spearman_column(n_layers: int) -> str:
     """The per-input Spearman's column name, with its n: ``Spearman ρ(score, LOO drop) over 3 layers``."""
     return f"Spearman ρ(score, LOO drop) over {n_layers} layers"
@@ -217,7 +223,7 @@ def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
                 na if _missing(v) else f"{v:.3f}" for v in pd.to_numeric(summary["spearman"])
             ],
             "top-1 agreement": [na if _missing(v) else ("yes" if v else "no") for v in pd.to_numeric(summary["top1"])],
-            "Deletion@1": [_fmt(v, 4) for v in summary["deletion_at_1"]],
+            "Deletion@1": [number_text(v) for v in summary["deletion_at_1"]],
             "Deletion@1 / oracle": [
                 na if _missing(v) else percent(v) for v in pd.to_numeric(summary["deletion_at_1_norm"])
             ],
@@ -261,11 +267,11 @@ def compare_table(
                 "layer scores": method_label(e.primary),
                 "top-scored layer": e.layer_names[int(e.scores[e.primary].argmax())],
                 "largest LOO drop": e.layer_names[int(drops.argmax())],
-                "max LOO drop": _fmt(float(drops.max()), 4),
+                "max LOO drop": number_text(float(drops.max())),
                 "label flips": count_of(int(e.loo.flipped[0].sum()), len(e.layer_names)),
-                "Spearman ρ on this input": e.status or f"{_fmt(e.spearman(e.primary))} over {len(e.layer_names)} layers",
+                "Spearman ρ on this input": e.status or f"{number_text(e.spearman(e.primary))} over {len(e.layer_names)} layers",
                 "test accuracy [95% CI]": ci_text(report.interval("accuracy"), 4) if report else "–",
-                "macro-F1": _fmt(report.data.get("macro_f1")) if report else "–",
+                "macro-F1": number_text(report.data.get("macro_f1")) if report else "–",
                 f"test {METRIC_LABELS[HEADLINE_METRIC]} (mean, signed)": headline_text(report),
             }
         )
@@ -395,7 +401,7 @@ def global_loo(report: Report) -> pd.DataFrame:
     for value, mode in wide.columns:
         column = wide[(value, mode)].to_numpy()
         if value == "mean_drop":
-            out[f"mean LOO drop ({mode_label(mode)})"] = [_fmt(v, 4) for v in column]
+            out[f"mean LOO drop ({mode_label(mode)})"] = [number_text(v) for v in column]
         else:
             out[f"label flips ({mode_label(mode)})"] = [percent(v) for v in column]
     return out
@@ -510,9 +516,9 @@ def heads_display(table: pd.DataFrame) -> pd.DataFrame:
                 s or c for s, c in zip(table["status"], ci_cells(table, "faithfulness"))
             ],
             "test accuracy [95% CI]": ci_cells(table, "accuracy"),
-            "macro-F1": [_fmt(v) for v in table["macro-F1"]],
-            "top-1 agreement": [_fmt(v) for v in table["top-1"]],
-            "Deletion@1 / oracle": [_fmt(v) for v in table["Deletion@1 / oracle"]],
+            "macro-F1": [number_text(v) for v in table["macro-F1"]],
+            "top-1 agreement": [number_text(v) for v in table["top-1"]],
+            "Deletion@1 / oracle": [number_text(v) for v in table["Deletion@1 / oracle"]],
             "layer scores": table["scores"],
         }
     )

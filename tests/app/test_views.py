@@ -17,6 +17,7 @@ from laya.analysis.explain import explain, explain_bytes
 from laya.analysis.report import Report
 from laya.app import views
 from laya.app.catalog import Entry, example_images, find_checkpoints
+from laya.app.numbers import number_text
 from laya.data.datasets import DatasetNotFoundError, InputSpec
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import META_FILE, load_checkpoint
@@ -111,6 +112,9 @@ def test_layer_table_and_input_faithfulness(setting: Path, example: bytes) -> No
         [explanation.deletion_at_1(m) for m in explanation.scores], abs=1e-4
     )
     assert views.spearman_column(len(checkpoint.layer_names)) in faith.columns  # the metric names its n
+    shown = views.layer_table_text(explanation)  # the page's text: every number through number_text
+    assert list(shown["LOO drop"]) == [number_text(v) for v in explanation.drops.tolist()]
+    assert list(shown["label flips"]) == list(table["label flips"])
     assert faith["top layer"][0] == checkpoint.layer_names[int(explanation.scores["laya_alpha"].argmax())]
     record = json.loads(views.explanation_json(explanation))
     assert record["prediction"] == explanation.label and record["score_kinds"]["Saliency (post-hoc)"] == "post-hoc"

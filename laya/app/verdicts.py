@@ -1,0 +1,93 @@
+"""The sentences a page opens with: its verdict, generated from the report, never written by hand.
+
+* :func:`faithfulness_verdict`: the methods of one checkpoint ranked by the headline metric, each with its 95 %
+  CI, and the primary method against every other with the paired bootstrap the report keeps (``comparisons``);
+  the direction word comes from the paired CI: "ties" where it covers 0.
+* :func:`exit_verdict`: whether the exit a depth headline names predicts the right class for this input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from laya.analysis.depth import InputDepth
+from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
+from laya.analysis.report import Report
+from laya.app.plots import method_label
+from laya.app.views import ci_text
+
+
+def faithfulness_verdict(report: Report, mode: str, reduction: str, metric: str = HEADLINE_METRIC) -> str:
+    """One markdown paragraph: methods ranked by ``metric``'s mean (``mean [95% CI]``), then the primary method
+    minus each other method, ``+d [low, high]`` from the report's paired bootstrap over the same inputs, read as
+    "above", "below" or "ties with" (CI covering 0). Methods without a testable ranking are left out and named."""
+    table = report.faithfulness_table()
+    part = table[(table["mode"] == mode) & (table["reduction"] == reduction)]
+    if part.empty:
+        return f"No faithfulness results for intervention `{mode}` and {reduction} scores in this report."
+    scored = part[part["status"].eq("") & part[metric].notna()].sort_values(metric, ascending=False)
+    ranked = "; ".join(
+        f"{method_label(r.method)} {ci_text({'estimate': r[metric], 'low': r[f'{metric}_low'], 'high': r[f'{metric}_high']})}"
+        for _, r in scored.iterrows()
+    )
+    if scored.empty:
+        return f"No method has a testable ranking under intervention `{mode}` ({reduction} scores)."
+    text = f"**{METRIC_LABELS[metric]}**, intervention `{mode}`, {reduction} scores, ranked by mean: {ranked}."
+    untested = [method_label(m) for m in part.loc[~part.index.isin(scored.index), "method"]]
+    if untested:
+        text += f" Not ranked (no testable ranking): {', '.join(untested)}."
+    primary = report.primary_method
+    pairs = _paired(report.comparisons(), mode, reduction, metric, primary)
+    if pairs:
+        text += (f" {method_label(primary)} against each (paired bootstrap over the same inputs, 95 % CI): "
+                 + "; ".join(pairs) + ".")  # fmt: skip
+        text += " Pairs without the primary method are ordered by their means only (the report keeps no paired test)."
+    return text
+
+
+def _paired(comparisons: pd.DataFrame, mode: str, reduction: str, metric: str, primary: str) -> list[str]:
+    """``"below IG (post-hoc) by −0.118 [−0.152, −0.089]"`` per comparison of ``primary`` with another method."""
+    if comparisons.empty:
+        return []
+    rows = comparisons[(comparisons["mode"] == mode) & (comparisons["metric"] == metric)
+                       & (comparisons["a"] == primary) & (comparisons["reduction_a"] == reduction)
+                       & (comparisons["reduction_b"] == reduction)]  # fmt: skip
+    out = []
+    for _, r in rows.sort_values("difference").iterrows():
+        ci = f"{r.difference:+.3f} [{r.low:+.3f}, {r.high:+.3f}]"
+        covers_zero = r.low <= 0 <= r.high
+        word = "ties with" if covers_zero else ("above" if r.difference > 0 else "below")
+        out.append(f"{word} {method_label(r.b)} ({ci})")
+    return out
+
+
+def example_label(name: str, classes: Sequence[str]) -> int | None:
+    """The true class of a bundled example named ``NN-<class>.<ext>`` (``03-cat.png`` -> ``classes.index("cat")``);
+    None for any other name (an upload's label is unknown)."""
+    match = re.fullmatch(r"\d+-(.+)\.\w+", name)
+    return list(classes).index(match.group(1)) if match and match.group(1) in classes else None
+
+
+def exit_verdict(result: InputDepth, threshold: float, classes: Sequence[str], layers: Sequence[str],
+                 label: int | None = None) -> str:  # fmt: skip
+    """Where the early exit at confidence ``threshold`` stops this input and whether its class there is the
+    full model's (and, when ``label`` is known, the right one); empty without readouts."""
+    if result.readouts is None:
+        return ""
+    stop, final = result.exit_layer(threshold), int(result.readouts.final[0])
+    if stop >= len(layers):
+        text = f"At t = {threshold:g} no readout is confident enough: the input runs the full model, which predicts {classes[final]}"
+        predicted = final
+    else:
+        predicted = int(result.readouts.classes[0, stop])
+        same = "the full model's class" if predicted == final else f"not the full model's {classes[final]}"
+        text = f"Exit at t = {threshold:g}: {layers[stop]}, whose readout predicts {classes[predicted]}, {same}"
+    if label is not None:
+        text += f"; {'right' if predicted == label else 'wrong'}: the file name says {classes[label]}"
+    return text + "."
+
+
+__all__ = ["exit_verdict", "faithfulness_verdict"]

@@ -220,7 +220,7 @@ def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
             "kind": ["post-hoc" if is_posthoc(m) else "intrinsic" for m in methods],
             "top layer": [explanation.layer_names[int(explanation.scores[m].argmax())] for m in methods],
             spearman_column(len(explanation.layer_names)): [
-                na if _missing(v) else f"{v:.3f}" for v in pd.to_numeric(summary["spearman"])
+                na if _missing(v) else number_text(v) for v in pd.to_numeric(summary["spearman"])
             ],
             "top-1 agreement": [na if _missing(v) else ("yes" if v else "no") for v in pd.to_numeric(summary["top1"])],
             "Deletion@1": [number_text(v) for v in summary["deletion_at_1"]],
@@ -547,8 +547,8 @@ def detection_view(scores: Mapping[str, float], depth: Mapping | None) -> pd.Dat
     rows = []
     for key, value in scores.items():
         shown, threshold, rule, flagged = _flags(key, value, thresholds.get(key))
-        rows.append({"score": SCORE_LABELS.get(key, key), "value": f"{shown:.4g}", "rule": rule,
-                     "threshold": "–" if threshold is None else f"{threshold:.4g}", "flagged": "yes" if flagged else "no"})  # fmt: skip
+        rows.append({"score": SCORE_LABELS.get(key, key), "value": number_text(shown), "rule": rule,
+                     "threshold": number_text(threshold), "flagged": "yes" if flagged else "no"})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -680,7 +680,7 @@ def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
         spread = float(wide.std(axis=1, ddof=1).max()) if wide.shape[1] > 1 else float("nan")
         rows.append({"class": name, "seeds": wide.shape[1], "top layer per seed": ", ".join(tops),
                      "seeds agreeing on the top layer": count_of(tops.count(common), len(tops)),
-                     "max across-seed std": "– (one seed)" if math.isnan(spread) else f"{spread:.4f}"})  # fmt: skip
+                     "max across-seed std": "– (one seed)" if math.isnan(spread) else number_text(spread)})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -6,7 +6,7 @@ from laya.analysis.attribution import REDUCTION_LABELS, ig_description
 from laya.analysis.faithfulness import EPSILON
 from laya.app import views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
-from laya.app.verdicts import faithfulness_verdict
+from laya.app.verdicts import faithfulness_verdict, load_per_input
 from laya.model.heads import CROSS_HEAD_MODES
 from pages import common
 from pages.common import switches
@@ -34,7 +34,8 @@ if report is not None:
     common.share(mode=mode)
     reduction = switches.pick(reduction_col.radio, "Post-hoc reduction", report.data["reductions"], "reduction",
                               "faithfulness_reduction", horizontal=True, format_func=REDUCTION_LABELS.__getitem__)  # fmt: skip
-    st.markdown(faithfulness_verdict(report, mode, reduction), help=METRICS_HELP)
+    st.markdown(faithfulness_verdict(report, mode, reduction, per_input=load_per_input(selection.path)),
+                help=METRICS_HELP)
     with st.expander("How the methods and metrics are computed"):
         st.markdown(METRICS_HELP)
         st.markdown(f"`{mode}`: {views.MODE_HELP[mode]}. `{reduction}`: {views.REDUCTION_HELP[reduction]}. "

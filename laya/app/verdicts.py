@@ -9,21 +9,32 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+from pathlib import Path
 
 import pandas as pd
+import torch
+from safetensors.torch import load_file
+from torch import Tensor
 
 from laya.analysis.depth import InputDepth
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
-from laya.analysis.report import Report
+from laya.analysis.report import PER_INPUT_FILE, Report
+from laya.analysis.statistics import paired_mean_differences
 from laya.app.plots import method_label
 from laya.app.views import ci_text
 
 
-def faithfulness_verdict(report: Report, mode: str, reduction: str, metric: str = HEADLINE_METRIC) -> str:
+def faithfulness_verdict(report: Report, mode: str, reduction: str, metric: str = HEADLINE_METRIC,
+                         per_input: Mapping[str, Tensor] | None = None, resamples: int = 1000) -> str:  # fmt: skip
     """One markdown paragraph: methods ranked by ``metric``'s mean (``mean [95% CI]``), then the primary method
     minus each other method, ``+d [low, high]`` from the report's paired bootstrap over the same inputs, read as
-    "above", "below" or "ties with" (CI covering 0). Methods without a testable ranking are left out and named."""
+    "above", "below" or "ties with" (CI covering 0). Methods without a testable ranking are left out and named.
+
+    ``per_input`` (the report's ``per_input.safetensors``: ``faithfulness/<mode>/<reduction>/<method>/<metric>``,
+    each ``(N,)``, NaN where untestable) adds the pairs the report does not test: each method against the next
+    in the ranking, by a paired bootstrap of the means (``paired_mean_differences``, seed 0)."""
     table = report.faithfulness_table()
     part = table[(table["mode"] == mode) & (table["reduction"] == reduction)]
     if part.empty:
@@ -44,8 +55,36 @@ def faithfulness_verdict(report: Report, mode: str, reduction: str, metric: str 
     if pairs:
         text += (f" {method_label(primary)} against each (paired bootstrap over the same inputs, 95 % CI): "
                  + "; ".join(pairs) + ".")  # fmt: skip
+    adjacent = _adjacent(list(scored["method"]), primary, per_input, mode, reduction, metric, resamples)
+    if adjacent:
+        text += " Each against the next in the ranking (paired bootstrap of the per-input values): " + "; ".join(adjacent) + "."
+    elif len(scored) > 2:
         text += " Pairs without the primary method are ordered by their means only (the report keeps no paired test)."
     return text
+
+
+def load_per_input(directory: str | Path) -> dict[str, Tensor] | None:
+    """The evaluation's per-input arrays (``per_input.safetensors`` beside ``report.json``, never pickled), or
+    None where the checkpoint has none (the bundled ones do not ship them)."""
+    path = Path(directory) / PER_INPUT_FILE
+    return load_file(path) if path.is_file() else None
+
+
+def _adjacent(ranked: list[str], primary: str, per_input: Mapping[str, Tensor] | None, mode: str, reduction: str,
+              metric: str, resamples: int) -> list[str]:  # fmt: skip
+    """``"IG (post-hoc) above Gradient × Input (post-hoc) (+0.014 [+0.003, +0.025])"`` for each neighbouring pair
+    of ``ranked`` without the primary method, from ``per_input``'s arrays (empty without them)."""
+    keys = [f"faithfulness/{mode}/{reduction}/{m}/{metric}" for m in ranked]
+    if not per_input or not all(k in per_input for k in keys):
+        return []
+    pairs = [(i, i + 1) for i in range(len(ranked) - 1) if primary not in (ranked[i], ranked[i + 1])]
+    values = torch.stack([torch.as_tensor(per_input[k]).double() for k in keys], dim=1)  # (N, methods)
+    out = []
+    for (a, b), r in zip(pairs, paired_mean_differences(values, pairs, resamples)):
+        word = "ties with" if r.tie else ("above" if r.difference.estimate > 0 else "below")
+        ci = f"{r.difference.estimate:+.3f} [{r.difference.low:+.3f}, {r.difference.high:+.3f}]"
+        out.append(f"{method_label(ranked[a])} {word} {method_label(ranked[b])} ({ci})")
+    return out
 
 
 def _paired(comparisons: pd.DataFrame, mode: str, reduction: str, metric: str, primary: str) -> list[str]:
@@ -90,4 +129,4 @@ def exit_verdict(result: InputDepth, threshold: float, classes: Sequence[str], l
     return text + "."
 
 
-__all__ = ["exit_verdict", "faithfulness_verdict"]
+__all__ = ["example_label", "exit_verdict", "faithfulness_verdict", "load_per_input"]

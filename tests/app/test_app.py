@@ -29,7 +29,7 @@ from laya.app import deploy, palette, plots, views
 from laya.app.text import unplain
 from laya.app.catalog import describe, example_images
 from laya.app.numbers import number_text
-from laya.app.verdicts import exit_verdict, faithfulness_verdict
+from laya.app.verdicts import exit_verdict, faithfulness_verdict, load_per_input
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
 from laya.training.suite import CLASS_PROFILES_FILE, class_profiles_table
@@ -389,7 +389,7 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
     report = Report.load(setting / "laya")
     assert app.radio(key="faithfulness_mode_laya").value == "mean"  # the cross-head intervention by default
     app.radio(key="faithfulness_reduction").set_value("magnitude").run()
-    verdict = faithfulness_verdict(report, "mean", "magnitude")  # the page opens with it, above the table
+    verdict = faithfulness_verdict(report, "mean", "magnitude", per_input=load_per_input(setting / "laya"))  # opens the page
     assert "ranked by mean" in verdict and any(m.value == verdict for m in app.main.markdown)
     table = app.main.table[0].value.reset_index()
     raw = report.data["faithfulness"]["mean"]["magnitude"]

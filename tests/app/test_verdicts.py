@@ -37,6 +37,17 @@ def test_faithfulness_verdict_ranks_and_reads_the_paired_cis():
     assert "above Random ranking (control) (+0.593 [+0.556, +0.630])" in text
     assert "Not ranked (no testable ranking): Gradient × Input (post-hoc)" in text
     assert "No faithfulness results" in faithfulness_verdict(report, "zero", "signed")
+    assert "ordered by their means only" in text  # no per-input arrays: the pairs without LAYA α are untested
+    g = torch.Generator().manual_seed(0)
+    base = torch.rand(200, generator=g, dtype=torch.float64)
+    shuffled = base[torch.randperm(200, generator=g)]  # the same mean, but not paired: the difference's CI covers 0
+    per_input = {f"faithfulness/mean/signed/{m}/spearman_eps": v for m, v in
+                 (("laya_alpha", base), ("integrated_gradients", base + 0.1), ("saliency", shuffled + 0.1),
+                  ("random", base - 0.5))}  # fmt: skip
+    per_input["faithfulness/mean/signed/saliency/spearman_eps"][0] = float("nan")  # an untestable input is skipped
+    paired = faithfulness_verdict(report, "mean", "signed", per_input=per_input, resamples=200)
+    assert "Each against the next in the ranking" in paired and "ordered by their means only" not in paired
+    assert "Integrated Gradients (baseline: training mean) (post-hoc) ties with Saliency (post-hoc)" in paired
 
 
 def _depth(probs: list[list[float]], final: int) -> InputDepth:

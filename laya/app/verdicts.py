@@ -22,7 +22,8 @@ from laya.analysis.depth import InputDepth
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.statistics import paired_mean_differences
-from laya.app.plots import method_label
+from laya.app.plots import method_label as _method_label
+from laya.app.text import plain
 from laya.app.views import ci_text
 
 
@@ -103,6 +104,11 @@ def _paired(comparisons: pd.DataFrame, mode: str, reduction: str, metric: str, p
     return out
 
 
+def method_label(method: str) -> str:
+    """The method's display name, Markdown-escaped (a report's method names are untrusted text)."""
+    return plain(_method_label(method))
+
+
 def example_label(name: str, classes: Sequence[str]) -> int | None:
     """The true class of a bundled example named ``NN-<class>.<ext>`` (``03-cat.png`` -> ``classes.index("cat")``);
     None for any other name (an upload's label is unknown)."""
@@ -113,19 +119,20 @@ def example_label(name: str, classes: Sequence[str]) -> int | None:
 def exit_verdict(result: InputDepth, threshold: float, classes: Sequence[str], layers: Sequence[str],
                  label: int | None = None) -> str:  # fmt: skip
     """Where the early exit at confidence ``threshold`` stops this input and whether its class there is the
-    full model's (and, when ``label`` is known, the right one); empty without readouts."""
+    full model's (and, when ``label`` is known, the right one); empty without readouts. Names are Markdown-escaped
+    (:func:`laya.app.text.plain`)."""
     if result.readouts is None:
         return ""
     stop, final = result.exit_layer(threshold), int(result.readouts.final[0])
     if stop >= len(layers):
-        text = f"At t = {threshold:g} no readout is confident enough: the input runs the full model, which predicts {classes[final]}"
+        text = f"At t = {threshold:g} no readout is confident enough: the input runs the full model, which predicts {plain(classes[final])}"
         predicted = final
     else:
         predicted = int(result.readouts.classes[0, stop])
-        same = "the full model's class" if predicted == final else f"not the full model's {classes[final]}"
-        text = f"Exit at t = {threshold:g}: {layers[stop]}, whose readout predicts {classes[predicted]}, {same}"
+        same = "the full model's class" if predicted == final else f"not the full model's {plain(classes[final])}"
+        text = f"Exit at t = {threshold:g}: {plain(layers[stop])}, whose readout predicts {plain(classes[predicted])}, {same}"
     if label is not None:
-        text += f"; {'right' if predicted == label else 'wrong'}: the file name says {classes[label]}"
+        text += f"; {'right' if predicted == label else 'wrong'}: the file name says {plain(classes[label])}"
     return text + "."
 
 

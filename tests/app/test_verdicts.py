@@ -8,6 +8,7 @@ from laya.analysis.depth import InputDepth
 from laya.analysis.logit_attribution import LogitAttribution
 from laya.analysis.readouts import Readouts
 from laya.analysis.report import Report
+from laya.app.text import unplain
 from laya.app.verdicts import example_label, exit_verdict, faithfulness_verdict
 
 
@@ -29,7 +30,7 @@ def test_faithfulness_verdict_ranks_and_reads_the_paired_cis():
         "comparisons": [_comparison("integrated_gradients", -0.118, -0.152, -0.089),
                         _comparison("saliency", -0.006, -0.020, 0.011),
                         _comparison("random", 0.593, 0.556, 0.630)]})  # fmt: skip
-    text = faithfulness_verdict(report, "mean", "signed")
+    text = unplain(faithfulness_verdict(report, "mean", "signed"))  # names are Markdown-escaped on the page
     order = [text.index(s) for s in ("Integrated Gradients", "Saliency (post-hoc) 0.600", "LAYA α (intrinsic) 0.594", "Random")]
     assert order == sorted(order)  # ranked by mean, highest first
     assert "below Integrated Gradients (baseline: training mean) (post-hoc) (-0.118 [-0.152, -0.089])" in text
@@ -45,7 +46,7 @@ def test_faithfulness_verdict_ranks_and_reads_the_paired_cis():
                  (("laya_alpha", base), ("integrated_gradients", base + 0.1), ("saliency", shuffled + 0.1),
                   ("random", base - 0.5))}  # fmt: skip
     per_input["faithfulness/mean/signed/saliency/spearman_eps"][0] = float("nan")  # an untestable input is skipped
-    paired = faithfulness_verdict(report, "mean", "signed", per_input=per_input, resamples=200)
+    paired = unplain(faithfulness_verdict(report, "mean", "signed", per_input=per_input, resamples=200))
     assert "Each against the next in the ranking" in paired and "ordered by their means only" not in paired
     assert "Integrated Gradients (baseline: training mean) (post-hoc) ties with Saliency (post-hoc)" in paired
 
@@ -59,16 +60,19 @@ def _depth(probs: list[list[float]], final: int) -> InputDepth:
 def test_exit_verdict_says_whether_the_exit_predicts_the_right_class():
     classes, layers = ["cat", "dog"], ["block 1", "block 2"]
     early_wrong = _depth([[0.05, 0.95], [0.8, 0.2]], final=0)  # block 1 is confident, and says dog
-    text = exit_verdict(early_wrong, 0.9, classes, layers, label=0)
+    text = unplain(exit_verdict(early_wrong, 0.9, classes, layers, label=0))
     assert text == "Exit at t = 0.9: block 1, whose readout predicts dog, not the full model's cat; wrong: the file name says cat."
-    agree = exit_verdict(early_wrong, 0.5, classes, layers)  # t = 0.5: block 1 still, no label known
+    agree = unplain(exit_verdict(early_wrong, 0.5, classes, layers))  # t = 0.5: block 1 still, no label known
     assert agree.endswith("predicts dog, not the full model's cat.")
     late = _depth([[0.6, 0.4], [0.7, 0.3]], final=0)
-    assert exit_verdict(late, 0.9, classes, layers, label=0) == (
+    assert unplain(exit_verdict(late, 0.9, classes, layers, label=0)) == (
         "At t = 0.9 no readout is confident enough: the input runs the full model, which predicts cat; right: "
         "the file name says cat."
     )
-    assert exit_verdict(_depth([[0.95, 0.05], [0.9, 0.1]], 0), 0.9, classes, layers).endswith("cat, the full model's class.")
+    assert unplain(exit_verdict(_depth([[0.95, 0.05], [0.9, 0.1]], 0), 0.9, ["c*t", "dog"], layers)).endswith(
+        "c*t, the full model's class."
+    )
+    assert "c\\*t" in exit_verdict(_depth([[0.95, 0.05], [0.9, 0.1]], 0), 0.9, ["c*t", "dog"], layers)  # escaped
     assert exit_verdict(InputDepth(early_wrong.attribution, None, {}), 0.9, classes, layers) == ""
 
 

@@ -109,7 +109,7 @@ def test_layer_table_and_input_faithfulness(setting: Path, example: bytes) -> No
     faith = views.input_faithfulness(explanation)
     assert list(faith["kind"]) == ["intrinsic", "post-hoc"]
     assert [float(v) for v in faith["Deletion@1"]] == pytest.approx(
-        [explanation.deletion_at_1(m) for m in explanation.scores], abs=1e-4
+        [explanation.deletion_at_1(m) for m in explanation.scores], abs=5e-4  # number_text: 3 digits
     )
     assert views.spearman_column(len(checkpoint.layer_names)) in faith.columns  # the metric names its n
     shown = views.layer_table_text(explanation)  # the page's text: every number through number_text

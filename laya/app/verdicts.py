@@ -21,6 +21,7 @@ from torch import Tensor
 from laya.analysis.depth import InputDepth
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
 from laya.analysis.report import PER_INPUT_FILE, Report
+from laya.analysis.sample import _slug
 from laya.analysis.statistics import paired_mean_differences
 from laya.app.plots import method_label as _method_label
 from laya.app.text import plain
@@ -110,10 +111,14 @@ def method_label(method: str) -> str:
 
 
 def example_label(name: str, classes: Sequence[str]) -> int | None:
-    """The true class of a bundled example named ``NN-<class>.<ext>`` (``03-cat.png`` -> ``classes.index("cat")``);
-    None for any other name (an upload's label is unknown)."""
-    match = re.fullmatch(r"\d+-(.+)\.\w+", name)
-    return list(classes).index(match.group(1)) if match and match.group(1) in classes else None
+    """The true class of a bundled example, named ``<class index>-<class slug>[-…].<ext>`` as
+    :func:`laya.analysis.sample.write_examples` writes them (``00-t-shirt-top.png`` -> 0); None for any other
+    name (an upload's label is unknown)."""
+    match = re.fullmatch(r"(\d+)-([a-z0-9-]+)\.\w+", name)
+    if not match or int(match[1]) >= len(classes):
+        return None
+    index, slug = int(match[1]), _slug(classes[int(match[1])])
+    return index if match[2] == slug or match[2].startswith(f"{slug}-") else None
 
 
 def exit_verdict(result: InputDepth, threshold: float, classes: Sequence[str], layers: Sequence[str],

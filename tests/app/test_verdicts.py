@@ -77,5 +77,7 @@ def test_exit_verdict_says_whether_the_exit_predicts_the_right_class():
 
 
 def test_example_label():
-    assert example_label("03-cat.png", ["dog", "cat"]) == 1
-    assert example_label("cat.png", ["dog", "cat"]) is None and example_label("03-owl.png", ["dog", "cat"]) is None
+    classes = ["T-shirt/top", "cat"]
+    assert example_label("00-t-shirt-top.png", classes) == 0 and example_label("01-cat-wrong-1-as-t-shirt-top.png", classes) == 1
+    assert example_label("cat.png", classes) is None and example_label("01-owl.png", classes) is None
+    assert example_label("07-cat.png", classes) is None and example_label("00-cat.png", classes) is None

@@ -1,21 +1,27 @@
 """Exact per-layer spatial maps against Grad-CAM, HiResCAM and LayerCAM (pytorch-grad-cam): pixel faithfulness and cost.
 
-    python benchmarks/spatial_maps.py [--checkpoints models/cifar10-cnn/laya ...] [--n 200] [--out docs/spatial_maps]
+    python benchmarks/spatial_maps.py [--checkpoints models/cifar10-cnn/laya ...] [--n 500] [--seed 0] [--resume]
 
-For each checkpoint, on its first n test images (default 200 for a 32-px input, 100 for larger inputs) and the
-predicted class, per layer and for the all-layer map:
+With no ``--checkpoints``: every head of every bundled setting with spatial maps (``models/<setting>/<head>``,
+Concat and ScalarMix included). ``--resume`` skips a checkpoint whose CSV in ``--out`` already holds the same
+sample (n and seed), so an interrupted run continues where it stopped.
+
+For each checkpoint, on a class-balanced random sample of its test images (``laya.analysis.sample.sample_indices``,
+seeded with ``--seed``, stated in the output; default n = 500 for a model input of at most 32 px, else 100) and
+the predicted class, per layer and for the all-layer map:
 
 * maps: **exact** (``laya.analysis.spatial``: layer i's logit term over positions, one forward; all-layer = the
-  sum of the layers' density maps, i.e. the logit minus the position-free parts) and Grad-CAM / HiResCAM /
+  sum of the layers' density maps in float64, i.e. the logit minus the position-free parts) and Grad-CAM / HiResCAM /
   LayerCAM of ``pytorch_grad_cam`` on the same layer modules with target = the predicted class's logit
   (all-layer: the package's own multi-layer aggregate, the mean of the per-layer scaled maps). Every map is
   resampled to the image's source frame (32 x 32 for CIFAR-10), where the pixels are perturbed; the model
   sees the perturbed image through its own preprocessing (EfficientNet: resized to 128).
 * metrics (``laya.analysis.pixel_faithfulness``): deletion AUC (pixels replaced by the image's mean colour,
-  ``--steps`` steps), insertion AUC (from a Gaussian blur, sigma 2 px, kernel 9), ROAD combined (noisy linear
+  ``--steps`` steps; pixels of equal value are ordered by one seeded permutation shared by every map,
+  ``pixel_faithfulness.pixel_order``), insertion AUC (from a Gaussian blur, sigma 2 px, kernel 9), ROAD combined (noisy linear
   imputation at ``--fractions``), all on the predicted class's softmax probability; mean with a 95 %
   bootstrap CI over images, and exact minus each anchor with a paired bootstrap (same resamples), a tie
-  where its CI covers 0.
+  where its CI covers 0; and per true class, each method's mean with its CI (rows with ``class`` set).
 * cost: seconds for one batch relative to one forward of that batch (1 thread, interleaved rounds, one
   run): exact maps of all layers (one call), an anchor's map of one layer (one forward + backward), and of
   every layer (one call per layer, the package's API).
@@ -37,15 +43,14 @@ import torch
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, interleaved_seconds, parser, test_images
+from common import ROOT, interleaved_seconds, parser
 
-DEFAULT_CHECKPOINTS = [
-    f"models/{s}/{h}" for s in ("cifar10-cnn", "cifar10-efficientnet-lite0") for h in ("laya", "lastlayer")
-]
+HEADS = ("laya", "lastlayer", "concat", "scalarmix")
 ANCHORS = ("Grad-CAM", "HiResCAM", "LayerCAM")
 METRICS = {"deletion": "lower", "insertion": "higher", "road": "higher"}  # which direction is better
-FIELDS = ["checkpoint", "layer", "grid", "method", "metric", "n", "mean", "low", "high",
+FIELDS = ["checkpoint", "sample", "layer", "grid", "method", "metric", "class", "n", "mean", "low", "high",
           "diff", "diff_low", "diff_high", "p", "verdict"]  # fmt: skip
+TIE_BREAK = "pixels of equal map value in one seeded random order (seed 0), the same for every map"
 ALL = "all layers"
 RANDOM = "random"
 
@@ -103,6 +108,7 @@ def to_frame(maps: Tensor, size: int) -> Tensor:
 
 def exact_maps(model: nn.Module, x: Tensor, target: Tensor, size: int) -> dict[str, Tensor]:
     """Layer name -> ``(B, size, size)`` exact map of the target class (layers with a nonzero map), and ALL."""
+    from laya.analysis.pixel_faithfulness import sum_maps
     from laya.analysis.spatial import spatial_attribution
 
     _, spatial = spatial_attribution(model, x, classes=target.view(-1, 1))
@@ -111,10 +117,50 @@ def exact_maps(model: nn.Module, x: Tensor, target: Tensor, size: int) -> dict[s
         if m is None or not bool(m.abs().gt(0).any()):  # no exact map, or LastLayer's zero layers
             continue
         density = to_frame(m[:, 0], size) * (m.shape[-2] * m.shape[-1] / size**2)  # frame pixels sum to the map's sum
-        out[model.layer_names[i]] = density.float()
-    if out:
-        out[ALL] = sum(out.values())  # the logit minus the position-free parts, over the frame's pixels
+        out[model.layer_names[i]] = density  # float64, as decomposed
+    if out:  # the logit minus the position-free parts, over the frame's pixels: summed in float64, since the
+        out[ALL] = sum_maps(list(out.values()))  # small layers' terms are a float32 rounding step of the largest
     return out
+
+
+def default_checkpoints(models: Path) -> list[Path]:
+    """Every head folder (``HEADS``) of every bundled setting in ``models`` whose backbone has spatial maps."""
+    found = []
+    for setting in sorted(p for p in Path(models).iterdir() if p.is_dir()):
+        for head in HEADS:
+            path = setting / head
+            if (path / "model.json").exists() and _has_maps(path):
+                found.append(path)
+    return found
+
+
+def _has_maps(path: Path) -> bool:
+    """Whether the checkpoint's backbone gives an exact map at some layer (CNNs, avg-pooled ViTs)."""
+    from laya.analysis.spatial import spatial_attribution
+    from laya.model.checkpoint import load_checkpoint
+
+    ck = load_checkpoint(path)
+    spec = ck.meta.input
+    x = ck.preprocess(torch.zeros(1, spec.channels, spec.source_size, spec.source_size, dtype=torch.uint8))
+    _, spatial = spatial_attribution(ck.model.eval(), x, top_k=1)
+    return any(m is not None for m in spatial.maps)
+
+
+def balanced_images(checkpoint, n: int, seed: int) -> tuple[Tensor, Tensor | None, str]:
+    """``(images uint8 (n, C, S, S), labels (n,) or None, description)``: a seeded class-balanced sample of
+    the test split (``sample_indices``), or seeded random images when the dataset is absent."""
+    from laya.analysis.sample import sample_indices
+    from laya.data.datasets import DatasetNotFoundError
+
+    try:
+        data = checkpoint.load_data("test")
+    except DatasetNotFoundError:
+        spec = checkpoint.meta.input
+        shape = (n, spec.channels, spec.source_size, spec.source_size)
+        images = torch.randint(0, 256, shape, generator=torch.Generator().manual_seed(seed), dtype=torch.uint8)
+        return images, None, f"{n} random images, seed {seed} (dataset absent)"
+    index = sample_indices(data.labels, n, seed)
+    return data.images[index], data.labels[index], f"{len(index)} test images, class-balanced, seed {seed}"
 
 
 def anchor_maps(method: str, net: Logits, modules: Sequence[nn.Module], names: Sequence[str], images: Tensor,
@@ -148,12 +194,30 @@ def row_stats(values: dict[str, Tensor], better: str, resamples: int) -> dict[st
     return rows
 
 
+def class_stats(values: dict[str, Tensor], labels: Tensor, classes: Sequence[str], resamples: int) -> list[dict]:
+    """Per true class and method: ``{"method", "class", "n", "mean", "low", "high"}``, a bootstrap CI over
+    that class's images (``values``: method -> ``(B,)``, ``labels (B,)``)."""
+    from laya.analysis.statistics import bootstrap_ci
+
+    rows = []
+    for c in labels.unique().tolist():
+        mask = labels == c
+        for method, v in values.items():
+            ci = bootstrap_ci(v[mask], resamples=resamples)
+            rows.append({"method": method, "class": classes[c] if c < len(classes) else str(c),
+                         "n": int(mask.sum()), "mean": ci.estimate, "low": ci.low, "high": ci.high})  # fmt: skip
+    return rows
+
+
 def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], batch: int, cost_batch: int,
               resamples: int, methods: Sequence[str] = ANCHORS, layers: Sequence[str] | None = None,
-              cost_rounds: int = 2,
+              cost_rounds: int = 2, seed: int = 0,
               ) -> tuple[list[dict], dict]:  # fmt: skip
-    """CSV rows (faithfulness) and the cost ratios of one checkpoint; ``layers``: the per-layer rows (default
-    all; the all-layer maps always use every layer)."""
+    """CSV rows (faithfulness, pooled and per class) and the cost ratios of one checkpoint on a class-balanced
+    sample of ``n`` test images (``seed``); ``layers``: the per-layer rows (default all; the all-layer maps
+    always use every layer)."""
+    from tqdm.auto import tqdm
+
     from torchvision.transforms.functional import gaussian_blur
 
     from laya.analysis.pixel_faithfulness import deletion_auc, insertion_auc, road
@@ -164,13 +228,13 @@ def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], 
     for p in model.parameters():
         p.requires_grad_(False)
     net = Logits(model, pre).eval()
-    raw, source = test_images(ck, n)
+    raw, labels, source = balanced_images(ck, n, seed)
     images = raw.float() / 255.0
     size = images.shape[-1]
     name = f"{checkpoint.parent.name}/{checkpoint.name}"
     with torch.inference_mode():
         target = torch.cat([net(images[i : i + batch]).argmax(1) for i in range(0, len(images), batch)])
-    print(f"\n== {name}: {source}, frame {size} px, model input {ck.meta.input.size} px", flush=True)
+    print(f"\n== {name}: {source}, frame {size} px, model input {ck.meta.input.size} px; ties: {TIE_BREAK}", flush=True)
 
     def score(x: Tensor) -> Tensor:
         return torch.cat([net(x[i : i + batch]) for i in range(0, len(x), batch)])
@@ -203,7 +267,9 @@ def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], 
         for n_ in names
         if (layers is None or n_ in layers) and (n_ in exact or any(n_ in a for a in anchors.values()))
     ]
-    for layer in [*shown, ALL]:
+    classes = list(ck.meta.classes)
+    sample = f"balanced seed {seed}" if labels is not None else f"random seed {seed}"
+    for layer in tqdm([*shown, ALL], desc=f"{name} layers", unit="layer"):
         maps = ({"exact": exact[layer]} if layer in exact else {}) | {
             m: a[layer] for m, a in anchors.items() if layer in a
         }
@@ -216,10 +282,12 @@ def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], 
             values["insertion"][method] = insertion_auc(score, images, m, target, blurred, steps)
             values["road"][method] = road(score, images, m, target, fractions)[0]
         for metric, better in METRICS.items():
+            base = {"checkpoint": name, "sample": sample, "layer": layer, "grid": grids.get(layer, ""), "metric": metric}
             for method, row in row_stats(values[metric], better, resamples).items():
-                rows.append({"checkpoint": name, "layer": layer, "grid": grids.get(layer, ""), "method": method,
-                             "metric": metric, **row})  # fmt: skip
-        print(f"{layer}: {time.perf_counter() - t0:.0f} s", flush=True)
+                rows.append({**base, "method": method, **row})
+            if labels is not None:
+                rows += [{**base, **row} for row in class_stats(values[metric], labels, classes, resamples)]
+        tqdm.write(f"{layer}: {time.perf_counter() - t0:.0f} s")
 
     # cost, one run, interleaved: one batch of cost_batch images, 1 thread
     xs, xr, xt = images[:cost_batch], raw[:cost_batch], target[:cost_batch]
@@ -271,23 +339,40 @@ def write_csv(rows: list[dict], costs: dict[str, dict], path: Path) -> None:
         rows.append({"checkpoint": name, "layer": ALL, "method": "forward", "metric": "forward_seconds",
                      "n": cost["cost_batch"], "mean": cost["forward_s"]})  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
+    part = path.with_suffix(".csv.part")  # written whole, then renamed: --resume never reads half a file
+    with part.open("w", newline="") as f:
         w = csv.DictWriter(f, FIELDS)
         w.writeheader()
         for row in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+    part.replace(path)
+
+
+def done(path: Path, n: int, seed: int) -> bool:
+    """Whether the CSV at ``path`` holds a finished run on the class-balanced sample of ``n`` images, ``seed``."""
+    if not path.exists():
+        return False
+    rows = [r for r in csv.DictReader(path.open()) if r.get("metric") in METRICS and not r.get("class")]
+    return bool(rows) and all(r.get("sample") == f"balanced seed {seed}" and r["n"] == str(n) for r in rows)
+
+
+def default_n(checkpoint) -> int:
+    """500 test images for a model input of at most 32 px (the CNN, the ViTs), else 100 (EfficientNet's 128)."""
+    return 500 if checkpoint.meta.input.size <= 32 else 100
 
 
 def markdown_tables(folder: Path) -> str:
     """The markdown tables of the results CSVs in ``folder``: per checkpoint, rows (layer, method) x metrics ``mean [CI]``,
     each anchor's cell with the paired verdict of exact against it; then the wins/ties/losses and the costs."""
-    rows = [r for path in sorted(Path(folder).glob("*.csv")) for r in csv.DictReader(path.open())]
+    every = [r for path in sorted(Path(folder).glob("*.csv")) for r in csv.DictReader(path.open())]
+    rows = [r for r in every if not r.get("class")]  # pooled; per-class rows (newer files) below
     sym = {"exact better": "exact wins", "exact worse": "exact loses", "tie": "tie"}
     out = []
     for name in dict.fromkeys(r["checkpoint"] for r in rows):
         mine = [r for r in rows if r["checkpoint"] == name and r["metric"] in METRICS]
         n = mine[0]["n"] if mine else "?"
-        out += [f"**{name}** ({n} images; deletion ↓, insertion ↑, ROAD ↑; anchor cells: exact vs that anchor, paired bootstrap)\n",
+        drawn = f", {_sample_words(mine[0]['sample'])}" if mine and mine[0].get("sample") else ""
+        out += [f"**{name}** ({n} images{drawn}; deletion ↓, insertion ↑, ROAD ↑; anchor cells: exact vs that anchor, paired bootstrap)\n",
                 "| layer | method | deletion AUC | insertion AUC | ROAD |", "|---|---|---|---|---|"]  # fmt: skip
         cells: dict[tuple[str, str], dict[str, str]] = {}
         for r in mine:
@@ -299,6 +384,7 @@ def markdown_tables(folder: Path) -> str:
         for (layer, method), c in cells.items():
             out.append(f"| {layer} | {method} | " + " | ".join(c.get(m, "") for m in METRICS) + " |")
         out.append("")
+        out += _class_table(name, [r for r in every if r["checkpoint"] == name and r.get("class")])
     out += ["**Exact against each anchor**, every layer and the all-layer map, and against random maps (all-layer row only; wins / ties / losses of exact):\n",
             "| checkpoint | anchor | deletion | insertion | ROAD |", "|---|---|---|---|---|"]  # fmt: skip
     for name in dict.fromkeys(r["checkpoint"] for r in rows):
@@ -330,10 +416,39 @@ def markdown_tables(folder: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+def _sample_words(sample: str) -> str:
+    """``"balanced seed 0"`` -> ``"class-balanced random sample, seed 0"`` (the CSV's ``sample`` column)."""
+    kind, _, seed = sample.partition(" seed ")
+    return f"{'class-balanced random sample' if kind == 'balanced' else 'random images'}, seed {seed}; ties: {TIE_BREAK}"
+
+
+def _class_table(name: str, rows: list[dict]) -> list[str]:
+    """Markdown lines: the all-layer row's per-class mean [CI] of every method (empty without per-class rows)."""
+    rows = [r for r in rows if r["layer"] == ALL]
+    if not rows:
+        return []
+    cells: dict[tuple[str, str, str], dict[str, str]] = {}
+    for r in rows:
+        text = f"{float(r['mean']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}]"
+        cells.setdefault((r["class"], r["n"], r["method"]), {})[r["metric"]] = text
+    out = [f"**{name}, all-layer maps per true class** (mean [95 % CI] over that class's images)\n",
+           "| class | n | method | deletion AUC | insertion AUC | ROAD |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for (cls, n, method), c in cells.items():
+        out.append(f"| {cls} | {n} | {method} | " + " | ".join(c.get(m, "") for m in METRICS) + " |")
+    return [*out, ""]
+
+
 def main() -> None:
+    from tqdm.auto import tqdm
+
+    from laya.model.checkpoint import load_checkpoint
+
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--checkpoints", nargs="+", default=DEFAULT_CHECKPOINTS)
-    p.add_argument("--n", type=int, default=None, help="test images per checkpoint (default 200 at 32 px, else 100)")
+    p.add_argument("--checkpoints", nargs="+", default=None,
+                   help="checkpoint folders (default: every head of every bundled setting with spatial maps)")  # fmt: skip
+    p.add_argument("--n", type=int, default=None, help="test images per checkpoint (default 500 at <= 32 px, else 100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the class-balanced sample")
+    p.add_argument("--resume", action="store_true", help="skip checkpoints whose CSV in --out holds this sample")
     p.add_argument("--steps", type=int, default=16, help="deletion / insertion steps")
     p.add_argument("--fractions", type=float, nargs="+", default=[0.2, 0.4, 0.6, 0.8], help="ROAD removed fractions")
     p.add_argument("--batch", type=int, default=50)
@@ -346,26 +461,17 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    for checkpoint in args.checkpoints:
-        path = Path(checkpoint) if Path(checkpoint).is_absolute() else ROOT / checkpoint
-        from laya.model.checkpoint import load_checkpoint
-
-        n = args.n or (200 if load_checkpoint(path).meta.input.size <= 32 else 100)
-        rows, cost = benchmark(
-            path,
-            n,
-            args.steps,
-            args.fractions,
-            args.batch,
-            args.cost_batch,
-            args.resamples,
-            args.methods,
-            args.layers,
-            args.cost_rounds,
-        )
-        write_csv(
-            rows, {f"{path.parent.name}/{path.name}": cost}, Path(args.out) / f"{path.parent.name}-{path.name}.csv"
-        )
+    paths = [Path(c) if Path(c).is_absolute() else ROOT / c for c in args.checkpoints or []]
+    paths = paths or default_checkpoints(Path(args.models))
+    for path in tqdm(paths, desc="checkpoints", unit="checkpoint"):
+        n = args.n or default_n(load_checkpoint(path))
+        csv_path = Path(args.out) / f"{path.parent.name}-{path.name}.csv"
+        if args.resume and done(csv_path, n, args.seed):
+            tqdm.write(f"{csv_path}: done ({n} images, seed {args.seed}), skipped")
+            continue
+        rows, cost = benchmark(path, n, args.steps, args.fractions, args.batch, args.cost_batch, args.resamples,
+                               args.methods, args.layers, args.cost_rounds, args.seed)  # fmt: skip
+        write_csv(rows, {f"{path.parent.name}/{path.name}": cost}, csv_path)
     print(f"\ntorch threads {torch.get_num_threads()}; wrote {args.out}\n")
     print(markdown_tables(Path(args.out)))
 

@@ -8,7 +8,7 @@ from laya.analysis.detection import SCORE_LABELS
 from laya.analysis.lens import METRICS, class_view, trajectory_figure
 from laya.analysis.logit_attribution import top_class_table
 from laya.analysis.measured import load_exits
-from laya.app import browser, depth_plots, views
+from laya.app import browser, depth_plots, verdicts, views
 from laya.app.catalog import example_images
 from laya.app.text import shown
 from pages import common
@@ -44,6 +44,7 @@ if result.readouts is not None:
     depth, stop = int(result.readouts.depth[0]), result.exit_layer(threshold)
     depth_col.metric("Prediction depth", f"{depth:d} of {len(layers)}" if depth <= len(layers) else "only the full head")
     exit_col.metric(f"Exit at t = {threshold:g}", shown(layers[stop]) if stop < len(layers) else "full model")
+    st.markdown(verdicts.exit_verdict(result, threshold, classes, layers, verdicts.example_label(name, classes)))
 attribution = depth_plots.attribution_figure(top_class_table(result.attribution, 0, classes, layers))
 st.plotly_chart(shown(attribution, "plotly"), key="depth_attr")
 sections = [(f"{name}: per-layer logit attribution", attribution)]

@@ -7,6 +7,7 @@ from laya.analysis.faithfulness import EPSILON
 from laya.app import views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
 from laya.app.text import shown
+from laya.app.verdicts import faithfulness_verdict, load_per_input
 from laya.model.heads import CROSS_HEAD_MODES
 from pages import common
 from pages.common import switches
@@ -14,7 +15,7 @@ from pages.common import switches
 checkpoint, selection = common.current()
 head = checkpoint.meta.head.name
 st.title("Faithfulness overview")
-st.caption(
+METRICS_HELP = (
     f"Per test input: **Spearman (informative layers)** ranks the method's layer scores against the leave-one-layer-out "
     f"(LOO) drops over the layers whose drop exceeds ε = {EPSILON:g}; **top-1**: the method's top layer is the "
     "layer whose removal hurts most; **Deletion@1 / oracle**: the drop after removing the method's top layer over "
@@ -35,10 +36,15 @@ if report is not None:
     common.share(mode=mode)
     reduction = switches.pick(reduction_col.radio, "Post-hoc reduction", report.data["reductions"], "reduction",
                               "faithfulness_reduction", horizontal=True, format_func=lambda r: REDUCTION_LABELS[r])  # fmt: skip
-    st.caption(f"`{shown(mode, 'code')}`: {views.MODE_HELP[mode]}. `{shown(reduction, 'code')}`: {views.REDUCTION_HELP[reduction]}. "
-               f"{shown(report.data['options'].get('ig') or ig_description(report.data['options']['ig_steps']))}. "
-               "With the training mean as baseline, IG is built partly to agree with LOO under `mean` (it integrates "
-               "along the path that intervention jumps); the zero baseline shares nothing with it.")  # fmt: skip
+    st.markdown(faithfulness_verdict(report, mode, reduction, per_input=load_per_input(selection.path)),
+                help=METRICS_HELP)
+    with st.expander("How the methods and metrics are computed"):
+        st.markdown(METRICS_HELP)
+        st.markdown(f"`{shown(mode, 'code')}`: {views.MODE_HELP[mode]}. `{shown(reduction, 'code')}`: "
+                    f"{views.REDUCTION_HELP[reduction]}. "
+                    f"{shown(report.data['options'].get('ig') or ig_description(report.data['options']['ig_steps']))}. "
+                    "With the training mean as baseline, IG is built partly to agree with LOO under `mean` (it "
+                    "integrates along the path that intervention jumps); the zero baseline shares nothing with it.")  # fmt: skip
     table = views.faithfulness_matrix(report, mode, reduction)
     common.table(table)
     st.download_button(

@@ -117,7 +117,7 @@ st.caption(
     f"Each row removes one layer (`{shown(mode, 'code')}` ablation) and reruns the head: the drop in p({shown(explanation.label)}), "
     "the prediction afterwards, and whether the label flips."
 )
-table = views.layer_table(explanation)
+table = views.layer_table_text(explanation)
 st.dataframe(table, hide_index=True)
 flips = table.loc[table["label flips"], "layer"].tolist()
 st.caption(

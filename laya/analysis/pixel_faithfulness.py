@@ -4,7 +4,9 @@
 All metrics rank the pixels of a map ``(B, H, W)`` (on the frame of the images it perturbs) and only the
 ranking matters, so signed exact maps and ReLU'd, min-max scaled Grad-CAM maps compare on the same
 intervention. Ties (a ReLU'd map's zeros) are broken by one seeded random permutation shared by every map
-(:func:`pixel_order`), never by raster order.
+(:func:`pixel_order`), never by raster order: the rule is deterministic, but a tie's order says nothing about
+the map, so a map that is a sum of terms of very different sizes is summed in float64 (:func:`sum_maps`)
+before it is ranked.
 
 * **Deletion**: pixels leave the image in the map's order, most relevant first, replaced by a
   ``baseline``; after ``k`` of ``steps`` steps the first ``round(k P / steps)`` pixels are replaced. The
@@ -40,6 +42,24 @@ def pixel_order(maps: Tensor, seed: int = 0) -> Tensor:
     perm = torch.randperm(flat.shape[1], generator=torch.Generator().manual_seed(seed)).to(flat.device)
     ranked = torch.argsort(-flat[:, perm], dim=1, stable=True)
     return perm[ranked]
+
+
+def sum_maps(maps: Sequence[Tensor]) -> Tensor:
+    """``(B, H, W)`` float64 sum of equally shaped maps ``(B, H, W)``.
+
+    A float32 sum rounds away terms below half a rounding step of the largest (about 6e-8 relative): with
+    one layer's per-pixel term near 0.008 and the others a step or two of it, most pixels of the float32
+    sum tie and :func:`pixel_order`'s shared permutation, not the map, orders them.
+    """
+    if not maps:
+        raise ValueError("sum_maps needs at least one map, got none")
+    shapes = {tuple(m.shape) for m in maps}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 3:
+        raise ValueError(f"maps must be equally shaped (B, H, W), got {sorted(shapes)}")
+    total = torch.zeros_like(maps[0], dtype=torch.float64)
+    for m in maps:
+        total += m.double()
+    return total
 
 
 def _target_prob(score: Score, images: Tensor, target: Tensor) -> Tensor:
@@ -129,4 +149,4 @@ def road(
     return (lerf - morf) / 2, morf, lerf
 
 
-__all__ = ["auc", "deletion_auc", "insertion_auc", "perturbation_curve", "pixel_order", "road"]
+__all__ = ["auc", "deletion_auc", "insertion_auc", "perturbation_curve", "pixel_order", "road", "sum_maps"]

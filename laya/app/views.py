@@ -24,6 +24,7 @@ from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, REPORTED_
 from laya.analysis.profiles import seed_table
 from laya.analysis.report import Report
 from laya.app.catalog import Entry
+from laya.app.numbers import number_text
 from laya.app import palette
 from laya.app.plots import method_label
 from laya.app.text import clicked_name, plain
@@ -71,10 +72,6 @@ def _missing(value: object) -> bool:
     return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "–" if _missing(value) else f"{value:.{digits}f}"
-
-
 def percent(value: float | None, digits: int = 1) -> str:
     """``0.0415`` -> ``4.2%``; ``–`` if missing."""
     return "–" if _missing(value) else f"{100 * value:.{digits}f}%"
@@ -112,7 +109,7 @@ def ci_text(entry: Mapping[str, float] | None, digits: int = 3) -> str:
     if not entry or _missing(entry.get("estimate")):
         return "–"
     if _missing(entry.get("low")) or _missing(entry.get("high")):
-        return _fmt(entry["estimate"], digits)
+        return number_text(entry["estimate"], digits)
     return f"{entry['estimate']:.{digits}f} [{entry['low']:.{digits}f}, {entry['high']:.{digits}f}]"
 
 
@@ -122,8 +119,8 @@ def entry_label(entry: Entry) -> str:
         return f"{entry.path.name}: unreadable"
     if entry.accuracy is None:
         return f"{head_title(entry.head)} · no report"
-    faithfulness = entry.faithfulness_status or f"ρε {_fmt(entry.faithfulness, 2)}"
-    return f"{head_title(entry.head)} · acc {_fmt(entry.accuracy)} · faithfulness {faithfulness}"
+    faithfulness = entry.faithfulness_status or f"ρε {number_text(entry.faithfulness, 2)}"
+    return f"{head_title(entry.head)} · acc {number_text(entry.accuracy)} · faithfulness {faithfulness}"
 
 
 def group_entries(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
@@ -202,6 +199,15 @@ def layer_table(explanation: Explanation) -> pd.DataFrame:
     return explanation.layer_table().rename(columns=renames)
 
 
+def layer_table_text(explanation: Explanation) -> pd.DataFrame:
+    """:func:`layer_table` as the page shows it: scores, drops and probabilities through :func:`number_text`
+    (a drop of 2e-10 prints ``2e-10``, not ``0.0000000002``); the exports keep the numbers."""
+    table = layer_table(explanation)
+    for column in table.columns[table.dtypes == "float64"]:
+        table[column] = [number_text(v) for v in table[column]]
+    return table
+
+
 def spearman_column(n_layers: int) -> str:
     """The per-input Spearman's column name, with its n: ``Spearman ρ(score, LOO drop) over 3 layers``."""
     return f"Spearman ρ(score, LOO drop) over {n_layers} layers"
@@ -220,10 +226,10 @@ def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
             "kind": ["post-hoc" if is_posthoc(m) else "intrinsic" for m in methods],
             "top layer": [explanation.layer_names[int(explanation.scores[m].argmax())] for m in methods],
             spearman_column(len(explanation.layer_names)): [
-                na if _missing(v) else f"{v:.3f}" for v in pd.to_numeric(summary["spearman"])
+                na if _missing(v) else number_text(v) for v in pd.to_numeric(summary["spearman"])
             ],
             "top-1 agreement": [na if _missing(v) else ("yes" if v else "no") for v in pd.to_numeric(summary["top1"])],
-            "Deletion@1": [_fmt(v, 4) for v in summary["deletion_at_1"]],
+            "Deletion@1": [number_text(v) for v in summary["deletion_at_1"]],
             "Deletion@1 / oracle": [
                 na if _missing(v) else percent(v) for v in pd.to_numeric(summary["deletion_at_1_norm"])
             ],
@@ -267,11 +273,11 @@ def compare_table(
                 "layer scores": method_label(e.primary),
                 "top-scored layer": e.layer_names[int(e.scores[e.primary].argmax())],
                 "largest LOO drop": e.layer_names[int(drops.argmax())],
-                "max LOO drop": _fmt(float(drops.max()), 4),
+                "max LOO drop": number_text(float(drops.max())),
                 "label flips": count_of(int(e.loo.flipped[0].sum()), len(e.layer_names)),
-                "Spearman ρ on this input": e.status or f"{_fmt(e.spearman(e.primary))} over {len(e.layer_names)} layers",
+                "Spearman ρ on this input": e.status or f"{number_text(e.spearman(e.primary))} over {len(e.layer_names)} layers",
                 "test accuracy [95% CI]": ci_text(report.interval("accuracy"), 4) if report else "–",
-                "macro-F1": _fmt(report.data.get("macro_f1")) if report else "–",
+                "macro-F1": number_text(report.data.get("macro_f1")) if report else "–",
                 f"test {METRIC_LABELS[HEADLINE_METRIC]} (mean, signed)": headline_text(report),
             }
         )
@@ -404,7 +410,7 @@ def global_loo(report: Report) -> pd.DataFrame:
     for value, mode in wide.columns:
         column = wide[(value, mode)].to_numpy()
         if value == "mean_drop":
-            out[f"mean LOO drop ({mode_label(mode)})"] = [_fmt(v, 4) for v in column]
+            out[f"mean LOO drop ({mode_label(mode)})"] = [number_text(v) for v in column]
         else:
             out[f"label flips ({mode_label(mode)})"] = [percent(v) for v in column]
     return out
@@ -519,9 +525,9 @@ def heads_display(table: pd.DataFrame) -> pd.DataFrame:
                 s or c for s, c in zip(table["status"], ci_cells(table, "faithfulness"))
             ],
             "test accuracy [95% CI]": ci_cells(table, "accuracy"),
-            "macro-F1": [_fmt(v) for v in table["macro-F1"]],
-            "top-1 agreement": [_fmt(v) for v in table["top-1"]],
-            "Deletion@1 / oracle": [_fmt(v) for v in table["Deletion@1 / oracle"]],
+            "macro-F1": [number_text(v) for v in table["macro-F1"]],
+            "top-1 agreement": [number_text(v) for v in table["top-1"]],
+            "Deletion@1 / oracle": [number_text(v) for v in table["Deletion@1 / oracle"]],
             "layer scores": table["scores"],
         }
     )
@@ -550,8 +556,8 @@ def detection_view(scores: Mapping[str, float], depth: Mapping | None) -> pd.Dat
     rows = []
     for key, value in scores.items():
         shown, threshold, rule, flagged = _flags(key, value, thresholds.get(key))
-        rows.append({"score": SCORE_LABELS.get(key, key), "value": f"{shown:.4g}", "rule": rule,
-                     "threshold": "–" if threshold is None else f"{threshold:.4g}", "flagged": "yes" if flagged else "no"})  # fmt: skip
+        rows.append({"score": SCORE_LABELS.get(key, key), "value": number_text(shown), "rule": rule,
+                     "threshold": number_text(threshold), "flagged": "yes" if flagged else "no"})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -691,7 +697,7 @@ def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
         spread = float(wide.std(axis=1, ddof=1).max()) if wide.shape[1] > 1 else float("nan")
         rows.append({"class": name, "seeds": wide.shape[1], "top layer per seed": ", ".join(tops),
                      "seeds agreeing on the top layer": count_of(tops.count(common), len(tops)),
-                     "max across-seed std": "– (one seed)" if math.isnan(spread) else f"{spread:.4f}"})  # fmt: skip
+                     "max across-seed std": "– (one seed)" if math.isnan(spread) else number_text(spread)})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -51,8 +51,8 @@ models_root = deploy.models_root
 
 def source_label(source: str) -> str:
     """A source as the sidebar names it: the models folder by the folder it reads (``LAYA_MODELS``, which
-    ``laya dashboard --models DIR`` sets), through :func:`~laya.app.text.shown`."""
-    return shown(f"Models in {models_root()}" if source == SOURCES[0] else source)
+    ``laya dashboard --models DIR`` sets); the page shows it through :func:`~laya.app.text.shown`."""
+    return f"Models in {models_root()}" if source == SOURCES[0] else source
 
 
 def _pick_bundled(entries: list[Entry]) -> Selection:
@@ -174,7 +174,7 @@ def pick_model() -> None:
     sources = SOURCES if deploy.allow_paths() else SOURCES[:2]
     opened = 2 if opened_link().path and len(sources) == 3 else 0
     source = st.sidebar.radio("Source", sources, index=opened, key="model_source", label_visibility="collapsed",
-                              format_func=source_label)  # fmt: skip
+                              format_func=lambda source: shown(source_label(source)))  # fmt: skip
     st.session_state[VIEW] = links.View()
     selection = None
     if source == SOURCES[0]:

@@ -12,6 +12,7 @@ from laya.analysis.pixel_faithfulness import (
     perturbation_curve,
     pixel_order,
     road,
+    sum_maps,
 )
 
 SCALE = 20.0
@@ -38,6 +39,23 @@ def test_pixel_order_descending_and_ties_shared():
     assert order[0].tolist() != list(range(16))  # not raster order
     with pytest.raises(ValueError, match="B, H, W"):
         pixel_order(torch.zeros(4, 4))
+
+
+def test_float64_sum_keeps_the_order_a_float32_sum_rounds_away():
+    """A large per-pixel term (0.008, as block 5's on the CNN) plus small terms a float32 rounding step of it:
+    summed in float32 every pixel ties and the shared permutation orders them; in float64 the small terms do."""
+    big = torch.full((1, 4, 4), 0.008, dtype=torch.float64)
+    small = (torch.arange(16, dtype=torch.float64) * 1e-11).view(1, 4, 4)  # far below float32's step at 0.008
+    want = list(range(15, -1, -1))  # the small terms' order, largest first
+    f32 = big.float() + small.float()
+    assert bool((f32 == f32[0, 0, 0]).all())  # every pixel ties in float32 ...
+    assert pixel_order(f32)[0].tolist() != want  # ... so the tie-break, not the map, decides
+    total = sum_maps([big.float(), small])  # float32 inputs are widened before they are added
+    assert total.dtype == torch.float64 and pixel_order(total)[0].tolist() == want
+    with pytest.raises(ValueError, match="equally shaped"):
+        sum_maps([big, torch.zeros(1, 2, 2)])
+    with pytest.raises(ValueError, match="at least one"):
+        sum_maps([])
 
 
 def test_auc_known_values():

@@ -28,6 +28,8 @@ from laya.analysis.report import Report
 from laya.app import deploy, palette, plots, views
 from laya.app.text import unplain
 from laya.app.catalog import describe, example_images
+from laya.app.numbers import number_text
+from laya.app.verdicts import exit_verdict, faithfulness_verdict, load_per_input
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
 from laya.training.suite import CLASS_PROFILES_FILE, class_profiles_table
@@ -93,14 +95,14 @@ def assert_inspect_shows(at: AppTest, e: Explanation) -> None:
     assert [unplain(m.value) for m in at.main.metric] == [e.label, f"{e.confidence:.1%}"]
     table = at.main.dataframe[0].value
     assert list(table["layer"]) == list(e.layer_names)
-    assert np.allclose(table["LOO drop"], e.drops.numpy())
+    assert list(table["LOO drop"]) == [number_text(v) for v in e.drops.tolist()]  # significant digits, never 0.0000000002
     assert list(table["prediction after removal"]) == [e.classes[i] for i in e.loo.predictions_after[0].tolist()]
     assert list(table["label flips"]) == e.loo.flipped[0].tolist()
     for method, scores in e.scores.items():
-        assert np.allclose(table[views.method_label(method)], scores.numpy(), atol=1e-6)
+        assert list(table[views.method_label(method)]) == [number_text(v) for v in scores.double().tolist()]
     faith = unplain(at.main.table[0].value).reset_index()  # shown whole (st.table), never clipped
     assert list(faith["method"]) == [views.method_label(m) for m in e.scores]
-    assert [float(v) for v in faith["Deletion@1"]] == pytest.approx([e.deletion_at_1(m) for m in e.scores], abs=1e-4)
+    assert [float(v) for v in faith["Deletion@1"]] == pytest.approx([e.deletion_at_1(m) for m in e.scores], abs=5e-4)  # number_text: 3 digits
     spearman = [e.spearman(m) for m in e.scores]  # shown with its n: "... over L layers", never a bare number
     shown = faith[f"Spearman ρ(score, LOO drop) over {len(e.layer_names)} layers"]
     assert [None if v in ("–", "n/a") else float(v) for v in shown] == pytest.approx(spearman, abs=1e-3)
@@ -233,7 +235,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     reports = [Report.load(setting / h) for h in HEADS]
     assert list(table["head"]) == list(TITLES)
     assert list(table["layer scores"]) == [views.method_label(e.primary) for e in explanations]
-    assert [float(v) for v in table["max LOO drop"]] == pytest.approx([float(e.drops.max()) for e in explanations], abs=1e-4)
+    assert [float(v) for v in table["max LOO drop"]] == pytest.approx([float(e.drops.max()) for e in explanations], rel=5e-3)  # number_text: 3 significant digits
     assert table["confidence"].tolist() == [f"{100 * e.confidence:.1f}%" for e in explanations]
     assert table["Spearman ρ on this input"].str.contains("over 3 layers|n/a").all()
     assert not table.isin(["None", "nan"]).any().any()
@@ -387,6 +389,8 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
     report = Report.load(setting / "laya")
     assert app.radio(key="faithfulness_mode_laya").value == "mean"  # the cross-head intervention by default
     app.radio(key="faithfulness_reduction").set_value("magnitude").run()
+    verdict = faithfulness_verdict(report, "mean", "magnitude", per_input=load_per_input(setting / "laya"))  # opens the page
+    assert "ranked by mean" in verdict and any(m.value == verdict for m in app.main.markdown)
     table = unplain(app.main.table[0].value).reset_index()
     raw = report.data["faithfulness"]["mean"]["magnitude"]
     assert list(table["method"]) == [views.method_label(m) for m in raw]
@@ -686,6 +690,8 @@ def test_depth_page_before_and_after_the_depth_report(
     stop = result.exit_layer(0.5)
     assert at.main.metric[2].label == "Exit at t = 0.5"
     assert at.main.metric[2].value == (checkpoint.layer_names[stop] if stop < 3 else "full model")
+    verdict = exit_verdict(result, 0.5, checkpoint.meta.classes, checkpoint.layer_names)  # red.png: no label
+    assert verdict.startswith(("Exit at t = 0.5: ", "At t = 0.5 no readout")) and any(m.value == verdict for m in at.main.markdown)
 
     from laya.analysis.exits import ExitRunOptions
     from laya.analysis.measured import MeasureOptions, measure, write_exits

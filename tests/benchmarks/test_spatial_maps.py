@@ -6,6 +6,7 @@ import csv
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,7 +17,9 @@ pytest.importorskip("pytorch_grad_cam")
 
 import spatial_maps
 
+from laya.analysis.sample import sample_indices
 from laya.analysis.spatial import spatial_attribution
+from laya.data.datasets import ImageArrays
 from laya.model.checkpoint import load_checkpoint
 
 
@@ -55,13 +58,51 @@ def test_exact_all_layer_map_sums_the_layer_densities():
     target = model(x).logits.argmax(1)
     maps = spatial_maps.exact_maps(model, x, target, 32)
     assert list(maps) == [*model.layer_names, spatial_maps.ALL]
+    assert all(m.dtype == torch.float64 for m in maps.values())  # summed and ranked in float64
     assert torch.allclose(maps[spatial_maps.ALL], sum(maps[n] for n in model.layer_names))
     _, spatial = spatial_attribution(model, x, classes=target.view(-1, 1))
     for i, name in enumerate(model.layer_names):  # densities: a layer's frame pixels sum to its map's positions
-        want = spatial.maps[i].sum((-2, -1))[:, 0].float()
+        want = spatial.maps[i].sum((-2, -1))[:, 0]
         assert torch.allclose(maps[name].sum((1, 2)), want, rtol=1e-4, atol=1e-6), name
-    logit_part = (spatial.terms - spatial.offsets).sum(1)[:, 0].float()  # the logit minus the position-free parts
+    logit_part = (spatial.terms - spatial.offsets).sum(1)[:, 0].double()  # the logit minus the position-free parts
     assert torch.allclose(maps[spatial_maps.ALL].sum((1, 2)), logit_part, rtol=1e-4)
+
+
+def test_sample_is_class_balanced_and_seeded():
+    """The benchmark's images: ``sample_indices``' class-balanced draw from the whole test split, not its first n
+    (CIFAR-10's test split sorted by class would give only airplanes), the same for the same seed."""
+    labels = torch.arange(10).repeat_interleave(100)  # class-sorted, like the first-n problem
+    images = torch.arange(1000, dtype=torch.uint8).view(-1, 1, 1, 1).expand(-1, 3, 2, 2).clone()
+    data = ImageArrays(images, labels, tuple("abcdefghij"))
+    ck = SimpleNamespace(load_data=lambda split: data, meta=None)
+    x, y, words = spatial_maps.balanced_images(ck, 50, seed=3)
+    assert torch.bincount(y, minlength=10).tolist() == [5] * 10
+    assert torch.equal(y, labels[sample_indices(labels, 50, 3)]) and "class-balanced, seed 3" in words
+    again, _, _ = spatial_maps.balanced_images(ck, 50, seed=3)
+    other, _, _ = spatial_maps.balanced_images(ck, 50, seed=4)
+    assert torch.equal(x, again) and not torch.equal(x, other)
+    assert not torch.equal(x, images[:50])
+
+
+def test_per_class_rows_and_tables(tmp_path):
+    """Per true class, every method's mean with its CI, in the CSV and the printed tables; ``done`` reads the
+    sample back for --resume."""
+    labels = torch.tensor([0, 0, 0, 1, 1, 2])
+    values = {"exact": torch.tensor([0.1, 0.2, 0.3, 0.5, 0.7, 0.9]), "Grad-CAM": torch.full((6,), 0.4)}
+    rows = spatial_maps.class_stats(values, labels, ["cat", "dog", "owl"], resamples=200)
+    by = {(r["class"], r["method"]): r for r in rows}
+    assert set(by) == {(c, m) for c in ("cat", "dog", "owl") for m in values}
+    assert by["cat", "exact"]["n"] == 3 and by["cat", "exact"]["mean"] == pytest.approx(0.2)
+    assert by["dog", "exact"]["mean"] == pytest.approx(0.6) and by["owl", "exact"]["low"] == pytest.approx(0.9)
+    assert all(r["low"] <= r["mean"] <= r["high"] for r in rows)
+    base = {"checkpoint": "s/laya", "sample": "balanced seed 0", "layer": spatial_maps.ALL, "metric": "deletion"}
+    pooled = [{**base, "method": m, **r} for m, r in spatial_maps.row_stats(values, "lower", 200).items()]
+    path = tmp_path / "s-laya.csv"
+    spatial_maps.write_csv([*pooled, *({**base, **r} for r in rows)], {}, path)
+    tables = spatial_maps.markdown_tables(tmp_path)
+    assert "(6 images, class-balanced random sample, seed 0; ties: pixels of equal map value" in tables
+    assert "| dog | 2 | exact | 0.600 [" in tables and "| cat | 3 | Grad-CAM | 0.400 [0.400, 0.400] |" in tables
+    assert spatial_maps.done(path, 6, 0) and not spatial_maps.done(path, 6, 1) and not spatial_maps.done(path, 7, 0)
 
 
 @pytest.mark.slow  # about a minute on an idle core (several on a loaded machine)
@@ -74,7 +115,7 @@ def test_benchmark_smoke_on_two_images(tmp_path):
     result = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = list(csv.DictReader((out / "cifar10-cnn-laya.csv").open()))
-    faith = [r for r in rows if r["metric"] in spatial_maps.METRICS]
+    faith = [r for r in rows if r["metric"] in spatial_maps.METRICS and not r["class"]]
     assert {(r["layer"], r["method"]) for r in faith} == {
         (layer, method) for layer in ("block 5", spatial_maps.ALL) for method in ("exact", "Grad-CAM")
     } | {(spatial_maps.ALL, spatial_maps.RANDOM)}  # the random reference: all-layer row only

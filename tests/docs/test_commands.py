@@ -188,12 +188,14 @@ def test_extraction_and_checks_can_fail(tmp_path):
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
-    """A scratch checkout: the code linked, ``models/`` copied (commands may rewrite it), no ``runs/``."""
+    """A scratch checkout: the code linked, ``models/`` and ``docs/`` copied (commands may rewrite them: a
+    benchmark's ``--out docs/speed/…`` must not change the checkout under test), no ``runs/``."""
     root = tmp_path_factory.mktemp("checkout")
     for entry in ROOT.iterdir():
-        if entry.name not in {".git", "models", "runs", "site", "test-artifacts", ".pytest_cache"}:
+        if entry.name not in {".git", "models", "docs", "runs", "site", "test-artifacts", ".pytest_cache"}:
             (root / entry.name).symlink_to(entry)
     shutil.copytree(ROOT / "models", root / "models", ignore=shutil.ignore_patterns("per_input.safetensors"))
+    shutil.copytree(ROOT / "docs", root / "docs")
     return root
 
 

@@ -83,3 +83,28 @@ def test_own_head_checkpoint_ablates_its_blocks_and_pre_logits(tmp_path: Path, i
     assert abs(float(result.drops[0, -1]) - float(p[y] - ablated[0, y])) < 1e-6
     with pytest.raises(ValueError, match="at least one reference image"):
         ablate_bytes(checkpoint, files[0].read_bytes(), [])
+
+
+def test_wrapped_module_with_its_own_classifier() -> None:
+    """A wrapped module's blocks are hooked; its pre-logits layer (no module) is ablated at the head."""
+    from torch import nn
+
+    from laya.model.backbones import wrap
+    from laya.model.classifier import LayerwiseClassifier
+    from laya.model.own_head import own_head
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 3))  # fmt: skip
+    backbone = wrap(net, ["1", "3"], input_size=8, pre_logits=True)
+    m = LayerwiseClassifier(backbone, own_head(backbone)).double().eval()
+    x, reference = _inputs(CNN, 2, 0)[..., :8, :8], _inputs(CNN, 6, 1)[..., :8, :8]
+    result = block_ablation(m, x, reference)
+    assert result.drops.shape == (2, 3) and torch.isfinite(result.drops).all()
+    with torch.no_grad():  # block "3" feeds the pre-logits through an average pool: the same mean either way
+        assert torch.allclose(result.drops[:, 1], result.drops[:, 2], atol=1e-10)
+        p = torch.softmax(net(x), -1)
+        y = p.argmax(-1)
+        mean = net[:6](reference).mean(0, keepdim=True).expand(2, -1)
+        expected = p[torch.arange(2), y] - torch.softmax(net[6](mean), -1)[torch.arange(2), y]
+    assert torch.allclose(result.drops[:, 2], expected, atol=1e-6) and expected.abs().max() > 1e-4

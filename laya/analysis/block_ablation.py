@@ -8,9 +8,8 @@ output is **mean-ablated**: replaced, inside the network, by its mean over a ref
 
 The mean is taken over a given reference batch of inputs, never the checkpoint's stored training
 means: those are of the *pooled* hidden states the head reads, while the ablation replaces a block's
-unpooled output inside the backbone. A layer with no module (a pre-logits layer, computed by the
-network's classifier input from the final features) is the last one, so its mean is given to the head
-directly. The hooks are those of activation patching (:func:`~laya.analysis.patching.layer_modules`).
+unpooled output inside the backbone. A layer with no module to hook (a pre-logits layer: the input of
+the network's own classifier) is the last one, so its mean is given to the head directly. The hooks are those of activation patching (:func:`~laya.analysis.patching.layer_modules`).
 One pass for the reference and the input together, then one pass of the batch per block; heads in float64.
 """
 
@@ -64,6 +63,8 @@ def block_ablation(model: LayerwiseClassifier, x: Tensor, reference: Tensor) -> 
     hooked = [m for m in modules if m is not None]
     with _record_output(hooked, acts):  # reference and input in one pass
         hidden = model.backbone(torch.cat([reference, x]))
+    if len(acts) != len(hooked):  # a module run twice in one pass has no single output to replace
+        raise ValueError(f"expected one output from each of the {len(hooked)} layer modules, got {len(acts)}")
     base = torch.softmax(head([h[R:].double() for h in hidden]).logits, -1)
     prediction = base.argmax(-1)
     means = iter(a[:R].mean(0, keepdim=True) for a in acts)

@@ -158,7 +158,7 @@ def roc_figure(roc: pd.DataFrame, task: str, scores: Sequence[str] | None = None
     return fig
 
 
-BLOCK_ABLATION_TITLE = "Block ablation (post hoc): drop in p(ŷ) when each block's output is mean-ablated"
+BLOCK_ABLATION_TITLE = "Block ablation (post hoc):<br>drop in p(ŷ) when each block's output is mean-ablated"
 
 
 def block_ablation_figure(result: BlockAblation, layers: Sequence[str], classes: Sequence[str], row: int = 0) -> go.Figure:

@@ -5,9 +5,10 @@ import streamlit as st
 from laya.app import views
 from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure, no_maps_note
-from laya.app.plots import compare_figure
+from laya.app.plots import compare_figure, layer_scores_figure
 from laya.app.text import shown
 from laya.model.checkpoint import CheckpointError
+from laya.model.own_head import OWN, is_own_head
 from pages import common
 
 selection = common.selected()
@@ -79,6 +80,25 @@ st.plotly_chart(shown(figure, "plotly"), key="compare_figure")
 common.table(table.set_index("head").T.reset_index(names="on this input / on the test set"))
 checkpoint = loaded.get(selection.path) or next(iter(loaded.values()))
 
+posthoc_sections = []
+if any(c.meta.head.name == "lastlayer" for c in loaded.values()):
+    st.subheader("The unchanged model explained post hoc, beside LAYA's intrinsic α")
+    intrinsic = [(h, e) for h, e in zip(heads, explanations) if h == "laya"]
+    ablation_col, alpha_col = st.columns(2)
+    with ablation_col:
+        for i, c in enumerate(loaded.values()):
+            if ablation := common.block_ablation_chart(c, name, data, f"compare_block_ablation_{i}"):
+                title = views.head_title(OWN if is_own_head(c.meta.train) else c.meta.head.name)
+                posthoc_sections.append((f"{title}: block ablation (post hoc)", ablation))
+    with alpha_col:
+        if intrinsic:
+            alpha = layer_scores_figure(intrinsic[0][1])
+            st.plotly_chart(shown(alpha, "plotly"), key="compare_laya_alpha")
+            st.caption("LAYA's α on the same input: weights a different head puts on the same frozen layers (intrinsic).")
+            posthoc_sections.append(("LAYA's α on this input", alpha))
+        else:
+            st.info("Add a LAYA checkpoint of this setting to see its intrinsic α beside the post-hoc picture.")
+
 st.subheader("Where each layer looked, per head")
 map_sections = []
 if note := no_maps_note(explanations):
@@ -100,7 +120,7 @@ else:
     map_sections = [(f"Where each layer looked: {map_class}", maps)]
 source = common.provenance(checkpoint, (name, views.model_view(explanations[0], checkpoint.meta.input)))
 common.report_button(
-    f"Compare heads: {name}", [("", figure), ("Heads on this input", table), *map_sections],
+    f"Compare heads: {name}", [("", figure), ("Heads on this input", table), *posthoc_sections, *map_sections],
     f"compare-{mode}",
     f"{source.setting} · {views.mode_label(mode)} ablation", source,
 )  # fmt: skip

@@ -52,6 +52,8 @@ if result.readouts is not None:
     path = depth_plots.readout_path_figure(result.readouts.path(0, classes, layers), depth, stop)
     st.plotly_chart(shown(path, "plotly"), key="depth_path")
     sections.append(("Readout path", path))
+if ablation := common.block_ablation_chart(checkpoint, name, data, "depth_block_ablation"):
+    sections.append(("Block ablation (post hoc)", ablation))
 st.subheader("Error and OOD scores of this input")
 scores = views.detection_view(result.scores, report.data if report else None)
 if report is not None:

@@ -92,6 +92,7 @@ st.caption(
     + f"Bottom: the drop in p({shown(explanation.label)}) when the layer is removed ({shown(views.mode_label(mode))}); "
     "hatched: removing the layer flips the label."
 )  # fmt: skip
+ablation = common.block_ablation_chart(checkpoint, name, data, "inspect_block_ablation")
 
 st.subheader("Where each layer looked")
 map_sections = []
@@ -143,6 +144,7 @@ with html_col:
             ("Prediction", f"{explanation.label} ({explanation.confidence:.1%})"),
             ("", topk_figure(explanation)),
             ("Which layers the decision used", scores_figure),
+            *([("Block ablation (post hoc)", ablation)] if ablation else []),
             *map_sections,
             ("Live leave-one-layer-out", table),
             ("Faithfulness on this input", views.input_faithfulness(explanation)),

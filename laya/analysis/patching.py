@@ -142,7 +142,7 @@ def layer_modules(backbone: Backbone) -> list[nn.Module]:
     if isinstance(backbone, (MLPBackbone, CNNBackbone)):
         return list(backbone.blocks)
     if isinstance(backbone, WrappedBackbone):
-        return [backbone.model.get_submodule(name) for name in backbone.layers]
+        return [backbone.model.get_submodule(name) for name in backbone.layers] + [None] * backbone.config.pre_logits
     if not isinstance(backbone, TimmBackbone):
         raise ValueError(f"backbone {type(backbone).__name__} cannot be patched inside (no layer modules to hook); "
                          "patch at the head instead")  # fmt: skip

@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from laya.analysis.block_ablation import BlockAblation
 from laya.analysis.detection import SCORE_LABELS
 from laya.analysis.lens import SOURCES
 from laya.app import palette
@@ -157,8 +158,29 @@ def roc_figure(roc: pd.DataFrame, task: str, scores: Sequence[str] | None = None
     return fig
 
 
+BLOCK_ABLATION_TITLE = "Block ablation (post hoc):<br>drop in p(ŷ) when each block's output is mean-ablated"
+
+
+def block_ablation_figure(result: BlockAblation, layers: Sequence[str], classes: Sequence[str], row: int = 0) -> go.Figure:
+    """Bars of input ``row``'s drop in p(ŷ) per block (:class:`~laya.analysis.block_ablation.BlockAblation`), in
+    the LOO-drop colour, hatched where the ablation flips the label; the hover names the class predicted after."""
+    flips = result.flips[row].tolist()
+    after = [classes[int(c)] for c in result.ablated_predictions[row]]
+    fig = go.Figure(go.Bar(
+        x=list(layers), y=result.drops[row].tolist(), customdata=after, marker_color=palette.LOO_DROP,
+        marker_pattern_shape=[palette.FLIP_PATTERN if f else "" for f in flips],
+        hovertemplate="%{x}: drop %{y:+.3f}, then predicts %{customdata}<extra></extra>",
+    ))  # fmt: skip
+    fig.update_xaxes(categoryorder="array", categoryarray=list(layers))
+    fig.update_layout(title=BLOCK_ABLATION_TITLE, xaxis_title="block (mean-ablated)",
+                      yaxis_title=f"drop in p({classes[int(result.prediction[row])]})")  # fmt: skip
+    return fig
+
+
 __all__ = [
+    "BLOCK_ABLATION_TITLE",
     "attribution_figure",
+    "block_ablation_figure",
     "class_terms_figure",
     "exit_curve_figure",
     "measured_exit_figure",

@@ -6,7 +6,7 @@
 - :mod:`.sharing`: the view in the URL, the "copy link" box, the HTML report button;
 - :mod:`.inputs`: the image input (upload, browsed test input, example), a patching source, and the checkpoints a
   page may compare;
-- :mod:`.display`: display tables shown whole, scrolling to an anchor.
+- :mod:`.display`: display tables shown whole, a LastLayer head's post-hoc block ablation, scrolling to an anchor.
 - :mod:`.switches`: page switches kept in the link and across page changes (``switches.pick(st.radio, ...)``).
 - :mod:`.upstream`: a workaround for a Streamlit bug (a rerun dropped the reply a file upload waits for).
 - :mod:`.routes`: deep links on a server's first run (the ``pages/<url path>.py`` aliases run ``app.py``).
@@ -18,7 +18,7 @@ their first value from ``common.opened_link()``), ``common.copy_link()`` and
 ``common.report_button(title, [(heading, figure_or_table), ...], file_stem)``.
 """
 
-from pages.common.display import scroll_to, table
+from pages.common.display import block_ablation_chart, scroll_to, table
 from pages.common.inputs import (
     BROWSED,
     CURRENT_INPUT,
@@ -84,6 +84,7 @@ __all__ = [
     "VIEW",
     "anyway",
     "anyway_box",
+    "block_ablation_chart",
     "browsed_input",
     "catalog",
     "class_maps",

@@ -1,17 +1,43 @@
-"""How pages show things: display tables whole, and scrolling to an anchor after a click."""
+"""How pages show things: display tables whole, the post-hoc block ablation of a LastLayer head, and scrolling
+to an anchor after a click."""
 
 from __future__ import annotations
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
+from laya.app.depth_plots import block_ablation_figure
 from laya.app.text import shown
+from laya.sandbox.info import ModelInfo
+from pages.common.loading import block_ablation
 
 
 def table(frame: pd.DataFrame) -> None:
     """A display-text table shown whole, wrapped to the page (never clipped or scrolled sideways), indexed by its
     first column; every header and text cell shown plain (``st.table`` renders them as Markdown)."""
     st.table(shown(frame.set_index(frame.columns[0])))
+
+
+def block_ablation_chart(info: ModelInfo, name: str, data: bytes, key: str) -> go.Figure | None:
+    """For a LastLayer head (an attached network's own classifier among them): the bar chart of the drop in p(ŷ)
+    when each block's output is mean-ablated inside the backbone, labelled post hoc, and its caption; the figure,
+    for a report. Other heads: nothing (None)."""
+    if info.meta.head.name != "lastlayer":
+        return None
+    result = block_ablation(str(info.path), name, data)
+    if isinstance(result, str):
+        st.info(shown(result))
+        return None
+    figure = block_ablation_figure(result, info.layer_names, info.meta.classes)
+    st.plotly_chart(shown(figure, "plotly"), key=key)
+    st.caption(
+        f"**Post hoc**: the unchanged model, explained after the fact. Each bar replaces one block's output inside "
+        f"the backbone by its mean over the {result.references:d} bundled example images and runs the rest of the "
+        "network: the drop in p(ŷ) is that block's total effect on this decision (hatched: the label flips). "
+        "A LastLayer head has no layer scores of its own."
+    )
+    return figure
 
 
 def scroll_to(anchor: str) -> None:

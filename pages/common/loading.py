@@ -21,6 +21,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from laya.analysis.block_ablation import BlockAblation, ablate_bytes
 from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
 from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.lens import LENS_FILE
@@ -30,7 +31,7 @@ from laya.analysis.report import REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
 from laya.analysis.spatial import ClassMaps, sample_class_maps
 from laya.app import deploy, views
-from laya.app.catalog import Entry, find_checkpoints
+from laya.app.catalog import Entry, example_images, find_checkpoints
 from laya.app.text import shown
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
@@ -289,6 +290,33 @@ def patch(path: str, target: tuple[str, bytes], source: tuple[str, bytes], where
         st.stop()
     except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
         _model_failed(path, error)
+    _answered(path)
+    return result
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _block_ablation(path: str, stamp: int, anyway: bool, data: bytes, references: tuple[bytes, ...]) -> BlockAblation:
+    return ablate_bytes(_load_model(path, stamp, anyway), data, references)
+
+
+def block_ablation(path: str, name: str, data: bytes) -> BlockAblation | str:
+    """Block ablation of one image inside the backbone, the means over the checkpoint's bundled example images
+    (:func:`laya.analysis.block_ablation.ablate_bytes`), or the sentence saying why it is not shown: a checkpoint
+    run in a sandboxed worker, none bundled, or a backbone whose layers have no modules to hook. An unusable image
+    shows ``st.error`` and stops the page."""
+    if deploy.sandboxed(path):
+        return "Block ablation is not computed for checkpoints run in a sandboxed worker."
+    references = tuple(p.read_bytes() for p in example_images(path))
+    if not references:
+        return "Block ablation needs reference images for its means; this checkpoint has no bundled examples."
+    try:
+        with st.spinner(shown(f"Ablating each block for {name}…")):
+            result = _block_ablation(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), data, references)
+    except ImageError as error:
+        st.error(shown(f"Cannot use {name!r} as an image: {error}"))
+        st.stop()
+    except ValueError as error:  # layers without modules to hook (layer_modules says which)
+        return f"Block ablation is not available for this backbone: {error}"
     _answered(path)
     return result
 

@@ -190,6 +190,32 @@ def test_posthoc_scores_are_marked_for_heads_without_intrinsic(app: AppTest, set
     assert charts(app)[1]["layout"]["yaxis"]["title"]["text"] == "contribution to p(predicted)"
 
 
+
+def _titled(at: AppTest, title: str) -> list[dict]:
+    return [c for c in charts(at) if unplain(c["layout"].get("title", {}).get("text", "")) == title]
+
+
+def test_block_ablation_is_shown_post_hoc_for_lastlayer_heads(app: AppTest, setting: Path) -> None:
+    from laya.analysis.block_ablation import ablate_bytes
+    from laya.app.depth_plots import BLOCK_ABLATION_TITLE
+
+    assert not _titled(app, BLOCK_ABLATION_TITLE)  # LAYA has α of its own
+    app.sidebar.radio[1].set_value(str(setting / "lastlayer")).run()
+    assert_ok(app)
+    examples = [p.read_bytes() for p in example_images(setting / "lastlayer")]
+    result = ablate_bytes(load_checkpoint(setting / "lastlayer"), examples[0], examples)
+    [chart] = _titled(app, BLOCK_ABLATION_TITLE)
+    assert list(array(chart["data"][0]["y"])) == pytest.approx(result.drops[0].tolist(), abs=1e-9)
+    assert any("Post hoc" in c.value and f"{len(examples)} bundled example images" in c.value for c in app.caption)
+    app.switch_page("pages/depth.py").run()
+    assert_ok(app)
+    assert len(_titled(app, BLOCK_ABLATION_TITLE)) == 1
+    app.switch_page("pages/compare.py").run()
+    assert_ok(app)
+    assert len(_titled(app, BLOCK_ABLATION_TITLE)) == 1  # the LastLayer head's, beside LAYA's α
+    assert len(app.get("plotly_chart")) >= 3
+
+
 def bad_upload(kind: str) -> bytes:
     """Hostile or broken "images" of each kind the Inspect page must refuse with laya's message."""
     if kind == "empty":

@@ -61,3 +61,15 @@ def test_measured_exit_figure_has_one_curve_per_exit_kind_and_alpha_points():
     assert [t.name for t in fig.data] == ["readout: confidence", "readout: α profile", "trained mlp: confidence"]
     assert list(fig.data[0].x) == [0.2, 0.4] and list(fig.data[0].y) == [0.8, 0.7]
     assert fig.data[1].mode == "markers" and "batch 64" in fig.data[0].hovertemplate
+
+
+def test_block_ablation_bars_hatch_flips_and_name_the_class_after():
+    from laya.analysis.block_ablation import BlockAblation
+
+    result = BlockAblation(torch.tensor([[0.1, 0.6, 0.0]]).double(), torch.tensor([[1, 2, 1]]), torch.tensor([1]),
+                           torch.tensor([0.8]).double(), references=4)  # fmt: skip
+    fig = depth_plots.block_ablation_figure(result, LAYERS, CLASSES)
+    bars = fig.data[0]
+    assert list(bars.x) == LAYERS and np.allclose(bars.y, [0.1, 0.6, 0.0])
+    assert list(bars.marker.pattern.shape) == ["", "x", ""] and list(bars.customdata) == ["b", "c", "b"]
+    assert "post hoc" in fig.layout.title.text and fig.layout.yaxis.title.text == "drop in p(b)"

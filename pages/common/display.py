@@ -9,6 +9,7 @@ import streamlit as st
 
 from laya.app.depth_plots import block_ablation_figure
 from laya.app.text import shown
+from laya.model.own_head import is_own_head
 from laya.sandbox.info import ModelInfo
 from pages.common.loading import block_ablation
 
@@ -20,10 +21,15 @@ def table(frame: pd.DataFrame) -> None:
 
 
 def block_ablation_chart(info: ModelInfo, name: str, data: bytes, key: str) -> go.Figure | None:
-    """For a LastLayer head (an attached network's own classifier among them): the bar chart of the drop in p(ŷ)
-    when each block's output is mean-ablated inside the backbone, labelled post hoc, and its caption; the figure,
-    for a report. Other heads: nothing (None)."""
+    """For a LastLayer head: the bar chart of the drop in p(ŷ) when each block's output is mean-ablated inside
+    the backbone, labelled post hoc, and its caption; the figure, for a report. An attached network's own
+    classifier shows it at once; another LastLayer head on request, since it costs L + 1 more passes of the
+    backbone (the page's default view stays at its measured cost). Other heads: nothing (None)."""
     if info.meta.head.name != "lastlayer":
+        return None
+    if not is_own_head(info.meta.train) and not st.toggle(
+        f"Post-hoc block ablation (+{len(info.layer_names) + 1} backbone passes)", key=f"{key}_on"
+    ):
         return None
     result = block_ablation(str(info.path), name, data)
     if isinstance(result, str):

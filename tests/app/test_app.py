@@ -196,23 +196,32 @@ def _titled(at: AppTest, title: str) -> list[dict]:
 
 
 def test_block_ablation_is_shown_post_hoc_for_lastlayer_heads(app: AppTest, setting: Path) -> None:
+    """A LastLayer head shows its post-hoc block ablation on request (a toggle naming the L + 1 passes it costs),
+    on Inspect, Depth analytics and Compare; an attached network's own head shows it at once
+    (tests/training/test_attach.py)."""
     from laya.analysis.block_ablation import ablate_bytes
     from laya.app.depth_plots import BLOCK_ABLATION_TITLE
 
     assert not _titled(app, BLOCK_ABLATION_TITLE)  # LAYA has α of its own
     app.sidebar.radio[1].set_value(str(setting / "lastlayer")).run()
     assert_ok(app)
+    assert not _titled(app, BLOCK_ABLATION_TITLE), "not computed before it is asked for"
+    [toggle] = [t for t in app.toggle if t.key == "inspect_block_ablation_on"]
+    assert "+4 backbone passes" in toggle.label  # 3 layers + 1
+    toggle.set_value(True).run()
     examples = [p.read_bytes() for p in example_images(setting / "lastlayer")]
     result = ablate_bytes(load_checkpoint(setting / "lastlayer"), examples[0], examples)
     [chart] = _titled(app, BLOCK_ABLATION_TITLE)
     assert list(array(chart["data"][0]["y"])) == pytest.approx(result.drops[0].tolist(), abs=1e-9)
     assert any("Post hoc" in c.value and f"{len(examples)} bundled example images" in c.value for c in app.caption)
-    app.switch_page("pages/depth.py").run()
-    assert_ok(app)
-    assert len(_titled(app, BLOCK_ABLATION_TITLE)) == 1
-    app.switch_page("pages/compare.py").run()
-    assert_ok(app)
-    assert len(_titled(app, BLOCK_ABLATION_TITLE)) == 1  # the LastLayer head's, beside LAYA's α
+    for page, key in (("depth", "depth_block_ablation_on"), ("compare", None)):
+        app.switch_page(f"pages/{page}.py").run()
+        assert_ok(app)
+        for t in app.toggle:
+            if t.key == key or (key is None and str(t.key).startswith("compare_block_ablation_")):
+                t.set_value(True)
+        app.run()
+        assert len(_titled(app, BLOCK_ABLATION_TITLE)) == 1, page  # Compare: the LastLayer head's, beside LAYA's α
     assert len(app.get("plotly_chart")) >= 3
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,9 @@ def test_a_network_with_other_classes_is_refused(tmp_path: Path, image_folder: P
         own_checkpoint(_config(config, image_folder, tmp_path, model_kwargs={"num_classes": 5}), tmp_path / "x")
 
 
-def test_attach_writes_four_heads_a_summary_and_depth(tmp_path: Path, image_folder: Path) -> None:
+def test_attach_writes_four_heads_a_summary_and_depth(
+    tmp_path: Path, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import timm
 
     torch.manual_seed(0)
@@ -95,6 +98,24 @@ def test_attach_writes_four_heads_a_summary_and_depth(tmp_path: Path, image_fold
     assert "own head (the network as it is)" in text and "vs own" in text and "LAYA attends to" in text
     assert f"laya dashboard --models {setting.parent}" in text
     assert len(text.splitlines()) <= 24  # one screen
+    _own_head_shows_its_block_ablation_at_once(tmp_path / "models", attached.heads[OWN], monkeypatch)
+
+
+def _own_head_shows_its_block_ablation_at_once(models: Path, own: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dashboard opens the attached folder with the own head first, and Inspect shows that unchanged model's
+    post-hoc block ablation with no toggle (other LastLayer heads compute it on request)."""
+    from streamlit.testing.v1 import AppTest
+
+    from laya.app.depth_plots import BLOCK_ABLATION_TITLE
+    from laya.app.text import unplain
+
+    monkeypatch.setenv("LAYA_MODELS", str(models))
+    app = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app.py"), default_timeout=120).run()
+    app.sidebar.radio[1].set_value(str(own)).run()
+    assert not app.exception, app.exception
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in app.get("plotly_chart")]
+    assert sum(unplain(title) == BLOCK_ABLATION_TITLE for title in titles) == 1, (titles, [i.value for i in app.info])
+    assert not [t for t in app.toggle if str(t.key).endswith("block_ablation_on")]
 
 
 def test_a_wrapped_module_as_it_is(tmp_path: Path, image_folder: Path) -> None:

@@ -99,6 +99,7 @@ CASES: tuple[Case, ...] = (
         "model_kwargs.pretrained_cfg_overlay",
     ),
     Case("timm-bad-depth-for-model", _timm(depth=0), "model_kwargs.depth = 0"),
+    Case("model-kwargs-null", _set("backbone", "model_kwargs", None), "backbone.model_kwargs = None: must be an object"),
     Case("weights-server-file", _set("backbone", "weights", "/proc/self/environ"), "backbone.weights = '/proc/self/"),
     Case("weights-parent-file", _set("backbone", "weights", "../../../etc/passwd"), "must be a named source"),
     Case("weights-timm-download", _set("backbone", "weights", "timm"), "downloads are not allowed"),

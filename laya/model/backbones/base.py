@@ -65,10 +65,13 @@ class BackboneConfig:
         check_value("backbone.name", name, str)
         if name not in BACKBONES:
             raise refuse("backbone.name", name, f"unknown backbone; expected one of {', '.join(sorted(BACKBONES))}")
+        kwargs = data.get("model_kwargs", {})
+        if not isinstance(kwargs, dict):
+            raise refuse("backbone.model_kwargs", kwargs, "must be an object")
         kind = family(name)
         kind.check_config(data)
         config = construct(cls, {k: v for k, v in data.items() if k != "model_kwargs"}, "backbone")
-        config.model_kwargs = dict(data.get("model_kwargs", {}))
+        config.model_kwargs = dict(kwargs)
         config.widths = tuple(int(w) for w in config.widths)
         return config
 

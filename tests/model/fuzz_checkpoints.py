@@ -26,7 +26,8 @@ from laya.model.checkpoint import save_checkpoint
 from laya.sandbox.client import ModelFailed, Sandboxed, check_upload
 from laya.sandbox.pool import WorkerPool
 
-HUGE = 1e30  # weights at least this large may overflow to Inf in a forward pass: a non-finite answer is then right
+HUGE = 1e18  # weights this large may overflow to Inf in a forward pass (a square, such as a variance, passes float32's
+# 3.4e38 from about 1.8e19): a non-finite answer is then right
 
 
 def vit_checkpoint(good: Path, dest: Path, indices: list[int] | None = None, recorded: Any = None) -> Path:
@@ -156,7 +157,18 @@ def edit_weights(weights: bytes, edits: list[tuple[str, int, Any]]) -> tuple[byt
     for op, index, arg in [e for e in edits if e[0] in ("bytes", "truncate")]:  # raw bytes, after the tensors
         at = len(data) * index // 100
         data = data[:at] if op == "truncate" else data[:at] + arg + data[at + len(arg) :]
-    return data, huge
+    return data, huge or _largest(data) >= HUGE  # raw bytes can write any value
+
+
+def _largest(data: bytes) -> float:
+    """The largest finite |value| among the file's floating tensors (0 when the file does not parse)."""
+    try:
+        tensors = load_tensors(data)
+    except Exception:  # noqa: BLE001 - a file the edits broke holds no value to weigh
+        return 0.0
+    values = [t.double().abs().nan_to_num(0.0, 0.0, 0.0).max().item() for t in tensors.values()
+              if t.is_floating_point() and t.numel()]  # fmt: skip
+    return max(values, default=0.0)
 
 
 def checkpoint_files(record: dict, weights: bytes) -> dict[str, bytes]:

@@ -7,7 +7,6 @@ from laya.analysis.faithfulness import EPSILON
 from laya.app import views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
 from laya.app.text import shown
-from laya.app.verdicts import faithfulness_verdict, load_per_input
 from laya.model.heads import CROSS_HEAD_MODES
 from pages import common
 from pages.common import switches
@@ -36,7 +35,7 @@ if report is not None:
     common.share(mode=mode)
     reduction = switches.pick(reduction_col.radio, "Post-hoc reduction", report.data["reductions"], "reduction",
                               "faithfulness_reduction", horizontal=True, format_func=lambda r: REDUCTION_LABELS[r])  # fmt: skip
-    st.markdown(faithfulness_verdict(report, mode, reduction, per_input=load_per_input(selection.path)),
+    st.markdown(common.faithfulness_verdict(selection.path, mode, reduction),
                 help=METRICS_HELP)
     with st.expander("How the methods and metrics are computed"):
         st.markdown(METRICS_HELP)

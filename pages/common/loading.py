@@ -27,10 +27,10 @@ from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.lens import LENS_FILE
 from laya.analysis.lens import load_lens as read_lens
 from laya.analysis.patching import PatchEffects, patch_bytes
-from laya.analysis.report import REPORT_FILE, Report
+from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
 from laya.analysis.spatial import ClassMaps, sample_class_maps
-from laya.app import deploy, views
+from laya.app import deploy, verdicts, views
 from laya.app.catalog import Entry, example_images, find_checkpoints
 from laya.app.text import shown
 from laya.data.images import ImageError, load_image_tensor
@@ -224,6 +224,19 @@ def _load_depth(path: str, stamp: int) -> DepthReport | None:
 def load_depth(path: str | Path) -> DepthReport | None:
     """``depth.json`` beside a checkpoint (``python -m laya depth``), or None."""
     return _load_depth(str(path), _stamp(Path(path) / "depth.json"))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _faithfulness_verdict(path: str, stamps: tuple[int, int], mode: str, reduction: str) -> str:
+    return verdicts.faithfulness_verdict(_load_report(path, stamps[0]), mode, reduction,
+                                         per_input=verdicts.load_per_input(path))  # fmt: skip
+
+
+def faithfulness_verdict(path: str | Path, mode: str, reduction: str) -> str:
+    """:func:`laya.app.verdicts.faithfulness_verdict` of the report beside a checkpoint, its per-input arrays read
+    and bootstrapped once per version of the two files, not on every rerun."""
+    stamps = _stamp(Path(path) / REPORT_FILE), _stamp(Path(path) / PER_INPUT_FILE)
+    return _faithfulness_verdict(str(path), stamps, mode, reduction)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

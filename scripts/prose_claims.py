@@ -113,6 +113,13 @@ def _page_costs(arg: str) -> str:
     return page_tables(ROOT / arg)
 
 
+def _backbone_breadth(arg: str) -> str:
+    """The table of ``python scripts/backbone_breadth.py --out`` from its JSON result file ``arg``."""
+    from backbone_breadth import markdown
+
+    return markdown(ROOT / arg)
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
     "depth-inputs": _depth_inputs,
     "summary-table": _summary_table,
@@ -124,6 +131,7 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "depth-facts": _depth_facts,
     "spatial-maps": _spatial_maps,
     "page-costs": _page_costs,
+    "backbone-breadth": _backbone_breadth,
 }
 
 

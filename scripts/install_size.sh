@@ -20,13 +20,7 @@ else
     "${pip[@]}" "$src"
 fi
 end=$(date +%s)
-size=$(du -sh "$work/venv" | cut -f1)
-load=$(cut -d' ' -f1-3 /proc/loadavg)
-cuda=$("$work/venv/bin/python" -m pip list 2>/dev/null | grep -c -i -E '^(nvidia|triton)' || true)
-torch=$("$work/venv/bin/python" -c "import torch; print(torch.__version__)")
-echo "$route install: $((end - start)) s, $size in $work/venv ($(nproc) cores, load $load)"
-echo "CUDA packages: $cuda"
-echo "torch $torch"
+echo "$route install: $((end - start)) s, $(du -sh "$work/venv" | cut -f1) in $work/venv ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "CUDA packages: $("$work/venv/bin/python" -m pip list 2>/dev/null | grep -c -i -E '^(nvidia|triton)' || true)"
+"$work/venv/bin/python" -c "import torch; print('torch', torch.__version__)"
 "$work/venv/bin/python" -c "import torchvision; print('torchvision', torchvision.__version__)" 2>&1 | tail -1 || true  # fails beside a CPU torch of another build
-# the run for docs/install-size.json's "runs" (docs/installing.md's table is generated from it)
-echo "json: {\"route\": \"$route\", \"seconds\": $((end - start)), \"size\": \"$size\", \"load\": ${load%% *}, \"torch\": \"$torch\", \"cuda_packages\": $cuda}"

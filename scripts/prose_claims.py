@@ -105,14 +105,6 @@ def _spatial_maps(arg: str) -> str:
     return markdown_tables(ROOT / arg)
 
 
-def _page_costs(arg: str) -> str:
-    """The tables of ``python benchmarks/page_costs.py --out`` (and ``load_test.py --out``) in folder ``arg``."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from page_costs import markdown_tables as page_tables
-
-    return page_tables(ROOT / arg)
-
-
 def _backbone_breadth(arg: str) -> str:
     """The table of ``python scripts/backbone_breadth.py --out`` from its JSON result file ``arg``."""
     from backbone_breadth import markdown
@@ -120,23 +112,12 @@ def _backbone_breadth(arg: str) -> str:
     return markdown(ROOT / arg)
 
 
-def _install_size(arg: str) -> str:
-    """The install table of ``docs/installing.md``: each route's runs of ``scripts/install_size.sh``, from the JSON
-    ``arg`` (its ``runs``, one object per run)."""
-    runs = json.loads((ROOT / arg).read_text())["runs"]
-    routes = {"gpu": "GPU (`pip install .`)", "cpu": "CPU (CPU torch first)"}
-    most = max(sum(r["route"] == route for r in runs) for route in routes)
-    lines = ["| route | " + " | ".join(f"time, run {i + 1}" for i in range(most)) + " | size | torch | CUDA packages "
-             "(nvidia-*, triton) |",
-             "|---|" + "---|" * (most + 3)]  # fmt: skip
-    for route, title in routes.items():
-        mine = [r for r in runs if r["route"] == route]
-        if mine:
-            times = [f"{r['seconds']} s (load {r['load']:.1f})" for r in mine] + ["–"] * (most - len(mine))
-            last = mine[-1]
-            size = f"{last['size'][:-1]} {last['size'][-1]}B"  # du -sh: 6.2G
-            lines.append(f"| {title} | {' | '.join(times)} | {size} | {last['torch']} | {last['cuda_packages']} |")
-    return "\n".join(lines) + "\n"
+def _page_costs(arg: str) -> str:
+    """The tables of ``python benchmarks/page_costs.py --out`` (and ``load_test.py --out``) in folder ``arg``."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from page_costs import markdown_tables as page_tables
+
+    return page_tables(ROOT / arg)
 
 
 GENERATORS: dict[str, Callable[[str], str]] = {
@@ -151,7 +132,6 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "spatial-maps": _spatial_maps,
     "page-costs": _page_costs,
     "backbone-breadth": _backbone_breadth,
-    "install-size": _install_size,
 }
 
 

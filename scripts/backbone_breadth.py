@@ -5,18 +5,19 @@ where timm allows it) and each of two input sides, this builds the backbone thro
 :func:`laya.model.backbones.build_backbone` (the input size reaches timm as ``img_size`` where the
 model takes one), puts a LAYA head on it, runs a forward pass of one image and leave-one-layer-out.
 Nothing is trained or downloaded. ``tests/model/test_timm_breadth.py`` runs it; this script also
-writes the table of ``docs/backbones.md``::
+writes the result file whose table ``docs/backbones.md`` shows (a generated block, ``scripts/prose_claims.py``)::
 
-    python scripts/backbone_breadth.py --out docs/backbones.md
+    python scripts/backbone_breadth.py --out docs/backbone-breadth.json && python scripts/prose_claims.py --write
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -132,28 +133,30 @@ def run_all() -> list[Result]:
     return results
 
 
-BEGIN, END = "<!-- breadth table: begin -->", "<!-- breadth table: end -->"
+def markdown(path: Path) -> str:
+    """The generated block of ``docs/backbones.md``: the table and the run's conditions, from the result file."""
+    run = json.loads(path.read_text())
+    return (
+        f"{table([Result(**r) for r in run['results']])}\n\n{run['architectures']} architectures, "
+        f"{len(run['results'])} builds, {run['seconds']:.0f} s in all on one CPU thread, load average "
+        f"{run['load_average']:.0f} on {run['cpus']} cores (torch {run['torch']}; "
+        "`python scripts/backbone_breadth.py --out docs/backbone-breadth.json`).\n"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, help="markdown file whose breadth table is replaced")
+    parser.add_argument("--out", type=Path, help="JSON result file to write (docs/backbone-breadth.json)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     start = time.perf_counter()
     results = run_all()
-    total = time.perf_counter() - start
-    text = (
-        f"{table(results)}\n\n{len(ARCHITECTURES)} architectures, {len(results)} builds, "
-        f"{total:.0f} s in all on one CPU thread, load average {os.getloadavg()[0]:.0f} on {os.cpu_count()} cores "
-        f"(torch {torch.__version__}; `python scripts/backbone_breadth.py --out docs/backbones.md`)."
-    )
+    run = {"architectures": len(ARCHITECTURES), "seconds": time.perf_counter() - start,
+           "load_average": os.getloadavg()[0], "cpus": os.cpu_count(), "torch": torch.__version__,
+           "results": [asdict(r) for r in results]}  # fmt: skip
+    print(table(results))
     if args.out:
-        page = args.out.read_text()
-        head, _, rest = page.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        args.out.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
-    print(text)
+        args.out.write_text(json.dumps(run, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -105,6 +105,13 @@ def _spatial_maps(arg: str) -> str:
     return markdown_tables(ROOT / arg)
 
 
+def _backbone_breadth(arg: str) -> str:
+    """The table of ``python scripts/backbone_breadth.py --out`` from its JSON result file ``arg``."""
+    from backbone_breadth import markdown
+
+    return markdown(ROOT / arg)
+
+
 def _page_costs(arg: str) -> str:
     """The tables of ``python benchmarks/page_costs.py --out`` (and ``load_test.py --out``) in folder ``arg``."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -124,6 +131,7 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "depth-facts": _depth_facts,
     "spatial-maps": _spatial_maps,
     "page-costs": _page_costs,
+    "backbone-breadth": _backbone_breadth,
 }
 
 

@@ -85,18 +85,35 @@ def _measured(card: str) -> Callable[[str], str]:
     return generate
 
 
+def _wrapped(text: str, width: int = 120) -> str:
+    """``text`` with every line but table rows wrapped at ``width`` (a bullet's or an indented block's lines keep
+    its indent), so a generated paragraph reads like a written one."""
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if line.startswith("|") or len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        first = lead + ("* " if line.lstrip().startswith("* ") else "")
+        out += textwrap.wrap(line[len(first):], width, initial_indent=first, subsequent_indent=" " * len(first),
+                             break_long_words=False, break_on_hyphens=False)  # fmt: skip
+    return "\n".join(out)
+
+
 def _depth_facts(arg: str) -> str:
     """The bullets of ``python scripts/depth_facts.py models ARG`` (ARG: topics, e.g. ``detection``; none: all)."""
     from depth_facts import depth_facts
 
-    return depth_facts(ROOT / "models", arg)
+    return _wrapped(depth_facts(ROOT / "models", arg)) if arg else depth_facts(ROOT / "models")
 
 
 def _depth_table(arg: str) -> str:
     """One table of the depth card (``laya.analysis.depth.DEPTH_TABLES[arg]``) over the bundled ``depth.json``."""
     from laya.analysis.depth import DEPTH_TABLES
 
-    return DEPTH_TABLES[arg](_checkpoints("depth.json"))
+    return _wrapped(DEPTH_TABLES[arg](_checkpoints("depth.json")))
 
 
 def _spatial_facts(arg: str) -> str:
@@ -105,7 +122,7 @@ def _spatial_facts(arg: str) -> str:
     from spatial_facts import spatial_facts
 
     topic, _, pattern = arg.partition(" ")
-    return spatial_facts(ROOT / "docs" / "spatial_maps", topic, pattern.strip())
+    return _wrapped(spatial_facts(ROOT / "docs" / "spatial_maps", topic, pattern.strip()))
 
 
 def _lens_facts(arg: str) -> str:
@@ -120,7 +137,7 @@ def _lens_facts(arg: str) -> str:
     laya, concat = table("laya"), table("concat")
     early, last = laya.iloc[:-1], laya.iloc[-1]
     first, deep = concat.iloc[0], concat.iloc[-1]
-    return (f"On the bundled `{arg}` ({int(last['n']):,} test inputs), LAYA's own classifier reads "
+    return _wrapped(f"On the bundled `{arg}` ({int(last['n']):,} test inputs), LAYA's own classifier reads "
             f"{early['layer'].iloc[0]} to {early['layer'].iloc[-1]} with probability of the final class "
             f"{early['prob'].min():.3f} to {early['prob'].max():.3f}, KL to the final prediction "
             f"{early['kl'].min():.2f} to {early['kl'].max():.2f} nats, and {last['layer']} as the final prediction "
@@ -136,7 +153,7 @@ def _alpha_share(arg: str) -> str:
     frame = pd.read_csv(ROOT / "models" / arg / "layer_profile.csv")
     frame = frame[frame["method"] == "laya_alpha"]
     cells = ", ".join(f"{r.layer} {r.mean:.2g}" for r in frame.itertuples())
-    return f"Mean α over the `{arg}` test inputs (`layer_profile.csv`): {cells}.\n"
+    return _wrapped(f"Mean α over the `{arg}` test inputs (`layer_profile.csv`): {cells}.\n")
 
 
 def _depth_inputs(arg: str) -> str:
@@ -201,8 +218,11 @@ SECTIONS: dict[str, list[str]] = {
                 "seed0_sensitivity:models/*", "git:b1b4c12:models/fashion-mnist-mlp/summary.md",
                 "git:afa2ab3:models/cifar10-efficientnet-lite0/summary.md"],  # fmt: skip
     "Depth analytics": ["models/*/*/depth.json", "models/*/*/exits.json"],
+    "Error and OOD detection": ["models/*/*/depth.json"],
+    "Early exit, measured": ["models/*/*/exits.json"],
+    "Pruning and truncation": ["models/*/*/depth.json", "models/*/*/exits.json"],
     "Speed": ["docs/benchmark-run.txt", "docs/speed/*.json"],
-    "Measured against the anchors": ["docs/spatial_maps/*.csv"],
+    "Spatial maps against Grad-CAM, HiResCAM and LayerCAM": ["docs/spatial_maps/*.csv"],
 }
 
 

@@ -1,6 +1,6 @@
 """The verdict sentences of the pixel benchmark, computed from its CSVs (``python benchmarks/spatial_maps.py``).
 
-    python scripts/spatial_facts.py [docs/spatial_maps] [sample|headline|cost|verdicts] [CHECKPOINT-GLOB]
+    python scripts/spatial_facts.py [docs/spatial_maps] [sample|headline|cost|verdicts|training] [CHECKPOINT-GLOB]
 
 Every word that judges (wins, ties, loses) is the CSV's own paired-bootstrap verdict of exact minus that map
 (95 %, a CI covering 0 is a tie; each cell its own test, uncorrected), so rewriting the CSVs and running
@@ -153,7 +153,21 @@ def verdicts(folder: Path, pattern: str = "*") -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-FACTS = {"sample": sample, "headline": headline, "cost": cost, "verdicts": verdicts}
+def training(folder: Path) -> str:
+    """One line per ``*-train.json`` in ``folder``: how a checkpoint trained for the benchmark alone was made."""
+    import json
+
+    lines = []
+    for path in sorted(Path(folder).glob("*-train.json")):
+        info = json.loads(path.read_text())
+        metrics = info["metrics"]
+        lines.append(f"`{info['checkpoint']}`: {metrics['epochs']} epochs, test accuracy {metrics['test_accuracy']:.3f} "
+                     f"(`{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}`, written by "
+                     f"`{info['written_by'].split(' (')[0]}`).")  # fmt: skip
+    return "".join(f"{line}\n" for line in lines)
+
+
+FACTS = {"sample": sample, "headline": headline, "cost": cost, "verdicts": verdicts, "training": training}
 
 
 def spatial_facts(folder: Path, topic: str, pattern: str = "") -> str:

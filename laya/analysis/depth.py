@@ -402,7 +402,7 @@ def _reports(directories: Sequence[str | Path]) -> list[tuple[str, DepthReport]]
     return [(f"{d.parent.name} | {d.name}", r) for d, r in reports if r is not None]
 
 
-def prediction_depth_table(directories: Sequence[str | Path]) -> str:
+def prediction_depth_card(directories: Sequence[str | Path]) -> str:
     """Markdown: prediction depth and overthinking of every checkpoint in ``directories`` (fitted probes, and
     LAYA/ScalarMix's own classifier where they have one)."""
     reports = _reports(directories)
@@ -432,7 +432,7 @@ def prediction_depth_table(directories: Sequence[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def pruning_table(directories: Sequence[str | Path]) -> str:
+def pruning_card(directories: Sequence[str | Path]) -> str:
     """Markdown: accuracy of every checkpoint in ``directories`` with half its layers kept, by criterion."""
     lines = [("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit); the truncated model's "
               "measured speed-ups are `python -m laya exits`' (the truncation table)."), "",
@@ -448,7 +448,7 @@ def pruning_table(directories: Sequence[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def detection_table(directories: Sequence[str | Path]) -> str:
+def detection_card(directories: Sequence[str | Path]) -> str:
     """Markdown: detection AUROC of every checkpoint in ``directories``, MSP against the best other signal."""
     reports = _reports(directories)
     tasks = list(dict.fromkeys(_column(t) for _, r in reports for t in r.table("detection")["task"]))
@@ -483,7 +483,7 @@ def detection_table(directories: Sequence[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-DEPTH_TABLES = {"prediction-depth": prediction_depth_table, "pruning": pruning_table, "detection": detection_table}
+DEPTH_TABLES = {"prediction-depth": prediction_depth_card, "pruning": pruning_card, "detection": detection_card}
 
 
 def depth_card(directories: Sequence[str | Path]) -> str:
@@ -688,14 +688,14 @@ __all__ = [
     "LensOptions",
     "depth_card",
     "depth_report",
-    "detection_table",
+    "detection_card",
     "fit_depth",
     "head_pass",
     "input_depth",
     "input_scores",
     "lens_report",
-    "prediction_depth_table",
-    "pruning_table",
+    "prediction_depth_card",
+    "pruning_card",
     "run_depth",
     "write_depth",
 ]

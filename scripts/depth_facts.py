@@ -144,8 +144,8 @@ def exit_summary(exits: dict) -> list[str]:
         ok = [(row, times) for row, within, times in items if within]
         text = f"{kind} exits on {len(ok)} of {len(items)} checkpoints"
         if ok:
-            text += (f" (MACs saved {_saved_range([row['macs_saved'] for row, _ in ok])}; wall clock: "
-                     f"{_beyond([t for _, times in ok for t in times])} over every batch size)")  # fmt: skip
+            text += (f" (MACs saved {_saved_range([row['macs_saved'] for row, _ in ok])}; wall-clock changes, all batch sizes: "
+                     f"{_beyond([t for _, times in ok for t in times])})")  # fmt: skip
         cells.append(text)
     return ["within 1 point of the full model's accuracy: " + "; ".join(cells)]
 

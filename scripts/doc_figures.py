@@ -51,6 +51,17 @@ def _grid(n: int, width: float = 3.4, height: float = 2.8) -> tuple[Figure, list
     return fig, flat[:n]
 
 
+def _labelled(ax, title: str, ylabel: str, xlabel: str | None = None, legend: dict | None = None) -> Figure:
+    """Label a single-axis figure's axis (and its legend, with ``legend``'s keywords); the figure."""
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if legend is not None:
+        ax.legend(**legend)
+    return ax.figure
+
+
 def _errorbar(ax, x, value, low, high, **kwargs) -> None:
     ax.errorbar(x, value, yerr=[[value - low], [high - value]], fmt="o", capsize=3, **kwargs)
 
@@ -69,11 +80,9 @@ def prediction_depth(root: Path) -> Figure:
                   row["prediction_depth_high"] / layers, color=COLOURS[head],
                   label=HEADS[head] if settings.index(setting) == 0 else None)  # fmt: skip
     ax.set_xticks(range(len(settings)), [SETTINGS.get(s, s) for s in settings])
-    ax.set_ylabel("prediction depth / L")
     ax.set_ylim(0, 1.05)
-    ax.set_title("Where decisions settle: prediction depth through fitted probes (95 % CI)")
-    ax.legend(ncol=4, fontsize=8, loc="lower right")
-    return fig
+    return _labelled(ax, "Where decisions settle: prediction depth through fitted probes (95 % CI)",
+                     "prediction depth / L", legend={"ncol": 4, "fontsize": 8, "loc": "lower right"})
 
 
 def detection(root: Path) -> Figure:
@@ -157,11 +166,8 @@ def lens(root: Path) -> Figure:
         err = [[v - float(r["kl_low"]) for v, r in zip(y, rows)], [float(r["kl_high"]) - v for v, r in zip(y, rows)]]
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, color=COLOURS[head],
                     label=f"{HEADS[head]} ({rows[0]['readout']})")  # fmt: skip
-    ax.set_xlabel("block")
-    ax.set_ylabel("KL(final || readout), nats")
-    ax.set_title("Per-layer lens, CIFAR-10 CNN (95 % CI)")
-    ax.legend(fontsize=8)
-    return fig
+    return _labelled(ax, "Per-layer lens, CIFAR-10 CNN (95 % CI)", "KL(final || readout), nats", "block",
+                     {"fontsize": 8})
 
 
 def alpha(root: Path) -> Figure:
@@ -171,9 +177,7 @@ def alpha(root: Path) -> Figure:
     fig, ax = plt.subplots(figsize=(6, 3.0))
     ax.bar([r["layer"] for r in rows], [float(r["mean"]) for r in rows], color=COLOURS["laya"])
     ax.set_yscale("log")
-    ax.set_ylabel("mean α (log scale)")
-    ax.set_title("Where LAYA's head on the CIFAR-10 CNN puts its weight")
-    return fig
+    return _labelled(ax, "Where LAYA's head on the CIFAR-10 CNN puts its weight", "mean α (log scale)")
 
 
 def _spatial_rows(root: Path) -> dict[str, list[dict]]:
@@ -250,10 +254,8 @@ def spatial_cost(root: Path) -> Figure:
                        label=label if i == 0 else None)  # fmt: skip
     ax.set_xticks(range(len(every)), list(every), fontsize=7)
     ax.set_yscale("log")
-    ax.set_ylabel("time / one forward (log)")
-    ax.set_title("Cost of the maps (anchors: the slowest of the three)")
-    ax.legend(fontsize=8)
-    return fig
+    return _labelled(ax, "Cost of the maps (anchors: the slowest of the three)", "time / one forward (log)",
+                     legend={"fontsize": 8})
 
 
 def accuracy(root: Path) -> Figure:
@@ -269,10 +271,8 @@ def accuracy(root: Path) -> Figure:
             x = i + 0.18 * (list(HEADS).index(head) - 1.5)
             _errorbar(ax, x, value, low, high, color=COLOURS[head], label=HEADS[head] if i == 0 else None)
     ax.set_xticks(range(len(settings)), [SETTINGS[s] for s in settings])
-    ax.set_ylabel("test accuracy")
-    ax.set_title("Test accuracy over seeds (95 % CI), models/*/summary.csv")
-    ax.legend(ncol=4, fontsize=8)
-    return fig
+    return _labelled(ax, "Test accuracy over seeds (95 % CI), models/*/summary.csv", "test accuracy",
+                     legend={"ncol": 4, "fontsize": 8})
 
 
 FIGURES: dict[str, Callable[[Path], Figure]] = {

@@ -89,9 +89,11 @@ def headline(folder: Path) -> str:
         verdicts = [r["verdict"] for rows in every.values() for r in _pooled(rows)
                     if r["layer"] == ALL and r["metric"] == metric and r["method"] in ANCHORS]  # fmt: skip
         cells.append(f"{METRIC_NAMES[metric]} {' / '.join(str(verdicts.count(v)) for v in WORD)}")
+    stale = [name for name, rows in every.items() if not _balanced(rows)]
+    caveat = f" Not a class-balanced sample: {', '.join(stale)} (the first test images)." if stale else ""
     return (f"**Verdict:** the all-layer exact map against Grad-CAM, HiResCAM and LayerCAM, wins / ties / losses "
             f"over {_count(len(every), 'checkpoint')} × {len(ANCHORS)} anchors: {'; '.join(cells)} (paired bootstrap, 95 %, each "
-            "comparison its own test).\n")  # fmt: skip
+            f"comparison its own test).{caveat}\n")  # fmt: skip
 
 
 def cost(folder: Path) -> str:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Depth analytics (python -m laya depth) for every bundled checkpoint whose depth.json is older than its
-# weights, then the depth tables and generated blocks of the docs. Usage: scripts/depth_all.sh [MODELS_DIR] [extra flags for laya depth]
+# weights, then the docs' generated blocks. Usage: scripts/depth_all.sh [MODELS_DIR] [extra flags for laya depth]
 set -euo pipefail
 models=${1:-models}
 shift || true
@@ -15,5 +15,4 @@ for dir in "$models"/*/*/; do
   echo "== $dir"
   "$python" -m laya --threads 1 depth --checkpoint "$dir" --train-limit 3000 --limit 2000 "$@"
 done
-"$python" -c "from laya.analysis.depth import update_depth_card; update_depth_card('docs/depth-analytics.md', '$models')"
-"$python" scripts/prose_claims.py --write  # the generated blocks (measured exits: python -m laya exits)
+"$python" scripts/prose_claims.py --write  # the docs' generated blocks: depth tables and facts (measured exits: python -m laya exits)

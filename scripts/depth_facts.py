@@ -1,6 +1,6 @@
 """The numbers of the Depth analytics page's "What the numbers say", computed from the bundled reports.
 
-    python scripts/depth_facts.py [models]
+    python scripts/depth_facts.py [models] [detection depth exits truncation]
 
 Reads every ``models/<setting>/<head>/depth.json`` (``python -m laya depth``) and ``exits.json``
 (``python -m laya exits``) and prints the bullet list the page embeds as a generated block (checked by
@@ -129,6 +129,27 @@ def exit_facts(exits: dict) -> list[str]:
     return lines
 
 
+def exit_summary(exits: dict) -> list[str]:
+    """One line: per exit kind, the checkpoints with a threshold within 1 point, their MACs saved, and how many of
+    their wall-clock savings exceed the report's timing noise."""
+    kinds: dict[str, list] = {}
+    for report in exits.values():
+        runs = pd.DataFrame(report["runs"])
+        batches = sorted(int(c.split("_b")[1]) for c in runs.columns if c.startswith("saved_b"))
+        for kind, part in runs.groupby("exits", sort=False):
+            row, within = best_exit(part)
+            kinds.setdefault(kind, []).append((row, within, [(row[f"saved_b{b}"], timing_spread(runs, b)) for b in batches]))
+    cells = []
+    for kind, items in kinds.items():
+        ok = [(row, times) for row, within, times in items if within]
+        text = f"{kind} exits on {len(ok)} of {len(items)} checkpoints"
+        if ok:
+            text += (f" (MACs saved {_saved_range([row['macs_saved'] for row, _ in ok])}; wall-clock changes, all batch sizes: "
+                     f"{_beyond([t for _, times in ok for t in times])})")  # fmt: skip
+        cells.append(text)
+    return ["within 1 point of the full model's accuracy: " + "; ".join(cells)]
+
+
 def truncation_facts(exits: dict) -> list[str]:
     within, lost = [], []
     for (setting, head), report in exits.items():
@@ -164,11 +185,20 @@ def depth_inputs(models: Path) -> str:
     return "Inputs per setting (from each `depth.json`): " + "; ".join(cells) + ".\n"
 
 
-def depth_facts(models: Path) -> str:
-    depth, exits = _load(models, "depth.json"), _load(models, "exits.json")
-    lines = detection_facts(depth) + depth_facts_lines(depth) + exit_facts(exits) + truncation_facts(exits)
+#: topic -> (report file, its facts); the docs' pages each embed their topic's
+FACTS = {"detection": ("depth.json", detection_facts), "depth": ("depth.json", depth_facts_lines),
+         "exits": ("exits.json", exit_facts), "exit-summary": ("exits.json", exit_summary), "truncation": ("exits.json", truncation_facts)}  # fmt: skip
+
+
+def depth_facts(models: Path, topics: str = "") -> str:
+    """The bullet list of the facts of ``topics`` (space-separated keys of :data:`FACTS`; empty: all)."""
+    names = topics.split() or [name for name in FACTS if name != "exit-summary"]
+    unknown = sorted(set(names) - set(FACTS))
+    if unknown:
+        raise ValueError(f"unknown depth-facts topic(s) {unknown}; expected some of {list(FACTS)}")
+    lines = [line for name in names for line in FACTS[name][1](_load(models, FACTS[name][0]))]
     return "".join(f"* {line}\n" for line in lines)
 
 
 if __name__ == "__main__":
-    print(depth_facts(Path(sys.argv[1] if len(sys.argv) > 1 else "models")), end="")
+    print(depth_facts(Path(sys.argv[1] if len(sys.argv) > 1 else "models"), " ".join(sys.argv[2:])), end="")

@@ -85,16 +85,81 @@ def _measured(card: str) -> Callable[[str], str]:
     return generate
 
 
+def _wrapped(text: str, width: int = 120) -> str:
+    """``text`` with every line but table rows wrapped at ``width`` (a bullet's or an indented block's lines keep
+    its indent), so a generated paragraph reads like a written one."""
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if line.startswith("|") or len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        first = lead + ("* " if line.lstrip().startswith("* ") else "")
+        out += textwrap.wrap(line[len(first):], width, initial_indent=first, subsequent_indent=" " * len(first),
+                             break_long_words=False, break_on_hyphens=False)  # fmt: skip
+    return "\n".join(out)
+
+
 def _depth_facts(arg: str) -> str:
+    """The bullets of ``python scripts/depth_facts.py models ARG`` (ARG: topics, e.g. ``detection``; none: all)."""
     from depth_facts import depth_facts
 
-    return depth_facts(ROOT / "models")
+    return _wrapped(depth_facts(ROOT / "models", arg)) if arg else depth_facts(ROOT / "models")
+
+
+def _depth_table(arg: str) -> str:
+    """One table of the depth card (``laya.analysis.depth.DEPTH_TABLES[arg]``) over the bundled ``depth.json``."""
+    from laya.analysis.depth import DEPTH_TABLES
+
+    return _wrapped(DEPTH_TABLES[arg](_checkpoints("depth.json")))
+
+
+def _spatial_facts(arg: str) -> str:
+    """``spatial-facts TOPIC [CHECKPOINT-GLOB]``: ``scripts/spatial_facts.py``'s sentences from the pixel benchmark's
+    CSVs in ``docs/spatial_maps`` (empty where no CSV matches)."""
+    from spatial_facts import spatial_facts
+
+    topic, _, pattern = arg.partition(" ")
+    return _wrapped(spatial_facts(ROOT / "docs" / "spatial_maps", topic, pattern.strip()))
+
+
+def _lens_facts(arg: str) -> str:
+    """``lens-facts SETTING``: the lens of SETTING's LAYA (its own classifier) and Concat (fitted probes) heads, from
+    their ``lens.csv`` (``python -m laya lens``): the early blocks' range, the last block, Concat's first and last."""
+    import pandas as pd
+
+    def table(head: str) -> pd.DataFrame:
+        frame = pd.read_csv(ROOT / "models" / arg / head / "lens.csv")
+        return frame[frame["class"] == "all"].set_index("layer_index")
+
+    laya, concat = table("laya"), table("concat")
+    early, last = laya.iloc[:-1], laya.iloc[-1]
+    first, deep = concat.iloc[0], concat.iloc[-1]
+    return _wrapped(f"On the bundled `{arg}` ({int(last['n']):,} test inputs), LAYA's own classifier reads "
+            f"{early['layer'].iloc[0]} to {early['layer'].iloc[-1]} with probability of the final class "
+            f"{early['prob'].min():.3f} to {early['prob'].max():.3f}, KL to the final prediction "
+            f"{early['kl'].min():.2f} to {early['kl'].max():.2f} nats, and {last['layer']} as the final prediction "
+            f"(KL {last['kl']:.3f}). Concat's fitted probes read every block, their KL going from "
+            f"{first['kl']:.2f} [{first['kl_low']:.2f}, {first['kl_high']:.2f}] at {first['layer']} to "
+            f"{deep['kl']:.2f} [{deep['kl_low']:.2f}, {deep['kl_high']:.2f}] at {deep['layer']}.\n")
+
+
+def _alpha_share(arg: str) -> str:
+    """``alpha-share SETTING/HEAD``: the mean layer weight α per layer over the test set (``layer_profile.csv``)."""
+    import pandas as pd
+
+    frame = pd.read_csv(ROOT / "models" / arg / "layer_profile.csv")
+    frame = frame[frame["method"] == "laya_alpha"]
+    cells = ", ".join(f"{r.layer} {r.mean:.2g}" for r in frame.itertuples())
+    return _wrapped(f"Mean α over the `{arg}` test inputs (`layer_profile.csv`): {cells}.\n")
 
 
 def _depth_inputs(arg: str) -> str:
     from depth_facts import depth_inputs
 
-    return depth_inputs(ROOT / "models")
+    return _wrapped(depth_inputs(ROOT / "models"))
 
 
 def _spatial_maps(arg: str) -> str:
@@ -102,7 +167,7 @@ def _spatial_maps(arg: str) -> str:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from spatial_maps import markdown_tables
 
-    return markdown_tables(ROOT / arg)
+    return _wrapped(markdown_tables(ROOT / arg))
 
 
 def _backbone_breadth(arg: str) -> str:
@@ -120,6 +185,67 @@ def _page_costs(arg: str) -> str:
     return page_tables(ROOT / arg)
 
 
+def _raw_runs(path: Path) -> list[tuple[str, list[dict]]]:
+    """``(command line, its JSON records)`` of every run in a raw benchmark log such as ``docs/sandbox-benchmarks.txt``:
+    a ``python benchmarks/...`` line, then one JSON object per line or one indented object."""
+    runs: list[tuple[str, list[dict]]] = []
+    chunk: list[str] = []
+
+    def flush() -> None:
+        text = "\n".join(chunk).strip()
+        if runs and text:
+            runs[-1][1].extend([json.loads(text)] if text.startswith("{\n") else [json.loads(x) for x in text.splitlines()])
+        chunk.clear()
+
+    for line in path.read_text().splitlines():
+        if line.startswith("python benchmarks/"):
+            flush()
+            runs.append((line, []))
+        elif not line.startswith("#"):
+            chunk.append(line)
+    flush()
+    return runs
+
+
+def _worker_overhead(arg: str) -> str:
+    """``worker-overhead FILE [verdict]``: the verdict and table of ``python benchmarks/worker_overhead.py`` in raw log
+    FILE (``verdict``: the verdict line alone)."""
+    arg, _, part = arg.partition(" ")
+    (records,) = [r for command, r in _raw_runs(ROOT / arg) if "worker_overhead.py" in command]
+    rows, total = [r for r in records if "setting" in r], next(r for r in records if "max_added_ms" in r)
+    lines = [f"**Verdict:** a sandboxed worker adds at most {total['max_added_ms']:.1f} ms to an interaction (goal: at "
+             f"most {total['goal_ms']} ms: {'met' if total['max_added_ms'] <= total['goal_ms'] else 'not met'}); a "
+             f"worker's start-up took {total['worker_startup_s']:.1f} s (fastest of {total['rounds']}, "
+             f"{total['threads']} thread, `{arg}`).", "",
+             "| setting | Inspect in process / worker (ms) | added | Depth analytics in process / worker (ms) | added "
+             "| first load in process / in worker (s) |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| {r['setting']} | {r['explain_in_process_ms']:.1f} / {r['explain_worker_ms']:.1f} | "
+                     f"{r['explain_added_ms']:+.1f} | {r['depth_in_process_ms']:.1f} / {r['depth_worker_ms']:.1f} | "
+                     f"{r['depth_added_ms']:+.1f} | {r['load_in_process_s']:.3f} / {r['first_load_in_worker_s']:.3f} |")
+    return _wrapped(lines[0] + "\n" if part == "verdict" else "\n".join(lines) + "\n")
+
+
+def _upload_memory(arg: str) -> str:
+    """``upload-memory FILE``: the server's RSS in every ``python benchmarks/upload_memory.py`` run of raw log FILE."""
+    runs = [(command.split("#", 1)[1].strip() if "#" in command else command, r[0])
+            for command, r in _raw_runs(ROOT / arg) if "upload_memory.py" in command]  # fmt: skip
+    keys = {"server_rss_start_mb": "start (one session on a bundled model)",
+            "server_rss_after_uploads_mb": "after the uploads, each shown on Inspect", "server_peak_mb": "peak",
+            "server_rss_when_clean_mb": "when the upload folders were empty and the workers ended",
+            "seconds_until_clean": "seconds from closing the browsers until then",
+            "server_rss_after_sessions_mb": "after the sessions (older runs)", "server_rss_end_mb": "end",
+            "workers_rss_mb": "the worker holding the models"}  # fmt: skip
+    lines = ["| server RSS (MB) | " + " | ".join(f"run {i + 1}" for i in range(len(runs))) + " |",
+             "|---|" + "---|" * len(runs)]
+    for key, label in keys.items():
+        if any(key in r for _, r in runs):
+            lines.append(f"| {label} | " + " | ".join("–" if r.get(key) is None else f"{r[key]:g}" for _, r in runs) + " |")
+    notes = "; ".join(f"run {i + 1}: {r['uploads']} uploads, {r['weights_mb_total']} MB of weights, {what}"
+                      for i, (what, r) in enumerate(runs))  # fmt: skip
+    return _wrapped("\n".join(lines) + f"\n\nRuns (`{arg}`): {notes}.\n")
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
     "depth-inputs": _depth_inputs,
     "summary-table": _summary_table,
@@ -129,6 +255,12 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "truncation-card": _measured("truncation_card"),
     "alpha-card": _measured("alpha_card"),
     "depth-facts": _depth_facts,
+    "depth-table": _depth_table,
+    "spatial-facts": _spatial_facts,
+    "lens-facts": _lens_facts,
+    "alpha-share": _alpha_share,
+    "worker-overhead": _worker_overhead,
+    "upload-memory": _upload_memory,
     "spatial-maps": _spatial_maps,
     "page-costs": _page_costs,
     "backbone-breadth": _backbone_breadth,
@@ -157,8 +289,11 @@ SECTIONS: dict[str, list[str]] = {
                 "seed0_sensitivity:models/*", "git:b1b4c12:models/fashion-mnist-mlp/summary.md",
                 "git:afa2ab3:models/cifar10-efficientnet-lite0/summary.md"],  # fmt: skip
     "Depth analytics": ["models/*/*/depth.json", "models/*/*/exits.json"],
+    "Error and OOD detection": ["models/*/*/depth.json"],
+    "Early exit, measured": ["models/*/*/exits.json"],
+    "Pruning and truncation": ["models/*/*/depth.json", "models/*/*/exits.json"],
     "Speed": ["docs/benchmark-run.txt", "docs/speed/*.json"],
-    "Measured against the anchors": ["docs/spatial_maps/*.csv"],
+    "Spatial maps against Grad-CAM, HiResCAM and LayerCAM": ["docs/spatial_maps/*.csv"],
 }
 
 

@@ -396,19 +396,22 @@ def _column(task: str) -> str:
     return "OOD: other dataset" if task.startswith("OOD:") and "noise" not in task else task
 
 
-def depth_card(directories: Sequence[str | Path]) -> str:
-    """Markdown tables over the checkpoints in ``directories`` that have a ``depth.json``: prediction depth
-    and overthinking, pruning, and detection AUROC (MSP vs the best depth signal). Early-exit savings and truncation
-    speed-ups are not here: ``depth.json``'s are estimates; the measured ones are :mod:`laya.analysis.measured`'s."""
+def _reports(directories: Sequence[str | Path]) -> list[tuple[str, DepthReport]]:
+    """``("<setting> | <head>", report)`` of every directory in ``directories`` that has a ``depth.json``."""
     reports = [(Path(d), DepthReport.load(d)) for d in directories]
-    reports = [(d, r) for d, r in reports if r is not None]
-    names = [f"{d.parent.name} | {d.name}" for d, _ in reports]
+    return [(f"{d.parent.name} | {d.name}", r) for d, r in reports if r is not None]
+
+
+def prediction_depth_card(directories: Sequence[str | Path]) -> str:
+    """Markdown: prediction depth and overthinking of every checkpoint in ``directories`` (fitted probes, and
+    LAYA/ScalarMix's own classifier where they have one)."""
+    reports = _reports(directories)
     lines = [("Prediction depth and overthinking: readouts through linear probes fitted on the training split for "
               "every head (the same kind of readout, so heads compare); the last column reads LAYA/ScalarMix through "
               "their own classifier instead (depth; overthinking rate), where they have one."), "",
              ("| setting | head | test / train inputs | accuracy | prediction depth (of L), fitted probes | overthinking "
               "rate, fitted probes | overthought errors, fitted probes | own classifier: depth; overthinking |"), "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for name, (_, r) in zip(names, reports):
+    for name, r in reports:
         own_kind = r.data.get("readout_kind", "own classifier" if r.data["readout_source"] == "the head's classifier"
                               else "fitted probe") == "own classifier"  # fmt: skip
         own = r.table("prediction_depth").set_index("class").loc["all"]
@@ -426,28 +429,39 @@ def depth_card(directories: Sequence[str | Path]) -> str:
             f"{_ci(overall['overthought_errors'], overall['overthought_errors_low'], overall['overthought_errors_high'], '.2f')} | "
             f"{own_cell} |"
         )
-    lines += ["", ("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit); the truncated model's "
+    return "\n".join(lines) + "\n"
+
+
+def pruning_card(directories: Sequence[str | Path]) -> str:
+    """Markdown: accuracy of every checkpoint in ``directories`` with half its layers kept, by criterion."""
+    lines = [("Pruning: accuracy with half the layers kept (as pruned / classifier re-fit); the truncated model's "
               "measured speed-ups are `python -m laya exits`' (the truncation table)."), "",
-              "| setting | head | layers kept | head weight | LOO drop | random (mean of orders) |",
-              "|---|---|---|---|---|---|"]  # fmt: skip
-    for name, (_, r) in zip(names, reports):
+             "| setting | head | layers kept | head weight | LOO drop | random (mean of orders) |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for name, r in _reports(directories):
         table = r.table("pruning")
         kept = max(1, len(r.data["layer_names"]) // 2)
         half = table[table["layers_kept"] == kept].set_index("criterion")
         cells = [f"{half.loc[c, 'accuracy']:.3f} / {half.loc[c, 'refit_accuracy']:.3f}" if c in half.index else "–"
                  for c in ("head weight", "LOO drop", "random")]  # fmt: skip
         lines.append(f"| {name} | {kept} of {len(r.data['layer_names'])} | {' | '.join(cells)} |")
+    return "\n".join(lines) + "\n"
+
+
+def detection_card(directories: Sequence[str | Path]) -> str:
+    """Markdown: detection AUROC of every checkpoint in ``directories``, MSP against the best other signal."""
+    reports = _reports(directories)
     tasks = list(dict.fromkeys(_column(t) for _, r in reports for t in r.table("detection")["task"]))
     sets = sorted({f"{k.removeprefix('OOD: ')}: {v}" for _, r in reports
                    for k, v in (r.data["detection"].get("ood_descriptions") or {}).items()})  # fmt: skip
-    lines += ["", ("Detection AUROC [95 % CI]: max softmax (MSP) and the best other signal among all scores (energy, "
+    lines = [("Detection AUROC [95 % CI]: max softmax (MSP) and the best other signal among all scores (energy, "
               "α-div: α divergence, disagree: readout disagreement, depth: prediction depth, Maha: multi-layer "
               "Mahalanobis); (+)/(−)/tie and 'above MSP': paired bootstrap of the AUROC difference against MSP (95 % CI "
               "excludes 0). OOD sets: " + ("; ".join(sets) if sets else "CIFAR-10 test images (grey, 28 px) for "
               "Fashion-MNIST models, Fashion-MNIST test images (RGB, 32 px) for CIFAR-10 models") + "."), "",
               "| setting | head | " + " | ".join(tasks) + " |",
               "|---|---|" + "---|" * len(tasks)]  # fmt: skip
-    for name, (_, r) in zip(names, reports):
+    for name, r in reports:
         table = r.table("detection")
         cells = []
         for task in tasks:
@@ -469,21 +483,18 @@ def depth_card(directories: Sequence[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+DEPTH_TABLES = {"prediction-depth": prediction_depth_card, "pruning": pruning_card, "detection": detection_card}
+
+
+def depth_card(directories: Sequence[str | Path]) -> str:
+    """The three tables of :data:`DEPTH_TABLES` over the checkpoints in ``directories`` that have a ``depth.json``.
+    Early-exit savings and truncation speed-ups are not here: ``depth.json``'s are estimates; the measured ones are
+    :mod:`laya.analysis.measured`'s."""
+    return "\n".join(table(directories) for table in DEPTH_TABLES.values())
+
+
 SHORT = {"alpha_divergence": "α-div", "readout_disagreement": "disagree", "prediction_depth": "depth",
          "mahalanobis": "Maha", "energy": "energy", "msp": "MSP"}  # fmt: skip
-CARD_START, CARD_END = "<!-- depth-card:start -->", "<!-- depth-card:end -->"
-
-
-def update_depth_card(readme: str | Path, models: str | Path) -> Path:
-    """Rewrite the tables between the depth-card markers of ``readme`` from ``models/*/*/depth.json``."""
-    path = Path(readme)
-    text = path.read_text()
-    if CARD_START not in text or CARD_END not in text:
-        raise ValueError(f"{path} has no {CARD_START} ... {CARD_END} markers")
-    head, rest = text.split(CARD_START, 1)
-    card = depth_card(sorted(p.parent for p in Path(models).glob("*/*/depth.json")))
-    path.write_text(f"{head}{CARD_START}\n{card}{CARD_END}{rest.split(CARD_END, 1)[1]}")
-    return path
 
 
 CSV_TABLES = ("prediction_depth", "prediction_depth_probes", "readout_accuracy", "logit_attribution", "exit_curve",
@@ -665,6 +676,7 @@ def input_scores(
 __all__ = [
     "CSV_TABLES",
     "DEPTH_FILE",
+    "DEPTH_TABLES",
     "FIT_FILE",
     "FIT_META_FILE",
     "LENS_SOURCE",
@@ -676,12 +688,14 @@ __all__ = [
     "LensOptions",
     "depth_card",
     "depth_report",
+    "detection_card",
     "fit_depth",
     "head_pass",
     "input_depth",
     "input_scores",
     "lens_report",
+    "prediction_depth_card",
+    "pruning_card",
     "run_depth",
-    "update_depth_card",
     "write_depth",
 ]

@@ -1,4 +1,4 @@
-"""The lens numbers quoted in docs/where-and-depth.md are the bundled lens.csv files' (python -m laya lens)."""
+"""The lens numbers quoted in docs/lens.md (its generated lens-facts block) are the bundled lens.csv files' (python -m laya lens)."""
 
 from pathlib import Path
 
@@ -13,7 +13,7 @@ def _all(head: str) -> pd.DataFrame:
 
 
 def test_quoted_lens_numbers_match_the_files():
-    text = " ".join((ROOT / "docs" / "where-and-depth.md").read_text().split())
+    text = " ".join((ROOT / "docs" / "lens.md").read_text().split())
     laya, concat = _all("laya"), _all("concat")
     early = laya.loc[[f"block {i}" for i in range(1, 5)]]
     assert set(laya["readout"]) == {"head classifier"} and set(concat["readout"]) == {"linear probes"}

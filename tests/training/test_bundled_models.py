@@ -61,7 +61,7 @@ def test_bundled_report_accuracy_reproduces_on_the_test_split(path: Path):
 
 @pytest.mark.parametrize("path", BUNDLED, ids=ids)
 def test_bundled_depth_uses_class_balanced_ood_sets(path: Path):
-    """docs/depth-analytics.md says every row is current: energy is scored and the other-dataset OOD set is balanced."""
+    """The depth docs say every row is current: energy is scored and the other-dataset OOD set is balanced."""
     detection = json.loads((path / "depth.json").read_text())["detection"]
     assert "energy" in {row["score"] for row in detection["table"]}
     (other,) = [d for name, d in detection["ood_descriptions"].items() if "noise" not in name]

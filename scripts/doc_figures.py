@@ -1,0 +1,319 @@
+"""The docs' figures, drawn from the committed reports (matplotlib PNGs under docs/figures/).
+
+    python scripts/doc_figures.py [--out docs/figures] [NAME ...]
+
+Each figure is one function ``(root) -> Figure`` in ``FIGURES`` reading only committed result files:
+``models/<setting>/<head>/{depth.json, exits.json, lens.csv, layer_profile.csv}``, ``models/<setting>/summary.csv``
+and ``docs/spatial_maps/*.csv`` (``python benchmarks/spatial_maps.py``). Rerun it after any of those changes; the
+page under each figure names this command. ``tests/docs/test_figures.py`` redraws every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import matplotlib
+import matplotlib.ticker
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CIFAR-10 CNN",
+            "cifar10-efficientnet-lite0": "EfficientNet-Lite0", "cifar10-vit": "CIFAR-10 ViT"}  # fmt: skip
+HEADS = {"laya": "LAYA", "scalarmix": "ScalarMix", "concat": "Concat", "lastlayer": "LastLayer"}
+COLOURS = {"laya": "#1f77b4", "scalarmix": "#ff7f0e", "concat": "#2ca02c", "lastlayer": "#7f7f7f"}
+METHOD_COLOURS = {"exact": "#d62728", "Grad-CAM": "#1f77b4", "HiResCAM": "#2ca02c", "LayerCAM": "#9467bd",
+                  "random": "#7f7f7f"}  # fmt: skip
+
+
+def _reports(root: Path, name: str) -> dict[tuple[str, str], dict]:
+    """``(setting, head) -> report`` of every ``models/<setting>/<head>/<name>`` (JSON), settings in SETTINGS order."""
+    found = {(p.parent.parent.name, p.parent.name): json.loads(p.read_text())
+             for p in sorted((root / "models").glob(f"*/*/{name}"))}  # fmt: skip
+    order = list(SETTINGS)
+    return dict(sorted(found.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 99, kv[0][1])))
+
+
+def _grid(n: int, width: float = 3.4, height: float = 2.8) -> tuple[Figure, list]:
+    cols = min(n, 4)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _labelled(ax, title: str, ylabel: str, xlabel: str | None = None, legend: dict | None = None) -> Figure:
+    """Label a single-axis figure's axis (and its legend, with ``legend``'s keywords); the figure."""
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if legend is not None:
+        ax.legend(**legend)
+    return ax.figure
+
+
+def _errorbar(ax, x, value, low, high, **kwargs) -> None:
+    ax.errorbar(x, value, yerr=[[value - low], [high - value]], fmt="o", capsize=3, **kwargs)
+
+
+def prediction_depth(root: Path) -> Figure:
+    """Prediction depth (fitted probes, mean with 95 % CI) over L, per setting and head."""
+    reports = _reports(root, "depth.json")
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    settings = list(dict.fromkeys(s for s, _ in reports))
+    for (setting, head), r in reports.items():
+        rows = r.get("prediction_depth_probes") or r["prediction_depth"]
+        row = next(x for x in rows if x["class"] == "all")
+        layers = len(r["layer_names"])
+        x = settings.index(setting) + 0.18 * (list(HEADS).index(head) - 1.5)
+        _errorbar(ax, x, row["prediction_depth"] / layers, row["prediction_depth_low"] / layers,
+                  row["prediction_depth_high"] / layers, color=COLOURS[head],
+                  label=HEADS[head] if settings.index(setting) == 0 else None)  # fmt: skip
+    ax.set_xticks(range(len(settings)), [SETTINGS.get(s, s) for s in settings])
+    ax.set_ylim(0, 1.05)
+    return _labelled(ax, "Where decisions settle: prediction depth through fitted probes (95 % CI)",
+                     "prediction depth / L", legend={"ncol": 4, "fontsize": 8, "loc": "lower right"})
+
+
+def detection(root: Path) -> Figure:
+    """AUROC of max softmax against multi-layer Mahalanobis, misclassification and other-dataset OOD."""
+    reports = _reports(root, "depth.json")
+    tasks = {"misclassification": "misclassification", "OOD": "OOD: other dataset"}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
+    names = [f"{SETTINGS.get(s, s)} {HEADS.get(h, h)}" for s, h in reports]
+    for ax, (prefix, title) in zip(axes, tasks.items()):
+        for i, r in enumerate(reports.values()):
+            table = [row for row in r["detection"]["table"]
+                     if row["task"].startswith(prefix) and "noise" not in row["task"]]  # fmt: skip
+            for score, colour, offset in (("msp", "#7f7f7f", -0.15), ("mahalanobis", "#d62728", 0.15)):
+                row = next((x for x in table if x["score"] == score and x["auroc"] is not None), None)
+                if row:
+                    ax.errorbar(row["auroc"], i + offset, xerr=[[row["auroc"] - row["auroc_low"]],
+                                [row["auroc_high"] - row["auroc"]]], fmt="o", color=colour, capsize=2,
+                                label={"msp": "max softmax", "mahalanobis": "Mahalanobis"}[score] if i == 0 else None)  # fmt: skip
+        ax.set_title(title)
+        ax.set_xlabel("AUROC (95 % CI)")
+        ax.axvline(0.5, color="black", lw=0.5, ls=":")
+    axes[0].set_yticks(range(len(names)), names, fontsize=7)
+    axes[0].invert_yaxis()
+    axes[0].legend(fontsize=8, loc="lower left")
+    return fig
+
+
+def early_exit(root: Path) -> Figure:
+    """Accuracy change against MACs saved, one measured run per threshold, per setting, head and exit kind."""
+    reports = _reports(root, "exits.json")
+    settings = list(dict.fromkeys(s for s, _ in reports))
+    fig, axes = _grid(len(settings))
+    for ax, setting in zip(axes, settings):
+        for (s, head), r in reports.items():
+            if s != setting:
+                continue
+            runs = [x for x in r["runs"] if x["policy"].startswith("confidence")]
+            full = next(x["accuracy"] for x in r["runs"] if x["policy"] == "full model")
+            for kind in dict.fromkeys(x["exits"] for x in runs):
+                points = sorted((x["macs_saved"], x["accuracy"] - full) for x in runs if x["exits"] == kind)
+                ax.plot([100 * p for p, _ in points], [100 * a for _, a in points], marker=".",
+                        ls="-" if kind.startswith("trained") else "--", color=COLOURS[head], lw=1,
+                        label=f"{HEADS[head]}, {kind}")  # fmt: skip
+        ax.axhline(-1, color="black", lw=0.6, ls=":")
+        ax.set_title(SETTINGS.get(setting, setting), fontsize=10)
+        ax.set_xlabel("MACs saved (%)")
+        ax.set_ylabel("accuracy − full model (points)")
+        ax.set_ylim(-30, 3)
+    handles = {h: plt.Line2D([], [], color=COLOURS[h], label=HEADS[h]) for h in dict.fromkeys(h for _, h in reports)}
+    fig.legend(handles=list(handles.values()), loc="lower center", ncol=len(handles), fontsize=8)
+    fig.suptitle("Early exit, measured runs: trained exits (solid), readouts or probes (dashed); dotted: 1 point lost")
+    return fig
+
+
+def pruning(root: Path) -> Figure:
+    """LAYA's accuracy against layers kept, by pruning criterion (as pruned), per setting."""
+    reports = {k: v for k, v in _reports(root, "depth.json").items() if k[1] == "laya"}
+    fig, axes = _grid(len(reports))
+    styles = {"head weight": "#1f77b4", "LOO drop": "#ff7f0e", "random": "#7f7f7f"}
+    for ax, ((setting, _), r) in zip(axes, reports.items()):
+        for criterion, colour in styles.items():
+            rows = sorted((x["layers_kept"], x["accuracy"]) for x in r["pruning"] if x["criterion"] == criterion)
+            ax.plot([k for k, _ in rows], [a for _, a in rows], marker="o", color=colour, label=criterion)
+        ax.set_title(f"{SETTINGS.get(setting, setting)}, LAYA", fontsize=10)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        ax.set_xlabel("layers kept")
+        ax.set_ylabel("accuracy (as pruned)")
+        ax.legend(fontsize=7)
+    fig.suptitle("Pruning the head's layers: by the head's weight, by LOO drop, at random (mean of orders)")
+    return fig
+
+
+def lens(root: Path) -> Figure:
+    """KL(final || readout) per layer of the CIFAR-10 CNN: LAYA's own classifier against Concat's fitted probes."""
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for head in ("laya", "concat"):
+        rows = [r for r in csv.DictReader((root / "models" / "cifar10-cnn" / head / "lens.csv").open())
+                if r["class"] == "all"]  # fmt: skip
+        x = [int(r["layer_index"]) for r in rows]
+        y = [float(r["kl"]) for r in rows]
+        err = [[v - float(r["kl_low"]) for v, r in zip(y, rows)], [float(r["kl_high"]) - v for v, r in zip(y, rows)]]
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, color=COLOURS[head],
+                    label=f"{HEADS[head]} ({rows[0]['readout']})")  # fmt: skip
+    return _labelled(ax, "Per-layer lens, CIFAR-10 CNN (95 % CI)", "KL(final || readout), nats", "block",
+                     {"fontsize": 8})
+
+
+def alpha(root: Path) -> Figure:
+    """LAYA's mean layer weight α per layer of the CIFAR-10 CNN (log scale), from ``layer_profile.csv``."""
+    rows = [r for r in csv.DictReader((root / "models" / "cifar10-cnn" / "laya" / "layer_profile.csv").open())
+            if r["method"] == "laya_alpha"]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(6, 3.0))
+    ax.bar([r["layer"] for r in rows], [float(r["mean"]) for r in rows], color=COLOURS["laya"])
+    ax.set_yscale("log")
+    return _labelled(ax, "Where LAYA's head on the CIFAR-10 CNN puts its weight", "mean α (log scale)")
+
+
+def _spatial_rows(root: Path) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for path in sorted((root / "docs" / "spatial_maps").glob("*.csv")):
+        for row in csv.DictReader(path.open()):
+            out.setdefault(row["checkpoint"], []).append(row)
+    return out
+
+
+def spatial_layers(root: Path) -> Figure:
+    """ROAD (higher is better) per layer, exact against the anchors, one panel per benchmarked checkpoint."""
+    every = _spatial_rows(root)
+    fig, axes = _grid(max(len(every), 1))
+    for ax, (name, rows) in zip(axes, every.items()):
+        rows = [r for r in rows if r["metric"] == "road" and not r.get("class")]
+        layers = list(dict.fromkeys(r["layer"] for r in rows))
+        for method, colour in METHOD_COLOURS.items():
+            mine = {r["layer"]: r for r in rows if r["method"] == method}
+            for i, layer in enumerate(layers):
+                if layer in mine:
+                    r = mine[layer]
+                    _errorbar(ax, i + 0.1 * (list(METHOD_COLOURS).index(method) - 2), float(r["mean"]),
+                              float(r["low"]), float(r["high"]), color=colour, ms=3,
+                              label=method if i == len(layers) - 1 else None)  # fmt: skip
+        ax.set_xticks(range(len(layers)), [x.replace(" layers", "").replace("block ", "b") for x in layers], fontsize=7)
+        ax.axhline(0, color="black", lw=0.5)
+        ax.set_title(name, fontsize=9)
+        ax.set_ylabel("ROAD (95 % CI)")
+        ax.legend(fontsize=6)
+    fig.suptitle("Pixel faithfulness per layer (ROAD, higher is better), docs/spatial_maps/*.csv")
+    return fig
+
+
+def spatial_differences(root: Path) -> Figure:
+    """The all-layer map: exact minus each anchor and random, paired 95 % CI, per metric and checkpoint."""
+    every = _spatial_rows(root)
+    metrics = {"deletion": "deletion (negative: exact better)", "insertion": "insertion (positive: exact better)",
+               "road": "ROAD (positive: exact better)"}  # fmt: skip
+    fig, axes = plt.subplots(1, 3, figsize=(12, 0.5 + 0.32 * max(len(every), 1) * 4), sharey=True)
+    labels = []
+    for i, (name, rows) in enumerate(every.items()):
+        for j, method in enumerate(m for m in METHOD_COLOURS if m != "exact"):
+            labels.append(f"{name} − {method}")
+            y = 4 * i + j
+            for ax, metric in zip(axes, metrics):
+                r = next((r for r in rows if r["layer"] == "all layers" and r["method"] == method
+                          and r["metric"] == metric and not r.get("class") and r["diff"]), None)  # fmt: skip
+                if r:
+                    d, low, high = float(r["diff"]), float(r["diff_low"]), float(r["diff_high"])
+                    ax.errorbar(d, y, xerr=[[d - low], [high - d]], fmt="o", capsize=2, color=METHOD_COLOURS[method])
+    for ax, title in zip(axes, metrics.values()):
+        ax.axvline(0, color="black", lw=0.6)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("exact − that map")
+    axes[0].set_yticks([4 * (k // 4) + k % 4 for k in range(len(labels))], labels, fontsize=6)
+    axes[0].invert_yaxis()
+    fig.suptitle("All-layer exact map against each anchor and a random map (paired bootstrap, 95 % CI)")
+    return fig
+
+
+def spatial_cost(root: Path) -> Figure:
+    """Seconds for one batch over one plain forward: exact maps of every layer against one and every anchor layer."""
+    every = _spatial_rows(root)
+    kinds = {"exact": "exact, every layer", "one layer": "an anchor, one layer", "every layer": "an anchor, every layer"}
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    for i, (name, rows) in enumerate(every.items()):
+        costs = [r for r in rows if r["metric"] == "cost_x_forward"]
+        for j, (kind, label) in enumerate(kinds.items()):
+            values = [float(r["mean"]) for r in costs
+                      if (r["method"] == "exact") == (kind == "exact") and (kind == "exact" or r["method"].endswith(kind))]  # fmt: skip
+            if values:
+                ax.bar(i + 0.27 * (j - 1), max(values), width=0.25, color=["#d62728", "#1f77b4", "#9467bd"][j],
+                       label=label if i == 0 else None)  # fmt: skip
+    ax.set_xticks(range(len(every)), list(every), fontsize=7)
+    ax.set_yscale("log")
+    return _labelled(ax, "Cost of the maps (anchors: the slowest of the three)", "time / one forward (log)",
+                     legend={"fontsize": 8})
+
+
+def accuracy(root: Path) -> Figure:
+    """Test accuracy per setting and head over seeds (mean with its 95 % CI), from ``models/<setting>/summary.csv``."""
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    settings = [s for s in SETTINGS if (root / "models" / s / "summary.csv").is_file()]
+    for i, setting in enumerate(settings):
+        for row in csv.DictReader((root / "models" / setting / "summary.csv").open()):
+            head = row["head"].lower()
+            mean, ci = row["accuracy"].split(" [")
+            low, high = (float(v) for v in ci.rstrip("]").split(", "))
+            value = float(mean.split(" ±")[0])
+            x = i + 0.18 * (list(HEADS).index(head) - 1.5)
+            _errorbar(ax, x, value, low, high, color=COLOURS[head], label=HEADS[head] if i == 0 else None)
+    ax.set_xticks(range(len(settings)), [SETTINGS[s] for s in settings])
+    return _labelled(ax, "Test accuracy over seeds (95 % CI), models/*/summary.csv", "test accuracy",
+                     legend={"ncol": 4, "fontsize": 8})
+
+
+FIGURES: dict[str, Callable[[Path], Figure]] = {
+    "accuracy": accuracy,
+    "prediction-depth": prediction_depth,
+    "detection": detection,
+    "early-exit": early_exit,
+    "pruning": pruning,
+    "lens": lens,
+    "alpha": alpha,
+    "spatial-layers": spatial_layers,
+    "spatial-differences": spatial_differences,
+    "spatial-cost": spatial_cost,
+}
+
+
+def write(out: Path, names: list[str] | None = None, root: Path = ROOT) -> list[Path]:
+    """Draw the figures ``names`` (default all) from the files under ``root`` into ``out``; the PNGs written."""
+    unknown = sorted(set(names or []) - set(FIGURES))
+    if unknown:
+        raise ValueError(f"unknown figure(s) {unknown}; expected some of {sorted(FIGURES)}")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in names or FIGURES:
+        fig = FIGURES[name](root)
+        fig.tight_layout(rect=(0, 0.1 if fig.legends else 0, 1, 1))  # room for a figure-level legend
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=80, metadata={"Software": None})
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="*", help=f"figures to draw (default all: {', '.join(FIGURES)})")
+    p.add_argument("--out", default=str(ROOT / "docs" / "figures"))
+    args = p.parse_args()
+    for path in write(Path(args.out), args.names or None):
+        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

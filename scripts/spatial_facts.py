@@ -1,0 +1,183 @@
+"""The verdict sentences of the pixel benchmark, computed from its CSVs (``python benchmarks/spatial_maps.py``).
+
+    python scripts/spatial_facts.py [docs/spatial_maps] [sample|headline|cost|verdicts|training] [CHECKPOINT-GLOB]
+
+Every word that judges (wins, ties, loses) is the CSV's own paired-bootstrap verdict of exact minus that map
+(95 %, a CI covering 0 is a tie; each cell its own test, uncorrected), so rewriting the CSVs and running
+``python scripts/prose_claims.py --write`` rewrites the sentences, whatever the new files say. A CSV that states no
+class-balanced sample or has no per-class rows is named in a warning instead of being read as general.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from spatial_maps import ALL, ANCHORS, METRICS, RANDOM, TIE_BREAK  # noqa: E402
+
+WORD = {"exact better": "wins", "tie": "ties", "exact worse": "loses"}
+METRIC_NAMES = {"deletion": "deletion", "insertion": "insertion", "road": "ROAD"}
+
+
+def _rows(folder: Path, pattern: str = "*") -> dict[str, list[dict]]:
+    """Checkpoint name -> its CSV rows, for the CSVs in ``folder`` whose checkpoint matches ``pattern``."""
+    out: dict[str, list[dict]] = {}
+    for path in sorted(Path(folder).glob("*.csv")):
+        for row in csv.DictReader(path.open()):
+            if fnmatch.fnmatch(row["checkpoint"], pattern):
+                out.setdefault(row["checkpoint"], []).append(row)
+    return out
+
+
+def _pooled(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["metric"] in METRICS and not r.get("class")]
+
+
+def _balanced(rows: list[dict]) -> bool:
+    pooled = _pooled(rows)
+    return bool(pooled) and all(r.get("sample", "").startswith("balanced") for r in pooled) and \
+        any(r.get("class") for r in rows)  # fmt: skip
+
+
+def _sample(rows: list[dict]) -> str:
+    first = _pooled(rows)[0]
+    if first.get("sample", "").startswith("balanced"):
+        return f"{first['n']} test images, class-balanced random sample, seed {first['sample'].split(' seed ')[1]}"
+    return f"{first['n']} test images, the first of the test split (no sample stated)"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _signed(value: str) -> str:
+    return f"{float(value):+.3f}".replace("-", "−")
+
+
+def _diff(row: dict) -> str:
+    return f"{_signed(row['diff'])} [{_signed(row['diff_low'])}, {_signed(row['diff_high'])}]"
+
+
+def sample(folder: Path) -> str:
+    """The sample and tie-break of every CSV, and a warning naming those that are not class-balanced."""
+    every = _rows(folder)
+    if not every:
+        return ""
+    lines = [f"Measured on: {'; '.join(f'{name}, {_sample(rows)}' for name, rows in every.items())}. "
+             f"Ties in a map's ranking: {TIE_BREAK}.", ""]  # fmt: skip
+    stale = [name for name, rows in every.items() if not _balanced(rows)]
+    if stale:
+        lines += ['!!! warning "Not a class-balanced measurement"',
+                  f"    The CSVs of {', '.join(stale)} state no class-balanced sample or hold no per-class rows: they "
+                  "measured the first test images (in CIFAR-10's class-sorted test split, one class) and summed the "
+                  "all-layer map in float32. Their verdicts below describe that sample only; the rerun command "
+                  "below replaces them.", ""]  # fmt: skip
+    return "\n".join(lines)
+
+
+def headline(folder: Path) -> str:
+    """One line: the all-layer exact map's wins / ties / losses against every anchor, per metric."""
+    every = _rows(folder)
+    if not every:
+        return ""
+    cells = []
+    for metric in METRICS:
+        verdicts = [r["verdict"] for rows in every.values() for r in _pooled(rows)
+                    if r["layer"] == ALL and r["metric"] == metric and r["method"] in ANCHORS]  # fmt: skip
+        cells.append(f"{METRIC_NAMES[metric]} {' / '.join(str(verdicts.count(v)) for v in WORD)}")
+    stale = [name for name, rows in every.items() if not _balanced(rows)]
+    caveat = f" Not a class-balanced sample: {', '.join(stale)} (the first test images)." if stale else ""
+    return (f"**Verdict:** the all-layer exact map against Grad-CAM, HiResCAM and LayerCAM, wins / ties / losses "
+            f"over {_count(len(every), 'checkpoint')} × {len(ANCHORS)} anchors: {'; '.join(cells)} (paired bootstrap, 95 %, each "
+            f"comparison its own test).{caveat}\n")  # fmt: skip
+
+
+def cost(folder: Path) -> str:
+    """One line: the exact maps' cost against the anchors', in plain forwards, over every CSV."""
+    ratios: dict[str, list[float]] = {}
+    for rows in _rows(folder).values():
+        for r in rows:
+            if r["metric"] == "cost_x_forward":
+                kind = "exact" if r["method"] == "exact" else r["method"].split(" ", 1)[1]
+                ratios.setdefault(kind, []).append(float(r["mean"]))
+    if not ratios:
+        return ""
+
+    def span(kind: str) -> str:
+        low, high = min(ratios[kind]), max(ratios[kind])
+        return f"{low:.1f}×" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}–{high:.1f}×"
+
+    return (f"**Verdict:** the exact maps of every layer cost {span('exact')} a plain forward; one anchor map of one "
+            f"layer costs {span('one layer')} and an anchor's maps of every layer {span('every layer')} (one timed "
+            f"run per checkpoint, {_count(len(_rows(folder)), 'checkpoint')}, `docs/spatial_maps/*.csv`).\n")  # fmt: skip
+
+
+def _per_class(rows: list[dict]) -> str:
+    """Per metric, in how many classes the all-layer exact map has the best mean of the maps compared."""
+    rows = [r for r in rows if r.get("class") and r["layer"] == ALL and r["method"] != RANDOM]
+    if not rows:
+        return ""
+    cells = []
+    for metric, better in METRICS.items():
+        best: dict[str, tuple[float, str]] = {}
+        for r in (r for r in rows if r["metric"] == metric):
+            value = float(r["mean"]) if better == "higher" else -float(r["mean"])
+            if r["class"] not in best or value > best[r["class"]][0]:
+                best[r["class"]] = (value, r["method"])
+        cells.append(f"{METRIC_NAMES[metric]} {sum(m == 'exact' for _, m in best.values())} of {len(best)}")
+    return f" Per true class, the all-layer exact map has the best mean in: {', '.join(cells)} classes."
+
+
+def verdicts(folder: Path, pattern: str = "*") -> str:
+    """One bullet per checkpoint matching ``pattern``: the all-layer map against each anchor and random, the
+    per-layer tallies and the per-class breakdown; empty when no CSV matches."""
+    lines = []
+    for name, rows in _rows(folder, pattern or "*").items():
+        pooled = _pooled(rows)
+        against = []
+        for method in (*ANCHORS, RANDOM):
+            cells = [f"{METRIC_NAMES[r['metric']]} {WORD[r['verdict']]} ({_diff(r)})" for r in pooled
+                     if r["layer"] == ALL and r["method"] == method and r["verdict"]]  # fmt: skip
+            if cells:
+                against.append(f"against {method}: {', '.join(cells)}")
+        tallies = []
+        for metric in METRICS:
+            v = [r["verdict"] for r in pooled if r["layer"] != ALL and r["metric"] == metric and r["verdict"]]
+            tallies.append(f"{METRIC_NAMES[metric]} {' / '.join(str(v.count(w)) for w in WORD)}")
+        layers = len({r["layer"] for r in pooled if r["layer"] != ALL})
+        lines.append(f"* **{name}** ({_sample(rows)}). All-layer map (Δ = exact − that map) {'; '.join(against)}. "
+                     f"Per layer ({_count(layers, 'layer')} × anchors), wins / ties / losses: {'; '.join(tallies)}."
+                     f"{_per_class(rows)}")  # fmt: skip
+    return "".join(f"{line}\n" for line in lines)
+
+
+def training(folder: Path) -> str:
+    """One line per ``*-train.json`` in ``folder``: how a checkpoint trained for the benchmark alone was made."""
+    import json
+
+    lines = []
+    for path in sorted(Path(folder).glob("*-train.json")):
+        info = json.loads(path.read_text())
+        metrics = info["metrics"]
+        lines.append(f"`{info['checkpoint']}`: {metrics['epochs']} epochs, test accuracy {metrics['test_accuracy']:.3f} "
+                     f"(`{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}`, written by "
+                     f"`{info['written_by'].split(' (')[0]}`).")  # fmt: skip
+    return "".join(f"{line}\n" for line in lines)
+
+
+FACTS = {"sample": sample, "headline": headline, "cost": cost, "verdicts": verdicts, "training": training}
+
+
+def spatial_facts(folder: Path, topic: str, pattern: str = "") -> str:
+    if topic not in FACTS:
+        raise ValueError(f"unknown spatial-facts topic {topic!r}; expected one of {list(FACTS)}")
+    return verdicts(folder, pattern) if topic == "verdicts" else FACTS[topic](folder)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    print(spatial_facts(Path(args[0] if args else ROOT / "docs" / "spatial_maps"), *(args[1:] or ["verdicts"])), end="")

@@ -1,7 +1,7 @@
 """Output overflow: finite weights whose forward pass leaves float32's range, so the logits are not finite.
 
-Weights of about 1e18 or more are finite and load, but a product of two such layers, or a square such as a
-variance, passes float32's 3.4e38: the logits become Inf or NaN, and so would every probability shown. The
+Large finite weights (1e18, say) load, but a product of such layers, or a square such as a variance, passes
+float32's 3.4e38: the logits become Inf or NaN, and so would every probability shown. The
 analyses behind every page that shows probabilities (:func:`laya.analysis.explain.explain`,
 :func:`laya.analysis.depth.input_depth`, :func:`laya.analysis.patching.patch_images`) call
 :func:`check_output` on the model's output, so the dashboard and a sandboxed worker's answers (a refusal of

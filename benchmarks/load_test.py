@@ -32,6 +32,7 @@ Prints one table per phase and, last, one JSON line with everything.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -99,6 +100,40 @@ def imports() -> dict[str, float]:
     return costs
 
 
+def one_server() -> None:
+    """Make the process-wide state that ``AppTest.run`` sets and undoes around each run that of one server.
+
+    AppTest assumes one run at a time; with sessions in threads, one run's undo lands in another's run:
+
+    - ``global.appTest``: each run patches ``config.get_option`` to say True and restores it after, so a
+      run that ends first switches it off in the runs still going; a widget made then does not record its
+      ``format_func`` for AppTest, and that session's next ``run()`` raises ``KeyError('$$ID-…-<key>')``
+      (6 of 12 sessions once, on the Inspect page's ``inspect_example``). It is now True for the process.
+    - ``Runtime._instance``: each run sets a new one and clears it after, so a run still going sees no
+      runtime (``runtime.exists()`` False: its images are not stored, its tables are sent whole). The
+      first one set now stays, shared by every session, as on a server.
+    - The compiled scripts: each run makes a new ``ScriptCache`` where a server compiles each page once;
+      sessions share one (compiling in many threads at once also trips a CPython 3.11 ``ast.parse`` bug,
+      "AST constructor recursion depth mismatch").
+    """
+    from streamlit import config
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.testing.v1 import app_test, local_script_runner, util
+
+    config.get_option = util.build_mock_config_get_option({"global.appTest": True})
+    app_test.patch_config_options = lambda overrides: contextlib.nullcontext()
+
+    class FirstRuntime(type(Runtime)):
+        def __setattr__(cls, name: str, value: object) -> None:  # AppTest's ``Runtime._instance = ...``
+            if name == "_instance" and Runtime._instance is None:
+                Runtime._instance = value
+
+    app_test.Runtime = FirstRuntime("Runtime", (Runtime,), {})  # the mock runtime's spec is still Runtime's
+    shared = ScriptCache()
+    app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
+
+
 class Session:
     """One user: an AppTest of ``app.py``; each step returns (wall s, CPU s of the script thread)."""
 
@@ -107,33 +142,11 @@ class Session:
 
     @classmethod
     def instrument(cls) -> None:
-        """Record the CPU time of every script thread (the server's work for one run).
-
-        AppTest sets and clears one global ``Runtime`` around each run, which concurrent sessions
-        would clear under each other's feet; like a real server, they share the last one set. AppTest
-        also compiles the scripts afresh on every run (a new ``ScriptCache``), where a server compiles
-        each page once; sessions here share one cache, as on a server (compiling in many threads at
-        once also trips a CPython 3.11 ``ast.parse`` bug, "AST constructor recursion depth mismatch").
-        """
-        from streamlit.runtime import Runtime
-        from streamlit.runtime.scriptrunner.script_cache import ScriptCache
-        from streamlit.testing.v1 import app_test, local_script_runner
+        """Let sessions run concurrently as on one server (:func:`one_server`), and record the CPU time of
+        every script thread (the server's work for one run)."""
         from streamlit.testing.v1.local_script_runner import LocalScriptRunner
 
-        shared = ScriptCache()
-        app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
-
-        last: list[Runtime] = []
-
-        def instance(runtime_cls) -> Runtime:
-            if runtime_cls._instance is not None:
-                last[:] = [runtime_cls._instance]
-            if not last:
-                raise RuntimeError("Runtime hasn't been created!")
-            return last[0]
-
-        Runtime.instance = classmethod(instance)
-
+        one_server()
         run = LocalScriptRunner._run_script_thread
 
         def timed(runner) -> None:

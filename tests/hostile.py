@@ -201,4 +201,17 @@ def write_nan_weights(good_dir: Path, dest: Path) -> str:
     return key
 
 
-__all__ = ["CASES", "Case", "hostile_record", "write_case", "write_nan_weights", "write_weights"]
+def write_scaled_weights(good_dir: Path, dest: Path, factor: float = 1e18) -> Path:
+    """A copy of ``good_dir`` with every floating weight multiplied by ``factor`` (finite: it loads; 1e18 makes
+    the tiny MLP's logits overflow float32)."""
+
+    def scale(state: dict) -> None:
+        for key, tensor in state.items():
+            if tensor.is_floating_point():
+                state[key] = tensor * factor
+
+    return write_weights(good_dir, dest, scale)
+
+
+__all__ = ["CASES", "Case", "hostile_record", "write_case", "write_nan_weights", "write_scaled_weights",
+           "write_weights"]  # fmt: skip

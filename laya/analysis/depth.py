@@ -39,6 +39,7 @@ from laya.analysis.evaluate import _json_safe
 from laya.analysis.exits import THRESHOLDS, compute_saved, exit_curve, exit_layers, layer_costs
 from laya.analysis.lens import Lens, from_readouts, lens_summary, write_lens
 from laya.analysis.logit_attribution import LogitAttribution, class_mean_terms, logit_attribution
+from laya.analysis.overflow import check_output
 from laya.analysis.pruning import pruning_curves, removal_orders
 from laya.analysis.readouts import LayerProbes, Readouts, depth_summary, readout_logits
 from laya.analysis.statistics import bootstrap_cis
@@ -649,8 +650,10 @@ def input_depth(checkpoint: Checkpoint, image: Tensor, fit: DepthFit | None) -> 
     """``image``: ``uint8 (C, S, S)``; one backbone pass, then every per-input analysis."""
     device = next(checkpoint.model.parameters()).device
     hidden = checkpoint.model.backbone(checkpoint.preprocess(image.unsqueeze(0).to(device)))
+    attribution = logit_attribution(checkpoint.model.head, hidden)
+    check_output(checkpoint.model, attribution.logits)  # non-finite logits: OutputOverflow
     scores, readouts, kind = input_scores(checkpoint, hidden, fit)
-    return InputDepth(logit_attribution(checkpoint.model.head, hidden), readouts, scores, kind)
+    return InputDepth(attribution, readouts, scores, kind)
 
 
 @torch.inference_mode()

@@ -25,6 +25,7 @@ from torch import Tensor
 from laya.analysis.ablation import AblationResult, leave_one_out
 from laya.analysis.attribution import METHOD_LABELS, intrinsic_method, layer_attributions
 from laya.analysis.faithfulness import NOT_APPLICABLE, informative, per_input_metrics
+from laya.analysis.overflow import check_output
 from laya.analysis.spatial import SpatialAttribution, decompose, keep_maps, recordable, token_gradient_maps
 from laya.data.images import load_image_tensor
 from laya.model.backbones import TimmBackbone
@@ -248,6 +249,7 @@ def explain(
         )
     head = checkpoint.model.head
     x, hidden, loo, spatial = _forward_and_loo(checkpoint, image, mode, maps)
+    check_output(checkpoint.model, loo.base_probs)  # NaN probabilities: OutputOverflow
     prediction = int(loo.prediction[0])
     scores: dict[str, Tensor] = {}
     intrinsic = intrinsic_method(head)

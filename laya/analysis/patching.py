@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from laya.analysis.ablation import float64_head
+from laya.analysis.overflow import check_output
 from laya.analysis.statistics import bootstrap_ci
 from laya.data.images import load_image_tensor
 from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone, WrappedBackbone
@@ -239,12 +240,14 @@ def patch_images(checkpoint: Checkpoint, target: Tensor, source: Tensor, where: 
     x = checkpoint.preprocess(torch.stack([target, source]).to(device))
     model = checkpoint.model
     if where == "backbone":
-        return patch_backbone(model, x[:1], x[1:])
-    hidden = model.backbone(x)
-    L = len(hidden)
-    masks = torch.cat([single_layer_masks(L, device), torch.ones(1, L, dtype=torch.bool, device=device)])
-    effects = patch_head(model.head, [h[:1] for h in hidden], [h[1:] for h in hidden], masks)
-    effects.source_logits = float64_head(model.head)([h[1:].double() for h in hidden]).logits
+        effects = patch_backbone(model, x[:1], x[1:])
+    else:
+        hidden = model.backbone(x)
+        L = len(hidden)
+        masks = torch.cat([single_layer_masks(L, device), torch.ones(1, L, dtype=torch.bool, device=device)])
+        effects = patch_head(model.head, [h[:1] for h in hidden], [h[1:] for h in hidden], masks)
+        effects.source_logits = float64_head(model.head)([h[1:].double() for h in hidden]).logits
+    check_output(model, effects.base_logits, effects.source_logits)  # either image's logits not finite: OutputOverflow
     return effects
 
 

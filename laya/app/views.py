@@ -171,7 +171,8 @@ def _enlarge(pixels: np.ndarray, min_side: int) -> np.ndarray:
 
 
 def nonfinite_warning(result: Explanation | InputDepth) -> str | None:
-    """A warning naming the outputs that hold NaN/Inf (damaged or extreme weights, e.g. 3e38), else None.
+    """A warning naming the outputs that hold NaN/Inf (NaN/Inf weights loaded anyway; finite weights whose logits
+    overflow are refused before: :mod:`laya.analysis.overflow`), else None.
 
     An :class:`Explanation`: probabilities, LOO drops, layer scores; an :class:`InputDepth`: logits,
     per-layer logit terms, readout probabilities, detection scores.

@@ -3,7 +3,7 @@
 Each call sends one request through a :class:`~laya.sandbox.pool.WorkerPool` and rebuilds the
 result from JSON and tensors (``from_tensors``/``from_dict``). A refusal comes back as the
 exception the in-process function would raise (:class:`CheckpointError`, :class:`ImageError`,
-:class:`DatasetNotFoundError`), an exception of the model's own code as :class:`ModelFailed` (a
+:class:`DatasetNotFoundError`, :class:`OutputOverflow`), an exception of the model's own code as :class:`ModelFailed` (a
 :class:`CheckpointError` naming what failed); a worker that could not answer raises
 :class:`~laya.sandbox.pool.WorkerError`, whose message is meant for the visitor.
 """
@@ -16,6 +16,7 @@ from typing import Any
 
 from laya.analysis.depth import InputDepth
 from laya.analysis.explain import Explanation
+from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import PatchEffects
 from laya.analysis.report import Report
 from laya.analysis.spatial import ClassMaps
@@ -32,7 +33,8 @@ class ModelFailed(CheckpointError):
     """The model's own code raised while answering (a checkpoint that passed every check); the worker lives on."""
 
 
-ERRORS = {"checkpoint": CheckpointError, "image": ImageError, "dataset": DatasetNotFoundError, "error": ModelFailed}
+ERRORS = {"checkpoint": CheckpointError, "image": ImageError, "dataset": DatasetNotFoundError, "error": ModelFailed,
+          "overflow": OutputOverflow}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ import torch
 from laya.analysis.depth import DepthFit, input_depth
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import explain_bytes
+from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import patch_bytes
 from laya.analysis.spatial import sample_class_maps
 from laya.app.deploy import check_upload, release_memory
@@ -56,7 +57,8 @@ from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, Con
 from laya.sandbox.info import ModelInfo
 from laya.sandbox.protocol import ProtocolError, pack, read_frame, split_files, write_frame
 
-REFUSALS = {CheckpointError: "checkpoint", ImageError: "image", DatasetNotFoundError: "dataset"}
+REFUSALS = {CheckpointError: "checkpoint", ImageError: "image", DatasetNotFoundError: "dataset",
+            OutputOverflow: "overflow"}  # fmt: skip
 DOING = {"check": "checking the upload", "load": "loading", "explain": "explaining the image",
          "depth": "analysing the image's depth", "patch": "patching the images", "maps": "mapping the test-set sample",
          "evaluate": "evaluating on the test set"}  # fmt: skip

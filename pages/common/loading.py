@@ -26,6 +26,7 @@ from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, inp
 from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.lens import LENS_FILE
 from laya.analysis.lens import load_lens as read_lens
+from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import PatchEffects, patch_bytes
 from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
@@ -124,6 +125,13 @@ def _model_failed(path: str, error: WorkerError | CheckpointError) -> None:
     st.stop()
 
 
+def _overflowed(error: OutputOverflow) -> None:
+    """Stop the page with the overflow's message instead of NaN probabilities (:mod:`laya.analysis.overflow`).
+    Not remembered as broken: another input may stay in range."""
+    st.error(shown(str(error)))
+    st.stop()
+
+
 def anyway() -> bool:
     """The session's "Load it anyway" choice for checkpoints with NaN/Inf weights (kept across pages)."""
     return bool(st.session_state.get(ALLOW_NONFINITE, False))
@@ -189,9 +197,10 @@ def explain(
     path: str, name: str, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = (), approximate: bool = True,
     ood: bool = False,
 ) -> Explanation:  # fmt: skip
-    """Explain an uploaded or example image; an unusable image or a failed worker shows ``st.error`` and stops
-    the page. ``approximate=False``: CLS-token layers' approximate maps deferred; ``ood``: the input's detection
-    scores from the same backbone pass, under the depth fit beside the checkpoint (``laya.analysis.explain``)."""
+    """Explain an uploaded or example image; an unusable image, an output that overflowed or a failed worker
+    shows ``st.error`` and stops the page. ``approximate=False``: CLS-token layers' approximate maps deferred;
+    ``ood``: the input's detection scores from the same backbone pass, under the depth fit beside the checkpoint
+    (``laya.analysis.explain``)."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
     try:
         with st.spinner(shown(f"Running {Path(path).name} on {name}…")):
@@ -199,6 +208,8 @@ def explain(
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()
+    except OutputOverflow as error:
+        _overflowed(error)
     except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
         _model_failed(path, error)
     _answered(path)
@@ -270,8 +281,8 @@ def _input_depth(path: str, stamp: int, fit_stamp: int, anyway: bool, data: byte
 
 
 def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
-    """Depth analytics of an uploaded or example image; an unusable image or a failed worker shows
-    ``st.error`` and stops the page."""
+    """Depth analytics of an uploaded or example image; an unusable image, an output that overflowed or a failed
+    worker shows ``st.error`` and stops the page."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
     try:
         with st.spinner(shown(f"Running {Path(path).name} on {name}…")):
@@ -279,6 +290,8 @@ def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()
+    except OutputOverflow as error:
+        _overflowed(error)
     except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
         _model_failed(path, error)
     _answered(path)
@@ -294,13 +307,15 @@ def _patch(path: str, stamp: int, anyway: bool, target: bytes, source: bytes, wh
 
 def patch(path: str, target: tuple[str, bytes], source: tuple[str, bytes], where: str) -> PatchEffects:
     """The patching sweep of ``target`` with layers from ``source`` (``(name, bytes)`` each), here or in a worker;
-    an unusable image or a failed worker shows ``st.error`` and stops the page."""
+    an unusable image, an output that overflowed or a failed worker shows ``st.error`` and stops the page."""
     try:
         with st.spinner(shown(f"Patching {target[0]} with layers of {source[0]} ({where})…")):
             result = _patch(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), target[1], source[1], where)
     except ImageError as error:
         st.error(shown(f"Cannot use {target[0]!r} or {source[0]!r} as an image: {error}"))
         st.stop()
+    except OutputOverflow as error:
+        _overflowed(error)
     except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
         _model_failed(path, error)
     _answered(path)

@@ -34,7 +34,7 @@ from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_imag
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
 from laya.training.suite import CLASS_PROFILES_FILE, class_profiles_table
 from pages.common import ANYWAY_LABEL
-from tests.hostile import CASES, hostile_record, write_nan_weights
+from tests.hostile import CASES, hostile_record, write_nan_weights, write_scaled_weights
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 HEADS = ("lastlayer", "concat", "scalarmix", "laya")
@@ -639,34 +639,27 @@ def test_nan_weights_are_refused_then_loaded_anyway_with_warnings(app: AppTest, 
     assert "hold NaN or Inf values" in app.error[0].value
 
 
-def test_extreme_finite_weights_are_flagged_on_every_page_that_runs_the_model(
+def test_weights_scaled_to_1e18_say_the_output_overflowed_on_every_page_that_shows_probabilities(
     app: AppTest, setting: Path, tmp_path: Path
 ) -> None:
-    """Weights of 3e38 are finite (loaded without a choice) but give NaN outputs: every page that shows an
-    output of the model says so, Depth analytics included."""
-    from safetensors.torch import load_file, save_file
-
-    from laya.model.checkpoint import sha256_file
-
-    dest = tmp_path / "huge"
-    dest.mkdir()
-    state = load_file(str(setting / "laya" / WEIGHTS_FILE))
-    state = {k: v.fill_(3e38) if v.is_floating_point() else v for k, v in state.items()}
-    save_file(state, str(dest / WEIGHTS_FILE), metadata={"format": "laya-checkpoint"})
-    record = json.loads((setting / "laya" / META_FILE).read_text())
-    record["weights"]["sha256"] = sha256_file(dest / WEIGHTS_FILE)
-    (dest / META_FILE).write_text(json.dumps(record))
+    """Weights scaled to 1e18 are finite (loaded without a choice), but the logits overflow float32: Inspect,
+    Depth analytics, Compare and Activation patching each say so (laya.analysis.overflow) and show no number."""
+    dest = write_scaled_weights(setting / "laya", tmp_path / "huge")
     files = [(n, (dest / n).read_bytes(), "application/octet-stream") for n in (META_FILE, WEIGHTS_FILE)]
     app.sidebar.radio[0].set_value("Upload a checkpoint").run()
     app.sidebar.file_uploader(key="model_upload").set_value(files).run()
     example = ("blue.png", example_images(setting / "laya")[0].read_bytes(), "image/png")
-    app.file_uploader(key="inspect_upload").set_value(example).run()
-    assert not app.exception and any(unplain(w.value).startswith("Not finite (NaN or Inf)") for w in app.warning)
-    app.switch_page("pages/depth.py").run()  # carries the Inspect input
-    assert not app.exception and any(unplain(w.value).startswith("Not finite (NaN or Inf): logits") for w in app.warning)
-    app.switch_page("pages/compare.py").run()
-    app.file_uploader(key="compare_upload").set_value(example).run()
-    assert not app.exception and any(unplain(w.value).startswith("Not finite (NaN or Inf)") for w in app.warning)
+    for page in ("pages/inspect.py", "pages/depth.py", "pages/compare.py", "pages/patching.py"):
+        app.switch_page(page).run()  # Depth analytics, patching target: the input Inspect last showed
+        if page == "pages/patching.py":
+            app.radio(key="patch_source_kind").set_value("upload").run()
+            app.file_uploader(key="patch_source_upload").set_value(example).run()
+        elif page != "pages/depth.py":
+            app.file_uploader(key=f"{Path(page).stem}_upload").set_value(example).run()
+        assert not app.exception, page
+        errors = [unplain(e.value) for e in app.error]
+        assert any(e.startswith("The model's output overflowed: its logits are not finite") for e in errors), page
+        assert not app.main.metric and not app.get("plotly_chart"), page  # no NaN prediction, confidence or chart
 
 
 def assert_depth_shows(at: AppTest, checkpoint_dir: Path, data: bytes) -> None:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from laya.analysis.overflow import OutputOverflow
 from laya.data.images import ImageError
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, CheckpointError, CheckpointMeta, Confinement, build_model
 from laya.model.checkpoint import save_checkpoint
@@ -27,7 +28,7 @@ from laya.sandbox.client import ModelFailed, Sandboxed, check_upload
 from laya.sandbox.pool import WorkerPool
 
 HUGE = 1e18  # weights this large may overflow to Inf in a forward pass (a square, such as a variance, passes float32's
-# 3.4e38 from about 1.8e19): a non-finite answer is then right
+# 3.4e38 from about 1.8e19): the refusal saying the output overflowed (laya.analysis.overflow) is then right
 
 
 def vit_checkpoint(good: Path, dest: Path, indices: list[int] | None = None, recorded: Any = None) -> Path:
@@ -187,7 +188,7 @@ def checkpoint_files(record: dict, weights: bytes) -> dict[str, bytes]:
 class Outcome:
     """How one checkpoint went: ``refused`` (where, and the message), or ``answered``; the seconds it took."""
 
-    stage: str  # "check", "load", "explain" (refused there) or "answered"
+    stage: str  # "check", "load", "explain" (refused there), "overflow" (its output overflowed) or "answered"
     message: str = ""
     seconds: float = 0.0
     finite: bool = True
@@ -196,7 +197,8 @@ class Outcome:
 def attempt(pool: WorkerPool, files: dict[str, bytes], folder: Path, image: bytes) -> Outcome:
     """The upload check, a confined load from ``folder`` and one explained image, all in the pool's workers.
 
-    Returns the stage that refused (:class:`CheckpointError`, :class:`ImageError`) or ``answered``. Raises
+    Returns the stage that refused (:class:`CheckpointError`, :class:`ImageError`), ``overflow``
+    (:class:`OutputOverflow`) or ``answered``. Raises
     :class:`ModelFailed` (the model's code raised after the checkpoint passed every check) and
     :class:`~laya.sandbox.pool.WorkerError` (no answer) for the fuzzer to judge."""
     start = time.monotonic()
@@ -215,6 +217,8 @@ def attempt(pool: WorkerPool, files: dict[str, bytes], folder: Path, image: byte
         raise
     except (CheckpointError, ImageError) as refusal:
         return Outcome(stage, str(refusal), time.monotonic() - start)
+    except OutputOverflow as refusal:
+        return Outcome("overflow", str(refusal), time.monotonic() - start)
     finite = bool(result.probs.isfinite().all())
     return Outcome("answered", "", time.monotonic() - start, finite)
 

@@ -2,12 +2,12 @@
 (tests/model/fuzz_checkpoints.py), and each one goes the dashboard's sandboxed way: the upload check, a
 load and one explained image in a worker process (reused across examples: it starts once, printed with -s).
 
-Each example must end in a clean refusal or a finite answer (an Inf/NaN answer only from weights of
-1e18 or more, which load correctly), within ``EXAMPLE_S`` seconds, with the same worker alive afterwards
-(or a fresh one after a memory or CPU-time limit) and its peak RSS under ``WORKER_MB`` + its imports;
-a refusal naming a server path reads the same whether that file exists. A fresh seed each run
-(``LAYA_FUZZ_SEED`` repeats one), printed with the failing example; ``LAYA_FUZZ_SECONDS`` (default 75)
-bounds both properties together: examples past it pass without running.
+Each example must end in a clean refusal or a finite answer, never an Inf/NaN one (weights of 1e18 or more
+load correctly and may overflow: refused saying so, which only they may be), within ``EXAMPLE_S`` seconds,
+with the same worker alive afterwards (or a fresh one after a memory or CPU-time limit) and its peak RSS
+under ``WORKER_MB`` + its imports; a refusal naming a server path reads the same whether that file exists.
+A fresh seed each run (``LAYA_FUZZ_SEED`` repeats one), printed with the failing example;
+``LAYA_FUZZ_SECONDS`` (default 75) bounds both properties together: examples past it pass without running.
 """
 
 from __future__ import annotations
@@ -26,10 +26,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, note, seed, settings
 from hypothesis import strategies as st
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
 
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE
 from laya.sandbox.pool import PoolConfig, WorkerError, WorkerPool
 from tests.model.fuzz_checkpoints import (
+    HUGE,
     PROBES,
     RECORD_EDITS,
     WEIGHT_EDITS,
@@ -123,7 +126,8 @@ def judged(pool: WorkerPool, files: dict[str, bytes], folder: Path, image: bytes
         assert error.kind in ("memory", "cpu"), f"no answer ({error.kind}): {error}"
         outcome = Outcome("limit", str(error))
     assert outcome.seconds < EXAMPLE_S, f"took {outcome.seconds:.1f} s"
-    assert outcome.finite or huge, "a non-finite answer from weights under 1e18"
+    assert outcome.finite, "a non-finite answer: an output that overflowed must be refused saying so"
+    assert outcome.stage != "overflow" or huge, f"an overflow from weights under 1e18: {outcome.message}"
     after = live_worker(pool)
     assert outcome.stage == "limit" or after == before, f"worker {before} was replaced by {after}"
     assert peak_rss_mb(after) < WORKER_MB + IMPORTS_MB
@@ -166,6 +170,20 @@ def test_fuzzed_checkpoints_are_refused_or_answer_in_a_live_worker(
     checkpoints()
     print(f"checkpoints: {dict(counts)} in {time.monotonic() - clock['start']:.0f} s")
     assert sum(counts.values()) >= 10 and counts["answered"] and counts["check"]
+
+
+def test_weights_scaled_to_1e18_are_refused_saying_the_output_overflowed(
+    pool: WorkerPool, bases: dict, image: bytes, folders: Iterator[Path]
+) -> None:
+    """The oracle's known answer: the MLP's weights times 1e18 load, and the worker refuses the image saying the
+    output overflowed; the same refusal from weights under 1e18 would be a failure."""
+    record, weights = bases["laya"]
+    scaled = save_tensors({k: v * HUGE if v.is_floating_point() else v for k, v in load_tensors(weights).items()})
+    files = checkpoint_files(record, scaled)
+    outcome = judged(pool, files, next(folders), image, huge=True)
+    assert outcome.stage == "overflow" and outcome.message.startswith("The model's output overflowed")
+    with pytest.raises(AssertionError, match="an overflow from weights under 1e18"):
+        judged(pool, files, next(folders), image, huge=False)
 
 
 def test_refusals_naming_a_server_path_read_the_same_whether_it_exists(

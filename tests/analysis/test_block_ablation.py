@@ -26,7 +26,7 @@ def test_last_block_is_the_head_on_the_mean_last_state() -> None:
     m = model(MLP, "lastlayer")
     x, reference = _inputs(MLP, 3, 0), _inputs(MLP, 7, 1)
     result = block_ablation(m, x, reference)
-    assert result.drops.shape == result.ablated_predictions.shape == (3, 3) and result.method == "mean-ablation"
+    assert result.drops.shape == result.ablated_predictions.shape == (3, 3) and result.methods == ("mean-ablation",) * 3
     with torch.no_grad():
         hidden = m.backbone(x)
         p = torch.softmax(m.head(hidden).logits, -1)

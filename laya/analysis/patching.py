@@ -216,7 +216,9 @@ def layer_blocks(backbone: Backbone) -> list[Block | None]:
         if backbone.tokens:
             modules = [backbone.model.blocks[k] for k in backbone.take]
         else:
-            run = lambda: backbone._intermediates(_probe(backbone), backbone.config.indices, intermediates_only=True)  # noqa: E731
+            def run() -> list[Tensor]:
+                return backbone._intermediates(_probe(backbone), backbone.config.indices, intermediates_only=True)
+
             modules = _located(backbone.model, run, f"{backbone.config.model!r}")
         modules = modules[:count]
     else:

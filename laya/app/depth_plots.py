@@ -174,12 +174,13 @@ def block_ablation_figure(result: BlockAblation, layers: Sequence[str], classes:
     bars = go.Bar(
         x=list(layers), y=result.drops[row].tolist(), customdata=after, marker_color=palette.LOO_DROP,
         marker_pattern_shape=[palette.FLIP_PATTERN if f else "" for f in flips], text=words, textposition="outside",
-        hovertemplate="%{x}" + (" (%{text})" if skipped else "") + ": drop %{y:+.3f}, then predicts %{customdata}<extra></extra>",
+        hovertemplate="%{x}" + (" (%{text})" if skipped else "")
+        + ": drop %{y:+.3f}, then predicts %{customdata}<extra></extra>",
     )  # fmt: skip
     fig = go.Figure(bars)
     fig.update_xaxes(categoryorder="array", categoryarray=list(layers))
-    fig.update_layout(title=BLOCK_SKIP_TITLE if skipped else BLOCK_ABLATION_TITLE,
-                      xaxis_title="block (skipped where residual, else mean-ablated)" if skipped else "block (mean-ablated)",
+    axis = "block (skipped where residual, else mean-ablated)" if skipped else "block (mean-ablated)"
+    fig.update_layout(title=BLOCK_SKIP_TITLE if skipped else BLOCK_ABLATION_TITLE, xaxis_title=axis,
                       yaxis_title=f"drop in p({classes[int(result.prediction[row])]})")  # fmt: skip
     return fig
 

@@ -83,7 +83,8 @@ def test_block_ablation_bars_name_their_intervention_where_a_block_is_skipped():
                            (True, False, False))  # fmt: skip
     fig = depth_plots.block_ablation_figure(result, LAYERS, CLASSES)
     assert list(fig.data[0].text) == ["skipped", "mean-ablated", "mean-ablated"]
-    assert fig.layout.title.text == depth_plots.BLOCK_SKIP_TITLE and "skipped where residual" in fig.layout.xaxis.title.text
+    assert fig.layout.title.text == depth_plots.BLOCK_SKIP_TITLE
+    assert "skipped where residual" in fig.layout.xaxis.title.text
     mean = BlockAblation(*[getattr(result, f) for f in ("drops", "ablated_predictions", "prediction", "probability")],
                          4, ("mean-ablation",) * 3, (True, False, False))  # fmt: skip
     fig = depth_plots.block_ablation_figure(mean, LAYERS, CLASSES)  # every bar mean-ablated: the title says so

@@ -134,22 +134,25 @@ def _tap_graph(graph: fx.Graph, layers: list[str], names: dict[str, str], taps: 
     return [feed is not None for feed in feeds]
 
 
-def add_taps(extractor: fx.GraphModule, model: nn.Module, layers: list[str]) -> list[tuple[Tap, Tap | None]]:
+def add_taps(
+    extractor: fx.GraphModule, layers: list[str], names: dict[bool, dict[str, str]]
+) -> list[tuple[Tap, Tap | None]]:
     """Taps ``(exit, entry)`` per layer in both graphs of a ``create_feature_extractor`` module: ``exit`` after the
     layer's node, read by every node that read it; ``entry`` (None where the block's nodes read more than one
-    node from outside it, or none) after the node that feeds the block of nodes named ``layer`` or ``layer.*``."""
-    names = [(f"laya_exit_{i}", f"laya_entry_{i}") for i in range(len(layers))]
-    for exit_name, entry_name in names:
+    node from outside it, or none) after the node that feeds the block of nodes named ``layer`` or ``layer.*``.
+    ``names``: :func:`qualnames` of the model, by mode (``training``)."""
+    taps = [(f"laya_exit_{i}", f"laya_entry_{i}") for i in range(len(layers))]
+    for exit_name, entry_name in taps:
         extractor.add_submodule(exit_name, Tap())
         extractor.add_submodule(entry_name, Tap())
     graphs = {False: extractor.eval_graph, True: extractor.train_graph}
     for graph in graphs.values():
         graph.owning_module = extractor  # the inactive one still names the traced model
-    found = [_tap_graph(graph, layers, qualnames(model, training), names) for training, graph in graphs.items()]
+    found = [_tap_graph(graph, layers, names[training], taps) for training, graph in graphs.items()]
     extractor.recompile()
     return [
         (extractor.get_submodule(exit_name), extractor.get_submodule(entry_name) if has_entry else None)
-        for (exit_name, entry_name), has_entry in zip(names, found[0])  # the eval graph's: the analyses run in it
+        for (exit_name, entry_name), has_entry in zip(taps, found[0])  # the eval graph's: the analyses run in it
     ]
 
 
@@ -190,7 +193,7 @@ class TorchvisionBackbone(Backbone):
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
         import torchvision
-        from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
+        from torchvision.models.feature_extraction import create_feature_extractor
 
         if config.model not in classification_models():
             raise ValueError(f"torchvision has no classification model {config.model!r}")
@@ -201,7 +204,8 @@ class TorchvisionBackbone(Backbone):
             model = builder(weights=None, image_size=config.input_size, **config.model_kwargs)
         if config.weights:
             load_weights(model, config.weights, base_dir)
-        _, nodes = get_graph_node_names(model)
+        names = {training: qualnames(model, training) for training in (False, True)}
+        nodes = list(names[False].values())  # the eval graph's, as get_graph_node_names gives them
         layers = list(config.layers or default_layers(model, nodes))
         unknown = [n for n in layers if not any(node == n or node.startswith(n + ".") for node in nodes)]
         if unknown:
@@ -210,7 +214,7 @@ class TorchvisionBackbone(Backbone):
         self.head_name = final_linear(model) if config.pre_logits else None
         read = layers + [self.head_name] * config.pre_logits  # the classifier runs: its input is recorded
         self.model = create_feature_extractor(model, return_nodes={n: n for n in read})
-        self.taps = add_taps(self.model, model, layers)
+        self.taps = add_taps(self.model, layers, names)
         self.pre_logits = PreLogits(self.model, self.head_name) if config.pre_logits else None
         self.channels_last = isinstance(model, torchvision.models.SwinTransformer)  # (B, H, W, C) stage outputs
         self.pool = ("cls" if hasattr(model, "class_token") else "avg") if config.pool == "auto" else config.pool
@@ -251,4 +255,12 @@ def _device(module: nn.Module) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-__all__ = ["Tap", "TorchvisionBackbone", "add_taps", "classification_models", "default_layers", "layer_label", "qualnames"]
+__all__ = [
+    "Tap",
+    "TorchvisionBackbone",
+    "add_taps",
+    "classification_models",
+    "default_layers",
+    "layer_label",
+    "qualnames",
+]

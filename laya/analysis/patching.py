@@ -16,6 +16,7 @@ class, in the logit difference ``logit_a - logit_b`` of two chosen classes, and 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -161,21 +162,36 @@ def _tensor(value: Any) -> Tensor | None:
     return value if isinstance(value, Tensor) else None
 
 
-def _located(model: nn.Module, run: Callable[[], Sequence[Tensor]], what: str) -> list[nn.Module]:
-    """The outermost module of ``model`` whose output is each tensor ``run()`` returns (one probe pass)."""
-    outputs: dict[int, tuple[nn.Module, Tensor]] = {}  # tensors kept alive: ids stay unique
-
-    def seen(module: nn.Module, args, out) -> None:  # hooks fire inner first: the outermost one wins
-        if (tensor := _tensor(out)) is not None:
-            outputs[id(tensor)] = (module, tensor)
-
-    handles = [m.register_forward_hook(seen) for m in model.modules() if m is not model]
+@contextlib.contextmanager
+def _hooks(*handles: Any) -> Iterator[None]:
     try:
-        with torch.no_grad():
-            modules = [outputs.get(id(t), (None,))[0] for t in run()]
+        yield
     finally:
         for h in handles:
             h.remove()
+
+
+def _located(model: nn.Module, run: Callable[[], Sequence[Tensor]], what: str) -> list[nn.Module]:
+    """The module of ``model`` that returns each tensor ``run()`` returns (one probe pass): the first to return it,
+    or the outermost of those that enclose it; never a later module handing it on unchanged (an ``nn.Identity``)."""
+    calls = itertools.count()
+    starts: dict[int, list[int]] = {}
+    outputs: dict[int, tuple[nn.Module, Tensor, int]] = {}  # tensors kept alive: ids stay unique
+
+    def begin(module: nn.Module, args) -> None:
+        starts.setdefault(id(module), []).append(next(calls))
+
+    def seen(module: nn.Module, args, out) -> None:  # hooks fire inner first
+        start = starts[id(module)].pop()
+        if (tensor := _tensor(out)) is not None:
+            known = outputs.get(id(tensor))
+            if known is None or start < known[2]:  # started before the one that returned it: encloses it
+                outputs[id(tensor)] = (module, tensor, start)
+
+    inner = [m for m in model.modules() if m is not model]
+    with _hooks(*[m.register_forward_pre_hook(begin) for m in inner], *[m.register_forward_hook(seen) for m in inner]):
+        with torch.no_grad():
+            modules = [outputs.get(id(t), (None,))[0] for t in run()]
     if any(m is None for m in modules):
         raise NoLayerModules(f"could not locate the modules of the layers of {what}; patch at the head instead")
     return modules
@@ -235,15 +251,6 @@ def layer_modules(backbone: Backbone) -> list[nn.Module | None]:
 def _with_first(out: Any, value: Tensor) -> Any:
     """``out`` with its layer tensor (:func:`_tensor`) replaced by ``value``."""
     return (value, *out[1:]) if isinstance(out, tuple) else value
-
-
-@contextlib.contextmanager
-def _hooks(*handles: Any) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def _replace_output(module: nn.Module, value: Tensor) -> contextlib.AbstractContextManager[None]:

@@ -206,3 +206,15 @@ def test_patching_an_own_head_checkpoint(tmp_path, image_folder):
         inside = patch_images(checkpoint, images[0], images[-1], where="backbone")
         assert inside.masks.shape == (L - 1, L) and not inside.masks[:, -1].any(), name  # pre-logits: no module
         assert torch.isfinite(inside.prob_change()).all() and inside.prob_change().abs().max() > 0, name
+
+
+def test_a_layer_is_the_module_that_returns_it_not_a_later_identity():
+    """BEiT (mean pooling) hands its last layer's output through an ``nn.Identity`` (its layernorm): the layer's module
+    is the encoder layer that returned it, so that block can be skipped and its hidden state is the one replaced."""
+    from laya.model.backbones import build_backbone
+    from tests.model.test_own_head import TINY_VIT
+
+    torch.manual_seed(0)
+    backbone = build_backbone(BackboneConfig(name="transformers", model="beit", in_channels=3, input_size=32,
+                                             model_kwargs=TINY_VIT, freeze=True))  # fmt: skip
+    assert [type(m).__name__ for m in layer_modules(backbone)] == ["BeitLayer", "BeitLayer"]

@@ -16,7 +16,8 @@ class, in the logit difference ``logit_a - logit_b`` of two chosen classes, and 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,15 @@ from laya.analysis.ablation import float64_head
 from laya.analysis.overflow import check_output
 from laya.analysis.statistics import bootstrap_ci
 from laya.data.images import load_image_tensor
-from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone, WrappedBackbone
+from laya.model.backbones import (
+    Backbone,
+    CNNBackbone,
+    MLPBackbone,
+    TimmBackbone,
+    TorchvisionBackbone,
+    TransformersBackbone,
+    WrappedBackbone,
+)
 from laya.model.checkpoint import Checkpoint
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead
@@ -133,63 +142,136 @@ def patch_head(
     )  # fmt: skip
 
 
-def layer_modules(backbone: Backbone) -> list[nn.Module]:
-    """The module whose output is layer i's pre-pool activation, for every layer (hook targets).
+class NoLayerModules(ValueError):
+    """A backbone whose layers have no modules to hook (patch at the head instead)."""
 
-    MLP / CNN: ``blocks[i]``; a wrapped module: its named submodules; timm token models: ``blocks[k]`` (``forward_intermediates`` indexes them);
-    timm CNNs: found by identity of the tensors ``forward_intermediates`` returns (one probe pass).
-    A pre-logits layer (computed from the final features by ``forward_head``) has no module: ``None``.
-    """
-    if isinstance(backbone, (MLPBackbone, CNNBackbone)):
-        return list(backbone.blocks)
-    if isinstance(backbone, WrappedBackbone):
-        return [backbone.model.get_submodule(name) for name in backbone.layers] + [None] * backbone.config.pre_logits
-    if not isinstance(backbone, TimmBackbone):
-        raise ValueError(f"backbone {type(backbone).__name__} cannot be patched inside (no layer modules to hook); "
-                         "patch at the head instead")  # fmt: skip
-    model = backbone.model
-    count = len(backbone.layer_dims) - backbone.config.pre_logits
-    if backbone.tokens:
-        modules = [model.blocks[k] for k in backbone.take]
-    else:
-        outputs: dict[int, tuple[nn.Module, Tensor]] = {}  # tensors kept alive: ids stay unique
 
-        def seen(module: nn.Module, args, out) -> None:  # hooks fire inner first: the outermost one wins
-            outputs[id(out)] = (module, out)
+@dataclass(frozen=True)
+class Block:
+    """Layer i's block as forward hooks see it: ``module``'s output is the layer's pre-pool activation; the block's
+    input is ``module``'s own first input when ``entry is module``, the output of ``entry`` (a torchvision
+    :class:`~laya.model.backbones.torchvision.Tap`) otherwise, and unknown when ``entry`` is None."""
 
-        handles = [m.register_forward_hook(seen) for m in model.modules() if m is not model]
-        try:
-            p = next(model.parameters())
-            probe = torch.zeros(1, backbone.config.in_channels, backbone.config.input_size,
-                                backbone.config.input_size, dtype=p.dtype, device=p.device)  # fmt: skip
-            with torch.no_grad():
-                intermediates = backbone._intermediates(probe, backbone.config.indices, intermediates_only=True)
-                modules = [outputs.get(id(t), (None,))[0] for t in intermediates]
-        finally:
-            for h in handles:
-                h.remove()
-        if any(m is None for m in modules):
-            raise ValueError(f"could not locate the modules of the layers of {backbone.config.model!r}")
-    return modules[:count] + [None] * backbone.config.pre_logits
+    module: nn.Module
+    entry: nn.Module | None
+
+
+def _tensor(value: Any) -> Tensor | None:
+    """A module's output (or input) as the layer's tensor: itself, or a tuple's first item (HF layers); else None."""
+    if isinstance(value, (tuple, list)) and value:
+        value = value[0]
+    return value if isinstance(value, Tensor) else None
 
 
 @contextlib.contextmanager
-def _replace_output(module: nn.Module, value: Tensor) -> Iterator[None]:
-    handle = module.register_forward_hook(lambda m, a, out: value, prepend=True)  # before any reader of it
-    try:
-        yield
-    finally:
-        handle.remove()
-
-
-@contextlib.contextmanager
-def _record_output(modules: Sequence[nn.Module], store: list[Tensor]) -> Iterator[None]:
-    handles = [m.register_forward_hook(lambda mod, a, out: store.append(out)) for m in modules]
+def _hooks(*handles: Any) -> Iterator[None]:
     try:
         yield
     finally:
         for h in handles:
             h.remove()
+
+
+def _located(model: nn.Module, run: Callable[[], Sequence[Tensor]], what: str) -> list[nn.Module]:
+    """The module of ``model`` that returns each tensor ``run()`` returns (one probe pass): the first to return it,
+    or the outermost of those that enclose it; never a later module handing it on unchanged (an ``nn.Identity``)."""
+    calls = itertools.count()
+    starts: dict[int, list[int]] = {}
+    outputs: dict[int, tuple[nn.Module, Tensor, int]] = {}  # tensors kept alive: ids stay unique
+
+    def begin(module: nn.Module, args) -> None:
+        starts.setdefault(id(module), []).append(next(calls))
+
+    def seen(module: nn.Module, args, out) -> None:  # hooks fire inner first
+        start = starts[id(module)].pop()
+        if (tensor := _tensor(out)) is not None:
+            known = outputs.get(id(tensor))
+            if known is None or start < known[2]:  # started before the one that returned it: encloses it
+                outputs[id(tensor)] = (module, tensor, start)
+
+    inner = [m for m in model.modules() if m is not model]
+    with _hooks(*[m.register_forward_pre_hook(begin) for m in inner], *[m.register_forward_hook(seen) for m in inner]):
+        with torch.no_grad():
+            modules = [outputs.get(id(t), (None,))[0] for t in run()]
+    if any(m is None for m in modules):
+        raise NoLayerModules(f"could not locate the modules of the layers of {what}; patch at the head instead")
+    return modules
+
+
+def _probe(backbone: Backbone) -> Tensor:
+    p = next(backbone.parameters())
+    size = backbone.config.input_size
+    return torch.zeros(1, backbone.config.in_channels, size, size, dtype=p.dtype, device=p.device)
+
+
+def layer_blocks(backbone: Backbone) -> list[Block | None]:
+    """Each layer's :class:`Block` (hook targets); None for a pre-logits layer (computed from the final features by
+    the network's own head: no module).
+
+    MLP / CNN: ``blocks[i]``; a wrapped module: its named submodules; timm token models: ``blocks[k]``
+    (``forward_intermediates`` indexes them); timm CNNs and transformers: the modules whose outputs are the tensors
+    ``forward_intermediates`` / ``hidden_states`` return, found by identity (one probe pass); torchvision: the taps
+    in its traced graph. Raises :class:`NoLayerModules` where none can be found.
+    """
+    pre_logits = [None] * backbone.config.pre_logits
+    if isinstance(backbone, TorchvisionBackbone):
+        return [Block(out, entry) for out, entry in backbone.taps] + pre_logits
+    if isinstance(backbone, (MLPBackbone, CNNBackbone)):
+        modules = list(backbone.blocks)
+    elif isinstance(backbone, WrappedBackbone):
+        modules = [backbone.model.get_submodule(name) for name in backbone.layers]
+    elif isinstance(backbone, TransformersBackbone):
+        def states() -> list[Tensor]:
+            out = backbone._states(_probe(backbone))
+            return [out[i] for i in backbone.indices]
+
+        modules = _located(backbone.model, states, f"transformers {backbone.config.model!r}")
+        if backbone.pre_logits is not None:
+            backbone.pre_logits.pop()  # the probe's features, never read
+    elif isinstance(backbone, TimmBackbone):
+        count = len(backbone.layer_dims) - backbone.config.pre_logits
+        if backbone.tokens:
+            modules = [backbone.model.blocks[k] for k in backbone.take]
+        else:
+            def run() -> list[Tensor]:
+                return backbone._intermediates(_probe(backbone), backbone.config.indices, intermediates_only=True)
+
+            modules = _located(backbone.model, run, f"{backbone.config.model!r}")
+        modules = modules[:count]
+    else:
+        raise NoLayerModules(f"backbone {type(backbone).__name__} cannot be patched inside (no layer modules to "
+                             "hook); patch at the head instead")  # fmt: skip
+    return [Block(m, m) for m in modules] + pre_logits
+
+
+def layer_modules(backbone: Backbone) -> list[nn.Module | None]:
+    """The module whose output is layer i's pre-pool activation, for every layer (:func:`layer_blocks`)."""
+    return [None if block is None else block.module for block in layer_blocks(backbone)]
+
+
+def _with_first(out: Any, value: Tensor) -> Any:
+    """``out`` with its layer tensor (:func:`_tensor`) replaced by ``value``."""
+    return (value, *out[1:]) if isinstance(out, tuple) else value
+
+
+def _replace_output(module: nn.Module, value: Tensor) -> contextlib.AbstractContextManager[None]:
+    """Within the block, ``module``'s output (its layer tensor) is ``value``, before any hook that reads it."""
+    return _hooks(module.register_forward_hook(lambda m, a, out: _with_first(out, value), prepend=True))
+
+
+def on_input(block: Block, call: Callable[[Tensor], None]) -> Any:
+    """A hook handle: ``call(input)`` with the block's input each time the block starts (``block.entry`` not None)."""
+    if block.entry is block.module:
+        return block.module.register_forward_pre_hook(
+            lambda m, args, kwargs: call(_tensor(args) if args else _tensor(list(kwargs.values()))), with_kwargs=True
+        )
+    return block.entry.register_forward_hook(lambda m, a, out: call(_tensor(out)), prepend=True)
+
+
+@contextlib.contextmanager
+def _record_output(modules: Sequence[nn.Module], store: list[Tensor]) -> Iterator[None]:
+    with _hooks(*[m.register_forward_hook(lambda mod, a, out: store.append(_tensor(out))) for m in modules]):
+        yield
 
 
 @torch.inference_mode()
@@ -316,9 +398,13 @@ def effect_table(
 
 __all__ = [
     "WHERE",
+    "Block",
+    "NoLayerModules",
     "PatchEffects",
     "effect_table",
+    "layer_blocks",
     "layer_modules",
+    "on_input",
     "pair_table",
     "patch_backbone",
     "patch_bytes",

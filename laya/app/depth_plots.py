@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from laya.analysis.block_ablation import BlockAblation
+from laya.analysis.block_ablation import MEAN, SKIP, BlockAblation
 from laya.analysis.detection import SCORE_LABELS
 from laya.analysis.lens import SOURCES
 from laya.app import palette
@@ -159,26 +159,35 @@ def roc_figure(roc: pd.DataFrame, task: str, scores: Sequence[str] | None = None
 
 
 BLOCK_ABLATION_TITLE = "Block ablation (post hoc):<br>drop in p(ŷ) when each block's output is mean-ablated"
+BLOCK_SKIP_TITLE = "Block ablation (post hoc):<br>drop in p(ŷ) when each block is skipped (residual) or mean-ablated"
+BAR_METHOD = {SKIP: "skipped", MEAN: "mean-ablated"}
 
 
 def block_ablation_figure(result: BlockAblation, layers: Sequence[str], classes: Sequence[str], row: int = 0) -> go.Figure:
     """Bars of input ``row``'s drop in p(ŷ) per block (:class:`~laya.analysis.block_ablation.BlockAblation`), in
-    the LOO-drop colour, hatched where the ablation flips the label; the hover names the class predicted after."""
+    the LOO-drop colour, hatched where the ablation flips the label; the hover names the class predicted after.
+    Where some block was skipped, each bar names its intervention (``skipped`` / ``mean-ablated``) above it."""
     flips = result.flips[row].tolist()
     after = [classes[int(c)] for c in result.ablated_predictions[row]]
-    fig = go.Figure(go.Bar(
+    skipped = SKIP in result.methods
+    words = [BAR_METHOD[m] for m in result.methods] if skipped else None
+    bars = go.Bar(
         x=list(layers), y=result.drops[row].tolist(), customdata=after, marker_color=palette.LOO_DROP,
-        marker_pattern_shape=[palette.FLIP_PATTERN if f else "" for f in flips],
-        hovertemplate="%{x}: drop %{y:+.3f}, then predicts %{customdata}<extra></extra>",
-    ))  # fmt: skip
+        marker_pattern_shape=[palette.FLIP_PATTERN if f else "" for f in flips], text=words, textposition="outside",
+        hovertemplate="%{x}" + (" (%{text})" if skipped else "")
+        + ": drop %{y:+.3f}, then predicts %{customdata}<extra></extra>",
+    )  # fmt: skip
+    fig = go.Figure(bars)
     fig.update_xaxes(categoryorder="array", categoryarray=list(layers))
-    fig.update_layout(title=BLOCK_ABLATION_TITLE, xaxis_title="block (mean-ablated)",
+    axis = "block (skipped where residual, else mean-ablated)" if skipped else "block (mean-ablated)"
+    fig.update_layout(title=BLOCK_SKIP_TITLE if skipped else BLOCK_ABLATION_TITLE, xaxis_title=axis,
                       yaxis_title=f"drop in p({classes[int(result.prediction[row])]})")  # fmt: skip
     return fig
 
 
 __all__ = [
     "BLOCK_ABLATION_TITLE",
+    "BLOCK_SKIP_TITLE",
     "attribution_figure",
     "block_ablation_figure",
     "class_terms_figure",

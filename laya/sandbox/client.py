@@ -10,14 +10,15 @@ exception the in-process function would raise (:class:`CheckpointError`, :class:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from laya.analysis.block_ablation import BlockAblation
 from laya.analysis.depth import InputDepth
 from laya.analysis.explain import Explanation
 from laya.analysis.overflow import OutputOverflow
-from laya.analysis.patching import PatchEffects
+from laya.analysis.patching import NoLayerModules, PatchEffects
 from laya.analysis.report import Report
 from laya.analysis.spatial import ClassMaps
 from laya.data.datasets import DatasetNotFoundError
@@ -34,7 +35,7 @@ class ModelFailed(CheckpointError):
 
 
 ERRORS = {"checkpoint": CheckpointError, "image": ImageError, "dataset": DatasetNotFoundError, "error": ModelFailed,
-          "overflow": OutputOverflow}  # fmt: skip
+          "overflow": OutputOverflow, "no-layer-modules": NoLayerModules}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,14 @@ class Sandboxed:
         index, blob = join_files({"target": target, "source": source})
         reply, tensors = self._call("patch", blob, where=where, files=index)
         return PatchEffects.from_tensors(unpack(tensors), reply["values"])
+
+    def ablate(self, data: bytes, references: Sequence[bytes], skip: bool = False) -> BlockAblation:
+        """:func:`laya.analysis.block_ablation.ablate_bytes` in a worker. Raises :class:`ImageError` for a bad image,
+        :class:`NoLayerModules` for a backbone whose layers have no modules to hook."""
+        files = {"input": data} | {f"reference {i}": image for i, image in enumerate(references)}
+        index, blob = join_files(files)
+        reply, tensors = self._call("ablate", blob, skip=skip, files=index)
+        return BlockAblation.from_tensors(unpack(tensors), reply["values"])
 
     def class_maps(self) -> ClassMaps:
         """:func:`laya.analysis.spatial.sample_class_maps` in a worker (a missing sample: ``WorkerError``)."""

@@ -18,6 +18,9 @@ depth    model fields, image bytes in the blob :meth:`InputDepth.to_tensors`
 patch    model fields, ``where``, ``files``    :meth:`PatchEffects.to_tensors`
          index (``target``, ``source``) + both
          images in the blob
+ablate   model fields, ``skip``, ``files``     :meth:`BlockAblation.to_tensors`
+         index (``input``, then the reference
+         images) + the images in the blob
 maps     model fields                          :meth:`ClassMaps.to_tensors` of the test-set sample
 evaluate model fields, ``limit``               ``{"progress", "text"}`` frames, then ``report``
 forget   ``path``                              ``models``: how many are still loaded
@@ -44,11 +47,12 @@ from typing import Any, BinaryIO
 
 import torch
 
+from laya.analysis.block_ablation import ablate_bytes
 from laya.analysis.depth import DepthFit, input_depth
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import explain_bytes
 from laya.analysis.overflow import OutputOverflow
-from laya.analysis.patching import patch_bytes
+from laya.analysis.patching import NoLayerModules, patch_bytes
 from laya.analysis.spatial import sample_class_maps
 from laya.app.deploy import check_upload, release_memory
 from laya.data.datasets import DatasetNotFoundError
@@ -58,9 +62,9 @@ from laya.sandbox.info import ModelInfo
 from laya.sandbox.protocol import ProtocolError, pack, read_frame, split_files, write_frame
 
 REFUSALS = {CheckpointError: "checkpoint", ImageError: "image", DatasetNotFoundError: "dataset",
-            OutputOverflow: "overflow"}  # fmt: skip
+            OutputOverflow: "overflow", NoLayerModules: "no-layer-modules"}  # fmt: skip
 DOING = {"check": "checking the upload", "load": "loading", "explain": "explaining the image",
-         "depth": "analysing the image's depth", "patch": "patching the images", "maps": "mapping the test-set sample",
+         "depth": "analysing the image's depth", "patch": "patching the images", "ablate": "ablating the blocks", "maps": "mapping the test-set sample",
          "evaluate": "evaluating on the test set"}  # fmt: skip
 PACKAGE = Path(__file__).resolve().parents[1]  # laya/
 
@@ -128,7 +132,7 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         return {}, b""
     if op == "forget":
         return {"models": models.forget(str(request["path"]))}, b""
-    if op not in ("load", "explain", "depth", "patch", "maps", "evaluate"):
+    if op not in ("load", "explain", "depth", "patch", "ablate", "maps", "evaluate"):
         raise ProtocolError(f"unknown op {op!r}")
     checkpoint = models.get(request)
     if op == "load":
@@ -147,6 +151,12 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         if set(images) != {"target", "source"}:
             raise ProtocolError("a patch request carries exactly a target and a source image")
         result = patch_bytes(checkpoint, images["target"], images["source"], str(request["where"]))
+    elif op == "ablate":
+        images = split_files(request["files"], blob)
+        data = images.pop("input", None)
+        if data is None or not images:
+            raise ProtocolError("an ablate request carries an input and at least one reference image")
+        result = ablate_bytes(checkpoint, data, list(images.values()), bool(request.get("skip", False)))
     elif op == "maps":
         result = sample_class_maps(checkpoint)
     else:

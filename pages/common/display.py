@@ -7,6 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from laya.analysis.block_ablation import SKIP
 from laya.app.depth_plots import block_ablation_figure
 from laya.app.text import shown
 from laya.model.own_head import is_own_head
@@ -22,9 +23,10 @@ def table(frame: pd.DataFrame) -> None:
 
 def block_ablation_chart(info: ModelInfo, name: str, data: bytes, key: str) -> go.Figure | None:
     """For a LastLayer head: the bar chart of the drop in p(ŷ) when each block's output is mean-ablated inside
-    the backbone, labelled post hoc, and its caption; the figure, for a report. An attached network's own
-    classifier shows it at once; another LastLayer head on request, since it costs L + 1 more passes of the
-    backbone (the page's default view stays at its measured cost). Other heads: nothing (None)."""
+    the backbone (or, on request, each residual block skipped), labelled post hoc, and its caption; the figure, for
+    a report. An attached network's own classifier shows it at once; another LastLayer head on request, since it
+    costs L + 1 more passes of the backbone (the page's default view stays at its measured cost). Other heads:
+    nothing (None)."""
     if info.meta.head.name != "lastlayer":
         return None
     if not is_own_head(info.meta.train) and not st.toggle(
@@ -32,17 +34,23 @@ def block_ablation_chart(info: ModelInfo, name: str, data: bytes, key: str) -> g
     ):
         return None
     result = block_ablation(str(info.path), name, data)
+    residual = 0 if isinstance(result, str) else sum(result.residual)
+    if residual and st.toggle(f"Skip the {residual} residual block(s) instead (output := input)", key=f"{key}_skip"):
+        result = block_ablation(str(info.path), name, data, skip=True)
     if isinstance(result, str):
         st.info(shown(result))
         return None
     figure = block_ablation_figure(result, info.layer_names, info.meta.classes)
     st.plotly_chart(shown(figure, "plotly"), key=key)
+    skipped = SKIP in result.methods
     st.caption(
         f"**Post hoc**: the unchanged model, explained after the fact. Each bar replaces one block's output inside "
-        f"the backbone by its mean over the {result.references:d} bundled example images and runs the rest of the "
-        "network: the drop in p(ŷ) is that block's total effect on this decision (hatched: the label flips). "
-        "A LastLayer head has no layer scores of its own."
-    )
+        f"the backbone by its mean over the {result.references:d} bundled example images"
+        + (" (or, for a bar marked skipped, by the block's own input: a residual block without its branch)"
+           if skipped else "")
+        + " and runs the rest of the network: the drop in p(ŷ) is that block's total effect on this decision "
+        "(hatched: the label flips). A LastLayer head has no layer scores of its own."
+    )  # fmt: skip
     return figure
 
 

@@ -323,27 +323,31 @@ def patch(path: str, target: tuple[str, bytes], source: tuple[str, bytes], where
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _block_ablation(path: str, stamp: int, anyway: bool, data: bytes, references: tuple[bytes, ...]) -> BlockAblation:
-    return ablate_bytes(_load_model(path, stamp, anyway), data, references)
-
-
-def block_ablation(path: str, name: str, data: bytes) -> BlockAblation | str:
-    """Block ablation of one image inside the backbone, the means over the checkpoint's bundled example images
-    (:func:`laya.analysis.block_ablation.ablate_bytes`), or the sentence saying why it is not shown: a checkpoint
-    run in a sandboxed worker, none bundled, or a backbone whose layers have no modules to hook. An unusable image
-    shows ``st.error`` and stops the page."""
+def _block_ablation(
+    path: str, stamp: int, anyway: bool, data: bytes, references: tuple[bytes, ...], skip: bool
+) -> BlockAblation:
     if deploy.sandboxed(path):
-        return "Block ablation is not computed for checkpoints run in a sandboxed worker."
+        return _sandboxed(path, anyway).ablate(data, references, skip)
+    return ablate_bytes(_load_model(path, stamp, anyway), data, references, skip)
+
+
+def block_ablation(path: str, name: str, data: bytes, skip: bool = False) -> BlockAblation | str:
+    """Block ablation of one image inside the backbone (``skip``: residual blocks skipped), the means over the
+    checkpoint's bundled example images (:func:`laya.analysis.block_ablation.ablate_bytes`), here or in a worker, or
+    the sentence saying why it is not shown: none bundled, or a backbone whose layers have no modules to hook. An
+    unusable image or a failed worker shows ``st.error`` and stops the page."""
     references = tuple(p.read_bytes() for p in example_images(path))
     if not references:
         return "Block ablation needs reference images for its means; this checkpoint has no bundled examples."
     try:
         with st.spinner(shown(f"Ablating each block for {name}…")):
-            result = _block_ablation(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), data, references)
+            result = _block_ablation(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), data, references, skip)
     except ImageError as error:
         st.error(shown(f"Cannot use {name!r} as an image: {error}"))
         st.stop()
-    except ValueError as error:  # layers without modules to hook (layer_modules says which)
+    except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
+        _model_failed(path, error)
+    except ValueError as error:  # layers without modules to hook (layer_blocks says which)
         return f"Block ablation is not available for this backbone: {error}"
     _answered(path)
     return result

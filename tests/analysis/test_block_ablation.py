@@ -11,7 +11,7 @@ from laya.data.images import load_image_tensor
 from laya.model.backbones import BackboneConfig
 from laya.model.checkpoint import load_checkpoint
 from tests.analysis.test_spatial import CNN, model
-from tests.model.test_own_head import _save, networks
+from tests.model.test_own_head import _save, logits_of, networks
 from tests.training.test_attach import _config, _retarget
 
 MLP = BackboneConfig(name="mlp", in_channels=3, input_size=4, widths=(6, 5, 4))
@@ -26,7 +26,7 @@ def test_last_block_is_the_head_on_the_mean_last_state() -> None:
     m = model(MLP, "lastlayer")
     x, reference = _inputs(MLP, 3, 0), _inputs(MLP, 7, 1)
     result = block_ablation(m, x, reference)
-    assert result.drops.shape == result.ablated_predictions.shape == (3, 3) and result.method == "mean-ablation"
+    assert result.drops.shape == result.ablated_predictions.shape == (3, 3) and result.methods == ("mean-ablation",) * 3
     with torch.no_grad():
         hidden = m.backbone(x)
         p = torch.softmax(m.head(hidden).logits, -1)
@@ -108,3 +108,107 @@ def test_wrapped_module_with_its_own_classifier() -> None:
         mean = net[:6](reference).mean(0, keepdim=True).expand(2, -1)
         expected = p[torch.arange(2), y] - torch.softmax(net[6](mean), -1)[torch.arange(2), y]
     assert torch.allclose(result.drops[:, 2], expected, atol=1e-6) and expected.abs().max() > 1e-4
+
+
+def _own_model(config):
+    """The network's own classifier as a LastLayer head on its backbone, in float64 (as :func:`own_checkpoint`)."""
+    from laya.model.backbones import build_backbone
+    from laya.model.classifier import LayerwiseClassifier
+    from laya.model.own_head import own_head
+
+    backbone = build_backbone(config)
+    return LayerwiseClassifier(backbone, own_head(backbone)).double().eval()
+
+
+def _by_hand(network, x, module, output) -> torch.Tensor:
+    """``(B, C)`` the network's probabilities with ``module``'s output replaced by ``output(input, its output)``."""
+    handle = module.register_forward_hook(lambda m, args, out: output(args[0], out))
+    try:
+        with torch.no_grad():
+            return torch.softmax(logits_of(network, x), -1)
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize("family", ["torchvision resnet18", "transformers vit"])
+def test_blocks_inside_torchvision_and_transformers_match_a_hand_ablation(tmp_path: Path, family: str) -> None:
+    """Mean-ablating a block (its output replaced by its mean over the reference) or skipping a residual one
+    (output := input) gives the drop in p(ŷ) that the same hook on the original network gives."""
+    name, network, config = next(n for n in networks(tmp_path) if n[0] == family)
+    network = network.double().eval()
+    m = _own_model(config)
+    x, reference = _inputs(config, 2, 0), _inputs(config, 6, 1)
+    mean_ablated = block_ablation(m, x, reference)
+    skipped = block_ablation(m, x, reference, skip=True)
+    if family.startswith("torchvision"):  # layer1 keeps its shape and adds to its input; layer2..4 downsample
+        blocks, residual = [network.layer1, network.layer2, network.layer3, network.layer4], (True, False, False, False)
+    else:  # both encoder layers: x + attn(x), then + mlp(...)
+        blocks, residual = list(network.vit.layers), (True, True)
+    assert mean_ablated.residual == (*residual, False) and mean_ablated.methods == ("mean-ablation",) * len(blocks) + (
+        "mean-ablation",)  # fmt: skip
+    assert skipped.methods == tuple("skip" if r else "mean-ablation" for r in residual) + ("mean-ablation",)
+    with torch.no_grad():
+        p = torch.softmax(logits_of(network, x), -1)
+    y = p.argmax(-1)
+    assert torch.equal(mean_ablated.prediction, y)
+    rows = torch.arange(len(x))
+    for i, block in enumerate(blocks):
+        store = []
+        hook = block.register_forward_hook(lambda mod, args, out: store.append(out))
+        with torch.no_grad():
+            logits_of(network, reference)
+        hook.remove()
+        mean = store[0].mean(0, keepdim=True)
+        by_mean = _by_hand(network, x, block, lambda inp, out: mean.expand_as(out))
+        expected = p[rows, y] - by_mean[rows, y]
+        assert torch.allclose(mean_ablated.drops[:, i], expected, atol=1e-6, rtol=0), (name, i)
+        assert torch.equal(mean_ablated.ablated_predictions[:, i], by_mean.argmax(-1)), (name, i)
+        if residual[i]:
+            by_skip = _by_hand(network, x, block, lambda inp, out: inp)
+            assert torch.allclose(skipped.drops[:, i], p[rows, y] - by_skip[rows, y], atol=1e-6, rtol=0), (name, i)
+        else:
+            assert torch.equal(skipped.drops[:, i], mean_ablated.drops[:, i]), (name, i)
+    assert mean_ablated.drops[:, :-1].abs().max() > 1e-4 and (skipped.drops - mean_ablated.drops).abs().max() > 1e-4
+
+
+def test_residual_blocks_are_measured_not_assumed() -> None:
+    """``x + f(x)`` is residual; ``f(x) + g(x)`` of the same shape is not; ``relu(x + f(x))`` is where its input is
+    nonnegative (post-activation ResNets), not where it is signed. Skipping = the block replaced by identity."""
+    from torch import nn
+
+    from laya.model.backbones import wrap
+    from laya.model.classifier import LayerwiseClassifier
+    from laya.model.own_head import own_head
+
+    class Residual(nn.Module):
+        def __init__(self, relu: bool) -> None:
+            super().__init__()
+            self.f, self.relu = nn.Conv2d(4, 4, 3, padding=1), relu
+
+        def forward(self, x):
+            y = x + self.f(x)
+            return torch.relu(y) if self.relu else y
+
+    class Sum(Residual):
+        def forward(self, x):
+            return self.f(x) + torch.tanh(x)
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), Residual(relu=True), Residual(relu=False), Sum(relu=False),
+                        nn.ReLU(), Residual(relu=True), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))  # fmt: skip
+    backbone = wrap(net, ["1", "2", "3", "5"], input_size=8, pre_logits=True)
+    m = LayerwiseClassifier(backbone, own_head(backbone)).double().eval()
+    net = net.double().eval()
+    x, reference = _inputs(CNN, 2, 0)[..., :8, :8], _inputs(CNN, 6, 1)[..., :8, :8]
+    result = block_ablation(m, x, reference, skip=True)
+    assert result.residual == (False, True, False, True, False)  # "1" reads the signed output of a convolution
+    assert result.methods == ("mean-ablation", "skip", "mean-ablation", "skip", "mean-ablation")
+    with torch.no_grad():
+        p = torch.softmax(net(x), -1)
+        y = p.argmax(-1)
+        for i, index in ((1, 2), (3, 5)):
+            without = nn.Sequential(*[nn.Identity() if j == index else layer for j, layer in enumerate(net)])
+            expected = p[torch.arange(2), y] - torch.softmax(without(x), -1)[torch.arange(2), y]
+            assert torch.allclose(result.drops[:, i], expected, atol=1e-10), i
+            assert expected.abs().max() > 1e-4, i
+    assert block_ablation(m, x, reference).methods == ("mean-ablation",) * 5  # skipping only when asked

@@ -187,8 +187,8 @@ def test_pair_table_marks_layers_the_backbone_cannot_patch():
 
 
 def test_patching_an_own_head_checkpoint(tmp_path, image_folder):
-    """The network's own classifier (``laya attach``): at the head for every family; in the backbone for timm
-    (the pre-logits layer has no module), refused with a clear error where the layers have no modules."""
+    """The network's own classifier (``laya attach``): at the head and in the backbone for every family (the
+    pre-logits layer has no module: patched at the head only)."""
     from laya.training.attach import own_checkpoint
     from tests.model.test_own_head import _save, networks
     from tests.training.test_attach import _config, _retarget
@@ -203,10 +203,18 @@ def test_patching_an_own_head_checkpoint(tmp_path, image_folder):
         assert torch.isfinite(head.prob_change()).all(), name
         assert torch.allclose(head.logits[0, -1], head.source_logits[0], atol=1e-6), name  # all layers: the source
         assert head.prob_change()[0, :-2].abs().max() < 1e-12, name  # a LastLayer head reads pre-logits alone
-        if config.name != "timm":
-            with pytest.raises(ValueError, match="cannot be patched inside"):
-                patch_images(checkpoint, images[0], images[-1], where="backbone")
-            continue
         inside = patch_images(checkpoint, images[0], images[-1], where="backbone")
         assert inside.masks.shape == (L - 1, L) and not inside.masks[:, -1].any(), name  # pre-logits: no module
         assert torch.isfinite(inside.prob_change()).all() and inside.prob_change().abs().max() > 0, name
+
+
+def test_a_layer_is_the_module_that_returns_it_not_a_later_identity():
+    """BEiT (mean pooling) hands its last layer's output through an ``nn.Identity`` (its layernorm): the layer's module
+    is the encoder layer that returned it, so that block can be skipped and its hidden state is the one replaced."""
+    from laya.model.backbones import build_backbone
+    from tests.model.test_own_head import TINY_VIT
+
+    torch.manual_seed(0)
+    backbone = build_backbone(BackboneConfig(name="transformers", model="beit", in_channels=3, input_size=32,
+                                             model_kwargs=TINY_VIT, freeze=True))  # fmt: skip
+    assert [type(m).__name__ for m in layer_modules(backbone)] == ["BeitLayer", "BeitLayer"]

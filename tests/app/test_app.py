@@ -195,10 +195,14 @@ def _titled(at: AppTest, title: str) -> list[dict]:
     return [c for c in charts(at) if unplain(c["layout"].get("title", {}).get("text", "")) == title]
 
 
-def test_block_ablation_is_shown_post_hoc_for_lastlayer_heads(app: AppTest, setting: Path) -> None:
+@pytest.mark.parametrize("sandbox", ["", "all"], ids=["in-process", "sandboxed"])
+def test_block_ablation_is_shown_post_hoc_for_lastlayer_heads(
+    app: AppTest, setting: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A LastLayer head shows its post-hoc block ablation on request (a toggle naming the L + 1 passes it costs),
-    on Inspect, Depth analytics and Compare; an attached network's own head shows it at once
-    (tests/training/test_attach.py)."""
+    on Inspect, Depth analytics and Compare, the same bars computed in a sandboxed worker (an upload's route); an
+    attached network's own head shows it at once (tests/training/test_attach.py)."""
+    monkeypatch.setenv("LAYA_SANDBOX", sandbox)
     from laya.analysis.block_ablation import ablate_bytes
     from laya.app.depth_plots import BLOCK_ABLATION_TITLE
 

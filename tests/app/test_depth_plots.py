@@ -73,3 +73,19 @@ def test_block_ablation_bars_hatch_flips_and_name_the_class_after():
     assert list(bars.x) == LAYERS and np.allclose(bars.y, [0.1, 0.6, 0.0])
     assert list(bars.marker.pattern.shape) == ["", "x", ""] and list(bars.customdata) == ["b", "c", "b"]
     assert "post hoc" in fig.layout.title.text and fig.layout.yaxis.title.text == "drop in p(b)"
+
+
+def test_block_ablation_bars_name_their_intervention_where_a_block_is_skipped():
+    from laya.analysis.block_ablation import BlockAblation
+
+    result = BlockAblation(torch.tensor([[0.1, 0.6, 0.0]]).double(), torch.tensor([[1, 2, 1]]), torch.tensor([1]),
+                           torch.tensor([0.8]).double(), 4, ("skip", "mean-ablation", "mean-ablation"),
+                           (True, False, False))  # fmt: skip
+    fig = depth_plots.block_ablation_figure(result, LAYERS, CLASSES)
+    assert list(fig.data[0].text) == ["skipped", "mean-ablated", "mean-ablated"]
+    assert fig.layout.title.text == depth_plots.BLOCK_SKIP_TITLE
+    assert "skipped where residual" in fig.layout.xaxis.title.text
+    mean = BlockAblation(*[getattr(result, f) for f in ("drops", "ablated_predictions", "prediction", "probability")],
+                         4, ("mean-ablation",) * 3, (True, False, False))  # fmt: skip
+    fig = depth_plots.block_ablation_figure(mean, LAYERS, CLASSES)  # every bar mean-ablated: the title says so
+    assert fig.data[0].text is None and fig.layout.title.text == depth_plots.BLOCK_ABLATION_TITLE

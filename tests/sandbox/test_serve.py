@@ -100,3 +100,36 @@ def test_an_exception_of_the_models_code_is_answered_and_the_loop_goes_on(
     expected = "the model failed while explaining the image (IndexError in laya/sandbox/serve.py)"  # the last laya file
     assert replies[0] == {"ok": False, "kind": "error", "error": expected}
     assert "secret" not in replies[0]["error"] and replies[1]["ok"] and replies[1]["info"]["path"] == good
+
+
+def test_ablate_op_answers_the_block_ablation_of_an_upload(tiny_models: Path) -> None:
+    """Block ablation asked of a worker (:meth:`Sandboxed.ablate`, an upload's route) is the one computed in process;
+    a request without references is refused as malformed."""
+    import json
+
+    import torch
+
+    from laya.analysis.block_ablation import ablate_bytes
+    from laya.model.checkpoint import load_checkpoint
+    from laya.sandbox.client import Sandboxed
+    from laya.sandbox.serve import handle
+
+    class Pool:  # the worker's request handler in this process, the request through JSON as on the wire
+        def call(self, message, blob, progress=None):
+            reply, data = handle(json.loads(json.dumps(message)), blob, ModelCache(2**30), io.BytesIO())
+            return {"ok": True, **reply}, data
+
+    path = str(tiny_models / "colours-mlp" / "lastlayer")
+    images = [p.read_bytes() for p in sorted((tiny_models / "colours-mlp" / "examples").iterdir())]
+    got = Sandboxed(Pool(), path).ablate(images[0], images[1:], skip=True)
+    expected = ablate_bytes(load_checkpoint(path), images[0], images[1:], skip=True)
+    assert got.references == expected.references == len(images) - 1 and got.methods == expected.methods
+    assert got.residual == expected.residual and torch.allclose(got.drops, expected.drops, atol=1e-12)
+    assert torch.equal(got.ablated_predictions, expected.ablated_predictions) and got.drops.abs().max() > 1e-6
+    index, blob = protocol.join_files({"input": images[0]})
+    out = io.BytesIO()
+    serve(io.BytesIO(protocol.encode({"op": "ablate", "path": path, "files": index}, blob)), out, {}, cpu_seconds=0)
+    out.seek(0)
+    protocol.read_frame(out)  # hello
+    refused = protocol.read_frame(out)[0]
+    assert not refused["ok"] and "at least one reference image" in refused["error"]

@@ -103,10 +103,11 @@ def test_attach_writes_four_heads_a_summary_and_depth(
 
 def _own_head_shows_its_block_ablation_at_once(models: Path, own: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The dashboard opens the attached folder with the own head first, and Inspect shows that unchanged model's
-    post-hoc block ablation with no toggle (other LastLayer heads compute it on request)."""
+    post-hoc block ablation with no toggle (other LastLayer heads compute it on request); resnet10t's residual
+    stage is skipped on request, and the chart says so."""
     from streamlit.testing.v1 import AppTest
 
-    from laya.app.depth_plots import BLOCK_ABLATION_TITLE
+    from laya.app.depth_plots import BLOCK_ABLATION_TITLE, BLOCK_SKIP_TITLE
     from laya.app.text import unplain
 
     monkeypatch.setenv("LAYA_MODELS", str(models))
@@ -116,6 +117,13 @@ def _own_head_shows_its_block_ablation_at_once(models: Path, own: Path, monkeypa
     titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in app.get("plotly_chart")]
     assert sum(unplain(title) == BLOCK_ABLATION_TITLE for title in titles) == 1, (titles, [i.value for i in app.info])
     assert not [t for t in app.toggle if str(t.key).endswith("block_ablation_on")]
+    [skip] = [t for t in app.toggle if t.key == "inspect_block_ablation_skip"]
+    assert skip.label.startswith("Skip the 1 residual block(s)")  # the stage without downsampling
+    skip.set_value(True).run()
+    assert not app.exception, app.exception
+    charts = [json.loads(c.proto.spec) for c in app.get("plotly_chart")]
+    [chart] = [c for c in charts if unplain(c["layout"].get("title", {}).get("text", "")) == BLOCK_SKIP_TITLE]
+    assert chart["data"][0]["text"].count("skipped") == 1, chart["data"][0]["text"]
 
 
 def test_a_wrapped_module_as_it_is(tmp_path: Path, image_folder: Path) -> None:

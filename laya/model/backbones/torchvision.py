@@ -12,6 +12,11 @@ the config names keep their names. Single-channel inputs are repeated to the 3 c
 With ``pre_logits`` (and ``model_kwargs`` ``num_classes``) the input of the model's final linear classifier
 is the last layer (:mod:`~laya.model.backbones.pre_logits`), and :meth:`TorchvisionBackbone.classifier` is
 that classifier.
+
+The traced graph runs no stage as one module (``layer1`` is traced through), so hooks on its submodules do not see
+a layer. :func:`add_taps` puts a :class:`Tap` (an ``nn.Identity``) after each layer's node, every later node reading
+it, and one after the one node that feeds the layer's block where there is one: forward hooks on them see each
+block's output and input (:func:`laya.analysis.patching.layer_blocks`). Taps hold no weights: the state dict stays.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+
+from torch import fx
 
 import torch
 from torch import Tensor, nn
@@ -79,6 +86,76 @@ def default_layers(model: nn.Module, nodes: list[str]) -> list[str]:
     return reached
 
 
+class Tap(nn.Identity):
+    """A marker node in the traced graph: its forward hooks see a block's output, or the input that feeds it."""
+
+
+def qualnames(model: nn.Module, training: bool) -> dict[str, str]:
+    """Graph node name -> its qualified name (``layer1.0.add``) in ``model``'s trace in that mode, traced as
+    ``create_feature_extractor`` traces it (the same tracer and arguments: the same node names)."""
+    from torchvision.models.feature_extraction import NodePathTracer, _set_default_tracer_kwargs
+
+    was = model.training
+    tracer = NodePathTracer(**_set_default_tracer_kwargs(None))
+    try:
+        tracer.trace(model.train(training))
+    finally:
+        model.train(was)
+    return {node.name: name for node, name in tracer.node_to_qualname.items()}
+
+
+def _inside(name: str | None, layer: str) -> bool:
+    return name is not None and (name == layer or name.startswith(layer + "."))
+
+
+def _tap_graph(graph: fx.Graph, layers: list[str], names: dict[str, str], taps: list[tuple[str, str]]) -> list[bool]:
+    """Insert the taps ``(exit, entry)`` of each layer into one graph (see :func:`add_taps`); which entries it has."""
+    nodes = list(graph.nodes)
+    returned = next(n for n in nodes if n.op == "output").args[0]  # {layer: node}
+    feeds = []
+    for layer in layers:
+        block = {n for n in nodes if _inside(names.get(n.name), layer)}
+        inputs = {a for n in block for a in n.all_input_nodes if a not in block and a.op != "get_attr"}
+        feeds.append(next(iter(inputs)) if len(inputs) == 1 else None)
+    moved: dict[fx.Node, fx.Node] = {}
+    for layer, (exit_name, _) in zip(layers, taps):
+        node = returned[layer]
+        with graph.inserting_after(node):
+            tap = graph.call_module(exit_name, (node,))
+        node.replace_all_uses_with(tap, delete_user_cb=lambda user, tap=tap: user is not tap)
+        moved[node] = tap
+    for feed, (_, entry_name) in zip(feeds, taps):
+        while feed in moved:  # another layer's output: its tap, which the block now reads
+            feed = moved[feed]
+        if feed is not None:
+            with graph.inserting_after(feed):
+                graph.call_module(entry_name, (feed,))
+    graph.lint()
+    return [feed is not None for feed in feeds]
+
+
+def add_taps(
+    extractor: fx.GraphModule, layers: list[str], names: dict[bool, dict[str, str]]
+) -> list[tuple[Tap, Tap | None]]:
+    """Taps ``(exit, entry)`` per layer in both graphs of a ``create_feature_extractor`` module: ``exit`` after the
+    layer's node, read by every node that read it; ``entry`` (None where the block's nodes read more than one
+    node from outside it, or none) after the node that feeds the block of nodes named ``layer`` or ``layer.*``.
+    ``names``: :func:`qualnames` of the model, by mode (``training``)."""
+    taps = [(f"laya_exit_{i}", f"laya_entry_{i}") for i in range(len(layers))]
+    for exit_name, entry_name in taps:
+        extractor.add_submodule(exit_name, Tap())
+        extractor.add_submodule(entry_name, Tap())
+    graphs = {False: extractor.eval_graph, True: extractor.train_graph}
+    for graph in graphs.values():
+        graph.owning_module = extractor  # the inactive one still names the traced model
+    found = [_tap_graph(graph, layers, names[training], taps) for training, graph in graphs.items()]
+    extractor.recompile()
+    return [
+        (extractor.get_submodule(exit_name), extractor.get_submodule(entry_name) if has_entry else None)
+        for (exit_name, entry_name), has_entry in zip(taps, found[0])  # the eval graph's: the analyses run in it
+    ]
+
+
 def layer_label(node: str) -> str:
     """A default layer's display name: a block of ``features`` by its index (``features.7`` -> ``block 7``), a
     ViT encoder layer 1-based like timm's ViT blocks (``encoder.layers.encoder_layer_0`` -> ``block 1``),
@@ -116,7 +193,7 @@ class TorchvisionBackbone(Backbone):
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
         import torchvision
-        from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
+        from torchvision.models.feature_extraction import create_feature_extractor
 
         if config.model not in classification_models():
             raise ValueError(f"torchvision has no classification model {config.model!r}")
@@ -127,7 +204,8 @@ class TorchvisionBackbone(Backbone):
             model = builder(weights=None, image_size=config.input_size, **config.model_kwargs)
         if config.weights:
             load_weights(model, config.weights, base_dir)
-        _, nodes = get_graph_node_names(model)
+        names = {training: qualnames(model, training) for training in (False, True)}
+        nodes = list(names[False].values())  # the eval graph's, as get_graph_node_names gives them
         layers = list(config.layers or default_layers(model, nodes))
         unknown = [n for n in layers if not any(node == n or node.startswith(n + ".") for node in nodes)]
         if unknown:
@@ -136,6 +214,7 @@ class TorchvisionBackbone(Backbone):
         self.head_name = final_linear(model) if config.pre_logits else None
         read = layers + [self.head_name] * config.pre_logits  # the classifier runs: its input is recorded
         self.model = create_feature_extractor(model, return_nodes={n: n for n in read})
+        self.taps = add_taps(self.model, layers, names)
         self.pre_logits = PreLogits(self.model, self.head_name) if config.pre_logits else None
         self.channels_last = isinstance(model, torchvision.models.SwinTransformer)  # (B, H, W, C) stage outputs
         self.pool = ("cls" if hasattr(model, "class_token") else "avg") if config.pool == "auto" else config.pool
@@ -176,4 +255,12 @@ def _device(module: nn.Module) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-__all__ = ["TorchvisionBackbone", "classification_models", "default_layers", "layer_label"]
+__all__ = [
+    "Tap",
+    "TorchvisionBackbone",
+    "add_taps",
+    "classification_models",
+    "default_layers",
+    "layer_label",
+    "qualnames",
+]

@@ -278,18 +278,23 @@ def sources(patterns: list[str]) -> Sources:
 # --- checks --------------------------------------------------------------------------------------------------
 
 
+def stale(path: Path) -> list[str]:
+    """``"path: NAME ARG"`` for every generated block of ``path`` whose text is not what its generator prints now."""
+    text, name = path.read_text(), path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    problems = [f"{name}: generated block '{m.group('spec')}' is stale" for m in BLOCK.finditer(text)
+                if m.group("body") != generate(m.group("spec"))]  # fmt: skip
+    return problems + [f"{name}: the depth card is stale (scripts/depth_all.sh)" for m in DEPTH_CARD.finditer(text)
+                       if m.group("body") != generate("depth-card")]  # fmt: skip
+
+
 def stale_blocks() -> list[str]:
-    """``"path: NAME ARG"`` for every generated block whose text is not what its generator prints now."""
-    stale = []
-    for path in documents():
-        text = path.read_text()
-        for match in BLOCK.finditer(text):
-            if match.group("body") != generate(match.group("spec")):
-                stale.append(f"{path.relative_to(ROOT)}: generated block '{match.group('spec')}' is stale")
-        for match in DEPTH_CARD.finditer(text):
-            if match.group("body") != generate("depth-card"):
-                stale.append(f"{path.relative_to(ROOT)}: the depth card is stale (scripts/depth_all.sh)")
-    return stale
+    """:func:`stale` for every document."""
+    return [problem for path in documents() for problem in stale(path)]
+
+
+def check_page(path: Path) -> list[str]:
+    """Everything wrong with one page: its stale generated blocks and the claims in its free prose."""
+    return stale(path) + strict([path])
 
 
 def _sentence(text: str, start: int) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from claims import comparisons, paper, spatial, tables
+from claims import comparisons, paper, spatial, speed, tables
 
 CLAIMS: dict[str, Callable[[str], str]] = {**comparisons.CLAIMS, **tables.CLAIMS, **spatial.CLAIMS,
-                                               **paper.CLAIMS}
+                                               **paper.CLAIMS, **speed.CLAIMS}

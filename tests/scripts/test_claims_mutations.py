@@ -1,8 +1,7 @@
 """The claims check can fail, and proves it: every generated claim, changed in a copy, is caught.
 
-Each mutation changes one claim inside a generated block of a converted page (README.md, docs/results.md,
-docs/comparisons.md): a number (its last digit), an end of an interval, or a direction word (above ↔ below,
-ties with → above, reproduced ↔ not reproduced, better ↔ worse). The mutated copy must fail
+Each mutation changes one claim inside a generated block of a converted page (``PAGES``): a number (its last digit), an end of an interval, or a direction word (above ↔ below,
+ties with → above, reproduced ↔ not reproduced, better ↔ worse, met ↔ not met). The mutated copy must fail
 ``prose_claims.check_page``. Every candidate runs (the generators' output is computed once and cached: all of
 them took about 15 s on one loaded core); beyond ``SAMPLE`` candidates a fixed-seed sample of ``SAMPLE`` would. A hand-written claim added to free prose
 must be caught as well.
@@ -16,13 +15,14 @@ import pytest
 
 from tests.scripts.test_prose_claims import claims
 
-PAGES = ("README.md", "docs/results.md", "docs/comparisons.md")
+PAGES = ("README.md", "docs/results.md", "docs/comparisons.md", "docs/speed.md")
 SAMPLE, SEED = 2000, 27
 NUMBER = re.compile(r"(?<![\w.])[+-]?\d+\.\d+(?!\d)")
 INTERVAL_END = re.compile(r"(?<=\[)[+-]?\d+\.\d+(?=, )|(?<=, )[+-]?\d+\.\d+(?=\])")
 DIRECTIONS = {"above": "below", "below": "above", "ties with": "above", "not reproduced": "reproduced",
-              "reproduced": "not reproduced", "better": "worse", "worse": "better", "tie": "above"}  # fmt: skip
-DIRECTION = re.compile(r"\b(?:not reproduced|ties with|above|below|reproduced|better|worse|tie)\b")
+              "reproduced": "not reproduced", "better": "worse", "worse": "better", "tie": "above",
+              "not met": "met", "met": "not met", "tied": "better"}  # fmt: skip
+DIRECTION = re.compile(r"\b(?:not reproduced|ties with|above|below|reproduced|better|worse|tied|tie|not met|met)\b")
 
 
 def _bump(number: str) -> str:

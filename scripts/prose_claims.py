@@ -18,7 +18,7 @@ is one function ``(arg: str) -> str`` and one line in ``GENERATORS``); direction
 
 What else is checked:
 
-What is checked, in README.md and docs/*.md:
+What is checked, in README.md and every docs page (``pages``):
 
 * **Generated blocks** ``<!-- generated: NAME [ARG] -->`` ... ``<!-- /generated -->`` (and the depth card's
   ``<!-- depth-card:start -->`` ... ``<!-- depth-card:end -->``) must equal what ``GENERATORS[NAME](ARG)``
@@ -26,7 +26,7 @@ What is checked, in README.md and docs/*.md:
 * **Quoted numbers** in the free prose of the sections in ``SECTIONS`` (outside generated blocks, code spans and
   links): every interval ``x [a, b]`` (also ``m ± s [a, b]``) must be an interval of a source file at the precision
   written, and every other decimal number must occur in a source file at that precision. The sources are the
-  files a section quotes (``SECTIONS``; ``git:REV:PATH`` is a file as committed at ``REV``).
+  files a section quotes (``SECTIONS``: the sections of pages not yet strict).
 * **Differences and ties**: a signed difference with its CI, ``+0.031 [+0.023, +0.038]``, is stated as a tie
   (the words *tie*/*ties*/*tied* in its clause) exactly when its CI covers 0.
 
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
@@ -150,18 +149,13 @@ def generate(spec: str) -> str:
 
 
 def documents() -> list[Path]:
-    """The docs pages, then README.md (a section is looked up in this order)."""
-    return [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+    """The docs pages, then README.md (a section is looked up in this order): :func:`pages`, README last."""
+    return [*pages()[1:], ROOT / "README.md"]
 
 
-#: section heading -> the files its prose quotes (globs relative to the repository, or git:REV:PATH)
+#: section heading -> the files its prose quotes (globs relative to the repository); pages not yet strict
 SECTIONS: dict[str, list[str]] = {
-    "Results": ["models/*/summary.csv", "models/*/summary.md", "models/*/comparisons.csv", "models/*/*/comparisons.csv",
-                "models/*/*/faithfulness.csv", "models/*/*/report.json", "readme_tables:models/*",
-                "seed0_sensitivity:models/*", "git:b1b4c12:models/fashion-mnist-mlp/summary.md",
-                "git:afa2ab3:models/cifar10-efficientnet-lite0/summary.md"],  # fmt: skip
     "Depth analytics": ["models/*/*/depth.json", "models/*/*/exits.json"],
-    "Speed": ["docs/benchmark-run.txt", "docs/speed/*.json"],
     "Measured against the anchors": ["docs/spatial_maps/*.csv"],
 }
 
@@ -216,26 +210,8 @@ class Sources:
 
 
 def _texts(pattern: str) -> Iterable[tuple[str, str]]:
-    if pattern.startswith("git:"):
-        _, rev, path = pattern.split(":", 2)
-        yield path, subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True,
-                                   check=True).stdout  # fmt: skip
-    elif pattern.startswith("seed0_sensitivity:"):  # a script's printout: ``python scripts/seed0_sensitivity.py``
-        for setting in sorted(ROOT.glob(pattern.split(":", 1)[1])):
-            if (setting / "results.csv").is_file():
-                yield str(setting), subprocess.run([sys.executable, str(ROOT / "scripts" / "seed0_sensitivity.py"),
-                                                    str(setting)], capture_output=True, text=True, check=True).stdout  # fmt: skip
-    elif pattern.startswith("readme_tables:"):
-        import readme_tables
-
-        for setting in sorted(ROOT.glob(pattern.split(":", 1)[1])):
-            if all((setting / name).is_file() for name in readme_tables.SETTING_FILES):
-                yield str(setting), "\n".join([readme_tables.readme_table(setting), readme_tables.comparisons(setting),
-                                               readme_tables.depth_across_seeds(setting),
-                                               readme_tables.paper_definition(setting)])  # fmt: skip
-    else:
-        for path in sorted(ROOT.glob(pattern)):
-            yield str(path), path.read_text()
+    for path in sorted(ROOT.glob(pattern)):
+        yield str(path), path.read_text()
 
 
 def _json_intervals(data, out: list) -> None:

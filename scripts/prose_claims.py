@@ -123,6 +123,7 @@ def _page_costs(arg: str) -> str:
 
 
 from claims import CLAIMS  # noqa: E402  (the sentence and table generators, one file per topic)
+from laya.analysis.statistics import paired_verdict  # noqa: E402
 
 GENERATORS: dict[str, Callable[[str], str]] = {
     **CLAIMS,
@@ -294,7 +295,7 @@ def tie_wording(text: str, where: str) -> list[str]:
         if estimate[0] not in "+−-" or "." not in estimate:  # not a difference
             previous_end = match.end()
             continue
-        covers = _value(low) <= 0 <= _value(high)
+        covers = paired_verdict(_value(low), _value(high)) == "tie"
         sentence = text[begin:end]
         local = text[max(begin, previous_end): match.end()]
         if covers and not TIE.search(sentence):

@@ -42,4 +42,19 @@ def comparisons(arg: str) -> str:
     return "\n\n".join(text) + "\n"
 
 
-CLAIMS = {"comparisons": comparisons}
+def comparisons_summary(arg: str) -> str:
+    """One line: per setting, how many of its comparisons keep a direction after Holm, over seeds and over inputs."""
+    parts = []
+    for path in sorted((ROOT / arg).glob("*/comparisons.csv")):
+        table = pd.read_csv(path)
+        counts = []
+        for column, p_column, what in (("over seeds", "p (seeds)", "over seeds"),
+                                       ("over inputs (seed 0)", "p (inputs)", "over seed 0's inputs")):  # fmt: skip
+            rows = _rows(table, column, p_column)
+            held = sum(" ties with " not in line for line in family(rows))
+            counts.append(f"{held} of {len(rows)} {what}")
+        parts.append(f"{path.parent.name} {', '.join(counts)}")
+    return "Comparisons with a direction after Holm (the rest read as ties): " + "; ".join(parts) + ".\n"
+
+
+CLAIMS = {"comparisons": comparisons, "comparisons-summary": comparisons_summary}

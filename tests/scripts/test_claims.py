@@ -61,3 +61,10 @@ def test_the_paper_claims_read_reproduced_only_when_every_comparison_holds(tmp_p
     cell, verdict = paper._highest("cifar10-cnn")
     assert verdict == "not reproduced" and "− Concat -0.013 [-0.024, +0.002] (tie)" in cell
     assert paper._frozen()[1] == "not reproduced"  # Concat must be above LAYA, not tied
+
+
+def test_the_summary_counts_the_comparisons_that_keep_a_direction(tmp_path):
+    setting = tmp_path / "my-setting"
+    setting.mkdir()
+    _comparisons(setting, [0.01, 0.03, 0.04])
+    assert "my-setting 1 of 3 over seeds, 1 of 3 over seed 0's inputs" in comparisons.comparisons_summary(str(tmp_path))

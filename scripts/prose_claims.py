@@ -386,12 +386,23 @@ def _blank(match: re.Match) -> str:
     return re.sub(r"[^\n]", " ", match.group())
 
 
+#: a code span holding nothing but a figure (`0.73`, `12 %`, `[0.1, 0.2]`) hides a claim, so it stays prose
+FIGURE_ONLY = re.compile(r"[+−-]?\d+(?:\.\d+)? ?(?:%|×|x)|[+−-]?\d+\.\d+|\[[+−-]?\d[\d.]*, ?[+−-]?\d[\d.]*\]")
+
+
+def _code_span(match: re.Match) -> str:
+    return match.group() if FIGURE_ONLY.fullmatch(match.group()[1:-1]) else _blank(match)
+
+
 def masked(text: str) -> str:
     """``text`` with everything that is not free prose blanked (newlines kept, so line numbers hold): generated
-    blocks and the depth card, code blocks and spans, link targets, bare URLs, HTML comments and tags."""
-    for pattern in (BLOCK, DEPTH_CARD, OVERVIEW, re.compile(r"```.*?```", re.S), re.compile(r"<!--.*?-->", re.S),
-                    re.compile(r"`[^`\n]*`"), re.compile(r"(?<=\])\([^)\s]*\)"), re.compile(r"^\[[^\]]+\]: \S+", re.M),
-                    re.compile(r"https?://\S+"), re.compile(r"</?[a-zA-Z][^>]*>")):  # fmt: skip
+    blocks and the depth card, code blocks and spans (but for a span that holds a figure alone), link targets, bare
+    URLs, HTML comments and tags."""
+    for pattern in (BLOCK, DEPTH_CARD, OVERVIEW, re.compile(r"```.*?```", re.S), re.compile(r"<!--.*?-->", re.S)):
+        text = pattern.sub(_blank, text)
+    text = re.sub(r"`[^`\n]*`", _code_span, text)
+    for pattern in (re.compile(r"(?<=\])\([^)\s]*\)"), re.compile(r"^\[[^\]]+\]: \S+", re.M), re.compile(r"https?://\S+"),
+                    re.compile(r"</?[a-zA-Z][^>]*>")):  # fmt: skip
         text = pattern.sub(_blank, text)
     return text
 

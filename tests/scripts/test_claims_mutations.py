@@ -76,7 +76,8 @@ def test_every_mutation_of_a_generated_claim_is_caught(tmp_path, cached_generato
 
 
 @pytest.mark.parametrize("claim", ["LAYA beats Concat here.", "The gap is 0.031.", "It saves 12 % of the time.",
-                                   "α is 2× as faithful.", "The CI is [0.1, 0.3].", "Both are within the noise."])
+                                   "α is 2× as faithful.", "The CI is [0.1, 0.3].", "Both are within the noise.",
+                                   "The gap is `0.031`."])
 def test_a_hand_written_claim_in_free_prose_is_caught(claim, tmp_path, cached_generators):
     text = (claims.ROOT / "docs/results.md").read_text()
     heading = text.index("\n## ")

@@ -112,11 +112,12 @@ def test_exit_savings_are_counted_against_their_reports_noise():
 
 def test_strict_check_finds_every_kind_of_claim_in_free_prose_only():
     text = ("# Speed\nIt is 3× faster and saves 12 % (0.47 vs 0.31 ms), a tie [0.1, 0.2].\n"
-            "Python ≥ 3.10, `0.5` [link](a0.3.md) <!-- 0.7 --> 95 % CIs, version 2.14.1, 224x224, 1e-5, 10,000 inputs.\n"
+            "Python ≥ 3.10, `--lr 0.5` [link](a0.3.md) <!-- 0.7 --> 95 % CIs, version 2.14.1, 224x224, 1e-5, 10,000 inputs.\n"
+            "A figure alone in a code span is still one: `0.73`, `12 %`, but not `ties` quoted as a word.\n"
             "<!-- generated: exit-card -->\nLAYA beats 0.99\n<!-- /generated -->\nIt loses.\n")  # fmt: skip
     found = claims.claims_in(text)
     assert found == [(2, "3×"), (2, "faster"), (2, "saves"), (2, "12 %"), (2, "0.47"), (2, "0.31"), (2, "tie"),
-                     (2, "[0.1, 0.2]"), (7, "loses")]  # fmt: skip
+                     (2, "[0.1, 0.2]"), (4, "0.73"), (4, "12 %"), (8, "loses")]  # fmt: skip
 
 
 def test_strict_check_names_file_and_line(tmp_path):

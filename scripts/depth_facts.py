@@ -20,6 +20,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
 from laya.analysis.measured import best_exit, timing_spread
+from laya.analysis.statistics import saving_verdict
 
 NAMES = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CNN", "cifar10-vit": "ViT",
          "cifar10-efficientnet-lite0": "EfficientNet"}  # fmt: skip
@@ -98,7 +99,7 @@ def depth_facts_lines(depth: dict) -> list[str]:
 def _beyond(values: list[tuple[float, float]]) -> str:
     """``(effect, noise)`` pairs (a saving or a speed-up minus 1, and its report's timing spread): how many effects
     exceed their noise, and the noise range."""
-    beyond = sum(abs(effect) > noise for effect, noise in values)
+    beyond = sum(saving_verdict(effect, noise) != "within the noise" for effect, noise in values)
     noise = _range([n for _, n in values], ".0%").replace("%–", "–")
     return f"{beyond} of {len(values)} beyond noise ±{noise}" if len(values) > 1 else \
         f"{'beyond' if beyond else 'within'} noise ±{noise}"  # fmt: skip

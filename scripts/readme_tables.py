@@ -23,7 +23,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
 from laya.analysis.attribution import METHOD_LABELS
 from laya.analysis.profiles import seed_table
-from laya.analysis.statistics import paired_over_seeds, seed_interval, verdict
+from laya.analysis.statistics import holm, holm_verdict, paired_over_seeds, seed_interval, verdict
 from laya.app.views import seed_global_profile, seed_profiles, seed_stability
 from laya.training.bundle import stale_posthoc_note
 from laya.training.suite import CLASS_PROFILES_FILE
@@ -100,18 +100,23 @@ OTHER_HEADS = ("LastLayer", "Concat", "ScalarMix")
 _DELTA = re.compile(r"Δ ([+-]?\d+\.\d+ \[[^\]]+\]), p=([^)]+)\)")
 
 
-def _accuracy_delta(verdict_text: str) -> str:
-    """``LAYA ≈ Concat: tie (paired t-test over seeds, Δ -0.003 [-0.007, +0.002], p=0.2)`` -> ``tie: -0.003 [...]``."""
+def _accuracy_delta(verdict_text: str, adjusted_p: float) -> str:
+    """``LAYA ≈ Concat: tie (paired t-test over seeds, Δ -0.003 [-0.007, +0.002], p=0.2)`` -> ``tie: -0.003 [...]``;
+    a tie also where the Holm-adjusted p of its row's family (``adjusted_p``) exceeds 0.05."""
     match = _DELTA.search(verdict_text)
     if match is None:
         return verdict_text
     delta, p = match.groups()
-    return f"tie: {delta}" if ": tie" in verdict_text else f"**{delta}** (p = {p})"
+    low, high = (float(x) for x in re.findall(r"[+-]?\d+\.\d+", delta)[1:3])
+    if holm_verdict(low, high, adjusted_p) == "tie":
+        return f"tie: {delta}"
+    return f"**{delta}** (p = {p}, Holm p = {adjusted_p:.2g})"
 
 
 def overview(settings: list[Path], docs_page: str = "docs/results.md") -> str:
     """The README's results table: per setting, LAYA's accuracy and α faithfulness over seeds (``summary.csv``)
-    and LAYA − each other head's accuracy, paired t-test over seeds (``comparisons.csv``)."""
+    and LAYA − each other head's accuracy, paired t-test over seeds (``comparisons.csv``), Holm-corrected over the
+    three comparisons of each row."""
     header = ["setting", "seeds", "LAYA accuracy", *(f"LAYA − {h}" for h in OTHER_HEADS),
               "LAYA α: Spearman, informative layers"]  # fmt: skip
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -119,7 +124,9 @@ def overview(settings: list[Path], docs_page: str = "docs/results.md") -> str:
         laya = pd.read_csv(setting / "summary.csv").set_index("head").loc["LAYA"]
         comparisons = pd.read_csv(setting / "comparisons.csv")
         accuracy = comparisons[(comparisons["comparison"] == "accuracy") & (comparisons["A"] == "LAYA")]
-        deltas = [_accuracy_delta(accuracy.loc[accuracy["B"] == h, "over seeds"].iloc[0]) for h in OTHER_HEADS]
+        rows_b = [accuracy.loc[accuracy["B"] == h].iloc[0] for h in OTHER_HEADS]
+        adjusted = holm([r["p (seeds)"] for r in rows_b])
+        deltas = [_accuracy_delta(r["over seeds"], p) for r, p in zip(rows_b, adjusted)]
         cells = [f"[{setting.name}]({docs_page}#{setting.name})", str(laya["seeds"]), laya["accuracy"], *deltas,
                  laya["Spearman (informative layers)"]]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")

@@ -2,7 +2,8 @@
 
 * :func:`faithfulness_verdict`: the methods of one checkpoint ranked by the headline metric, each with its 95 %
   CI, and the primary method against every other with the paired bootstrap the report keeps (``comparisons``);
-  the direction word comes from the paired CI: "ties" where it covers 0.
+  the direction word comes from the paired CI (:func:`laya.analysis.statistics.holm_verdict`): "ties" where it
+  covers 0 or where the Holm-adjusted p over the comparisons stated together exceeds 0.05.
 * :func:`exit_verdict`: whether the exit a depth headline names predicts the right class for this input.
 """
 
@@ -22,17 +23,20 @@ from laya.analysis.depth import InputDepth
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import _slug
-from laya.analysis.statistics import paired_mean_differences
+from laya.analysis.statistics import format_diff, holm, holm_verdict, paired_mean_differences
 from laya.app.plots import method_label as _method_label
 from laya.app.text import shown
 from laya.app.views import ci_text
+
+
+WORDS = {"higher": "above", "lower": "below", "tie": "ties with"}
 
 
 def faithfulness_verdict(report: Report, mode: str, reduction: str, metric: str = HEADLINE_METRIC,
                          per_input: Mapping[str, Tensor] | None = None, resamples: int = 1000) -> str:  # fmt: skip
     """One markdown paragraph: methods ranked by ``metric``'s mean (``mean [95% CI]``), then the primary method
     minus each other method, ``+d [low, high]`` from the report's paired bootstrap over the same inputs, read as
-    "above", "below" or "ties with" (CI covering 0). Methods without a testable ranking are left out and named.
+    "above", "below" or "ties with" (CI covering 0, or Holm-adjusted p over these comparisons above 0.05). Methods without a testable ranking are left out and named.
 
     ``per_input`` (the report's ``per_input.safetensors``: ``faithfulness/<mode>/<reduction>/<method>/<metric>``,
     each ``(N,)``, NaN where untestable) adds the pairs the report does not test: each method against the next
@@ -55,11 +59,13 @@ def faithfulness_verdict(report: Report, mode: str, reduction: str, metric: str 
     primary = report.primary_method
     pairs = _paired(report.comparisons(), mode, reduction, metric, primary)
     if pairs:
-        text += (f" {method_label(primary)} against each (paired bootstrap over the same inputs, 95 % CI): "
+        text += (f" {method_label(primary)} against each (paired bootstrap over the same inputs, 95 % CI; "
+                 f"Holm-corrected over the {len(pairs)}): "
                  + "; ".join(pairs) + ".")  # fmt: skip
     adjacent = _adjacent(list(scored["method"]), primary, per_input, mode, reduction, metric, resamples)
     if adjacent:
-        text += " Each against the next in the ranking (paired bootstrap of the per-input values): " + "; ".join(adjacent) + "."
+        text += (f" Each against the next in the ranking (paired bootstrap of the per-input values; Holm-corrected "
+                 f"over the {len(adjacent)}): " + "; ".join(adjacent) + ".")  # fmt: skip
     elif len(scored) > 2:
         text += " Pairs without the primary method are ordered by their means only (the report keeps no paired test)."
     return text
@@ -81,11 +87,12 @@ def _adjacent(ranked: list[str], primary: str, per_input: Mapping[str, Tensor] |
         return []
     pairs = [(i, i + 1) for i in range(len(ranked) - 1) if primary not in (ranked[i], ranked[i + 1])]
     values = torch.stack([torch.as_tensor(per_input[k]).double() for k in keys], dim=1)  # (N, methods)
+    results = paired_mean_differences(values, pairs, resamples)
     out = []
-    for (a, b), r in zip(pairs, paired_mean_differences(values, pairs, resamples)):
-        word = "ties with" if r.tie else ("above" if r.difference.estimate > 0 else "below")
-        ci = f"{r.difference.estimate:+.3f} [{r.difference.low:+.3f}, {r.difference.high:+.3f}]"
-        out.append(f"{method_label(ranked[a])} {word} {method_label(ranked[b])} ({ci})")
+    for (a, b), r, p in zip(pairs, results, holm([r.p_value for r in results])):
+        d = r.difference
+        word = WORDS[holm_verdict(d.low, d.high, p)]
+        out.append(f"{method_label(ranked[a])} {word} {method_label(ranked[b])} ({format_diff(d.estimate, d.low, d.high)})")
     return out
 
 
@@ -96,13 +103,9 @@ def _paired(comparisons: pd.DataFrame, mode: str, reduction: str, metric: str, p
     rows = comparisons[(comparisons["mode"] == mode) & (comparisons["metric"] == metric)
                        & (comparisons["a"] == primary) & (comparisons["reduction_a"] == reduction)
                        & (comparisons["reduction_b"] == reduction)]  # fmt: skip
-    out = []
-    for _, r in rows.sort_values("difference").iterrows():
-        ci = f"{r.difference:+.3f} [{r.low:+.3f}, {r.high:+.3f}]"
-        covers_zero = r.low <= 0 <= r.high
-        word = "ties with" if covers_zero else ("above" if r.difference > 0 else "below")
-        out.append(f"{word} {method_label(r.b)} ({ci})")
-    return out
+    rows = rows.sort_values("difference")
+    return [f"{WORDS[holm_verdict(r.low, r.high, p)]} {method_label(r.b)} ({format_diff(r.difference, r.low, r.high)})"
+            for (_, r), p in zip(rows.iterrows(), holm(rows["p_value"].to_numpy(float)))]
 
 
 def method_label(method: str) -> str:

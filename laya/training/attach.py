@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from laya.analysis.depth import DepthOptions, run_depth
 from laya.analysis.evaluate import EvalOptions
 from laya.analysis.report import PER_INPUT_FILE, Report
-from laya.analysis.statistics import bootstrap_ci, paired_bootstrap
+from laya.analysis.statistics import bootstrap_ci, format_diff, holm, holm_verdict, paired_bootstrap
 from laya.data.datasets import InputSpec, Preprocess, load_dataset, split_indices
 from laya.data.features import cached_hidden_states
 from laya.model.backbones import BackboneConfig, build_backbone
@@ -191,17 +191,22 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
 
 def summary(attached: Attached, resamples: int = 1000) -> str:
     """One screen: each head's test accuracy with its 95 % bootstrap CI and its paired difference to the
-    network's own head; LAYA's mean α per layer (largest first); the command that opens the dashboard."""
+    network's own head, Holm-corrected over the heads compared (a tie where the CI covers 0 or the adjusted p
+    exceeds 0.05); LAYA's mean α per layer (largest first); the command that opens the dashboard."""
     correct = {h: load_file(str(p / PER_INPUT_FILE))["correct"].double() for h, p in attached.heads.items()}
-    lines = [f"{attached.setting}: {len(correct[OWN])} test inputs; accuracy [95 % bootstrap CI]", ""]
+    tests = {h: paired_bootstrap(v, correct[OWN], resamples=resamples) for h, v in correct.items() if h != OWN}
+    adjusted = dict(zip(tests, holm([t.p_value for t in tests.values()])))
+    words = {"higher": "better", "lower": "worse", "tie": "tie"}
+    lines = [f"{attached.setting}: {len(correct[OWN])} test inputs; accuracy [95 % bootstrap CI]; against the own head "
+             f"a paired bootstrap, Holm-corrected over the {len(tests)}", ""]  # fmt: skip
     for head, values in correct.items():
         acc = bootstrap_ci(values, resamples=resamples)
         label = "own head (the network as it is)" if head == OWN else HEAD_LABELS[head]
         line = f"  {label:<32} {acc.estimate:.3f} [{acc.low:.3f}, {acc.high:.3f}]"
         if head != OWN:
-            d = paired_bootstrap(values, correct[OWN], resamples=resamples).difference
-            verdict = "tie" if d.low <= 0 <= d.high else ("better" if d.estimate > 0 else "worse")
-            line += f"   vs own {d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] ({verdict})"
+            d = tests[head].difference
+            verdict = words[holm_verdict(d.low, d.high, adjusted[head])]
+            line += f"   vs own {format_diff(d.estimate, d.low, d.high)} ({verdict}, Holm p = {adjusted[head]:.2g})"
         lines.append(line)
     if "laya" in attached.heads:
         profile = Report.load(attached.heads["laya"]).layer_profile()

@@ -83,3 +83,15 @@ def test_example_label():
     assert example_label("00-t-shirt-top.png", classes) == 0 and example_label("01-cat-wrong-1-as-t-shirt-top.png", classes) == 1
     assert example_label("cat.png", classes) is None and example_label("01-owl.png", classes) is None
     assert example_label("07-cat.png", classes) is None and example_label("00-cat.png", classes) is None
+
+
+def test_faithfulness_verdict_holm_corrects_the_comparisons_stated_together():
+    weak = [{**_comparison(b, 0.05, 0.001, 0.1), "p_value": 0.03} for b in ("saliency", "random", "integrated_gradients")]
+    report = Report({"primary_method": "laya_alpha", "faithfulness": {"mean": {"signed": {
+        m: _entry(0.5, 0.4, 0.6) for m in ("laya_alpha", "saliency", "random", "integrated_gradients")}}},
+        "comparisons": weak})  # fmt: skip
+    text = unplain(faithfulness_verdict(report, "mean", "signed"))
+    # each CI excludes 0, but 3 × 0.03 = 0.09 > 0.05 after Holm: all three read as ties
+    assert "Holm-corrected over the 3" in text and text.count("ties with") == 3 and "above" not in text
+    report.data["comparisons"] = [{**c, "p_value": 0.01} for c in weak]  # 3 × 0.01 = 0.03: all hold
+    assert unplain(faithfulness_verdict(report, "mean", "signed")).count("above") == 3

@@ -106,15 +106,16 @@ def test_overview_quotes_summary_and_verdicts(tmp_path):
         'Concat,3,"0.9 ± 0.1 [0.1, 0.9]",x\n'
     )
     (setting / "comparisons.csv").write_text(
-        "comparison,A,B,over seeds\n"
-        'accuracy,LAYA,LastLayer,"LAYA > LastLayer (paired t-test over seeds, Δ +0.031 [+0.023, +0.038], p=0.0035)"\n'
-        'accuracy,LAYA,Concat,"LAYA ≈ Concat: tie (paired t-test over seeds, Δ -0.013 [-0.025, +0.001], p=0.42)"\n'
-        'accuracy,LAYA,ScalarMix,"LAYA < ScalarMix (paired t-test over seeds, Δ -0.010 [-0.012, -0.008], p=0.0018)"\n'
-        'Spearman (informative layers) on LAYA,α,Saliency,"α > Saliency (Δ +0.5 [+0.1, +0.9], p=0.01)"\n'
+        "comparison,A,B,over seeds,p (seeds)\n"
+        'accuracy,LAYA,LastLayer,"LAYA > LastLayer (paired t-test over seeds, Δ +0.031 [+0.023, +0.038], p=0.0035)",0.0035\n'
+        'accuracy,LAYA,Concat,"LAYA ≈ Concat: tie (paired t-test over seeds, Δ -0.013 [-0.025, +0.001], p=0.42)",0.42\n'
+        'accuracy,LAYA,ScalarMix,"LAYA < ScalarMix (paired t-test over seeds, Δ -0.010 [-0.012, -0.008], p=0.03)",0.03\n'
+        'Spearman (informative layers) on LAYA,α,Saliency,"α > Saliency (Δ +0.5 [+0.1, +0.9], p=0.01)",0.01\n'
     )
     lines = _script().overview([setting]).splitlines()
     assert len(lines) == 3
     cells = [c.strip() for c in lines[2].split("|")[1:-1]]
     assert cells == ["[my-setting](docs/results.md#my-setting)", "3", "0.8085 ± 0.0028 [0.8016, 0.8155]",
-                     "**+0.031 [+0.023, +0.038]** (p = 0.0035)", "tie: -0.013 [-0.025, +0.001]",
-                     "**-0.010 [-0.012, -0.008]** (p = 0.0018)", "0.504 ± 0.004 [0.495, 0.513]"]  # fmt: skip
+                     "**+0.031 [+0.023, +0.038]** (p = 0.0035, Holm p = 0.011)", "tie: -0.013 [-0.025, +0.001]",
+                     "tie: -0.010 [-0.012, -0.008]", "0.504 ± 0.004 [0.495, 0.513]"]  # fmt: skip
+    # Holm over the row's three: 3 × 0.0035, then 2 × 0.03 = 0.06 > 0.05 (a tie although its CI excludes 0), 0.42

@@ -96,6 +96,7 @@ def test_attach_writes_four_heads_a_summary_and_depth(
     assert entry_label(entries[0]).startswith(f"{OWN_TITLE} · acc ")
     text = summary(attached, resamples=50)
     assert "own head (the network as it is)" in text and "vs own" in text and "LAYA attends to" in text
+    assert "Holm-corrected over the 3" in text and text.count("Holm p = ") == 3
     assert f"laya dashboard --models {setting.parent}" in text
     assert len(text.splitlines()) <= 24  # one screen
     _own_head_shows_its_block_ablation_at_once(tmp_path / "models", attached.heads[OWN], monkeypatch)

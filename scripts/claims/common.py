@@ -1,0 +1,27 @@
+"""What the claim generators share: the repository root, Holm-worded differences."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # `python scripts/...` from a checkout
+
+from laya.analysis.statistics import format_diff, holm, holm_verdict  # noqa: E402
+
+WORDS = {"higher": "above", "lower": "below", "tie": "ties with"}
+
+
+def p_text(p: float) -> str:
+    """``p = 0.024``; ``p < 0.001`` for a bootstrap p of 0 (no resample crossed 0 in 1,000)."""
+    return "p < 0.001" if p == 0 else f"p = {p:.2g}"
+
+
+def family(rows: list[tuple[str, str, float, float, float, float]]) -> list[str]:
+    """``rows`` of ``(a, b, difference, low, high, p)`` stated together, each as ``"a above b (+d [l, h], p = …,
+    Holm p = …)"``: the direction word from the CI and the Holm-adjusted p over the whole family (a tie where
+    the CI covers 0 or the adjusted p exceeds 0.05)."""
+    adjusted = holm([r[5] for r in rows])
+    return [f"{a} {WORDS[holm_verdict(low, high, adj)]} {b} ({format_diff(d, low, high)}, {p_text(p)}, "
+            f"Holm {p_text(adj)})" for (a, b, d, low, high, p), adj in zip(rows, adjusted)]  # fmt: skip

@@ -1,0 +1,141 @@
+"""The speed page's figures and goal verdicts, from the committed benchmark output.
+
+* ``head-cost docs/benchmark-run.txt``: ``benchmarks/head_overhead.py``'s parameters and forward times.
+* ``interpretability docs/benchmark-run.txt``: ``benchmarks/interpretability_speed.py``'s ratios per setting (the
+  last run of each setting in that section) and whether its two targets are met.
+* ``bootstrap-overhead docs/benchmark-run.txt``: ``benchmarks/bootstrap_overhead.py``'s share of an evaluation.
+* ``cold-start docs/speed``: ``benchmarks/load_test.py``'s cold starts and import costs (``load_test.json``).
+* ``speed-goals docs/speed``: every speed goal, met or not, from ``page_costs.json`` and ``load_test.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from claims.common import ROOT
+
+#: the speed goals: (what, target); a measured value meets its goal when it is at most the target
+INSPECT_INTRINSIC, INSPECT_IG, LOO, IG_PIXELS, FIRST_CHART, WARM, COLD = 1.5, 3.0, 1.3, 20.0, 1.0, 0.3, 5.0
+CIFAR = ("cifar10-cnn", "cifar10-efficientnet-lite0", "cifar10-vit")
+
+
+def _section(arg: str, start: str, end: str = "\n=== ") -> str:
+    """The text of ``arg`` from the first line starting with ``start`` to the next ``end``."""
+    text = (ROOT / arg).read_text()
+    begin = text.index(start)
+    stop = text.find(end, begin + len(start))
+    return text[begin: stop if stop >= 0 else None]
+
+
+def _number(pattern: str, text: str) -> float:
+    match = re.search(pattern, text)
+    if match is None:
+        raise ValueError(f"no {pattern!r} in the benchmark output")
+    return float(match.group(1).replace(",", ""))
+
+
+def head_cost(arg: str) -> str:
+    part = _section(arg, "=== head_overhead")
+    laya, last = _number(r"LAYA head\s+([\d,]+) parameters", part), _number(r"LastLayer head\s+([\d,]+)", part)
+    share = _number(r"\(([\d.]+)% of the backbone\)", part)
+    rows = re.findall(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x$", part, re.M)
+    times = "; ".join(f"batch {b}: {float(lay):.2f} vs {float(ll):.2f} ms ({float(r):.2f}×)" for b, ll, lay, r in rows)
+    return (f"The LAYA head has {laya:,.0f} parameters ({share:.0f} % of the backbone) against {last:,.0f} for "
+            f"LastLayer; a whole forward pass with LAYA against the LastLayer model: {times}.\n")
+
+
+def _settings(arg: str) -> dict[str, str]:
+    """Setting -> the text of its last run in the interpretability section."""
+    part = _section(arg, "=== interpretability_speed", "\n=== inspect_speed")
+    runs = re.split(r"^== ", part, flags=re.M)[1:]
+    return {run.split(" ", 1)[0]: run for run in runs}
+
+
+def interpretability(arg: str) -> str:
+    lines = ["| setting | L | LOO, all layers (batched) | naive per-mask loop | IG-32 over the head's inputs | "
+             "IG-32 over pixels | full `evaluate` of 10,000 images vs plain inference |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    loo_met, ig_met = [], []
+    for name, run in sorted(_settings(arg).items()):
+        loo = _number(r"LOO, all layers \(batched\)\s+[\d.]+ s\s+([\d.]+)x", run)
+        pixels = _number(r"IG-32 over pixels\s+([\d.]+)x", run)
+        full = re.search(r"full evaluation, [\d,]+ images: ([\d.]+) s vs plain inference ([\d.]+) s = ([\d.]+)x", run)
+        layers = int(_number(r"L = (\d+)", run))
+        naive = _number(r"naive per-mask loop\s+[\d.]+ s\s+([\d.]+)x", run)
+        head_inputs = _number(r"IG-32 over head inputs\s+[\d.]+ s\s+([\d.]+)x", run)
+        lines.append(f"| {name} | {layers} | {loo:.2f}× | {naive:.2f}× | {head_inputs:.2f}× | {pixels:.0f}× | "
+                     f"{float(full[3]):.1f}× ({float(full[1]):.1f} s vs {float(full[2]):.2f} s) |")  # fmt: skip
+        loo_met.append((name, loo <= LOO))
+        ig_met.append((name, pixels >= IG_PIXELS))
+    return "\n".join(lines) + (f"\n\nTargets: LOO over every layer ≤ {LOO:g}× a forward — {_met(loo_met)}; intrinsic "
+                               f"α ≥ {IG_PIXELS:g}× cheaper than IG-32 over pixels — {_met(ig_met)}.\n")  # fmt: skip
+
+
+def _met(results: list[tuple[str, bool]]) -> str:
+    met = [n for n, ok in results if ok]
+    missed = [n for n, ok in results if not ok]
+    return (f"met on {', '.join(met) or 'none'}" + (f", not met on {', '.join(missed)}" if missed else "")
+            if met else f"not met on {', '.join(missed)}")  # fmt: skip
+
+
+def bootstrap_overhead(arg: str) -> str:
+    part = _section(arg, "$ python benchmarks/bootstrap_overhead.py", "\n\n")
+    rest, boot = _number(r"evaluation without bootstrap\s+([\d.]+) s", part), _number(r"bootstrap \(CIs \+ paired\)\s+([\d.]+) s", part)
+    budget = _number(r"budget: <= ([\d.]+)%", part)
+    share = 100 * boot / rest
+    return (f"The bootstrap CIs of every report figure and all paired bootstraps take {boot:.1f} s against {rest:.1f} s "
+            f"for the rest of the evaluation, +{share:.1f} % (budget ≤ {budget:g} %: "
+            f"{'met' if share <= budget else 'not met'}).\n")  # fmt: skip
+
+
+def cold_start(arg: str) -> str:
+    load = json.loads((ROOT / arg / "load_test.json").read_text())
+    before = load["cold"]["as before (eager imports, no cache)"]["ready_cpu_s"]
+    lines = [f"Measured {load['date']} (load average {load['load_average']['start'][0]:.1f} → "
+             f"{load['load_average']['end'][0]:.1f} on {load['cpus']} CPUs).", "",
+             "| cold start (fresh interpreter → the first page's charts) | CPU-s | wall s | heavy modules loaded |",
+             "|---|---|---|---|"]  # fmt: skip
+    for name, run in load["cold"].items():
+        lines.append(f"| {name} | {run['ready_cpu_s']:.2f} ({run['ready_cpu_s'] / before:.2f}×) | "
+                     f"{run['ready_wall_s']:.1f} | {', '.join(run['heavy_modules_loaded']) or 'none'} |")
+    imports = ", ".join(f"{name} {cpu:.2f}" for name, cpu in load["imports"].items())
+    return "\n".join(lines) + f"\n\nImport costs, CPU-s in a fresh interpreter (each after the ones before): {imports}.\n"
+
+
+def _goals(arg: str) -> list[tuple[str, bool, str]]:
+    """``(goal, met, measured)`` for every speed goal."""
+    pages = json.loads((ROOT / arg / "page_costs.json").read_text())["settings"]
+    load = json.loads((ROOT / arg / "load_test.json").read_text())
+    out = []
+    for heads, target, what in ((("laya", "scalarmix"), INSPECT_INTRINSIC, "with intrinsic scores"),
+                                (("lastlayer", "concat"), INSPECT_IG, "for the IG-32 heads")):  # fmt: skip
+        ratios = {f"{s} {h}": pages[s]["heads"][h]["ratio"] for s in CIFAR if s in pages for h in heads
+                  if h in pages[s]["heads"]}  # fmt: skip
+        over = [f"{k} {v:.2f}×" for k, v in ratios.items() if v > target]
+        out.append((f"Inspect's explanation {what} ≤ {target:g}× a forward on the CIFAR-10 models", not over,
+                    f"over it: {', '.join(over)}" if over else f"at most {max(ratios.values()):.2f}×"))
+    first = load["concurrent"]["first chart"]["cpu_p50"]
+    out.append((f"a new session's first chart ≤ {FIRST_CHART:g} CPU-s (p50, {load['sessions']} sessions)",
+                first <= FIRST_CHART, f"{first:.2f} CPU-s"))
+    warm = {k: v["cpu_p50"] for k, v in load["concurrent"].items() if k != "first chart"}
+    over = [f"{k} {v:.2f}" for k, v in warm.items() if v > WARM]
+    out.append((f"warm interactions ≤ {WARM:g} CPU-s (p50)", not over,
+                f"over it: {', '.join(over)}" if over else f"at most {max(warm.values()):.2f} CPU-s"))
+    restart = load["cold"]["restart"]
+    out.append((f"a cold server ready ≤ {COLD:g} s (restart)", restart["ready_wall_s"] <= COLD,
+                f"{restart['ready_wall_s']:.1f} s wall, {restart['ready_cpu_s']:.2f} CPU-s"))
+    return out
+
+
+def speed_goals(arg: str) -> str:
+    return "\n".join(f"* {goal}: **{'met' if met else 'not met'}** ({measured})" for goal, met, measured in _goals(arg)) + "\n"
+
+
+def speed_summary(arg: str) -> str:
+    goals = _goals(arg)
+    missed = [goal for goal, met, _ in goals if not met]
+    return (f"Speed goals met: {len(goals) - len(missed)} of {len(goals)}" + (f"; not met: {'; '.join(missed)}" if missed else "") + ".\n")
+
+
+CLAIMS = {"head-cost": head_cost, "interpretability": interpretability, "bootstrap-overhead": bootstrap_overhead,
+          "cold-start": cold_start, "speed-goals": speed_goals, "speed-summary": speed_summary}  # fmt: skip

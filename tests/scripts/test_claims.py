@@ -1,0 +1,70 @@
+"""scripts/claims/: the generated sentences word their figures from the files, Holm-corrected, goals computed."""
+
+import json
+
+from tests.scripts.test_prose_claims import claims as prose_claims  # noqa: F401  (puts scripts/ on sys.path)
+
+from claims import comparisons, paper, spatial, speed  # noqa: E402
+
+
+def _comparisons(tmp_path, ps: list[float]) -> str:
+    rows = ["comparison,A,B,seeds,over seeds,over inputs (seed 0),p (seeds),p (inputs)"]
+    for b, p in zip(("LastLayer", "Concat", "ScalarMix"), ps):
+        text = f"LAYA > {b} (paired t-test over seeds, Δ +0.031 [+0.024, +0.038], p={p})"
+        rows.append(f'accuracy,LAYA,{b},3,"{text}","{text.replace("t-test over seeds", "bootstrap")}",{p},{p}')
+    (tmp_path / "comparisons.csv").write_text("\n".join(rows) + "\n")
+    return comparisons.comparisons(str(tmp_path))
+
+
+def test_a_family_of_comparisons_is_holm_corrected_and_says_so(tmp_path):
+    text = _comparisons(tmp_path, [0.01, 0.03, 0.04])
+    # Holm over 3: 3 × 0.01 = 0.03 holds; max(0.03, 2 × 0.03) = 0.06 and 0.06 read as ties though each CI excludes 0
+    assert "Holm-corrected over these 3 comparisons" in text
+    assert "* accuracy: LAYA above LastLayer (+0.031 [+0.024, +0.038], p = 0.01, Holm p = 0.03)" in text
+    assert "* accuracy: LAYA ties with Concat (+0.031 [+0.024, +0.038], p = 0.03, Holm p = 0.06)" in text
+    assert "* accuracy: LAYA ties with ScalarMix" in text
+    assert "ties with" not in _comparisons(tmp_path, [0.001, 0.002, 0.003])
+
+
+def test_spatial_verdicts_count_better_and_worse_by_the_metric_s_direction(tmp_path):
+    header = "checkpoint,layer,grid,method,metric,n,mean,low,high,diff,diff_low,diff_high,p,verdict"
+    rows = [header, "x/laya,block 1,4x4,exact,deletion,10,0.5,0.4,0.6,,,,,",
+            "x/laya,block 1,4x4,Grad-CAM,deletion,10,0.4,0.3,0.5,0.1,0.05,0.15,0.0,exact worse",  # higher deletion: worse
+            "x/laya,block 1,4x4,HiResCAM,insertion,10,0.4,0.3,0.5,0.1,0.05,0.15,0.0,exact better",  # higher insertion: better
+            "x/laya,block 1,4x4,Grad-CAM,insertion,10,0.4,0.3,0.5,0.1,0.01,0.15,0.03,exact better",
+            "x/laya,block 1,4x4,LayerCAM,road,10,0.4,0.3,0.5,0.1,0.01,0.15,0.03,exact better"]  # fmt: skip
+    # Holm over the 4: 0, 0, then 2 × 0.03 = 0.06 twice: the last two tie though their CIs exclude 0
+    (tmp_path / "x.csv").write_text("\n".join(rows) + "\n")
+    assert "x/laya 1 better / 2 tied / 1 worse of 4" in spatial.spatial_verdict(str(tmp_path))
+
+
+def test_speed_goals_are_computed_from_the_measurements(tmp_path):
+    heads = {h: {"forward_ms": 1.0, "inspect_ms": r, "ratio": r} for h, r in
+             (("laya", 1.4), ("scalarmix", 1.6), ("lastlayer", 2.0), ("concat", 2.9))}  # fmt: skip
+    (tmp_path / "page_costs.json").write_text(json.dumps({"settings": {"cifar10-cnn": {"heads": heads}}}))
+    step = {"cpu_p50": 0.2, "cpu_p95": 0.3, "wall_p50": 1.0, "wall_p95": 1.0}
+    load = {"sessions": 12, "concurrent": {"first chart": {**step, "cpu_p50": 1.2}, "upload": step, "page:depth": {**step, "cpu_p50": 0.31}},
+            "cold": {"restart": {"ready_wall_s": 4.9, "ready_cpu_s": 4.0}}}  # fmt: skip
+    (tmp_path / "load_test.json").write_text(json.dumps(load))
+    goals = speed.speed_goals(str(tmp_path))
+    assert "intrinsic scores ≤ 1.5× a forward on the CIFAR-10 models: **not met** (over it: cifar10-cnn scalarmix 1.60×)" in goals
+    assert "IG-32 heads ≤ 3× a forward on the CIFAR-10 models: **met** (at most 2.90×)" in goals
+    assert "first chart ≤ 1 CPU-s (p50, 12 sessions): **not met** (1.20 CPU-s)" in goals
+    assert "warm interactions ≤ 0.3 CPU-s (p50): **not met** (over it: page:depth 0.31)" in goals
+    assert "cold server ready ≤ 5 s (restart): **met** (4.9 s wall" in goals
+    assert speed.speed_summary(str(tmp_path)).startswith("Speed goals met: 2 of 5; not met: Inspect's")
+
+
+def test_the_paper_claims_read_reproduced_only_when_every_comparison_holds(tmp_path, monkeypatch):
+    monkeypatch.setattr(paper, "_accuracy", lambda setting: {"LastLayer": ("higher", "+0.031 [+0.024, +0.038]"),
+                                                             "Concat": ("tie", "-0.013 [-0.024, +0.002]")})  # fmt: skip
+    cell, verdict = paper._highest("cifar10-cnn")
+    assert verdict == "not reproduced" and "− Concat -0.013 [-0.024, +0.002] (tie)" in cell
+    assert paper._frozen()[1] == "not reproduced"  # Concat must be above LAYA, not tied
+
+
+def test_the_summary_counts_the_comparisons_that_keep_a_direction(tmp_path):
+    setting = tmp_path / "my-setting"
+    setting.mkdir()
+    _comparisons(setting, [0.01, 0.03, 0.04])
+    assert "my-setting 1 of 3 over seeds, 1 of 3 over seed 0's inputs" in comparisons.comparisons_summary(str(tmp_path))

@@ -1,0 +1,87 @@
+"""The claims check can fail, and proves it: every generated claim, changed in a copy, is caught.
+
+Each mutation changes one claim inside a generated block of a converted page (``PAGES``): a number (its last digit), an end of an interval, or a direction word (above ↔ below,
+ties with → above, reproduced ↔ not reproduced, better ↔ worse, met ↔ not met). The mutated copy must fail
+``prose_claims.check_page``. Every candidate runs (the generators' output is computed once and cached: all of
+them took about 15 s on one loaded core); beyond ``SAMPLE`` candidates a fixed-seed sample of ``SAMPLE`` would. A hand-written claim added to free prose
+must be caught as well.
+"""
+
+import functools
+import random
+import re
+
+import pytest
+
+from tests.scripts.test_prose_claims import claims
+
+PAGES = ("README.md", "docs/results.md", "docs/comparisons.md", "docs/speed.md")
+SAMPLE, SEED = 2000, 27
+NUMBER = re.compile(r"(?<![\w.])[+-]?\d+\.\d+(?!\d)")
+INTERVAL_END = re.compile(r"(?<=\[)[+-]?\d+\.\d+(?=, )|(?<=, )[+-]?\d+\.\d+(?=\])")
+DIRECTIONS = {"above": "below", "below": "above", "ties with": "above", "not reproduced": "reproduced",
+              "reproduced": "not reproduced", "better": "worse", "worse": "better", "tie": "above",
+              "not met": "met", "met": "not met", "tied": "better"}  # fmt: skip
+DIRECTION = re.compile(r"\b(?:not reproduced|ties with|above|below|reproduced|better|worse|tied|tie|not met|met)\b")
+
+
+def _bump(number: str) -> str:
+    """The last digit changed: 0.731 -> 0.732, 0.739 -> 0.738."""
+    return number[:-1] + ("8" if number[-1] == "9" else str(int(number[-1]) + 1))
+
+
+def mutations(text: str) -> list[tuple[str, int, int, str]]:
+    """``(kind, start, end, replacement)`` for every claim inside the generated blocks of ``text``."""
+    out = []
+    for block in claims.BLOCK.finditer(text):
+        body, offset = block.group("body"), block.start("body")
+        ends = {m.start() for m in INTERVAL_END.finditer(body)}
+        for m in NUMBER.finditer(body):
+            kind = "interval end" if m.start() in ends else "number"
+            out.append((kind, offset + m.start(), offset + m.end(), _bump(m.group())))
+        for m in DIRECTION.finditer(body):
+            out.append(("direction word", offset + m.start(), offset + m.end(), DIRECTIONS[m.group()]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def cached_generators():
+    original = claims.generate
+    claims.generate = functools.cache(original)
+    yield
+    claims.generate = original
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_unmutated_page_passes(page, cached_generators):
+    assert claims.check_page(claims.ROOT / page) == []
+
+
+def test_every_mutation_of_a_generated_claim_is_caught(tmp_path, cached_generators):
+    candidates = [(page, *m) for page in PAGES for m in mutations((claims.ROOT / page).read_text())]
+    kinds = {kind for _, kind, *_ in candidates}
+    assert kinds == {"number", "interval end", "direction word"}, kinds
+    sample = random.Random(SEED).sample(candidates, min(SAMPLE, len(candidates)))
+    survivors = []
+    for page, kind, start, end, replacement in sample:
+        text = (claims.ROOT / page).read_text()
+        copy = tmp_path / page.replace("/", "-")
+        copy.write_text(text[:start] + replacement + text[end:])
+        if not claims.check_page(copy):
+            survivors.append(f"{page}: {kind} {text[start:end]!r} -> {replacement!r}")
+    caught = len(sample) - len(survivors)
+    sampled = f" (a seed-{SEED} sample of {len(candidates)})" if len(sample) < len(candidates) else ""
+    print(f"{caught} of {len(sample)} mutations caught{sampled}")
+    assert not survivors, "\n".join(survivors)
+
+
+@pytest.mark.parametrize("claim", ["LAYA beats Concat here.", "The gap is 0.031.", "It saves 12 % of the time.",
+                                   "α is 2× as faithful.", "The CI is [0.1, 0.3].", "Both are within the noise.",
+                                   "The gap is `0.031`."])
+def test_a_hand_written_claim_in_free_prose_is_caught(claim, tmp_path, cached_generators):
+    text = (claims.ROOT / "docs/results.md").read_text()
+    heading = text.index("\n## ")
+    copy = tmp_path / "results.md"
+    copy.write_text(text[:heading] + "\n\n" + claim + "\n" + text[heading:])
+    problems = claims.check_page(copy)
+    assert problems and all("in free prose" in p and claim in p for p in problems), problems

@@ -42,6 +42,7 @@ from laya.analysis.patching import (
     _with_first,
     layer_blocks,
     on_input,
+    owned,
 )
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint
@@ -65,7 +66,7 @@ class _Streams(TorchFunctionMode):
         for i, block in enumerate(blocks):
             if block is not None and block.entry is not None:
                 self.handles.append(on_input(block, lambda x, i=i: self._start(i, x)))
-                self.handles.append(block.module.register_forward_hook(lambda m, a, out, i=i: self._end(i, out)))
+                self.handles.append(block.module.register_forward_hook(owned(lambda m, a, out, i=i: self._end(i, out))))
 
     def _start(self, i: int, x: Tensor | None) -> None:
         if x is not None:
@@ -98,7 +99,7 @@ def _skip(block: Block) -> Any:
     given: list[Tensor] = []
     return _hooks(
         on_input(block, lambda x: given.append(x.clone())),
-        block.module.register_forward_hook(lambda m, a, out: _with_first(out, given.pop()), prepend=True),
+        block.module.register_forward_hook(owned(lambda m, a, out: _with_first(out, given.pop())), prepend=True),
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -163,6 +164,13 @@ def _tensor(value: Any) -> Tensor | None:
     return value if isinstance(value, Tensor) else None
 
 
+def owned(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """``hook``, active only in the thread that wraps it. The server's bundled models are shared by every session,
+    so one session's patch, ablation or probe must not reach a forward that another session runs meanwhile."""
+    owner = threading.get_ident()
+    return lambda *args, **kwargs: hook(*args, **kwargs) if threading.get_ident() == owner else None
+
+
 @contextlib.contextmanager
 def _hooks(*handles: Any) -> Iterator[None]:
     try:
@@ -190,7 +198,8 @@ def _located(model: nn.Module, run: Callable[[], Sequence[Tensor]], what: str) -
                 outputs[id(tensor)] = (module, tensor, start)
 
     inner = [m for m in model.modules() if m is not model]
-    with _hooks(*[m.register_forward_pre_hook(begin) for m in inner], *[m.register_forward_hook(seen) for m in inner]):
+    with _hooks(*[m.register_forward_pre_hook(owned(begin)) for m in inner],
+                *[m.register_forward_hook(owned(seen)) for m in inner]):
         with torch.no_grad():
             modules = [outputs.get(id(t), (None,))[0] for t in run()]
     if any(m is None for m in modules):
@@ -256,21 +265,22 @@ def _with_first(out: Any, value: Tensor) -> Any:
 
 def _replace_output(module: nn.Module, value: Tensor) -> contextlib.AbstractContextManager[None]:
     """Within the block, ``module``'s output (its layer tensor) is ``value``, before any hook that reads it."""
-    return _hooks(module.register_forward_hook(lambda m, a, out: _with_first(out, value), prepend=True))
+    return _hooks(module.register_forward_hook(owned(lambda m, a, out: _with_first(out, value)), prepend=True))
 
 
 def on_input(block: Block, call: Callable[[Tensor], None]) -> Any:
     """A hook handle: ``call(input)`` with the block's input each time the block starts (``block.entry`` not None)."""
     if block.entry is block.module:
         return block.module.register_forward_pre_hook(
-            lambda m, args, kwargs: call(_tensor(args) if args else _tensor(list(kwargs.values()))), with_kwargs=True
+            owned(lambda m, args, kwargs: call(_tensor(args) if args else _tensor(list(kwargs.values())))),
+            with_kwargs=True,
         )
-    return block.entry.register_forward_hook(lambda m, a, out: call(_tensor(out)), prepend=True)
+    return block.entry.register_forward_hook(owned(lambda m, a, out: call(_tensor(out))), prepend=True)
 
 
 @contextlib.contextmanager
 def _record_output(modules: Sequence[nn.Module], store: list[Tensor]) -> Iterator[None]:
-    with _hooks(*[m.register_forward_hook(lambda mod, a, out: store.append(_tensor(out))) for m in modules]):
+    with _hooks(*[m.register_forward_hook(owned(lambda mod, a, out: store.append(_tensor(out)))) for m in modules]):
         yield
 
 

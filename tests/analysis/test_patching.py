@@ -218,3 +218,25 @@ def test_a_layer_is_the_module_that_returns_it_not_a_later_identity():
     backbone = build_backbone(BackboneConfig(name="transformers", model="beit", in_channels=3, input_size=32,
                                              model_kwargs=TINY_VIT, freeze=True))  # fmt: skip
     assert [type(m).__name__ for m in layer_modules(backbone)] == ["BeitLayer", "BeitLayer"]
+
+
+def test_hooks_reach_only_the_thread_that_set_them():
+    """The server's models are shared by every session: a patch set up in one session's thread must not change a
+    forward that another session runs meanwhile (it did before ``owned``: the other thread's logits were patched)."""
+    import threading
+
+    from laya.analysis.patching import _replace_output
+
+    m = model(CNN, "laya")
+    x = inputs(CNN, batch=2, seed=0)
+    with torch.no_grad():
+        clean = m(x).logits
+        module = layer_modules(m.backbone)[0]
+        with _replace_output(module, torch.zeros_like(m.backbone.blocks[0](x))):
+            patched = m(x).logits
+            other: list[torch.Tensor] = []
+            thread = threading.Thread(target=lambda: other.append(m(x).logits))
+            thread.start()
+            thread.join()
+    assert not torch.allclose(patched, clean, atol=1e-6)  # the patch acts in its own thread
+    assert torch.equal(other[0], clean)  # and nowhere else

@@ -82,15 +82,14 @@ def spearman_rows(
         raise ValueError(f"scores and drops must both be (N, L); got {a.shape} and {b.shape}")
     m = np.ones(a.shape, dtype=bool) if mask is None else np.asarray(_numpy(mask) != 0)
     count = m.sum(axis=1, keepdims=True)
-    ra, rb = average_ranks(a, m), average_ranks(b, m)
+    both = np.stack([a, b])  # (2, N, L): each step below serves scores and drops at once
+    ranks = average_ranks(both, m)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ra = np.where(m, ra - (ra * m).sum(axis=1, keepdims=True) / count, 0.0)
-        rb = np.where(m, rb - (rb * m).sum(axis=1, keepdims=True) / count, 0.0)
-        rho = (ra * rb).sum(axis=1) / np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))
+        ranks = np.where(m, ranks - (ranks * m).sum(axis=2, keepdims=True) / count, 0.0)
+        ra, rb = ranks
+        rho = (ra * rb).sum(axis=1) / np.sqrt((ranks**2).sum(axis=2).prod(axis=0))
     big, small = np.finfo(float).max, np.finfo(float).min
-    constant = (np.where(m, a, small).max(1) == np.where(m, a, big).min(1)) | (
-        np.where(m, b, small).max(1) == np.where(m, b, big).min(1)
-    )
+    constant = (np.where(m, both, small).max(2) == np.where(m, both, big).min(2)).any(axis=0)
     rho[constant | (count[:, 0] < 2)] = np.nan
     return np.clip(rho, -1.0, 1.0)
 
@@ -126,11 +125,14 @@ def per_input_metrics(scores: Tensor, drops: Tensor, epsilon: float = EPSILON) -
     a, b = _numpy(scores), _numpy(drops)
     layers, testable = _informative(b, epsilon)
     top = a.argmax(1)  # first of ties, as top_ranked
-    d1 = np.take_along_axis(b, top[:, None], 1)[:, 0]
+    d1 = b[np.arange(len(b)), top]
+    N = len(a)
+    # One call for both Spearman variants: rows 0..N-1 over all layers, N..2N-1 over the informative ones.
+    rho = spearman_rows(np.concatenate([a, a]), np.concatenate([b, b]), np.concatenate([np.ones_like(layers), layers]))
     with np.errstate(divide="ignore", invalid="ignore"):
         values = {
-            "spearman": spearman_rows(a, b),
-            "spearman_eps": np.where(testable, spearman_rows(a, b, layers), np.nan),
+            "spearman": rho[:N],
+            "spearman_eps": np.where(testable, rho[N:], np.nan),
             "top1": np.where(testable, (top == b.argmax(1)).astype(np.float64), np.nan),
             "deletion_at_1": d1,
             "deletion_at_1_norm": np.where(testable, d1 / b.max(1), np.nan),

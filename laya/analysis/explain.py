@@ -185,7 +185,7 @@ def _forward_and_loo(
     if all(f is None for f in features) and not _cls_tokens(checkpoint.model.backbone):
         return x[0], hidden, loo, None  # no layer averages positions: no maps, nothing to compute
     classes = loo.base_probs.topk(min(MAP_CLASSES, loo.base_probs.shape[1]), dim=-1).indices
-    return x[0], hidden, loo, decompose(checkpoint.model.head, hidden, features, classes)
+    return x[0], hidden, loo, decompose(checkpoint.model.head, hidden, features, classes, loo.layer_scores)
 
 
 def _cls_tokens(backbone: object) -> bool:

@@ -22,6 +22,8 @@ For CLS-pooled timm token layers, :func:`token_gradient_maps` gives a labelled a
 from __future__ import annotations
 
 import contextlib
+import itertools
+import math
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
@@ -135,24 +137,23 @@ def _averaged(out: Tensor, pool: str) -> Tensor | None:
     return None
 
 
-def _positions(feature: Tensor) -> tuple[Tensor, tuple[int, int]]:
-    """``(B, C, H, W) -> (B, H*W, C)``; tokens ``(B, N, D)`` on a square grid (else ``1 x N``)."""
+def _grid(feature: Tensor) -> tuple[int, int]:
+    """The ``(H, W)`` of a feature map ``(B, C, H, W)``; tokens ``(B, N, D)``: a square grid (else ``1 x N``)."""
     if feature.ndim == 4:
-        B, C, H, W = feature.shape
-        return feature.flatten(2).transpose(1, 2), (H, W)
-    B, N, _ = feature.shape
+        return tuple(feature.shape[2:])
+    N = feature.shape[1]
     side = int(round(N**0.5))
-    return feature, ((side, side) if side * side == N else (1, N))
+    return (side, side) if side * side == N else (1, N)
 
 
-_READOUTS: weakref.WeakKeyDictionary[LayerHead, tuple[tuple[int, ...], tuple[list[Tensor], Tensor, Tensor, Tensor]]] = (
+_READOUTS: weakref.WeakKeyDictionary[LayerHead, tuple[tuple[int, ...], tuple[Tensor, Tensor, Tensor]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _readouts(head: LayerHead) -> tuple[list[Tensor], Tensor, Tensor, Tensor]:
+def _readouts(head: LayerHead) -> tuple[Tensor, Tensor, Tensor]:
     """Layer i's read-out with the layer weights fixed, ``term_i = coef_i (M_i h_i + m_i)``, in the head's dtype:
-    ``M_i (C, d_i)`` per layer, their concatenation ``(C, sum d_i)``, ``m (L, C)`` and the layer of each
+    the ``M_i (C, d_i)`` concatenated over layers ``(C, sum d_i)``, ``m (L, C)`` and the layer of each
     concatenated unit ``(sum d_i,)``. LAYA / ScalarMix:
     ``M_i = W A_i``, ``m_i = W a_i`` (classifier times adapter); Concat / LastLayer: ``W``'s block of layer i
     (zero for a layer it does not read), ``m_i = 0``. Input-independent, so kept per head until its tensors
@@ -177,7 +178,7 @@ def _readouts(head: LayerHead) -> tuple[list[Tensor], Tensor, Tensor, Tensor]:
             M = [blocks[i] if i in blocks else W.new_zeros(head.num_classes, d) for i, d in enumerate(head.dims)]
             m = W.new_zeros(head.num_layers, head.num_classes)
         layer = torch.cat([torch.full((d,), i, device=W.device) for i, d in enumerate(head.dims)])
-        readouts = M, torch.cat(M, dim=1), m, layer
+        readouts = torch.cat(M, dim=1), m, layer
     _READOUTS[head] = versions, readouts
     return readouts
 
@@ -312,22 +313,25 @@ def decompose(
     if classes.ndim != 2 or classes.shape[0] != B:
         raise ValueError(f"classes must be (B, K) with B={B}, got {tuple(classes.shape)}")
     head64 = float64_head(head)
-    M, M_cat, m, layer = _readouts(head64)
+    M, m, layer = _readouts(head64)
     h = [t.double() for t in hidden]
     coef = _coefficients(head64, h, weights)  # (B, L)
-    # (B, K, sum d_i) products summed within each layer's block of units: M_i h_i for every layer at once
-    products = torch.cat(h, dim=1).unsqueeze(1) * M_cat[classes]
-    sums = products.new_zeros(B, classes.shape[1], L).index_add_(2, layer, products)  # (B, K, L)
+    Mk = M[classes]  # (B, K, sum d_i): the chosen classes' rows, every layer's units side by side
+    # M_i h_i for every layer at once: the products summed within each layer's block of units
+    sums = Mk.new_zeros(B, classes.shape[1], L).index_add_(2, layer, torch.cat(h, dim=1).unsqueeze(1) * Mk)
     offsets = coef.unsqueeze(-1) * m[:, classes].permute(1, 0, 2)  # (B, L, K)
     terms = coef.unsqueeze(-1) * sums.transpose(1, 2) + offsets
+    positions = [1 if f is None else math.prod(_grid(f)) for f in features]
+    Mk = Mk * (coef / coef.new_tensor(positions))[:, layer].unsqueeze(1)  # each unit's row times coef_i / P_i
+    bounds = [0, *itertools.accumulate(head.dims)]
     spatial: list[Tensor | None] = []
     for i, feature in enumerate(features):
         if feature is None:
             spatial.append(None)
             continue
-        f, (H, W) = _positions(feature.double())  # (B, P, d_i)
-        values = torch.bmm(M[i][classes], f.transpose(1, 2)) * (coef[:, i] / f.shape[1]).view(-1, 1, 1)  # (B, K, P)
-        spatial.append(values.reshape(B, -1, H, W))
+        f = feature.flatten(2) if feature.ndim == 4 else feature.transpose(1, 2)  # (B, d_i, P)
+        values = torch.bmm(Mk[..., bounds[i] : bounds[i + 1]], f.double())  # (B, K, P)
+        spatial.append(values.view(B, -1, *_grid(feature)))
     return SpatialAttribution(classes, spatial, offsets, terms, coef)
 
 
@@ -494,7 +498,7 @@ def _token_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[
                                               retain_graph=True, allow_unused=True)  # fmt: skip
                 grad = tokens.new_zeros(K, *tokens.shape) if grad is None else grad  # (K, B, N, D)
                 values = (grad * tokens).sum(-1)[..., prefix:].transpose(0, 1).double().detach()  # (B, K, N)
-                _, (H, W) = _positions(values[:, 0].unsqueeze(-1))
+                H, W = _grid(values[:, 0].unsqueeze(-1))
                 maps[i] = values.reshape(B, K, H, W)
     finally:
         for h in handles:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from laya.model.heads import DEFAULT_MODE, AblationMode, LayerHead
+from laya.model.heads import CROSS_HEAD_MODES, DEFAULT_MODE, AblationMode, LayerHead, MixHead
 
 
 @dataclass
@@ -55,7 +55,8 @@ _FLOAT64: weakref.WeakKeyDictionary[LayerHead, tuple[list[Tensor], tuple[int, ..
 
 def float64_head(head: LayerHead) -> LayerHead:
     """A float64, eval-mode copy of ``head`` (normal tensors, usable by autograd even if made under
-    ``torch.inference_mode``), cached until the head's tensors are modified in place."""
+    ``torch.inference_mode``), cached until the head's tensors are modified in place. LAYA / ScalarMix: the
+    copy's ``fill_projection`` of each input-level mode is computed once, not under every call."""
     cached = _FLOAT64.get(head)
     if cached is not None and tuple(t._version for t in cached[0]) == cached[1]:
         return cached[2]
@@ -70,6 +71,10 @@ def float64_head(head: LayerHead) -> LayerHead:
                     if t is not None and t.is_inference():
                         fresh = t.detach().clone()
                         group[name] = torch.nn.Parameter(fresh, t.requires_grad) if name in module._parameters else fresh
+        if isinstance(copy64, MixHead):  # the copy never changes: its fills' projections are computed once
+            with torch.no_grad():
+                fills = {mode: copy64.fill_projection(mode) for mode in CROSS_HEAD_MODES}
+            copy64.fill_projection = fills.__getitem__
     _FLOAT64[head] = (tensors, tuple(t._version for t in tensors), copy64)
     return copy64
 

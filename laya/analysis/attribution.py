@@ -35,8 +35,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -122,15 +124,14 @@ def _summed_target_probability(head: LayerHead, target: Tensor):
 def raw_attributions(
     head: LayerHead, hidden: Sequence[Tensor], method: str, target: Tensor, steps: int = 32
 ) -> tuple[Tensor, ...]:
-    """Captum's per-unit attributions for each layer (signed), float64: L tensors ``(B, d_i)``.
+    """Per-unit attributions for each layer (signed), float64: L tensors ``(B, d_i)``.
 
-    Runs on the head's float64 copy with float64 inputs (see the module docstring). Captum is imported
-    here, not at module level: it pulls in matplotlib (≈ 1 CPU-s), and the dashboard's heads with
-    intrinsic scores never need it (docs/speed.md, "Cold start")."""
+    Runs on the head's float64 copy with float64 inputs (see the module docstring). Integrated Gradients:
+    :func:`integrated_gradients` (Captum's arithmetic in one batched pass); Gradient × Input and Saliency:
+    Captum, imported here, not at module level: it pulls in matplotlib (≈ 1 CPU-s), and the dashboard's
+    default views never need it (docs/speed.md, "Cold start")."""
     if method not in POSTHOC_METHODS:
         raise ValueError(f"unknown post-hoc method {method!r}; expected one of {POSTHOC_METHODS}")
-    from captum.attr import InputXGradient, IntegratedGradients, Saliency
-
     head64 = float64_head(head)
     forward = _summed_target_probability(head64, target)
     # Gradients are needed even when the caller runs under inference_mode or no_grad.
@@ -139,12 +140,44 @@ def raw_attributions(
         if method in IG_BASELINES:
             references = head64.fill("mean" if IG_BASELINES[method] == "mean" else "zero")
             baselines = tuple(r.to(h.dtype).expand_as(h) for r, h in zip(references, inputs))
-            return IntegratedGradients(forward).attribute(
-                inputs, baselines=baselines, n_steps=steps, method=IG_RULE
-            )
+            return integrated_gradients(forward, inputs, baselines, steps)
+        from captum.attr import InputXGradient, Saliency
+
         if method == "input_x_gradient":
             return InputXGradient(forward).attribute(inputs)
         return Saliency(forward).attribute(inputs, abs=True)
+
+
+@functools.lru_cache(maxsize=16)
+def gauss_legendre(steps: int) -> tuple[Tensor, Tensor]:
+    """``(nodes (S,) float64, weights (S,) float32)`` of the ``steps``-node Gauss–Legendre rule on [0, 1]:
+    ``a_k = (1 + x_k) / 2``, ``w_k = v_k / 2`` for numpy's ``leggauss`` nodes ``x_k`` and weights ``v_k``.
+    The weights are rounded to float32, as Captum's ``IntegratedGradients`` rounds its step sizes, so that the
+    attributions equal Captum's (and the bundled reports', made with it) bit for bit. Cached; do not modify."""
+    if steps < 1:
+        raise ValueError(f"Integrated Gradients needs at least 1 step, got {steps}")
+    x, v = np.polynomial.legendre.leggauss(steps)
+    return torch.from_numpy(0.5 * (1 + x)), torch.from_numpy(0.5 * v).float()
+
+
+def integrated_gradients(
+    forward: Callable[..., Tensor], inputs: tuple[Tensor, ...], baselines: tuple[Tensor, ...], steps: int
+) -> tuple[Tensor, ...]:
+    """Integrated Gradients of the one-element ``forward(*inputs)`` for L ``inputs (B, d_i)`` from ``baselines``
+    (same shapes): ``IG_i = (h_i - r_i) * sum_k w_k grad_i f(r + a_k (h - r))`` over :func:`gauss_legendre`'s
+    ``steps`` nodes, every node in ONE batched forward and backward pass (rows step-major, ``(S * B, d_i)``).
+
+    Captum's ``IntegratedGradients(method="gausslegendre")`` computes the same arithmetic in the same order
+    (tested equal), but builds the scaled inputs one node at a time: ``S x L`` small operations that cost more
+    than the head itself on one input."""
+    nodes, weights = gauss_legendre(steps)
+    nodes = nodes.to(inputs[0].device)
+    scaled = tuple((r + nodes.view(-1, 1, 1).to(h.dtype) * (h - r)).flatten(0, 1).requires_grad_()
+                   for h, r in zip(inputs, baselines))  # fmt: skip
+    grads = torch.autograd.grad(forward(*scaled), scaled)
+    weights = weights.to(inputs[0].device).view(steps, 1)
+    return tuple((g.contiguous().view(steps, -1) * weights).reshape(steps, *h.shape).sum(0) * (h - r)
+                 for g, h, r in zip(grads, inputs, baselines))  # fmt: skip
 
 
 def reduce_layers(parts: Sequence[Tensor], reduction: str) -> Tensor:
@@ -223,6 +256,8 @@ __all__ = [
     "REDUCTION_LABELS",
     "attributions_by_reduction",
     "ig_description",
+    "gauss_legendre",
+    "integrated_gradients",
     "intrinsic_method",
     "layer_attributions",
     "methods_for",

@@ -12,11 +12,11 @@ its maps are opened.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -24,7 +24,7 @@ from torch import Tensor
 
 from laya.analysis.ablation import AblationResult, leave_one_out
 from laya.analysis.attribution import METHOD_LABELS, intrinsic_method, layer_attributions
-from laya.analysis.faithfulness import NOT_APPLICABLE, informative, per_input_metrics
+from laya.analysis.faithfulness import NOT_APPLICABLE, informative, input_metrics
 from laya.analysis.overflow import check_output
 from laya.analysis.spatial import SpatialAttribution, decompose, keep_maps, recordable, token_gradient_maps
 from laya.data.images import load_image_tensor
@@ -90,8 +90,8 @@ class Explanation:
     def metrics(self, method: str) -> dict[str, float | None]:
         """Every per-input faithfulness metric of ``method`` (:mod:`laya.analysis.faithfulness`); None where
         undefined. The all-layer Spearman is also None where the input has one informative layer (tie-decided)."""
-        values = per_input_metrics(self.scores[method].view(1, -1), self.drops.view(1, -1))
-        out = {k: None if np.isnan(float(v[0])) else float(v[0]) for k, v in values.items()}
+        values = input_metrics(self.scores[method].tolist(), self.drops.tolist())
+        out = {k: None if math.isnan(v) else v for k, v in values.items()}
         if out["top1"] is None:  # defined (0 or 1) exactly where the input is testable
             out["spearman"] = None
         return out
@@ -186,7 +186,7 @@ def _forward_and_loo(
     if all(f is None for f in features) and not _cls_tokens(checkpoint.model.backbone):
         return x[0], hidden, loo, None  # no layer averages positions: no maps, nothing to compute
     classes = loo.base_probs.topk(min(MAP_CLASSES, loo.base_probs.shape[1]), dim=-1).indices
-    return x[0], hidden, loo, decompose(checkpoint.model.head, hidden, features, classes)
+    return x[0], hidden, loo, decompose(checkpoint.model.head, hidden, features, classes, loo.layer_scores)
 
 
 def _cls_tokens(backbone: object) -> bool:

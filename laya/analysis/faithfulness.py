@@ -26,6 +26,9 @@ mean: the median and the :data:`TRIM`-trimmed mean (``floor(TRIM * n)`` cut from
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -82,15 +85,14 @@ def spearman_rows(
         raise ValueError(f"scores and drops must both be (N, L); got {a.shape} and {b.shape}")
     m = np.ones(a.shape, dtype=bool) if mask is None else np.asarray(_numpy(mask) != 0)
     count = m.sum(axis=1, keepdims=True)
-    ra, rb = average_ranks(a, m), average_ranks(b, m)
+    both = np.stack([a, b])  # (2, N, L): each step below serves scores and drops at once
+    ranks = average_ranks(both, m)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ra = np.where(m, ra - (ra * m).sum(axis=1, keepdims=True) / count, 0.0)
-        rb = np.where(m, rb - (rb * m).sum(axis=1, keepdims=True) / count, 0.0)
-        rho = (ra * rb).sum(axis=1) / np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))
+        ranks = np.where(m, ranks - (ranks * m).sum(axis=2, keepdims=True) / count, 0.0)
+        ra, rb = ranks
+        rho = (ra * rb).sum(axis=1) / np.sqrt((ranks**2).sum(axis=2).prod(axis=0))
     big, small = np.finfo(float).max, np.finfo(float).min
-    constant = (np.where(m, a, small).max(1) == np.where(m, a, big).min(1)) | (
-        np.where(m, b, small).max(1) == np.where(m, b, big).min(1)
-    )
+    constant = (np.where(m, both, small).max(2) == np.where(m, both, big).min(2)).any(axis=0)
     rho[constant | (count[:, 0] < 2)] = np.nan
     return np.clip(rho, -1.0, 1.0)
 
@@ -126,16 +128,58 @@ def per_input_metrics(scores: Tensor, drops: Tensor, epsilon: float = EPSILON) -
     a, b = _numpy(scores), _numpy(drops)
     layers, testable = _informative(b, epsilon)
     top = a.argmax(1)  # first of ties, as top_ranked
-    d1 = np.take_along_axis(b, top[:, None], 1)[:, 0]
+    d1 = b[np.arange(len(b)), top]
+    N = len(a)
+    # One call for both Spearman variants: rows 0..N-1 over all layers, N..2N-1 over the informative ones.
+    rho = spearman_rows(np.concatenate([a, a]), np.concatenate([b, b]), np.concatenate([np.ones_like(layers), layers]))
     with np.errstate(divide="ignore", invalid="ignore"):
         values = {
-            "spearman": spearman_rows(a, b),
-            "spearman_eps": np.where(testable, spearman_rows(a, b, layers), np.nan),
+            "spearman": rho[:N],
+            "spearman_eps": np.where(testable, rho[N:], np.nan),
             "top1": np.where(testable, (top == b.argmax(1)).astype(np.float64), np.nan),
             "deletion_at_1": d1,
             "deletion_at_1_norm": np.where(testable, d1 / b.max(1), np.nan),
         }
     return {metric: torch.from_numpy(v) for metric, v in values.items()}
+
+
+def _spearman(a: list[float], b: list[float]) -> float:
+    """One row of :func:`spearman_rows` in plain Python (NaN where either side is constant or has < 2 values)."""
+    if len(a) < 2 or min(a) == max(a) or min(b) == max(b):
+        return math.nan
+
+    def centred_ranks(v: list[float]) -> list[float]:  # average ranks, as average_ranks, minus their mean
+        ranks = [sum(w < x for w in v) + (sum(w == x for w in v) + 1) / 2.0 for x in v]
+        mean = sum(ranks) / len(ranks)
+        return [r - mean for r in ranks]
+
+    ra, rb = centred_ranks(a), centred_ranks(b)
+    rho = sum(x * y for x, y in zip(ra, rb)) / math.sqrt(sum(x * x for x in ra) * sum(y * y for y in rb))
+    return min(max(rho, -1.0), 1.0)
+
+
+def input_metrics(scores: Sequence[float], drops: Sequence[float], epsilon: float = EPSILON) -> dict[str, float]:
+    """:func:`per_input_metrics` of ONE input (``(L,)`` scores and LOO drops): ``{metric: float}``, NaN where
+    undefined. In plain Python: for the few layers of one input, numpy's fixed cost per call (tens of µs once
+    its code is out of the CPU's caches, as on a page between model calls) exceeds the arithmetic; the values
+    equal :func:`per_input_metrics`' to float rounding (tested). Non-finite inputs go to :func:`per_input_metrics`."""
+    a, b = [float(v) for v in scores], [float(v) for v in drops]
+    if len(a) != len(b) or not a:
+        raise ValueError(f"scores and drops must both be (L,) with L >= 1; got {len(a)} and {len(b)} values")
+    if not all(map(math.isfinite, a + b)):
+        rows = torch.tensor([a], dtype=torch.float64), torch.tensor([b], dtype=torch.float64)
+        return {k: float(v[0]) for k, v in per_input_metrics(*rows, epsilon).items()}
+    informative = [i for i, d in enumerate(b) if abs(d) > epsilon]
+    testable = len(informative) >= MIN_INFORMATIVE and max(b) > epsilon
+    top = max(range(len(a)), key=a.__getitem__)  # first of ties, as top_ranked
+    nan = math.nan
+    return {
+        "spearman": _spearman(a, b),
+        "spearman_eps": _spearman([a[i] for i in informative], [b[i] for i in informative]) if testable else nan,
+        "top1": float(top == max(range(len(b)), key=b.__getitem__)) if testable else nan,
+        "deletion_at_1": b[top],
+        "deletion_at_1_norm": b[top] / max(b) if testable else nan,
+    }
 
 
 __all__ = [
@@ -151,6 +195,7 @@ __all__ = [
     "average_ranks",
     "deletion_at_1",
     "informative",
+    "input_metrics",
     "per_input_metrics",
     "spearman_rows",
     "top_ranked",

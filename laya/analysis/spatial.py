@@ -22,6 +22,8 @@ For CLS-pooled timm token layers, :func:`token_gradient_maps` gives a labelled a
 from __future__ import annotations
 
 import contextlib
+import itertools
+import math
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
@@ -135,50 +137,60 @@ def _averaged(out: Tensor, pool: str) -> Tensor | None:
     return None
 
 
-def _positions(feature: Tensor) -> tuple[Tensor, tuple[int, int]]:
-    """``(B, C, H, W) -> (B, H*W, C)``; tokens ``(B, N, D)`` on a square grid (else ``1 x N``)."""
+def _grid(feature: Tensor) -> tuple[int, int]:
+    """The ``(H, W)`` of a feature map ``(B, C, H, W)``; tokens ``(B, N, D)``: a square grid (else ``1 x N``)."""
     if feature.ndim == 4:
-        B, C, H, W = feature.shape
-        return feature.flatten(2).transpose(1, 2), (H, W)
-    B, N, _ = feature.shape
+        return tuple(feature.shape[2:])
+    N = feature.shape[1]
     side = int(round(N**0.5))
-    return feature, ((side, side) if side * side == N else (1, N))
+    return (side, side) if side * side == N else (1, N)
 
 
-_READOUTS: weakref.WeakKeyDictionary[LayerHead, tuple[tuple[int, ...], list[tuple[Tensor, Tensor]]]] = (
+_READOUTS: weakref.WeakKeyDictionary[LayerHead, tuple[tuple[int, ...], tuple[Tensor, Tensor, Tensor]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _readouts(head: MixHead, dtype: torch.dtype) -> list[tuple[Tensor, Tensor]]:
-    """Per layer ``(W A_i (C, d_i), W a_i (C,))``: the classifier times the adapter, input-independent, so kept per
-    head and dtype until the head's tensors are modified in place (as :func:`laya.analysis.ablation.float64_head`)."""
-    versions = (head.classifier.weight._version, *(t._version for a in head.adapters for t in (a.weight, a.bias)))
-    cached = _READOUTS.get(head)
-    if cached is None or cached[0] != versions or cached[1][0][0].dtype != dtype:
-        with torch.inference_mode(False), torch.no_grad():  # plain constants, usable in and out of inference mode
-            W = head.classifier.weight.to(dtype)
-            cached = versions, [(W @ a.weight.to(dtype), W @ a.bias.to(dtype)) for a in head.adapters]
-        _READOUTS[head] = cached
-    return cached[1]
-
-
-def layer_maps(head: LayerHead, encoded: Sequence[Tensor], layer: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Layer ``layer``'s affine read-out with the full input's layer weights fixed:
-    ``coef (B,)``, ``M (C, d_i)`` and ``offset (B, C)`` with term ``= coef * M h_i + offset``."""
+def _readouts(head: LayerHead) -> tuple[Tensor, Tensor, Tensor]:
+    """Layer i's read-out with the layer weights fixed, ``term_i = coef_i (M_i h_i + m_i)``, in the head's dtype:
+    the ``M_i (C, d_i)`` concatenated over layers ``(C, sum d_i)``, ``m (L, C)`` and the layer of each
+    concatenated unit ``(sum d_i,)``. LAYA / ScalarMix:
+    ``M_i = W A_i``, ``m_i = W a_i`` (classifier times adapter); Concat / LastLayer: ``W``'s block of layer i
+    (zero for a layer it does not read), ``m_i = 0``. Input-independent, so kept per head until its tensors
+    are modified in place (as :func:`laya.analysis.ablation.float64_head`)."""
     if isinstance(head, MixHead):
-        z, s = encoded
-        coef = head.scale() * torch.softmax(s, dim=-1)[:, layer]  # (B,)
-        M, m = _readouts(head, z.dtype)[layer]
-        return coef, M, coef.unsqueeze(1) * m
-    if isinstance(head, LinearHead):
-        B = encoded[0].shape[0]
-        weight = head.linear.weight.to(encoded[0].dtype)
-        dims = [head.dims[i] for i in head.selected]
-        blocks = dict(zip(head.selected, weight.split(dims, dim=1)))
-        M = blocks.get(layer, weight.new_zeros(head.num_classes, head.dims[layer]))
-        return weight.new_ones(B), M, weight.new_zeros(B, head.num_classes)
-    raise ValueError(f"no spatial decomposition for head {type(head).__name__}")
+        tensors = [head.classifier.weight, *(t for a in head.adapters for t in (a.weight, a.bias))]
+    elif isinstance(head, LinearHead):
+        tensors = [head.linear.weight]
+    else:
+        raise ValueError(f"no spatial decomposition for head {type(head).__name__}")
+    versions = tuple(t._version for t in tensors)
+    cached = _READOUTS.get(head)
+    if cached is not None and cached[0] == versions:
+        return cached[1]
+    with torch.inference_mode(False), torch.no_grad():  # plain constants, usable in and out of inference mode
+        W = tensors[0]
+        if isinstance(head, MixHead):
+            M = [W @ a.weight for a in head.adapters]
+            m = torch.stack([W @ a.bias for a in head.adapters])
+        else:
+            blocks = dict(zip(head.selected, W.split([head.dims[i] for i in head.selected], dim=1)))
+            M = [blocks[i] if i in blocks else W.new_zeros(head.num_classes, d) for i, d in enumerate(head.dims)]
+            m = W.new_zeros(head.num_layers, head.num_classes)
+        layer = torch.cat([torch.full((d,), i, device=W.device) for i, d in enumerate(head.dims)])
+        readouts = torch.cat(M, dim=1), m, layer
+    _READOUTS[head] = versions, readouts
+    return readouts
+
+
+def _coefficients(head: LayerHead, hidden: Sequence[Tensor], weights: Tensor | None) -> Tensor:
+    """``(B, L)`` each layer's weight in its logit term with the full input's layer weights fixed:
+    ``gamma alpha_i`` (LAYA / ScalarMix; ``alpha`` = ``weights`` where given, else from ``head.encode``), 1 for
+    Concat / LastLayer."""
+    if isinstance(head, MixHead):
+        alpha = torch.softmax(head.encode(hidden)[1], dim=-1) if weights is None else weights.to(hidden[0].dtype)
+        return head.scale() * alpha
+    return hidden[0].new_ones(hidden[0].shape[0], head.num_layers)
 
 
 APPROXIMATE = "approximate (gradient × activation)"
@@ -280,10 +292,20 @@ def spatial_attribution(
 
 @torch.inference_mode()
 def decompose(
-    head: LayerHead, hidden: Sequence[Tensor], features: Sequence[Tensor | None], classes: Tensor
+    head: LayerHead,
+    hidden: Sequence[Tensor],
+    features: Sequence[Tensor | None],
+    classes: Tensor,
+    weights: Tensor | None = None,
 ) -> SpatialAttribution:
     """The per-layer maps of ``classes (B, K)`` from the hidden states ``hidden`` (L tensors ``(B, d_i)``)
-    and the pre-pool activations ``features`` that :func:`keep_maps` collected in the same forward."""
+    and the pre-pool activations ``features`` that :func:`keep_maps` collected in the same forward, in float64.
+
+    ``weights``: the head's layer weights of these inputs ``(B, L)`` where already computed (LAYA's ``alpha``,
+    ScalarMix's ``softmax(w)``: ``leave_one_out``'s ``layer_scores``), so that the head is not encoded again;
+    None: from the head's float64 copy. With ``term_i = coef_i (M_i h_i + m_i)`` (:func:`_readouts`), every
+    layer's term and offset come from one product over the concatenated layers, and layer i's map is
+    ``coef_i M_i f_i[:, p] / P``."""
     L, B = len(hidden), hidden[0].shape[0]
     if len(features) != L:
         raise RuntimeError(f"collected {len(features)} maps for {L} layers")
@@ -291,22 +313,26 @@ def decompose(
     if classes.ndim != 2 or classes.shape[0] != B:
         raise ValueError(f"classes must be (B, K) with B={B}, got {tuple(classes.shape)}")
     head64 = float64_head(head)
-    encoded = head64.encode([h.double() for h in hidden])  # shared with the logit terms (logit_attribution's)
-    terms = head64.logit_terms(encoded)[0].gather(2, classes.unsqueeze(1).expand(-1, L, -1))
+    M, m, layer = _readouts(head64)
+    h = [t.double() for t in hidden]
+    coef = _coefficients(head64, h, weights)  # (B, L)
+    Mk = M[classes]  # (B, K, sum d_i): the chosen classes' rows, every layer's units side by side
+    # M_i h_i for every layer at once: the products summed within each layer's block of units
+    sums = Mk.new_zeros(B, classes.shape[1], L).index_add_(2, layer, torch.cat(h, dim=1).unsqueeze(1) * Mk)
+    offsets = coef.unsqueeze(-1) * m[:, classes].permute(1, 0, 2)  # (B, L, K)
+    terms = coef.unsqueeze(-1) * sums.transpose(1, 2) + offsets
+    positions = [1 if f is None else math.prod(_grid(f)) for f in features]
+    Mk = Mk * (coef / coef.new_tensor(positions))[:, layer].unsqueeze(1)  # each unit's row times coef_i / P_i
+    bounds = [0, *itertools.accumulate(head.dims)]
     spatial: list[Tensor | None] = []
-    offsets, weights = [], []
     for i, feature in enumerate(features):
-        coef, M, offset = layer_maps(head64, encoded, i)
-        offsets.append(offset.gather(1, classes))
-        weights.append(coef)
         if feature is None:
             spatial.append(None)
             continue
-        f, (H, W) = _positions(feature.double())  # (B, P, d_i)
-        Mk = M[classes]  # (B, K, d_i)
-        values = torch.einsum("bpd,bkd->bkp", f, Mk) * (coef / f.shape[1]).view(-1, 1, 1)
-        spatial.append(values.reshape(*values.shape[:2], H, W))
-    return SpatialAttribution(classes, spatial, torch.stack(offsets, dim=1), terms, torch.stack(weights, dim=1))
+        f = feature.flatten(2) if feature.ndim == 4 else feature.transpose(1, 2)  # (B, d_i, P)
+        values = torch.bmm(Mk[..., bounds[i] : bounds[i + 1]], f.double())  # (B, K, P)
+        spatial.append(values.view(B, -1, *_grid(feature)))
+    return SpatialAttribution(classes, spatial, offsets, terms, coef)
 
 
 SUBSETS = ("all", "correct", "incorrect")
@@ -472,7 +498,7 @@ def _token_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[
                                               retain_graph=True, allow_unused=True)  # fmt: skip
                 grad = tokens.new_zeros(K, *tokens.shape) if grad is None else grad  # (K, B, N, D)
                 values = (grad * tokens).sum(-1)[..., prefix:].transpose(0, 1).double().detach()  # (B, K, N)
-                _, (H, W) = _positions(values[:, 0].unsqueeze(-1))
+                H, W = _grid(values[:, 0].unsqueeze(-1))
                 maps[i] = values.reshape(B, K, H, W)
     finally:
         for h in handles:
@@ -492,7 +518,6 @@ __all__ = [
     "class_mean_maps",
     "decompose",
     "keep_maps",
-    "layer_maps",
     "recordable",
     "sample_class_maps",
     "spatial_attribution",

@@ -245,6 +245,11 @@ class MixHead(LayerHead):
         """``z_i = g_i(h_i)`` stacked: ``(B, L, d*)``."""
         return torch.stack([g(h) for g, h in zip(self.adapters, hidden)], dim=1)
 
+    def fill_projection(self, mode: str) -> Tensor:
+        """``(1, L, d*)``: the adapted fills ``g_i(fill_i)`` that replace removed layers under an input-level
+        ``mode`` (input-independent; ``laya.analysis.ablation.float64_head`` keeps them for its copy)."""
+        return self.project([r.unsqueeze(0) for r in self.fill(mode)])
+
     def encode(self, hidden: Sequence[Tensor]) -> list[Tensor]:
         """``[z, s]``: adapted layers ``(B, L, d*)`` and their scores ``(B, L)``."""
         z = self.project(hidden)
@@ -254,7 +259,7 @@ class MixHead(LayerHead):
         z, s = encoded  # (B, L, d*), (B, L)
         alpha = torch.softmax(s, dim=-1)
         if mode in CROSS_HEAD_MODES:  # removed inputs replaced before the adapters; scores recomputed
-            z_ref = self.project([r.unsqueeze(0) for r in self.fill(mode)]).to(z.dtype)  # (1, L, d*)
+            z_ref = self.fill_projection(mode).to(z.dtype)  # (1, L, d*)
             z_masked = torch.where(keep.unsqueeze(-1), z.unsqueeze(1), z_ref.unsqueeze(1))  # (B, M, L, d*)
             weights = torch.softmax(self.scores(z_masked), dim=-1)
             h_agg = (weights.unsqueeze(-1) * z_masked).sum(dim=2)

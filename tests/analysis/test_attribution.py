@@ -35,6 +35,28 @@ def test_summed_output_matches_captum_per_row_targets():
     assert all(torch.allclose(a, b) for a, b in zip(ours, reference))
 
 
+@pytest.mark.parametrize("name", ["laya", "scalarmix", "concat", "lastlayer"])
+@pytest.mark.parametrize("method", ["integrated_gradients", "integrated_gradients_zero"])
+def test_batched_integrated_gradients_equal_captums_bit_for_bit(name, method):
+    from laya.analysis.ablation import float64_head
+    from laya.analysis.attribution import _summed_target_probability
+
+    head, h = make(name), hidden()
+    target = head(h).logits.argmax(-1)
+    head64 = float64_head(head)
+    inputs = tuple(x.detach().double().clone().requires_grad_() for x in h)
+    fill = head64.fill("mean" if method == "integrated_gradients" else "zero")
+    baselines = tuple(r.expand_as(x) for r, x in zip(fill, inputs))
+    for steps in (1, 7, 32):
+        ours = raw_attributions(head, h, method, target, steps=steps)
+        captum = IntegratedGradients(_summed_target_probability(head64, target)).attribute(
+            inputs, baselines=baselines, n_steps=steps, method="gausslegendre"
+        )
+        assert all(torch.equal(a, b) for a, b in zip(ours, captum)), steps
+    with pytest.raises(ValueError, match="at least 1 step"):
+        raw_attributions(head, h, method, target, steps=0)
+
+
 def test_saliency_and_grad_x_input_are_gradients():
     head, h = make("concat"), hidden()
     target = head(h).logits.argmax(-1)

@@ -1,4 +1,5 @@
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,7 +78,6 @@ def test_lastlayer_input_shows_no_tie_decided_spearman(tiny_models):
 def test_ood_scores_come_from_the_explanations_own_pass_equal_to_depth_analytics(setting):
     """Inspect's uncertainty and OOD status: the same scores as ``input_depth`` (Depth analytics), bit for bit,
     without a second backbone pass."""
-    from pathlib import Path
 
     from laya.analysis.depth import DepthFit, input_depth
     from laya.data.images import load_image_tensor
@@ -98,3 +98,49 @@ def test_ood_scores_come_from_the_explanations_own_pass_equal_to_depth_analytics
     from laya.analysis.explain import Explanation
 
     assert Explanation.from_tensors(*e.to_tensors()).ood_scores == expected  # as a sandboxed worker hands it over
+
+
+BUNDLED = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "models").glob("*/*/model.json"))
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=[f"{p.parent.name}/{p.name}" for p in BUNDLED])
+def test_shared_work_gives_the_numbers_of_the_unshared_computation_on_every_bundled_checkpoint(path):
+    """Inspect's explanation shares work: the float64 copy keeps its fills' projections, the maps take the layer
+    weights from LOO instead of encoding the head again, IG runs in one batched pass. Against the computation
+    without any of that: LOO and IG bit for bit; the maps, terms and offsets within 1e-5 of their largest value (LAYA's
+    alpha from the float32 scorer, as the page shows it, instead of a float64 one), still exact."""
+    import copy
+
+    from captum.attr import IntegratedGradients
+
+    from laya.analysis.ablation import float64_head, loo_masks
+    from laya.analysis.attribution import _summed_target_probability, reduce_layers
+    from laya.analysis.spatial import decompose, keep_maps
+    from laya.data.images import load_image_tensor
+
+    ck = load_checkpoint(path)
+    spec = ck.meta.input
+    image = load_image_tensor(sorted((path.parent / "examples").iterdir())[0], spec.channels, spec.source_size)
+    e = explain(ck, image, approximate=False)
+    head, backbone = ck.model.head, ck.model.backbone
+    with torch.inference_mode(), keep_maps(backbone) as features:
+        hidden = backbone(ck.preprocess(image.unsqueeze(0)))
+        fresh = copy.deepcopy(head).double()  # every product afresh: no fill projection kept
+        out = fresh.decode([t.double() for t in head.encode(hidden)], loo_masks(head.num_layers), e.mode)
+    p = torch.softmax(out.logits, -1)[0, :, e.prediction]
+    assert torch.equal(e.drops, p[0] - p[1:]) and torch.equal(e.probs, torch.softmax(out.logits[0, 0], -1).float())
+    if e.spatial is not None:
+        unshared = decompose(head, hidden, features, e.spatial.classes)  # the head encoded again, in float64
+        for new, old in [(e.spatial.terms, unshared.terms), (e.spatial.offsets, unshared.offsets),
+                         *[(a, b) for a, b in zip(e.spatial.maps, unshared.maps) if b is not None]]:  # fmt: skip
+            assert (new - old).abs().max() <= 1e-5 * old.abs().max() + 1e-12
+        if exact := [i for i, m in enumerate(e.spatial.maps) if m is not None]:
+            assert (e.spatial.layer_sums()[:, exact] - e.spatial.terms[:, exact]).abs().max() < 1e-5
+    if e.intrinsic is None:  # IG-32 in Captum, as the bundled reports were made
+        inputs = tuple(h.double().clone().requires_grad_() for h in hidden)
+        head64 = float64_head(head)
+        baselines = tuple(r.expand_as(h) for r, h in zip(head64.references, inputs))
+        parts = IntegratedGradients(_summed_target_probability(head64, e.loo.prediction)).attribute(
+            inputs, baselines=baselines, n_steps=32, method="gausslegendre"
+        )
+        assert torch.equal(e.scores["integrated_gradients"], reduce_layers(parts, "signed")[0])

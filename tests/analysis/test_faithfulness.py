@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from laya.analysis.faithfulness import deletion_at_1, per_input_metrics, spearman_rows, top_ranked
+from laya.analysis.faithfulness import deletion_at_1, input_metrics, per_input_metrics, spearman_rows, top_ranked
 
 
 def test_hand_computed_rank_correlations():
@@ -85,3 +85,27 @@ def test_negligible_drops_do_not_decide_the_restricted_spearman():
     metrics = per_input_metrics(scores, drops)
     assert metrics["spearman"][0] != metrics["spearman"][1]  # the all-layer Spearman moves with the noise
     assert metrics["spearman_eps"].tolist() == [1.0, 1.0]
+
+
+def test_one_inputs_metrics_in_plain_python_equal_the_batched_ones():
+    """``input_metrics`` (Inspect's one input) against ``per_input_metrics`` row by row: ties, constant rows,
+    drops around epsilon, one informative layer, non-finite values; equal within 1e-12, NaN in the same places."""
+    rng = np.random.default_rng(7)
+    rows = [([0.2, 0.2, 0.6], [0.0, 0.0, 0.5]), ([1.0, 1.0], [0.3, 0.1]), ([0.1, 0.5, 0.4], [2e-3, 5e-4, -2e-3]),
+            ([0.3, np.nan, 0.2], [0.1, 0.2, 0.3]), ([0.5], [0.2])]  # fmt: skip
+    for _ in range(300):
+        L = int(rng.integers(2, 13))
+        a = rng.normal(size=L).round(int(rng.integers(0, 3)))  # rounding makes ties
+        b = rng.normal(size=L) * 10 ** rng.uniform(-4, 0)
+        b[rng.random(L) < 0.3] = 0.0
+        rows.append((a.tolist(), b.tolist()))
+    for a, b in rows:
+        batched = per_input_metrics(torch.tensor([a], dtype=torch.float64), torch.tensor([b], dtype=torch.float64))
+        one = input_metrics(a, b)
+        for metric, values in batched.items():
+            expected = float(values[0])
+            assert (math.isnan(one[metric]) and math.isnan(expected)) or abs(one[metric] - expected) <= 1e-12, (
+                metric, a, b,
+            )  # fmt: skip
+    with pytest.raises(ValueError, match="both be"):
+        input_metrics([0.1, 0.2], [0.1])

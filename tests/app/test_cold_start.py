@@ -67,7 +67,7 @@ print(json.dumps({{"exception": [e.value for e in at.exception], "charts": len(a
     assert result["heavy"] == []
 
 
-def test_integrated_gradients_imports_captum_when_asked(tiny_models: Path) -> None:
+def test_captum_is_imported_for_gradient_x_input_only(tiny_models: Path) -> None:
     code = f"""
 import json, sys
 import torch
@@ -80,8 +80,11 @@ before = "captum" in sys.modules
 with torch.no_grad():
     hidden = ck.model.backbone(x)
 parts = raw_attributions(ck.model.head, hidden, "integrated_gradients", torch.tensor([0, 1]), steps=4)
-print(json.dumps({{"before": before, "after": "captum" in sys.modules, "shapes": [list(p.shape) for p in parts]}}))
+after_ig = "captum" in sys.modules
+raw_attributions(ck.model.head, hidden, "input_x_gradient", torch.tensor([0, 1]))
+print(json.dumps({{"before": before, "after_ig": after_ig, "after": "captum" in sys.modules,
+                  "shapes": [list(p.shape) for p in parts]}}))
 """
     result = run_python(code)
-    assert result["before"] is False and result["after"] is True
+    assert result["before"] is False and result["after_ig"] is False and result["after"] is True
     assert [s[0] for s in result["shapes"]] == [2] * len(result["shapes"])

@@ -113,6 +113,50 @@ def _page_costs(arg: str) -> str:
     return page_tables(ROOT / arg)
 
 
+ROUTES = {"cpu": "CPU (CPU torch first)", "gpu": "GPU (`pip install .`)"}  # install_size.sh's routes, in order
+
+
+def _installs(folder: str) -> list[dict]:
+    """The measurements ``bash scripts/install_size.sh ROUTE`` wrote to ``folder/ROUTE.json``, CPU first."""
+    return [json.loads((ROOT / folder / f"{route}.json").read_text()) for route in ROUTES]
+
+
+def _size(record: dict) -> str:
+    return f"{record['bytes'] / 1e9:.1f} GB"
+
+
+def _install_table(arg: str) -> str:
+    """docs/installing.md's table of ``bash scripts/install_size.sh cpu|gpu`` runs (docs/install/*.json)."""
+    installs = _installs(arg)
+    rows = [
+        f"| {ROUTES[r['route']]} | {r['seconds']} s | {_size(r)} | {r['torch']} | {r['torchvision']} | "
+        f"{r['cuda_packages']} | {r['load_before']:.1f} → {r['load_after']:.1f} |"
+        for r in installs
+    ]
+    local = [f"`TORCH_CPU=\"{' '.join(r['torch_cpu_args'])}\"`" for r in installs if r["torch_cpu_args"]]
+    return "\n".join(
+        [
+            "| route | time | size | torch | torchvision | CUDA packages (nvidia-*, triton) | load (1 min), start → end |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            f"One run each, by `bash scripts/install_size.sh cpu` and `bash scripts/install_size.sh gpu` from a "
+            f"{installs[0]['source']}, on {installs[0]['cores']} CPU cores, pip's cache off"
+            + (f"; the CPU index's wheels replaced by {', '.join(local)}." if local else "."),
+        ]
+    ) + "\n"
+
+
+def _install_summary(arg: str) -> str:
+    """The README's one line: each route's measured time and size (docs/install/*.json)."""
+    installs = _installs(arg)
+    parts = [f"{r['route'].upper()} {r['seconds']} s and {_size(r)}" for r in installs]
+    loads = [x for r in installs for x in (r["load_before"], r["load_after"])]
+    return (f"Measured here into a fresh virtualenv by `bash scripts/install_size.sh cpu|gpu`: {', '.join(parts)}, "
+            f"on {installs[0]['cores']} shared cores (load {min(loads):.0f}–{max(loads):.0f}) "
+            "from a local PyPI mirror.\n")  # fmt: skip
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
     "depth-inputs": _depth_inputs,
     "summary-table": _summary_table,
@@ -124,6 +168,8 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "depth-facts": _depth_facts,
     "spatial-maps": _spatial_maps,
     "page-costs": _page_costs,
+    "install-table": _install_table,
+    "install-summary": _install_summary,
 }
 
 

@@ -129,7 +129,7 @@ def _install_table(arg: str) -> str:
     """docs/installing.md's table of ``bash scripts/install_size.sh cpu|gpu`` runs (docs/install/*.json)."""
     installs = _installs(arg)
     rows = [
-        f"| {ROUTES[r['route']]} | {r['seconds']} s | {_size(r)} | {r['torch']} | {r['torchvision']} | "
+        f"| {ROUTES[r['route']]} | {r['seconds']} s | {_size(r)} | {r['torch']} | {r['torchvision']}{' (does not import)' if r['torchvision_error'] else ''} | "
         f"{r['cuda_packages']} | {r['load_before']:.1f} → {r['load_after']:.1f} |"
         for r in installs
     ]

@@ -176,3 +176,14 @@ def _demo_renders_inspect_in_chromium(venv: Path) -> None:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+@pytest.mark.parametrize("torch_version, torchvision_version", [("2.13.0", "0.28.0"), ("2.14.1", "0.29.1")])
+def test_requirements_admit_the_measured_torch_pairs(torch_version: str, torchvision_version: str):
+    """requirements.txt admits the CPU route's pair (torch 2.13 + torchvision 0.28) and the tested one."""
+    from packaging.requirements import Requirement
+
+    wanted = {"torch": torch_version, "torchvision": torchvision_version}
+    lines = [line.split("#")[0].strip() for line in (REPO / "requirements.txt").read_text().splitlines()]
+    found = {r.name: r for r in map(Requirement, filter(None, lines)) if r.name in wanted}
+    assert set(found) == set(wanted) and all(found[n].specifier.contains(v) for n, v in wanted.items()), found

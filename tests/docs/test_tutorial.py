@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from scripts.tutorial import END, START, TUTORIAL, commands, run, subcommand
 
 REPO = Path(__file__).resolve().parents[2]
-TIME_BOX_S = 600  # 288 s on 2 cores under a load of ~21 (the page's table)
+TIME_BOX_S = 600  # 277 s on 2 cores under a load of 8-10 (the page's table)
 
 
 def documented_seconds(step: str) -> float:

@@ -208,10 +208,16 @@ def cmd_sample(args: argparse.Namespace) -> None:
 
 
 def cmd_depth(args: argparse.Namespace) -> None:
-    from laya.analysis.depth import DepthOptions, run_depth
+    from laya.analysis.depth import DepthOptions, refresh_detection, run_depth
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
+    if args.only == "detection":
+        out = args.out or checkpoint.path
+        report = refresh_detection(checkpoint, out, _tqdm_progress(f"detection of {checkpoint.name}"))
+        _refresh_sample(checkpoint, Path(out))
+        print(f"detection refreshed ({report['covariance']} Mahalanobis) with {report['command']!r}'s options -> {out}")
+        return
     options = DepthOptions(
         limit=args.limit, train_limit=args.train_limit, resamples=args.resamples, readout=args.readout,
         random_orders=args.random_orders, timing_batch=args.timing_batch, timing_repeats=args.timing_repeats,
@@ -548,6 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
         "'probes' = fitted probes for every head (same kind across heads; the report always also holds the "
         "fitted-probe prediction depth of every head)",
     )  # fmt: skip
+    d.add_argument("--only", choices=["detection"],
+                   help="recompute only this block of the existing depth.json, with the options it was run with "
+                   "(the limits and resamples above are ignored); a Mahalanobis fitted by an older estimator is refitted")
     d.set_defaults(func=cmd_depth)
 
     e = sub.add_parser(

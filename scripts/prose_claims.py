@@ -55,6 +55,8 @@ DECIMAL = re.compile(r"(?<![\w.\d])[+−-]?\d+\.\d+(?![\d])")
 BLOCK = re.compile(r"<!-- generated: (?P<spec>[^>]*?) -->\n(?P<body>.*?)<!-- /generated -->", re.S)
 DEPTH_CARD = re.compile(r"<!-- depth-card:start -->\n(?P<body>.*?)<!-- depth-card:end -->", re.S)
 OVERVIEW = re.compile(r"<!-- results-overview:start -->\n.*?<!-- results-overview:end -->", re.S)  # tests/docs/test_readme.py
+#: the tutorial's measured times and accuracies, written from its own run by ``python scripts/tutorial.py --write``
+TUTORIAL_TIMES = re.compile(r"<!-- tutorial-times:start -->\n.*?<!-- tutorial-times:end -->", re.S)
 TIE = re.compile(r"\bti(?:e|es|ed)\b", re.I)
 PERCENT = re.compile(r"(?<![\w.\d])[+−-]?(\d+(?:\.\d+)?) ?%(?!\w)")
 STRUCTURAL_PERCENTS = {"95", "50", "100"}  # confidence levels, "≈ 50 % Shallow-Deep Networks report", "100 %"
@@ -257,6 +259,51 @@ def _upload_memory(arg: str) -> str:
 from claims import CLAIMS  # noqa: E402  (the sentence and table generators, one file per topic)
 from laya.analysis.statistics import paired_verdict  # noqa: E402
 
+
+ROUTES = {"cpu": "CPU (CPU torch first)", "gpu": "GPU (`pip install .`)"}  # install_size.sh's routes, in order
+
+
+def _installs(folder: str) -> list[dict]:
+    """The measurements ``bash scripts/install_size.sh ROUTE`` wrote to ``folder/ROUTE.json``, CPU first."""
+    return [json.loads((ROOT / folder / f"{route}.json").read_text()) for route in ROUTES]
+
+
+def _size(record: dict) -> str:
+    return f"{record['bytes'] / 1e9:.1f} GB"
+
+
+def _install_table(arg: str) -> str:
+    """docs/installing.md's table of ``bash scripts/install_size.sh cpu|gpu`` runs (docs/install/*.json)."""
+    installs = _installs(arg)
+    rows = [
+        f"| {ROUTES[r['route']]} | {r['seconds']} s | {_size(r)} | {r['torch']} | {r['torchvision']}{' (does not import)' if r['torchvision_error'] else ''} | "
+        f"{r['cuda_packages']} | {r['load_before']:.1f} → {r['load_after']:.1f} |"
+        for r in installs
+    ]
+    local = [f"`TORCH_CPU=\"{' '.join(r['torch_cpu_args'])}\"`" for r in installs if r["torch_cpu_args"]]
+    return "\n".join(
+        [
+            "| route | time | size | torch | torchvision | CUDA packages (nvidia-*, triton) | load (1 min), start → end |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            f"One run each, by `bash scripts/install_size.sh cpu` and `bash scripts/install_size.sh gpu` from a "
+            f"{installs[0]['source']}, on {installs[0]['cores']} CPU cores, pip's cache off"
+            + (f"; the CPU index's wheels replaced by {', '.join(local)}." if local else "."),
+        ]
+    ) + "\n"
+
+
+def _install_summary(arg: str) -> str:
+    """The README's one line: each route's measured time and size (docs/install/*.json)."""
+    installs = _installs(arg)
+    parts = [f"{r['route'].upper()} {r['seconds']} s and {_size(r)}" for r in installs]
+    loads = [x for r in installs for x in (r["load_before"], r["load_after"])]
+    return (f"Measured here into a fresh virtualenv by `bash scripts/install_size.sh cpu|gpu`: {', '.join(parts)}, "
+            f"on {installs[0]['cores']} shared cores (load {min(loads):.0f}–{max(loads):.0f}) "
+            "from a local PyPI mirror.\n")  # fmt: skip
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
     **CLAIMS,
     "depth-inputs": _depth_inputs,
@@ -275,6 +322,8 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "spatial-maps": _spatial_maps,
     "page-costs": _page_costs,
     "backbone-breadth": _backbone_breadth,
+    "install-table": _install_table,
+    "install-summary": _install_summary,
 }
 
 
@@ -502,8 +551,6 @@ _ALLOWED = re.compile("|".join(f"(?:{pattern})" for pattern in ALLOWED))
 
 #: pages the strict check does not read yet (each is converted by its owner and then leaves this list)
 NOT_YET_STRICT: set[str] = {
-    "docs/installing.md",
-    "docs/tutorial.md",
 }
 
 
@@ -526,9 +573,9 @@ def _code_span(match: re.Match) -> str:
 
 def masked(text: str) -> str:
     """``text`` with everything that is not free prose blanked (newlines kept, so line numbers hold): generated
-    blocks and the depth card, code blocks and spans (but for a span that holds a figure alone), link targets, bare
+    blocks, the depth card and the tutorial's measured block, code blocks and spans (but for a span that holds a figure alone), link targets, bare
     URLs, HTML comments and tags."""
-    for pattern in (BLOCK, DEPTH_CARD, OVERVIEW, re.compile(r"```.*?```", re.S), re.compile(r"<!--.*?-->", re.S)):
+    for pattern in (BLOCK, DEPTH_CARD, OVERVIEW, TUTORIAL_TIMES, re.compile(r"```.*?```", re.S), re.compile(r"<!--.*?-->", re.S)):
         text = pattern.sub(_blank, text)
     text = re.sub(r"`[^`\n]*`", _code_span, text)
     for pattern in (re.compile(r"(?<=\])\([^)\s]*\)"), re.compile(r"^\[[^\]]+\]: \S+", re.M), re.compile(r"https?://\S+"),

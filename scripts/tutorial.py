@@ -37,6 +37,12 @@ def commands(text: str) -> list[str]:
     return found
 
 
+def subcommand(command: str) -> str:
+    """The ``laya`` subcommand of a ``python -m laya [--threads N] SUB ...`` line (e.g. ``"depth"``)."""
+    words = command.split()[3:]
+    return words[2] if words[:1] == ["--threads"] else words[0]
+
+
 def _laya(command: str) -> list[str]:
     words = shlex.split(command)
     if words[:3] != ["python", "-m", "laya"]:
@@ -106,10 +112,9 @@ def accuracies(folder: Path, text: str | None = None) -> dict[str, dict]:
 
 
 def _label(command: str) -> str:
-    words = command.split()
     head = f" · {command.split('--head ')[1].split()[0]}" if "--head " in command else ""
     target = command.split("--checkpoint ")[1].split()[0].rsplit("/", 1)[-1] if "--checkpoint " in command else ""
-    return f"`{words[3]}`{head}{' · ' + target if target else ''}"
+    return f"`{subcommand(command)}`{head}{' · ' + target if target else ''}"
 
 
 def table(times: list[tuple[str, float]], load: tuple[float, float], accuracy: dict[str, dict]) -> str:

@@ -43,6 +43,7 @@ from laya.analysis.overflow import check_output
 from laya.analysis.pruning import pruning_curves, removal_orders
 from laya.analysis.readouts import LayerProbes, Readouts, depth_summary, readout_logits
 from laya.analysis.statistics import bootstrap_cis
+from laya.data.datasets import Images
 from laya.data.features import cached_hidden_states, hidden_states
 from laya.data.ood import ood_sets
 from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors, read_meta
@@ -176,6 +177,77 @@ def fit_depth(checkpoint: Checkpoint, hidden: Sequence[Tensor], labels: Tensor) 
     )
 
 
+def hidden_states_of(checkpoint: Checkpoint, batch_size: int) -> Callable[[Tensor, str], list[Tensor]]:
+    """``(images (N, ...), image set name) -> L hidden states (N, D_l)`` on the model's device; a frozen
+    backbone's are cached per image set (:func:`~laya.data.features.cached_hidden_states`)."""
+    model = checkpoint.model
+    device = next(model.parameters()).device
+    extract = cached_hidden_states if checkpoint.meta.backbone.freeze else hidden_states
+
+    def hidden_of(images: Tensor, what: str) -> list[Tensor]:
+        return [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, images, batch_size, what)]
+
+    return hidden_of
+
+
+def current_fit(checkpoint: Checkpoint, hidden: Sequence[Tensor], labels: Tensor) -> DepthFit:
+    """The stored fit where it belongs to these weights and this many training inputs; a fit by an older
+    Mahalanobis estimator (``covariance`` other than :data:`COVARIANCE`) gets a new Mahalanobis, its probes
+    and α profiles kept; otherwise a new :func:`fit_depth`. A changed fit is saved beside the checkpoint."""
+    fit = DepthFit.load(checkpoint.path)
+    if fit is None or fit.info.get("n_train") != len(labels) or fit.probes is None:
+        fit = fit_depth(checkpoint, hidden, labels)
+    elif fit.info.get("covariance") != COVARIANCE:
+        mahalanobis = Mahalanobis.fit(hidden, labels, len(checkpoint.meta.classes))
+        fit = DepthFit(mahalanobis, fit.probes, fit.alpha_profile, fit.info | {"covariance": COVARIANCE})
+    else:
+        return fit
+    fit.save(checkpoint.path)
+    return fit
+
+
+def detection_block(
+    checkpoint: Checkpoint,
+    fit: DepthFit,
+    passed: HeadPass,
+    labels: Tensor,
+    hidden_of: Callable[[Tensor, str], list[Tensor]],
+    options: DepthOptions,
+    progress: Progress,
+) -> dict[str, Any]:
+    """The report's ``detection``: every score's AUROC table (misclassification of the ``passed`` test inputs,
+    and each OOD set of the checkpoint's dataset against them), thinned ROC curves and 5 % flag thresholds."""
+    own, final, n = options.readout == "own", passed.logits.argmax(-1), len(labels)
+    in_scores = passed.scores(fit)
+    tables = [detection_table(in_scores, final != labels, "misclassification", options.resamples, options.seed)]
+    rocs = [roc_curve(s, final != labels).assign(task="misclassification", score=k) for k, s in in_scores.items()]
+    ood_counts, ood_descriptions = {}, {}
+    for name, ood in ood_sets(checkpoint.meta.dataset, checkpoint.meta.input, n, options.seed).items():
+        progress(0.7, f"OOD: {name}")
+        task = f"OOD: {name}"
+        ood_descriptions[task] = ood.description
+        ood_scores = head_pass(checkpoint, hidden_of(ood.images, name), fit.probes, own=own).scores(fit)
+        both = {k: torch.cat([in_scores[k].cpu(), ood_scores[k].cpu()]) for k in in_scores}
+        positive = torch.cat([torch.zeros(n, dtype=torch.bool), torch.ones(len(ood.images), dtype=torch.bool)])
+        tables.append(detection_table(both, positive, task, options.resamples, options.seed))
+        rocs += [roc_curve(s, positive).assign(task=task, score=k) for k, s in both.items()]
+        ood_counts[task] = len(ood.images)
+    return {
+        "table": _records(pd.concat(tables, ignore_index=True)),
+        "ood_sets": ood_counts,
+        "ood_descriptions": ood_descriptions,
+        "flag_rate": 0.05,
+        "flag_thresholds": {k: flag_threshold(v) for k, v in in_scores.items()},
+        "roc": _records(_thin(pd.concat(rocs, ignore_index=True))),
+    }
+
+
+def _split(checkpoint: Checkpoint, split: str, limit: int | None, seed: int) -> Images:
+    """The checkpoint's ``split``, limited to the first ``limit`` of a seeded permutation (:func:`_subset`)."""
+    images = checkpoint.load_data(split)
+    return images.subset(_subset(len(images), limit, seed))
+
+
 def _subset(n: int, limit: int | None, seed: int) -> Tensor:
     """The first ``limit`` of a seeded permutation (all classes represented), or everything."""
     if limit is None or limit >= n:
@@ -198,31 +270,22 @@ def depth_report(
     progress = progress or (lambda fraction, message: None)
     model, meta, layer_names, classes = checkpoint.model, checkpoint.meta, list(checkpoint.layer_names), list(checkpoint.meta.classes)  # fmt: skip
     device = next(model.parameters()).device
-    extract = cached_hidden_states if meta.backbone.freeze else hidden_states
+    hidden_of = hidden_states_of(checkpoint, options.batch_size)
     timing: dict[str, float] = {}
     started = time.perf_counter()
 
-    def hidden_of(images: Tensor, what: str) -> list[Tensor]:
-        return [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, images, options.batch_size, what)]
-
     progress(0.0, "training hidden states")
-    train = checkpoint.load_data("train")
-    train = train.subset(_subset(len(train), options.train_limit, options.seed))
+    train = _split(checkpoint, "train", options.train_limit, options.seed)
     train_hidden, train_labels = hidden_of(train.images, "train"), train.labels.to(device)
-    fit = DepthFit.load(checkpoint.path)
     if options.readout not in ("own", "probes"):
         raise ValueError(f"readout must be 'own' or 'probes', got {options.readout!r}")
     own = options.readout == "own"
-    stale = fit is None or fit.info.get("covariance") != COVARIANCE  # fitted by an older Mahalanobis estimator
-    if stale or fit.info.get("n_train") != len(train_labels) or fit.probes is None:
-        progress(0.1, "fitting probes and Mahalanobis")
-        fit = fit_depth(checkpoint, train_hidden, train_labels)
-        fit.save(checkpoint.path)
+    progress(0.1, "fitting probes and Mahalanobis")
+    fit = current_fit(checkpoint, train_hidden, train_labels)
     timing["fit_s"] = time.perf_counter() - started
 
     progress(0.2, "test hidden states")
-    test = checkpoint.load_data("test")
-    test = test.subset(_subset(len(test), options.limit, options.seed))
+    test = _split(checkpoint, "test", options.limit, options.seed)
     labels = test.labels.to(device)
     passed = head_pass(checkpoint, hidden_of(test.images, "test"), fit.probes, own=own)
     readouts, final = passed.readouts, passed.logits.argmax(-1)
@@ -250,22 +313,7 @@ def depth_report(
 
     progress(0.65, "detection")
     t = time.perf_counter()
-    in_scores = passed.scores(fit)
-    tables = [detection_table(in_scores, final != labels, "misclassification", options.resamples, options.seed)]
-    rocs = [roc_curve(s, final != labels).assign(task="misclassification", score=k) for k, s in in_scores.items()]
-    ood_counts, ood_descriptions = {}, {}
-    for name, ood in ood_sets(meta.dataset, meta.input, len(test), options.seed).items():
-        progress(0.7, f"OOD: {name}")
-        images = ood.images
-        ood_descriptions[f"OOD: {name}"] = ood.description
-        ood_scores = head_pass(checkpoint, hidden_of(images, name), fit.probes, own=own).scores(fit)
-        task = f"OOD: {name}"
-        both = {k: torch.cat([in_scores[k].cpu(), ood_scores[k].cpu()]) for k in in_scores}
-        positive = torch.cat([torch.zeros(len(test), dtype=torch.bool), torch.ones(len(images), dtype=torch.bool)])
-        tables.append(detection_table(both, positive, task, options.resamples, options.seed))
-        rocs += [roc_curve(s, positive).assign(task=task, score=k) for k, s in both.items()]
-        ood_counts[task] = len(images)
-    detection = pd.concat(tables, ignore_index=True)
+    detection = detection_block(checkpoint, fit, passed, labels, hidden_of, options, progress)
     timing["detection_s"] = time.perf_counter() - t
     timing["total_s"] = time.perf_counter() - started
 
@@ -316,14 +364,7 @@ def depth_report(
             "at_1pt": compute_saved(curve, full_accuracy),
         },
         "pruning": _records(pruning),
-        "detection": {
-            "table": _records(detection),
-            "ood_sets": ood_counts,
-            "ood_descriptions": ood_descriptions,
-            "flag_rate": 0.05,
-            "flag_thresholds": {k: flag_threshold(v) for k, v in in_scores.items()},
-            "roc": _records(_thin(pd.concat(rocs, ignore_index=True))),
-        },
+        "detection": detection,
         "lens": _records(lens_table),
         "timing": timing,
     }
@@ -514,6 +555,42 @@ def write_depth(report: dict[str, Any], out: str | Path) -> Path:
     return out
 
 
+def refresh_detection(
+    checkpoint: Checkpoint, out: str | Path | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Recompute only the ``detection`` block of the ``depth.json`` in ``out`` (default: beside the checkpoint)
+    with the options it was run with, after :func:`current_fit` (a Mahalanobis by an older estimator is
+    refitted); every other block is kept as it is. Rewrites ``depth.json`` + CSVs and returns the report.
+
+    Raises FileNotFoundError when there is no ``depth.json`` to refresh."""
+    out = Path(out or checkpoint.path)
+    if not (out / DEPTH_FILE).is_file():
+        raise FileNotFoundError(f"no {DEPTH_FILE} in {out} to refresh; run `python -m laya depth --checkpoint "
+                                f"{checkpoint.path}` for the whole report")  # fmt: skip
+    progress = progress or (lambda fraction, message: None)
+    report = json.loads((out / DEPTH_FILE).read_text())
+    options = DepthOptions(**{k: v for k, v in report["options"].items() if k in DepthOptions.__dataclass_fields__})
+    hidden_of, started = hidden_states_of(checkpoint, options.batch_size), time.perf_counter()
+    progress(0.0, "training hidden states")
+    train = _split(checkpoint, "train", options.train_limit, options.seed)
+    device = next(checkpoint.model.parameters()).device
+    fit = current_fit(checkpoint, hidden_of(train.images, "train"), train.labels.to(device))
+    progress(0.3, "test hidden states")
+    test = _split(checkpoint, "test", options.limit, options.seed)
+    passed = head_pass(checkpoint, hidden_of(test.images, "test"), fit.probes, own=options.readout == "own")
+    progress(0.5, "detection")
+    report["detection"] = detection_block(checkpoint, fit, passed, test.labels.to(device), hidden_of, options, progress)
+    report["detection"]["refreshed"] = {
+        "command": f"python -m laya depth --checkpoint {checkpoint.path} --only detection",
+        "laya_version": __version__,
+        "seconds": time.perf_counter() - started,
+    }
+    report["covariance"] = COVARIANCE
+    write_depth(_json_safe(report), out)
+    progress(1.0, "done")
+    return report
+
+
 @dataclass
 class LensOptions:
     """``python -m laya lens``: the test inputs (the first ``limit`` of depth's seeded permutation, so the
@@ -538,23 +615,18 @@ def lens_report(checkpoint: Checkpoint, options: LensOptions | None = None, prog
     progress = progress or (lambda fraction, message: None)
     model, meta = checkpoint.model, checkpoint.meta
     device = next(model.parameters()).device
-    extract = cached_hidden_states if meta.backbone.freeze else hidden_states
+    hidden_of = hidden_states_of(checkpoint, options.batch_size)
     own = options.readout == "own"
 
-    def hidden_of(images: Tensor, what: str) -> list[Tensor]:
-        return [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, images, options.batch_size, what)]
-
     progress(0.0, "test hidden states")
-    test = checkpoint.load_data("test")
-    test = test.subset(_subset(len(test), options.limit, options.seed))
+    test = _split(checkpoint, "test", options.limit, options.seed)
     hidden = hidden_of(test.images, "test")
     fit = DepthFit.load(checkpoint.path)
     probes = fit.probes if fit else None
     fitted = ""
     if probes is None and not (own and _has_own_readouts(model.head, hidden)):
         progress(0.5, "fitting linear probes (no stored depth fit)")
-        train = checkpoint.load_data("train")
-        train = train.subset(_subset(len(train), options.train_limit, options.seed))
+        train = _split(checkpoint, "train", options.train_limit, options.seed)
         probes = LayerProbes.fit(hidden_of(train.images, "train"), train.labels.to(device), len(meta.classes))
         fitted = f" --train-limit {options.train_limit}"
     progress(0.8, "lens")

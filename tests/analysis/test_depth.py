@@ -24,6 +24,7 @@ from laya.analysis.depth import (
     lens_report,
     write_depth,
 )
+from laya.analysis.detection import COVARIANCE, Mahalanobis
 from laya.analysis.lens import lens, load_lens
 from laya.cli import main
 from laya.model.checkpoint import load_checkpoint
@@ -156,3 +157,33 @@ def test_lens_fits_probes_only_where_there_is_no_fit(tiny_models: Path, tmp_path
     assert not (copy / FIT_FILE).exists()  # fitted for the lens only, never stored as a depth fit
     with pytest.raises(ValueError, match="readout must be"):
         lens_report(load_checkpoint(copy), LensOptions(readout="tuned"))
+
+
+def test_only_detection_refits_an_older_mahalanobis_and_keeps_every_other_block(tiny_models: Path, tmp_path, capsys):
+    """`laya depth --only detection` on a report and fit from before Ledoit–Wolf: the fit gets a new Mahalanobis
+    (its probes kept), the detection block equals a whole run's, every other block is left as it was."""
+    import shutil
+
+    copy = tmp_path / "laya"
+    shutil.copytree(tiny_models / "colours-mlp" / "laya", copy)
+    checkpoint = load_checkpoint(copy)
+    report, fit = depth_report(checkpoint, OPTIONS)
+    older = {k: v * 3 if k.startswith("maha_precision") else v for k, v in fit.mahalanobis.to_tensors().items()}
+    info = {k: v for k, v in fit.info.items() if k != "covariance"}  # a ridge fit recorded no estimator
+    DepthFit(Mahalanobis.from_tensors(older), fit.probes, fit.alpha_profile, info).save(copy)
+    stale = {k: v for k, v in report.items() if k != "covariance"} | {"early_exit": {**report["early_exit"], "device": "kept"}}
+    stale["detection"] = {**report["detection"], "table": [{"score": "mahalanobis", "auroc": 0.123}]}
+    write_depth(stale, copy)
+    assert main(["depth", "--checkpoint", str(copy), "--only", "detection"]) == 0
+    assert "ledoit-wolf" in capsys.readouterr().out
+    new = DepthReport.load(copy)
+    assert new.data["early_exit"]["device"] == "kept" and new.data["covariance"] == COVARIANCE
+    assert new.data["detection"]["refreshed"]["command"].endswith("--only detection")
+    pd.testing.assert_frame_equal(new.table("detection"), DepthReport(report).table("detection"), atol=1e-12)
+    refitted = DepthFit.load(copy)
+    assert refitted.info["covariance"] == COVARIANCE
+    assert all(torch.equal(a, b) for a, b in zip(refitted.mahalanobis.precisions, fit.mahalanobis.precisions))
+    assert all(torch.equal(a, b) for a, b in zip(refitted.probes.to_tensors().values(), fit.probes.to_tensors().values()))
+    (copy / DEPTH_FILE).unlink()
+    assert main(["depth", "--checkpoint", str(copy), "--only", "detection"]) == 2
+    assert "no depth.json" in capsys.readouterr().err

@@ -13,13 +13,17 @@
 * :func:`paired_over_seeds` — paired t-test (``scipy.stats.ttest_rel``) over seeds, with the mean
   difference and its t-interval.
 
-A difference whose CI covers 0 is a tie (:func:`verdict`).
+A difference whose CI covers 0 is a tie (:func:`paired_verdict`; :func:`verdict` words it). A family of
+comparisons stated together is Holm-corrected (:func:`holm`); a saving counts only beyond its own timing noise
+(:func:`saving_verdict`). :func:`format_diff` writes a signed difference with its CI, the form every page and
+generated sentence uses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -239,8 +243,8 @@ class PairedComparison:
 
     @property
     def tie(self) -> bool:
-        """The CI covers 0: no difference can be claimed."""
-        return self.difference.low <= 0.0 <= self.difference.high
+        """The CI covers 0: no difference can be claimed (:func:`paired_verdict`)."""
+        return paired_verdict(self.difference.low, self.difference.high) == "tie"
 
     def to_dict(self) -> dict[str, object]:
         return {"difference": self.difference.to_dict(), "p_value": self.p_value, "test": self.test, "n": self.n,
@@ -307,13 +311,71 @@ def seed_interval(values: Sequence[float], level: float = 0.95) -> Interval:
     return Interval(float(v.mean()), float(v.mean() - half), float(v.mean() + half), level)
 
 
+Direction = Literal["higher", "lower", "tie"]
+Saving = Literal["saves", "costs", "within the noise"]
+
+
+def paired_verdict(low: float, high: float) -> Direction:
+    """The direction of a paired difference ``a - b`` from its CI ``[low, high]``: ``"tie"`` where the CI covers 0
+    (``low <= 0 <= high``) or is undefined (NaN), else ``"higher"`` (``low > 0``) or ``"lower"`` (``high < 0``)."""
+    if np.isnan(low) or np.isnan(high) or low <= 0.0 <= high:
+        return "tie"
+    return "higher" if low > 0 else "lower"
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values of a family of ``m`` tests (same order as given).
+
+    With the p-values sorted, ``p_(1) <= ... <= p_(m)``: ``adj_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``.
+    Rejecting where ``adj <= alpha`` controls the family-wise error rate at ``alpha``; NaN stays NaN and is not
+    counted in ``m``.
+    """
+    p = np.asarray(p_values, dtype=float)
+    if p.ndim != 1:
+        raise ValueError(f"p_values must be one value per test; got shape {p.shape}")
+    if np.any((p < 0) | (p > 1)):
+        raise ValueError(f"p-values must lie in [0, 1]; got {p[(p < 0) | (p > 1)].tolist()}")
+    out = np.full_like(p, np.nan)
+    present = np.flatnonzero(~np.isnan(p))
+    order = present[np.argsort(p[present], kind="stable")]
+    m = len(order)
+    out[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    return out
+
+
+def holm_verdict(low: float, high: float, adjusted_p: float, alpha: float = 0.05) -> Direction:
+    """:func:`paired_verdict` within a Holm-corrected family: a tie also where the adjusted p exceeds ``alpha``."""
+    return "tie" if not adjusted_p <= alpha else paired_verdict(low, high)
+
+
+def saving_verdict(saving: float, noise: float) -> Saving:
+    """A measured saving (a fraction: ``+0.23`` is 23 % less time; a speed-up minus 1 likewise) against its own
+    timing noise (``measured.timing_spread``: the half-range of repeated timings of the same work over their
+    median): ``"saves"`` only where ``saving > noise``, ``"costs"`` where ``saving < -noise``, otherwise
+    ``"within the noise"`` (also where either is NaN)."""
+    if np.isnan(saving) or np.isnan(noise) or abs(saving) <= noise:
+        return "within the noise"
+    return "saves" if saving > 0 else "costs"
+
+
+def format_diff(estimate: float, low: float, high: float, digits: int = 3) -> str:
+    """A signed difference with its CI: ``+0.031 [+0.023, +0.038]`` (``digits`` decimals, every sign written)."""
+    return f"{estimate:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def format_p(p: float) -> str:
+    """``p=0.003``; ``p<1/R: no resample crossed 0`` for a bootstrap p of 0."""
+    return "p<1/R: no resample crossed 0" if p == 0 else f"p={p:.2g}"
+
+
 def verdict(comparison: PairedComparison, a: str, b: str) -> str:
     """``"A > B (paired bootstrap, p=0.003)"``, or ``"tie"`` where the CI of the difference covers 0."""
-    p = "p<1/R: no resample crossed 0" if comparison.p_value == 0 else f"p={comparison.p_value:.2g}"
-    if comparison.tie or np.isnan(comparison.difference.low):
-        return f"{a} ≈ {b}: tie ({comparison.test}, Δ {comparison.difference:+.3f}, {p})"
-    sign = ">" if comparison.difference.estimate > 0 else "<"
-    return f"{a} {sign} {b} ({comparison.test}, Δ {comparison.difference:+.3f}, {p})"
+    d, p = comparison.difference, format_p(comparison.p_value)
+    direction = paired_verdict(d.low, d.high)
+    if direction == "tie":
+        return f"{a} ≈ {b}: tie ({comparison.test}, Δ {format_diff(d.estimate, d.low, d.high)}, {p})"
+    sign = ">" if direction == "higher" else "<"
+    return f"{a} {sign} {b} ({comparison.test}, Δ {format_diff(d.estimate, d.low, d.high)}, {p})"
 
 
 __all__ = [
@@ -323,14 +385,20 @@ __all__ = [
     "bootstrap_cis",
     "bootstrap_distribution",
     "bootstrap_means",
+    "format_diff",
+    "format_p",
+    "holm",
+    "holm_verdict",
     "mean_intervals",
     "mean_statistic",
     "median_and_trimmed_mean",
     "paired_bootstrap",
     "paired_mean_differences",
     "paired_over_seeds",
+    "paired_verdict",
     "resample_counts",
     "robust_intervals",
+    "saving_verdict",
     "seed_interval",
     "verdict",
 ]

@@ -103,3 +103,31 @@ def test_robust_intervals_equal_the_resampled_median_and_trimmed_mean():
     assert (trimmed.low, trimmed.high) == pytest.approx((ref_trimmed.low, ref_trimmed.high), abs=1e-12)
     with pytest.raises(ValueError, match="trim"):
         median_and_trimmed_mean(0.5)
+
+
+def test_paired_verdict_is_a_tie_exactly_when_the_ci_covers_zero():
+    from laya.analysis.statistics import paired_verdict
+
+    assert paired_verdict(0.001, 0.02) == "higher" and paired_verdict(-0.02, -0.001) == "lower"
+    assert paired_verdict(-0.001, 0.02) == paired_verdict(0.0, 0.02) == paired_verdict(-0.02, 0.0) == "tie"
+    assert paired_verdict(float("nan"), 0.02) == "tie"
+
+
+def test_holm_matches_the_step_down_by_hand():
+    from laya.analysis.statistics import holm, holm_verdict
+
+    # sorted 0.01, 0.02, 0.04, 0.5 (m = 4): 4 * 0.01, max(0.04, 3 * 0.02), max(0.06, 2 * 0.04), max(0.08, 0.5)
+    adjusted = holm([0.04, 0.01, 0.5, 0.02, float("nan")])
+    assert adjusted[:4] == pytest.approx([0.08, 0.04, 0.5, 0.06]) and np.isnan(adjusted[4])
+    assert holm([0.6, 0.7]).tolist() == [1.0, 1.0]  # capped at 1
+    assert holm_verdict(0.01, 0.03, 0.04) == "higher" and holm_verdict(0.01, 0.03, 0.06) == "tie"
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        holm([1.5])
+
+
+def test_saving_counts_only_beyond_its_noise():
+    from laya.analysis.statistics import format_diff, saving_verdict
+
+    assert saving_verdict(0.23, 0.22) == "saves" and saving_verdict(0.21, 0.22) == "within the noise"
+    assert saving_verdict(-0.3, 0.22) == "costs" and saving_verdict(0.3, float("nan")) == "within the noise"
+    assert format_diff(0.031, -0.0004, 0.038) == "+0.031 [-0.000, +0.038]"

@@ -6,7 +6,7 @@ Reads every ``models/<setting>/<head>/depth.json`` (``python -m laya depth``) an
 (``python -m laya exits``) and prints the bullet list the page embeds as a generated block (checked by
 ``scripts/prose_claims.py``): ranges are min–max over the checkpoints named, verdicts are the paired bootstraps
 stored in the reports (a CI covering 0 is a tie), savings are measured runs, each counted against its own
-timing noise (:func:`laya.analysis.measured.timing_spread` of its exit kind's or truncation's timings): a wall-clock
+timing noise (:func:`laya.analysis.measured.saving_noise` of its exit kind's or truncation's timings): a wall-clock
 saving or speed-up no larger than the noise is stated as "within the noise"
 (:func:`laya.analysis.statistics.saving_verdict`), never as a figure.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
-from laya.analysis.measured import best_exit, saving_text, timing_spread
+from laya.analysis.measured import best_exit, saving_noise, saving_text
 from laya.analysis.statistics import saving_verdict
 
 NAMES = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CNN", "cifar10-vit": "ViT",
@@ -120,7 +120,7 @@ def exit_facts(exits: dict) -> list[str]:
         runs = pd.DataFrame(report["runs"])
         for kind, part in runs.groupby("exits", sort=False):
             row, within = best_exit(part)
-            noise = {b: timing_spread(part, b) for b in batches}  # this exit kind's own timings
+            noise = {b: saving_noise(part, b) for b in batches}  # this exit kind's own timings
             groups.setdefault((setting, kind), []).append((head, row, within, noise))
     for (setting, kind), items in groups.items():
         ok = [(h, r, n) for h, r, w, n in items if w]
@@ -149,7 +149,7 @@ def truncation_facts(exits: dict) -> list[str]:
             continue
         row = table.loc[table["macs_speedup"].idxmax()]
         batches = [int(k.split("_b")[1]) for k in row.index if k.startswith("speedup_b")]
-        noise = {b: timing_spread(full, b, "full_ms") for b in batches}
+        noise = {b: saving_noise(full, b, "full_ms") for b in batches}
         times = ", ".join(f"{saving_text(row[f'speedup_b{b}'] - 1, noise[b], speedup=True)} at batch {b:,} "
                           f"(noise {_noise([noise[b]])})" for b in batches)  # fmt: skip
         within.append(f"{name} ({int(row['layers_kept'])} of {len(report['layer_names'])} layers, {row['variant']}, "

@@ -62,9 +62,9 @@ def test_exits_command_writes_measured_runs(tiny_models, tmp_path, capsys):
     assert header.endswith("| timed with |") and row.count("|") == header.count("|")
     threads, cpus = report["machine"]["torch_threads"], report["machine"]["cpus"]
     assert f"| cpu, {threads} thread" in row and row.endswith(f", load {load[0]:.1f}→{load[1]:.1f} on {cpus} cores |")
-    assert header.count("noise (plain timings' spread)") == 1 and row.count("±") == 2  # one spread per batch size
+    assert header.count("noise of a saving (2 × plain timings' spread)") == 1 and row.count("±") == 2  # one spread per batch size
     truncation = truncation_card([tmp_path]).splitlines()
-    assert truncation[0].endswith("| noise (full-model timings' spread) |") and all(
+    assert truncation[0].endswith("| noise of a speed-up (2 × full-model timings' spread) |") and all(
         line.count("|") == truncation[0].count("|") and line.count("±") == 2 for line in truncation[2:]
     )
     assert report["format"] == 2 and "kept" not in report

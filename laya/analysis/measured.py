@@ -193,6 +193,13 @@ def timing_spread(runs: pd.DataFrame, batch: int, column: str = "plain_ms") -> f
     return float((plain.max() - plain.min()) / (2 * plain.median())) if len(plain) > 1 else float("nan")
 
 
+def saving_noise(runs: pd.DataFrame, batch: int, column: str = "plain_ms") -> float:
+    """The noise of a measured saving ``1 - exit / plain`` (or speed-up ``plain / truncated``) at one batch size:
+    both timings of the ratio carry the spread ``n`` of :func:`timing_spread`, so the ratio is uncertain by about
+    ``2 n``."""
+    return 2 * timing_spread(runs, batch, column)
+
+
 def saving_text(saving: float, noise: float, speedup: bool = False) -> str:
     """A measured wall-clock saving (or speed-up minus 1, written ``1.09×`` with ``speedup``) as the cards state
     it: its value only where it exceeds its own timing noise (:func:`~laya.analysis.statistics.saving_verdict`),
@@ -207,13 +214,13 @@ def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
     confidence threshold (by MACs) whose accuracy is within ``tolerance`` of the full model's, else at the highest
     threshold run; accuracy [95 % CI], share exited, MACs saved and wall-clock saved at each batch size
     (negative: slower than plain inference; "within the noise" where it does not exceed the noise of that exit
-    kind's own timings, :func:`timing_spread`), that noise at each batch size and how it was timed
+    kind's own timings, :func:`saving_noise`), that noise at each batch size and how it was timed
     (:func:`timing_conditions`)."""
     reports = [(Path(d), load_exits(d)) for d in directories]
     reports = [(d, r) for d, r in reports if r is not None]
     batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["runs"][0] if k.startswith("saved_b")})
     lines = ["| setting | head | exits | threshold | accuracy [95 % CI] (full model) | exited | MACs saved | "
-             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " | noise (plain timings' spread) | timed with |",
+             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " | noise of a saving (2 × plain timings' spread) | timed with |",
              "|---|---|---|---|---|---|---|" + "---|" * len(batches) + "---|---|"]  # fmt: skip
     for directory, report in reports:
         runs = pd.DataFrame(report["runs"])
@@ -221,7 +228,7 @@ def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
             full = part[part["policy"] == "full model"].iloc[0]
             row, within = best_exit(part, tolerance)
             mark = "" if within else " (none within 1 pt)"
-            noise = {b: timing_spread(part, b) for b in batches}
+            noise = {b: saving_noise(part, b) for b in batches}
             times = " | ".join(saving_text(row[f"saved_b{b}"], noise[b]) for b in batches)
             lines.append(
                 f"| {directory.parent.name} | {directory.name} | {kind} | {row['parameter']:g}{mark} | "
@@ -246,7 +253,7 @@ def exit_curves_card(directories: list[str | Path]) -> str:
         lines += [f"**{directory.parent.name} / {directory.name}** (full model {runs['accuracy'].iloc[0]:.3f}; "
                   "accuracy, MACs saved, time saved at batch 64)", "",
                   "| threshold | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]  # fmt: skip
-        noise = {kind: timing_spread(part, 64) if "plain_ms_b64" in part else float("nan")
+        noise = {kind: saving_noise(part, 64) if "plain_ms_b64" in part else float("nan")
                  for kind, part in runs.groupby("exits", sort=False)}  # fmt: skip
         confidence = runs[runs["policy"].str.startswith("confidence")]
         for t, part in confidence.groupby("parameter", sort=True):
@@ -269,12 +276,12 @@ def truncation_card(directories: list[str | Path], tolerance: float = 0.01) -> s
     reports = [(d, r) for d, r in reports if r is not None and r.get("truncation")]
     batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["truncation"][0] if k.startswith("speedup_b")})
     lines = ["| setting | head | layers kept | variant | accuracy [95 % CI] (full model) | MACs speed-up | "
-             + " | ".join(f"speed-up, batch {b:,}" for b in batches) + " | noise (full-model timings' spread) |",
+             + " | ".join(f"speed-up, batch {b:,}" for b in batches) + " | noise of a speed-up (2 × full-model timings' spread) |",
              "|---|---|---|---|---|---|" + "---|" * len(batches) + "---|"]  # fmt: skip
     for directory, report in reports:
         table = pd.DataFrame(report["truncation"])
         L = len(report["layer_names"])
-        spread = {b: timing_spread(table, b, "full_ms") for b in batches}
+        spread = {b: saving_noise(table, b, "full_ms") for b in batches}
         noise = " / ".join(f"±{spread[b]:.0%}" for b in batches)
         for kept, part in table.groupby("layers_kept", sort=False):
             row = part.loc[part["accuracy"].idxmax()]
@@ -311,4 +318,4 @@ def alpha_card(directories: list[str | Path]) -> str:
 
 
 __all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXITS_FORMAT", "EXIT_THRESHOLDS", "MeasureOptions", "alpha_card", "best_exit", "exit_curves_card", "exit_card", "load_exits", "measure",
-           "merge_exits", "saving_text", "timing_conditions", "timing_spread", "truncation_card", "write_exits"]  # fmt: skip
+           "merge_exits", "saving_noise", "saving_text", "timing_conditions", "timing_spread", "truncation_card", "write_exits"]  # fmt: skip

@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from laya.analysis.depth import InputDepth
-from laya.analysis.measured import best_exit, saving_text, timing_spread
+from laya.analysis.measured import best_exit, saving_noise, saving_text
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import _slug
@@ -159,7 +159,7 @@ def measured_exit_verdict(report: Mapping, tolerance: float = 0.01) -> str:
                        f"model's accuracy ({full['accuracy']:.3f}).")  # fmt: skip
             continue
         times = "; ".join(f"batch {b:,} {saving_text(row[f'saved_b{b}'], noise)} (noise ±{noise:.0%})"
-                          for b in batches for noise in [timing_spread(part, b)])  # fmt: skip
+                          for b in batches for noise in [saving_noise(part, b)])  # fmt: skip
         saved = f"{row['macs_saved']:.0%}".replace("-", "−")
         out.append(f"{shown(kind)} exits at t = {row['parameter']:g}: accuracy {row['accuracy']:.3f} "
                    f"(full model {full['accuracy']:.3f}), {saved} of the MACs saved; wall clock {times}.")  # fmt: skip

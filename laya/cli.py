@@ -254,7 +254,7 @@ def cmd_lens(args: argparse.Namespace) -> None:
 
 def cmd_exits(args: argparse.Namespace) -> None:
     from laya.analysis.exits import ExitRunOptions
-    from laya.analysis.measured import MeasureOptions, measure, write_exits
+    from laya.analysis.measured import MeasureOptions, load_exits, measure, merge_exits, write_exits
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint)
@@ -266,8 +266,17 @@ def cmd_exits(args: argparse.Namespace) -> None:
         options.thresholds = tuple(args.thresholds)
     if args.alpha_levels:
         options.alpha_levels = tuple(args.alpha_levels)
+    out = Path(args.out or checkpoint.path)
+    previous = load_exits(out) if args.readout_only else None
+    if args.readout_only:
+        if previous is None:
+            raise FileNotFoundError(f"--readout-only keeps the other runs of an existing {out / 'exits.json'}; "
+                                    "there is none")  # fmt: skip
+        options.trained, options.truncation = None, False
     report = measure(checkpoint, options)
-    out = write_exits(report, args.out or checkpoint.path)
+    if previous is not None:
+        report = merge_exits(report | {"command": f"{report['command']} --readout-only"}, previous)
+    write_exits(report, out)
     print(f"measured early exit and truncation of {checkpoint.name} in {report['seconds']:.0f} s -> {out}")
 
 
@@ -574,6 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shortest timing: a shorter run is repeated within one timing until it lasts this long")  # fmt: skip
     e.add_argument("--trained", choices=["mlp", "linear", "none"], default="mlp", help="trained exits' kind")
     e.add_argument("--no-truncation", action="store_true", help="skip the truncated models")
+    e.add_argument("--readout-only", action="store_true",
+                   help="re-measure the readout exits only, keeping the other runs of the exits.json already in --out")  # fmt: skip
     e.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     e.set_defaults(func=cmd_exits)
 

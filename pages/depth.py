@@ -108,6 +108,7 @@ measured = load_exits(selection.path)
 if measured is not None:
     runs = pd.DataFrame(measured["runs"])
     measured_fig = depth_plots.measured_exit_figure(runs)
+    st.markdown(verdicts.measured_exit_verdict(measured))
     st.plotly_chart(shown(measured_fig, "plotly"), key="depth_measured_exit")
     st.caption(f"Measured runs (`{shown(measured['command'], 'code')}`), {measured['n_test']:,} test inputs; readouts and trained exits. "
                "Hover for wall-clock savings (negative: slower than plain inference).")  # fmt: skip

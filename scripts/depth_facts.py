@@ -6,8 +6,9 @@ Reads every ``models/<setting>/<head>/depth.json`` (``python -m laya depth``) an
 (``python -m laya exits``) and prints the bullet list the page embeds as a generated block (checked by
 ``scripts/prose_claims.py``): ranges are min–max over the checkpoints named, verdicts are the paired bootstraps
 stored in the reports (a CI covering 0 is a tie), savings are measured runs, each counted against its own
-report's timing noise (:func:`laya.analysis.measured.timing_spread`): a saving or speed-up no larger than the noise
-is indistinguishable from none.
+timing noise (:func:`laya.analysis.measured.saving_noise` of its exit kind's or truncation's timings): a wall-clock
+saving or speed-up no larger than the noise is stated as "within the noise"
+(:func:`laya.analysis.statistics.saving_verdict`), never as a figure.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
-from laya.analysis.measured import best_exit, timing_spread
+from laya.analysis.measured import best_exit, saving_noise, saving_text
 from laya.analysis.statistics import saving_verdict
 
 NAMES = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CNN", "cifar10-vit": "ViT",
@@ -96,13 +97,25 @@ def depth_facts_lines(depth: dict) -> list[str]:
     return lines
 
 
+def _noise(values) -> str:
+    return "±" + _range(values, ".0%").replace("%–", "–")
+
+
+def _timed(values: list[tuple[str, float, float]]) -> str:
+    """``(head, saving, noise)`` of the checkpoints stated together: each saving that exceeds its own timing noise
+    by head (:func:`saving_verdict`), the others only counted as within the noise; then the noise range."""
+    beyond = [(head, saving) for head, saving, noise in values if saving_verdict(saving, noise) != "within the noise"]
+    rest = len(values) - len(beyond)
+    cells = [f"{HEADS.get(h, h)} {_saved_range([v])}" for h, v in beyond]
+    if rest:
+        cells.append("within the noise" if not beyond else f"{rest} within the noise")
+    return f"{', '.join(cells)} (noise {_noise([n for _, _, n in values])})"
+
+
 def _beyond(values: list[tuple[float, float]]) -> str:
-    """``(effect, noise)`` pairs (a saving or a speed-up minus 1, and its report's timing spread): how many effects
-    exceed their noise, and the noise range."""
+    """``(saving, noise)`` pairs (:func:`saving_noise`): how many savings exceed their noise, and the noise range."""
     beyond = sum(saving_verdict(effect, noise) != "within the noise" for effect, noise in values)
-    noise = _range([n for _, n in values], ".0%").replace("%–", "–")
-    return f"{beyond} of {len(values)} beyond noise ±{noise}" if len(values) > 1 else \
-        f"{'beyond' if beyond else 'within'} noise ±{noise}"  # fmt: skip
+    return f"{beyond} of {len(values)} beyond their noise {_noise([n for _, n in values])}"
 
 
 def exit_facts(exits: dict) -> list[str]:
@@ -111,17 +124,16 @@ def exit_facts(exits: dict) -> list[str]:
     batches = sorted({int(k.split("_b")[1]) for r in exits.values() for k in r["runs"][0] if k.startswith("saved_b")})
     for (setting, head), report in exits.items():
         runs = pd.DataFrame(report["runs"])
-        noise = {b: timing_spread(runs, b) for b in batches}
         for kind, part in runs.groupby("exits", sort=False):
             row, within = best_exit(part)
+            noise = {b: saving_noise(part, b) for b in batches}  # this exit kind's own timings
             groups.setdefault((setting, kind), []).append((head, row, within, noise))
     for (setting, kind), items in groups.items():
         ok = [(h, r, n) for h, r, w, n in items if w]
         none = [HEADS.get(h, h) for h, _, w, _ in items if not w]
         text = f"{NAMES.get(setting, setting)}, {kind} exits: "
         if ok:
-            times = ", ".join(f"batch {b:,} {_saved_range([r[f'saved_b{b}'] for _, r, _ in ok])} "
-                              f"({_beyond([(r[f'saved_b{b}'], n[b]) for _, r, n in ok])})" for b in batches)  # fmt: skip
+            times = ", ".join(f"batch {b:,} {_timed([(h, r[f'saved_b{b}'], n[b]) for h, r, n in ok])}" for b in batches)
             text += (f"within 1 point for {', '.join(HEADS.get(h, h) for h, _, _ in ok)}: MACs saved "
                      f"{_saved_range([r['macs_saved'] for _, r, _ in ok])}, wall clock saved {times}")  # fmt: skip
         if none:
@@ -139,7 +151,7 @@ def exit_summary(exits: dict) -> list[str]:
         batches = sorted(int(c.split("_b")[1]) for c in runs.columns if c.startswith("saved_b"))
         for kind, part in runs.groupby("exits", sort=False):
             row, within = best_exit(part)
-            kinds.setdefault(kind, []).append((row, within, [(row[f"saved_b{b}"], timing_spread(runs, b)) for b in batches]))
+            kinds.setdefault(kind, []).append((row, within, [(row[f"saved_b{b}"], saving_noise(part, b)) for b in batches]))
     cells = []
     for kind, items in kinds.items():
         ok = [(row, times) for row, within, times in items if within]
@@ -164,9 +176,9 @@ def truncation_facts(exits: dict) -> list[str]:
             continue
         row = table.loc[table["macs_speedup"].idxmax()]
         batches = [int(k.split("_b")[1]) for k in row.index if k.startswith("speedup_b")]
-        times = ", ".join(f"{row[f'speedup_b{b}']:.2f}× at batch {b:,} "
-                          f"({_beyond([(row[f'speedup_b{b}'] - 1, timing_spread(full, b, 'full_ms'))])})"
-                          for b in batches)  # fmt: skip
+        noise = {b: saving_noise(full, b, "full_ms") for b in batches}
+        times = ", ".join(f"{saving_text(row[f'speedup_b{b}'] - 1, noise[b], speedup=True)} at batch {b:,} "
+                          f"(noise {_noise([noise[b]])})" for b in batches)  # fmt: skip
         within.append(f"{name} ({int(row['layers_kept'])} of {len(report['layer_names'])} layers, {row['variant']}, "
                       f"{row['accuracy']:.3f} vs {row['full_accuracy']:.3f}: {row['macs_speedup']:.2f}× by MACs, {times})")  # fmt: skip
     lines = [f"truncation within 1 point of the full model: {'; '.join(within) or 'none'}"]

@@ -62,11 +62,19 @@ def test_exits_command_writes_measured_runs(tiny_models, tmp_path, capsys):
     assert header.endswith("| timed with |") and row.count("|") == header.count("|")
     threads, cpus = report["machine"]["torch_threads"], report["machine"]["cpus"]
     assert f"| cpu, {threads} thread" in row and row.endswith(f", load {load[0]:.1f}→{load[1]:.1f} on {cpus} cores |")
-    assert header.count("noise (plain timings' spread)") == 1 and row.count("±") == 2  # one spread per batch size
+    assert header.count("noise of a saving (2 × plain timings' spread)") == 1 and row.count("±") == 2  # one spread per batch size
     truncation = truncation_card([tmp_path]).splitlines()
-    assert truncation[0].endswith("| noise (full-model timings' spread) |") and all(
+    assert truncation[0].endswith("| noise of a speed-up (2 × full-model timings' spread) |") and all(
         line.count("|") == truncation[0].count("|") and line.count("±") == 2 for line in truncation[2:]
     )
+    assert report["format"] == 2 and "kept" not in report
+    assert main([*args, "--readout-only"]) == 0  # re-measures the readout exits, keeps the rest
+    merged = json.loads((tmp_path / "exits.json").read_text())
+    assert [(r["exits"], r["policy"]) for r in merged["runs"]] == policies
+    assert merged["runs"][4:] == report["runs"][4:] and merged["truncation"] == report["truncation"]
+    assert merged["kept"]["kinds"] == ["trained linear"] and merged["command"].endswith("--readout-only")
+    assert main([*args[:4], str(tmp_path / "none"), *args[5:], "--readout-only"]) == 2  # nothing to keep
+    assert "--readout-only keeps the other runs" in capsys.readouterr().err
 
 
 def test_user_errors_exit_with_status_2_and_one_line(tmp_path, capsys):

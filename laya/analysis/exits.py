@@ -195,25 +195,27 @@ class _Scaled(nn.Module):
 
 
 class ExitHeads(nn.Module):
-    """One exit classifier per layer, ``heads[k]: (B, d_k) -> (B, C)`` logits.
+    """One exit classifier per layer, ``heads[k]: (B, d_k) -> (B, C)`` logits; with ``adapted`` its input is the
+    head's adapted layer ``head.adapt(k, h_k)`` ``(B, d*)`` instead, which the run then reuses for the head.
 
-    * :meth:`own`: LAYA/ScalarMix's readouts, the head's classifier on the adapted layer ``W (gamma g_k(h_k)) + b``
-      (the modules are shared with the head, not copied);
+    * :meth:`own`: LAYA/ScalarMix's readouts, the head's classifier on the adapted layer ``W (gamma z_k) + b``,
+      ``z_k = g_k(h_k)`` (the modules are shared with the head, not copied; ``adapted=True``);
     * :meth:`from_probes`: linear probes (Concat/LastLayer readouts, :class:`~laya.analysis.readouts.LayerProbes`);
     * :meth:`fit`: *trained exits*, classifiers trained for exiting on cached hidden states of the frozen trained
       model, the head fixed (the Shallow-Deep Networks comparison).
     """
 
-    def __init__(self, heads: Sequence[nn.Module], kind: str) -> None:
+    def __init__(self, heads: Sequence[nn.Module], kind: str, adapted: bool = False) -> None:
         super().__init__()
         self.heads = nn.ModuleList(heads)
         self.kind = kind
+        self.adapted = adapted
 
     @classmethod
     def own(cls, head: LayerHead) -> ExitHeads:
         if not isinstance(head, MixHead):
             raise ValueError(f"{type(head).__name__} has no per-layer classifier of its own; use probes or trained exits")
-        return cls([nn.Sequential(adapter, _Scaled(head), head.classifier) for adapter in head.adapters], "readout")
+        return cls([nn.Sequential(_Scaled(head), head.classifier) for _ in head.adapters], "readout", adapted=True)
 
     @classmethod
     def from_probes(cls, probes: LayerProbes) -> ExitHeads:
@@ -274,6 +276,7 @@ class ExitHeads(nn.Module):
         return self
 
     def forward(self, layer: int, h: Tensor) -> Tensor:
+        """Layer ``layer``'s exit logits ``(B, C)`` from ``h_k`` or, if ``adapted``, from ``head.adapt(k, h_k)``."""
         return self.heads[layer](h)
 
 
@@ -301,34 +304,43 @@ def alpha_profile_policy(profile: Tensor, level: float) -> Policy:
 @torch.inference_mode()
 def early_exit(model: LayerwiseClassifier, exits: ExitHeads, policy: Policy, x: Tensor,
                steps: LayerSteps | None = None) -> tuple[Tensor, Tensor]:  # fmt: skip
-    """One early-exit pass over a preprocessed batch ``x``: ``predictions (B,)`` and 0-based ``exit layer (B,)``
-    (``L``: reached the head, the model's own prediction).
+    """One early-exit pass over a preprocessed batch ``x``: ``logits (B, C)`` (the exit's, or the head's) and
+    0-based ``exit layer (B,)`` (``L``: reached the head, the model's own logits).
 
     Layer ``k < L - 1``: its exit classifier runs on every input still in the batch; those ``policy`` lets go
-    leave with the exit's class, the others go on. At the last layer no exit classifier runs: the head does (an
-    input that exits there saves nothing)."""
-    steps = steps or layer_steps(model.backbone)
+    leave with the exit's logits, the others go on. At the last layer no exit classifier runs: the head does (an
+    input that exits there saves nothing). Every layer's head input ``head.adapt(k, h_k)`` (LAYA/ScalarMix:
+    ``z_k``) is computed once per input that reaches it: when the exits read it (``exits.adapted``) as it goes
+    and the head reuses it, otherwise for the inputs that reach the head."""
+    steps, head = steps or layer_steps(model.backbone), model.head
     L = len(steps.advance)
-    predictions = torch.empty(len(x), dtype=torch.long, device=x.device)
+    out: Tensor | None = None
     layers = torch.full((len(x),), L, dtype=torch.long, device=x.device)
     alive = torch.arange(len(x), device=x.device)
-    state, hidden = steps.prelude(x), []
+    state, kept = steps.prelude(x), []  # kept[k]: (alive, d*) z_k if exits.adapted, else (alive, d_k) h_k
     for k in range(L):
         state = steps.advance[k](state)
-        hidden.append(steps.read[k](state))
+        h = steps.read[k](state)
+        kept.append(head.adapt(k, h) if exits.adapted else h)
         if k == L - 1:
             break
-        logits = exits(k, hidden[-1])
+        logits = exits(k, kept[-1])
+        if out is None:
+            out = logits.new_empty(len(x), logits.shape[-1])
         go = policy(k, logits)
         if go.any():
-            predictions[alive[go]] = logits[go].argmax(-1)
+            out[alive[go]] = logits[go]
             layers[alive[go]] = k
             stay = ~go
-            alive, state, hidden = alive[stay], state[stay], [h[stay] for h in hidden]
+            alive, state, kept = alive[stay], state[stay], [a[stay] for a in kept]
             if len(alive) == 0:
-                return predictions, layers
-    predictions[alive] = model.head(hidden, None, "zero").logits.argmax(-1)  # exactly what model(x) runs
-    return predictions, layers
+                return out, layers
+    adapted = kept if exits.adapted else [head.adapt(i, h) for i, h in enumerate(kept)]
+    logits = head.decode(head.encode_adapted(adapted), None, "zero").logits  # what model(x) runs, z_k reused
+    if out is None:  # a one-layer backbone: no exit ran
+        return logits, layers
+    out[alive] = logits.to(out.dtype)
+    return out, layers
 
 
 @torch.inference_mode()
@@ -424,7 +436,7 @@ def exit_runs(
             return early_exit(model, exits, policy, b, steps)
 
         out = _batched(run, x, big)
-        predictions, layers = torch.cat([p for p, _ in out]), torch.cat([k for _, k in out])
+        predictions, layers = torch.cat([p.argmax(-1) for p, _ in out]), torch.cat([k for _, k in out])
         macs = count_macs(lambda: _batched(run, x, big)) / len(x)
         correct[name] = (predictions == labels).double().cpu()
         rows.append({"policy": name, "parameter": parameter, "exits": exits.kind,

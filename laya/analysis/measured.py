@@ -12,6 +12,8 @@ real runs. Training hidden states (the ``--train-limit`` subset) fit the exit cl
 * **truncation**: :func:`laya.analysis.pruning.truncation_runs`.
 
 Writes ``exits.json`` + ``exits_runs.csv``, ``exits_alpha.csv``, ``exits_truncation.csv`` beside the checkpoint.
+A report of :data:`EXITS_FORMAT` 2 reuses the adapters' outputs ``z_k`` at the head (format 1 recomputed them);
+:func:`merge_exits` re-measures the readout exits of an older report and keeps its other runs.
 """
 
 from __future__ import annotations
@@ -39,11 +41,13 @@ from laya.analysis.exits import (
     exit_runs,
 )
 from laya.analysis.pruning import truncation_runs
+from laya.analysis.statistics import saving_verdict
 from laya.data.features import cached_hidden_states, hidden_states
 from laya.model.checkpoint import Checkpoint, atomic_write_json
 from laya.model.heads import MixHead
 
 EXITS_FILE = "exits.json"
+EXITS_FORMAT = 2  # 2: inputs that reach the head reuse the exits' z_k (1, unrecorded: adapters run again at the head)
 EXIT_THRESHOLDS: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.99, 0.999)
 ALPHA_LEVELS: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8)
 
@@ -101,6 +105,7 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
         log("truncation")
         truncation = truncation_runs(model, (train_hidden, train_labels), x, labels, options.refit_steps, options.runs)
     report = {
+        "format": EXITS_FORMAT,
         "laya_version": __version__,
         "checkpoint": {"path": str(checkpoint.path), "head": meta.head.name, "dataset": meta.dataset, "seed": meta.seed},
         "command": (f"python -m laya --threads {torch.get_num_threads()} exits --checkpoint {checkpoint.path} "
@@ -134,6 +139,19 @@ def write_exits(report: dict[str, Any], out: str | Path) -> Path:
     return out
 
 
+def merge_exits(report: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+    """``report``'s runs in place of ``previous``'s runs of the same exit kinds; ``previous``'s other runs and its
+    truncation kept, with the command, machine and version that measured them under ``"kept"`` (e.g. the readout
+    exits re-measured after a change that leaves trained exits and truncation as they were)."""
+    kinds = {r["exits"] for r in report["runs"]}
+    kept = [r for r in previous["runs"] if r["exits"] not in kinds]
+    truncation = report.get("truncation") or previous.get("truncation")
+    source = previous.get("kept") or {key: previous.get(key) for key in ("command", "machine", "laya_version")}
+    return report | {"runs": report["runs"] + kept, "truncation": truncation,
+                     "kept": source | {"kinds": list(dict.fromkeys(r["exits"] for r in kept)),
+                                       "truncation": truncation is not None and not report.get("truncation")}}  # fmt: skip
+
+
 def load_exits(directory: str | Path) -> dict[str, Any] | None:
     path = Path(directory) / EXITS_FILE
     return json.loads(path.read_text()) if path.is_file() else None
@@ -154,10 +172,11 @@ def _pct(value: float) -> str:
     return f"{value:+.0%}".replace("-", "−")
 
 
-def timing_conditions(report: dict[str, Any]) -> str:
-    """How a report's wall clock was taken: device, torch threads, and the 1-minute load average before and after
-    the runs (not recorded by reports older than this field)."""
-    machine = report["machine"]
+def timing_conditions(report: dict[str, Any], kind: str | None = None) -> str:
+    """How a report's wall clock (of exit ``kind``'s runs) was taken: device, torch threads, and the 1-minute load
+    average before and after the runs (not recorded by reports older than this field)."""
+    kept = report.get("kept") or {}
+    machine = kept["machine"] if kind in kept.get("kinds", ()) else report["machine"]
     text = f"{machine['device']}, {machine['torch_threads']} thread{'s' if machine['torch_threads'] != 1 else ''}"
     if "load_average" in machine:
         text += ", load {:.1f}→{:.1f} on {} cores".format(*machine["load_average"], machine["cpus"])
@@ -174,38 +193,56 @@ def timing_spread(runs: pd.DataFrame, batch: int, column: str = "plain_ms") -> f
     return float((plain.max() - plain.min()) / (2 * plain.median())) if len(plain) > 1 else float("nan")
 
 
+def saving_noise(runs: pd.DataFrame, batch: int, column: str = "plain_ms") -> float:
+    """The noise of a measured saving ``1 - exit / plain`` (or speed-up ``plain / truncated``) at one batch size:
+    both timings of the ratio carry the spread ``n`` of :func:`timing_spread`, so the ratio is uncertain by about
+    ``2 n``."""
+    return 2 * timing_spread(runs, batch, column)
+
+
+def saving_text(saving: float, noise: float, speedup: bool = False) -> str:
+    """A measured wall-clock saving (or speed-up minus 1, written ``1.09×`` with ``speedup``) as the cards state
+    it: its value only where it exceeds its own timing noise (:func:`~laya.analysis.statistics.saving_verdict`),
+    else "within the noise"."""
+    if saving_verdict(saving, noise) == "within the noise":
+        return "within the noise"
+    return f"{1 + saving:.2f}×" if speedup else _pct(saving)
+
+
 def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
     """Markdown: per checkpoint with an ``exits.json`` and per exit kind, the measured run at the cheapest
     confidence threshold (by MACs) whose accuracy is within ``tolerance`` of the full model's, else at the highest
     threshold run; accuracy [95 % CI], share exited, MACs saved and wall-clock saved at each batch size
-    (negative: slower than plain inference), the wall clock's noise at each (:func:`timing_spread`) and how it was
-    timed (:func:`timing_conditions`)."""
+    (negative: slower than plain inference; "within the noise" where it does not exceed the noise of that exit
+    kind's own timings, :func:`saving_noise`), that noise at each batch size and how it was timed
+    (:func:`timing_conditions`)."""
     reports = [(Path(d), load_exits(d)) for d in directories]
     reports = [(d, r) for d, r in reports if r is not None]
     batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["runs"][0] if k.startswith("saved_b")})
     lines = ["| setting | head | exits | threshold | accuracy [95 % CI] (full model) | exited | MACs saved | "
-             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " | noise (plain timings' spread) | timed with |",
+             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " | noise of a saving (2 × plain timings' spread) | timed with |",
              "|---|---|---|---|---|---|---|" + "---|" * len(batches) + "---|---|"]  # fmt: skip
     for directory, report in reports:
         runs = pd.DataFrame(report["runs"])
-        conditions = timing_conditions(report)
-        noise = " / ".join(f"±{timing_spread(runs, b):.0%}" for b in batches)
         for kind, part in runs.groupby("exits", sort=False):
             full = part[part["policy"] == "full model"].iloc[0]
             row, within = best_exit(part, tolerance)
             mark = "" if within else " (none within 1 pt)"
-            times = " | ".join(_pct(row[f"saved_b{b}"]) for b in batches)
+            noise = {b: saving_noise(part, b) for b in batches}
+            times = " | ".join(saving_text(row[f"saved_b{b}"], noise[b]) for b in batches)
             lines.append(
                 f"| {directory.parent.name} | {directory.name} | {kind} | {row['parameter']:g}{mark} | "
                 f"{row['accuracy']:.3f} [{row['accuracy_low']:.3f}, {row['accuracy_high']:.3f}] ({full['accuracy']:.3f}) | "
-                f"{row['exited']:.0%} | {_pct(row['macs_saved'])} | {times} | {noise} | {conditions} |"
+                f"{row['exited']:.0%} | {_pct(row['macs_saved'])} | {times} | "
+                + " / ".join(f"±{noise[b]:.0%}" for b in batches) + f" | {timing_conditions(report, kind)} |"
             )
     return "\n".join(lines) + "\n"
 
 
 def exit_curves_card(directories: list[str | Path]) -> str:
     """Markdown: per checkpoint, every measured confidence threshold with the readouts and the trained exits side
-    by side (accuracy, MACs saved, wall clock saved at batch 64): the two accuracy-vs-cost curves."""
+    by side (accuracy, MACs saved, wall clock saved at batch 64 where it exceeds that kind's timing noise, else
+    "within the noise"): the two accuracy-vs-cost curves."""
     lines = []
     for directory in map(Path, directories):
         report = load_exits(directory)
@@ -216,13 +253,15 @@ def exit_curves_card(directories: list[str | Path]) -> str:
         lines += [f"**{directory.parent.name} / {directory.name}** (full model {runs['accuracy'].iloc[0]:.3f}; "
                   "accuracy, MACs saved, time saved at batch 64)", "",
                   "| threshold | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]  # fmt: skip
+        noise = {kind: saving_noise(part, 64) if "plain_ms_b64" in part else float("nan")
+                 for kind, part in runs.groupby("exits", sort=False)}  # fmt: skip
         confidence = runs[runs["policy"].str.startswith("confidence")]
         for t, part in confidence.groupby("parameter", sort=True):
             cells = []
             for kind in kinds:
                 row = part[part["exits"] == kind]
                 cells.append("–" if row.empty else f"{row['accuracy'].iloc[0]:.3f}, {_pct(row['macs_saved'].iloc[0])}, "
-                             f"{_pct(row['saved_b64'].iloc[0]) if 'saved_b64' in row else '–'}")  # fmt: skip
+                             f"{saving_text(row['saved_b64'].iloc[0], noise[kind]) if 'saved_b64' in row else '–'}")  # fmt: skip
             lines.append(f"| {t:g} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
@@ -231,21 +270,24 @@ def exit_curves_card(directories: list[str | Path]) -> str:
 def truncation_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
     """Markdown: per checkpoint, each truncation (deepest layers removed) with its better variant (as pruned or
     re-fit): accuracy [95 % CI] against the full model's, and its measured speed-up (MACs, wall clock per batch
-    size) stated only where the truncated model stays within ``tolerance`` (1 point) of the full model."""
+    size) stated only where the truncated model stays within ``tolerance`` (1 point) of the full model, a wall-clock
+    speed-up only where it exceeds the full-model timings' noise (else "within the noise")."""
     reports = [(Path(d), load_exits(d)) for d in directories]
     reports = [(d, r) for d, r in reports if r is not None and r.get("truncation")]
     batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["truncation"][0] if k.startswith("speedup_b")})
     lines = ["| setting | head | layers kept | variant | accuracy [95 % CI] (full model) | MACs speed-up | "
-             + " | ".join(f"speed-up, batch {b:,}" for b in batches) + " | noise (full-model timings' spread) |",
+             + " | ".join(f"speed-up, batch {b:,}" for b in batches) + " | noise of a speed-up (2 × full-model timings' spread) |",
              "|---|---|---|---|---|---|" + "---|" * len(batches) + "---|"]  # fmt: skip
     for directory, report in reports:
         table = pd.DataFrame(report["truncation"])
         L = len(report["layer_names"])
-        noise = " / ".join(f"±{timing_spread(table, b, 'full_ms'):.0%}" for b in batches)
+        spread = {b: saving_noise(table, b, "full_ms") for b in batches}
+        noise = " / ".join(f"±{spread[b]:.0%}" for b in batches)
         for kept, part in table.groupby("layers_kept", sort=False):
             row = part.loc[part["accuracy"].idxmax()]
             within = row["accuracy"] >= row["full_accuracy"] - tolerance
-            speed = [f"{row['macs_speedup']:.2f}×", *(f"{row[f'speedup_b{b}']:.2f}×" for b in batches)]
+            speed = [f"{row['macs_speedup']:.2f}×",
+                     *(saving_text(row[f"speedup_b{b}"] - 1, spread[b], speedup=True) for b in batches)]
             if not within:
                 speed = ["– (more than 1 pt lost)"] + ["–"] * len(batches)
             lines.append(
@@ -275,5 +317,5 @@ def alpha_card(directories: list[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXIT_THRESHOLDS", "MeasureOptions", "alpha_card", "best_exit", "exit_curves_card", "exit_card", "load_exits", "measure",
-           "timing_conditions", "timing_spread", "truncation_card", "write_exits"]  # fmt: skip
+__all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXITS_FORMAT", "EXIT_THRESHOLDS", "MeasureOptions", "alpha_card", "best_exit", "exit_curves_card", "exit_card", "load_exits", "measure",
+           "merge_exits", "saving_noise", "saving_text", "timing_conditions", "timing_spread", "truncation_card", "write_exits"]  # fmt: skip

@@ -5,6 +5,8 @@
   the direction word comes from the paired CI (:func:`laya.analysis.statistics.holm_verdict`): "ties" where it
   covers 0 or where the Holm-adjusted p over the comparisons stated together exceeds 0.05.
 * :func:`exit_verdict`: whether the exit a depth headline names predicts the right class for this input.
+* :func:`measured_exit_verdict`: what the measured early-exit runs save, a wall-clock saving stated only where it
+  exceeds its own timing noise (:func:`laya.analysis.statistics.saving_verdict`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from laya.analysis.depth import InputDepth
+from laya.analysis.measured import best_exit, saving_noise, saving_text
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import _slug
@@ -144,4 +147,26 @@ def exit_verdict(result: InputDepth, threshold: float, classes: Sequence[str], l
     return text + "."
 
 
-__all__ = ["example_label", "exit_verdict", "faithfulness_verdict", "load_per_input"]
+def measured_exit_verdict(report: Mapping, tolerance: float = 0.01) -> str:
+    """One sentence per exit kind of an ``exits.json`` report (:func:`laya.analysis.measured.best_exit`): the
+    cheapest confidence threshold within ``tolerance`` of the full model's accuracy, its MACs saved (exact), and
+    its wall-clock saving at each batch size where it exceeds that kind's timing noise, else "within the noise"."""
+    runs = pd.DataFrame(report["runs"])
+    batches = sorted(int(c.split("_b")[1]) for c in runs.columns if c.startswith("saved_b"))
+    out = []
+    for kind, part in runs.groupby("exits", sort=False):
+        full = part[part["policy"] == "full model"].iloc[0]
+        row, within = best_exit(part, tolerance)
+        if not within:
+            out.append(f"{shown(kind)} exits: no threshold stays within {tolerance * 100:g} point of the full "
+                       f"model's accuracy ({full['accuracy']:.3f}).")  # fmt: skip
+            continue
+        times = "; ".join(f"batch {b:,} {saving_text(row[f'saved_b{b}'], noise)} (noise ±{noise:.0%})"
+                          for b in batches for noise in [saving_noise(part, b)])  # fmt: skip
+        saved = f"{row['macs_saved']:.0%}".replace("-", "−")
+        out.append(f"{shown(kind)} exits at t = {row['parameter']:g}: accuracy {row['accuracy']:.3f} "
+                   f"(full model {full['accuracy']:.3f}), {saved} of the MACs saved; wall clock {times}.")  # fmt: skip
+    return " ".join(out)
+
+
+__all__ = ["example_label", "exit_verdict", "faithfulness_verdict", "load_per_input", "measured_exit_verdict"]

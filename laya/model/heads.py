@@ -123,8 +123,18 @@ class LayerHead(nn.Module):
         return self.decode(self.encode(hidden), keep, mode)
 
     def encode(self, hidden: Sequence[Tensor]) -> list[Tensor]:
-        """The part of the head that does not depend on the layer mask (computed once per input)."""
-        return list(hidden)
+        """The part of the head that does not depend on the layer mask (computed once per input):
+        :meth:`adapt` of each layer, then :meth:`encode_adapted` of them all."""
+        return self.encode_adapted([self.adapt(i, h) for i, h in enumerate(hidden)])
+
+    def adapt(self, layer: int, h: Tensor) -> Tensor:
+        """The per-layer part of :meth:`encode`, ``(B, d_layer)`` -> the head's input for that layer (here ``h``
+        itself). An early-exit run computes it once per layer reached and hands it to the head at the end."""
+        return h
+
+    def encode_adapted(self, adapted: Sequence[Tensor]) -> list[Tensor]:
+        """The rest of :meth:`encode`, on every layer's :meth:`adapt` output."""
+        return list(adapted)
 
     def decode(
         self, encoded: Sequence[Tensor], keep: Tensor | None = None, mode: AblationMode = DEFAULT_MODE
@@ -241,18 +251,22 @@ class MixHead(LayerHead):
     def scale(self) -> Tensor | float:
         return 1.0
 
+    def adapt(self, layer: int, h: Tensor) -> Tensor:
+        """``z_i = g_i(h_i)``: ``(B, d_i) -> (B, d*)``."""
+        return self.adapters[layer](h)
+
     def project(self, hidden: Sequence[Tensor]) -> Tensor:
         """``z_i = g_i(h_i)`` stacked: ``(B, L, d*)``."""
-        return torch.stack([g(h) for g, h in zip(self.adapters, hidden)], dim=1)
+        return torch.stack([self.adapt(i, h) for i, h in enumerate(hidden)], dim=1)
 
     def fill_projection(self, mode: str) -> Tensor:
         """``(1, L, d*)``: the adapted fills ``g_i(fill_i)`` that replace removed layers under an input-level
         ``mode`` (input-independent; ``laya.analysis.ablation.float64_head`` keeps them for its copy)."""
         return self.project([r.unsqueeze(0) for r in self.fill(mode)])
 
-    def encode(self, hidden: Sequence[Tensor]) -> list[Tensor]:
-        """``[z, s]``: adapted layers ``(B, L, d*)`` and their scores ``(B, L)``."""
-        z = self.project(hidden)
+    def encode_adapted(self, adapted: Sequence[Tensor]) -> list[Tensor]:
+        """``[z, s]``: the adapted layers stacked ``(B, L, d*)`` and their scores ``(B, L)``."""
+        z = torch.stack(list(adapted), dim=1)
         return [z, self.scores(z)]
 
     def _decode(self, encoded: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, Tensor]:

@@ -70,6 +70,7 @@ from laya.analysis.exits import (  # noqa: E402
     layer_steps,
     plain,
 )
+from laya.analysis.readouts import LayerProbes  # noqa: E402
 
 STEP_CONFIGS = [
     BackboneConfig(name="mlp", in_channels=1, input_size=6, widths=(10, 7, 5)),
@@ -121,14 +122,15 @@ def test_early_exit_known_answers_batch_shrinks_and_the_last_layer_runs_the_head
     seen = []
 
     class Exits(torch.nn.Module):
-        kind = "scripted"
+        kind, adapted = "scripted", False
 
         def forward(self, layer, h):
             seen.append((layer, len(h)))
             rows = {0: [0, 1, 2, 3], 1: [1, 2, 3]}[layer]
             return probs[rows, layer].log()
 
-    predictions, layers = early_exit(model, Exits(), confidence_policy(0.75), x)
+    logits, layers = early_exit(model, Exits(), confidence_policy(0.75), x)
+    predictions = logits.argmax(-1)
     assert layers.tolist() == [0, 1, 3, 3]  # 3 = L: the head answered
     assert predictions[:2].tolist() == [2, 0]
     assert predictions[2:].tolist() == plain(model, x[2:]).tolist()
@@ -139,12 +141,63 @@ def test_early_exit_with_no_exit_is_plain_inference_and_everyone_exiting_stops_t
     model = _model()
     x = torch.randn(32, 1, 4, 4)
     exits = ExitHeads.own(model.head)
-    predictions, layers = early_exit(model, exits, confidence_policy(1.01), x)
-    assert predictions.tolist() == plain(model, x).tolist() and (layers == 3).all()
-    predictions, layers = early_exit(model, exits, confidence_policy(0.0), x)
+    logits, layers = early_exit(model, exits, confidence_policy(1.01), x)
+    assert logits.argmax(-1).tolist() == plain(model, x).tolist() and (layers == 3).all()
+    logits, layers = early_exit(model, exits, confidence_policy(0.0), x)
     assert (layers == 0).all()
     with torch.no_grad():
-        assert predictions.tolist() == model.head.readout_logits(model.head.encode(model.backbone(x)))[:, 0].argmax(-1).tolist()
+        assert logits.argmax(-1).tolist() == model.head.readout_logits(model.head.encode(model.backbone(x)))[:, 0].argmax(-1).tolist()
+
+
+EXIT_KINDS = ["laya-own", "scalarmix-own", "concat-probes", "laya-trained", "cnn-laya-own", "vit-scalarmix-own"]
+
+
+def _exit_case(case: str) -> tuple[LayerwiseClassifier, ExitHeads, torch.Tensor]:
+    """A tiny model of the case's backbone and head with its exits, and a batch for it."""
+    torch.manual_seed(0)
+    backbone_name, head, kind = case.split("-") if case.count("-") == 2 else ("mlp", *case.split("-"))
+    config = {"mlp": BackboneConfig(name="mlp", in_channels=1, input_size=4, widths=(16, 12, 8)),
+              "cnn": BackboneConfig(name="cnn", in_channels=3, input_size=8, widths=(4, 6, 8)),
+              "vit": STEP_CONFIGS[2]}[backbone_name]  # fmt: skip
+    backbone = build_backbone(config).eval()
+    model = LayerwiseClassifier(backbone, build_head(HeadConfig(name=head, d_star=8), backbone.layer_dims, 3)).eval()
+    x = torch.randn(24, config.in_channels, config.input_size, config.input_size)
+    if kind == "own":
+        return model, ExitHeads.own(model.head), x
+    with torch.no_grad():
+        hidden = [h.detach() for h in model.backbone(x)]
+    labels = torch.arange(len(x)) % 3
+    exits = ExitHeads.from_probes(LayerProbes.fit(hidden, labels, 3)) if kind == "probes" else ExitHeads.fit(
+        hidden, labels, 3, "mlp", epochs=2)  # fmt: skip
+    return model, exits, x
+
+
+@pytest.mark.parametrize("case", EXIT_KINDS)
+def test_inputs_reaching_the_head_get_the_full_models_logits_and_each_adapter_runs_once_per_input(case):
+    model, exits, x = _exit_case(case)
+    with torch.no_grad():
+        full = model(x).logits
+    rows = {}
+    adapters = [a for a in getattr(model.head, "adapters", [])]
+    hooks = [a.register_forward_hook(lambda m, i, o, k=k: rows.__setitem__(k, rows.get(k, 0) + len(i[0])))
+             for k, a in enumerate(adapters)]  # fmt: skip
+    try:
+        thirds = lambda k, logits: torch.arange(len(logits)) < len(logits) // 3  # noqa: E731 (the first third goes)
+        logits, layers = early_exit(model, exits, thirds, x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    L, alive = len(model.layer_names), [24]
+    for _ in range(L - 1):
+        alive.append(alive[-1] - alive[-1] // 3)
+    head = layers == L
+    assert layers.tolist() == sum(([k] * (alive[k] - alive[k + 1]) for k in range(L - 1)), []) + [L] * alive[-1]
+    with torch.no_grad():
+        first = exits(0, model.head.adapt(0, model.backbone(x[:8])[0]) if exits.adapted else model.backbone(x[:8])[0])
+    torch.testing.assert_close(logits[:8], first)  # an input that exits keeps its exit's logits
+    torch.testing.assert_close(logits[head], full[head], atol=1e-5, rtol=1e-5)
+    reached = alive if exits.adapted else [alive[-1]] * L
+    assert [rows.get(k, 0) for k in range(len(adapters))] == (reached if adapters else [])  # once per input
 
 
 def test_own_exits_are_the_head_readouts_and_probe_exits_are_the_probes():
@@ -155,11 +208,9 @@ def test_own_exits_are_the_head_readouts_and_probe_exits_are_the_probes():
         hidden = model.backbone(x)
         own = model.head.readout_logits(model.head.encode(hidden))
         for k, h in enumerate(hidden):
-            torch.testing.assert_close(exits(k, h), own[:, k])
+            torch.testing.assert_close(exits(k, model.head.adapt(k, h)), own[:, k])  # the exits read z_k
     with pytest.raises(ValueError, match="no per-layer classifier"):
         ExitHeads.own(_model("concat").head)
-    from laya.analysis.readouts import LayerProbes
-
     labels = torch.arange(8) % 3
     probes = LayerProbes.fit([h.detach() for h in hidden], labels, 3)
     with torch.no_grad():
@@ -228,11 +279,13 @@ def test_exit_runs_measure_each_policy_with_macs_and_paired_comparison():
     table, correct = exit_runs(model, exits, policies, x, labels, options)
     rows = table.set_index("policy")
     full = rows.loc["full model"]
-    with torch.no_grad():
-        assert full["macs"] == count_macs(lambda: model(x)) / len(x) > 16 * 64 + 64 * 8 + 8 * 8  # backbone + head
+    backbone, adapters, scorer = 16 * 64 + 64 * 8 + 8 * 8, 64 * 8 + 8 * 8 + 8 * 8, 3 * 8 * 192 + 192 * 3
+    mix, classifier = 3 * 8, 8 * 3  # alpha^T z (a bmm), W h_agg
+    with torch.no_grad():  # by hand: every matmul of the plain model, per input
+        assert full["macs"] == count_macs(lambda: model(x)) / len(x) == backbone + adapters + scorer + mix + classifier
     never = rows.loc["confidence 1.01"]
     assert never["exited"] == 0 and never["mean_layers"] == 3
-    readouts = 64 * 8 + 8 * 3 + 8 * 8 + 8 * 3  # adapter + classifier of layers 1 and 2: paid, never used
+    readouts = 8 * 3 + 8 * 3  # the classifier on z_1 and z_2: paid, never used; the head reuses z_1 and z_2
     assert never["macs"] == full["macs"] + readouts and never["macs_saved"] < 0
     assert never["accuracy"] == full["accuracy"]
     always = rows.loc["confidence 0.0"]

@@ -735,6 +735,11 @@ def test_depth_page_before_and_after_the_depth_report(
     assert_ok(at)
     assert len(charts(at)) == 3 + 5  # + the measured early-exit runs
     assert any(c["layout"]["title"]["text"].startswith("Early exit, measured runs") for c in charts(at))
+    from laya.analysis.measured import load_exits
+    from laya.app.verdicts import measured_exit_verdict
+
+    said = measured_exit_verdict(load_exits(checkpoint.path))  # what the runs save, beyond the noise or not
+    assert said.startswith("probe exits") and any(m.value == said for m in at.main.markdown)
 
 
 def test_inspect_links_its_input_to_the_depth_page(app: AppTest, setting: Path) -> None:

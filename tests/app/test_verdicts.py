@@ -78,6 +78,24 @@ def test_exit_verdict_says_whether_the_exit_predicts_the_right_class():
     assert exit_verdict(InputDepth(early_wrong.attribution, None, {}), 0.9, classes, layers) == ""
 
 
+def test_measured_exit_verdict_states_a_saving_only_beyond_its_own_noise():
+    from laya.app.verdicts import measured_exit_verdict
+
+    def run(kind, policy, t, accuracy, saved, plain_ms):
+        return {"exits": kind, "policy": policy, "parameter": t, "accuracy": accuracy, "macs": 1.0,
+                "macs_saved": 0.17 if t else 0.0, "saved_b1": saved, "plain_ms_b1": plain_ms}  # fmt: skip
+
+    runs = [run("readout", "full model", None, 0.90, 0.0, 1.0), run("readout", "confidence 0.9", 0.9, 0.895, 0.23, 1.0),
+            run("readout", "confidence 0.5", 0.5, 0.70, 0.40, 1.2),  # plain 1.0, 1.2: spread 9 %, a saving's ±18 %
+            run("trained mlp", "full model", None, 0.90, 0.0, 1.0), run("trained mlp", "confidence 0.9", 0.9, 0.80, 0.5, 1.0)]  # fmt: skip
+    text = unplain(measured_exit_verdict({"runs": runs}))
+    assert text == ("readout exits at t = 0.9: accuracy 0.895 (full model 0.900), 17% of the MACs saved; wall clock "
+                    "batch 1 +23% (noise ±18%). trained mlp exits: no threshold stays within 1 point of the full "
+                    "model's accuracy (0.900).")  # fmt: skip
+    runs[2]["plain_ms_b1"] = 1.3  # spread 0.3 / 2.3 = 13 %, ±26 %: the +23 % saving no longer exceeds it
+    assert "batch 1 within the noise (noise ±26%)" in unplain(measured_exit_verdict({"runs": runs}))
+
+
 def test_example_label():
     classes = ["T-shirt/top", "cat"]
     assert example_label("00-t-shirt-top.png", classes) == 0 and example_label("01-cat-wrong-1-as-t-shirt-top.png", classes) == 1

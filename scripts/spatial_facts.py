@@ -2,8 +2,9 @@
 
     python scripts/spatial_facts.py [docs/spatial_maps] [sample|headline|cost|verdicts|training] [CHECKPOINT-GLOB]
 
-Every word that judges (wins, ties, loses) is the CSV's own paired-bootstrap verdict of exact minus that map
-(95 %, a CI covering 0 is a tie; each cell its own test, uncorrected), so rewriting the CSVs and running
+Every word that judges (wins, ties, loses) is the paired-bootstrap verdict of exact minus that map, Holm-corrected
+over all of one checkpoint's pooled comparisons (``claims.spatial.holm_words``: a tie where the CI covers 0 or the
+adjusted p exceeds 0.05; the README's tally uses the same family), so rewriting the CSVs and running
 ``python scripts/prose_claims.py --write`` rewrites the sentences, whatever the new files say. A CSV that states no
 class-balanced sample or has no per-class rows is named in a warning instead of being read as general.
 """
@@ -17,19 +18,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "scripts"))
+from claims.spatial import holm_words  # noqa: E402
 from spatial_maps import ALL, ANCHORS, METRICS, RANDOM, TIE_BREAK  # noqa: E402
 
-WORD = {"exact better": "wins", "tie": "ties", "exact worse": "loses"}
+WORD = {"better": "wins", "tie": "ties", "worse": "loses"}
 METRIC_NAMES = {"deletion": "deletion", "insertion": "insertion", "road": "ROAD"}
 
 
 def _rows(folder: Path, pattern: str = "*") -> dict[str, list[dict]]:
-    """Checkpoint name -> its CSV rows, for the CSVs in ``folder`` whose checkpoint matches ``pattern``."""
+    """Checkpoint name -> its CSV rows, for the CSVs in ``folder`` whose checkpoint matches ``pattern``; each pooled
+    comparison row gets ``"holm"``, its Holm-corrected word (:func:`claims.spatial.holm_words`), the others ``""``."""
     out: dict[str, list[dict]] = {}
     for path in sorted(Path(folder).glob("*.csv")):
         for row in csv.DictReader(path.open()):
             if fnmatch.fnmatch(row["checkpoint"], pattern):
-                out.setdefault(row["checkpoint"], []).append(row)
+                out.setdefault(row["checkpoint"], []).append({**row, "holm": ""})
+    for rows in out.values():
+        family = [r for r in _pooled(rows) if r.get("diff")]
+        for r, word in zip(family, holm_words(family)):
+            r["holm"] = word
     return out
 
 
@@ -86,14 +94,14 @@ def headline(folder: Path) -> str:
         return ""
     cells = []
     for metric in METRICS:
-        verdicts = [r["verdict"] for rows in every.values() for r in _pooled(rows)
+        verdicts = [r["holm"] for rows in every.values() for r in _pooled(rows)
                     if r["layer"] == ALL and r["metric"] == metric and r["method"] in ANCHORS]  # fmt: skip
         cells.append(f"{METRIC_NAMES[metric]} {' / '.join(str(verdicts.count(v)) for v in WORD)}")
     stale = [name for name, rows in every.items() if not _balanced(rows)]
     caveat = f" Not a class-balanced sample: {', '.join(stale)} (the first test images)." if stale else ""
     return (f"**Verdict:** the all-layer exact map against Grad-CAM, HiResCAM and LayerCAM, wins / ties / losses "
-            f"over {_count(len(every), 'checkpoint')} × {len(ANCHORS)} anchors: {'; '.join(cells)} (paired bootstrap, 95 %, each "
-            f"comparison its own test).{caveat}\n")  # fmt: skip
+            f"over {_count(len(every), 'checkpoint')} × {len(ANCHORS)} anchors: {'; '.join(cells)} (paired bootstrap, 95 %, "
+            f"Holm-corrected over each checkpoint's comparisons).{caveat}\n")  # fmt: skip
 
 
 def cost(folder: Path) -> str:
@@ -140,13 +148,13 @@ def verdicts(folder: Path, pattern: str = "*") -> str:
         pooled = _pooled(rows)
         against = []
         for method in (*ANCHORS, RANDOM):
-            cells = [f"{METRIC_NAMES[r['metric']]} {WORD[r['verdict']]} ({_diff(r)})" for r in pooled
-                     if r["layer"] == ALL and r["method"] == method and r["verdict"]]  # fmt: skip
+            cells = [f"{METRIC_NAMES[r['metric']]} {WORD[r['holm']]} ({_diff(r)})" for r in pooled
+                     if r["layer"] == ALL and r["method"] == method and r["holm"]]  # fmt: skip
             if cells:
                 against.append(f"against {method}: {', '.join(cells)}")
         tallies = []
         for metric in METRICS:
-            v = [r["verdict"] for r in pooled if r["layer"] != ALL and r["metric"] == metric and r["verdict"]]
+            v = [r["holm"] for r in pooled if r["layer"] != ALL and r["metric"] == metric and r["holm"]]
             tallies.append(f"{METRIC_NAMES[metric]} {' / '.join(str(v.count(w)) for w in WORD)}")
         layers = len({r["layer"] for r in pooled if r["layer"] != ALL})
         lines.append(f"* **{name}** ({_sample(rows)}). All-layer map (Δ = exact − that map) {'; '.join(against)}. "

@@ -21,7 +21,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
 from laya.analysis.measured import best_exit, saving_noise, saving_text
-from laya.analysis.statistics import saving_verdict
+from laya.analysis.statistics import holm, holm_verdict, saving_verdict
 
 NAMES = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CNN", "cifar10-vit": "ViT",
          "cifar10-efficientnet-lite0": "EfficientNet"}  # fmt: skip
@@ -46,32 +46,43 @@ def _load(models: Path, name: str) -> dict[tuple[str, str], dict]:
     return {(p.parent.parent.name, p.parent.name): json.loads(p.read_text()) for p in sorted(models.glob(f"*/*/{name}"))}
 
 
-def _better(row: pd.Series) -> bool:
-    return isinstance(row["verdict"], str) and "tie" not in row["verdict"] and row["vs_msp"] > 0
+def _holm_better(rows: list[pd.Series]) -> list[bool]:
+    """Whether each row's score beats max softmax (AUROC higher), Holm-corrected over the rows stated together
+    (``vs_msp_p``: the paired bootstrap's two-sided p)."""
+    adjusted = holm([float(r["vs_msp_p"]) for r in rows])
+    return [holm_verdict(float(r["vs_msp_low"]), float(r["vs_msp_high"]), p) == "higher" for r, p in zip(rows, adjusted)]
 
 
 def detection_facts(depth: dict) -> list[str]:
-    lines, worse, other, noise = [], [], {}, {}
+    """Each line is one family of comparisons against max softmax, Holm-corrected over that line's comparisons."""
+    mis, other, noise = [], [], []  # (setting, row) of every comparison a line states
     for (setting, head), report in depth.items():
         table = pd.DataFrame(report["detection"]["table"])
-        signals = table[~table["score"].isin(["msp"])]
-        mis = signals[signals["task"] == "misclassification"]
-        if mis["auroc"].notna().any():
-            best = mis.loc[mis["auroc"].idxmax()]
-            worse.append(not _better(best))
+        signals = table[~table["score"].isin(["msp"]) & table["vs_msp_p"].notna()]
+        mis += [((setting, head), r) for _, r in signals[signals["task"] == "misclassification"].iterrows()]
         for task, part in signals[signals["task"].str.startswith("OOD")].groupby("task"):
-            maha = part[part["score"] == "mahalanobis"].iloc[0]
-            msp = table[(table["task"] == task) & (table["score"] == "msp")].iloc[0]
-            bucket = noise if "noise" in task else other
-            bucket.setdefault(setting, []).append((maha["auroc"], msp["auroc"], _better(maha)))
-    lines.append(f"misclassification: on {sum(worse)} of {len(worse)} checkpoints no score beats max softmax "
-                 "(the best other score is worse or tied, paired bootstrap)")  # fmt: skip
-    cells = [f"{NAMES.get(s, s)} {_range([m for m, _, _ in v])} vs {_range([p for _, p, _ in v])}" for s, v in other.items()]
-    beats = sum(b for v in other.values() for _, _, b in v)
-    lines.append(f"OOD, other dataset: multi-layer Mahalanobis beats max softmax on {beats} of "
-                 f"{sum(len(v) for v in other.values())} checkpoints (AUROC, Mahalanobis vs MSP: {'; '.join(cells)})")  # fmt: skip
-    cells = [f"{NAMES.get(s, s)} {sum(b for _, _, b in v)} of {len(v)}" for s, v in noise.items()]
-    lines.append(f"OOD, uniform and Gaussian noise: Mahalanobis beats max softmax on {'; '.join(cells)} (checkpoint × noise)")
+            maha = part[part["score"] == "mahalanobis"]
+            if not maha.empty:
+                (noise if "noise" in task else other).append((setting, maha.iloc[0]))
+    lines = []
+    better = _holm_better([r for _, r in mis])
+    checkpoints = list(dict.fromkeys(c for c, _ in mis))
+    none = sum(not any(b for (c2, _), b in zip(mis, better) if c2 == c) for c in checkpoints)
+    lines.append(f"misclassification: on {none} of {len(checkpoints)} checkpoints no score beats max softmax "
+                 f"(paired bootstrap, Holm-corrected over the {len(mis)} comparisons)")  # fmt: skip
+    better = _holm_better([r for _, r in other])
+    cells = []
+    for s in dict.fromkeys(s for s, _ in other):
+        mine = [r for s2, r in other if s2 == s]
+        cells.append(f"{NAMES.get(s, s)} {_range([r['auroc'] for r in mine])} vs "
+                     f"{_range([r['auroc'] - r['vs_msp'] for r in mine])}")  # fmt: skip
+    lines.append(f"OOD, other dataset: multi-layer Mahalanobis beats max softmax on {sum(better)} of {len(other)} "
+                 f"checkpoints (Holm-corrected; AUROC, Mahalanobis vs MSP: {'; '.join(cells)})")  # fmt: skip
+    better = _holm_better([r for _, r in noise])
+    cells = [f"{NAMES.get(s, s)} {sum(b for (s2, _), b in zip(noise, better) if s2 == s)} of "
+             f"{sum(s2 == s for s2, _ in noise)}" for s in dict.fromkeys(s for s, _ in noise)]  # fmt: skip
+    lines.append(f"OOD, uniform and Gaussian noise: Mahalanobis beats max softmax on {'; '.join(cells)} (checkpoint × "
+                 f"noise, Holm-corrected over the {len(noise)})")  # fmt: skip
     return lines
 
 

@@ -13,8 +13,9 @@ FIELDS = ["checkpoint", "sample", "layer", "grid", "method", "metric", "class", 
           "diff_low", "diff_high", "p", "verdict"]  # fmt: skip
 
 
-def _write(folder: Path, name: str, verdicts: dict[str, str], balanced: bool) -> None:
-    """One checkpoint's CSV: the all-layer and block 1 rows of exact and Grad-CAM per metric, given verdicts."""
+def _write(folder: Path, name: str, verdicts: dict[str, str], balanced: bool, p: float = 0.001) -> None:
+    """One checkpoint's CSV: the all-layer and block 1 rows of exact and Grad-CAM per metric, given verdicts
+    (``p``: every comparison's uncorrected p)."""
     rows = []
     sample = "balanced seed 3" if balanced else ""
     for layer in ("block 1", "all layers"):
@@ -24,7 +25,7 @@ def _write(folder: Path, name: str, verdicts: dict[str, str], balanced: bool) ->
             base = {"checkpoint": name, "sample": sample, "layer": layer, "metric": metric, "n": 40}
             rows += [{**base, "method": "exact", "mean": 0.5, "low": 0.4, "high": 0.6},
                      {**base, "method": "Grad-CAM", "mean": 0.5 - diff, "low": 0.4, "high": 0.6, "diff": diff,
-                      "diff_low": low, "diff_high": high, "p": 0.01, "verdict": verdict}]  # fmt: skip
+                      "diff_low": low, "diff_high": high, "p": p, "verdict": verdict}]  # fmt: skip
     if balanced:  # per-class rows: exact best on deletion in class a only
         for cls, exact, anchor in (("a", 0.2, 0.3), ("b", 0.4, 0.3)):
             base = {"checkpoint": name, "sample": sample, "layer": "all layers", "metric": "deletion", "class": cls, "n": 20}
@@ -45,6 +46,17 @@ def test_the_words_are_the_csvs_verdicts(tmp_path: Path):
     assert "best mean in: deletion 1 of 2, insertion 0 of 0, ROAD 0 of 0 classes" in verdicts
     assert "deletion 0 / 0 / 1; insertion 0 / 1 / 0; ROAD 1 / 0 / 0 (paired" in facts.spatial_facts(tmp_path, "headline")
     assert "warning" not in facts.spatial_facts(tmp_path, "sample")
+
+
+def test_the_words_are_holm_corrected_over_the_checkpoints_comparisons(tmp_path: Path):
+    """Six comparisons at p = 0.01 each: every CI excludes 0, but Holm's smallest adjusted p is 0.06, so none has a
+    direction (uncorrected, deletion would read "loses" and ROAD "wins")."""
+    _write(tmp_path, "s/laya", {"deletion": "exact worse", "insertion": "tie", "road": "exact better"}, balanced=True,
+           p=0.01)  # fmt: skip
+    verdicts = facts.spatial_facts(tmp_path, "verdicts")
+    assert "deletion ties (+0.100 [+0.050, +0.150])" in verdicts and "ROAD ties (" in verdicts
+    assert "deletion 0 / 1 / 0; insertion 0 / 1 / 0; ROAD 0 / 1 / 0 (paired" in facts.spatial_facts(tmp_path, "headline")
+    assert "Holm-corrected" in facts.spatial_facts(tmp_path, "headline")
 
 
 def test_an_old_csv_is_named_in_a_warning_and_a_missing_one_says_nothing(tmp_path: Path):

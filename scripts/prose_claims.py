@@ -533,7 +533,7 @@ def unsourced(heading: str, patterns: list[str]) -> list[str]:
 # --- the strict check: no claim in free prose --------------------------------------------------------------
 
 #: an integer with a unit of time or size (2,156 s, 28 min, 6 MB, 4 CPU-s) or a test outcome (868 passed, 790 tests)
-UNIT = (r"\d[\d,]* ?(?:ms|s|min|minutes?|seconds?|hours?|h|[kKMG]i?B|CPU-s)(?![\w-])"
+UNIT = (r"\d[\d,]* ?(?:ms|µs|s|min|minutes?|seconds?|hours?|h|[kKMGT]i?B|CPU-s)(?![\w-])"
         r"|\d[\d,]* (?:passed|failed|skipped|deselected|errors|tests)\b")
 
 #: what counts as a claim in free prose: a decimal number, a percentage, a ratio, an interval, an integer with a unit,

@@ -7,9 +7,12 @@
 **Strict check** (``strict``): in README.md and every docs page (the generated API reference aside), a *claim*
 in free prose is an error, printed ``file:line: 'claim' in free prose: line``. Free prose is what ``masked`` leaves:
 not generated blocks, code blocks and spans, link targets, URLs, HTML comments and tags. A claim (``CLAIM``) is a
-decimal number, a percentage, a ratio (``3×``, ``1.5x``), an interval ``[a, b]`` or a verdict word (beat(s),
-lose(s)/lost, tie(s)/tied, win(s), save(s)/saving(s), faster, slower, outperform(s), within the noise); integers
-alone are configuration. ``ALLOWED`` lists the few structural constants a page may write, each with its reason.
+decimal number, a percentage, a ratio (``3×``, ``1.5x``), an interval ``[a, b]``, an integer with a unit of time,
+size or test outcome (``UNIT``: ``28 min``, ``2,156 s``, ``6 MB``, ``4 CPU-s``, ``868 passed``, ``790 tests``) or a
+verdict word (beat(s), lose(s)/lost, tie(s)/tied, win(s), save(s)/saving(s), faster, slower, outperform(s), within the
+noise); other integers are configuration. A setting with a unit is written as code naming it (``--timeout 300``,
+``LAYA_WORKER_TIMEOUT=120``, ``MAX_BYTES = 20_000_000``); a figure alone in a code span (``300 s``) is still prose.
+``ALLOWED`` lists the few structural constants a page may write, each with its reason.
 Pages in ``NOT_YET_STRICT`` are still being converted and leave that set when they pass.
 
 **Writing a claim**: put it in a generated block whose generator prints it from the result files (a new generator
@@ -529,12 +532,18 @@ def unsourced(heading: str, patterns: list[str]) -> list[str]:
 
 # --- the strict check: no claim in free prose --------------------------------------------------------------
 
-#: what counts as a claim in free prose: a decimal number, a percentage, a ratio, an interval, or a verdict word
+#: an integer with a unit of time or size (2,156 s, 28 min, 6 MB, 4 CPU-s) or a test outcome (868 passed, 790 tests)
+UNIT = (r"\d[\d,]* ?(?:ms|µs|s|min|minutes?|seconds?|hours?|h|[kKMGT]i?B|CPU-s)(?![\w-])"
+        r"|\d[\d,]* (?:passed|failed|skipped|deselected|errors|tests)\b")
+
+#: what counts as a claim in free prose: a decimal number, a percentage, a ratio, an interval, an integer with a unit,
+#: or a verdict word
 CLAIM = re.compile(
     r"(?<![\w.])[+−-]?\d+\.\d+(?![\d.]*\w)"  # a decimal number (0.73, −0.261), not a version (2.14.1)
     r"|(?<![\w.])\d+(?:\.\d+)? ?%"  # a percentage
     r"|(?<![\w.])\d+(?:\.\d+)? ?[×x](?![\w\d])"  # a ratio (3×, 1.5x), not a size (224x224)
     r"|\[[+−-]?\d[\d.,]*, ?[+−-]?\d[\d.,]*\]"  # an interval [a, b]
+    rf"|(?<![\w.,])(?:{UNIT})"  # an integer with a unit (865 s, 6 MB, 868 passed), not a name (h27, e2e)
     r"|\b(?:beats?|beaten|beating|loses?|lost|losing|ties?|tied|tying|wins?|won|winning|saves?|saved|savings?"
     r"|faster|slower|outperform(?:s|ed|ing)?|within the noise)\b",
     re.I,
@@ -563,8 +572,8 @@ def _blank(match: re.Match) -> str:
     return re.sub(r"[^\n]", " ", match.group())
 
 
-#: a code span holding nothing but a figure (`0.73`, `12 %`, `[0.1, 0.2]`) hides a claim, so it stays prose
-FIGURE_ONLY = re.compile(r"[+−-]?\d+(?:\.\d+)? ?(?:%|×|x)|[+−-]?\d+\.\d+|\[[+−-]?\d[\d.]*, ?[+−-]?\d[\d.]*\]")
+#: a code span holding nothing but a figure (`0.73`, `12 %`, `[0.1, 0.2]`, `300 s`) hides a claim, so it stays prose
+FIGURE_ONLY = re.compile(rf"[+−-]?\d+(?:\.\d+)? ?(?:%|×|x)|[+−-]?\d+\.\d+|\[[+−-]?\d[\d.]*, ?[+−-]?\d[\d.]*\]|{UNIT}", re.I)
 
 
 def _code_span(match: re.Match) -> str:

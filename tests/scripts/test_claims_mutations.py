@@ -4,7 +4,7 @@ Each mutation changes one claim inside a generated block of a converted page (``
 ties with → above, reproduced ↔ not reproduced, better ↔ worse, met ↔ not met). The mutated copy must fail
 ``prose_claims.check_page``. Every candidate runs (the generators' output is computed once and cached: all of
 them took about 15 s on one loaded core); beyond ``SAMPLE`` candidates a fixed-seed sample of ``SAMPLE`` would. A hand-written claim added to free prose
-must be caught as well.
+must be caught as well, an integer with a unit (``2,156 s``, ``868 passed``) among them.
 """
 
 import functools
@@ -77,7 +77,8 @@ def test_every_mutation_of_a_generated_claim_is_caught(tmp_path, cached_generato
 
 @pytest.mark.parametrize("claim", ["LAYA beats Concat here.", "The gap is 0.031.", "It saves 12 % of the time.",
                                    "α is 2× as faithful.", "The CI is [0.1, 0.3].", "Both are within the noise.",
-                                   "The gap is `0.031`."])
+                                   "The gap is `0.031`.", "The suite took 2,156 s.", "It ends with 868 passed.",
+                                   "A wheel of about 6 MB.", "It waited `300 s`."])
 def test_a_hand_written_claim_in_free_prose_is_caught(claim, tmp_path, cached_generators):
     text = (claims.ROOT / "docs/results.md").read_text()
     heading = text.index("\n## ")

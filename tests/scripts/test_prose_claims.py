@@ -121,6 +121,19 @@ def test_strict_check_finds_every_kind_of_claim_in_free_prose_only():
                      (2, "[0.1, 0.2]"), (4, "0.73"), (4, "12 %"), (8, "loses")]  # fmt: skip
 
 
+def test_an_integer_with_a_unit_is_a_claim_but_a_named_setting_is_not():
+    text = ("The suite: 868 passed in 28 min 42 s; it took 2,156 s (depth alone 865 s), 790 tests, 3 failed.\n"
+            "A wheel of about 6 MB, 1 GB RSS, 2 GiB, 1 TB, 20 KB, 100 ms, 5 µs, 4 CPU-s, 39 min, 2 minutes, 1 h, 40–56 s/epoch.\n"
+            "Settings: `--timeout 300`, `MAX_BYTES = 20_000_000`, `LAYA_WORKER_TIMEOUT=120` seconds, `max_upload_mb = 20`.\n"
+            "Not units: 20 test images, 64 px, 8 runs, branch h27, e2e tests, 128-d, 10 s-curves, the 1990 MBA.\n"
+            "A figure alone in a code span is one: `300 s`, `868 passed`.\n")  # fmt: skip
+    found = claims.claims_in(text)
+    assert found == [(1, "868 passed"), (1, "28 min"), (1, "42 s"), (1, "2,156 s"), (1, "865 s"), (1, "790 tests"),
+                     (1, "3 failed"), (2, "6 MB"), (2, "1 GB"), (2, "2 GiB"), (2, "1 TB"), (2, "20 KB"), (2, "100 ms"), (2, "5 µs"),
+                     (2, "4 CPU-s"), (2, "39 min"), (2, "2 minutes"), (2, "1 h"), (2, "56 s"), (5, "300 s"),
+                     (5, "868 passed")]  # fmt: skip
+
+
 def test_strict_check_names_file_and_line(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# Page\n\nNo figure here.\nLAYA outperforms it by 0.031.\n")

@@ -144,6 +144,16 @@ def markdown(path: Path) -> str:
     )
 
 
+def summary(path: Path) -> str:
+    """The page's verdict line: how many builds of the result file read every layer with a finite LOO."""
+    run = json.loads(path.read_text())
+    ok = sum(bool(r["loo_finite"]) for r in run["results"])
+    families = len({r["family"] for r in run["results"]})
+    return (f"**Verdict:** {ok} of {len(run['results'])} timm builds ({run['architectures']} architectures, "
+            f"{families} families) return every layer and a finite leave-one-layer-out under a LAYA head "
+            "(`docs/backbone-breadth.json`).\n")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, help="JSON result file to write (docs/backbone-breadth.json)")

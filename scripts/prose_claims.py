@@ -185,10 +185,12 @@ def _spatial_maps(arg: str) -> str:
 
 
 def _backbone_breadth(arg: str) -> str:
-    """The table of ``python scripts/backbone_breadth.py --out`` from its JSON result file ``arg``."""
-    from backbone_breadth import markdown
+    """``backbone-breadth FILE [summary]``: the table of ``python scripts/backbone_breadth.py --out`` from its JSON
+    result file (``summary``: the verdict line alone)."""
+    from backbone_breadth import markdown, summary
 
-    return markdown(ROOT / arg)
+    arg, _, part = arg.partition(" ")
+    return summary(ROOT / arg) if part == "summary" else markdown(ROOT / arg)
 
 
 def _page_costs(arg: str) -> str:

@@ -2,6 +2,7 @@
 
 import pkgutil
 import re
+import sys
 from importlib import import_module
 from pathlib import Path
 
@@ -47,3 +48,14 @@ def test_repository_paths_in_the_docs_exist():
             if not (path.exists() or path.with_suffix(".py").exists()):
                 missing.append(f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1} {match.group(1)}")
     assert not missing, "paths that do not exist: " + ", ".join(missing)
+
+
+def test_no_page_is_a_wall_of_text():
+    """Docs split by topic: every page's hand-written text (its generated blocks aside, like the API reference's
+    tables) stays under about 3,000 words. depth-analytics.md held 10,626 before it was split."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import prose_claims
+
+    long = {str(p.relative_to(ROOT)): n for p in prose_claims.pages()
+            if (n := len(prose_claims.BLOCK.sub("", p.read_text()).split())) > 3000}  # fmt: skip
+    assert not long, f"pages over 3,000 hand-written words (split them by topic): {long}"

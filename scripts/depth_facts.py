@@ -34,8 +34,9 @@ def _range(values, spec: str = ".2f", unit: str = "") -> str:
 
 
 def _saved_range(values) -> str:
-    """Signed percentages (savings; negative = slower) with a true minus sign."""
-    return _range(values, "+.0%").replace("-", "−")
+    """Signed percentages (savings; negative = slower) with a true minus sign; one that rounds to 0 is +0%, never
+    −0% (a negative zero of the rounding)."""
+    return _range(values, "+.0%").replace("-0%", "+0%").replace("-", "−")
 
 
 def _pct_range(values) -> str:

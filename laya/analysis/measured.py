@@ -169,7 +169,9 @@ def best_exit(runs: pd.DataFrame, tolerance: float = 0.01) -> tuple[pd.Series, b
 
 
 def _pct(value: float) -> str:
-    return f"{value:+.0%}".replace("-", "−")
+    """``+12%`` / ``−6%`` with a true minus; a value that rounds to zero is ``+0%``, never ``−0%``."""
+    text = f"{value:+.0%}"
+    return "+0%" if text == "-0%" else text.replace("-", "−")
 
 
 def timing_conditions(report: dict[str, Any], kind: str | None = None) -> str:

@@ -35,7 +35,7 @@ def block_ablation_chart(info: ModelInfo, name: str, data: bytes, key: str) -> g
         return None
     result = block_ablation(str(info.path), name, data)
     residual = 0 if isinstance(result, str) else sum(result.residual)
-    if residual and st.toggle(f"Skip the {residual} residual block(s) instead (output := input)", key=f"{key}_skip"):
+    if residual and st.toggle(f"Skip the {residual:d} residual block(s) instead (output := input)", key=f"{key}_skip"):
         result = block_ablation(str(info.path), name, data, skip=True)
     if isinstance(result, str):
         st.info(shown(result))

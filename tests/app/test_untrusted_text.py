@@ -92,7 +92,8 @@ def safe(node: ast.AST, bound: frozenset[str] = frozenset()) -> bool:
 
 # laya functions that return page Markdown (bold, code) built from code text and numbers, with any text read from a
 # file escaped by laya.app.text: test_markdown_builders_escape_what_they_read feeds them hostile text
-MARKDOWN_BUILDERS = frozenset({"ood_status", "maps_caption", "lens_caption", "exit_verdict", "faithfulness_verdict"})
+MARKDOWN_BUILDERS = frozenset({"ood_status", "maps_caption", "lens_caption", "exit_verdict", "faithfulness_verdict",
+                               "measured_exit_verdict"})
 
 
 def _markdown_builder(node: ast.AST) -> bool:
@@ -266,3 +267,17 @@ def test_shown_escapes_a_figure_and_keeps_its_own_tags() -> None:
     assert clicked_name("other", [HOSTILE]) is None and clicked_name(3, [HOSTILE]) is None
     with pytest.raises(ValueError, match="markup 'plotly', not 'markdown'"):
         shown(figure)
+
+
+def test_the_measured_exit_verdict_shows_a_hostile_exit_kind_plain() -> None:
+    """``measured_exit_verdict`` (a trusted builder above) reads the exit kinds from ``exits.json``, which an
+    uploaded checkpoint supplies: a kind written as Markdown is shown as text."""
+    from laya.app.verdicts import measured_exit_verdict
+
+    base = {"exits": HOSTILE, "plain_ms_b1": 1.0, "exit_ms_b1": 1.0, "accuracy": 0.9}
+    runs = [{**base, "policy": "full model", "parameter": None, "macs": 10.0, "macs_saved": 0.0, "saved_b1": 0.0},
+            {**base, "policy": "confidence 0.9", "parameter": 0.9, "macs": 8.0, "macs_saved": 0.2, "saved_b1": 0.1},
+            {**base, "policy": "confidence 0.5", "parameter": 0.5, "macs": 6.0, "macs_saved": 0.4, "saved_b1": 0.3,
+             "plain_ms_b1": 1.1, "accuracy": 0.5}]  # fmt: skip
+    text = measured_exit_verdict({"runs": runs})
+    assert plain(HOSTILE) in text and "![px]" not in text, text

@@ -275,8 +275,47 @@ def accuracy(root: Path) -> Figure:
                      legend={"ncol": 4, "fontsize": 8})
 
 
+def _short(label: str) -> str:
+    """A comparison's label without its parentheses but for IG's baseline, Integrated Gradients as IG."""
+    import re
+
+    label = label.replace("(baseline: training mean)", "[mean baseline]").replace("(baseline: zero)", "[zero baseline]")
+    return re.sub(r" \([^)]*\)", "", label).replace("Integrated Gradients", "IG")
+
+
+def comparisons(root: Path) -> Figure:
+    """Each setting's comparisons over seeds (``models/<setting>/comparisons.csv``): A − B with its 95 % CI, filled
+    where it keeps a direction after Holm over that setting's family (:func:`claims.comparisons._rows`, the family
+    ``docs/comparisons.md`` states), hollow where it reads as a tie."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from claims.comparisons import _rows
+
+    from laya.analysis.statistics import holm, holm_verdict
+
+    settings = [s for s in SETTINGS if (root / "models" / s / "comparisons.csv").is_file()]
+    fig, axes = plt.subplots(2, (len(settings) + 1) // 2, figsize=(11, 6.4), squeeze=False)
+    for ax in axes.flat[len(settings):]:
+        ax.set_visible(False)
+    for ax, setting in zip(axes.flat, settings):
+        import pandas as pd
+
+        rows = _rows(pd.read_csv(root / "models" / setting / "comparisons.csv"), "over seeds", "p (seeds)")
+        for y, ((a, b, d, low, high, _), adj) in enumerate(zip(rows, holm([r[5] for r in rows]))):
+            kept = holm_verdict(low, high, adj) != "tie"
+            ax.errorbar([d], [y], xerr=[[d - low], [high - d]], fmt="o", color="#1f77b4", capsize=2,
+                        markerfacecolor="#1f77b4" if kept else "white")  # fmt: skip
+        ax.axvline(0, color="#7f7f7f", lw=0.8)
+        ax.set_yticks(range(len(rows)), [_short(f"{a.split(': ')[-1]} − {b}") for a, b, *_ in rows], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(SETTINGS[setting], fontsize=9)
+        ax.set_xlabel("A − B (95 % CI)", fontsize=8)
+    fig.suptitle("Comparisons over seeds; filled: a direction after Holm, hollow: a tie", fontsize=9)
+    return fig
+
+
 FIGURES: dict[str, Callable[[Path], Figure]] = {
     "accuracy": accuracy,
+    "comparisons": comparisons,
     "prediction-depth": prediction_depth,
     "detection": detection,
     "early-exit": early_exit,

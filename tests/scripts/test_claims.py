@@ -41,13 +41,16 @@ def test_spatial_verdicts_count_better_and_worse_by_the_metric_s_direction(tmp_p
 def test_speed_goals_are_computed_from_the_measurements(tmp_path):
     heads = {h: {"forward_ms": 1.0, "inspect_ms": r, "ratio": r} for h, r in
              (("laya", 1.4), ("scalarmix", 1.6), ("lastlayer", 2.0), ("concat", 2.9))}  # fmt: skip
-    (tmp_path / "page_costs.json").write_text(json.dumps({"settings": {"cifar10-cnn": {"heads": heads}}}))
+    mlp = {h: {**v, "ratio": 5.0} for h, v in heads.items()}  # the intrinsic target holds on every setting, IG's not here
+    (tmp_path / "page_costs.json").write_text(json.dumps({"settings": {"cifar10-cnn": {"heads": heads},
+                                                                       "fashion-mnist-mlp": {"heads": mlp}}}))
     step = {"cpu_p50": 0.2, "cpu_p95": 0.3, "wall_p50": 1.0, "wall_p95": 1.0}
     load = {"sessions": 12, "concurrent": {"first chart": {**step, "cpu_p50": 1.2}, "upload": step, "page:depth": {**step, "cpu_p50": 0.31}},
             "cold": {"restart": {"ready_wall_s": 4.9, "ready_cpu_s": 4.0}}}  # fmt: skip
     (tmp_path / "load_test.json").write_text(json.dumps(load))
     goals = speed.speed_goals(str(tmp_path))
-    assert "intrinsic scores ≤ 1.5× a forward on the CIFAR-10 models: **not met** (over it: cifar10-cnn scalarmix 1.60×)" in goals
+    assert ("intrinsic scores ≤ 1.5× a forward on every bundled setting: **not met** (over it: cifar10-cnn scalarmix "
+            "1.60×, fashion-mnist-mlp laya 5.00×, fashion-mnist-mlp scalarmix 5.00×)") in goals
     assert "IG-32 heads ≤ 3× a forward on the CIFAR-10 models: **met** (at most 2.90×)" in goals
     assert "first chart ≤ 1 CPU-s (p50, 12 sessions): **not met** (1.20 CPU-s)" in goals
     assert "warm interactions ≤ 0.3 CPU-s (p50): **not met** (over it: page:depth 0.31)" in goals

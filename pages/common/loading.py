@@ -12,9 +12,10 @@ explanations are cached per argument (``st.cache_data``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -132,6 +133,24 @@ def _overflowed(error: OutputOverflow) -> None:
     st.stop()
 
 
+@contextlib.contextmanager
+def _model_call(path: str, doing: str, images: str) -> Iterator[None]:
+    """A model call on uploaded or example image(s) under a spinner saying ``doing``: an unusable image
+    (``images``: their names, as the message names them), an output that overflowed or a failed model or worker
+    shows ``st.error`` and stops the page; an answer marks the model as answered in this session."""
+    try:
+        with st.spinner(shown(doing)):
+            yield
+    except ImageError as error:
+        st.error(shown(f"Cannot use {images} as an image: {error}"))
+        st.stop()
+    except OutputOverflow as error:
+        _overflowed(error)
+    except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
+        _model_failed(path, error)
+    _answered(path)
+
+
 def anyway() -> bool:
     """The session's "Load it anyway" choice for checkpoints with NaN/Inf weights (kept across pages)."""
     return bool(st.session_state.get(ALLOW_NONFINITE, False))
@@ -202,17 +221,8 @@ def explain(
     ``ood``: the input's detection scores from the same backbone pass, under the depth fit beside the checkpoint
     (``laya.analysis.explain``)."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
-    try:
-        with st.spinner(shown(f"Running {Path(path).name} on {name}…")):
-            result = _explain(path, stamps, anyway(), data, mode, posthoc, approximate, ood)
-    except ImageError as error:
-        st.error(shown(f"Cannot use {name!r} as an image: {error}"))
-        st.stop()
-    except OutputOverflow as error:
-        _overflowed(error)
-    except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
-        _model_failed(path, error)
-    _answered(path)
+    with _model_call(path, f"Running {Path(path).name} on {name}…", repr(name)):
+        result = _explain(path, stamps, anyway(), data, mode, posthoc, approximate, ood)
     return result
 
 
@@ -284,17 +294,8 @@ def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
     """Depth analytics of an uploaded or example image; an unusable image, an output that overflowed or a failed
     worker shows ``st.error`` and stops the page."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
-    try:
-        with st.spinner(shown(f"Running {Path(path).name} on {name}…")):
-            result = _input_depth(path, *stamps, anyway(), data)
-    except ImageError as error:
-        st.error(shown(f"Cannot use {name!r} as an image: {error}"))
-        st.stop()
-    except OutputOverflow as error:
-        _overflowed(error)
-    except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
-        _model_failed(path, error)
-    _answered(path)
+    with _model_call(path, f"Running {Path(path).name} on {name}…", repr(name)):
+        result = _input_depth(path, *stamps, anyway(), data)
     return result
 
 
@@ -308,17 +309,9 @@ def _patch(path: str, stamp: int, anyway: bool, target: bytes, source: bytes, wh
 def patch(path: str, target: tuple[str, bytes], source: tuple[str, bytes], where: str) -> PatchEffects:
     """The patching sweep of ``target`` with layers from ``source`` (``(name, bytes)`` each), here or in a worker;
     an unusable image, an output that overflowed or a failed worker shows ``st.error`` and stops the page."""
-    try:
-        with st.spinner(shown(f"Patching {target[0]} with layers of {source[0]} ({where})…")):
-            result = _patch(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), target[1], source[1], where)
-    except ImageError as error:
-        st.error(shown(f"Cannot use {target[0]!r} or {source[0]!r} as an image: {error}"))
-        st.stop()
-    except OutputOverflow as error:
-        _overflowed(error)
-    except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
-        _model_failed(path, error)
-    _answered(path)
+    doing = f"Patching {target[0]} with layers of {source[0]} ({where})…"
+    with _model_call(path, doing, f"{target[0]!r} or {source[0]!r}"):
+        result = _patch(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), target[1], source[1], where)
     return result
 
 
@@ -340,16 +333,10 @@ def block_ablation(path: str, name: str, data: bytes, skip: bool = False) -> Blo
     if not references:
         return "Block ablation needs reference images for its means; this checkpoint has no bundled examples."
     try:
-        with st.spinner(shown(f"Ablating each block for {name}…")):
+        with _model_call(path, f"Ablating each block for {name}…", repr(name)):
             result = _block_ablation(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), data, references, skip)
-    except ImageError as error:
-        st.error(shown(f"Cannot use {name!r} as an image: {error}"))
-        st.stop()
-    except (WorkerError, CheckpointError) as error:  # the model's code failed, or its worker
-        _model_failed(path, error)
     except ValueError as error:  # layers without modules to hook (layer_blocks says which)
         return f"Block ablation is not available for this backbone: {error}"
-    _answered(path)
     return result
 
 

@@ -287,6 +287,8 @@ def comparisons(root: Path) -> Figure:
     """Each setting's comparisons over seeds (``models/<setting>/comparisons.csv``): A − B with its 95 % CI, filled
     where it keeps a direction after Holm over that setting's family (:func:`claims.comparisons._rows`, the family
     ``docs/comparisons.md`` states), hollow where it reads as a tie."""
+    import pandas as pd
+
     sys.path.insert(0, str(ROOT / "scripts"))
     from claims.comparisons import _rows
 
@@ -297,8 +299,6 @@ def comparisons(root: Path) -> Figure:
     for ax in axes.flat[len(settings):]:
         ax.set_visible(False)
     for ax, setting in zip(axes.flat, settings):
-        import pandas as pd
-
         rows = _rows(pd.read_csv(root / "models" / setting / "comparisons.csv"), "over seeds", "p (seeds)")
         for y, ((a, b, d, low, high, _), adj) in enumerate(zip(rows, holm([r[5] for r in rows]))):
             kept = holm_verdict(low, high, adj) != "tie"

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "scripts"))
 from claims.spatial import holm_words  # noqa: E402
+from laya.analysis.statistics import format_diff  # noqa: E402
 from spatial_maps import ALL, ANCHORS, METRICS, RANDOM, TIE_BREAK  # noqa: E402
 
 WORD = {"better": "wins", "tie": "ties", "worse": "loses"}
@@ -62,12 +63,9 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _signed(value: str) -> str:
-    return f"{float(value):+.3f}".replace("-", "−")
-
-
 def _diff(row: dict) -> str:
-    return f"{_signed(row['diff'])} [{_signed(row['diff_low'])}, {_signed(row['diff_high'])}]"
+    """The row's exact − map difference with its CI (:func:`laya.analysis.statistics.format_diff`), true minus."""
+    return format_diff(float(row["diff"]), float(row["diff_low"]), float(row["diff_high"])).replace("-", "−")
 
 
 def sample(folder: Path) -> str:

@@ -2,18 +2,19 @@
 
     python benchmarks/page_costs.py [--threads 1] [--rounds 30] [--out docs/speed/page_costs.json]
 
-Per setting, on its first bundled example (PNG bytes), the model work each page's default view asks
+Per setting, on its first bundled example, the model work each page's default view asks
 ``pages/common/loading.py`` for (Streamlit's caches left out: the first view of an input), timed against one
-plain forward of the decoded example, all in one run: the fastest of ``--rounds`` alternating calls, so that
-load changes affect every call alike. The setting's default head is LAYA (the sidebar's first).
+plain forward, all in one run: the fastest of ``--rounds`` alternating calls, so that load changes affect every
+call alike. Both sides start from the decoded image: decoding the upload (``decode_ms``, timed alongside) is the
+same for a plain prediction of it. The setting's default head is LAYA (the sidebar's first).
 
-* Inspect: ``explain_bytes(approximate=False, ood=True)`` (prediction, scores, LOO, exact maps, the
+* Inspect: ``explain(approximate=False, ood=True)`` (prediction, scores, LOO, exact maps, the
   uncertainty and OOD scores, from one backbone pass) and the metrics; with its approximate maps opened
-  (CLS-token models): ``explain_bytes`` with them, on top.
+  (CLS-token models): ``explain`` with them, on top.
 * Inspect's explanation for each head, without the OOD scores (``benchmarks/inspect_speed.py``'s figure, the
   one the 1.5x target is set for), each against its own checkpoint's forward.
-* Compare heads: ``explain_bytes`` of every head of the setting. Depth analytics: ``input_depth``.
-  Activation patching: ``patch_bytes`` of the first example with layers of the second, at the head.
+* Compare heads: ``explain`` of every head of the setting. Depth analytics: ``input_depth``.
+  Activation patching: ``patch_images`` of the first example with layers of the second, at the head.
 * Class-wise, Faithfulness, Test-set browser: no model work (they read the bundled reports and sample).
 
 ``--out`` writes the JSON that ``docs/speed.md``'s tables are generated from (``markdown_tables``, through
@@ -34,16 +35,16 @@ from common import ROOT, interleaved_seconds, parser
 
 from laya.analysis.attribution import intrinsic_method
 from laya.analysis.depth import DepthFit, input_depth
-from laya.analysis.explain import explain_bytes
-from laya.analysis.patching import patch_bytes
+from laya.analysis.explain import explain
+from laya.analysis.patching import patch_images
 from laya.app.catalog import example_images, find_checkpoints
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint, load_checkpoint
 
 HEADS = ("laya", "scalarmix", "lastlayer", "concat")
 PAGES = {  # page -> what its default view costs beyond one forward, said where it exceeds LIMIT
-    "Inspect": "a fixed per-input cost (decoding, the float64 head under L + 1 masks, the metrics, the OOD "
-    "scores in float64) that a backbone this fast does not hide",
+    "Inspect": "a fixed per-input cost (the float64 head under L + 1 masks, the metrics, the OOD scores in float64) "
+    "that a backbone this fast does not hide",
     "Inspect, approximate maps opened": "one more forward and a backward pass per CLS-token layer",
     "Compare heads": "one explanation per head of the setting (four checkpoints), approximate maps included",
     "Depth analytics": "every readout, detection score and logit term of the input in float64, a fixed cost that "
@@ -56,15 +57,10 @@ PAGES = {  # page -> what its default view costs beyond one forward, said where 
 LIMIT = 3.0  # a page whose default view costs more than this many forwards is named, with its reason
 
 
-def _depth(ck: Checkpoint, data: bytes, fit: DepthFit | None) -> object:
-    spec = ck.meta.input
-    return input_depth(ck, load_image_tensor(data, spec.channels, spec.source_size), fit)
-
-
-def _inspect(ck: Checkpoint, data: bytes, fit: DepthFit | None, ood: bool = True) -> object:
+def _inspect(ck: Checkpoint, image: torch.Tensor, fit: DepthFit | None, ood: bool = True) -> object:
     """What Inspect's default view asks for: the explanation (maps deferred; ``ood``: with the uncertainty and OOD
     scores) and the per-input metrics of the scores shown first."""
-    e = explain_bytes(ck, data, approximate=False, ood=ood, fit=fit)
+    e = explain(ck, image, approximate=False, ood=ood, fit=fit)
     return e, e.metrics(e.primary)
 
 
@@ -72,9 +68,14 @@ def setting_costs(setting: Path, rounds: int) -> dict:
     """One setting's page and per-head Inspect costs (ms and ratios to one forward), measured in one run."""
     cks = {h: load_checkpoint(setting / h) for h in HEADS if (setting / h / "model.json").is_file()}
     ck = cks["laya"]
-    first, second = (p.read_bytes() for p in example_images(ck.path)[:2])
+    first_bytes, second_bytes = (p.read_bytes() for p in example_images(ck.path)[:2])
     spec = ck.meta.input
-    image = load_image_tensor(first, spec.channels, spec.source_size)
+
+    def decode(data: bytes = first_bytes) -> torch.Tensor:
+        return load_image_tensor(data, spec.channels, spec.source_size)
+
+    first, second = decode(first_bytes), decode(second_bytes)
+    image = first
     fit = DepthFit.load(ck.path)
 
     def forward(c: Checkpoint) -> Callable[[], object]:
@@ -87,12 +88,13 @@ def setting_costs(setting: Path, rounds: int) -> dict:
     calls: dict[str, Callable[[], object]] = {f"forward {h}": forward(c) for h, c in cks.items()}
     calls |= {f"inspect {h}": (lambda c=c: _inspect(c, first, None, ood=False)) for h, c in cks.items()}
     calls["Inspect"] = lambda: _inspect(ck, first, fit)
-    deferred = explain_bytes(ck, first, approximate=False).spatial
+    deferred = explain(ck, first, approximate=False).spatial
     if deferred is not None and any(deferred.deferred):
-        calls["Inspect, approximate maps opened"] = lambda: (_inspect(ck, first, fit), explain_bytes(ck, first))
-    calls["Compare heads"] = lambda: [explain_bytes(c, first) for c in cks.values()]
-    calls["Depth analytics"] = lambda: _depth(ck, first, fit)
-    calls["Activation patching"] = lambda: patch_bytes(ck, first, second, "head")
+        calls["Inspect, approximate maps opened"] = lambda: (_inspect(ck, first, fit), explain(ck, first))
+    calls["Compare heads"] = lambda: [explain(c, first) for c in cks.values()]
+    calls["Depth analytics"] = lambda: input_depth(ck, first, fit)
+    calls["Activation patching"] = lambda: patch_images(ck, first, second, where="head")
+    calls["decode"] = decode
     best = interleaved_seconds(calls, rounds)
     plain = best["forward laya"]
     pages = {page: {"ms": best[page] * 1e3, "ratio": best[page] / plain} for page in PAGES if page in best}
@@ -101,7 +103,7 @@ def setting_costs(setting: Path, rounds: int) -> dict:
                  "ratio": best[f"inspect {h}"] / best[f"forward {h}"],
                  "scores": "intrinsic" if intrinsic_method(c.model.head) else "IG-32"}
              for h, c in cks.items()}  # fmt: skip
-    return {"forward_ms": plain * 1e3, "pages": pages, "heads": heads}
+    return {"forward_ms": plain * 1e3, "decode_ms": best["decode"] * 1e3, "pages": pages, "heads": heads}
 
 
 def main() -> None:
@@ -117,7 +119,8 @@ def main() -> None:
         results[setting.name] = costs = setting_costs(setting, args.rounds)
         line = ", ".join(f"{page} {c['ratio']:.2f}x" for page, c in costs["pages"].items() if c["ms"])
         heads = ", ".join(f"{h} {c['ratio']:.2f}x" for h, c in costs["heads"].items())
-        print(f"{setting.name}: forward {costs['forward_ms']:.2f} ms; pages: {line}; Inspect per head: {heads}")
+        print(f"{setting.name}: forward {costs['forward_ms']:.2f} ms (decoding the upload {costs['decode_ms']:.2f} ms, "
+              f"left out of both sides); pages: {line}; Inspect per head: {heads}")
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)), "commit": commit.stdout.strip(),
            "threads": torch.get_num_threads(), "rounds": args.rounds, "cpus": os.cpu_count(),
@@ -149,13 +152,16 @@ def markdown_tables(folder: Path) -> str:
              f"{run['rounds']} alternating calls, load average {run['load_average']['start'][0]:.1f} → "
              f"{run['load_average']['end'][0]:.1f} on {run['cpus']} CPUs; no GPU).", "",
              "**Inspect's explanation, per head** (prediction, scores, LOO, metrics, the maps as first shown; model "
-             "time against the head's own plain forward):", "",
-             "| setting | forward | " + " | ".join(HEAD_TITLES.values()) + " |",
-             "|---|---|" + "---|" * len(HEAD_TITLES)]  # fmt: skip
+             "time against the head's own plain forward, both from the decoded image: decoding the upload, the same for "
+             "a plain prediction of it, is left out of both and given in its own column):", "",
+             "| setting | decoding the upload | forward | " + " | ".join(HEAD_TITLES.values()) + " |",
+             "|---|---|---|" + "---|" * len(HEAD_TITLES)]  # fmt: skip
     for name in settings:
         heads = run["settings"][name]["heads"]
         cells = [f"{heads[h]['ratio']:.2f}×" if h in heads else "–" for h in HEAD_TITLES]
-        lines.append(f"| {SETTING_TITLES.get(name, name)} | {heads['laya']['forward_ms']:.2f} ms | " + " | ".join(cells) + " |")
+        decode = run["settings"][name].get("decode_ms")
+        lines.append(f"| {SETTING_TITLES.get(name, name)} | {'–' if decode is None else f'{decode:.2f} ms'} | "
+                     f"{heads['laya']['forward_ms']:.2f} ms | " + " | ".join(cells) + " |")
     lines += ["", "**Every page's default view** (LAYA head, model time against one plain forward):", "",
               "| page | " + " | ".join(SETTING_TITLES.get(n, n) for n in settings) + " |",
               "|---|" + "---|" * len(settings)]  # fmt: skip

@@ -153,3 +153,5 @@ with html_col:
         f"{checkpoint.name} · {mode} ablation",
         common.provenance(checkpoint, (name, views.model_view(explanation, spec))),
     )
+if cost := views.model_time_caption(explanation):  # last: its measured digits change from run to run
+    st.caption(shown(cost))

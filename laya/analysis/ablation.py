@@ -1,10 +1,10 @@
 """Leave-one-layer-out (LOO) and top-k deletion curves, batched over inputs *and* layer masks.
 
 The backbone is never rerun: the hidden states are computed once, the mask-independent part
-of the head (``head.encode``: LAYA's adapters and scores) once, then the rest of the head is
-evaluated under all layer masks in one call (``keep`` of shape ``(B|1, M, L)``). That part and
-the probabilities are computed in float64: with few layers, float32 noise among near-zero drops
-creates spurious ties that shift rank correlations.
+of the head (``head.encode``: LAYA's adapters) once, then the rest of the head is evaluated under all
+layer masks in one call (``keep`` of shape ``(B|1, M, L)``). The head and the probabilities are computed
+in float64 from the hidden states: with few layers, float32 noise among near-zero drops creates spurious
+ties that shift rank correlations.
 
 ``drop_i(x) = p_c(x) - p_c(x without layer i)``, ``c`` = the class predicted with all layers.
 """
@@ -31,7 +31,7 @@ class AblationResult:
     ``prediction``: ``(B,)``; ``probs_after``: ``(B, M)`` probability of that class after
     removal ``m``; ``drops``: ``(B, M)`` = ``base_prob - probs_after``;
     ``predictions_after``: ``(B, M)`` argmax after removal; ``layer_scores``: ``(B, L)`` or None;
-    ``base_probs``: ``(B, C)`` the full class distribution with all layers.
+    ``base_probs``: ``(B, C)`` the full class distribution with all layers, ``base_logits`` its logits.
     """
 
     base_prob: Tensor
@@ -41,6 +41,7 @@ class AblationResult:
     predictions_after: Tensor
     layer_scores: Tensor | None
     base_probs: Tensor
+    base_logits: Tensor
 
     @property
     def flipped(self) -> Tensor:
@@ -100,40 +101,47 @@ def topk_masks(scores: Tensor) -> Tensor:
     return rank.unsqueeze(1) >= k  # keep layers whose rank is not among the top k
 
 
-@torch.inference_mode()
 def ablate(
     head: LayerHead, hidden: Sequence[Tensor], keep: Tensor, mode: AblationMode = DEFAULT_MODE
 ) -> AblationResult:
     """Evaluate ``head`` under masks ``keep`` ``(B|1, M + 1, L)`` whose row 0 keeps every layer."""
     if not bool(keep[:, 0].all()):
         raise ValueError("row 0 of the masks must keep every layer (it defines the prediction)")
+    return _ablate(head, hidden, keep, mode)
+
+
+@torch.inference_mode()
+def _ablate(head: LayerHead, hidden: Sequence[Tensor], keep: Tensor, mode: AblationMode) -> AblationResult:
+    """:func:`ablate` for masks known to keep every layer in row 0."""
     head._check_hidden(hidden)
-    encoded = [t.double() for t in head.encode(hidden)]  # shared by every mask: computed once, as the model does
-    out = float64_head(head).decode(encoded, keep, mode)  # mask-dependent part in float64
+    head64 = float64_head(head)
+    out = head64.decode(head64.encode([h.double() for h in hidden]), keep, mode)  # encode: once for every mask
     probs = torch.softmax(out.logits, dim=-1)  # (B, M + 1, C)
-    prediction = probs[:, 0].argmax(-1)
-    p_class = probs.gather(2, prediction.view(-1, 1, 1).expand(-1, probs.shape[1], 1)).squeeze(2)  # (B, M + 1)
+    predictions = probs.argmax(-1)  # (B, M + 1)
+    prediction = predictions[:, 0]
+    p_class = probs.take_along_dim(prediction.view(-1, 1, 1), dim=2).squeeze(2)  # (B, M + 1)
     return AblationResult(
         base_prob=p_class[:, 0],
         prediction=prediction,
         probs_after=p_class[:, 1:],
         drops=p_class[:, :1] - p_class[:, 1:],
-        predictions_after=probs[:, 1:].argmax(-1),
+        predictions_after=predictions[:, 1:],
         layer_scores=out.layer_scores,
         base_probs=probs[:, 0],
+        base_logits=out.logits[:, 0],
     )
 
 
 def leave_one_out(head: LayerHead, hidden: Sequence[Tensor], mode: AblationMode = DEFAULT_MODE) -> AblationResult:
     """Remove each layer in turn: ``drops`` ``(B, L)``, one batched head call."""
-    return ablate(head, hidden, loo_masks(head.num_layers, hidden[0].device), mode)
+    return _ablate(head, hidden, loo_masks(head.num_layers, hidden[0].device), mode)
 
 
 def deletion_curve(
     head: LayerHead, hidden: Sequence[Tensor], scores: Tensor, mode: AblationMode = DEFAULT_MODE
 ) -> Tensor:
     """``(B, L)``: drop in the predicted class's probability after removing the top-k layers, k = 1..L."""
-    return ablate(head, hidden, topk_masks(scores), mode).drops
+    return _ablate(head, hidden, topk_masks(scores), mode).drops
 
 
 __all__ = ["AblationResult", "ablate", "deletion_curve", "float64_head", "leave_one_out", "loo_masks", "topk_masks"]

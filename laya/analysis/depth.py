@@ -730,21 +730,29 @@ def input_depth(checkpoint: Checkpoint, image: Tensor, fit: DepthFit | None) -> 
 
 @torch.inference_mode()
 def input_scores(
-    checkpoint: Checkpoint, hidden: Sequence[Tensor], fit: DepthFit | None
+    checkpoint: Checkpoint,
+    hidden: Sequence[Tensor],
+    fit: DepthFit | None,
+    base: tuple[Tensor, Tensor | None] | None = None,
 ) -> tuple[dict[str, float], Readouts | None, str | None]:
     """One input's error/OOD detection scores from its hidden states (L tensors ``(1, d_i)``, no backbone pass),
-    with the readouts they use and their kind (:class:`InputDepth`'s ``scores``, ``readouts``, ``readout_kind``)."""
-    own = _has_own_readouts(checkpoint.model.head, hidden)
-    has_readouts = fit is not None or own
+    with the readouts they use and their kind (:class:`InputDepth`'s ``scores``, ``readouts``, ``readout_kind``).
+
+    ``base``: the head's float64 ``(logits (1, C), layer_scores (1, L) | None)`` on ``hidden`` where the caller
+    already has them (Inspect's leave-one-out, whose first mask keeps every layer); else the head runs here."""
+    head64 = float64_head(checkpoint.model.head)
+    h64 = [h.double() for h in hidden]
+    if base is None:
+        out = head64(h64)
+        base = out.logits, out.layer_scores
+    logits, layer_scores = base
+    shared = head64.readout_logits(head64.encode(h64))  # the head's own classifier per layer; None: it has none
     probes = fit.probes if fit else None
-    if has_readouts:
-        passed = head_pass(checkpoint, hidden, probes)
-        scores = passed.scores(fit)
-        readouts = passed.readouts
-    else:
-        out = float64_head(checkpoint.model.head)([h.double() for h in hidden])
-        scores, readouts = detection_scores(out.logits), None
-    kind = None if readouts is None else "own classifier" if own else "fitted probe"
+    readout = shared if shared is not None else None if probes is None else probes.logits(hidden)
+    readouts = None if readout is None else Readouts.of(readout, logits.argmax(-1))
+    scores = detection_scores(logits, None if readouts is None else readouts.probs, hidden,
+                              fit.mahalanobis if fit else None, layer_scores, fit.alpha_profile if fit else None)  # fmt: skip
+    kind = None if readouts is None else "own classifier" if shared is not None else "fitted probe"
     return {k: float(v[0]) for k, v in scores.items()}, readouts, kind
 
 

@@ -20,7 +20,7 @@ Metrics (no sklearn): :func:`auroc` (Mann-Whitney, ties count 1/2; batched for t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -149,6 +149,9 @@ class Mahalanobis:
     means: list[Tensor]
     precisions: list[Tensor]
     scale: Tensor
+    _terms: dict[torch.device, list[tuple[Tensor, Tensor, Tensor]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def fit(cls, hidden: Sequence[Tensor], labels: Tensor, num_classes: int) -> Mahalanobis:
@@ -171,14 +174,26 @@ class Mahalanobis:
         return cls(means, precisions, torch.stack([raw.mean(0), raw.std(0).clamp(min=1e-12)], dim=1).cpu())
 
     def layer_distances(self, hidden: Sequence[Tensor]) -> Tensor:
-        """``(B, L)`` min over classes of the squared Mahalanobis distance, standardised per layer."""
+        """``(B, L)`` min over classes of the squared Mahalanobis distance, standardised per layer:
+        ``d_c = h P h^T - 2 h (P mu_c^T) + mu_c P mu_c^T``, the input-free ``P mu^T`` ``(d_i, C)`` and
+        ``mu P mu^T`` ``(C,)`` computed once per device (:meth:`_layer_terms`)."""
         out = []
-        for h, mu, p, (m, s) in zip(hidden, self.means, self.precisions, self.scale.tolist()):
-            h, mu, p = h.double(), mu.to(h.device, torch.float64), p.to(h.device, torch.float64)
-            hp = h @ p
-            d = (hp * h).sum(1, keepdim=True) - 2 * hp @ mu.T + ((mu @ p) * mu).sum(1)  # (B, C)
+        for h, (p, p_mu, offset), (m, s) in zip(hidden, self._layer_terms(hidden[0].device), self.scale.tolist()):
+            h = h.double()
+            d = ((h @ p) * h).sum(1, keepdim=True) - 2 * (h @ p_mu) + offset  # (B, C)
             out.append((d.amin(1) - m) / s)
         return torch.stack(out, dim=1)
+
+    def _layer_terms(self, device: torch.device) -> list[tuple[Tensor, Tensor, Tensor]]:
+        """Per layer on ``device``, float64: ``P``, ``P mu^T`` and ``mu P mu^T`` (cached: the fit never changes)."""
+        terms = self._terms.get(device)
+        if terms is None:
+            terms = []
+            for mu, p in zip(self.means, self.precisions):
+                mu, p = mu.to(device, torch.float64), p.to(device, torch.float64)
+                terms.append((p, p @ mu.T, ((mu @ p) * mu).sum(1)))
+            self._terms[device] = terms
+        return terms
 
     def score(self, hidden: Sequence[Tensor]) -> Tensor:
         return self.layer_distances(hidden).mean(1)

@@ -13,6 +13,7 @@ its maps are opened.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,8 @@ class Explanation:
     intrinsic: str | None = None
     spatial: SpatialAttribution | None = None  # batch of one: per-layer maps of the top classes; None: no layer has any
     ood_scores: dict[str, float] | None = None  # error/OOD detection scores (laya.analysis.depth.input_scores), if asked
+    seconds: dict[str, float] = field(default_factory=dict)  # model time per stage (STAGES), as this call measured it
+    _metrics: dict[str, dict[str, float | None]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -89,12 +92,15 @@ class Explanation:
 
     def metrics(self, method: str) -> dict[str, float | None]:
         """Every per-input faithfulness metric of ``method`` (:mod:`laya.analysis.faithfulness`); None where
-        undefined. The all-layer Spearman is also None where the input has one informative layer (tie-decided)."""
-        values = input_metrics(self.scores[method].tolist(), self.drops.tolist())
-        out = {k: None if math.isnan(v) else v for k, v in values.items()}
-        if out["top1"] is None:  # defined (0 or 1) exactly where the input is testable
-            out["spearman"] = None
-        return out
+        undefined. The all-layer Spearman is also None where the input has one informative layer (tie-decided).
+        Computed once per method."""
+        if method not in self._metrics:
+            values = input_metrics(self.scores[method].tolist(), self.drops.tolist())
+            out = {k: None if math.isnan(v) else v for k, v in values.items()}
+            if out["top1"] is None:  # defined (0 or 1) exactly where the input is testable
+                out["spearman"] = None
+            self._metrics[method] = out
+        return dict(self._metrics[method])
 
     def spearman(self, method: str) -> float | None:
         """Spearman between ``method``'s scores and the LOO drops; None if either is constant or only one
@@ -102,7 +108,9 @@ class Explanation:
         return self.metrics(method)["spearman"]
 
     def deletion_at_1(self, method: str) -> float:
-        return float(self.drops[int(self.scores[method].argmax())])
+        """The LOO drop of ``method``'s top layer (ties: the earlier layer)."""
+        value = self.metrics(method)["deletion_at_1"]
+        return math.nan if value is None else value
 
     def layer_table(self) -> pd.DataFrame:
         """Per layer: each method's score, LOO drop, probability and label after removal, flip."""
@@ -133,7 +141,8 @@ class Explanation:
             tensors |= maps
         values = {"checkpoint": self.checkpoint, "classes": list(self.classes), "layer_names": list(self.layer_names),
                   "prediction": self.prediction, "mode": self.mode, "intrinsic": self.intrinsic,
-                  "methods": list(self.scores), "spatial": spatial, "ood_scores": self.ood_scores}  # fmt: skip
+                  "methods": list(self.scores), "spatial": spatial, "ood_scores": self.ood_scores,
+                  "seconds": self.seconds}  # fmt: skip
         return tensors, values
 
     @classmethod
@@ -158,6 +167,7 @@ class Explanation:
             ood_scores=None
             if values.get("ood_scores") is None
             else {str(k): float(v) for k, v in values["ood_scores"].items()},
+            seconds={str(k): float(v) for k, v in (values.get("seconds") or {}).items()},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,21 +182,51 @@ class Explanation:
         }
 
 
+STAGES = ("forward", "leave-one-out", "maps", "post hoc", "OOD status")  # Explanation.seconds' keys, in order
+
+
+class _Stopwatch:
+    """Model time per stage: :meth:`mark` adds the time since the previous mark to ``seconds[stage]``. On a GPU
+    each mark first waits for the kernels queued so far, so that a stage is charged for its own work."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.seconds: dict[str, float] = {}
+        self._last = self._now()
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def mark(self, stage: str) -> None:
+        now = self._now()
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._last
+        self._last = now
+
+
 @torch.inference_mode()
 def _forward_and_loo(
-    checkpoint: Checkpoint, image: Tensor, mode: AblationMode, maps: bool = True
+    checkpoint: Checkpoint, image: Tensor, mode: AblationMode, maps: bool, clock: _Stopwatch
 ) -> tuple[Tensor, list[Tensor], AblationResult, SpatialAttribution | None]:
     x = checkpoint.preprocess(image.unsqueeze(0))  # on the model's device
     if not maps or not recordable(checkpoint.model.backbone):  # no layer has positions (an MLP): no hooks
         hidden = checkpoint.model.backbone(x)
-        return x[0], hidden, leave_one_out(checkpoint.model.head, hidden, mode), None
+        clock.mark("forward")
+        loo = leave_one_out(checkpoint.model.head, hidden, mode)
+        clock.mark("leave-one-out")
+        return x[0], hidden, loo, None
     with keep_maps(checkpoint.model.backbone) as features:
         hidden = checkpoint.model.backbone(x)
+    clock.mark("forward")
     loo = leave_one_out(checkpoint.model.head, hidden, mode)
+    clock.mark("leave-one-out")
     if all(f is None for f in features) and not _cls_tokens(checkpoint.model.backbone):
         return x[0], hidden, loo, None  # no layer averages positions: no maps, nothing to compute
     classes = loo.base_probs.topk(min(MAP_CLASSES, loo.base_probs.shape[1]), dim=-1).indices
-    return x[0], hidden, loo, decompose(checkpoint.model.head, hidden, features, classes, loo.layer_scores)
+    spatial = decompose(checkpoint.model.head, hidden, features, classes, loo.layer_scores)
+    clock.mark("maps")
+    return x[0], hidden, loo, spatial
 
 
 def _cls_tokens(backbone: object) -> bool:
@@ -215,6 +255,8 @@ def _approximate(
 
 
 def _on_cpu(result: AblationResult) -> AblationResult:
+    if result.drops.device.type == "cpu":
+        return result
     return replace(
         result, **{f.name: getattr(result, f.name).cpu() for f in fields(result) if getattr(result, f.name) is not None}
     )
@@ -240,6 +282,7 @@ def explain(
     ``deferred``; every other number is the same either way). ``ood``: also the input's error/OOD detection
     scores under depth analytics' ``fit`` (``Explanation.ood_scores``, those of
     :func:`laya.analysis.depth.input_depth`), from this explanation's own backbone pass.
+    ``Explanation.seconds``: the model time of each of :data:`STAGES` in this call.
     """
     spec = checkpoint.meta.input
     if image.dtype != torch.uint8 or tuple(image.shape) != (spec.channels, spec.source_size, spec.source_size):
@@ -248,8 +291,10 @@ def explain(
             f"got {image.dtype} {tuple(image.shape)}"
         )
     head = checkpoint.model.head
-    x, hidden, loo, spatial = _forward_and_loo(checkpoint, image, mode, maps)
-    check_output(checkpoint.model, loo.base_probs)  # NaN probabilities: OutputOverflow
+    clock = _Stopwatch(checkpoint.preprocess.mean.device)
+    x, hidden, loo, spatial = _forward_and_loo(checkpoint, image, mode, maps, clock)
+    if math.isnan(float(loo.base_prob[0])):  # a softmax row with Inf or NaN logits is NaN throughout
+        check_output(checkpoint.model, loo.base_probs)  # OutputOverflow, unless the weights themselves are not finite
     prediction = int(loo.prediction[0])
     scores: dict[str, Tensor] = {}
     intrinsic = intrinsic_method(head)
@@ -259,11 +304,18 @@ def explain(
     target = loo.prediction
     for method in methods:
         scores[method] = layer_attributions(head, hidden, method, target, steps=ig_steps)[0]
+    if methods:
+        clock.mark("post hoc")
     ood_scores = None
     if ood:
         from laya.analysis.depth import input_scores  # depth analytics pull in much this module does not need
 
-        ood_scores = input_scores(checkpoint, hidden, fit)[0]
+        ood_scores = input_scores(checkpoint, hidden, fit, (loo.base_logits, loo.layer_scores))[0]
+        clock.mark("OOD status")
+    if spatial is not None:
+        spatial = _approximate(checkpoint, x, spatial, approximate).cpu()
+        if approximate:
+            clock.mark("maps")
     return Explanation(  # computed on the model's device, handed over on the CPU
         checkpoint=checkpoint.name,
         classes=tuple(checkpoint.meta.classes),
@@ -276,8 +328,9 @@ def explain(
         loo=_on_cpu(loo),
         scores={method: values.cpu() for method, values in scores.items()},
         intrinsic=intrinsic,
-        spatial=None if spatial is None else _approximate(checkpoint, x, spatial, approximate).cpu(),
+        spatial=spatial,
         ood_scores=ood_scores,
+        seconds=clock.seconds,
     )
 
 
@@ -287,4 +340,4 @@ def explain_bytes(checkpoint: Checkpoint, data: bytes, **kwargs: Any) -> Explana
     return explain(checkpoint, load_image_tensor(data, spec.channels, spec.source_size), **kwargs)
 
 
-__all__ = ["APPROXIMATE_CLASSES", "MAP_CLASSES", "Explanation", "explain", "explain_bytes"]
+__all__ = ["APPROXIMATE_CLASSES", "MAP_CLASSES", "STAGES", "Explanation", "explain", "explain_bytes"]

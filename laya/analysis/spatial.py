@@ -185,10 +185,10 @@ def _readouts(head: LayerHead) -> tuple[Tensor, Tensor, Tensor]:
 
 def _coefficients(head: LayerHead, hidden: Sequence[Tensor], weights: Tensor | None) -> Tensor:
     """``(B, L)`` each layer's weight in its logit term with the full input's layer weights fixed:
-    ``gamma alpha_i`` (LAYA / ScalarMix; ``alpha`` = ``weights`` where given, else from ``head.encode``), 1 for
+    ``gamma alpha_i`` (LAYA / ScalarMix; ``alpha`` = ``weights`` where given, else ``head.alpha``), 1 for
     Concat / LastLayer."""
     if isinstance(head, MixHead):
-        alpha = torch.softmax(head.encode(hidden)[1], dim=-1) if weights is None else weights.to(hidden[0].dtype)
+        alpha = head.alpha(head.encode(hidden)[0]) if weights is None else weights.to(hidden[0].dtype)
         return head.scale() * alpha
     return hidden[0].new_ones(hidden[0].shape[0], head.num_layers)
 

@@ -194,6 +194,27 @@ def nonfinite_warning(result: Explanation | InputDepth) -> str | None:
     )
 
 
+INSPECT_TARGET = 1.5  # Inspect's default view should cost at most this many forwards (docs/speed.md)
+
+
+def model_time_caption(explanation: Explanation) -> str | None:
+    """What this explanation cost, as its own call measured it: the total model time, its ratio to the forward
+    stage (preprocessing and the backbone pass: less than a plain forward, which also runs the head, so the ratio
+    is an upper bound of the page's cost in forwards), and each further stage; flagged where the ratio passes
+    :data:`INSPECT_TARGET`. None where no time was recorded."""
+    seconds = explanation.seconds
+    forward = seconds.get("forward")
+    if not forward:
+        return None
+    total = sum(seconds.values())
+    ratio = total / forward
+    parts = ", ".join(f"{stage} {value * 1e3:.2f} ms" for stage, value in seconds.items() if stage != "forward")
+    verdict = f" — more than the {INSPECT_TARGET:g}× this page aims at" if ratio > INSPECT_TARGET else ""
+    return (f"Model time of this view: {total * 1e3:.2f} ms, {ratio:.2f}× its backbone pass ({forward * 1e3:.2f} ms"
+            f"{'; ' + parts if parts else ''}){verdict}. Measured on this server for this input, once: a cached view "
+            "costs nothing more.")
+
+
 def layer_table(explanation: Explanation) -> pd.DataFrame:
     """:meth:`Explanation.layer_table` with post-hoc score columns marked ``(post-hoc)``."""
     renames = {METHOD_LABELS.get(m, m): method_label(m) for m in explanation.scores}
@@ -705,6 +726,7 @@ def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
 __all__ = [
     "ALL_CLASSES",
     "HUGE_MAHALANOBIS",
+    "INSPECT_TARGET",
     "MODE_HELP",
     "REDUCTION_HELP",
     "ci_cells",
@@ -746,6 +768,7 @@ __all__ = [
     "layer_table",
     "method_label",
     "mode_label",
+    "model_time_caption",
     "model_view",
     "nonfinite_warning",
     "p_text",

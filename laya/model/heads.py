@@ -146,7 +146,8 @@ class LayerHead(nn.Module):
         logits, scores = self._decode(list(encoded), masks, mode)
         return HeadOutput(logits[:, 0] if squeeze else logits, scores)
 
-    def _decode(self, encoded: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, Tensor | None]:
+    def _decode(self, encoded: list[Tensor], keep: Tensor | None, mode: str) -> tuple[Tensor, Tensor | None]:
+        """``keep``: ``(B|1, M, L)``, or None for one mask keeping every layer (the plain forward, no masking)."""
         raise NotImplementedError
 
     @property
@@ -174,10 +175,10 @@ class LayerHead(nn.Module):
                 f"d = {list(self.dims)} and one batch size; got shapes {got}"
             )
 
-    def _canonical_mask(self, keep: Tensor | None, batch: int, device: torch.device) -> tuple[Tensor, bool]:
+    def _canonical_mask(self, keep: Tensor | None, batch: int, device: torch.device) -> tuple[Tensor | None, bool]:
         L = self.num_layers
         if keep is None:
-            return torch.ones(1, 1, L, dtype=torch.bool, device=device), True
+            return None, True
         keep = torch.as_tensor(keep, device=device).bool()
         if keep.shape[-1] != L or keep.ndim > 3 or (keep.ndim >= 2 and keep.shape[0] not in (1, batch)):
             raise ValueError(
@@ -205,7 +206,9 @@ class LinearHead(LayerHead):
         self.selected = [len(dims) - 1] if layers == "last" else list(range(len(dims)))
         self.linear = nn.Linear(sum(self.dims[i] for i in self.selected), num_classes)
 
-    def _decode(self, hidden: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, None]:
+    def _decode(self, hidden: list[Tensor], keep: Tensor | None, mode: str) -> tuple[Tensor, None]:
+        if keep is None:
+            return self.linear(torch.cat([hidden[i] for i in self.selected], dim=-1)).unsqueeze(1), None
         masks = keep.shape[1]
         parts = []
         fill = self.fill(mode)
@@ -265,26 +268,39 @@ class MixHead(LayerHead):
         return self.project([r.unsqueeze(0) for r in self.fill(mode)])
 
     def encode_adapted(self, adapted: Sequence[Tensor]) -> list[Tensor]:
-        """``[z, s]``: the adapted layers stacked ``(B, L, d*)`` and their scores ``(B, L)``."""
-        z = torch.stack(list(adapted), dim=1)
-        return [z, self.scores(z)]
+        """``[z]``: the adapted layers stacked ``(B, L, d*)``. Their scores depend on the mask under the
+        input-level modes, so :meth:`decode` computes them, once per mask set."""
+        return [torch.stack(list(adapted), dim=1)]
 
-    def _decode(self, encoded: list[Tensor], keep: Tensor, mode: str) -> tuple[Tensor, Tensor]:
-        z, s = encoded  # (B, L, d*), (B, L)
-        alpha = torch.softmax(s, dim=-1)
+    def alpha(self, z: Tensor) -> Tensor:
+        """``alpha = softmax(s(z))``: ``(B, L, d*) -> (B, L)``, the layer weights of the full input."""
+        return torch.softmax(self.scores(z), dim=-1)
+
+    def _decode(self, encoded: list[Tensor], keep: Tensor | None, mode: str) -> tuple[Tensor, Tensor]:
+        z = encoded[0]  # (B, L, d*)
+        if keep is None:  # every layer kept: the plain forward, alpha^T z
+            alpha = self.alpha(z)
+            return self._classify(torch.bmm(alpha.unsqueeze(1).to(z.dtype), z)), alpha  # (B, 1, d*)
         if mode in CROSS_HEAD_MODES:  # removed inputs replaced before the adapters; scores recomputed
             z_ref = self.fill_projection(mode).to(z.dtype)  # (1, L, d*)
             z_masked = torch.where(keep.unsqueeze(-1), z.unsqueeze(1), z_ref.unsqueeze(1))  # (B, M, L, d*)
             weights = torch.softmax(self.scores(z_masked), dim=-1)
-            h_agg = (weights.unsqueeze(-1) * z_masked).sum(dim=2)
-        else:  # the same z for every mask, only the weights change: one batched matmul
-            if mode == "zero":
-                weights = alpha.unsqueeze(1) * keep  # (B, M, L): removed terms leave the sum
-            else:  # renormalise
-                masked = torch.where(keep, s.unsqueeze(1), float("-inf"))  # (B, M, L)
-                weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # all removed -> zero weights
-            h_agg = torch.bmm(weights.to(z.dtype), z)  # (B, M, L) @ (B, L, d*) -> (B, M, d*)
-        return self.classifier(self.scale() * h_agg), alpha
+            # a first mask keeping every layer (as every ablation's does) already holds the full input's weights
+            alpha = weights[:, 0] if bool(keep[:, 0].all()) else self.alpha(z)
+            return self._classify((weights.unsqueeze(-1) * z_masked).sum(dim=2)), alpha
+        s = self.scores(z)  # the same z for every mask, only the weights change: one batched matmul
+        alpha = torch.softmax(s, dim=-1)
+        if mode == "zero":
+            weights = alpha.unsqueeze(1) * keep  # (B, M, L): removed terms leave the sum
+        else:  # renormalise
+            masked = torch.where(keep, s.unsqueeze(1), float("-inf"))  # (B, M, L)
+            weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # all removed -> zero weights
+        return self._classify(torch.bmm(weights.to(z.dtype), z)), alpha  # (B, M, L) @ (B, L, d*) -> (B, M, d*)
+
+    def _classify(self, h_agg: Tensor) -> Tensor:
+        """``W (gamma h_agg) + b``, ``(B, M, d*) -> (B, M, C)`` (LAYA: gamma = 1, no multiplication)."""
+        scale = self.scale()
+        return self.classifier(h_agg if isinstance(scale, float) and scale == 1.0 else scale * h_agg)
 
     @property
     def output_layer(self) -> nn.Linear:
@@ -292,9 +308,9 @@ class MixHead(LayerHead):
 
     def logit_terms(self, encoded: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
         """``W (gamma sum_i alpha_i z_i) + b = sum_i gamma alpha_i W z_i + b``."""
-        z, s = encoded  # (B, L, d*), (B, L)
+        z = encoded[0]  # (B, L, d*)
         weight = self.classifier.weight.to(z.dtype)  # (C, d*)
-        terms = self.scale() * torch.softmax(s, dim=-1).unsqueeze(-1) * (z @ weight.T)  # (B, L, C)
+        terms = self.scale() * self.alpha(z).unsqueeze(-1) * (z @ weight.T)  # (B, L, C)
         return terms, self.classifier.bias.to(z.dtype)
 
     def readout_logits(self, encoded: Sequence[Tensor]) -> Tensor:

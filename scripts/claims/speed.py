@@ -117,6 +117,12 @@ def _goals(arg: str) -> list[tuple[str, bool, str]]:
         over = [f"{k} {v:.2f}×" for k, v in ratios.items() if v > target]
         out.append((f"Inspect's explanation {what} ≤ {target:g}× a forward on {where}", not over,
                     f"over it: {', '.join(over)}" if over else f"at most {max(ratios.values()):.2f}×"))
+    # the page's whole default view: the explanation with the uncertainty and OOD status, LAYA (the sidebar's first)
+    views = {s: pages[s]["pages"]["Inspect"]["ratio"] for s in pages if "Inspect" in pages[s]["pages"]}
+    over = [f"{s} {v:.2f}×" for s, v in views.items() if v > INSPECT_INTRINSIC]
+    out.append((f"Inspect's whole default view (the OOD status included, LAYA) ≤ {INSPECT_INTRINSIC:g}× a forward on "
+                "every bundled setting", not over,
+                f"over it: {', '.join(over)}; the page states its cost" if over else f"at most {max(views.values()):.2f}×"))
     first = load["concurrent"]["first chart"]["cpu_p50"]
     out.append((f"a new session's first chart ≤ {FIRST_CHART:g} CPU-s (p50, {load['sessions']} sessions)",
                 first <= FIRST_CHART, f"{first:.2f} CPU-s"))

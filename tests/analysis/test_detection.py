@@ -55,6 +55,11 @@ def test_mahalanobis_recovers_the_nearest_class_and_standardises():
     assert float(m.score([far, far[:, :2]])) > float(train.mean(1).max())
     again = Mahalanobis.from_tensors(m.to_tensors())
     assert torch.equal(again.score([h, h[:, :2]]), m.score([h, h[:, :2]]))
+    for i, x in enumerate([h[:7], h[:7, :2]]):  # the kept input-free terms give the distance's own formula
+        diff = x.unsqueeze(1) - m.means[i].unsqueeze(0)  # (B, C, d)
+        direct = torch.einsum("bcd,de,bce->bc", diff, m.precisions[i], diff).amin(1)
+        mean, std = m.scale[i].tolist()
+        assert torch.allclose(m.layer_distances([h[:7], h[:7, :2]])[:, i], (direct - mean) / std, rtol=1e-10)
 
 
 def test_ledoit_wolf_matches_its_closed_form_and_is_positive_definite():

@@ -76,8 +76,9 @@ def test_lastlayer_input_shows_no_tie_decided_spearman(tiny_models):
 
 @pytest.mark.parametrize("setting", ["fashion-mnist-mlp", "cifar10-vit"])
 def test_ood_scores_come_from_the_explanations_own_pass_equal_to_depth_analytics(setting):
-    """Inspect's uncertainty and OOD status: the same scores as ``input_depth`` (Depth analytics), bit for bit,
-    without a second backbone pass."""
+    """Inspect's uncertainty and OOD status: the same scores as ``input_depth`` (Depth analytics), to float64
+    rounding (Inspect's come from the leave-one-out's first mask, Depth analytics' from a plain head call), without a
+    second backbone pass or a second head call."""
 
     from laya.analysis.depth import DepthFit, input_depth
     from laya.data.images import load_image_tensor
@@ -93,11 +94,11 @@ def test_ood_scores_come_from_the_explanations_own_pass_equal_to_depth_analytics
     handle.remove()
     assert len(calls) == 1
     expected = input_depth(checkpoint, image, fit).scores
-    assert e.ood_scores == expected and {"msp", "mahalanobis"} <= set(expected)
+    assert e.ood_scores == pytest.approx(expected, rel=1e-12, abs=1e-12) and {"msp", "mahalanobis"} <= set(expected)
     assert explain(checkpoint, image).ood_scores is None
     from laya.analysis.explain import Explanation
 
-    assert Explanation.from_tensors(*e.to_tensors()).ood_scores == expected  # as a sandboxed worker hands it over
+    assert Explanation.from_tensors(*e.to_tensors()).ood_scores == e.ood_scores  # as a sandboxed worker hands it over
 
 
 BUNDLED = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "models").glob("*/*/model.json"))
@@ -108,7 +109,7 @@ def test_shared_work_gives_the_numbers_of_the_unshared_computation_on_every_bund
     """Inspect's explanation shares work: the float64 copy keeps its fills' projections, the maps take the layer
     weights from LOO instead of encoding the head again, IG runs in one batched pass. Against the computation
     without any of that: LOO and IG bit for bit; the maps, terms and offsets within 1e-5 of their largest value (LAYA's
-    alpha from the float32 scorer, as the page shows it, instead of a float64 one), still exact."""
+    alpha from LOO's first mask instead of a plain head call), still exact."""
     import copy
 
     from captum.attr import IntegratedGradients
@@ -126,7 +127,7 @@ def test_shared_work_gives_the_numbers_of_the_unshared_computation_on_every_bund
     with torch.inference_mode(), keep_maps(backbone) as features:
         hidden = backbone(ck.preprocess(image.unsqueeze(0)))
         fresh = copy.deepcopy(head).double()  # every product afresh: no fill projection kept
-        out = fresh.decode([t.double() for t in head.encode(hidden)], loo_masks(head.num_layers), e.mode)
+        out = fresh.decode(fresh.encode([h.double() for h in hidden]), loo_masks(head.num_layers), e.mode)
     p = torch.softmax(out.logits, -1)[0, :, e.prediction]
     assert torch.equal(e.drops, p[0] - p[1:]) and torch.equal(e.probs, torch.softmax(out.logits[0, 0], -1).float())
     if e.spatial is not None:
@@ -144,3 +145,17 @@ def test_shared_work_gives_the_numbers_of_the_unshared_computation_on_every_bund
             inputs, baselines=baselines, n_steps=32, method="gausslegendre"
         )
         assert torch.equal(e.scores["integrated_gradients"], reduce_layers(parts, "signed")[0])
+
+
+def test_an_explanation_times_its_own_stages(tiny_models, laya_ck):
+    """``Explanation.seconds``: each stage this call ran (in :data:`STAGES`' order), positive, and handed over by a
+    worker; the OOD status and post-hoc methods only when computed."""
+    from laya.analysis.explain import STAGES, Explanation
+
+    image = torch.zeros(laya_ck.meta.input.channels, laya_ck.meta.input.source_size, laya_ck.meta.input.source_size,
+                        dtype=torch.uint8)  # fmt: skip
+    e = explain(laya_ck, image)
+    assert list(e.seconds) == [s for s in STAGES if s in e.seconds] and {"forward", "leave-one-out"} <= set(e.seconds)
+    assert "post hoc" not in e.seconds and "OOD status" not in e.seconds and min(e.seconds.values()) > 0
+    assert "post hoc" in explain(laya_ck, image, posthoc=("saliency",)).seconds
+    assert Explanation.from_tensors(*e.to_tensors()).seconds == e.seconds

@@ -24,8 +24,8 @@ def test_lastlayer_votes_only_with_its_last_layer_and_laya_terms_are_alpha_weigh
     assert terms[:, :2].abs().max() == 0 and terms[:, 2].abs().max() > 0
     laya, h = make("laya"), hidden()
     terms = logit_attribution(laya, h).terms
-    z, s = laya.encode(h)
-    alpha = torch.softmax(s, -1)
+    (z,) = laya.encode(h)
+    alpha = laya.alpha(z)
     assert torch.allclose(terms[:, 1], alpha[:, 1:2] * (z[:, 1] @ laya.classifier.weight.T))
 
 

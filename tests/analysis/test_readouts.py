@@ -42,7 +42,7 @@ def test_mix_heads_read_out_with_their_classifier_and_linear_heads_need_probes()
     head, h = make("scalarmix"), hidden()
     head.gamma.data.fill_(2.0)
     r = readout_logits(head, h)
-    z, _ = head.encode(h)
+    (z,) = head.encode(h)
     assert torch.allclose(r[:, 1], head.classifier(2.0 * z[:, 1]))
     with pytest.raises(ValueError, match="linear probes"):
         readout_logits(make("concat"), h)

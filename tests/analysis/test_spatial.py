@@ -268,7 +268,8 @@ def test_maps_are_thread_safe_on_a_shared_model(setting):
 def naive_decomposition(head, hidden, features, classes):
     """The maps as decompose computed them before its readouts were kept per head: every product afresh."""
     head64 = head.double()
-    z, s = head64.encode([h.double() for h in hidden])
+    (z,) = head64.encode([h.double() for h in hidden])
+    s = head64.scores(z)
     terms = logit_attribution(head, hidden).terms
     maps = []
     for i, feature in enumerate(features):

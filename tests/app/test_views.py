@@ -324,3 +324,17 @@ def test_html_export_carries_input_setting_hash_and_link(setting: Path) -> None:
     encoded = page.split('src="data:image/png;base64,')[1].split('"')[0]
     assert (np.asarray(Image.open(io.BytesIO(base64.b64decode(encoded)))) == pixels).all()
     assert weights_sha256(setting / "nothing") is None
+
+
+def test_model_time_caption_states_the_views_cost_and_flags_it_over_the_target(setting: Path, example: bytes) -> None:
+    from dataclasses import replace
+
+    e = explain_bytes(load_checkpoint(setting / "laya"), example)
+    assert views.model_time_caption(e).startswith("Model time of this view: ")  # as the call measured it
+    assert views.model_time_caption(replace(e, seconds={})) is None
+    cheap = views.model_time_caption(replace(e, seconds={"forward": 0.002, "leave-one-out": 0.0005}))
+    assert cheap.startswith("Model time of this view: 2.50 ms, 1.25× its backbone pass (2.00 ms; leave-one-out 0.50 ms)")
+    assert "aims at" not in cheap
+    costly = views.model_time_caption(replace(e, seconds={"forward": 0.001, "leave-one-out": 0.0003, "OOD status": 0.0004}))
+    assert "1.70× its backbone pass" in costly and "OOD status 0.40 ms" in costly
+    assert f"more than the {views.INSPECT_TARGET:g}× this page aims at" in costly

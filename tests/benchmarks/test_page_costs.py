@@ -20,7 +20,7 @@ def run(tmp_path: Path, ratios: dict[str, float]) -> Path:
     heads = {h: {"forward_ms": 2.0, "inspect_ms": 2.4, "ratio": 1.2, "scores": "intrinsic"} for h in ("laya", "scalarmix")}
     data = {"date": "2026-12-01 10:00 UTC", "commit": "abc1234", "threads": 1, "rounds": 30, "cpus": 2,
             "load_average": {"start": [3.25, 0, 0], "end": [4.5, 0, 0]},
-            "settings": {"cifar10-cnn": {"forward_ms": 2.0, "pages": pages, "heads": heads}}}  # fmt: skip
+            "settings": {"cifar10-cnn": {"forward_ms": 2.0, "decode_ms": 0.15, "pages": pages, "heads": heads}}}  # fmt: skip
     (tmp_path / "page_costs.json").write_text(json.dumps(data))
     return tmp_path
 
@@ -30,7 +30,7 @@ def test_pages_over_the_limit_are_named_with_their_reason(tmp_path):
     assert "| Inspect | 1.25× (2.5 ms) |" in text and "| Class-wise | none (reads the reports) |" in text
     assert f"* Compare heads on CIFAR-10 CNN (4.50×): {page_costs.PAGES['Compare heads']}." in text
     assert "* Inspect on" not in text  # 1.25x: not over 3x
-    assert "| CIFAR-10 CNN | 2.00 ms | 1.20× | 1.20× | – | – |" in text
+    assert "| CIFAR-10 CNN | 0.15 ms | 2.00 ms | 1.20× | 1.20× | – | – |" in text  # decoding, beside both sides
     assert "load average 3.2 → 4.5 on 2 CPUs; no GPU" in text
     assert "Server CPU" not in text  # no load test output beside it
     quiet = page_costs.markdown_tables(run(tmp_path, {"Inspect": 1.25}))

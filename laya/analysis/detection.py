@@ -153,6 +153,10 @@ class Mahalanobis:
         default_factory=dict, init=False, repr=False, compare=False
     )
 
+    def __post_init__(self) -> None:
+        if self.means:  # the input-free terms come with the fit (or its loading), on the fit's device
+            self._layer_terms(self.means[0].device)
+
     @classmethod
     def fit(cls, hidden: Sequence[Tensor], labels: Tensor, num_classes: int) -> Mahalanobis:
         """Class means and the shared (pooled, Ledoit–Wolf shrunk) covariance of each layer, from training

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from laya.analysis.ablation import AblationResult, leave_one_out
+from laya.analysis.ablation import AblationResult, float64_head, leave_one_out
 from laya.analysis.attribution import METHOD_LABELS, intrinsic_method, layer_attributions
 from laya.analysis.faithfulness import NOT_APPLICABLE, informative, input_metrics
 from laya.analysis.overflow import check_output
@@ -291,6 +291,7 @@ def explain(
             f"got {image.dtype} {tuple(image.shape)}"
         )
     head = checkpoint.model.head
+    float64_head(head)  # built on a checkpoint's first call and kept: its setup, not this view's cost
     clock = _Stopwatch(checkpoint.preprocess.mean.device)
     x, hidden, loo, spatial = _forward_and_loo(checkpoint, image, mode, maps, clock)
     if math.isnan(float(loo.base_prob[0])):  # a softmax row with Inf or NaN logits is NaN throughout

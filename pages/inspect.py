@@ -111,6 +111,8 @@ elif deferred is None or section.open:
         maps = maps_figure([image_row], map_class, weighted)
         st.plotly_chart(shown(maps, "plotly"), key="inspect_maps")
         st.caption(maps_caption(weighted))
+        if deferred is not None and (cost := views.model_time_caption(mapped)):  # the opened view's own cost
+            st.caption(shown(cost))
         map_sections = [(f"Where each layer looked: {map_class}", maps)]
 
 st.subheader("Live leave-one-layer-out")

@@ -13,7 +13,8 @@ same for a plain prediction of it. The setting's default head is LAYA (the sideb
   (CLS-token models): ``explain`` with them, on top.
 * Inspect's explanation for each head, without the OOD scores (``benchmarks/inspect_speed.py``'s figure, the
   one the 1.5x target is set for), each against its own checkpoint's forward.
-* Compare heads: ``explain`` of every head of the setting. Depth analytics: ``input_depth``.
+* Compare heads: ``explain`` of every head of the setting (approximate maps deferred, as on Inspect; opened:
+  each head's explanation with them, on top). Depth analytics: ``input_depth``.
   Activation patching: ``patch_images`` of the first example with layers of the second, at the head.
 * Class-wise, Faithfulness, Test-set browser: no model work (they read the bundled reports and sample).
 
@@ -46,7 +47,8 @@ PAGES = {  # page -> what its default view costs beyond one forward, said where 
     "Inspect": "a fixed per-input cost (the float64 head under L + 1 masks, the metrics, the OOD scores in float64) "
     "that a backbone this fast does not hide",
     "Inspect, approximate maps opened": "one more forward and a backward pass per CLS-token layer",
-    "Compare heads": "one explanation per head of the setting (four checkpoints), approximate maps included",
+    "Compare heads": "one explanation per head of the setting (four checkpoints)",
+    "Compare heads, approximate maps opened": "one more forward and a backward pass per CLS-token layer, per head",
     "Depth analytics": "every readout, detection score and logit term of the input in float64, a fixed cost that "
     "a backbone this fast does not hide",
     "Activation patching": "both inputs through the backbone, then the head under every patch",
@@ -91,7 +93,11 @@ def setting_costs(setting: Path, rounds: int) -> dict:
     deferred = explain(ck, first, approximate=False).spatial
     if deferred is not None and any(deferred.deferred):
         calls["Inspect, approximate maps opened"] = lambda: (_inspect(ck, first, fit), explain(ck, first))
-    calls["Compare heads"] = lambda: [explain(c, first) for c in cks.values()]
+    calls["Compare heads"] = lambda: [explain(c, first, approximate=False) for c in cks.values()]
+    if deferred is not None and any(deferred.deferred):
+        calls["Compare heads, approximate maps opened"] = lambda: [
+            (explain(c, first, approximate=False), explain(c, first)) for c in cks.values()
+        ]
     calls["Depth analytics"] = lambda: input_depth(ck, first, fit)
     calls["Activation patching"] = lambda: patch_images(ck, first, second, where="head")
     calls["decode"] = decode

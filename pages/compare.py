@@ -4,7 +4,7 @@ import streamlit as st
 
 from laya.app import views
 from laya.app.catalog import example_images
-from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure, no_maps_note
+from laya.app.map_plots import MapRow, deferred_label, map_classes, maps_caption, maps_figure, no_maps_note
 from laya.app.plots import compare_figure, layer_scores_figure
 from laya.app.text import shown
 from laya.model.checkpoint import CheckpointError
@@ -61,7 +61,7 @@ if image is None:
 
 name, data = image
 heads = [c.meta.head.name for c in loaded.values()]
-explanations = [common.explain(path, name, data, mode) for path in loaded]
+explanations = [common.explain(path, name, data, mode, approximate=False) for path in loaded]  # maps of CLS layers: below
 reports = [common.load_report(path, warn=False) for path in loaded]
 
 for column, head, explanation, report in zip(st.columns(len(loaded)), heads, explanations, reports):
@@ -101,23 +101,27 @@ if any(c.meta.head.name == "lastlayer" for c in loaded.values()):
 
 st.subheader("Where each layer looked, per head")
 map_sections = []
+deferred = next(filter(None, map(deferred_label, explanations)), None)  # CLS-token layers: computed once opened
+section = st.expander(shown(deferred), key="compare_approximate_maps", on_change="rerun") if deferred else st.container()
 if note := no_maps_note(explanations):
     st.info(shown(note))
-else:
-    class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
-    first = map_classes(explanations[0]) or [explanations[0].label]
-    map_class = class_col.selectbox(
-        f"Class of the maps ({shown(views.head_title(heads[0]))}'s ranking)", first, key="compare_map_class"
-    )
-    weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="compare_map_weighted")
-    rows = [
-        MapRow(views.head_title(h), e, views.model_view(e, c.meta.input, 1))
-        for h, e, c in zip(heads, explanations, loaded.values())
-    ]
-    maps = maps_figure(rows, map_class, weighted)
-    st.plotly_chart(shown(maps, "plotly"), key="compare_maps")
-    st.caption(maps_caption(weighted) + " One colour scale across heads.")
-    map_sections = [(f"Where each layer looked: {map_class}", maps)]
+elif deferred is None or section.open:
+    with section:
+        mapped = explanations if deferred is None else [common.explain(path, name, data, mode) for path in loaded]
+        class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
+        first = map_classes(mapped[0]) or [mapped[0].label]
+        map_class = class_col.selectbox(
+            f"Class of the maps ({shown(views.head_title(heads[0]))}'s ranking)", first, key="compare_map_class"
+        )
+        weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="compare_map_weighted")
+        rows = [
+            MapRow(views.head_title(h), e, views.model_view(e, c.meta.input, 1))
+            for h, e, c in zip(heads, mapped, loaded.values())
+        ]
+        maps = maps_figure(rows, map_class, weighted)
+        st.plotly_chart(shown(maps, "plotly"), key="compare_maps")
+        st.caption(maps_caption(weighted) + " One colour scale across heads.")
+        map_sections = [(f"Where each layer looked: {map_class}", maps)]
 source = common.provenance(checkpoint, (name, views.model_view(explanations[0], checkpoint.meta.input)))
 common.report_button(
     f"Compare heads: {name}", [("", figure), ("Heads on this input", table), *posthoc_sections, *map_sections],

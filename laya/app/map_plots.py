@@ -167,7 +167,7 @@ def deferred_label(explanation: Explanation) -> str | None:
         return None
     layers = sum(spatial.deferred)
     return (f"Approximate maps of {layers} CLS-token layers (gradient × activation): open to compute them, at the "
-            f"cost of one more forward and {layers} backward passes, several times the rest of this page "
+            f"cost of one more forward and {layers} backward passes per head shown, several times the rest of this page "
             "(measured on the Speed page of the docs)")  # fmt: skip
 
 

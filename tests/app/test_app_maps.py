@@ -195,3 +195,17 @@ def test_inspect_computes_the_vits_approximate_maps_only_once_their_section_is_o
     at.selectbox(key="inspect_map_class").set_value(at.selectbox(key="inspect_map_class").options[1]).run()
     assert_ok(at)
     assert len(asked) == calls  # another class: the cached approximation, no new backward pass
+
+
+def test_compare_defers_the_vits_approximate_maps_until_their_section_is_opened(monkeypatch: pytest.MonkeyPatch) -> None:
+    at = pick(start(monkeypatch, MODELS), MODELS / "cifar10-vit", "laya")
+    at.switch_page("pages/compare.py").run()
+    assert_ok(at)
+    (section,) = [e for e in at.expander if "CLS-token layers" in e.label]
+    assert "backward passes per head shown" in section.label
+    assert not [c for c in charts(at) if any(t["type"] == "heatmap" for t in c["data"])]  # closed: none computed
+    at.session_state["compare_approximate_maps"] = True  # the user opens the section
+    at.run()
+    assert_ok(at)
+    rows = {t["meta"]["row"] for t in heatmaps(maps_chart(at)) if t["meta"]["kind"] == "approximate"}
+    assert rows == {"LastLayer", "Concat", "ScalarMix", "LAYA"}

@@ -534,7 +534,7 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
             status = next(m.value for m in at.main.markdown if "Max softmax" in m.value)
             assert f"Max softmax **{e.confidence:.3f}**" in status and "Best OOD score of this model" in status
             assert "flags 5 % of in-distribution test inputs by design" in status
-        cost = at.main.caption[-1].value  # what the view cost, stage by stage, as this run measured it
+        cost = unplain(at.main.caption[-1].value)  # what the view cost, stage by stage, as this run measured it
         assert cost.startswith("Model time of this view: ") and "leave-one-out" in cost
         assert ("OOD status" in cost) == (setting_dir / head / "depth.json").is_file()
     for page in ("pages/compare.py", "pages/classwise.py", "pages/faithfulness.py", "pages/depth.py"):

@@ -189,7 +189,7 @@ def test_inspect_computes_the_vits_approximate_maps_only_once_their_section_is_o
     at.run()
     assert_ok(at)
     assert {t["meta"]["kind"] for t in heatmaps(maps_chart(at))} == {"approximate"} and asked[-1] is True
-    opened = [c.value for c in at.caption if c.value.startswith("Model time of this view")]
+    opened = [unplain(c.value) for c in at.caption if unplain(c.value).startswith("Model time of this view: ")]
     assert len(opened) == 2 and "maps " in opened[0]  # the opened maps' own cost, then the page's default view's
     calls = len(asked)
     at.selectbox(key="inspect_map_class").set_value(at.selectbox(key="inspect_map_class").options[1]).run()

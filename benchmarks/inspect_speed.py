@@ -8,8 +8,9 @@ explanation as its default view asks for it, ``laya.analysis.explain.explain(app
 backbone + prediction + layer scores + leave-one-layer-out for every layer + the exact spatial maps of the top
 classes (CLS-token layers' approximate maps deferred until their section is opened), then Spearman + Deletion@1,
 against one plain forward of the same model on the same decoded image (preprocess + backbone + head + softmax).
-``+ OOD``: the same with the uncertainty and OOD scores under the depth fit (``ood=True``, from the same backbone
-pass and the same head call), the page's whole default view. Heads without intrinsic scores also compute
+``+ OOD``: the same with the uncertainty and OOD scores its status shows under the depth fit (max softmax and the
+depth report's best OOD score, ``views.shown_ood_scores``; from the same backbone pass and the same head call), the
+page's whole default view. Heads without intrinsic scores also compute
 Integrated Gradients (32 steps), which the page shows in their place. Where maps were deferred, ``opened`` is the
 model time of opening them (the explanation with them). Target: <= 1.5x. Measured in one run: the fastest of
 ``--rounds`` calls of each, alternating, so that load changes affect both alike.
@@ -24,9 +25,10 @@ import torch
 from common import interleaved_seconds, parser
 
 from laya.analysis.attribution import intrinsic_method
-from laya.analysis.depth import DepthFit
+from laya.analysis.depth import DepthFit, DepthReport
 from laya.analysis.explain import explain
 from laya.app.catalog import example_images, find_checkpoints
+from laya.app.views import shown_ood_scores
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 
@@ -53,7 +55,10 @@ def main() -> None:
         def decode():
             return load_image_tensor(data, ck.meta.input.channels, ck.meta.input.source_size)
 
-        def inspect(ood: bool = False):
+        report = DepthReport.load(ck.path)
+        shown = False if report is None or fit is None else shown_ood_scores(report.data, ck.layer_dims)
+
+        def inspect(ood: bool | tuple[str, ...] = False):
             e = explain(ck, image, approximate=False, ood=ood, fit=fit)
             method = e.primary
             return (
@@ -66,7 +71,7 @@ def main() -> None:
                 e.deletion_at_1(method),
             )
 
-        calls = {"plain": plain, "inspect": inspect, "ood": lambda: inspect(ood=True), "decode": decode}
+        calls = {"plain": plain, "inspect": inspect, "ood": lambda: inspect(ood=shown), "decode": decode}
         spatial = explain(ck, image, approximate=False).spatial
         if spatial is not None and any(spatial.deferred):
             calls["opened"] = lambda: explain(ck, image)

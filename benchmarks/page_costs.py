@@ -8,8 +8,8 @@ plain forward, all in one run: the fastest of ``--rounds`` alternating calls, so
 call alike. Both sides start from the decoded image: decoding the upload (``decode_ms``, timed alongside) is the
 same for a plain prediction of it. The setting's default head is LAYA (the sidebar's first).
 
-* Inspect: ``explain(approximate=False, ood=True)`` (prediction, scores, LOO, exact maps, the
-  uncertainty and OOD scores, from one backbone pass) and the metrics; with its approximate maps opened
+* Inspect: ``explain(approximate=False, ood=...)`` (prediction, scores, LOO, exact maps, the
+  uncertainty and OOD scores its status shows, ``views.shown_ood_scores``, from one backbone pass) and the metrics; with its approximate maps opened
   (CLS-token models): ``explain`` with them, on top.
 * Inspect's explanation for each head, without the OOD scores (``benchmarks/inspect_speed.py``'s figure, the
   one the 1.5x target is set for), each against its own checkpoint's forward.
@@ -35,10 +35,11 @@ import torch
 from common import ROOT, interleaved_seconds, parser
 
 from laya.analysis.attribution import intrinsic_method
-from laya.analysis.depth import DepthFit, input_depth
+from laya.analysis.depth import DepthFit, DepthReport, input_depth
 from laya.analysis.explain import explain
 from laya.analysis.patching import patch_images
 from laya.app.catalog import example_images, find_checkpoints
+from laya.app.views import shown_ood_scores
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint, load_checkpoint
 
@@ -59,7 +60,7 @@ PAGES = {  # page -> what its default view costs beyond one forward, said where 
 LIMIT = 3.0  # a page whose default view costs more than this many forwards is named, with its reason
 
 
-def _inspect(ck: Checkpoint, image: torch.Tensor, fit: DepthFit | None, ood: bool = True) -> object:
+def _inspect(ck: Checkpoint, image: torch.Tensor, fit: DepthFit | None, ood: bool | tuple[str, ...] = False) -> object:
     """What Inspect's default view asks for: the explanation (maps deferred; ``ood``: with the uncertainty and OOD
     scores) and the per-input metrics of the scores shown first."""
     e = explain(ck, image, approximate=False, ood=ood, fit=fit)
@@ -89,10 +90,12 @@ def setting_costs(setting: Path, rounds: int) -> dict:
 
     calls: dict[str, Callable[[], object]] = {f"forward {h}": forward(c) for h, c in cks.items()}
     calls |= {f"inspect {h}": (lambda c=c: _inspect(c, first, None, ood=False)) for h, c in cks.items()}
-    calls["Inspect"] = lambda: _inspect(ck, first, fit)
+    report = DepthReport.load(ck.path)  # Inspect's status shows max softmax and the report's best OOD score
+    shown = False if report is None or fit is None else shown_ood_scores(report.data, ck.layer_dims)
+    calls["Inspect"] = lambda: _inspect(ck, first, fit, shown)
     deferred = explain(ck, first, approximate=False).spatial
     if deferred is not None and any(deferred.deferred):
-        calls["Inspect, approximate maps opened"] = lambda: (_inspect(ck, first, fit), explain(ck, first))
+        calls["Inspect, approximate maps opened"] = lambda: (_inspect(ck, first, fit, shown), explain(ck, first))
     calls["Compare heads"] = lambda: [explain(c, first, approximate=False) for c in cks.values()]
     if deferred is not None and any(deferred.deferred):
         calls["Compare heads, approximate maps opened"] = lambda: [

@@ -45,8 +45,8 @@ if image is None:
 
 name, data = image
 depth_report = common.load_depth(selection.path)  # its OOD scores come with the explanation's one backbone pass
-explanation = common.explain(selection.path, name, data, mode, tuple(posthoc), approximate=False,
-                             ood=depth_report is not None)  # fmt: skip
+ood = False if depth_report is None else views.shown_ood_scores(depth_report.data, checkpoint.layer_dims)
+explanation = common.explain(selection.path, name, data, mode, tuple(posthoc), approximate=False, ood=ood)
 spec = checkpoint.meta.input
 if warning := views.nonfinite_warning(explanation):
     st.warning(shown(warning))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -734,26 +734,33 @@ def input_scores(
     hidden: Sequence[Tensor],
     fit: DepthFit | None,
     base: tuple[Tensor, Tensor | None] | None = None,
+    only: Collection[str] | None = None,
 ) -> tuple[dict[str, float], Readouts | None, str | None]:
     """One input's error/OOD detection scores from its hidden states (L tensors ``(1, d_i)``, no backbone pass),
     with the readouts they use and their kind (:class:`InputDepth`'s ``scores``, ``readouts``, ``readout_kind``).
 
     ``base``: the head's float64 ``(logits (1, C), layer_scores (1, L) | None)`` on ``hidden`` where the caller
-    already has them (Inspect's leave-one-out, whose first mask keeps every layer); else the head runs here."""
+    already has them (Inspect's leave-one-out, whose first mask keeps every layer); else the head runs here.
+    ``only``: compute just these scores (those a page shows; the readouts only where a readout score is asked
+    for); None: every score the fit allows."""
     head64 = float64_head(checkpoint.model.head)
     h64 = [h.double() for h in hidden]
     if base is None:
         out = head64(h64)
         base = out.logits, out.layer_scores
     logits, layer_scores = base
-    shared = head64.readout_logits(head64.encode(h64))  # the head's own classifier per layer; None: it has none
-    probes = fit.probes if fit else None
-    readout = shared if shared is not None else None if probes is None else probes.logits(hidden)
-    readouts = None if readout is None else Readouts.of(readout, logits.argmax(-1))
+    wanted = set(SCORE_LABELS) if only is None else set(only)
+    readouts, kind = None, None
+    if wanted & {"readout_disagreement", "prediction_depth"}:
+        shared = head64.readout_logits(head64.encode(h64))  # the head's own classifier per layer; None: it has none
+        probes = fit.probes if fit else None
+        readout = shared if shared is not None else None if probes is None else probes.logits(hidden)
+        readouts = None if readout is None else Readouts.of(readout, logits.argmax(-1))
+        kind = None if readouts is None else "own classifier" if shared is not None else "fitted probe"
     scores = detection_scores(logits, None if readouts is None else readouts.probs, hidden,
-                              fit.mahalanobis if fit else None, layer_scores, fit.alpha_profile if fit else None)  # fmt: skip
-    kind = None if readouts is None else "own classifier" if shared is not None else "fitted probe"
-    return {k: float(v[0]) for k, v in scores.items()}, readouts, kind
+                              fit.mahalanobis if fit and "mahalanobis" in wanted else None, layer_scores,
+                              fit.alpha_profile if fit and "alpha_divergence" in wanted else None)  # fmt: skip
+    return {k: float(v[0]) for k, v in scores.items() if k in wanted}, readouts, kind
 
 
 __all__ = [

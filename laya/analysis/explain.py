@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -270,7 +270,7 @@ def explain(
     ig_steps: int = 32,
     maps: bool = True,
     approximate: bool = True,
-    ood: bool = False,
+    ood: bool | Collection[str] = False,
     fit: DepthFit | None = None,
 ) -> Explanation:
     """Explain ``image`` (``uint8 (C, S, S)`` at the checkpoint's source size).
@@ -281,7 +281,8 @@ def explain(
     ``approximate``: also compute the gradient x activation maps of CLS-token layers (False: those layers are
     ``deferred``; every other number is the same either way). ``ood``: also the input's error/OOD detection
     scores under depth analytics' ``fit`` (``Explanation.ood_scores``, those of
-    :func:`laya.analysis.depth.input_depth`), from this explanation's own backbone pass.
+    :func:`laya.analysis.depth.input_depth`), from this explanation's own backbone pass; names of scores
+    (``("msp", "mahalanobis")``, what a page shows): only those.
     ``Explanation.seconds``: the model time of each of :data:`STAGES` in this call.
     """
     spec = checkpoint.meta.input
@@ -311,7 +312,8 @@ def explain(
     if ood:
         from laya.analysis.depth import input_scores  # depth analytics pull in much this module does not need
 
-        ood_scores = input_scores(checkpoint, hidden, fit, (loo.base_logits, loo.layer_scores))[0]
+        only = None if ood is True else tuple(ood)
+        ood_scores = input_scores(checkpoint, hidden, fit, (loo.base_logits, loo.layer_scores), only)[0]
         clock.mark("OOD status")
     if spatial is not None:
         spatial = _approximate(checkpoint, x, spatial, approximate).cpu()

@@ -656,6 +656,13 @@ def ood_status(scores: Mapping[str, float], depth: Mapping, widths: Sequence[int
     return lines
 
 
+def shown_ood_scores(depth: Mapping, widths: Sequence[int] | None = None) -> tuple[str, ...]:
+    """The detection scores :func:`ood_status` shows for a checkpoint with this depth report: max softmax and the
+    best trusted OOD score (what Inspect asks its explanation for, so that it computes no other)."""
+    best = best_ood_score(depth, widths)
+    return ("msp",) if best is None or best[0] == "msp" else ("msp", best[0])
+
+
 def mahalanobis_warning(
     value: float | None, n_train: int, widths: Sequence[int], covariance: str | None = None
 ) -> str | None:
@@ -769,6 +776,7 @@ __all__ = [
     "method_label",
     "mode_label",
     "model_time_caption",
+    "shown_ood_scores",
     "model_view",
     "nonfinite_warning",
     "p_text",

@@ -66,11 +66,12 @@ class Sandboxed:
 
     def explain(
         self, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = (), approximate: bool = True,
-        ood: bool = False,
+        ood: bool | tuple[str, ...] = False,
     ) -> Explanation:  # fmt: skip
         """:func:`laya.analysis.explain.explain_bytes` in a worker (``ood``: under the stored depth fit). Raises
         :class:`ImageError` for a bad image."""
-        reply, blob = self._call("explain", data, mode=mode, posthoc=list(posthoc), approximate=approximate, ood=ood)
+        reply, blob = self._call("explain", data, mode=mode, posthoc=list(posthoc), approximate=approximate,
+                                 ood=ood if isinstance(ood, bool) else list(ood))  # fmt: skip
         return Explanation.from_tensors(unpack(blob), reply["values"])
 
     def depth(self, data: bytes) -> InputDepth:

@@ -138,7 +138,8 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
     if op == "load":
         return {"info": ModelInfo.of(checkpoint).to_dict()}, b""
     if op == "explain":
-        ood = bool(request.get("ood", False))
+        raw = request.get("ood", False)  # True: every score; a list: the scores the page shows
+        ood = tuple(str(k) for k in raw) if isinstance(raw, list) else bool(raw)
         result = explain_bytes(checkpoint, blob, mode=str(request["mode"]), posthoc=tuple(request["posthoc"]),
                                approximate=bool(request.get("approximate", True)), ood=ood,
                                fit=DepthFit.load(checkpoint.path) if ood else None)  # fmt: skip

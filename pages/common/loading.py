@@ -203,7 +203,7 @@ def load_report(path: str | Path, warn: bool = True) -> Report | None:
 @st.cache_data(max_entries=128, show_spinner=False)
 def _explain(
     path: str, stamps: tuple[int, int], anyway: bool, data: bytes, mode: str, posthoc: tuple[str, ...],
-    approximate: bool, ood: bool,
+    approximate: bool, ood: bool | tuple[str, ...],
 ) -> Explanation:  # fmt: skip
     if deploy.sandboxed(path):
         return _sandboxed(path, anyway).explain(data, mode, posthoc, approximate, ood)
@@ -214,12 +214,12 @@ def _explain(
 
 def explain(
     path: str, name: str, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = (), approximate: bool = True,
-    ood: bool = False,
+    ood: bool | tuple[str, ...] = False,
 ) -> Explanation:  # fmt: skip
     """Explain an uploaded or example image; an unusable image, an output that overflowed or a failed worker
     shows ``st.error`` and stops the page. ``approximate=False``: CLS-token layers' approximate maps deferred;
-    ``ood``: the input's detection scores from the same backbone pass, under the depth fit beside the checkpoint
-    (``laya.analysis.explain``)."""
+    ``ood``: the input's detection scores (True: all; names: only those) from the same backbone pass, under the
+    depth fit beside the checkpoint (``laya.analysis.explain``)."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
     with _model_call(path, f"Running {Path(path).name} on {name}…", repr(name)):
         result = _explain(path, stamps, anyway(), data, mode, posthoc, approximate, ood)

@@ -96,6 +96,8 @@ def test_ood_scores_come_from_the_explanations_own_pass_equal_to_depth_analytics
     expected = input_depth(checkpoint, image, fit).scores
     assert e.ood_scores == pytest.approx(expected, rel=1e-12, abs=1e-12) and {"msp", "mahalanobis"} <= set(expected)
     assert explain(checkpoint, image).ood_scores is None
+    shown = explain(checkpoint, image, ood=("msp", "mahalanobis"), fit=fit, approximate=False).ood_scores
+    assert shown == {k: e.ood_scores[k] for k in ("msp", "mahalanobis")}  # what a page shows, and nothing else
     from laya.analysis.explain import Explanation
 
     assert Explanation.from_tensors(*e.to_tensors()).ood_scores == e.ood_scores  # as a sandboxed worker hands it over

@@ -338,3 +338,10 @@ def test_model_time_caption_states_the_views_cost_and_flags_it_over_the_target(s
     costly = views.model_time_caption(replace(e, seconds={"forward": 0.001, "leave-one-out": 0.0003, "OOD status": 0.0004}))
     assert "1.70× its backbone pass" in costly and "OOD status 0.40 ms" in costly
     assert f"more than the {views.INSPECT_TARGET:g}× this page aims at" in costly
+
+
+def test_inspect_asks_only_for_the_ood_scores_its_status_shows() -> None:
+    depth = json.loads((Path(__file__).resolve().parents[2] / "models" / "cifar10-vit" / "laya" / "depth.json").read_text())
+    best = views.best_ood_score(depth)
+    assert views.shown_ood_scores(depth) == ("msp", best[0]) and best[0] != "msp"
+    assert views.shown_ood_scores({}) == ("msp",)  # no detection table: max softmax alone

@@ -56,7 +56,7 @@ def main() -> None:
             return load_image_tensor(data, ck.meta.input.channels, ck.meta.input.source_size)
 
         report = DepthReport.load(ck.path)
-        shown = False if report is None or fit is None else shown_ood_scores(report.data, ck.layer_dims)
+        shown = False if report is None or fit is None else shown_ood_scores(report.data, ck.model.head.dims)
 
         def inspect(ood: bool | tuple[str, ...] = False):
             e = explain(ck, image, approximate=False, ood=ood, fit=fit)

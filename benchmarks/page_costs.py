@@ -91,7 +91,7 @@ def setting_costs(setting: Path, rounds: int) -> dict:
     calls: dict[str, Callable[[], object]] = {f"forward {h}": forward(c) for h, c in cks.items()}
     calls |= {f"inspect {h}": (lambda c=c: _inspect(c, first, None, ood=False)) for h, c in cks.items()}
     report = DepthReport.load(ck.path)  # Inspect's status shows max softmax and the report's best OOD score
-    shown = False if report is None or fit is None else shown_ood_scores(report.data, ck.layer_dims)
+    shown = False if report is None or fit is None else shown_ood_scores(report.data, ck.model.head.dims)
     calls["Inspect"] = lambda: _inspect(ck, first, fit, shown)
     deferred = explain(ck, first, approximate=False).spatial
     if deferred is not None and any(deferred.deferred):

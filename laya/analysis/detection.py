@@ -149,7 +149,7 @@ class Mahalanobis:
     means: list[Tensor]
     precisions: list[Tensor]
     scale: Tensor
-    _terms: dict[torch.device, list[tuple[Tensor, Tensor, Tensor]]] = field(
+    _terms: dict[torch.device, tuple[list[tuple[Tensor, Tensor, Tensor]], Tensor, Tensor]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -181,23 +181,26 @@ class Mahalanobis:
         """``(B, L)`` min over classes of the squared Mahalanobis distance, standardised per layer:
         ``d_c = h P h^T - 2 h (P mu_c^T) + mu_c P mu_c^T``, the input-free ``P mu^T`` ``(d_i, C)`` and
         ``mu P mu^T`` ``(C,)`` computed once per device (:meth:`_layer_terms`)."""
-        out = []
-        for h, (p, p_mu, offset), (m, s) in zip(hidden, self._layer_terms(hidden[0].device), self.scale.tolist()):
+        terms, mean, std = self._layer_terms(hidden[0].device)
+        mins = []
+        for h, (p, p_mu, offset) in zip(hidden, terms):
             h = h.double()
-            d = ((h @ p) * h).sum(1, keepdim=True) - 2 * (h @ p_mu) + offset  # (B, C)
-            out.append((d.amin(1) - m) / s)
-        return torch.stack(out, dim=1)
+            d = torch.addmm(offset, h, p_mu, alpha=-2.0)  # mu P mu^T - 2 h P mu^T, (B, C)
+            mins.append((d + torch.linalg.vecdot(h @ p, h).unsqueeze(1)).amin(1))
+        return (torch.stack(mins, dim=1) - mean) / std
 
-    def _layer_terms(self, device: torch.device) -> list[tuple[Tensor, Tensor, Tensor]]:
-        """Per layer on ``device``, float64: ``P``, ``P mu^T`` and ``mu P mu^T`` (cached: the fit never changes)."""
-        terms = self._terms.get(device)
-        if terms is None:
+    def _layer_terms(self, device: torch.device) -> tuple[list[tuple[Tensor, Tensor, Tensor]], Tensor, Tensor]:
+        """On ``device``, float64: per layer ``P``, ``P mu^T`` and ``mu P mu^T``; the training mean and std of each
+        layer's min-distance ``(L,)`` each (cached: the fit never changes)."""
+        cached = self._terms.get(device)
+        if cached is None:
             terms = []
             for mu, p in zip(self.means, self.precisions):
                 mu, p = mu.to(device, torch.float64), p.to(device, torch.float64)
                 terms.append((p, p @ mu.T, ((mu @ p) * mu).sum(1)))
-            self._terms[device] = terms
-        return terms
+            scale = self.scale.to(device, torch.float64)
+            cached = self._terms[device] = (terms, scale[:, 0], scale[:, 1])
+        return cached
 
     def score(self, hidden: Sequence[Tensor]) -> Tensor:
         return self.layer_distances(hidden).mean(1)

@@ -7,6 +7,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import torch
@@ -17,6 +18,9 @@ sys.path.insert(0, str(ROOT))
 
 from laya.data.datasets import DatasetNotFoundError
 from laya.model.checkpoint import Checkpoint
+
+if TYPE_CHECKING:
+    from laya.analysis.depth import DepthFit
 
 
 def seconds(fn: Callable[[], object], min_run_time: float = 1.0) -> float:
@@ -43,6 +47,16 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--models", default=str(ROOT / "models"), help="folder of bundled checkpoints")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 = least noisy)")
     return p
+
+
+def inspect_ood(checkpoint: Checkpoint, fit: DepthFit | None) -> bool | tuple[str, ...]:
+    """The ``ood`` Inspect's page passes to its explanation: the scores its status shows under the checkpoint's
+    depth report (``laya.app.views.shown_ood_scores``), False without a report or a fit."""
+    from laya.analysis.depth import DepthReport  # the page modules, for the two benchmarks that time Inspect
+    from laya.app.views import shown_ood_scores
+
+    report = DepthReport.load(checkpoint.path)
+    return False if report is None or fit is None else shown_ood_scores(report.data, checkpoint.model.head.dims)
 
 
 def test_images(checkpoint: Checkpoint, n: int) -> tuple[torch.Tensor, str]:

@@ -22,13 +22,12 @@ import os
 from pathlib import Path
 
 import torch
-from common import interleaved_seconds, parser
+from common import inspect_ood, interleaved_seconds, parser
 
 from laya.analysis.attribution import intrinsic_method
-from laya.analysis.depth import DepthFit, DepthReport
+from laya.analysis.depth import DepthFit
 from laya.analysis.explain import explain
 from laya.app.catalog import example_images, find_checkpoints
-from laya.app.views import shown_ood_scores
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 
@@ -55,8 +54,7 @@ def main() -> None:
         def decode():
             return load_image_tensor(data, ck.meta.input.channels, ck.meta.input.source_size)
 
-        report = DepthReport.load(ck.path)
-        shown = False if report is None or fit is None else shown_ood_scores(report.data, ck.model.head.dims)
+        shown = inspect_ood(ck, fit)
 
         def inspect(ood: bool | tuple[str, ...] = False):
             e = explain(ck, image, approximate=False, ood=ood, fit=fit)

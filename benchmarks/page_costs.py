@@ -32,14 +32,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from common import ROOT, interleaved_seconds, parser
+from common import ROOT, inspect_ood, interleaved_seconds, parser
 
 from laya.analysis.attribution import intrinsic_method
-from laya.analysis.depth import DepthFit, DepthReport, input_depth
+from laya.analysis.depth import DepthFit, input_depth
 from laya.analysis.explain import explain
 from laya.analysis.patching import patch_images
 from laya.app.catalog import example_images, find_checkpoints
-from laya.app.views import shown_ood_scores
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint, load_checkpoint
 
@@ -90,8 +89,7 @@ def setting_costs(setting: Path, rounds: int) -> dict:
 
     calls: dict[str, Callable[[], object]] = {f"forward {h}": forward(c) for h, c in cks.items()}
     calls |= {f"inspect {h}": (lambda c=c: _inspect(c, first, None, ood=False)) for h, c in cks.items()}
-    report = DepthReport.load(ck.path)  # Inspect's status shows max softmax and the report's best OOD score
-    shown = False if report is None or fit is None else shown_ood_scores(report.data, ck.model.head.dims)
+    shown = inspect_ood(ck, fit)  # Inspect's status shows max softmax and the report's best OOD score
     calls["Inspect"] = lambda: _inspect(ck, first, fit, shown)
     deferred = explain(ck, first, approximate=False).spatial
     if deferred is not None and any(deferred.deferred):

@@ -4,7 +4,7 @@ import streamlit as st
 
 from laya.app import views
 from laya.app.catalog import example_images
-from laya.app.map_plots import MapRow, deferred_label, map_classes, maps_caption, maps_figure, no_maps_note
+from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
 from laya.app.plots import compare_figure, layer_scores_figure
 from laya.app.text import shown
 from laya.model.checkpoint import CheckpointError
@@ -101,13 +101,10 @@ if any(c.meta.head.name == "lastlayer" for c in loaded.values()):
 
 st.subheader("Where each layer looked, per head")
 map_sections = []
-deferred = next(filter(None, map(deferred_label, explanations)), None)  # CLS-token layers: computed once opened
-section = st.expander(shown(deferred), key="compare_approximate_maps", on_change="rerun") if deferred else st.container()
-if note := no_maps_note(explanations):
-    st.info(shown(note))
-elif deferred is None or section.open:
+section, deferred = common.maps_section(explanations, "compare_approximate_maps")  # CLS-token layers: once opened
+if section is not None:
     with section:
-        mapped = explanations if deferred is None else [common.explain(path, name, data, mode) for path in loaded]
+        mapped = [common.explain(path, name, data, mode) for path in loaded] if deferred else explanations
         class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
         first = map_classes(mapped[0]) or [mapped[0].label]
         map_class = class_col.selectbox(

@@ -5,7 +5,7 @@ import streamlit as st
 from laya.analysis.attribution import POSTHOC_METHODS
 from laya.app import views
 from laya.app.catalog import example_images
-from laya.app.map_plots import MapRow, deferred_label, map_classes, maps_caption, maps_figure, no_maps_note
+from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
 from laya.app.plots import layer_scores_figure, score_scale, topk_figure
 from laya.app.text import shown
 from pages import common
@@ -96,13 +96,10 @@ ablation = common.block_ablation_chart(checkpoint, name, data, "inspect_block_ab
 
 st.subheader("Where each layer looked")
 map_sections = []
-deferred = deferred_label(explanation)  # CLS-token layers: approximate maps computed once opened, then cached
-section = st.expander(shown(deferred), key="inspect_approximate_maps", on_change="rerun") if deferred else st.container()
-if note := no_maps_note([explanation]):
-    st.info(shown(note))
-elif deferred is None or section.open:
+section, deferred = common.maps_section([explanation], "inspect_approximate_maps")  # CLS-token layers: once opened
+if section is not None:
     with section:
-        mapped = explanation if deferred is None else common.explain(selection.path, name, data, mode, tuple(posthoc))
+        mapped = common.explain(selection.path, name, data, mode, tuple(posthoc)) if deferred else explanation
         class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
         map_class = class_col.selectbox("Class of the maps (predicted first)", map_classes(mapped),
                                         key="inspect_map_class")  # fmt: skip
@@ -111,7 +108,7 @@ elif deferred is None or section.open:
         maps = maps_figure([image_row], map_class, weighted)
         st.plotly_chart(shown(maps, "plotly"), key="inspect_maps")
         st.caption(maps_caption(weighted))
-        if deferred is not None and (cost := views.model_time_caption(mapped)):  # the opened view's own cost
+        if deferred and (cost := views.model_time_caption(mapped)):  # the opened view's own cost
             st.caption(shown(cost))
         map_sections = [(f"Where each layer looked: {map_class}", maps)]
 

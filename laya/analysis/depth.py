@@ -41,7 +41,7 @@ from laya.analysis.lens import Lens, from_readouts, lens_summary, write_lens
 from laya.analysis.logit_attribution import LogitAttribution, class_mean_terms, logit_attribution
 from laya.analysis.overflow import check_output
 from laya.analysis.pruning import pruning_curves, removal_orders
-from laya.analysis.readouts import LayerProbes, Readouts, depth_summary, readout_logits
+from laya.analysis.readouts import LayerProbes, Readouts, depth_summary, readout_logits, readout_source
 from laya.analysis.statistics import bootstrap_cis
 from laya.data.datasets import Images
 from laya.data.features import cached_hidden_states, hidden_states
@@ -743,20 +743,15 @@ def input_scores(
     already has them (Inspect's leave-one-out, whose first mask keeps every layer); else the head runs here.
     ``only``: compute just these scores (those a page shows; the readouts only where a readout score is asked
     for); None: every score the fit allows."""
-    head64 = float64_head(checkpoint.model.head)
-    h64 = [h.double() for h in hidden]
     if base is None:
-        out = head64(h64)
+        out = float64_head(checkpoint.model.head)([h.double() for h in hidden])
         base = out.logits, out.layer_scores
     logits, layer_scores = base
     wanted = set(SCORE_LABELS) if only is None else set(only)
     readouts, kind = None, None
     if wanted & {"readout_disagreement", "prediction_depth"}:
-        shared = head64.readout_logits(head64.encode(h64))  # the head's own classifier per layer; None: it has none
-        probes = fit.probes if fit else None
-        readout = shared if shared is not None else None if probes is None else probes.logits(hidden)
+        readout, kind = readout_source(checkpoint.model.head, hidden, fit.probes if fit else None)
         readouts = None if readout is None else Readouts.of(readout, logits.argmax(-1))
-        kind = None if readouts is None else "own classifier" if shared is not None else "fitted probe"
     scores = detection_scores(logits, None if readouts is None else readouts.probs, hidden,
                               fit.mahalanobis if fit and "mahalanobis" in wanted else None, layer_scores,
                               fit.alpha_profile if fit and "alpha_divergence" in wanted else None)  # fmt: skip

@@ -90,25 +90,34 @@ class LayerProbes:
 
 
 @torch.inference_mode()
+def readout_source(
+    head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None, own: bool = True
+) -> tuple[Tensor | None, str | None]:
+    """``(logits (B, L, C) float64, kind)``: each layer's own logits through the head's classifier where it has a
+    shared one (``"own classifier"``; unless ``own=False``: the same kind of readout for every head), else through
+    ``probes`` (``"fitted probe"``); ``(None, None)`` where the head has no shared classifier and no probes are given."""
+    head64 = float64_head(head)
+    shared = head64.readout_logits(head64.encode([h.double() for h in hidden])) if own else None
+    if shared is not None:
+        return shared, "own classifier"
+    return (None, None) if probes is None else (probes.logits(hidden), "fitted probe")
+
+
 def readout_logits(
     head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None, own: bool = True
 ) -> Tensor:
-    """Each layer's own logits ``(B, L, C)`` (float64): the head's classifier where it has a shared one
-    (unless ``own=False``: the same kind of readout for every head), else ``probes``.
+    """The logits of :func:`readout_source`.
 
     Raises:
         ValueError: the head needs probes and none were given.
     """
-    head64 = float64_head(head)
-    shared = head64.readout_logits(head64.encode([h.double() for h in hidden])) if own else None
-    if shared is not None:
-        return shared
-    if probes is None:
+    logits, _ = readout_source(head, hidden, probes, own)
+    if logits is None:
         raise ValueError(
             f"{type(head).__name__} has no shared classifier: its per-layer readouts need linear probes "
             "(run `python -m laya depth --checkpoint DIR` to fit them)"
         )
-    return probes.logits(hidden)
+    return logits
 
 
 def prediction_depth(readout_classes: Tensor, final: Tensor) -> Tensor:
@@ -208,4 +217,5 @@ __all__ = [
     "overthinking",
     "prediction_depth",
     "readout_logits",
+    "readout_source",
 ]

@@ -6,7 +6,8 @@
 - :mod:`.sharing`: the view in the URL, the "copy link" box, the HTML report button;
 - :mod:`.inputs`: the image input (upload, browsed test input, example), a patching source, and the checkpoints a
   page may compare;
-- :mod:`.display`: display tables shown whole, a LastLayer head's post-hoc block ablation, scrolling to an anchor.
+- :mod:`.display`: display tables shown whole, a LastLayer head's post-hoc block ablation, the maps' section,
+  scrolling to an anchor.
 - :mod:`.switches`: page switches kept in the link and across page changes (``switches.pick(st.radio, ...)``).
 - :mod:`.upstream`: a workaround for a Streamlit bug (a rerun dropped the reply a file upload waits for).
 - :mod:`.routes`: deep links on a server's first run (the ``pages/<url path>.py`` aliases run ``app.py``).
@@ -18,7 +19,7 @@ their first value from ``common.opened_link()``), ``common.copy_link()`` and
 ``common.report_button(title, [(heading, figure_or_table), ...], file_stem)``.
 """
 
-from pages.common.display import block_ablation_chart, scroll_to, table
+from pages.common.display import block_ablation_chart, maps_section, scroll_to, table
 from pages.common.inputs import (
     BROWSED,
     CURRENT_INPUT,
@@ -105,6 +106,7 @@ __all__ = [
     "load_model",
     "load_report",
     "load_sample",
+    "maps_section",
     "models_root",
     "opened_link",
     "option_index",

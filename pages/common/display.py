@@ -1,14 +1,19 @@
-"""How pages show things: display tables whole, the post-hoc block ablation of a LastLayer head, and scrolling
-to an anchor after a click."""
+"""How pages show things: display tables whole, the post-hoc block ablation of a LastLayer head, the section of the
+spatial maps, and scrolling to an anchor after a click."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from laya.analysis.block_ablation import SKIP
+from laya.analysis.explain import Explanation
 from laya.app.depth_plots import block_ablation_figure
+from laya.app.map_plots import deferred_label, no_maps_note
 from laya.app.text import shown
 from laya.model.own_head import is_own_head
 from laya.sandbox.info import ModelInfo
@@ -19,6 +24,19 @@ def table(frame: pd.DataFrame) -> None:
     """A display-text table shown whole, wrapped to the page (never clipped or scrolled sideways), indexed by its
     first column; every header and text cell shown plain (``st.table`` renders them as Markdown)."""
     st.table(shown(frame.set_index(frame.columns[0])))
+
+
+def maps_section(explanations: Sequence[Explanation], key: str) -> tuple[Any | None, bool]:
+    """Where a page draws the spatial maps of ``explanations`` (made with ``approximate=False``): ``(container,
+    deferred)``. Where they deferred CLS-token layers' approximate maps, a closed expander whose heading says what
+    opening it costs (``deferred``: the page explains again with the maps, inside it); else the page itself. The
+    container is None where there is nothing to draw: no layer has a map (a note says so) or the section is closed."""
+    label = next(filter(None, map(deferred_label, explanations)), None)
+    section = st.expander(shown(label), key=key, on_change="rerun") if label else st.container()
+    if note := no_maps_note(explanations):
+        st.info(shown(note))
+        return None, False
+    return (section if label is None or section.open else None), label is not None
 
 
 def block_ablation_chart(info: ModelInfo, name: str, data: bytes, key: str) -> go.Figure | None:

@@ -8,24 +8,36 @@ The ``alpha_i(x)`` are intrinsic, per-input layer attributions.
 
 __version__ = "0.1.0"
 
-from laya.model.backbones import BackboneConfig, build_backbone, wrap
-from laya.model.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
-from laya.model.classifier import LayerwiseClassifier, ModelOutput
-from laya.model.heads import ABLATION_MODES, HeadConfig, HeadOutput, build_head
+# The public API, imported on first use (PEP 562): ``laya --version`` and ``laya --help`` answer without torch.
+_EXPORTS = {
+    "ABLATION_MODES": "laya.model.heads",
+    "BackboneConfig": "laya.model.backbones",
+    "Checkpoint": "laya.model.checkpoint",
+    "CheckpointError": "laya.model.checkpoint",
+    "HeadConfig": "laya.model.heads",
+    "HeadOutput": "laya.model.heads",
+    "LayerwiseClassifier": "laya.model.classifier",
+    "ModelOutput": "laya.model.classifier",
+    "build_backbone": "laya.model.backbones",
+    "build_head": "laya.model.heads",
+    "load_checkpoint": "laya.model.checkpoint",
+    "save_checkpoint": "laya.model.checkpoint",
+    "wrap": "laya.model.backbones",
+}
 
-__all__ = [
-    "ABLATION_MODES",
-    "BackboneConfig",
-    "Checkpoint",
-    "CheckpointError",
-    "HeadConfig",
-    "HeadOutput",
-    "LayerwiseClassifier",
-    "ModelOutput",
-    "__version__",
-    "build_backbone",
-    "build_head",
-    "load_checkpoint",
-    "save_checkpoint",
-    "wrap",
-]
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'laya' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+__all__ = ["__version__", *sorted(_EXPORTS)]

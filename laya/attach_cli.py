@@ -45,28 +45,45 @@ def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     a.add_argument("--family", required=True, choices=["timm", "torchvision", "transformers"], help=FAMILY_HELP)
     a.add_argument("--model", required=True, help="architecture name (timm/torchvision) or model_type (transformers)")
-    a.add_argument("--weights", required=True, help="your weights: .safetensors, or a .pth/.pt state dict")
+    a.add_argument("--weights", required=True,
+                   help="your weights: a .safetensors file, or a .pth/.pt state dict (tensors only are read; a pickled "
+                   "model is refused)")
+    a.add_argument("--match-by-order", action="store_true",
+                   help="match the file's tensors to the architecture's in order, not by name, and print the mapping "
+                   "(default: by name; any missing, unexpected or mismatched key is refused)")
     a.add_argument("--dataset", required=True, help="ImageFolder directory (train/, test/) | fashion-mnist | cifar10")
     a.add_argument("--out", default="attached", help="folder the setting is written into (default: attached)")
     a.add_argument("--setting", help="name of the setting folder (default: <dataset>-<model>)")
-    a.add_argument("--image-size", type=int, help="side of the images the network sees (ImageFolder default: 32)")
-    a.add_argument("--mean", type=_floats, help="input normalisation per channel (default: ImageNet's for RGB)")
-    a.add_argument("--std", type=_floats, help="input normalisation per channel (default: ImageNet's for RGB)")
-    a.add_argument("--model-kwargs", type=_kwargs, default={}, help="architecture arguments, JSON")
+    a.add_argument("--image-size", type=int,
+                   help="side of the images the network sees, the one it was trained at (default: the dataset's; "
+                   "ImageFolder: 32)")
+    a.add_argument("--mean", type=_floats, help="input normalisation per channel (default: ImageNet's for RGB, else 0.5)")
+    a.add_argument("--std", type=_floats, help="input normalisation per channel (default: ImageNet's for RGB, else 0.5)")
+    a.add_argument("--model-kwargs", type=_kwargs, default={}, help="architecture arguments, JSON (default: none)")
     a.add_argument("--layers", type=_strings, help="torchvision: graph nodes to read (default: the stages)")
-    a.add_argument("--heads", type=_strings, default=["laya", "scalarmix", "concat"], help="heads fitted beside it")
-    a.add_argument("--depth-heads", type=_strings, default=["own", "laya"], help="heads whose depth analytics run")
-    a.add_argument("--lr", type=float, default=3e-4)
-    a.add_argument("--patience", type=int, default=5)
-    a.add_argument("--max-epochs", type=int, default=50)
-    a.add_argument("--val-fraction", type=float, default=0.1)
-    a.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for every CI")
-    a.add_argument("--ig-steps", type=int, default=32)
-    a.add_argument("--limit", type=int, help="evaluate and analyse only the first N test inputs")
-    a.add_argument("--train-limit", type=int, default=3000, help="training inputs the depth analytics fit on")
-    a.add_argument("--random-orders", type=int, default=10, help="depth analytics: random pruning orders")
-    a.add_argument("--timing-batch", type=int, default=64, help="depth analytics: inputs per timed batch")
-    a.add_argument("--timing-repeats", type=int, default=7, help="depth analytics: timed repeats")
+    a.add_argument("--heads", type=_strings, default=["laya", "scalarmix", "concat"],
+                   help="heads fitted beside the own one (default: laya,scalarmix,concat)")
+    a.add_argument("--depth-heads", type=_strings, default=["own", "laya"],
+                   help="heads whose depth analytics run (default: own,laya)")
+    a.add_argument("--lr", type=float, default=3e-4, help="learning rate of the fitted heads (default: 3e-4)")
+    a.add_argument("--patience", type=int, default=5,
+                   help="epochs without a better validation accuracy before a fitted head stops (default: 5)")
+    a.add_argument("--max-epochs", type=int, default=50, help="most epochs a fitted head trains (default: 50)")
+    a.add_argument("--val-fraction", type=float, default=0.1,
+                   help="share of the training split held out for early stopping (default: 0.1)")
+    a.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for every CI (default: 1000)")
+    a.add_argument("--ig-steps", type=int, default=32,
+                   help="integrated-gradients steps of the post-hoc layer attributions (default: 32)")
+    a.add_argument("--limit", type=int,
+                   help="evaluate N test inputs, a class-balanced random sample drawn with seed 0 (the depth analytics "
+                   "take N of a seeded random permutation); default: all")
+    a.add_argument("--train-limit", type=int, default=3000,
+                   help="training inputs the depth analytics fit on (default: 3000)")
+    a.add_argument("--random-orders", type=int, default=10,
+                   help="depth analytics: random pruning orders (default: 10)")
+    a.add_argument("--timing-batch", type=int, default=64,
+                   help="depth analytics: inputs per timed batch (default: 64)")
+    a.add_argument("--timing-repeats", type=int, default=7, help="depth analytics: timed repeats (default: 7)")
     a.set_defaults(func=cmd_attach)
     return a
 
@@ -77,7 +94,8 @@ def cmd_attach(args: argparse.Namespace) -> None:
     from laya.training.attach import AttachConfig, attach, summary
 
     config = AttachConfig(
-        family=args.family, model=args.model, weights=args.weights, dataset=args.dataset, out=args.out,
+        family=args.family, model=args.model, weights=args.weights, weights_by_order=args.match_by_order,
+        dataset=args.dataset, out=args.out,
         setting=args.setting, image_size=args.image_size, mean=args.mean, std=args.std, model_kwargs=args.model_kwargs,
         layers=args.layers, heads=tuple(args.heads), depth_heads=tuple(args.depth_heads), lr=args.lr,
         patience=args.patience, max_epochs=args.max_epochs,

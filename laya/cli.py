@@ -14,14 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from laya.attach_cli import add_attach_parser
-from laya.data.datasets import DatasetNotFoundError
-from laya.data.images import ImageError
-from laya.extras import MissingExtraError
-from laya.model.checkpoint import CheckpointError
-from laya.training.lock import OutputLockedError
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -139,9 +132,10 @@ def _tqdm_progress(desc: str):
 
 def _eval_options(args: argparse.Namespace) -> EvalOptions:  # noqa: F821
     from laya.analysis.evaluate import EvalOptions
+    from laya.model.heads import ABLATION_MODES
 
     return EvalOptions(
-        modes=tuple(args.modes),
+        modes=tuple(args.modes or ABLATION_MODES),
         ig_steps=args.ig_steps,
         batch_size=args.batch_size,
         limit=args.limit,
@@ -302,6 +296,8 @@ def cmd_shapes(args: argparse.Namespace) -> None:
 
 
 def cmd_patch(args: argparse.Namespace) -> None:
+    import torch
+
     from laya.analysis.patching import effect_table, patch_backbone, patch_head
     from laya.data.features import _image_batches, hidden_states
     from laya.model.checkpoint import load_checkpoint
@@ -418,15 +414,14 @@ def _add_device_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:
-    from laya.model.heads import ABLATION_MODES
-
     _add_device_flags(p)
-    p.add_argument("--modes", type=_csv, default=list(ABLATION_MODES), help="ablation modes (comma-separated)")
+    p.add_argument("--modes", type=_csv, help="ablation modes, comma-separated (default: every mode the head has)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for every CI")
     p.add_argument("--eval-seed", type=int, default=0, help="seed of the bootstrap and the random control")
     p.add_argument("--ig-steps", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=500)
-    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N test inputs")
+    p.add_argument("--limit", type=int, default=None,
+                   help="evaluate a class-balanced random sample of N test inputs (drawn with --eval-seed; default: all)")  # fmt: skip
 
 
 ALLOW_IMPORT_HELP = (
@@ -655,13 +650,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:
-        args.func(args)
-    except (
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The errors a user can fix: printed as one line, exit status 2 (imported once a command runs)."""
+    from laya.data.datasets import DatasetNotFoundError
+    from laya.data.images import ImageError
+    from laya.extras import MissingExtraError
+    from laya.model.checkpoint import CheckpointError
+    from laya.training.lock import OutputLockedError
+
+    return (
         CheckpointError,
         DatasetNotFoundError,
         ImageError,
@@ -670,7 +667,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         OutputLockedError,
         MissingExtraError,  # an optional package: its message is the install command
         OSError,  # a directory or unreadable file where a file was expected: a message, never a traceback
-    ) as error:
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse (no heavy import: ``--help`` and ``--version`` answer at once), then run the command."""
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    errors = user_errors()
+    try:
+        args.func(args)
+    except errors as error:
+        sys.stderr.flush()
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

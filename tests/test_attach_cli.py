@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,14 +32,156 @@ def test_attach_prints_the_one_screen_summary(tmp_path: Path, image_folder: Path
     assert written >= {"own", "laya", "scalarmix", "concat", "backbone.safetensors", "examples", "summary.md"}
 
 
-def test_attach_refuses_weights_of_another_architecture(tmp_path: Path, image_folder: Path, capsys) -> None:
+@pytest.fixture()
+def no_long_step(monkeypatch):
+    """Fails the test if attach reaches its first long step (features of the training split)."""
+    import laya.training.attach as attach_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a long step started before the refusal")
+
+    monkeypatch.setattr(attach_module, "cached_hidden_states", refuse)
+    monkeypatch.setattr(attach_module, "bundle", refuse)
+
+
+def _attach(weights: str, dataset: Path, tmp_path: Path, *extra: str, model: str = "resnet10t") -> list[str]:
+    return ["attach", "--family", "timm", "--model", model, "--weights", weights, "--dataset", str(dataset),
+            "--out", str(tmp_path / "out"), *extra]  # fmt: skip
+
+
+def _refusal(argv: list[str], capsys) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    (line,) = [x for x in captured.err.splitlines() if x.strip()]  # one line: no progress bar before it
+    assert line.startswith("error: ")
+    return line
+
+
+def test_weights_of_another_architecture_are_refused_by_key(tmp_path: Path, image_folder: Path, capsys,
+                                                            no_long_step) -> None:  # fmt: skip
     import timm
 
+    weights = _save(timm.create_model("resnet14t", num_classes=3), tmp_path / "deeper.safetensors")
+    line = _refusal(_attach(weights, image_folder, tmp_path, "--image-size", "32"), capsys)
+    assert "do not fit the architecture" in line and " not in the architecture (layer" in line  # the extra blocks
+    assert "--match-by-order" in line
+
+
+def test_the_classifier_s_class_count_is_named_with_the_dataset_s(tmp_path: Path, image_folder: Path, capsys,
+                                                                 no_long_step) -> None:  # fmt: skip
+    import timm
+
+    weights = _save(timm.create_model("resnet10t", num_classes=10), tmp_path / "ten.safetensors")
+    line = _refusal(_attach(weights, image_folder, tmp_path, "--image-size", "32"), capsys)
+    assert "the weights' classifier has 10 outputs" in line
+    assert f"the dataset '{image_folder}' has 3 classes (blue, green, red)" in line
+
+
+def test_a_one_class_folder_is_said_in_plain_words(tmp_path: Path, capsys, no_long_step) -> None:
+    import timm
+
+    from tests.conftest import make_image_folder
+
+    data = make_image_folder(tmp_path / "data", train=2, test=2)
+    for split in ("train", "test"):
+        for name in ("green", "red"):
+            shutil.rmtree(data / split / name)
+    weights = _save(timm.create_model("resnet10t", num_classes=3), tmp_path / "w.safetensors")
+    line = _refusal(_attach(weights, data, tmp_path), capsys)
+    assert "has one class (blue) in train/: a classifier needs at least two classes" in line
+
+
+def test_a_size_the_network_cannot_take_names_sizes_that_work(tmp_path: Path, image_folder: Path, capsys,
+                                                              no_long_step) -> None:  # fmt: skip
+    import timm
+
+    weights = _save(timm.create_model("resnet10t", num_classes=3), tmp_path / "w.safetensors")
+    line = _refusal(_attach(weights, image_folder, tmp_path, "--image-size", "1"), capsys)
+    assert "cannot take 1x1 inputs" in line and "sizes that work: 32, 64" in line
+    vit = timm.create_model("test_vit", num_classes=3, img_size=32)
+    weights = _save(vit, tmp_path / "vit.safetensors")
+    line = _refusal(_attach(weights, image_folder, tmp_path, "--image-size", "64", model="test_vit"), capsys)
+    assert "cannot take 64x64 inputs" in line and "sizes that work: 32." in line  # the weights' position embeddings
+    assert "pos_embed" in line
+
+
+def test_files_that_are_not_weights_are_refused_with_the_reason(tmp_path: Path, image_folder: Path, capsys,
+                                                                no_long_step) -> None:  # fmt: skip
+    import timm
+
+    line = _refusal(_attach(str(tmp_path / "absent.pt"), image_folder, tmp_path), capsys)
+    assert f"weights file '{tmp_path / 'absent.pt'}' not found (a path to the file)" in line
+    torch.save(timm.create_model("resnet10t", num_classes=3), tmp_path / "model.pth")  # the whole module: a pickle
+    line = _refusal(_attach(str(tmp_path / "model.pth"), image_folder, tmp_path), capsys)
+    assert "holds pickled Python objects, not only tensors" in line and "nothing in the file was executed" in line
+
+
+def test_match_by_order_maps_renamed_weights_and_prints_the_mapping(tmp_path: Path, image_folder: Path) -> None:
+    import timm
+
+    from laya.training.attach import AttachConfig
+    from laya.training.preflight import preflight
+
+    network = timm.create_model("resnet10t", num_classes=3).eval()
+    renamed = {f"port.{i}": v for i, v in enumerate(network.state_dict().values())}
+    torch.save(renamed, tmp_path / "port.pt")  # keeps the order (a safetensors file's is its own)
+    config = dict(family="timm", model="resnet10t", weights=str(tmp_path / "port.pt"),
+                  dataset=str(image_folder), image_size=32)  # fmt: skip
+    with pytest.raises(ValueError, match="missing from the file"):
+        preflight(AttachConfig(**config))
+    checked = preflight(AttachConfig(**config, weights_by_order=True), echo=False)
+    assert checked.backbone.weights_mapping[0] == ("port.0", "conv1.0.weight")
+    x = torch.randn(2, 3, 32, 32)
+    assert torch.equal(checked.backbone.eval().model(x), network(x))
+
+
+def test_attach_help_describes_every_option_with_its_default() -> None:
+    from laya.cli import build_parser
+
+    parser = build_parser()
+    attach = parser._subparsers._group_actions[0].choices["attach"]
+    for action in attach._actions:
+        if action.dest == "help":
+            continue
+        assert action.help, f"{action.option_strings} has no description"
+        assert action.required or "default" in action.help, f"{action.option_strings}: no default stated"
+
+
+def test_version_and_help_answer_without_importing_torch() -> None:
+    code = ("import sys, time; t = time.perf_counter(); from laya.cli import build_parser; build_parser(); "
+            "print('torch' in sys.modules, time.perf_counter() - t)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "False" and float(out[1]) < 1.0
+    version = subprocess.run([sys.executable, "-m", "laya", "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("laya ")
+
+
+@pytest.mark.parametrize(
+    "low, high, p, words",
+    [(-0.118, -0.022, 0.12, "significant before correction, not after"), (0.01, 0.05, 0.01, "better"),
+     (-0.05, -0.01, 0.03, "worse"), (-0.01, 0.02, 0.001, "tie")],
+)  # fmt: skip
+def test_the_summary_s_verdict_agrees_with_the_interval_it_prints(low, high, p, words) -> None:
+    from laya.training.attach import comparison_words
+
+    assert comparison_words(low, high, p) == words
+
+
+def test_limit_draws_a_class_balanced_random_sample_and_says_so(tmp_path: Path, image_folder: Path, capsys) -> None:
+    import timm
+
+    torch.manual_seed(0)
     weights = _save(timm.create_model("resnet10t", num_classes=3), tmp_path / "mine.safetensors")
-    argv = ["attach", "--family", "timm", "--model", "resnet18", "--weights", weights, "--dataset", str(image_folder),
-            "--image-size", "32", "--out", str(tmp_path / "out")]  # fmt: skip
-    assert main(argv) == 2
-    assert "cannot map them" in capsys.readouterr().err  # the file is not this architecture's
+    argv = ["--threads", "1", "attach", "--family", "timm", "--model", "resnet10t", "--weights", weights,
+            "--dataset", str(image_folder), "--image-size", "32", "--out", str(tmp_path / "out"), "--setting", "m",
+            "--heads", "laya", "--depth-heads", "own", "--limit", "6", "--max-epochs", "1", "--resamples", "50",
+            "--ig-steps", "4", "--train-limit", "48", "--random-orders", "1", "--timing-batch", "4",
+            "--timing-repeats", "1"]  # fmt: skip
+    assert main(argv) == 0
+    assert "6 test inputs (a class-balanced random sample of the 24, seed 0)" in capsys.readouterr().out
+    report = json.loads((tmp_path / "out" / "m" / "own" / "report.json").read_text())
+    assert report["class_counts"] == {"blue": 2, "green": 2, "red": 2}
 
 
 @pytest.mark.parametrize("flag, value", [("--model-kwargs", "[1]"), ("--mean", "a,b")])

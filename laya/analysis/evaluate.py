@@ -69,7 +69,7 @@ class EvalOptions:
     reductions: tuple[str, ...] = REDUCTIONS
     ig_steps: int = 32
     batch_size: int = 500
-    limit: int | None = None  # evaluate the first ``limit`` inputs only
+    limit: int | None = None  # evaluate a class-balanced random sample of ``limit`` inputs (drawn with ``seed``)
     seed: int = 0  # of the random-ranking control and of the bootstrap
     resamples: int = 1000  # bootstrap resamples for every CI
     epsilon: float = EPSILON  # |drop| above which a layer is informative
@@ -111,8 +111,10 @@ def evaluate(
     if tuple(data.classes) != tuple(meta.classes):
         raise ValueError(f"dataset classes {list(data.classes)} differ from the checkpoint's {list(meta.classes)}")
     check_precision(options.precision)
-    if options.limit:
-        data = data.subset(torch.arange(min(options.limit, len(data))))
+    if options.limit:  # never "the first n": a class-sorted folder would lose whole classes
+        from laya.analysis.sample import sample_indices  # sample -> depth -> evaluate: imported here
+
+        data = data.subset(sample_indices(data.labels, options.limit, options.seed))
     head = model.head
     modes = [m for m in options.modes if m in head.modes]
     if not modes:

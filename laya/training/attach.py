@@ -30,15 +30,16 @@ from tqdm.auto import tqdm
 from laya.analysis.depth import DepthOptions, run_depth
 from laya.analysis.evaluate import EvalOptions
 from laya.analysis.report import PER_INPUT_FILE, Report
-from laya.analysis.statistics import bootstrap_ci, format_diff, holm, holm_verdict, paired_bootstrap
+from laya.analysis.statistics import bootstrap_ci, format_diff, holm, holm_verdict, paired_bootstrap, paired_verdict
 from laya.data.datasets import InputSpec, Preprocess, load_dataset, split_indices
 from laya.data.features import cached_hidden_states
-from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.backbones import BackboneConfig
 from laya.model.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint, sha256_file
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import HEAD_LABELS, HeadConfig
 from laya.model.own_head import OWN, own_head
 from laya.training.bundle import bundle, export_examples
+from laya.training.preflight import Checked, preflight
 from laya.training.suite import results_table, write_summary
 from laya.training.train import TrainConfig, train
 
@@ -55,7 +56,8 @@ class AttachConfig:
     ``family``/``model``: e.g. ``timm``/``resnet18``, ``torchvision``/``resnet18``, ``transformers``/``vit``
     (a ``model_type``, its config arguments in ``model_kwargs``), or ``wrapped`` (the module from Python,
     ``layers`` naming the submodules read). ``weights``: the user's ``.safetensors`` or ``.pth``/``.pt`` state
-    dict (read with ``torch.load(weights_only=True)``). ``mean``/``std``: the normalisation the network was
+    dict (read with ``torch.load(weights_only=True)``), fitted to the architecture exactly by name unless
+    ``weights_by_order``. ``mean``/``std``: the normalisation the network was
     trained with (default: ImageNet's for 3 channels, 0.5 otherwise).
     """
 
@@ -63,6 +65,7 @@ class AttachConfig:
     model: str | None
     weights: str | None
     dataset: str
+    weights_by_order: bool = False  # match the file's tensors to the architecture's in order (never by default)
     out: str = "attached"
     setting: str | None = None  # default: "<dataset folder name>-<model>"
     image_size: int | None = None  # side the network sees; default: the dataset's (ImageFolder: 32)
@@ -94,10 +97,14 @@ class AttachConfig:
 
 @dataclass
 class Attached:
-    """The written setting folder and its head folders, ``own`` first."""
+    """The written setting folder and its head folders, ``own`` first; ``test_inputs`` of ``test_total`` were
+    evaluated (fewer under ``evaluation.limit``: a class-balanced random sample drawn with ``seed``)."""
 
     setting: Path
     heads: dict[str, Path]
+    test_inputs: int = 0
+    test_total: int = 0
+    seed: int = 0
 
 
 def input_spec(config: AttachConfig, channels: int, source: int) -> InputSpec:
@@ -118,25 +125,18 @@ def backbone_config(config: AttachConfig, spec: InputSpec, num_classes: int) -> 
     data = BackboneConfig(
         name=config.family, in_channels=spec.channels, input_size=spec.size, model=config.import_path
         if config.family == "wrapped" else config.model, model_kwargs=kwargs, pre_logits=True, weights=weights,
-        freeze=True, layers=config.layers,
+        weights_by_order=config.weights_by_order, freeze=True, layers=config.layers,
     ).to_dict()  # fmt: skip
     return BackboneConfig.from_dict(data)  # the checks a checkpoint of it will pass
 
 
-def own_checkpoint(config: AttachConfig, out: str | Path, module: nn.Module | None = None) -> Path:
-    """The network with its own classifier as a LastLayer head (no training), reference vectors from the
-    training split (the same cached features the fitted heads train on), written to ``out``."""
+def own_checkpoint(config: AttachConfig, out: str | Path, checked: Checked) -> Path:
+    """The network (``checked.backbone``, from :func:`~laya.training.preflight.preflight`) with its own classifier
+    as a LastLayer head (no training), reference vectors from the training split (the same cached features the
+    fitted heads train on), written to ``out``."""
     data = load_dataset(config.dataset, "train", config.image_size)
-    spec = input_spec(config, data.channels, data.image_size)
-    bb_config = backbone_config(config, spec, len(data.classes))
-    backbone = build_backbone(bb_config, **({"module": module} if config.family == "wrapped" else {}))
-    head = own_head(backbone)
-    if head.num_classes != len(data.classes):
-        raise ValueError(
-            f"the network's classifier has {head.num_classes} outputs; the dataset {config.dataset!r} has "
-            f"{len(data.classes)} classes ({', '.join(data.classes[:10])})"
-        )
-    model = LayerwiseClassifier(backbone, head).eval()
+    spec, bb_config, backbone = checked.spec, checked.backbone_config, checked.backbone
+    model = LayerwiseClassifier(backbone, own_head(backbone)).eval()
     features = cached_hidden_states(backbone, Preprocess(spec), data, 256, "features (train split)")
     train_idx, _ = split_indices(len(data), config.val_fraction, 0)
     model.head.set_references([h[train_idx].double().mean(0).float() for h in features])
@@ -155,57 +155,81 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
     the network for ``family="wrapped"``. Progress bars (tqdm) show each long step with its ETA."""
     if (config.family == "wrapped") != (module is not None):
         raise ValueError("pass the nn.Module exactly when family='wrapped'")
+    checked = preflight(config, module)  # seconds: every refusal before the first long step
+    spec, bb_config = checked.spec, checked.backbone_config
     test = load_dataset(config.dataset, "test", config.image_size)
-    spec = input_spec(config, test.channels, test.image_size)
-    bb_config = backbone_config(config, spec, len(test.classes))
     name = config.setting or f"{Path(config.dataset).name}-{config.model or type(module).__name__}".lower()
     setting = Path(config.out) / name
     steps = tqdm(total=2 + len(config.heads) + len(config.depth_heads), desc=f"attach {name}", unit="step")
     heads: dict[str, Path] = {}
-    with tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
-        steps.set_postfix_str("own head")
-        run = own_checkpoint(config, Path(runs) / OWN, module)
-        heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, module=module)
-        steps.update()
-        export_examples(test, setting / "examples")
-        for head in config.heads:
-            steps.set_postfix_str(f"fitting {head}")
-            recipe = TrainConfig(
-                dataset=config.dataset, backbone=bb_config, head=HeadConfig(name=head), seed=config.seed,
-                out=str(Path(runs) / head), lr=config.lr, patience=config.patience, max_epochs=config.max_epochs,
-                val_fraction=config.val_fraction, batch_size=config.batch_size, image_size=config.image_size,
-                mean=list(spec.mean), std=list(spec.std),
-            )  # fmt: skip
-            heads[head] = bundle(train(recipe, module=module), setting / head, test, config.evaluation, module=module)
+    try:  # the bar is closed (its line ended) before any error is printed
+        with tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
+            steps.set_postfix_str("own head")
+            run = own_checkpoint(config, Path(runs) / OWN, checked)
+            heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, module=module)
             steps.update()
-    write_summary(results_table(list(heads.values())), setting, f"{name}: the network's own head and LAYA, "
-                  "ScalarMix, Concat on its frozen features", list(heads.values()))  # fmt: skip
-    steps.update()
-    for head in config.depth_heads:
-        steps.set_postfix_str(f"depth analytics of {head}")
-        run_depth(load_checkpoint(heads[head], module=module), config.depth)
+            export_examples(test, setting / "examples")
+            for head in config.heads:
+                steps.set_postfix_str(f"fitting {head}")
+                recipe = TrainConfig(
+                    dataset=config.dataset, backbone=bb_config, head=HeadConfig(name=head), seed=config.seed,
+                    out=str(Path(runs) / head), lr=config.lr, patience=config.patience, max_epochs=config.max_epochs,
+                    val_fraction=config.val_fraction, batch_size=config.batch_size, image_size=config.image_size,
+                    mean=list(spec.mean), std=list(spec.std),
+                )  # fmt: skip
+                fitted = train(recipe, module=module)
+                heads[head] = bundle(fitted, setting / head, test, config.evaluation, module=module)
+                steps.update()
+        write_summary(results_table(list(heads.values())), setting, f"{name}: the network's own head and LAYA, "
+                      "ScalarMix, Concat on its frozen features", list(heads.values()))  # fmt: skip
         steps.update()
-    steps.close()
-    return Attached(setting, heads)
+        for head in config.depth_heads:
+            steps.set_postfix_str(f"depth analytics of {head}")
+            run_depth(load_checkpoint(heads[head], module=module), config.depth)
+            steps.update()
+    finally:
+        steps.close()
+    limit = config.evaluation.limit
+    return Attached(setting, heads, min(limit or len(test), len(test)), len(test), config.evaluation.seed)
+
+
+def comparison_words(low: float, high: float, adjusted_p: float) -> str:
+    """The verdict of a difference whose printed CI is ``[low, high]`` (uncorrected) and whose Holm-adjusted p is
+    ``adjusted_p``, in words that agree with that CI: ``better`` / ``worse`` (the CI excludes 0 and adjusted
+    p <= 0.05), ``tie`` (the CI covers 0), or ``significant before correction, not after``."""
+    direction = paired_verdict(low, high)
+    if direction == "tie":
+        return "tie"
+    if holm_verdict(low, high, adjusted_p) == "tie":
+        return "significant before correction, not after"
+    return {"higher": "better", "lower": "worse"}[direction]
+
+
+def sample_words(attached: Attached) -> str:
+    """``200 test inputs (a class-balanced random sample of the 1,000, seed 0)``, or ``1,000 test inputs``."""
+    if attached.test_inputs >= attached.test_total:
+        return f"{attached.test_inputs:,} test inputs"
+    return (f"{attached.test_inputs:,} test inputs (a class-balanced random sample of the {attached.test_total:,}, "
+            f"seed {attached.seed})")  # fmt: skip
 
 
 def summary(attached: Attached, resamples: int = 1000) -> str:
     """One screen: each head's test accuracy with its 95 % bootstrap CI and its paired difference to the
-    network's own head, Holm-corrected over the heads compared (a tie where the CI covers 0 or the adjusted p
-    exceeds 0.05); LAYA's mean α per layer (largest first); the command that opens the dashboard."""
+    network's own head with its 95 % CI, Holm-corrected over the heads compared (:func:`comparison_words`: the
+    verdict never contradicts the interval printed); LAYA's mean α per layer (largest first); the command that
+    opens the dashboard."""
     correct = {h: load_file(str(p / PER_INPUT_FILE))["correct"].double() for h, p in attached.heads.items()}
     tests = {h: paired_bootstrap(v, correct[OWN], resamples=resamples) for h, v in correct.items() if h != OWN}
     adjusted = dict(zip(tests, holm([t.p_value for t in tests.values()])))
-    words = {"higher": "better", "lower": "worse", "tie": "tie"}
-    lines = [f"{attached.setting}: {len(correct[OWN])} test inputs; accuracy [95 % bootstrap CI]; against the own head "
-             f"a paired bootstrap, Holm-corrected over the {len(tests)}", ""]  # fmt: skip
+    lines = [f"{attached.setting}: {sample_words(attached)}; accuracy [95 % bootstrap CI]; against the own head "
+             f"a paired bootstrap [95 % CI], Holm-corrected over the {len(tests)}", ""]  # fmt: skip
     for head, values in correct.items():
         acc = bootstrap_ci(values, resamples=resamples)
         label = "own head (the network as it is)" if head == OWN else HEAD_LABELS[head]
         line = f"  {label:<32} {acc.estimate:.3f} [{acc.low:.3f}, {acc.high:.3f}]"
         if head != OWN:
             d = tests[head].difference
-            verdict = words[holm_verdict(d.low, d.high, adjusted[head])]
+            verdict = comparison_words(d.low, d.high, adjusted[head])
             line += f"   vs own {format_diff(d.estimate, d.low, d.high)} ({verdict}, Holm p = {adjusted[head]:.2g})"
         lines.append(line)
     if "laya" in attached.heads:
@@ -218,5 +242,6 @@ def summary(attached: Attached, resamples: int = 1000) -> str:
 
 
 __all__ = [
-    "FAMILIES", "AttachConfig", "Attached", "attach", "backbone_config", "input_spec", "own_checkpoint", "summary",
+    "FAMILIES", "AttachConfig", "Attached", "attach", "backbone_config", "comparison_words", "input_spec",
+    "own_checkpoint", "sample_words", "summary",
 ]  # fmt: skip

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:  # torch is imported where a check runs: `laya --help` shows HELP without it
+    from torch import Tensor
 
 MIN_VALIDATION = 100
 MIN_PER_CLASS = 20
@@ -44,6 +45,8 @@ def data_warnings(labels: Tensor, train_idx: Tensor, val_idx: Tensor, classes: S
             f"{1 / max(len(val_idx), 1):.1%} and early stopping reacts to single images; raise --val-fraction "
             f"(e.g. 0.2) and --patience (e.g. 10), or use the small-data recipe: {RECIPE}"
         )
+    import torch
+
     counts = torch.bincount(labels[train_idx], minlength=len(classes)).tolist()
     few = {c: n for c, n in zip(classes, counts) if n < MIN_PER_CLASS}
     if few:
@@ -59,6 +62,8 @@ def chance_accuracy(val_labels: Tensor, num_classes: int) -> float:
     """Accuracy of always predicting the validation split's most frequent class."""
     if len(val_labels) == 0:
         return 1 / num_classes
+    import torch
+
     return float(torch.bincount(val_labels, minlength=num_classes).max()) / len(val_labels)
 
 

@@ -41,6 +41,7 @@ class BackboneConfig:
     intermediates_kwargs: dict[str, Any] = field(default_factory=dict)  # timm, e.g. {"extra_blocks": true}
     pre_logits: bool = False  # add the network's own final features (what its classifier reads) as the last layer
     weights: str | None = None  # None | "timm" | a source in laya.model.weights.SOURCES | a file path
+    weights_by_order: bool = False  # match a weights file's tensors in order, not by name (an explicit opt-in)
     freeze: bool = False  # train only the head; the backbone stays in eval mode
     layer_names: list[str] | None = None  # display names; derived when None
     layers: list[str] | None = None  # torchvision / wrapped: the modules (graph nodes) read; None: the stages
@@ -128,6 +129,7 @@ class Backbone(nn.Module):
     layer_names: tuple[str, ...]
     takes_weights: bool = False  # whether ``config.weights`` may name pretrained weights
     from_config: bool = True  # whether the config alone rebuilds it (not so for a wrapped Python module)
+    weights_mapping: tuple[tuple[str, str], ...] = ()  # (file key, model key) where weights were matched in order
 
     def __init__(self, config: BackboneConfig) -> None:
         super().__init__()

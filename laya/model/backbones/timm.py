@@ -50,6 +50,16 @@ def native_size(name: str) -> int:
     return int(size[-1]) if size else 224
 
 
+def classifier_names(name: str) -> tuple[str, ...]:
+    """The module name(s) of timm model ``name``'s classifier (its ``pretrained_cfg['classifier']``: ``fc``,
+    ``head.fc``, or a distilled model's two), whose keys a backbone built with ``num_classes=0`` does not have."""
+    import timm
+
+    cfg = timm.get_pretrained_cfg(name)
+    names = getattr(cfg, "classifier", None) if cfg is not None else None
+    return (names,) if isinstance(names, str) else tuple(names or ("head", "fc", "classifier"))
+
+
 @functools.lru_cache(maxsize=256)
 def takes_img_size(name: str) -> bool:
     """Whether timm model ``name``'s class accepts ``img_size`` (its class, built once on the meta device)."""
@@ -148,8 +158,10 @@ class TimmBackbone(Backbone):
             raise size_refusal(config.model, size, channels, config.model_kwargs, error) from error
         if not hasattr(self.model, "forward_intermediates"):
             raise ValueError(f"timm model {config.model!r} has no forward_intermediates (needs timm >= 1.0)")
-        if config.weights and not pretrained:
-            load_weights(self.model, config.weights, base_dir)
+        if config.weights and not pretrained:  # a classifier the backbone dropped (num_classes=0) may be in the file
+            dropped = () if config.pre_logits else classifier_names(config.model)
+            by_order = config.weights_by_order
+            self.weights_mapping = load_weights(self.model, config.weights, base_dir, by_order, dropped)
         options = inspect.signature(self.model.forward_intermediates).parameters
         # token models whose forward_intermediates can return the prefix (CLS) tokens; CaiT, for one, cannot
         tokens = getattr(self.model, "num_prefix_tokens", 0) > 0 and "return_prefix_tokens" in options
@@ -225,6 +237,7 @@ class TimmBackbone(Backbone):
 __all__ = [
     "TimmBackbone",
     "accepts",
+    "classifier_names",
     "create",
     "native_size",
     "runs_at",

@@ -203,7 +203,7 @@ class TorchvisionBackbone(Backbone):
             # ViT: position embeddings follow the size
             model = builder(weights=None, image_size=config.input_size, **config.model_kwargs)
         if config.weights:
-            load_weights(model, config.weights, base_dir)
+            self.weights_mapping = load_weights(model, config.weights, base_dir, config.weights_by_order)
         names = {training: qualnames(model, training) for training in (False, True)}
         nodes = list(names[False].values())  # the eval graph's, as get_graph_node_names gives them
         layers = list(config.layers or default_layers(model, nodes))

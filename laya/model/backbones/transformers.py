@@ -97,7 +97,7 @@ class TransformersBackbone(Backbone):
         model_class = ForClassification if config.pre_logits else AutoModel
         self.model = model_class.from_config(self._hf_config(kwargs, config.input_size))
         if config.weights:
-            load_weights(self.model, config.weights, base_dir)
+            self.weights_mapping = load_weights(self.model, config.weights, base_dir, config.weights_by_order)
         self.head_name = final_linear(self.model) if config.pre_logits else None
         self.pre_logits = PreLogits(self.model, self.head_name) if config.pre_logits else None
         has_cls = MODEL_TYPES[config.model]

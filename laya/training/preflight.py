@@ -1,0 +1,188 @@
+"""What ``laya attach`` checks before any long step: within seconds, in the user's words.
+
+:func:`preflight` runs before a feature is computed or a progress bar starts, and raises :class:`AttachRefused`
+(a ``ValueError``: the command line prints it on its own line and exits with status 2, no traceback):
+
+* the weights file is found, within budget and holds tensors only (:func:`laya.model.weights.read_state_dict`:
+  a pickled model is refused with the reason; nothing in it is executed);
+* the dataset is found, has at least two classes, and the same ones in ``train/`` and ``test/``;
+* the network is built at the requested input size (a dry forward of one input) with the weights fitted exactly
+  by name (:func:`laya.model.weights.fit_state_dict`). A classifier of another class count than the dataset's
+  names both; a size the network (or its weights' position embeddings) cannot take names the sizes that work;
+  any other misfit lists the missing, unexpected and mismatched keys;
+* the network ends in a linear classifier (its own head) with one output per class of the dataset.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from laya.data.datasets import InputSpec, load_dataset
+from laya.model.backbones import Backbone, BackboneConfig, build_backbone
+from laya.model.backbones.base import candidate_sides
+from laya.model.own_head import own_head
+from laya.model.weights import Fit, WeightsMismatch, read_state_dict, resolve_path
+
+if TYPE_CHECKING:
+    from laya.training.attach import AttachConfig
+
+BUILD_ERRORS = (RuntimeError, AssertionError, IndexError, ZeroDivisionError, TypeError)  # a size it cannot take
+SIDES_TRIED = 10  # candidate input sides tried when the requested one fails
+MIN_SIDE = 16  # below this a network sees mostly padding (a ResNet's 1x1 input runs, and explains nothing)
+
+
+class AttachRefused(ValueError):
+    """``laya attach`` cannot go on; the message says why in the user's words and what to change."""
+
+
+@dataclass
+class Checked:
+    """What :func:`preflight` established: the dataset's classes, the input, the backbone config and the built
+    backbone (the user's weights loaded), and the seconds the checks took."""
+
+    classes: tuple[str, ...]
+    spec: InputSpec
+    backbone_config: BackboneConfig
+    backbone: Backbone
+    seconds: float
+
+
+def _classes(config: AttachConfig) -> tuple[tuple[str, ...], int, int]:
+    """The dataset's classes (the same in both splits, at least two), channels and image side, without decoding
+    an ImageFolder (it is opened as a stream)."""
+    splits = {split: load_dataset(config.dataset, split, config.image_size, stream=True) for split in ("train", "test")}
+    train, test = splits["train"], splits["test"]
+    if len(train.classes) < 2:
+        found = f"one class ({train.classes[0]})" if train.classes else "no class"
+        raise AttachRefused(
+            f"the dataset {config.dataset!r} has {found} in train/: a classifier needs at least two classes "
+            "(one folder of images per class: DIR/train/<class>/, DIR/test/<class>/)"
+        )
+    if tuple(train.classes) != tuple(test.classes):
+        raise AttachRefused(
+            f"the dataset {config.dataset!r} has other classes in test/ ({', '.join(test.classes)}) than in train/ "
+            f"({', '.join(train.classes)}); both need the same class folders"
+        )
+    return tuple(train.classes), train.channels, train.image_size
+
+
+def _weights_state(config: AttachConfig) -> dict[str, tuple[int, ...]] | None:
+    """``name -> shape`` of the user's weights file, read safely and within budget (None: a wrapped module's own)."""
+    if config.weights is None:
+        return None
+    return {k: tuple(v.shape) for k, v in read_state_dict(resolve_path(config.weights)).items()}
+
+
+def _class_count(fit: Fit, classes: int) -> int | None:
+    """The weights' class count where the only misfit is the classifier's rows (``(K, ...)`` for the model's
+    ``(classes, ...)``), else None."""
+    if fit.missing or fit.unexpected or not fit.mismatched:
+        return None
+    counts = {file[0] for file, model in fit.mismatched.values() if file[1:] == model[1:] and model[0] == classes}
+    return counts.pop() if len(counts) == 1 and len(fit.mismatched) <= 2 else None
+
+
+def _sides(config: BackboneConfig, shapes: dict[str, tuple[int, ...]] | None, module: nn.Module | None) -> list[int]:
+    """Input sides near the requested one at which the network builds and runs one input and, where the file's
+    shapes are given, its weights fit (position embeddings follow the size): shape-only builds on the ``meta``
+    device, or for a wrapped module, forwards of one zero image."""
+    from laya.model.backbones.timm import native_size
+
+    native = native_size(config.model) if config.name == "timm" else 224
+    works = []
+    for side in candidate_sides(config.input_size, native, SIDES_TRIED):
+        try:
+            if module is not None:
+                with torch.no_grad():
+                    module.eval()(torch.zeros(1, config.in_channels, side, side, device=_device(module)))
+            else:
+                with torch.device("meta"):
+                    net = build_backbone(replace(config, input_size=side, weights=None))
+                if shapes is not None:
+                    state = net.model.state_dict()
+                    if any(tuple(v.shape) != shapes[k] for k, v in state.items() if k in shapes):
+                        continue
+        except (*BUILD_ERRORS, ValueError):
+            continue
+        works.append(side)
+    return sorted(works)
+
+
+def _device(module: nn.Module) -> torch.device:
+    param = next(module.parameters(), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+def _size_refusal(what: str, config: BackboneConfig, works: list[int], detail: str) -> AttachRefused:
+    size = config.input_size
+    if not works:
+        return AttachRefused(f"{what} cannot run at {size}x{size} ({detail}), nor at any side tried near it")
+    return AttachRefused(
+        f"{what} cannot take {size}x{size} inputs ({detail}); sizes that work: {', '.join(map(str, works))}. "
+        "Set --image-size to one of them (the side the network was trained at)"
+    )
+
+
+def build_network(
+    config: BackboneConfig, classes: tuple[str, ...], dataset: str, module: nn.Module | None = None,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+) -> Backbone:  # fmt: skip
+    """The backbone with the user's weights (a dry forward of one input included), its failures in words."""
+    what = f"{config.name} {config.model or type(module).__name__!r}"
+    if config.input_size < MIN_SIDE:
+        detail = f"under {MIN_SIDE} px it sees padding, not an image"
+        raise _size_refusal(what, config, [s for s in _sides(config, shapes, module) if s >= MIN_SIDE], detail)
+    try:
+        return build_backbone(config, **({"module": module} if module is not None else {}))
+    except WeightsMismatch as error:
+        count = _class_count(error.fit, len(classes))
+        if count is not None:
+            raise AttachRefused(
+                f"the weights' classifier has {count} outputs; the dataset {dataset!r} has {len(classes)} classes "
+                f"({', '.join(classes[:10])}{', ...' if len(classes) > 10 else ''}). Attach the network to the "
+                "dataset it was trained on (the same classes, in sorted folder order)"
+            ) from None
+        works = _sides(config, shapes, module) if shapes is not None and not error.fit.missing else []
+        if works and config.input_size not in works:
+            raise _size_refusal(what, config, works, f"its weights: {error.fit.describe()}") from None
+        raise AttachRefused(f"{what}: {error}") from None
+    except BUILD_ERRORS as error:
+        detail = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160] if str(error).strip() else ''}"
+        raise _size_refusal(what, config, _sides(config, None, module), detail) from None
+
+
+def preflight(config: AttachConfig, module: nn.Module | None = None, echo: bool = True) -> Checked:
+    """Every check :mod:`laya.training.attach` can make before a long step (see the module docstring).
+    ``echo``: print a weights mapping matched in order (``--match-by-order``) to stderr.
+
+    Raises:
+        AttachRefused / ValueError / FileNotFoundError: with a message in the user's words.
+    """
+    from laya.training.attach import backbone_config, input_spec
+
+    start = time.perf_counter()
+    shapes = _weights_state(config)
+    classes, channels, side = _classes(config)
+    spec = input_spec(config, channels, side)
+    bb_config = backbone_config(config, spec, len(classes))
+    backbone = build_network(bb_config, classes, config.dataset, module, shapes)
+    if backbone.weights_mapping and echo:
+        pairs = backbone.weights_mapping
+        shown = "\n".join(f"  {src} -> {dst}" for src, dst in pairs)
+        print(f"weights matched in order (--match-by-order), {len(pairs)} tensors:\n{shown}", file=sys.stderr)
+    head = own_head(backbone)  # the network ends in a linear classifier (a ValueError says otherwise)
+    if head.num_classes != len(classes):
+        raise AttachRefused(
+            f"the network's classifier has {head.num_classes} outputs; the dataset {config.dataset!r} has "
+            f"{len(classes)} classes ({', '.join(classes[:10])})"
+        )
+    return Checked(classes, spec, bb_config, backbone, time.perf_counter() - start)
+
+
+__all__ = ["AttachRefused", "Checked", "build_network", "preflight"]

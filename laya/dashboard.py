@@ -7,7 +7,7 @@ with no ``--models`` it opens the demo checkpoints (:mod:`laya.demo`). The setti
 ``.streamlit/config.toml`` are passed as flags, since Streamlit reads that file only from the working
 directory. The server listens on 127.0.0.1 unless ``bind_all`` (TensorBoard's ``--bind_all``) shares it
 on every interface; SIGTERM and SIGINT are forwarded to the Streamlit child, and ``run`` returns when it
-has exited.
+has exited. The child ends with the launcher whatever ends it, SIGKILL included (:mod:`laya.dashboard_child`).
 """
 
 from __future__ import annotations
@@ -109,8 +109,10 @@ def run(
     allow_import: bool = False,
 ) -> int:
     """Start the dashboard and block until its Streamlit child exits; returns its exit status (128 + N for a
-    child ended by signal N). SIGTERM and SIGINT are passed on to the child, which shuts down with them."""
+    child ended by signal N). SIGTERM and SIGINT are passed on to the child, which shuts down with them; a
+    launcher ended otherwise (SIGKILL) takes the child with it (:mod:`laya.dashboard_child`)."""
     argv, env = command(models, port, address, allow_import)
+    argv = [argv[0], "-m", "laya.dashboard_child", str(os.getpid()), *argv[3:]]  # `streamlit run ...`, guarded
     where = "every interface" if address is None else address
     print(f"LAYA dashboard on {url(port, address)} (listening on {where}; checkpoints: {env['LAYA_MODELS']})",
           flush=True)  # fmt: skip

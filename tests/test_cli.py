@@ -352,3 +352,30 @@ def test_dashboard_forwards_the_signal_and_exits_with_its_server(tiny_models, si
     finally:
         if laya.poll() is None:
             os.killpg(laya.pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").is_file(), reason="reads the listening sockets from Linux's /proc")
+def test_dashboard_server_ends_with_a_launcher_killed_by_sigkill(tiny_models):
+    """A launcher ended by SIGKILL (the OOM killer) forwards nothing: its Streamlit child must still stop."""
+    import time
+
+    from scripts.screenshots import _wait_healthy, free_port
+    from tests.test_dashboard_child import end_group, ended
+
+    port = free_port()
+    laya = subprocess.Popen(
+        [sys.executable, "-m", "laya", "dashboard", "--models", str(tiny_models), "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_healthy(laya, f"http://127.0.0.1:{port}", 120)
+        (server,) = _children(laya.pid)
+        laya.kill()  # SIGKILL to laya only, not to its process group
+        assert laya.wait(timeout=10) == -signal.SIGKILL
+        deadline = time.monotonic() + 10
+        while not (ended(server) and not _listeners(port)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ended(server), f"the Streamlit child {server} outlived its launcher by 10 s"
+        assert not _listeners(port), f"port {port} still served 10 s after the launcher was killed"
+    finally:
+        end_group(laya)

@@ -15,6 +15,7 @@ from laya.app import deploy, links, views
 from laya.app.catalog import Entry, catalog_table, describe
 from laya.app.export import Provenance, weights_sha256
 from laya.app.text import shown
+from laya.app.upload_files import sort_upload
 from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, CheckpointError
 from laya.sandbox.client import check_upload as check_in_worker
 from laya.sandbox.info import ModelInfo
@@ -115,17 +116,19 @@ def upload_digest(contents: dict[str, bytes]) -> str:
 
 def _upload_checkpoint() -> str | None:
     limit = deploy.max_checkpoint_mb()
-    files = st.sidebar.file_uploader(
+    files = st.sidebar.file_uploader(  # no type filter: sort_upload names each file of another kind
         f"{META_FILE} and {WEIGHTS_FILE} (up to {limit:d} MB each)",
-        type=["json", "safetensors"],
         accept_multiple_files=True,
         key="model_upload",
         max_upload_size=limit,
     )
-    if not files:
+    upload = sort_upload((f.name, f.getvalue()) for f in files or ())
+    if upload.ignored:
+        st.sidebar.warning(shown(upload.message()))
+    if not upload.files:
         st.sidebar.caption("Upload both files of one checkpoint directory.")
         return None
-    contents = {f.name: f.getvalue() for f in files}
+    contents = upload.files
     digest = upload_digest(contents)
     store = deploy.upload_store()
     store.alive = session_alive  # the sweeper deletes a closed browser's uploads (and their models)

@@ -19,7 +19,7 @@ from laya.analysis.block_ablation import block_ablation
 from laya.analysis.explain import explain
 from laya.analysis.patching import patch_backbone
 from laya.data.datasets import InputSpec, Preprocess
-from laya.model.backbones import BackboneConfig, build_backbone, wrap
+from laya.model.backbones import Backbone, BackboneConfig, build_backbone, wrap
 from laya.model.checkpoint import Checkpoint, CheckpointMeta
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import HeadConfig
@@ -29,21 +29,26 @@ from tests.model.test_own_head import TINY_VIT
 
 SIZE, CLASSES = 32, ("a", "b", "c")
 COMMON = {"in_channels": 3, "input_size": SIZE, "pre_logits": True, "freeze": True}
-FAMILIES = {
-    "timm": lambda: build_backbone(BackboneConfig(name="timm", model="resnet10t", model_kwargs={"num_classes": 3},
-                                                  **COMMON)),  # fmt: skip
-    "torchvision": lambda: build_backbone(BackboneConfig(name="torchvision", model="resnet18",
-                                                         model_kwargs={"num_classes": 3}, **COMMON)),  # fmt: skip
-    "transformers": lambda: build_backbone(BackboneConfig(name="transformers", model="vit",
-                                                          model_kwargs={**TINY_VIT, "num_labels": 3}, **COMMON)),  # fmt: skip
-    "wrapped": lambda: wrap(Tiny(3), ["stem", "stage", "mix"], input_size=SIZE, pre_logits=True),
+CONFIGS = {
+    "timm": BackboneConfig(name="timm", model="resnet10t", model_kwargs={"num_classes": 3}, **COMMON),
+    "torchvision": BackboneConfig(name="torchvision", model="resnet18", model_kwargs={"num_classes": 3}, **COMMON),
+    "transformers": BackboneConfig(name="transformers", model="vit", model_kwargs={**TINY_VIT, "num_labels": 3},
+                                   **COMMON),  # fmt: skip
 }
+FAMILIES = [*CONFIGS, "wrapped"]
+
+
+def build(family: str) -> Backbone:
+    """The family's tiny 3-class network with ``pre_logits`` (random weights)."""
+    if family == "wrapped":
+        return wrap(Tiny(3), ["stem", "stage", "mix"], input_size=SIZE, pre_logits=True)
+    return build_backbone(CONFIGS[family])
 
 
 def own_checkpoint(family: str) -> Checkpoint:
     """The family's tiny network with its own classifier as the head, in memory."""
     torch.manual_seed(0)
-    backbone = FAMILIES[family]().eval()
+    backbone = build(family).eval()
     spec = InputSpec(3, SIZE, SIZE, (0.5,) * 3, (0.25,) * 3)
     meta = CheckpointMeta(backbone=backbone.config, head=HeadConfig(name="lastlayer"), classes=CLASSES,
                           dataset="toy", input=spec)  # fmt: skip
@@ -72,7 +77,7 @@ def calls(checkpoint: Checkpoint, images: Tensor) -> list[Callable[[], list[Tens
     return [lambda f=f, k=k: f(k) for k in range(4) for f in (explained, patched, ablated)]
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("family", FAMILIES)
 def test_twelve_concurrent_calls_equal_the_single_session_results(family: str) -> None:
     checkpoint = own_checkpoint(family)
     torch.manual_seed(1)

@@ -235,8 +235,6 @@ def layer_blocks(backbone: Backbone) -> list[Block | None]:
             return [out[i] for i in backbone.indices]
 
         modules = _located(backbone.model, states, f"transformers {backbone.config.model!r}")
-        if backbone.pre_logits is not None:
-            backbone.pre_logits.pop()  # the probe's features, never read
     elif isinstance(backbone, TimmBackbone):
         count = len(backbone.layer_dims) - backbone.config.pre_logits
         if backbone.tokens:

@@ -11,10 +11,12 @@ splits exactly over positions plus one position-free part:
 * Concat            ``W_{c,i} h_i = sum_p W_{c,i} f_i[:, p] / P``  (CAM at every layer)
 * LastLayer         CAM (Zhou et al. 2016) at the last layer, zero elsewhere.
 
-The maps come from ONE forward pass (the feature maps are collected with hooks on the backbone's
-own modules while it computes the hidden states, as pytorch-grad-cam collects activations), and no
+The maps come from ONE forward pass (the feature maps the backbone pooled, which its forward hands over
+in its :class:`~laya.model.backbones.calls.Call`, as pytorch-grad-cam collects activations), and no
 backward pass. Layers pooled otherwise (a CLS token, an MLP layer, a LayerNorm after pooling) have no
-exact map: their entry is ``None`` and ``exact`` is False; they are never called exact.
+exact map: their entry is ``None`` and ``exact`` is False; they are never called exact. A pre-logits layer
+(the input of the network's own classifier) has a map only where it is a plain average of one (ResNets,
+EfficientNet), whatever the family.
 For CLS-pooled timm token layers, :func:`token_gradient_maps` gives a labelled approximation
 (gradient x activation on the patch tokens the block's attention reads, with backward passes).
 """
@@ -36,6 +38,7 @@ from torch import Tensor, nn
 
 from laya.analysis.ablation import float64_head
 from laya.model.backbones import Backbone, CNNBackbone, TimmBackbone, TorchvisionBackbone, WrappedBackbone
+from laya.model.backbones.calls import Call, observing
 from laya.model.checkpoint import Checkpoint
 from laya.model.classifier import LayerwiseClassifier, ModelOutput
 from laya.model.heads import LayerHead, LinearHead, MixHead
@@ -45,95 +48,61 @@ from laya.model.heads import LayerHead, LinearHead, MixHead
 def keep_maps(backbone: Backbone) -> Iterator[list[Tensor | None]]:
     """Collect each layer's pre-pool activation during the backbone's forward passes inside the block.
 
-    Yields a list filled, per forward, with one entry per layer: ``(B, C, H, W)`` feature maps,
-    ``(B, N, D)`` patch tokens (``pool="avg"``), or ``None`` where the layer is not an average over
-    positions. Hooks only read; the forward's outputs are unchanged. Thread-safe for a model shared by
-    dashboard sessions: only the calling thread's forwards are recorded, and one thread at a time keeps the
-    maps of one backbone (a per-backbone lock: timm's pooling is swapped on the instance meanwhile).
+    Yields a list filled, per forward, with exactly one entry per layer (:func:`layer_maps`): ``(B, C, H, W)``
+    feature maps, ``(B, N, D)`` patch tokens (``pool="avg"``), or ``None`` where the layer is not an average over
+    positions. Nothing is added to the model: the backbone's forward hands over its own
+    :class:`~laya.model.backbones.calls.Call`, and only the forwards of the calling thread (context) are seen, so
+    dashboard sessions sharing one model each keep their own maps, at the same time.
     """
-    with _lock(backbone), _recording(backbone) as maps:
+    maps: list[Tensor | None] = []
+    with observing(backbone, lambda call: maps.extend(layer_maps(backbone, call))):
         yield maps
 
 
 def recordable(backbone: Backbone) -> bool:
     """Whether :func:`keep_maps` can record a map for some layer of ``backbone`` (False: an MLP, or a family whose
-    layers are not read here; every entry would be ``None``, so a caller may skip the hooks)."""
+    layers are not read here; every entry would be ``None``, so a caller may skip the recording)."""
     return isinstance(backbone, (TorchvisionBackbone, WrappedBackbone, CNNBackbone, TimmBackbone))
 
 
-_LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.Lock] = weakref.WeakKeyDictionary()
-_LOCKS_GUARD = threading.Lock()
+def layer_maps(backbone: Backbone, call: Call) -> list[Tensor | None]:
+    """One entry per layer of ``backbone`` from one complete forward ``call``, by one rule for every family: a
+    layer's pre-pool output where its ``h_i`` is a plain average of it over positions (:func:`_averaged`), else
+    None; the pre-logits layer (no positions of its own) the map whose plain average its features are
+    (:func:`_pre_logits_map`: timm's ``forward_head`` input, or a recorded layer's), else None."""
+    pool = "avg" if isinstance(backbone, TimmBackbone) else getattr(backbone, "pool", "avg")  # timm: prefix apart
+    maps = [_averaged(out, pool) for out in call.layers]
+    if backbone.config.pre_logits:
+        maps.append(_pre_logits_map(call.features, [call.final, *reversed(maps)]))
+    if len(maps) != len(backbone.layer_dims):
+        raise RuntimeError(f"a forward of {type(backbone).__name__} recorded {len(maps)} maps for "
+                           f"{len(backbone.layer_dims)} layers")  # fmt: skip
+    return maps
 
 
-def _lock(backbone: nn.Module) -> threading.Lock:
-    with _LOCKS_GUARD:
-        return _LOCKS.setdefault(backbone, threading.Lock())
-
-
-@contextlib.contextmanager
-def _recording(backbone: Backbone) -> Iterator[list[Tensor | None]]:
-    """:func:`keep_maps` without the lock: record the calling thread's forwards only."""
-    owner = threading.get_ident()
-
-    def mine() -> bool:
-        return threading.get_ident() == owner
-
-    maps: list[Tensor | None] = []
-    handles: list[torch.utils.hooks.RemovableHandle] = []
-    n = len(backbone.layer_dims)
-    if isinstance(backbone, (TorchvisionBackbone, WrappedBackbone)):  # named layer outputs of one module call
-
-        def record(module: nn.Module, args, out) -> None:
-            if not mine():
-                return
-            outputs = out if isinstance(backbone, TorchvisionBackbone) else backbone._outputs
-            for name in backbone.layers:
-                o = outputs[name]
-                if getattr(backbone, "channels_last", False) and o.ndim == 4:
-                    o = o.permute(0, 3, 1, 2)
-                maps.append(_averaged(o, backbone.pool))
-
-        handles = [backbone.model.register_forward_hook(record)]
-    elif isinstance(backbone, CNNBackbone):
-        handles = [b.register_forward_hook(lambda m, a, out: maps.append(out) if mine() else None)
-                   for b in backbone.blocks]  # fmt: skip
-    elif isinstance(backbone, TimmBackbone):
-        pool = backbone._pool
-
-        def recording_pool(out):  # the exact tensors the backbone averages
-            if mine():
-                maps.append(None if isinstance(out, tuple) else out)
-            return pool(out)
-
-        backbone._pool = recording_pool  # instance attribute shadows the static method
-        if backbone.config.pre_logits:  # forward_head(final): exact where it is a plain average pool
-            gp = getattr(backbone.model, "global_pool", None)
-            exact = not backbone.tokens and getattr(gp, "pool_type", None) == "avg"
-            head = backbone.model.forward_head
-
-            def recording_head(final, *args, **kwargs):
-                if mine():
-                    maps.append(final if exact else None)
-                return head(final, *args, **kwargs)
-
-            backbone.model.forward_head = recording_head
-    else:  # MLP layers, and families whose layers are not read here: no exact map
-        handles = [backbone.register_forward_pre_hook(lambda m, a: maps.extend([None] * n) if mine() else None)]
-    try:
-        yield maps
-    finally:
-        for handle in handles:
-            handle.remove()
-        if isinstance(backbone, TimmBackbone):
-            del backbone._pool
-            backbone.model.__dict__.pop("forward_head", None)
-
-
-def _averaged(out: Tensor, pool: str) -> Tensor | None:
+def _averaged(out: Any, pool: str) -> Tensor | None:
     """``out`` if ``pool_hidden`` averages it over positions (a feature map, or tokens without prefix
     under ``pool="avg"``), else None."""
     if isinstance(out, Tensor) and (out.ndim == 4 or (out.ndim == 3 and pool != "cls")):
         return out
+    return None
+
+
+def _pre_logits_map(features: Tensor | None, candidates: Sequence[Tensor | None]) -> Tensor | None:
+    """The first of ``candidates`` (feature maps ``(B, C, H, W)``, patch tokens ``(B, N, C)``) whose plain average
+    over positions is ``features (B, C)`` (to float rounding), else None: a pooled map followed by anything
+    else (a LayerNorm, a convolution, an MLP) gives no exact map."""
+    if features is None or features.ndim != 2:
+        return None
+    for f in candidates:
+        if f is None or f.ndim not in (3, 4) or f.shape[0] != features.shape[0]:
+            continue
+        width = f.shape[1] if f.ndim == 4 else f.shape[2]
+        if width != features.shape[1]:
+            continue
+        mean = f.mean(dim=(2, 3)) if f.ndim == 4 else f.mean(dim=1)
+        if torch.allclose(mean.to(features.dtype), features, rtol=1e-4, atol=1e-6):
+            return f
     return None
 
 
@@ -453,6 +422,15 @@ def sample_class_maps(checkpoint: Checkpoint, batch_size: int = 100) -> ClassMap
     return checkpoint_class_maps(checkpoint, images, torch.tensor(sample.table["label"].to_numpy()), batch_size)
 
 
+_LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock(backbone: nn.Module) -> threading.Lock:
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(backbone, threading.Lock())
+
+
 def token_gradient_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[Tensor | None]:
     """APPROXIMATE maps for CLS-pooled timm token layers (never exact): gradient x activation of layer
     i's logit term (``logit_terms``, float64) for each class in ``classes (B, K)`` w.r.t. the patch
@@ -518,6 +496,7 @@ __all__ = [
     "class_mean_maps",
     "decompose",
     "keep_maps",
+    "layer_maps",
     "recordable",
     "sample_class_maps",
     "spatial_attribution",

@@ -2,12 +2,15 @@
 
 import pytest
 import torch
+from torch import nn
 
 from laya.analysis.logit_attribution import logit_attribution
 from laya.analysis.spatial import keep_maps, spatial_attribution
-from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.backbones import BackboneConfig, build_backbone, wrap
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import HeadConfig, build_head
+from laya.model.own_head import own_head
+from tests.model.test_calls import own_checkpoint
 
 HEADS = ["laya", "scalarmix", "concat", "lastlayer"]
 
@@ -332,3 +335,45 @@ def test_deferred_approximation_changes_no_number_and_is_computed_on_request(set
 
     again = Explanation.from_tensors(*lazy.to_tensors())  # a sandboxed worker's reply keeps the marks
     assert again.spatial.kinds == lazy.spatial.kinds
+
+
+class NormedHead(nn.Module):
+    """A network whose classifier reads a LayerNorm of the pooled map: its pre-logits is no plain average."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.norm = nn.LayerNorm(4)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(self.norm(self.stem(x).mean(dim=(2, 3))))
+
+
+# per family: which layers have an exact map; the pre-logits one wherever it is a plain average of a map
+PRE_LOGITS_EXACT = {"timm": [True] * 6, "torchvision": [True] * 5, "transformers": [False] * 3,
+                    "wrapped": [True] * 4, "normed": [True, False]}  # fmt: skip
+
+
+@pytest.mark.parametrize("head", ["own", "laya"])
+@pytest.mark.parametrize("family", list(PRE_LOGITS_EXACT))
+def test_spatial_attribution_with_a_pre_logits_layer_in_every_family(family, head):
+    if family == "normed":
+        torch.manual_seed(0)
+        backbone = wrap(NormedHead(), ["stem"], input_size=32, pre_logits=True)
+        m = LayerwiseClassifier(backbone, own_head(backbone))
+    else:
+        m = own_checkpoint(family).model
+    if head == "laya":
+        torch.manual_seed(0)
+        m = LayerwiseClassifier(m.backbone, build_head(HeadConfig(d_star=8, scorer_hidden=9), m.backbone.layer_dims, 3))
+    m = m.double().eval()
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    out, spatial = spatial_attribution(m, x, top_k=2)
+    assert m.backbone.layer_names[-1] == "pre-logits" and spatial.exact == PRE_LOGITS_EXACT[family]
+    exact = torch.tensor(spatial.exact)
+    assert ((spatial.layer_sums() - spatial.terms)[:, exact].abs() < 1e-10).all()
+    bias = m.head.output_layer.bias.detach()[spatial.classes]
+    assert torch.allclose(spatial.terms.sum(1), out.logits.gather(1, spatial.classes) - bias, atol=1e-10)
+    if head == "own" and spatial.exact[-1]:  # the network's own head: CAM on the map its classifier pools
+        assert spatial.maps[-1].abs().max() > 0 and all(s.abs().max() == 0 for s in spatial.maps[:-1])

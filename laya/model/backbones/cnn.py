@@ -7,6 +7,7 @@ from pathlib import Path
 from torch import Tensor, nn
 
 from laya.model.backbones.base import Backbone, BackboneConfig
+from laya.model.backbones.calls import forward_call
 from laya.model.backbones.registry import register_backbone
 
 
@@ -30,11 +31,13 @@ class CNNBackbone(Backbone):
         self._finish([f"block {i + 1}" for i in range(len(blocks))])
 
     def forward(self, x: Tensor) -> list[Tensor]:
-        hidden = []
-        for block in self.blocks:
-            x = block(x)
-            hidden.append(x.mean(dim=(2, 3)))
-        return hidden
+        with forward_call(self) as call:
+            maps = []
+            for block in self.blocks:
+                x = block(x)
+                maps.append(x)
+            call.layers = maps
+        return [m.mean(dim=(2, 3)) for m in maps]
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:
         self._check_layer(layer)

@@ -7,6 +7,7 @@ from pathlib import Path
 from torch import Tensor, nn
 
 from laya.model.backbones.base import Backbone, BackboneConfig
+from laya.model.backbones.calls import forward_call
 from laya.model.backbones.registry import register_backbone
 
 
@@ -26,11 +27,13 @@ class MLPBackbone(Backbone):
         self._finish([f"block {i + 1}" for i in range(len(blocks))])
 
     def forward(self, x: Tensor) -> list[Tensor]:
-        h = x.flatten(1)
-        hidden = []
-        for block in self.blocks:
-            h = block(h)
-            hidden.append(h)
+        with forward_call(self) as call:
+            h = x.flatten(1)
+            hidden = []
+            for block in self.blocks:
+                h = block(h)
+                hidden.append(h)
+            call.layers = hidden  # vectors: no positions
         return hidden
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:

@@ -4,7 +4,8 @@ A classification network ends in a linear layer, ``logits = W f + b`` with ``f: 
 features. :func:`final_linear` finds that layer (the last ``nn.Linear`` registered, auxiliary classifiers
 aside: torchvision ``fc`` / ``classifier.6`` / ``heads.head``, transformers ``classifier``), and
 :class:`PreLogits` records its input with a forward pre-hook during the network's own forward pass, so
-``f`` is exactly what the network's classifier reads. timm models say the same with
+``f`` is exactly what the network's classifier reads (into that pass's own
+:class:`~laya.model.backbones.calls.Call`: never on the module, which sessions share). timm models say the same with
 ``forward_head(pre_logits=True)`` and ``get_classifier()``.
 """
 
@@ -13,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from torch import Tensor, nn
+
+from laya.model.backbones.calls import Call, current_call
 
 PRE_LOGITS = "pre-logits"  # the display name of that layer
 
@@ -43,22 +46,24 @@ def check_classifier(linear: Any, width: int, what: str) -> nn.Linear:
 
 
 class PreLogits:
-    """The input of ``module.<name>`` at its last call, ``(B, D)``: :meth:`pop` after each forward pass."""
+    """The input of ``module.<name>`` in each forward pass of ``owner`` (a backbone), kept in that pass's
+    :class:`~laya.model.backbones.calls.Call` (``features``); :meth:`read` it before the pass's call ends."""
 
-    def __init__(self, module: nn.Module, name: str) -> None:
+    def __init__(self, module: nn.Module, name: str, owner: object) -> None:
         self.name = name
-        self._value: Tensor | None = None
+        self.owner = owner
         module.get_submodule(name).register_forward_pre_hook(self._hook)
 
-    def _hook(self, module: nn.Module, inputs: tuple[Any, ...]) -> None:
-        self._value = inputs[0]
+    def _hook(self, classifier: nn.Module, inputs: tuple[Any, ...]) -> None:
+        call = current_call(self.owner)
+        if call is not None:  # outside a forward of the backbone (the bare network run): nothing to keep
+            call.features = inputs[0]
 
-    def pop(self) -> Tensor:
-        """The recorded features, flattened to ``(B, D)``; cleared so a stale value is never returned."""
-        value, self._value = self._value, None
-        if value is None:
+    def read(self, call: Call) -> Tensor:
+        """The features ``call`` recorded, flattened to ``(B, D)``."""
+        if call.features is None:
             raise RuntimeError(f"the classifier {self.name!r} did not run in the network's forward pass")
-        return value.flatten(1)
+        return call.features.flatten(1)
 
 
 __all__ = ["PRE_LOGITS", "PreLogits", "check_classifier", "final_linear"]

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from laya.model.backbones.base import SIZE_ERRORS, Backbone, BackboneConfig, candidate_sides, pool_hidden
 from laya.model.backbones.base import size_refusal as refusal
+from laya.model.backbones.calls import forward_call
 from laya.model.backbones.pre_logits import PRE_LOGITS, check_classifier
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import TIMM_KWARGS, check_kwargs, check_value, refuse
@@ -210,12 +211,15 @@ class TimmBackbone(Backbone):
         return pool_hidden(out, "avg")
 
     def forward(self, x: Tensor) -> list[Tensor]:
-        outputs = self._intermediates(x, self.config.indices, intermediates_only=not self.config.pre_logits)
-        if self.config.pre_logits:
-            final, outputs = outputs
-        hidden = [self._pool(out) for out in outputs]
-        if self.config.pre_logits:
-            hidden.append(self.model.forward_head(final, pre_logits=True).flatten(1))
+        with forward_call(self) as call:
+            outputs = self._intermediates(x, self.config.indices, intermediates_only=not self.config.pre_logits)
+            if self.config.pre_logits:
+                call.final, outputs = outputs
+            hidden = [self._pool(out) for out in outputs]
+            if self.config.pre_logits:
+                call.features = self.model.forward_head(call.final, pre_logits=True).flatten(1)
+                hidden.append(call.features)
+            call.layers = list(outputs)
         return hidden
 
     def classifier(self) -> nn.Linear:

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
+from laya.model.backbones.calls import forward_call
 from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.backbones.timm import accepts
@@ -215,7 +216,7 @@ class TorchvisionBackbone(Backbone):
         read = layers + [self.head_name] * config.pre_logits  # the classifier runs: its input is recorded
         self.model = create_feature_extractor(model, return_nodes={n: n for n in read})
         self.taps = add_taps(self.model, layers, names)
-        self.pre_logits = PreLogits(self.model, self.head_name) if config.pre_logits else None
+        self.pre_logits = PreLogits(self.model, self.head_name, self) if config.pre_logits else None
         self.channels_last = isinstance(model, torchvision.models.SwinTransformer)  # (B, H, W, C) stage outputs
         self.pool = ("cls" if hasattr(model, "class_token") else "avg") if config.pool == "auto" else config.pool
         with torch.no_grad():
@@ -231,15 +232,15 @@ class TorchvisionBackbone(Backbone):
     def forward(self, x: Tensor) -> list[Tensor]:
         if x.shape[1] == 1:
             x = x.expand(-1, 3, -1, -1)
-        outputs = self.model(x)
-        hidden = []
-        for name in self.layers:
-            out = outputs[name]
-            if self.channels_last and out.ndim == 4:
-                out = out.permute(0, 3, 1, 2)
-            hidden.append(pool_hidden(out, self.pool))
-        if self.pre_logits is not None:
-            hidden.append(self.pre_logits.pop())
+        with forward_call(self) as call:
+            outputs = self.model(x)
+            layers = [outputs[name] for name in self.layers]
+            if self.channels_last:
+                layers = [out.permute(0, 3, 1, 2) if out.ndim == 4 else out for out in layers]
+            hidden = [pool_hidden(out, self.pool) for out in layers]
+            if self.pre_logits is not None:
+                hidden.append(self.pre_logits.read(call))
+            call.layers = layers
         return hidden
 
     def classifier(self) -> nn.Linear:

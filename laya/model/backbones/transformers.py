@@ -29,6 +29,7 @@ from laya.model.backbones.base import (
     pool_hidden,
     size_refusal,
 )
+from laya.model.backbones.calls import forward_call
 from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import Rule, check_kwargs, check_value, refuse
@@ -99,7 +100,7 @@ class TransformersBackbone(Backbone):
         if config.weights:
             self.weights_mapping = load_weights(self.model, config.weights, base_dir, config.weights_by_order)
         self.head_name = final_linear(self.model) if config.pre_logits else None
-        self.pre_logits = PreLogits(self.model, self.head_name) if config.pre_logits else None
+        self.pre_logits = PreLogits(self.model, self.head_name, self) if config.pre_logits else None
         has_cls = MODEL_TYPES[config.model]
         self.pool = ("cls" if has_cls else "avg") if config.pool == "auto" else config.pool
         if self.pool == "cls" and not has_cls:
@@ -108,14 +109,15 @@ class TransformersBackbone(Backbone):
             was_training = self.model.training
             self.model.eval()
             try:
-                states = self._states(torch.zeros(1, config.in_channels, config.input_size, config.input_size))
+                with forward_call(self) as call:  # the probe's pass, its features kept as a forward's
+                    states = self._states(torch.zeros(1, config.in_channels, config.input_size, config.input_size))
             except SIZE_ERRORS as error:
                 raise self._size_refusal(kwargs, error) from error
             self.model.train(was_training)
         self.indices = self._resolve(len(states))
         dims = [pool_hidden(states[i], self.pool).shape[1] for i in self.indices]
         if self.pre_logits is not None:
-            dims.append(self.pre_logits.pop().shape[1])
+            dims.append(self.pre_logits.read(call).shape[1])
         self.layer_dims = tuple(dims)
         kind = "block" if has_cls else "stage"
         self._finish([f"{kind} {i}" for i in self.indices] + [PRE_LOGITS] * config.pre_logits)
@@ -159,12 +161,17 @@ class TransformersBackbone(Backbone):
         return chosen
 
     def _states(self, x: Tensor) -> tuple[Tensor, ...]:
+        """``hidden_states`` of the model on ``x`` (outside a forward of the backbone: no features kept)."""
         return self.model(pixel_values=x, output_hidden_states=True, return_dict=True).hidden_states
 
     def forward(self, x: Tensor) -> list[Tensor]:
-        states = self._states(x)
-        hidden = [pool_hidden(states[i], self.pool) for i in self.indices]
-        return hidden + [self.pre_logits.pop()] if self.pre_logits is not None else hidden
+        with forward_call(self) as call:
+            states = self._states(x)
+            hidden = [pool_hidden(states[i], self.pool) for i in self.indices]
+            if self.pre_logits is not None:
+                hidden.append(self.pre_logits.read(call))
+            call.layers = [None] * len(self.indices)  # token layers: no exact maps are read here
+        return hidden
 
     def classifier(self) -> nn.Linear:
         """The ``...ForImageClassification`` model's final ``nn.Linear`` (``classifier``), with ``pre_logits``."""

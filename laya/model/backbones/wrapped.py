@@ -8,10 +8,12 @@ in ``model`` (with JSON ``model_kwargs`` for the call). Loading rebuilds the mod
 ``load_checkpoint(path, module=my_module)``, or ``allow_import=True`` to import and call that path —
 an explicit opt-in of the user in their own process, never honoured for uploads. With ``pre_logits`` the
 input of the module's final linear classifier is the last layer (:mod:`~laya.model.backbones.pre_logits`).
+What the hooks see lives in the forward's own :class:`~laya.model.backbones.calls.Call`, never on the module.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from pathlib import Path
@@ -21,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from laya.model.backbones.base import Backbone, BackboneConfig, Pool, pool_hidden
+from laya.model.backbones.calls import current_call, forward_call
 from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.backbones.torchvision import check_layers
@@ -107,12 +110,10 @@ class WrappedBackbone(Backbone):
             raise ValueError(f"module has no submodule(s) {missing[:5]}; some it has: {list(names)[1:8]}")
         self.model = module
         self.layers = list(config.layers)
-        self._outputs: dict[str, Tensor] = {}
-        self._stop_after: str | None = None
         for name in self.layers:
-            names[name].register_forward_hook(self._hook(name))
+            names[name].register_forward_hook(functools.partial(self._record, name))
         self.head_name = final_linear(module) if config.pre_logits else None
-        self.pre_logits = PreLogits(module, self.head_name) if config.pre_logits else None
+        self.pre_logits = PreLogits(module, self.head_name, self) if config.pre_logits else None
         self.pool = "avg" if config.pool == "auto" else config.pool
         with torch.no_grad():
             was_training = self.model.training
@@ -124,23 +125,27 @@ class WrappedBackbone(Backbone):
         self.layer_dims = tuple(h.shape[1] for h in probe)
         self._finish(self.layers + [PRE_LOGITS] * config.pre_logits)
 
-    def _hook(self, name: str):
-        def hook(module: nn.Module, inputs: Any, output: Any) -> None:
-            self._outputs[name] = first_tensor(output)
-            if name == self._stop_after:
-                raise _Stop
-
-        return hook
+    def _record(self, name: str, module: nn.Module, inputs: Any, output: Any) -> None:
+        """Layer ``name``'s output into the running forward's call (none outside one: a bare run of the module)."""
+        call = current_call(self)
+        if call is None:
+            return
+        call.outputs[name] = first_tensor(output)
+        if name == call.stop_after:
+            raise _Stop
 
     def forward(self, x: Tensor) -> list[Tensor]:
-        self._outputs = {}
-        self.model(x)
-        outputs, self._outputs = self._outputs, {}
-        absent = [n for n in self.layers if n not in outputs]
-        if absent:
-            raise RuntimeError(f"layer(s) {absent} did not run in the module's forward pass")
-        hidden = [pool_hidden(outputs[n], self.pool) for n in self.layers]
-        return hidden + [self.pre_logits.pop()] if self.pre_logits is not None else hidden
+        with forward_call(self) as call:
+            self.model(x)
+            absent = [n for n in self.layers if n not in call.outputs]
+            if absent:
+                raise RuntimeError(f"layer(s) {absent} did not run in the module's forward pass")
+            layers = [call.outputs[n] for n in self.layers]
+            hidden = [pool_hidden(out, self.pool) for out in layers]
+            if self.pre_logits is not None:
+                hidden.append(self.pre_logits.read(call))
+            call.layers = layers
+        return hidden
 
     def classifier(self) -> nn.Linear:
         """The module's final ``nn.Linear``, with ``pre_logits``."""
@@ -154,15 +159,12 @@ class WrappedBackbone(Backbone):
         if self.pre_logits is not None and layer == len(self.layers):
             return self(x)[-1]
         name = self.layers[layer]
-        self._outputs, self._stop_after = {}, name
-        try:
-            self.model(x)
-        except _Stop:
-            pass
-        finally:
-            self._stop_after = None
-        out, self._outputs = self._outputs.pop(name), {}
-        return pool_hidden(out, self.pool)
+        with forward_call(self, stop_after=name) as call:
+            try:
+                self.model(x)
+            except _Stop:
+                pass
+        return pool_hidden(call.outputs[name], self.pool)
 
 
 def wrap(

@@ -193,6 +193,15 @@ def _backbone_breadth(arg: str) -> str:
     return summary(ROOT / arg) if part == "summary" else markdown(ROOT / arg)
 
 
+def _attach_breadth(arg: str) -> str:
+    """``attach-breadth FILE [summary]``: the table of ``python scripts/attach_breadth.py`` from its JSON result file
+    (``summary``: the verdict line alone)."""
+    from attach_breadth import markdown, summary
+
+    arg, _, part = arg.partition(" ")
+    return summary(ROOT / arg) if part == "summary" else _wrapped(markdown(ROOT / arg))
+
+
 def _page_costs(arg: str) -> str:
     """The tables of ``python benchmarks/page_costs.py --out`` (and ``load_test.py --out``) in folder ``arg``."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -327,6 +336,7 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "spatial-maps": _spatial_maps,
     "page-costs": _page_costs,
     "backbone-breadth": _backbone_breadth,
+    "attach-breadth": _attach_breadth,
     "install-table": _install_table,
     "install-summary": _install_summary,
 }

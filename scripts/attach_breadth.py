@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -179,15 +180,19 @@ def run_one(name: str, work: Path, threads: int) -> int:
     out = work / "runs"
     record = {"params": sum(p.numel() for p in net.parameters())}
     start = time.perf_counter()
-    if arch.family == "wrapped":
-        rc = _attach_wrapped(arch, net, data, out / name)
-    else:
-        from laya.cli import main
+    try:
+        if arch.family == "wrapped":
+            rc = _attach_wrapped(arch, net, data, out / name)
+        else:
+            from laya.cli import main
 
-        rc = main(["--threads", str(threads), "attach", "--family", arch.family, "--model", arch.model, "--weights",
-                   str(weights), "--dataset", str(data), "--image-size", str(arch.size), "--out", str(out),
-                   "--setting", name, "--model-kwargs", json.dumps(arch.kwargs), *TINY])  # fmt: skip
-    record["attach_s"] = time.perf_counter() - start
+            rc = main(["--threads", str(threads), "attach", "--family", arch.family, "--model", arch.model, "--weights",
+                       str(weights), "--dataset", str(data), "--image-size", str(arch.size), "--out", str(out),
+                       "--setting", name, "--model-kwargs", json.dumps(arch.kwargs), *TINY])  # fmt: skip
+    except Exception as error:  # a crash: its traceback in the log, its last line in the record, the own head compared
+        traceback.print_exc()
+        rc, record["error"] = 1, f"{type(error).__name__}: {error}"
+    record.update(attach_s=time.perf_counter() - start, threads=threads, load_average=os.getloadavg()[0])
     own = out / name / "own"
     if (own / "model.json").is_file():  # written before its evaluation: compared even if a later step failed
         record.update(compare(own, net, arch))
@@ -276,6 +281,7 @@ def sweep(names: list[str], work: Path, threads: int, force: bool, timeout: int)
         own_written = "max_abs_diff" in measured
         status = "attached" if rc == 0 else "refused" if rc == 2 and not own_written else "failed"
         error = "" if rc == 0 else f"timed out after {timeout} s" if rc is None else _last_line(log.read_text(), rc == 2)
+        error = measured.pop("error", None) or error
         record = {"name": name, **asdict(arch), "status": status, "error": error, "seconds": seconds, **measured}
         (records / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
         part.unlink(missing_ok=True)
@@ -299,8 +305,10 @@ def collect(work: Path, threads: int) -> dict:
         results.append(json.loads(path.read_text()) if path.is_file() else
                        {"name": name, **asdict(arch), "status": "not run", "error": ""})
     versions = {m.__name__: m.__version__ for m in (torch, timm, torchvision, transformers)}
+    loads = [r["load_average"] for r in results if "load_average" in r]
+    threads = max((r["threads"] for r in results if "threads" in r), default=threads)
     return {"architectures": len(ARCHITECTURES), "tolerance": TOLERANCE, "threads": threads, "cpus": os.cpu_count(),
-            "load_average": os.getloadavg()[0], "versions": versions, "flags": TINY,
+            "load_average": [min(loads), max(loads)] if loads else None, "versions": versions, "flags": TINY,
             "data": {"classes": 4, "train_per_class": TRAIN, "test_per_class": TEST, "side": DATA_SIDE},
             "results": results}  # fmt: skip
 
@@ -345,10 +353,11 @@ def markdown(path: Path) -> str:
     """The generated block of ``docs/attach-breadth.md``: the table and the run's conditions, from the result file."""
     run = json.loads(path.read_text())
     ran = [r for r in run["results"] if r["status"] != "not run"]
-    d, v = run["data"], run["versions"]
+    d, v, load = run["data"], run["versions"], run["load_average"]
+    load = f"load average {load[0]:.0f} to {load[1]:.0f}" if load else "load average not recorded"
     return (
         f"{table(run)}\n\n{len(ran)} of {run['architectures']} architectures run, {sum(r['seconds'] for r in ran):.0f} s "
-        f"in all on {run['threads']} torch threads, load average {run['load_average']:.0f} on {run['cpus']} cores; "
+        f"in all on {run['threads']} torch threads, {load} on {run['cpus']} cores; "
         f"the shapes ImageFolder, {d['classes']} classes of {d['train_per_class']} training and {d['test_per_class']} "
         f"test images at {d['side']} px; laya attach flags `{' '.join(run['flags'])}` (torch {v['torch']}, timm "
         f"{v['timm']}, torchvision {v['torchvision']}, transformers {v['transformers']}; "
@@ -366,12 +375,16 @@ def summary(path: Path) -> str:
     largest = max((r["max_abs_diff"] for r in compared), default=float("nan"))
     missing = [r["name"] for r in run["results"] if r["status"] == "not run"]
     text = (f"**Verdict:** `laya attach` attached {len(attached)} of the {len(ran)} architectures run "
-            f"({_families(ran)}); the own head's logits equal the network's within {run['tolerance']:g} on "
+            f"({_families(ran)}); the own head's logits equal the network's within {_tolerance(run)} on "
             f"{within} of the {len(compared)} compared (largest difference {largest:.1e})")  # fmt: skip
     not_attached = [f"{r['name']} {r['status']}" for r in ran if r["status"] != "attached"]
     text += f"; not attached: {', '.join(not_attached)}" if not_attached else ""
     text += f"; not run yet: {len(missing)} ({_families_missing(run['results'])})" if missing else ""
     return text + " (`docs/attach-breadth/attach_breadth.json`).\n"
+
+
+def _tolerance(run: dict) -> str:
+    return f"{run['tolerance']:g}".replace("e-0", "e-")  # 1e-5, not 1e-05
 
 
 def _families_missing(results: list[dict]) -> str:

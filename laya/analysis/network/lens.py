@@ -54,13 +54,14 @@ UNIT_METRICS = {**METRICS, "agrees": "share agreeing with the final prediction"}
 @dataclass
 class Readout:
     """How the network reads a prediction off one vector: ``space`` it lives in, ``width`` ``D``, ``pool`` (how a
-    unit's tokens become a vector: ``"cls"``, ``"avg"``, or ``"auto"``: the CLS token where there are prefix tokens)
-    and ``read: (N, D) -> (N, K)`` logits."""
+    unit's tokens become a vector: ``"cls"``, ``"avg"``, or ``"auto"``: the CLS token where there are prefix tokens),
+    ``read: (N, D) -> (N, K)`` logits, and ``classifier`` the name of the network's final linear layer."""
 
     space: Space
     width: int
     pool: str
     read: Callable[[Tensor], Tensor]
+    classifier: str
 
     def pooled(self, network: nn.Module, out: Tensor) -> Tensor:
         """A unit's output ``(B, C, h, w)`` / ``(B, N, D)`` / ``(B, D)`` -> ``(B, d)``."""
@@ -76,17 +77,18 @@ def own_readout(network: nn.Module) -> Readout:
     token). Otherwise pre-logits: the network's final ``nn.Linear`` on its input."""
     pool = getattr(network, "global_pool", None)
     head = getattr(network, "head", None)
+    name = final_linear(network)
     if (isinstance(head, nn.Linear) and hasattr(network, "norm") and hasattr(network, "fc_norm")
             and getattr(network, "attn_pool", None) is None and not hasattr(network, "head_dist")
             and (pool == "token" or (pool == "avg" and isinstance(network.norm, nn.Identity)))):  # fmt: skip
         return Readout("residual", head.in_features, "cls" if pool == "token" else "avg",
-                       lambda v: head(network.fc_norm(network.norm(v))))  # fmt: skip
+                       lambda v: head(network.fc_norm(network.norm(v))), name)  # fmt: skip
     classifier = getattr(network, "classifier", None)
     for body in (getattr(network, name, None) for name in ("vit", "deit")):
         if isinstance(classifier, nn.Linear) and hasattr(body, "layernorm"):
-            return Readout("residual", classifier.in_features, "cls", lambda v: classifier(body.layernorm(v)))
-    linear = network.get_submodule(final_linear(network))
-    return Readout("pre-logits", linear.in_features, "auto", linear)
+            return Readout("residual", classifier.in_features, "cls", lambda v: classifier(body.layernorm(v)), name)
+    linear = network.get_submodule(name)
+    return Readout("pre-logits", linear.in_features, "auto", linear, name)
 
 
 @dataclass
@@ -152,14 +154,14 @@ def _read(readout: Readout, translated: Tensor) -> Tensor:
 
 
 def _pooled(network: nn.Module, readout: Readout, x: Tensor, units: Sequence[str]) -> tuple[list[Tensor], Tensor]:
-    run = run_units(network, x, units)
+    run = run_units(network, x, units, readout.classifier)
     return [readout.pooled(network, out) for out in run.outputs], run.logits
 
 
 @torch.no_grad()
 def unit_lens(model: nn.Module, x: Tensor, units: Sequence[str], tuned: TunedLens | None = None) -> Lens:
     """The lens of every unit on ``x: (B, C, H, W)`` from one forward: ``tuned`` (a :class:`TunedLens` for these
-    units) or, when None, the logit lens. ``model``: the network or an attached backbone
+    units, on the network's device) or, when None, the logit lens. ``model``: the network or an attached backbone
     (:func:`~laya.analysis.network.recording.as_network`). ``Lens.source``: ``"tuned lens"`` / ``"logit lens"``.
 
     Raises:
@@ -175,7 +177,7 @@ def unit_lens(model: nn.Module, x: Tensor, units: Sequence[str], tuned: TunedLen
     if tuned is not None:
         check_fits(tuned, readout, units)
     pooled, logits = _pooled(network, readout, x, units)
-    translated = torch.stack(pooled, 1) if tuned is None else tuned.to(logits.device)(pooled)
+    translated = torch.stack(pooled, 1) if tuned is None else tuned(pooled)
     z = _read(readout, translated)
     source = "logit lens" if tuned is None else "tuned lens"
     return Lens(torch.log_softmax(z.double(), -1), torch.log_softmax(logits.double(), -1), source)
@@ -259,7 +261,8 @@ def _train(lens: TunedLens, readout: Readout, rows: list[Tensor], log_p: Tensor)
     with torch.no_grad():
         last = _read(readout, lens([r for r in rows]))[:, -1].argmax(-1)
         agreement = float((last == log_p.argmax(-1)).float().mean())
-        config.fit = {"kl": kl(torch.arange(len(log_p), device=log_p.device)).tolist(), "last_unit_agreement": agreement}
+        every = torch.arange(len(log_p), device=log_p.device)
+        config.fit = {"kl": kl(every).tolist(), "last_unit_agreement": agreement}
 
 
 def save_tuned_lens(lens: TunedLens, directory: str | Path) -> Path:
@@ -275,7 +278,8 @@ def save_tuned_lens(lens: TunedLens, directory: str | Path) -> Path:
 
 def load_tuned_lens(directory: str | Path, model: nn.Module | None = None) -> TunedLens | None:
     """The tuned lens beside a checkpoint, or None where there is none. Every tensor's shape is checked against its
-    config (and, given ``model``, the config against the network's read-out and units).
+    config (and, given ``model``, the config against the network's read-out and units, and the lens is moved to the
+    network's device).
 
     Raises:
         ValueError: a config or a weights file that does not fit.
@@ -290,14 +294,16 @@ def load_tuned_lens(directory: str | Path, model: nn.Module | None = None) -> Tu
     found = {k: tuple(v.shape) for k, v in state.items()}
     if found != expected:
         wrong = sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))
-        raise ValueError(f"{directory / LENS_WEIGHTS} does not fit its config: {wrong[:4]} expected "
-                         f"{[expected.get(k) for k in wrong[:4]]}, found {[found.get(k) for k in wrong[:4]]}")  # fmt: skip
+        wrong = wrong[:4]
+        raise ValueError(f"{directory / LENS_WEIGHTS} does not fit its config: {wrong} expected "
+                         f"{[expected.get(k) for k in wrong]}, found {[found.get(k) for k in wrong]}")  # fmt: skip
     lens.load_state_dict(state)
     if model is not None:
         network = as_network(model)
         check_fits(lens, own_readout(network), config.units)
-        if network.get_submodule(final_linear(network)).out_features != config.classes:
+        if network.get_submodule(own_readout(network).classifier).out_features != config.classes:
             raise ValueError(f"the tuned lens reads {config.classes} classes; the network has another number")
+        lens.to(next(network.parameters()).device)
     return lens.eval()
 
 
@@ -331,7 +337,8 @@ def class_unit_table(
         raise ValueError(f"unknown lens metric {metric!r}; expected one of {sorted(UNIT_METRICS)}")
     values = (lens.log_q.argmax(-1) == lens.final.unsqueeze(1)).double() if metric == "agrees" else lens.metric(metric)
     groups = torch.as_tensor(groups).to(values.device)
-    rows = {name: values[chosen].mean(0).tolist() + [int(chosen.sum())] for name, chosen in class_groups(groups, classes)}
+    rows = {name: [*values[chosen].mean(0).tolist(), int(chosen.sum())]
+            for name, chosen in class_groups(groups, classes)}  # fmt: skip
     return pd.DataFrame.from_dict(rows, orient="index", columns=[*units, "n"]).rename_axis("class")
 
 

@@ -1,0 +1,1 @@
+"""The network by its own units: what each residual unit reads out, where it looked, what it changes."""

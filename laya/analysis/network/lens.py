@@ -1,0 +1,397 @@
+"""The network's own lens: what each unit predicts when read through the network's own classifier.
+
+Per unit ``u`` the unit's output is pooled the way the network's head pools (:func:`own_readout`:
+CLS token or mean of patches, :func:`~laya.model.backbones.base.pool_hidden`) to ``v_u: (B, d_u)``,
+translated to ``T_u(v_u) = A_u v_u + b_u: (B, D)`` and read by the network itself, ``z_u = R(T_u(v_u)): (B, K)``:
+
+* **logit lens** (``T_u`` = identity): where the units write into the residual stream that the network's final
+  norm and classifier read (timm ViT / DeiT / BEiT / EVA blocks, transformers ViT / DeiT layers),
+  ``R(v) = W fc_norm(norm(v)) + c``; elsewhere a unit's output is not in the classifier's space and the logit
+  lens does not apply (:func:`logit_lens` raises).
+* **tuned lens** (Belrose et al., 2023, https://arxiv.org/abs/2303.08112), every architecture: one affine
+  translator per unit, initialised to the identity (``A = I, b = 0`` where ``d_u = D``, else ``A = 0``), fitted
+  on training inputs to minimise ``KL(p || softmax(z_u))`` to the network's own final distribution ``p`` (never
+  the labels). ``R`` is the residual read-out above where it exists, else the network's own classifier on
+  pre-logits features (``D`` its input width). Stored as ``tuned_lens.safetensors`` + ``tuned_lens.json`` (the
+  config and the command that fitted it) beside a checkpoint.
+
+Either gives a :class:`laya.analysis.lens.Lens` (``log_q (B, U, K)``, ``log_p (B, K)``) from ONE forward of the
+network: per input :func:`lens_profile` (each unit's predicted class, ``p`` of the final prediction, KL to the
+final distribution) and :func:`prediction_depth` (the first unit from which the lens agrees with the final
+prediction through to the end); per class :func:`class_unit_table`, a class x unit table for a heatmap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+from safetensors.torch import load_file
+from torch import Tensor, nn
+
+from laya.analysis.lens import METRICS, Lens
+from laya.analysis.network.recording import as_network, prefix_tokens, run_units
+from laya.analysis.readouts import class_groups
+from laya.analysis.readouts import prediction_depth as first_agreeing
+from laya.analysis.sample import sample_indices
+from laya.app import palette
+from laya.model.backbones import pool_hidden
+from laya.model.backbones.pre_logits import final_linear
+from laya.model.checkpoint import atomic_write_json, atomic_write_tensors
+
+Space = Literal["residual", "pre-logits"]
+SPACES = ("residual", "pre-logits")
+LENS_WEIGHTS, LENS_CONFIG = "tuned_lens.safetensors", "tuned_lens.json"
+UNIT_METRICS = {**METRICS, "agrees": "share agreeing with the final prediction"}
+
+
+@dataclass
+class Readout:
+    """How the network reads a prediction off one vector: ``space`` it lives in, ``width`` ``D``, ``pool`` (how a
+    unit's tokens become a vector: ``"cls"``, ``"avg"``, or ``"auto"``: the CLS token where there are prefix tokens),
+    ``read: (N, D) -> (N, K)`` logits, and ``classifier`` the name of the network's final linear layer."""
+
+    space: Space
+    width: int
+    pool: str
+    read: Callable[[Tensor], Tensor]
+    classifier: str
+
+    def pooled(self, network: nn.Module, out: Tensor) -> Tensor:
+        """A unit's output ``(B, C, h, w)`` / ``(B, N, D)`` / ``(B, D)`` -> ``(B, d)``."""
+        prefix = prefix_tokens(network, out.shape[1]) if out.ndim == 3 else 0
+        pool = ("cls" if prefix else "avg") if self.pool == "auto" else self.pool
+        return pool_hidden(out, pool, prefix)
+
+
+def own_readout(network: nn.Module) -> Readout:
+    """The network's own read-out. Residual: a timm ViT-like model (``norm``, ``fc_norm``, linear ``head``;
+    pooled by its CLS token, or by the mean with ``norm`` an identity, so that norm and pooling commute), or a
+    transformers ``ViT``/``DeiT`` ``...ForImageClassification`` (``layernorm`` then ``classifier`` on the CLS
+    token). Otherwise pre-logits: the network's final ``nn.Linear`` on its input."""
+    pool = getattr(network, "global_pool", None)
+    head = getattr(network, "head", None)
+    name = final_linear(network)
+    if (isinstance(head, nn.Linear) and hasattr(network, "norm") and hasattr(network, "fc_norm")
+            and getattr(network, "attn_pool", None) is None and not hasattr(network, "head_dist")
+            and (pool == "token" or (pool == "avg" and isinstance(network.norm, nn.Identity)))):  # fmt: skip
+        return Readout("residual", head.in_features, "cls" if pool == "token" else "avg",
+                       lambda v: head(network.fc_norm(network.norm(v))), name)  # fmt: skip
+    classifier = getattr(network, "classifier", None)
+    for body in (getattr(network, name, None) for name in ("vit", "deit")):
+        if isinstance(classifier, nn.Linear) and hasattr(body, "layernorm"):
+            return Readout("residual", classifier.in_features, "cls", lambda v: classifier(body.layernorm(v)), name)
+    linear = network.get_submodule(name)
+    return Readout("pre-logits", linear.in_features, "auto", linear, name)
+
+
+@dataclass
+class TunedLensConfig:
+    """A tuned lens's shape and how it was fitted: ``units`` (module names), ``dims`` each unit's pooled width,
+    ``width`` ``D`` and ``classes`` ``K`` of the read-out, its ``space``; ``sample`` training inputs
+    (class-balanced, drawn with ``seed``), ``epochs`` of Adam at ``lr`` in batches of ``batch_size``; ``command``
+    that fitted it."""
+
+    units: list[str]
+    dims: list[int]
+    width: int
+    classes: int
+    space: Space = "pre-logits"
+    sample: int = 2000
+    epochs: int = 20
+    batch_size: int = 128
+    lr: float = 1e-3
+    seed: int = 0
+    command: str = ""
+    fit: dict[str, Any] = field(default_factory=dict)  # after fitting: final KL per unit, agreement at the last unit
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TunedLensConfig:
+        """Raises ``ValueError`` naming a field that is missing, unknown or of the wrong kind."""
+        fields = cls.__dataclass_fields__
+        unknown = set(data) - set(fields)
+        if unknown or not {"units", "dims", "width", "classes"} <= set(data):
+            raise ValueError(f"not a tuned lens config: unknown {sorted(unknown)}, needs units, dims, width, classes")
+        config = cls(**data)
+        if (len(config.units) != len(config.dims) or not all(isinstance(u, str) for u in config.units)
+                or not all(isinstance(d, int) and d > 0 for d in [*config.dims, config.width, config.classes])
+                or config.space not in SPACES):  # fmt: skip
+            raise ValueError(f"tuned lens config: units (names), dims, width, classes (positive ints) and space in "
+                             f"{SPACES} must fit together; got {data}")  # fmt: skip
+        return config
+
+
+class TunedLens(nn.Module):
+    """One affine translator per unit, ``translators[u]: (B, d_u) -> (B, D)``, identity-initialised."""
+
+    def __init__(self, config: TunedLensConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.translators = nn.ModuleList(nn.Linear(d, config.width) for d in config.dims)
+        with torch.no_grad():
+            for t in self.translators:
+                t.bias.zero_()
+                t.weight.copy_(torch.eye(config.width) if t.in_features == config.width else torch.zeros_like(t.weight))
+
+    def forward(self, pooled: Sequence[Tensor]) -> Tensor:
+        """``pooled``: U tensors ``(B, d_u)`` -> ``(B, U, D)``."""
+        return torch.stack([t(v) for t, v in zip(self.translators, pooled)], 1)
+
+
+def _read(readout: Readout, translated: Tensor) -> Tensor:
+    """``(B, U, D)`` -> logits ``(B, U, K)``, the read-out applied once to all units' rows."""
+    B, U, D = translated.shape
+    return readout.read(translated.reshape(B * U, D)).reshape(B, U, -1)
+
+
+def _pooled(network: nn.Module, readout: Readout, x: Tensor, units: Sequence[str]) -> tuple[list[Tensor], Tensor]:
+    run = run_units(network, x, units, readout.classifier)
+    return [readout.pooled(network, out) for out in run.outputs], run.logits
+
+
+@torch.no_grad()
+def unit_lens(model: nn.Module, x: Tensor, units: Sequence[str], tuned: TunedLens | None = None) -> Lens:
+    """The lens of every unit on ``x: (B, C, H, W)`` from one forward: ``tuned`` (a :class:`TunedLens` for these
+    units, on the network's device) or, when None, the logit lens. ``model``: the network or an attached backbone
+    (:func:`~laya.analysis.network.recording.as_network`). ``Lens.source``: ``"tuned lens"`` / ``"logit lens"``.
+
+    Raises:
+        ValueError: the logit lens of a network whose units are not in its classifier's space, or a tuned lens
+            fitted for other units or another read-out.
+    """
+    network = as_network(model)
+    readout = own_readout(network)
+    if tuned is None and readout.space != "residual":
+        raise ValueError(f"{type(network).__name__}'s units do not write into the space its classifier reads (no "
+                         "final norm + classifier over a residual stream): the logit lens does not apply; fit a "
+                         "tuned lens (fit_tuned_lens)")  # fmt: skip
+    if tuned is not None:
+        check_fits(tuned, readout, units)
+    pooled, logits = _pooled(network, readout, x, units)
+    translated = torch.stack(pooled, 1) if tuned is None else tuned(pooled)
+    z = _read(readout, translated)
+    source = "logit lens" if tuned is None else "tuned lens"
+    return Lens(torch.log_softmax(z.double(), -1), torch.log_softmax(logits.double(), -1), source)
+
+
+def logit_lens(model: nn.Module, x: Tensor, units: Sequence[str]) -> Lens:
+    """:func:`unit_lens` with no translators (raises where the logit lens does not apply)."""
+    return unit_lens(model, x, units)
+
+
+def check_fits(tuned: TunedLens, readout: Readout, units: Sequence[str]) -> None:
+    """Raise ``ValueError`` unless ``tuned`` was fitted for ``units`` and this read-out (space, width)."""
+    c = tuned.config
+    if list(units) != list(c.units) or (c.space, c.width) != (readout.space, readout.width):
+        raise ValueError(f"the tuned lens was fitted for units {c.units} read in {c.space} ({c.width}-d); "
+                         f"given units {list(units)} read in {readout.space} ({readout.width}-d)")  # fmt: skip
+
+
+def _batches(inputs: Tensor, size: int) -> Iterator[Tensor]:
+    for start in range(0, len(inputs), size):
+        yield inputs[start : start + size]
+
+
+def fit_tuned_lens(
+    model: nn.Module, inputs: Tensor, units: Sequence[str], labels: Tensor | None = None,
+    config: TunedLensConfig | None = None, command: str = "",
+) -> TunedLens:  # fmt: skip
+    """Fit a :class:`TunedLens` on training ``inputs (N, C, H, W)`` (preprocessed; ``labels (N,)`` only choose a
+    class-balanced sample of ``config.sample``, drawn with ``config.seed``): the network runs once per batch on
+    its device, then Adam minimises ``sum_u mean_b KL(p_b || q_{b,u})`` over the cached pooled outputs. The
+    network's weights get no gradient (``torch.autograd.grad`` on the translators only). ``config`` gives the
+    fitting options (its shape fields are taken from the network); ``config.fit`` records per unit the final
+    mean KL and, on the sample, the share of inputs whose lens class equals the network's prediction."""
+    network = as_network(model)
+    readout = own_readout(network)
+    options = {} if config is None else {k: v for k, v in config.to_dict().items() if k in FIT_OPTIONS}
+    seed, size = options.get("seed", 0), options.get("sample", 2000)
+    if labels is not None:
+        chosen = sample_indices(labels, size, seed)
+    else:
+        chosen = torch.randperm(len(inputs), generator=torch.Generator().manual_seed(seed))[:size].sort().values
+    device = next(network.parameters()).device
+    pooled, log_p = [], []  # per batch: U tensors (b, d_u); (b, K)
+    with torch.no_grad():
+        for batch in _batches(inputs[chosen], options.get("batch_size", 128)):
+            vectors, logits = _pooled(network, readout, batch.to(device), units)
+            pooled.append(vectors)
+            log_p.append(torch.log_softmax(logits.float(), -1))
+    rows = [torch.cat(unit) for unit in zip(*pooled)]  # U tensors (N, d_u)
+    dims, classes = [r.shape[1] for r in rows], log_p[0].shape[1]
+    config = TunedLensConfig(list(units), dims, readout.width, classes, readout.space, command=command, **options)
+    lens = TunedLens(config).to(device)
+    _train(lens, readout, rows, torch.cat(log_p))
+    return lens.eval()
+
+
+FIT_OPTIONS = ("sample", "epochs", "batch_size", "lr", "seed")
+
+
+def _train(lens: TunedLens, readout: Readout, rows: list[Tensor], log_p: Tensor) -> None:
+    """Adam on ``lens``'s translators over cached pooled ``rows`` (U tensors ``(N, d_u)``) and final ``log_p (N, K)``;
+    the fit's summary into ``lens.config.fit``."""
+    config, params = lens.config, list(lens.parameters())
+    optimizer = torch.optim.Adam(params, lr=config.lr)
+    generator = torch.Generator().manual_seed(config.seed)
+
+    def kl(index: Tensor) -> Tensor:  # (U,) mean KL(p || q_u) over the rows
+        logq = torch.log_softmax(_read(readout, lens([r[index] for r in rows])).float(), -1)  # (b, U, K)
+        p = log_p[index].unsqueeze(1)
+        return (p.exp() * (p - logq)).sum(-1).mean(0)
+
+    for _ in range(config.epochs):
+        for index in torch.randperm(len(log_p), generator=generator).to(log_p.device).split(config.batch_size):
+            with torch.enable_grad():
+                grads = torch.autograd.grad(kl(index).sum(), params)
+            for p, g in zip(params, grads):
+                p.grad = g
+            optimizer.step()
+    for p in params:
+        p.grad = None
+    with torch.no_grad():
+        last = _read(readout, lens([r for r in rows]))[:, -1].argmax(-1)
+        agreement = float((last == log_p.argmax(-1)).float().mean())
+        every = torch.arange(len(log_p), device=log_p.device)
+        config.fit = {"kl": kl(every).tolist(), "last_unit_agreement": agreement}
+
+
+def save_tuned_lens(lens: TunedLens, directory: str | Path) -> Path:
+    """Write ``directory/tuned_lens.safetensors`` (translators) and ``tuned_lens.json`` (:class:`TunedLensConfig`,
+    with its command). Returns the weights' path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous() for k, v in lens.state_dict().items()}
+    atomic_write_tensors(directory / LENS_WEIGHTS, state)
+    atomic_write_json(directory / LENS_CONFIG, lens.config.to_dict())
+    return directory / LENS_WEIGHTS
+
+
+def load_tuned_lens(directory: str | Path, model: nn.Module | None = None) -> TunedLens | None:
+    """The tuned lens beside a checkpoint, or None where there is none. Every tensor's shape is checked against its
+    config (and, given ``model``, the config against the network's read-out and units, and the lens is moved to the
+    network's device).
+
+    Raises:
+        ValueError: a config or a weights file that does not fit.
+    """
+    directory = Path(directory)
+    if not (directory / LENS_CONFIG).is_file():
+        return None
+    config = TunedLensConfig.from_dict(json.loads((directory / LENS_CONFIG).read_text()))
+    lens = TunedLens(config)
+    state = load_file(directory / LENS_WEIGHTS)
+    expected = {k: tuple(v.shape) for k, v in lens.state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in state.items()}
+    if found != expected:
+        wrong = sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))
+        wrong = wrong[:4]
+        raise ValueError(f"{directory / LENS_WEIGHTS} does not fit its config: {wrong} expected "
+                         f"{[expected.get(k) for k in wrong]}, found {[found.get(k) for k in wrong]}")  # fmt: skip
+    lens.load_state_dict(state)
+    if model is not None:
+        network = as_network(model)
+        check_fits(lens, own_readout(network), config.units)
+        if network.get_submodule(own_readout(network).classifier).out_features != config.classes:
+            raise ValueError(f"the tuned lens reads {config.classes} classes; the network has another number")
+        lens.to(next(network.parameters()).device)
+    return lens.eval()
+
+
+def prediction_depth(lens: Lens) -> Tensor:
+    """``(B,)`` the network's own prediction depth: the first unit (1-based) from which the lens's class equals
+    the final prediction at every deeper unit; ``U + 1`` where even the last unit's disagrees."""
+    return first_agreeing(lens.log_q.argmax(-1), lens.final)
+
+
+def lens_profile(lens: Lens, index: int, classes: Sequence[str], units: Sequence[str]) -> pd.DataFrame:
+    """Input ``index``'s lens: ``unit, unit_index`` (1-based), ``predicted`` (the unit's class name), ``prob``
+    (its p of the final prediction), ``kl`` (to the final distribution, nats), ``agrees``."""
+    predicted = lens.log_q[index].argmax(-1)
+    return pd.DataFrame({
+        "unit": list(units),
+        "unit_index": range(1, len(units) + 1),
+        "predicted": [classes[c] for c in predicted.tolist()],
+        "prob": lens.prob[index].tolist(),
+        "kl": lens.kl[index].tolist(),
+        "agrees": (predicted == lens.final[index]).tolist(),
+    })  # fmt: skip
+
+
+def class_unit_table(
+    lens: Lens, groups: Tensor, classes: Sequence[str], units: Sequence[str], metric: str = "prob"
+) -> pd.DataFrame:
+    """Class x unit means of ``metric`` (:data:`UNIT_METRICS`: ``prob``, ``kl``, ``entropy``, ``rank``, ``agrees``)
+    over the inputs of each group (``groups (B,)``: true or predicted classes), ``"all"`` first; rows name the
+    class, columns the unit; ``n`` the inputs of each row."""
+    if metric not in UNIT_METRICS:
+        raise ValueError(f"unknown lens metric {metric!r}; expected one of {sorted(UNIT_METRICS)}")
+    values = (lens.log_q.argmax(-1) == lens.final.unsqueeze(1)).double() if metric == "agrees" else lens.metric(metric)
+    groups = torch.as_tensor(groups).to(values.device)
+    rows = {name: [*values[chosen].mean(0).tolist(), int(chosen.sum())]
+            for name, chosen in class_groups(groups, classes)}  # fmt: skip
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[*units, "n"]).rename_axis("class")
+
+
+def profile_figure(profile: pd.DataFrame, depth: int | None = None, title: str | None = None) -> go.Figure:
+    """One input's strip over the units (:func:`lens_profile`): bars of p(final prediction), teal where the unit's
+    class agrees with it and red where not, its class as the bar's label; KL on a second axis; a line before the
+    prediction ``depth`` (1-based, :func:`prediction_depth`) where it is within the units."""
+    colors = [palette.CONFIDENCE if a else palette.DISAGREE for a in profile["agrees"]]
+    figure = go.Figure([
+        go.Bar(x=profile["unit"], y=profile["prob"], marker_color=colors, text=profile["predicted"], name="p(final)",
+               hovertemplate="%{x}: reads %{text}, p(final) %{y:.3f}<extra></extra>"),
+        go.Scatter(x=profile["unit"], y=profile["kl"], mode="lines+markers", yaxis="y2", name="KL",
+                   line={"color": palette.NEUTRAL}),
+    ])  # fmt: skip
+    if depth is not None and depth <= len(profile):
+        figure.add_vline(x=depth - 1.5, line_dash="dash", line_color=palette.NEUTRAL,
+                         annotation_text=f"prediction depth {depth}")  # fmt: skip
+    figure.update_layout(
+        title=title, xaxis_title="unit", yaxis={"title": "p(final prediction)", "range": [0, 1]},
+        yaxis2={"title": "KL(final || unit) [nats]", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+    )  # fmt: skip
+    return figure
+
+
+def class_unit_figure(table: pd.DataFrame, metric: str = "prob", title: str | None = None) -> go.Figure:
+    """The class x unit heatmap of :func:`class_unit_table` (``n`` in the hover)."""
+    values = table.drop(columns="n")
+    figure = go.Figure(go.Heatmap(
+        z=values.values, x=list(values.columns), y=list(values.index), colorscale=palette.HEATMAP_SCALES["scores"],
+        customdata=table[["n"]].values.repeat(values.shape[1], 1),
+        hovertemplate="%{y}, %{x}: %{z:.3f} (n = %{customdata})<extra></extra>",
+        colorbar={"title": UNIT_METRICS[metric]},
+    ))  # fmt: skip
+    figure.update_layout(title=title, xaxis_title="unit", yaxis_title="class", yaxis_autorange="reversed")
+    return figure
+
+
+__all__ = [
+    "LENS_CONFIG",
+    "LENS_WEIGHTS",
+    "UNIT_METRICS",
+    "Readout",
+    "TunedLens",
+    "TunedLensConfig",
+    "class_unit_figure",
+    "class_unit_table",
+    "fit_tuned_lens",
+    "lens_profile",
+    "load_tuned_lens",
+    "logit_lens",
+    "own_readout",
+    "prediction_depth",
+    "profile_figure",
+    "save_tuned_lens",
+    "unit_lens",
+]

@@ -1,1 +1,21 @@
-"""The network by its own units: what each residual unit reads out, where it looked, what it changes."""
+"""The network by its own units: their names and stages (:mod:`~laya.analysis.network.units`), interventions
+on every unit at once that keep the input (:mod:`~laya.analysis.network.interventions`), one forward recording every
+unit (:mod:`~laya.analysis.network.recording`), Grad-CAM at every unit (:mod:`~laya.analysis.network.gradcam`) and
+the network's own logit and tuned lens (:mod:`~laya.analysis.network.lens`)."""
+
+from laya.analysis.network.interventions import (
+    DEFAULT,
+    MEAN,
+    REFERENCES,
+    RESAMPLE,
+    RESAMPLES,
+    SKIP,
+    Method,
+    UnitProfile,
+    intervene,
+    reference_inputs,
+)
+from laya.analysis.network.units import Unit, network_stages, network_units
+
+__all__ = ["DEFAULT", "MEAN", "REFERENCES", "RESAMPLE", "RESAMPLES", "SKIP", "Method", "Unit", "UnitProfile",
+           "intervene", "network_stages", "network_units", "reference_inputs"]  # fmt: skip

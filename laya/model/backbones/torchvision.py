@@ -16,7 +16,9 @@ that classifier.
 The traced graph runs no stage as one module (``layer1`` is traced through), so hooks on its submodules do not see
 a layer. :func:`add_taps` puts a :class:`Tap` (an ``nn.Identity``) after each layer's node, every later node reading
 it, and one after the one node that feeds the layer's block where there is one: forward hooks on them see each
-block's output and input (:func:`laya.analysis.patching.layer_blocks`). Taps hold no weights: the state dict stays.
+block's output and input (:func:`laya.analysis.patching.layer_blocks`); the same for each of the network's own
+units inside the layers (:func:`~laya.model.backbones.units.unit_names`: ``units``, ``unit_taps``). Taps hold no
+weights: the state dict stays.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from laya.model.backbones.calls import forward_call
 from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.backbones.timm import accepts
+from laya.model.backbones.units import unit_names
 from laya.model.validation import Rule, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
 
@@ -113,14 +116,17 @@ def _tap_graph(graph: fx.Graph, layers: list[str], names: dict[str, str], taps: 
     """Insert the taps ``(exit, entry)`` of each layer into one graph (see :func:`add_taps`); which entries it has."""
     nodes = list(graph.nodes)
     returned = next(n for n in nodes if n.op == "output").args[0]  # {layer: node}
-    feeds = []
+    feeds, exits = [], []
     for layer in layers:
         block = {n for n in nodes if _inside(names.get(n.name), layer)}
         inputs = {a for n in block for a in n.all_input_nodes if a not in block and a.op != "get_attr"}
         feeds.append(next(iter(inputs)) if len(inputs) == 1 else None)
+        leaving = [n for n in nodes if n in block and any(user not in block for user in n.users)]
+        if layer not in returned and len(leaving) != 1:
+            raise ValueError(f"module {layer!r} has {len(leaving)} outputs in the traced graph, not one")
+        exits.append(returned[layer] if layer in returned else leaving[0])
     moved: dict[fx.Node, fx.Node] = {}
-    for layer, (exit_name, _) in zip(layers, taps):
-        node = returned[layer]
+    for node, (exit_name, _) in zip(exits, taps):
         with graph.inserting_after(node):
             tap = graph.call_module(exit_name, (node,))
         node.replace_all_uses_with(tap, delete_user_cb=lambda user, tap=tap: user is not tap)
@@ -136,13 +142,14 @@ def _tap_graph(graph: fx.Graph, layers: list[str], names: dict[str, str], taps: 
 
 
 def add_taps(
-    extractor: fx.GraphModule, layers: list[str], names: dict[bool, dict[str, str]]
+    extractor: fx.GraphModule, layers: list[str], names: dict[bool, dict[str, str]], prefix: str = "laya"
 ) -> list[tuple[Tap, Tap | None]]:
     """Taps ``(exit, entry)`` per layer in both graphs of a ``create_feature_extractor`` module: ``exit`` after the
-    layer's node, read by every node that read it; ``entry`` (None where the block's nodes read more than one
-    node from outside it, or none) after the node that feeds the block of nodes named ``layer`` or ``layer.*``.
-    ``names``: :func:`qualnames` of the model, by mode (``training``)."""
-    taps = [(f"laya_exit_{i}", f"laya_entry_{i}") for i in range(len(layers))]
+    layer's node (a layer not returned: the one node of ``layer.*`` read outside them), read by every node that read
+    it; ``entry`` (None where the block's nodes read more than one node from outside it, or none) after the node that
+    feeds the block of nodes named ``layer`` or ``layer.*``. ``names``: :func:`qualnames` of the model, by mode
+    (``training``); ``prefix`` names the taps (``{prefix}_exit_{i}``), one per call."""
+    taps = [(f"{prefix}_exit_{i}", f"{prefix}_entry_{i}") for i in range(len(layers))]
     for exit_name, entry_name in taps:
         extractor.add_submodule(exit_name, Tap())
         extractor.add_submodule(entry_name, Tap())
@@ -216,6 +223,8 @@ class TorchvisionBackbone(Backbone):
         read = layers + [self.head_name] * config.pre_logits  # the classifier runs: its input is recorded
         self.model = create_feature_extractor(model, return_nodes={n: n for n in read})
         self.taps = add_taps(self.model, layers, names)
+        self.units = unit_names(model, layers)  # the traced graph runs none of them as a module: taps see them
+        self.unit_taps = add_taps(self.model, [unit for _, unit in self.units], names, prefix="laya_unit")
         self.pre_logits = PreLogits(self.model, self.head_name, self) if config.pre_logits else None
         self.channels_last = isinstance(model, torchvision.models.SwinTransformer)  # (B, H, W, C) stage outputs
         self.pool = ("cls" if hasattr(model, "class_token") else "avg") if config.pool == "auto" else config.pool

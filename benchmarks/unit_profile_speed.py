@@ -1,0 +1,70 @@
+"""One input's profile over every unit (skip, resample K=8) against units + 1 batch-1 forwards (budget: ratio <= 1).
+
+    python benchmarks/unit_profile_speed.py [--device cpu|cuda] [--size 224] [--threads 1]
+
+torchvision ResNet-18 and timm ViT-S/16 (random weights, their own classifiers as the head, as ``laya attach``
+opens them). Each profile is one pass of the references and the input, then one batched pass of every unit's rows;
+the baseline is ``U + 1`` forwards of the input alone, timed in the same run, the calls interleaved.
+"""
+
+from __future__ import annotations
+
+import torch
+from common import interleaved_seconds, parser
+
+from laya.analysis.network import intervene, network_units
+from laya.model.backbones import BackboneConfig, build_backbone
+from laya.model.classifier import LayerwiseClassifier
+from laya.model.own_head import own_head
+
+MODELS = {
+    "torchvision resnet18": BackboneConfig(name="torchvision", model="resnet18", model_kwargs={"num_classes": 10}),
+    "timm vit_small_patch16_224": BackboneConfig(name="timm", model="vit_small_patch16_224",
+                                                 model_kwargs={"num_classes": 10}),  # fmt: skip
+}
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    for name, config in MODELS.items():
+        config.in_channels, config.input_size, config.pre_logits, config.freeze = 3, args.size, True, True
+        torch.manual_seed(0)
+        backbone = build_backbone(config)
+        model = LayerwiseClassifier(backbone, own_head(backbone)).to(device).eval()
+        g = torch.Generator().manual_seed(0)
+        x, reference = (torch.randn(n, 3, args.size, args.size, generator=g).to(device) for n in (1, 8))
+        units = network_units(model.backbone, x)
+        U = len(units)
+
+        def sync() -> None:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+
+        def forwards() -> None:
+            with torch.inference_mode():
+                for _ in range(U + 1):
+                    model(x)
+            sync()
+
+        def profile(method: str):
+            return lambda: (intervene(model, x, units, method, reference), sync())
+
+        times = interleaved_seconds({"forwards": forwards, "skip": profile("skip"), "resample": profile("resample")},
+                                    rounds=args.rounds)  # fmt: skip
+        skip = intervene(model, x, units, "skip", reference)
+        print(f"{name} on {device} at {args.size}px: {U} units ({sum(u.residual for u in units)} residual), "
+              f"skip falls back to resample on {skip.methods.count('resample')}")  # fmt: skip
+        print(f"  {U + 1} batch-1 forwards {times['forwards'] * 1e3:9.1f} ms")
+        for method in ("skip", "resample"):
+            print(f"  {method:8s} profile      {times[method] * 1e3:9.1f} ms   ratio {times[method] / times['forwards']:.2f}"
+                  "  (budget <= 1)")
+
+
+if __name__ == "__main__":
+    main()

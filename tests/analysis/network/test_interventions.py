@@ -1,0 +1,151 @@
+"""Known answers for the interventions on every unit at once: skip, resample (K references) and mean-ablation."""
+
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from laya.analysis.network import intervene, network_stages, network_units, reference_inputs
+from tests.analysis.test_block_ablation import _by_hand as _hand
+from tests.analysis.test_block_ablation import _inputs, _own_model
+from tests.model.test_own_head import logits_of, networks
+
+FAMILIES = ["torchvision resnet18", "timm test_vit"]
+
+
+def _setup(tmp_path: Path, family: str):
+    _, network, config = next(n for n in networks(tmp_path) if n[0] == family)
+    model = _own_model(config)
+    return network.double().eval(), model, network_units(model.backbone), config
+
+
+def _recorded(network, x, module) -> tuple[torch.Tensor, torch.Tensor]:
+    store = []
+    handle = module.register_forward_hook(lambda m, args, out: store.append((args[0], out)))
+    with torch.no_grad():
+        logits_of(network, x)
+    handle.remove()
+    return store[0]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_skip_of_a_residual_unit_is_the_network_without_its_branch(tmp_path: Path, family: str) -> None:
+    network, model, units, config = _setup(tmp_path, family)
+    x, reference = _inputs(config, 2, 0), _inputs(config, 3, 1)
+    profile = intervene(model, x, units, "skip", reference)
+    with torch.no_grad():
+        p = torch.softmax(logits_of(network, x), -1)
+    y, rows = p.argmax(-1), torch.arange(2)
+    assert torch.equal(profile.prediction, y)
+    for u, unit in enumerate(units):
+        if not unit.residual:
+            assert profile.methods[u] == "resample"  # the fallback, named
+            continue
+        assert profile.methods[u] == "skip"
+        skipped = _hand(network, x, network.get_submodule(unit.name), lambda inp, out: inp)
+        assert torch.allclose(profile.drops[:, u], p[rows, y] - skipped[rows, y], atol=1e-10, rtol=0), unit.name
+    assert profile.drops.abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_resample_is_the_mean_of_k_hand_patched_runs(tmp_path: Path, family: str) -> None:
+    """A residual unit's branch ``h - x`` takes each reference's, the stream kept; any other unit's whole output."""
+    network, model, units, config = _setup(tmp_path, family)
+    K = 4
+    x, reference = _inputs(config, 2, 0), _inputs(config, K, 1)
+    profile = intervene(model, x, units, "resample", reference)
+    assert profile.methods == ("resample",) * len(units) and profile.references == K
+    with torch.no_grad():
+        p = torch.softmax(logits_of(network, x), -1)
+    y, rows = p.argmax(-1), torch.arange(2)
+    for u, unit in enumerate(units):
+        module = network.get_submodule(unit.name)
+        inputs, outputs = _recorded(network, reference, module)
+        runs = []
+        for k in range(K):
+            if unit.residual:
+                branch = outputs[k : k + 1] - inputs[k : k + 1]
+                runs.append(_hand(network, x, module, lambda inp, out, b=branch: inp + b))
+            else:
+                runs.append(_hand(network, x, module, lambda inp, out, k=k: outputs[k : k + 1].expand_as(out)))
+        expected = p[rows, y] - torch.stack(runs).mean(0)[rows, y]
+        assert torch.allclose(profile.drops[:, u], expected, atol=1e-10, rtol=0), unit.name
+    assert profile.drops.abs().max() > 1e-3
+
+
+def _same_class_pair(model, config) -> torch.Tensor:
+    candidates = _inputs(config, 16, 7)
+    with torch.no_grad():
+        predicted = model(candidates).logits.argmax(-1)
+    for i in range(16):
+        for j in range(i + 1, 16):
+            if predicted[i] == predicted[j]:
+                return candidates[[i, j]]
+    raise AssertionError("no two inputs of one class")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_two_inputs_of_one_class_differ_under_resample_not_under_stage_mean_ablation(
+    tmp_path: Path, family: str
+) -> None:
+    """Mean-ablating whole stages makes everything after them a constant: two inputs predicted alike differ by
+    ``p_ŷ(x1) - p_ŷ(x2)`` at every stage. Resampling the units' branches keeps each input: the profiles differ."""
+    network, model, units, config = _setup(tmp_path, family)
+    x, reference = _same_class_pair(model, config), _inputs(config, 8, 1)
+    stages = [s for s in network_stages(model.backbone)]
+    by_stage = intervene(model, x, stages, "mean", reference, target="output")
+    assert by_stage.prediction[0] == by_stage.prediction[1]
+    gap = by_stage.probability[0] - by_stage.probability[1]
+    assert torch.allclose(by_stage.drops[0] - by_stage.drops[1], gap.expand(len(stages)), atol=1e-10)
+    profile = intervene(model, x, units, "resample", reference)
+    difference = profile.drops[0] - profile.drops[1]
+    assert (difference - difference.mean()).abs().max() > 1e-4  # not a constant shift
+    assert not all(profile.keeps_input) or family == "timm test_vit"
+
+
+def test_mean_and_reference_inputs(tmp_path: Path) -> None:
+    """Mean-ablation: a residual unit's branch takes its mean over the references; reference inputs are a seeded,
+    class-balanced sample of the training split."""
+    from laya.data.datasets import ImageArrays
+
+    network, model, units, config = _setup(tmp_path, "torchvision resnet18")
+    x, reference = _inputs(config, 1, 0), _inputs(config, 5, 1)
+    profile = intervene(model, x, units, "mean", reference)
+    unit = units[1]  # layer1.1, residual
+    module = network.get_submodule(unit.name)
+    inputs, outputs = _recorded(network, reference, module)
+    branch = (outputs - inputs).mean(0, keepdim=True)
+    with torch.no_grad():
+        p = torch.softmax(logits_of(network, x), -1)[0]
+    y = int(p.argmax())
+    expected = p[y] - _hand(network, x, module, lambda inp, out: inp + branch)[0, y]
+    assert abs(float(profile.drops[0, 1]) - float(expected)) < 1e-10 and profile.methods[1] == "mean-ablation"
+    data = ImageArrays(torch.arange(20 * 3 * 4 * 4).view(20, 3, 4, 4).to(torch.uint8),
+                       torch.arange(20) % 4, ("a", "b", "c", "d"))  # fmt: skip
+    chosen = reference_inputs(data, 8, seed=3)
+    assert chosen.shape == (8, 3, 4, 4) and torch.equal(chosen, reference_inputs(data, 8, seed=3))
+    labels = [int(data.labels[(data.images.flatten(1) == c.flatten()).all(1).nonzero()[0, 0]]) for c in chosen]
+    assert sorted(labels) == [0, 0, 1, 1, 2, 2, 3, 3]
+    with pytest.raises(ValueError, match="needs reference inputs"):
+        intervene(model, x, units, "resample")
+    with pytest.raises(ValueError, match="method must be one of"):
+        intervene(model, x, units, "zero", reference)
+
+
+def test_twelve_concurrent_calls_give_the_single_call_result(tmp_path: Path) -> None:
+    _, model, units, config = _setup(tmp_path, "torchvision resnet18")
+    reference = _inputs(config, 4, 1)
+    inputs = [_inputs(config, 1, seed % 3) for seed in range(12)]
+    alone = [intervene(model, x, units, "resample", reference).drops for x in inputs[:3]] * 4
+    got: dict[int, torch.Tensor] = {}
+
+    def run(i: int) -> None:
+        got[i] = intervene(model, inputs[i], units, "resample", reference).drops
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(torch.equal(got[i], alone[i]) for i in range(12))

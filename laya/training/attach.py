@@ -130,10 +130,13 @@ def backbone_config(config: AttachConfig, spec: InputSpec, num_classes: int) -> 
     return BackboneConfig.from_dict(data)  # the checks a checkpoint of it will pass
 
 
-def own_checkpoint(config: AttachConfig, out: str | Path, checked: Checked) -> Path:
-    """The network (``checked.backbone``, from :func:`~laya.training.preflight.preflight`) with its own classifier
-    as a LastLayer head (no training), reference vectors from the training split (the same cached features the
-    fitted heads train on), written to ``out``."""
+def own_checkpoint(
+    config: AttachConfig, out: str | Path, module: nn.Module | None = None, checked: Checked | None = None
+) -> Path:
+    """The network with its own classifier as a LastLayer head (no training), reference vectors from the training
+    split (the same cached features the fitted heads train on), written to ``out``. ``checked``: what
+    :func:`~laya.training.preflight.preflight` built (run here when not given); ``module``: a wrapped network."""
+    checked = checked or preflight(config, module)
     data = load_dataset(config.dataset, "train", config.image_size)
     spec, bb_config, backbone = checked.spec, checked.backbone_config, checked.backbone
     model = LayerwiseClassifier(backbone, own_head(backbone)).eval()
@@ -165,7 +168,7 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
     try:  # the bar is closed (its line ended) before any error is printed
         with tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
             steps.set_postfix_str("own head")
-            run = own_checkpoint(config, Path(runs) / OWN, checked)
+            run = own_checkpoint(config, Path(runs) / OWN, module, checked)
             heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, module=module)
             steps.update()
             export_examples(test, setting / "examples")

@@ -567,6 +567,7 @@ ALLOWED: dict[str, str] = {
     r"Python (?:≥ ?)?3\.\d+": "a Python version (three-part versions such as 2.14.1 are no decimal)",
     r"arXiv:? \d{4}\.\d{4,5}": "the paper's arXiv identifier",
     r"p (?:exceeds|>|≤) 0\.05": "the significance level of every test, a setting",
+    r"1-minute load average": "the name of the load average a run records, not a duration",
 }
 _ALLOWED = re.compile("|".join(f"(?:{pattern})" for pattern in ALLOWED))
 
@@ -613,14 +614,28 @@ def claims_in(text: str) -> list[tuple[int, str]]:
             if not any(a <= m.start() and m.end() <= b for a, b in allowed)]  # fmt: skip
 
 
+def counts_in(text: str) -> list[tuple[int, str, str]]:
+    """``(line number, count, problem)`` for every count or quantifier in the free prose of ``text`` that is not a
+    registered count with its source's number (``claims.counts``), claims found by :func:`claims_in` aside."""
+    from claims.counts import counts_in as find
+
+    prose_only = masked(text)
+    taken = [m.span() for m in CLAIM.finditer(prose_only)] + [m.span() for m in _ALLOWED.finditer(prose_only)]
+    return [(prose_only.count("\n", 0, start) + 1, found, problem) for start, found, problem in find(prose_only)
+            if not any(a <= start < b for a, b in taken)]  # fmt: skip
+
+
 def strict(paths: Iterable[Path]) -> list[str]:
-    """``file:line: text`` for every claim in the free prose of ``paths``: a hand-written figure or verdict."""
+    """``file:line: text`` for every claim in the free prose of ``paths``: a hand-written figure, verdict or count."""
     offences = []
     for path in paths:
-        lines = path.read_text().splitlines()
+        text = path.read_text()
+        lines = text.splitlines()
         name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-        for line, claim in claims_in(path.read_text()):
-            offences.append(f"{name}:{line}: '{claim}' in free prose: {lines[line - 1].strip()[:160]}")
+        found = [(line, f"'{claim}' in free prose") for line, claim in claims_in(text)]
+        found += [(line, f"'{count}' {problem}") for line, count, problem in counts_in(text)]
+        for line, what in sorted(found, key=lambda x: x[0]):
+            offences.append(f"{name}:{line}: {what}: {lines[line - 1].strip()[:160]}")
     return offences
 
 

@@ -271,6 +271,7 @@ def _upload_memory(arg: str) -> str:
     return _wrapped("\n".join(lines) + f"\n\nRuns (`{arg}`): {notes}.\n")
 
 from claims import CLAIMS  # noqa: E402  (the sentence and table generators, one file per topic)
+from claims.counts import COUNTS as COUNTS_REGISTRY  # noqa: E402  (the counts prose may write, with their sources)
 from laya.analysis.statistics import paired_verdict  # noqa: E402
 
 

@@ -33,10 +33,11 @@ _NUMBER = r"\d{1,3}(?:,\d{3})+|\d+|" + "|".join(sorted(WORDS, key=len, reverse=T
 #: words that end a noun phrase rather than modify its noun (``two of three seeds`` counts three seeds)
 _STOP = r"(?:of|and|or|per|to|in|on|at|for|by|from|with|the|a|an|is|are|was|were|px|than|x|×)"
 #: a number, up to two modifiers, a counted noun; not a term of a formula (``L + 1 backbone passes``)
-COUNT = re.compile(rf"(?<![\w.,/-])(?<![+×*−-] )(?P<number>{_NUMBER})(?P<phrase>(?:[ -](?!{_STOP}\b)[A-Za-z][\w-]*?){{0,2}}"
-                   rf"[ -](?:{'|'.join(COUNTED)}))\b(?!-)", re.I)  # fmt: skip
+_GAP = r"(?:-|[ \t]*\n[ \t]*|[ \t]+)"  # a space, a hyphen or a line break (prose wraps anywhere)
+COUNT = re.compile(rf"(?<![\w.,/-])(?<![+×*−-] )(?P<number>{_NUMBER})(?P<phrase>(?:{_GAP}(?!{_STOP}\b)[A-Za-z][\w-]*?){{0,2}}"
+                   rf"{_GAP}(?:{'|'.join(COUNTED)}))\b(?!-)", re.I)  # fmt: skip
 #: a quantifier over the units a result is repeated on: ``in every seed``, ``across all settings``
-QUANTIFIER = re.compile(r"\b(?:in|on|across|over|for) (?:every|all(?: the)?|both|no|none of the) "
+QUANTIFIER = re.compile(r"\b(?:in|on|across|over|for)\s+(?:every|all(?:\s+the)?|both|no|none\s+of\s+the)\s+"
                         r"(?:seeds?|settings?|checkpoints?)\b", re.I)  # fmt: skip
 
 
@@ -91,12 +92,12 @@ def counts_in(prose: str) -> list[tuple[int, str, str]]:
         phrase = " ".join(m.group("phrase").lower().replace("-", " ").split())
         registered = [(f, src) for pattern, (f, src) in COUNTS.items() if re.fullmatch(pattern, phrase)]
         if not registered:
-            out.append((m.start(), m.group(), "count in free prose"))
+            out.append((m.start(), " ".join(m.group().split()), "count in free prose"))
             continue
         (count, source), = registered
         if value(m.group("number")) != count():
-            out.append((m.start(), m.group(), f"count in free prose is {count()} in {source}"))
-    out += [(m.start(), m.group(), "quantifier in free prose") for m in QUANTIFIER.finditer(prose)]
+            out.append((m.start(), " ".join(m.group().split()), f"count in free prose is {count()} in {source}"))
+    out += [(m.start(), " ".join(m.group().split()), "quantifier in free prose") for m in QUANTIFIER.finditer(prose)]
     return sorted(out)
 
 

@@ -319,8 +319,25 @@ def _install_summary(arg: str) -> str:
             "from a local PyPI mirror.\n")  # fmt: skip
 
 
+#: what the strict check reads as a claim in hand-written prose, in the README's words (``claim-kinds``)
+CLAIM_KINDS = ("decimal numbers", "percentages", "ratios", "intervals", "integers with a unit of time, size or test outcome",
+               "verdict words")  # fmt: skip
+
+
+def _claim_kinds(arg: str) -> str:
+    """The kinds of claim the strict check finds in hand-written prose (``CLAIM_KINDS``, ``claims.counts``)."""
+    from claims.counts import COUNTED
+
+    nouns = ", ".join(n.replace("(?:y|ies)", "ies").rstrip("?") for n in COUNTED if n != "class")
+    return (f"`python scripts/prose_claims.py` reports, in hand-written prose, {', '.join(CLAIM_KINDS)}, counts (an "
+            f"integer or a number word before one of {nouns}) unless registered with their source, and quantifiers "
+            f"over seeds, settings or checkpoints; figures in generated blocks must equal what their generator prints "
+            f"now.\n")
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
     **CLAIMS,
+    "claim-kinds": _claim_kinds,
     "depth-inputs": _depth_inputs,
     "depth-card": _depth_card,
     "exit-card": _measured("exit_card"),

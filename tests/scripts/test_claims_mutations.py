@@ -26,8 +26,10 @@ NUMBER = re.compile(r"(?<![\w.])[+-]?\d+\.\d+(?!\d)")
 INTERVAL_END = re.compile(r"(?<=\[)[+-]?\d+\.\d+(?=, )|(?<=, )[+-]?\d+\.\d+(?=\])")
 DIRECTIONS = {"above": "below", "below": "above", "ties with": "above", "not reproduced": "reproduced",
               "reproduced": "not reproduced", "better": "worse", "worse": "better", "tie": "above",
-              "not met": "met", "met": "not met", "tied": "better"}  # fmt: skip
-DIRECTION = re.compile(r"\b(?:not reproduced|ties with|above|below|reproduced|better|worse|tied|tie|not met|met)\b")
+              "not met": "met", "met": "not met", "tied": "better",
+              "significant before correction, not after, against": "above"}  # fmt: skip
+DIRECTION = re.compile(r"\b(?:significant before correction, not after, against|not reproduced|ties with|above|below"
+                       r"|reproduced|better|worse|tied|tie|not met|met)\b")
 
 
 def _bump(number: str) -> str:

@@ -271,6 +271,7 @@ def _upload_memory(arg: str) -> str:
     return _wrapped("\n".join(lines) + f"\n\nRuns (`{arg}`): {notes}.\n")
 
 from claims import CLAIMS  # noqa: E402  (the sentence and table generators, one file per topic)
+from claims.counts import COUNTS as COUNTS_REGISTRY  # noqa: E402  (the counts prose may write, with their sources)
 from laya.analysis.statistics import paired_verdict  # noqa: E402
 
 
@@ -318,8 +319,25 @@ def _install_summary(arg: str) -> str:
             "from a local PyPI mirror.\n")  # fmt: skip
 
 
+#: what the strict check reads as a claim in hand-written prose, in the README's words (``claim-kinds``)
+CLAIM_KINDS = ("decimal numbers", "percentages", "ratios", "intervals", "integers with a unit of time, size or test outcome",
+               "verdict words")  # fmt: skip
+
+
+def _claim_kinds(arg: str) -> str:
+    """The kinds of claim the strict check finds in hand-written prose (``CLAIM_KINDS``, ``claims.counts``)."""
+    from claims.counts import COUNTED
+
+    nouns = ", ".join(n.replace("(?:y|ies)", "ies").rstrip("?") for n in COUNTED if n != "class")
+    return (f"`python scripts/prose_claims.py` reports, in hand-written prose, {', '.join(CLAIM_KINDS)}, counts (an "
+            f"integer or a number word before one of {nouns}) unless registered with their source, and quantifiers "
+            f"over seeds, settings or checkpoints; figures in generated blocks must equal what their generator prints "
+            f"now.\n")
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
     **CLAIMS,
+    "claim-kinds": _claim_kinds,
     "depth-inputs": _depth_inputs,
     "depth-card": _depth_card,
     "exit-card": _measured("exit_card"),
@@ -567,6 +585,7 @@ ALLOWED: dict[str, str] = {
     r"Python (?:≥ ?)?3\.\d+": "a Python version (three-part versions such as 2.14.1 are no decimal)",
     r"arXiv:? \d{4}\.\d{4,5}": "the paper's arXiv identifier",
     r"p (?:exceeds|>|≤) 0\.05": "the significance level of every test, a setting",
+    r"1-minute load average": "the name of the load average a run records, not a duration",
 }
 _ALLOWED = re.compile("|".join(f"(?:{pattern})" for pattern in ALLOWED))
 
@@ -613,14 +632,28 @@ def claims_in(text: str) -> list[tuple[int, str]]:
             if not any(a <= m.start() and m.end() <= b for a, b in allowed)]  # fmt: skip
 
 
+def counts_in(text: str) -> list[tuple[int, str, str]]:
+    """``(line number, count, problem)`` for every count or quantifier in the free prose of ``text`` that is not a
+    registered count with its source's number (``claims.counts``), claims found by :func:`claims_in` aside."""
+    from claims.counts import counts_in as find
+
+    prose_only = masked(text)
+    taken = [m.span() for m in CLAIM.finditer(prose_only)] + [m.span() for m in _ALLOWED.finditer(prose_only)]
+    return [(prose_only.count("\n", 0, start) + 1, found, problem) for start, found, problem in find(prose_only)
+            if not any(a <= start < b for a, b in taken)]  # fmt: skip
+
+
 def strict(paths: Iterable[Path]) -> list[str]:
-    """``file:line: text`` for every claim in the free prose of ``paths``: a hand-written figure or verdict."""
+    """``file:line: text`` for every claim in the free prose of ``paths``: a hand-written figure, verdict or count."""
     offences = []
     for path in paths:
-        lines = path.read_text().splitlines()
+        text = path.read_text()
+        lines = text.splitlines()
         name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-        for line, claim in claims_in(path.read_text()):
-            offences.append(f"{name}:{line}: '{claim}' in free prose: {lines[line - 1].strip()[:160]}")
+        found = [(line, f"'{claim}' in free prose") for line, claim in claims_in(text)]
+        found += [(line, f"'{count}' {problem}") for line, count, problem in counts_in(text)]
+        for line, what in sorted(found, key=lambda x: x[0]):
+            offences.append(f"{name}:{line}: {what}: {lines[line - 1].strip()[:160]}")
     return offences
 
 

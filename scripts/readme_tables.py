@@ -23,7 +23,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
 from laya.analysis.attribution import METHOD_LABELS
 from laya.analysis.profiles import seed_table
-from laya.analysis.statistics import holm, holm_verdict, paired_over_seeds, seed_interval, verdict
+from laya.analysis.statistics import BEFORE_CORRECTION, holm, holm_reading, paired_over_seeds, seed_interval, verdict
 from laya.app.views import seed_global_profile, seed_profiles, seed_stability
 from laya.training.bundle import stale_posthoc_note
 from laya.training.suite import CLASS_PROFILES_FILE
@@ -108,8 +108,11 @@ def _accuracy_delta(verdict_text: str, adjusted_p: float) -> str:
         return verdict_text
     delta, p = match.groups()
     low, high = (float(x) for x in re.findall(r"[+-]?\d+\.\d+", delta)[1:3])
-    if holm_verdict(low, high, adjusted_p) == "tie":
+    reading = holm_reading(low, high, adjusted_p)
+    if reading == "tie":
         return f"tie: {delta}"
+    if reading == BEFORE_CORRECTION:
+        return f"{BEFORE_CORRECTION}: {delta} (p = {p}, Holm p = {adjusted_p:.2g})"
     return f"**{delta}** (p = {p}, Holm p = {adjusted_p:.2g})"
 
 

@@ -348,6 +348,20 @@ def holm_verdict(low: float, high: float, adjusted_p: float, alpha: float = 0.05
     return "tie" if not adjusted_p <= alpha else paired_verdict(low, high)
 
 
+#: the reading of a difference whose unadjusted CI excludes 0 but whose Holm-adjusted p exceeds the level
+BEFORE_CORRECTION = "significant before correction, not after"
+
+
+def holm_reading(low: float, high: float, adjusted_p: float, alpha: float = 0.05) -> Direction | str:
+    """:func:`holm_verdict` in words that never contradict the unadjusted CI ``[low, high]`` printed beside it:
+    ``"higher"`` / ``"lower"`` (the CI excludes 0 and the adjusted p <= ``alpha``), ``"tie"`` (the CI covers 0),
+    or :data:`BEFORE_CORRECTION` (the CI excludes 0, the adjusted p exceeds ``alpha``)."""
+    direction = paired_verdict(low, high)
+    if direction != "tie" and holm_verdict(low, high, adjusted_p, alpha) == "tie":
+        return BEFORE_CORRECTION
+    return direction
+
+
 def saving_verdict(saving: float, noise: float) -> Saving:
     """A measured saving (a fraction: ``+0.23`` is 23 % less time; a speed-up minus 1 likewise) against its own
     timing noise (``measured.timing_spread``: the half-range of repeated timings of the same work over their
@@ -388,7 +402,9 @@ __all__ = [
     "format_diff",
     "format_p",
     "holm",
+    "holm_reading",
     "holm_verdict",
+    "BEFORE_CORRECTION",
     "mean_intervals",
     "mean_statistic",
     "median_and_trimmed_mean",

@@ -26,13 +26,13 @@ from laya.analysis.measured import best_exit, saving_noise, saving_text
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import _slug
-from laya.analysis.statistics import format_diff, holm, holm_verdict, paired_mean_differences
+from laya.analysis.statistics import BEFORE_CORRECTION, format_diff, holm, holm_reading, paired_mean_differences
 from laya.app.plots import method_label as _method_label
 from laya.app.text import shown
 from laya.app.views import ci_text
 
 
-WORDS = {"higher": "above", "lower": "below", "tie": "ties with"}
+WORDS = {"higher": "above", "lower": "below", "tie": "ties with", BEFORE_CORRECTION: f"{BEFORE_CORRECTION}, against"}
 
 
 def faithfulness_verdict(report: Report, mode: str, reduction: str, metric: str = HEADLINE_METRIC,
@@ -94,7 +94,7 @@ def _adjacent(ranked: list[str], primary: str, per_input: Mapping[str, Tensor] |
     out = []
     for (a, b), r, p in zip(pairs, results, holm([r.p_value for r in results])):
         d = r.difference
-        word = WORDS[holm_verdict(d.low, d.high, p)]
+        word = WORDS[holm_reading(d.low, d.high, p)]
         out.append(f"{method_label(ranked[a])} {word} {method_label(ranked[b])} ({format_diff(d.estimate, d.low, d.high)})")
     return out
 
@@ -107,7 +107,7 @@ def _paired(comparisons: pd.DataFrame, mode: str, reduction: str, metric: str, p
                        & (comparisons["a"] == primary) & (comparisons["reduction_a"] == reduction)
                        & (comparisons["reduction_b"] == reduction)]  # fmt: skip
     rows = rows.sort_values("difference")
-    return [f"{WORDS[holm_verdict(r.low, r.high, p)]} {method_label(r.b)} ({format_diff(r.difference, r.low, r.high)})"
+    return [f"{WORDS[holm_reading(r.low, r.high, p)]} {method_label(r.b)} ({format_diff(r.difference, r.low, r.high)})"
             for (_, r), p in zip(rows.iterrows(), holm(rows["p_value"].to_numpy(float)))]
 
 

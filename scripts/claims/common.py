@@ -8,9 +8,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # `python scripts/...` from a checkout
 
-from laya.analysis.statistics import format_diff, holm, holm_verdict  # noqa: E402
+from laya.analysis.statistics import BEFORE_CORRECTION, format_diff, holm, holm_reading, holm_verdict  # noqa: E402
 
-WORDS = {"higher": "above", "lower": "below", "tie": "ties with"}
+WORDS = {"higher": "above", "lower": "below", "tie": "ties with", BEFORE_CORRECTION: f"{BEFORE_CORRECTION}, against"}
 
 
 def p_text(p: float) -> str:
@@ -20,8 +20,9 @@ def p_text(p: float) -> str:
 
 def family(rows: list[tuple[str, str, float, float, float, float]]) -> list[str]:
     """``rows`` of ``(a, b, difference, low, high, p)`` stated together, each as ``"a above b (+d [l, h], p = …,
-    Holm p = …)"``: the direction word from the CI and the Holm-adjusted p over the whole family (a tie where
-    the CI covers 0 or the adjusted p exceeds 0.05)."""
+    Holm p = …)"``: the direction word from the CI and the Holm-adjusted p over the whole family
+    (:func:`holm_reading`: a tie where the CI covers 0; "significant before correction, not after" where the
+    unadjusted CI printed excludes 0 but the adjusted p exceeds 0.05)."""
     adjusted = holm([r[5] for r in rows])
-    return [f"{a} {WORDS[holm_verdict(low, high, adj)]} {b} ({format_diff(d, low, high)}, {p_text(p)}, "
+    return [f"{a} {WORDS[holm_reading(low, high, adj)]} {b} ({format_diff(d, low, high)}, {p_text(p)}, "
             f"Holm {p_text(adj)})" for (a, b, d, low, high, p), adj in zip(rows, adjusted)]  # fmt: skip

@@ -10,7 +10,7 @@ import re
 
 import pandas as pd
 
-from claims.common import ROOT, family
+from claims.common import ROOT, family, holm, holm_verdict
 
 TOPICS = {"Spearman (informative layers) (primary scores)": "faithfulness, each head's own scores",
           "Spearman (informative layers) on LAYA": "faithfulness on the LAYA heads"}
@@ -37,8 +37,8 @@ def comparisons(arg: str) -> str:
         rows = _rows(table, column, p_column)
         if rows:
             text.append(f"**{what.capitalize()}** (A − B [95 % CI]; faithfulness as Spearman over informative layers; "
-                        f"Holm-corrected over these {len(rows)} comparisons, a tie where the CI covers 0 or the adjusted "
-                        f"p exceeds 0.05):\n\n" + "\n".join(f"* {line}" for line in family(rows)))  # fmt: skip
+                        f"Holm-corrected over these {len(rows)} comparisons, a tie where the CI covers 0, "
+                        f"significant before correction, not after, where only the unadjusted CI excludes 0):\n\n" + "\n".join(f"* {line}" for line in family(rows)))  # fmt: skip
     return "\n\n".join(text) + "\n"
 
 
@@ -51,7 +51,7 @@ def comparisons_summary(arg: str) -> str:
         for column, p_column, what in (("over seeds", "p (seeds)", "over seeds"),
                                        ("over inputs (seed 0)", "p (inputs)", "over seed 0's inputs")):  # fmt: skip
             rows = _rows(table, column, p_column)
-            held = sum(" ties with " not in line for line in family(rows))
+            held = sum(holm_verdict(r[3], r[4], p) != "tie" for r, p in zip(rows, holm([r[5] for r in rows])))
             counts.append(f"{held} of {len(rows)} {what}")
         parts.append(f"{path.parent.name} {', '.join(counts)}")
     return "Comparisons with a direction after Holm (the rest read as ties): " + "; ".join(parts) + ".\n"

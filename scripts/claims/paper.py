@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from claims.common import ROOT, holm, holm_verdict
+from claims.common import ROOT, holm, holm_reading
 from claims.comparisons import DELTA
 from laya.analysis.statistics import format_diff, seed_interval
 
@@ -25,12 +25,12 @@ def _accuracy(setting: str) -> dict[str, tuple[str, str]]:
     rows = table[(table["comparison"] == "accuracy") & (table["A"] == "LAYA")]
     deltas = [tuple(map(float, DELTA.search(t).groups())) for t in rows["over seeds"]]
     adjusted = holm(rows["p (seeds)"].to_numpy(float))
-    return {b: (holm_verdict(d[1], d[2], p), format_diff(*d)) for b, d, p in zip(rows["B"], deltas, adjusted)}
+    return {b: (holm_reading(d[1], d[2], p), format_diff(*d)) for b, d, p in zip(rows["B"], deltas, adjusted)}
 
 
 def _cell(setting: str, found: dict[str, tuple[str, str]]) -> str:
     word = {"higher": "above", "lower": "below", "tie": "tie"}
-    return f"{NAMES[setting]}: " + ", ".join(f"− {b} {d} ({word[w]})" for b, (w, d) in found.items())
+    return f"{NAMES[setting]}: " + ", ".join(f"− {b} {d} ({word.get(w, w)})" for b, (w, d) in found.items())
 
 
 def _highest(setting: str) -> tuple[str, str]:

@@ -109,7 +109,8 @@ def test_faithfulness_verdict_holm_corrects_the_comparisons_stated_together():
         m: _entry(0.5, 0.4, 0.6) for m in ("laya_alpha", "saliency", "random", "integrated_gradients")}}},
         "comparisons": weak})  # fmt: skip
     text = unplain(faithfulness_verdict(report, "mean", "signed"))
-    # each CI excludes 0, but 3 × 0.03 = 0.09 > 0.05 after Holm: all three read as ties
-    assert "Holm-corrected over the 3" in text and text.count("ties with") == 3 and "above" not in text
+    # each CI printed excludes 0, but 3 × 0.03 = 0.09 > 0.05 after Holm: significant before correction, not after
+    assert "Holm-corrected over the 3" in text and "above" not in text and "ties with" not in text
+    assert text.count("significant before correction, not after, against") == 3
     report.data["comparisons"] = [{**c, "p_value": 0.01} for c in weak]  # 3 × 0.01 = 0.03: all hold
     assert unplain(faithfulness_verdict(report, "mean", "signed")).count("above") == 3

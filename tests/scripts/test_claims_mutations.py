@@ -1,10 +1,13 @@
 """The claims check can fail, and proves it: every generated claim, changed in a copy, is caught.
 
-Each mutation changes one claim inside a generated block of a converted page (``PAGES``): a number (its last digit), an end of an interval, or a direction word (above ↔ below,
-ties with → above, reproduced ↔ not reproduced, better ↔ worse, met ↔ not met). The mutated copy must fail
+Each mutation changes one claim of a converted page (``PAGES``): inside a generated block a number (its last digit),
+an end of an interval, a direction word (above ↔ below, ties with → above, reproduced ↔ not reproduced, better ↔
+worse, met ↔ not met) or a count (an integer before a counted noun, plus one); in free prose a registered count
+(``16 trained checkpoints`` → 18, ``four settings`` → five). The mutated copy must fail
 ``prose_claims.check_page``. Every candidate runs (the generators' output is computed once and cached: all of
 them took about 15 s on one loaded core); beyond ``SAMPLE`` candidates a fixed-seed sample of ``SAMPLE`` would. A hand-written claim added to free prose
-must be caught as well, an integer with a unit (``2,156 s``, ``868 passed``) among them.
+must be caught as well, an integer with a unit (``2,156 s``, ``868 passed``), a count (``about five minutes``) and a
+quantifier over seeds (``in every seed`` → ``in two of three seeds``) among them.
 """
 
 import functools
@@ -15,14 +18,18 @@ import pytest
 
 from tests.scripts.test_prose_claims import claims
 
+from claims import counts  # noqa: E402  (test_prose_claims puts scripts/ on sys.path)
+
 PAGES = ("README.md", "docs/results.md", "docs/comparisons.md", "docs/speed.md")
 SAMPLE, SEED = 2000, 27
 NUMBER = re.compile(r"(?<![\w.])[+-]?\d+\.\d+(?!\d)")
 INTERVAL_END = re.compile(r"(?<=\[)[+-]?\d+\.\d+(?=, )|(?<=, )[+-]?\d+\.\d+(?=\])")
 DIRECTIONS = {"above": "below", "below": "above", "ties with": "above", "not reproduced": "reproduced",
               "reproduced": "not reproduced", "better": "worse", "worse": "better", "tie": "above",
-              "not met": "met", "met": "not met", "tied": "better"}  # fmt: skip
-DIRECTION = re.compile(r"\b(?:not reproduced|ties with|above|below|reproduced|better|worse|tied|tie|not met|met)\b")
+              "not met": "met", "met": "not met", "tied": "better",
+              "significant before correction, not after, against": "above"}  # fmt: skip
+DIRECTION = re.compile(r"\b(?:significant before correction, not after, against|not reproduced|ties with|above|below"
+                       r"|reproduced|better|worse|tied|tie|not met|met)\b")
 
 
 def _bump(number: str) -> str:
@@ -30,8 +37,20 @@ def _bump(number: str) -> str:
     return number[:-1] + ("8" if number[-1] == "9" else str(int(number[-1]) + 1))
 
 
+WORD_OF = {v: k for k, v in counts.WORDS.items() if not k.startswith("a ")}
+
+
+def _count_bump(number: str) -> str:
+    """A count plus one, written as it was: 16 -> 17, 1,000 -> 1,001, four -> five."""
+    n = counts.value(number) + 1
+    if number.lower() in counts.WORDS:
+        return WORD_OF.get(n, str(n))
+    return f"{n:,}" if "," in number else str(n)
+
+
 def mutations(text: str) -> list[tuple[str, int, int, str]]:
-    """``(kind, start, end, replacement)`` for every claim inside the generated blocks of ``text``."""
+    """``(kind, start, end, replacement)`` for every claim inside the generated blocks of ``text``, and every
+    registered count in its free prose."""
     out = []
     for block in claims.BLOCK.finditer(text):
         body, offset = block.group("body"), block.start("body")
@@ -41,6 +60,11 @@ def mutations(text: str) -> list[tuple[str, int, int, str]]:
             out.append((kind, offset + m.start(), offset + m.end(), _bump(m.group())))
         for m in DIRECTION.finditer(body):
             out.append(("direction word", offset + m.start(), offset + m.end(), DIRECTIONS[m.group()]))
+        for m in counts.COUNT.finditer(body):
+            start, end = offset + m.start("number"), offset + m.end("number")
+            out.append(("generated count", start, end, _count_bump(m.group("number"))))
+    for m in counts.COUNT.finditer(claims.masked(text)):
+        out.append(("count in prose", m.start("number"), m.end("number"), _count_bump(m.group("number"))))
     return out
 
 
@@ -60,7 +84,7 @@ def test_the_unmutated_page_passes(page, cached_generators):
 def test_every_mutation_of_a_generated_claim_is_caught(tmp_path, cached_generators):
     candidates = [(page, *m) for page in PAGES for m in mutations((claims.ROOT / page).read_text())]
     kinds = {kind for _, kind, *_ in candidates}
-    assert kinds == {"number", "interval end", "direction word"}, kinds
+    assert kinds == {"number", "interval end", "direction word", "generated count", "count in prose"}, kinds
     sample = random.Random(SEED).sample(candidates, min(SAMPLE, len(candidates)))
     survivors = []
     for page, kind, start, end, replacement in sample:
@@ -71,14 +95,18 @@ def test_every_mutation_of_a_generated_claim_is_caught(tmp_path, cached_generato
             survivors.append(f"{page}: {kind} {text[start:end]!r} -> {replacement!r}")
     caught = len(sample) - len(survivors)
     sampled = f" (a seed-{SEED} sample of {len(candidates)})" if len(sample) < len(candidates) else ""
-    print(f"{caught} of {len(sample)} mutations caught{sampled}")
+    by_kind = {k: sum(kind == k for _, kind, *_ in sample) for k in sorted(kinds)}
+    print(f"{caught} of {len(sample)} mutations caught{sampled}; by kind: {by_kind}")
     assert not survivors, "\n".join(survivors)
 
 
 @pytest.mark.parametrize("claim", ["LAYA beats Concat here.", "The gap is 0.031.", "It saves 12 % of the time.",
                                    "α is 2× as faithful.", "The CI is [0.1, 0.3].", "Both are within the noise.",
                                    "The gap is `0.031`.", "The suite took 2,156 s.", "It ends with 868 passed.",
-                                   "A wheel of about 6 MB.", "It waited `300 s`."])
+                                   "A wheel of about 6 MB.", "It waited `300 s`.", "It ships 18 trained checkpoints.",
+                                   "It covers five settings.", "The tutorial takes about two minutes.",
+                                   "Its α sits on the last block in two of three seeds.", "Its α sits there in every seed.",
+                                   "The dashboard has eight pages.", "A 5-block CNN.", "It was tested on 20 test images."])
 def test_a_hand_written_claim_in_free_prose_is_caught(claim, tmp_path, cached_generators):
     text = (claims.ROOT / "docs/results.md").read_text()
     heading = text.index("\n## ")
@@ -86,3 +114,17 @@ def test_a_hand_written_claim_in_free_prose_is_caught(claim, tmp_path, cached_ge
     copy.write_text(text[:heading] + "\n\n" + claim + "\n" + text[heading:])
     problems = claims.check_page(copy)
     assert problems and all("in free prose" in p and claim in p for p in problems), problems
+
+
+@pytest.mark.parametrize("page, before, after", [
+    ("README.md", "16 trained\ncheckpoints", "18 trained\ncheckpoints"),
+    ("README.md", "(four settings × four heads", "(five settings × four heads"),
+    ("docs/tutorial.md", "to the dashboard in minutes on a busy CPU", "to the dashboard in about two minutes on a busy CPU"),
+    ("docs/results.md", "`python -m laya reproduce cifar10-cnn`.\n", "`python -m laya reproduce cifar10-cnn`. Its α is on the last block in two of three seeds.\n"),
+])  # fmt: skip
+def test_the_four_hand_mutations_that_passed_before_are_caught(page, before, after, tmp_path, cached_generators):
+    text = (claims.ROOT / page).read_text()
+    assert text.count(before) == 1, before
+    copy = tmp_path / page.replace("/", "-")
+    copy.write_text(text.replace(before, after))
+    assert claims.check_page(copy)

@@ -147,3 +147,15 @@ def test_the_strict_exemptions_name_pages_that_exist():
     names = [str(p.relative_to(claims.ROOT)) for p in claims.pages()]
     for pattern in claims.NOT_YET_STRICT:
         assert any(fnmatch(n, pattern) for n in names), pattern
+
+
+def test_a_count_in_free_prose_is_a_claim_unless_registered_with_its_source_s_number():
+    registered = {name: count() for name, (count, _) in {"checkpoints": claims.COUNTS_REGISTRY["(?:trained |bundled )?checkpoints"],
+                  "settings": claims.COUNTS_REGISTRY["(?:bundled )?settings"]}.items()}  # fmt: skip
+    text = (f"It ships {registered['checkpoints']} trained\ncheckpoints, four settings and 18 bundled checkpoints.\n"
+            "It takes about five minutes on 20 test images; a 5-block CNN; on the last block in every seed;\n"
+            "in two of three seeds. Not counts: one layer, L + 1 backbone passes, 224 px images, `--n 500` images.\n")  # fmt: skip
+    found = [(line, count) for line, count, _ in claims.counts_in(text)]
+    assert found == [(2, "18 bundled checkpoints"), (3, "five minutes"), (3, "20 test images"), (3, "5-block"),
+                     (3, "in every seed"), (4, "three seeds")]  # fmt: skip
+    assert registered == {"checkpoints": 16, "settings": 4}

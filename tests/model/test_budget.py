@@ -67,3 +67,17 @@ def test_cached_estimate_is_checked_against_the_current_limits(
     monkeypatch.setenv("LAYA_MAX_PARAMS", str(params - 1))
     with pytest.raises(CheckpointError, match="LAYA_MAX_PARAMS"):
         budget.check_budget(*args(meta))
+
+
+def test_a_torchvision_builder_that_computes_its_widths_with_tensors_is_measured_on_meta() -> None:
+    """RegNet's builder reads its block widths with ``.tolist()``: the shape-only build must still work."""
+    from laya.model.backbones import BackboneConfig, build_backbone
+    from laya.model.budget import measure
+    from laya.model.heads import HeadConfig
+
+    config = BackboneConfig(name="torchvision", model="regnet_y_400mf", model_kwargs={"num_classes": 4},
+                            in_channels=3, input_size=32, pre_logits=True)  # fmt: skip
+    budget = measure(config, HeadConfig(name="lastlayer"), 4)
+    real = build_backbone(config)
+    assert budget.layer_dims == real.layer_dims == (32, 48, 104, 208, 440, 440)
+    assert budget.params - budget.buffers == sum(p.numel() for p in real.parameters()) + 440 * 4 + 4

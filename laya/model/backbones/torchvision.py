@@ -23,7 +23,9 @@ weights: the state dict stays.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +166,36 @@ def add_taps(
     ]
 
 
+@contextlib.contextmanager
+def _tensors_on_meta() -> Iterator[None]:
+    """Every parameter and buffer a module registers in the block is moved to the ``meta`` device."""
+    register_parameter, register_buffer = nn.Module.register_parameter, nn.Module.register_buffer
+
+    def parameter(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        if param is not None:
+            param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        register_parameter(module, name, param)
+
+    def buffer(module: nn.Module, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        register_buffer(module, name, None if tensor is None else tensor.to("meta"), persistent)
+
+    nn.Module.register_parameter, nn.Module.register_buffer = parameter, buffer
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter, nn.Module.register_buffer = register_parameter, register_buffer
+
+
+def build(builder: Any, **kwargs: Any) -> nn.Module:
+    """``builder(weights=None, **kwargs)``. Under the ``meta`` device (the size budget's shape-only build), a builder
+    that computes its architecture with tensors (RegNet's block widths, read with ``.tolist()``) runs on the CPU with
+    every parameter and buffer registered on ``meta``: the same shapes, no memory."""
+    if torch.empty(0).device.type != "meta":
+        return builder(weights=None, **kwargs)
+    with torch.device("cpu"), _tensors_on_meta():
+        return builder(weights=None, **kwargs)
+
+
 def layer_label(node: str) -> str:
     """A default layer's display name: a block of ``features`` by its index (``features.7`` -> ``block 7``), a
     ViT encoder layer 1-based like timm's ViT blocks (``encoder.layers.encoder_layer_0`` -> ``block 1``),
@@ -206,10 +238,10 @@ class TorchvisionBackbone(Backbone):
         if config.model not in classification_models():
             raise ValueError(f"torchvision has no classification model {config.model!r}")
         builder = torchvision.models.get_model_builder(config.model)
-        model = builder(weights=None, **config.model_kwargs)
+        model = build(builder, **config.model_kwargs)
         if accepts(type(model), "image_size") and getattr(model, "image_size", None) != config.input_size:
             # ViT: position embeddings follow the size
-            model = builder(weights=None, image_size=config.input_size, **config.model_kwargs)
+            model = build(builder, image_size=config.input_size, **config.model_kwargs)
         if config.weights:
             self.weights_mapping = load_weights(model, config.weights, base_dir, config.weights_by_order)
         names = {training: qualnames(model, training) for training in (False, True)}

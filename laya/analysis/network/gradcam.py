@@ -56,14 +56,22 @@ def unit_gradcam(model: nn.Module, x: Tensor, units: Sequence[str], classes: Ten
         score = run.logits.gather(1, chosen.view(-1, 1)).sum()  # each input's logit depends on that input alone
         grads = torch.autograd.grad(score, run.outputs, allow_unused=True)
     maps = []
-    for out, grad in zip(run.outputs, grads):
-        prefix = prefix_tokens(network, out.shape[1]) if out.ndim == 3 else 0
-        act = spatial(out.detach(), prefix)  # (B, C, h, w)
-        grad = torch.zeros_like(act) if grad is None else spatial(grad, prefix)
-        cam = (grad.mean(dim=(2, 3), keepdim=True) * act).sum(1, keepdim=True).clamp(min=0)  # (B, 1, h, w)
+    for cam in raw_cams(network, run.outputs, grads):
         cam = F.interpolate(scaled(cam), size=x.shape[-2:], mode="bilinear", align_corners=False)
         maps.append(scaled(cam))  # resized values miss the grid's extremes: scaled again, as the package does
     return UnitCAM(torch.cat(maps, 1), chosen, run.logits.detach())
+
+
+def raw_cams(network: nn.Module, outputs: Sequence[Tensor], grads: Sequence[Tensor | None]) -> list[Tensor]:
+    """Per unit ``L = ReLU(sum_k w_k A_k)`` ``(B, 1, h, w)`` on the unit's own grid, before any scaling, from its
+    output ``A`` and the gradient ``dy_c / dA`` (None: no path to the logit, all 0)."""
+    cams = []
+    for out, grad in zip(outputs, grads):
+        prefix = prefix_tokens(network, out.shape[1]) if out.ndim == 3 else 0
+        act = spatial(out.detach(), prefix)  # (B, C, h, w)
+        grad = torch.zeros_like(act) if grad is None else spatial(grad, prefix)
+        cams.append((grad.mean(dim=(2, 3), keepdim=True) * act).sum(1, keepdim=True).clamp(min=0))  # (B, 1, h, w)
+    return cams
 
 
 def scaled(cam: Tensor) -> Tensor:
@@ -73,4 +81,4 @@ def scaled(cam: Tensor) -> Tensor:
     return cam / (1e-7 + cam.amax(dim=(2, 3), keepdim=True))
 
 
-__all__ = ["UnitCAM", "unit_gradcam"]
+__all__ = ["UnitCAM", "raw_cams", "scaled", "unit_gradcam"]

@@ -235,21 +235,32 @@ def fit_tuned_lens(
 
 
 FIT_OPTIONS = ("sample", "epochs", "batch_size", "lr", "seed")
+EXACT = 1e-6  # nats: the largest KL on the fit sample at which an identity-started translator is kept as it is
 
 
 def _train(lens: TunedLens, readout: Readout, rows: list[Tensor], log_p: Tensor) -> None:
     """Adam on ``lens``'s translators over cached pooled ``rows`` (U tensors ``(N, d_u)``) and final ``log_p (N, K)``;
-    the fit's summary into ``lens.config.fit``."""
-    config, params = lens.config, list(lens.parameters())
-    optimizer = torch.optim.Adam(params, lr=config.lr)
+    the fit's summary into ``lens.config.fit``. A translator whose identity start already gives the final distribution
+    on every fitted input (KL at most :data:`EXACT`; a ResNet's last unit, whose mean is the pre-logits, a ViT's last
+    block read through its own norm and head) is left at the identity: Adam's first steps, of size ``lr`` whatever
+    the gradient, would otherwise move it off the network (``fit["exact"]`` names those units)."""
+    config = lens.config
     generator = torch.Generator().manual_seed(config.seed)
 
-    def kl(index: Tensor) -> Tensor:  # (U,) mean KL(p || q_u) over the rows
+    def kl_rows(index: Tensor) -> Tensor:  # (b, U) KL(p || q_u) per row
         logq = torch.log_softmax(_read(readout, lens([r[index] for r in rows])).float(), -1)  # (b, U, K)
         p = log_p[index].unsqueeze(1)
-        return (p.exp() * (p - logq)).sum(-1).mean(0)
+        return (p.exp() * (p - logq)).sum(-1)
 
-    for _ in range(config.epochs):
+    def kl(index: Tensor) -> Tensor:  # (U,) mean KL(p || q_u) over the rows
+        return kl_rows(index).mean(0)
+
+    every = torch.arange(len(log_p), device=log_p.device)
+    with torch.no_grad():  # a translator whose start is already the network (a ResNet's last unit) stays so
+        exact = (kl_rows(every).amax(0) <= EXACT).tolist()
+    params = [p for t, fixed in zip(lens.translators, exact) if not fixed for p in t.parameters()]
+    optimizer = torch.optim.Adam(params, lr=config.lr) if params else None
+    for _ in range(config.epochs if params else 0):
         for index in torch.randperm(len(log_p), generator=generator).to(log_p.device).split(config.batch_size):
             with torch.enable_grad():
                 grads = torch.autograd.grad(kl(index).sum(), params)
@@ -261,8 +272,8 @@ def _train(lens: TunedLens, readout: Readout, rows: list[Tensor], log_p: Tensor)
     with torch.no_grad():
         last = _read(readout, lens([r for r in rows]))[:, -1].argmax(-1)
         agreement = float((last == log_p.argmax(-1)).float().mean())
-        every = torch.arange(len(log_p), device=log_p.device)
-        config.fit = {"kl": kl(every).tolist(), "last_unit_agreement": agreement}
+        config.fit = {"kl": kl(every).tolist(), "last_unit_agreement": agreement,
+                      "exact": [u for u, fixed in zip(config.units, exact) if fixed]}  # fmt: skip
 
 
 def save_tuned_lens(lens: TunedLens, directory: str | Path) -> Path:

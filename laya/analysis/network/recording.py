@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -32,11 +32,13 @@ from laya.model.backbones.pre_logits import final_linear
 @dataclass
 class UnitRun:
     """One forward: ``outputs[u]`` unit ``u``'s output as its module returned it (a tuple's first tensor),
-    ``features`` ``(B, D)`` what the final linear layer read (the pre-logits), ``logits`` ``(B, K)``."""
+    ``features`` ``(B, D)`` what the final linear layer read (the pre-logits), ``logits`` ``(B, K)``;
+    ``inputs[u]`` the tensor the unit was called with (its first argument; None where that is no tensor)."""
 
     outputs: list[Tensor]
     features: Tensor
     logits: Tensor
+    inputs: list[Tensor | None] = field(default_factory=list)
 
 
 def logits_of(out: Any) -> Tensor:
@@ -70,12 +72,17 @@ def run_units(network: nn.Module, x: Tensor, units: Sequence[str], classifier: s
     modules = unit_modules(network, units)
     head = network.get_submodule(classifier or final_linear(network))
     seen: list[list[Tensor]] = [[] for _ in modules]
+    given: list[list[Tensor | None]] = [[] for _ in modules]
     read: list[Tensor] = []
 
-    def keep(store: list[Tensor]) -> Any:
-        return owned(lambda module, args, out: store.append(_tensor(out)))
+    def keep(store: list[Tensor], args_store: list[Tensor | None]) -> Any:
+        def hook(module: nn.Module, args: tuple, out: Any) -> None:
+            store.append(_tensor(out))
+            args_store.append(args[0] if args and isinstance(args[0], Tensor) else None)
 
-    handles = [m.register_forward_hook(keep(store)) for m, store in zip(modules, seen)]
+        return owned(hook)
+
+    handles = [m.register_forward_hook(keep(store, inp)) for m, store, inp in zip(modules, seen, given)]
     handles.append(head.register_forward_pre_hook(owned(lambda module, args: read.append(args[0]))))
     with _hooks(*handles):
         logits = logits_of(network(x))
@@ -83,7 +90,7 @@ def run_units(network: nn.Module, x: Tensor, units: Sequence[str], classifier: s
     if twice or len(read) != 1:
         raise ValueError(f"each unit and the classifier must run once per forward, returning a tensor; "
                          f"not so for {twice or 'the classifier'}")  # fmt: skip
-    return UnitRun([store[0] for store in seen], read[0].flatten(1), logits)
+    return UnitRun([store[0] for store in seen], read[0].flatten(1), logits, [store[0] for store in given])
 
 
 def prefix_tokens(network: nn.Module, tokens: int) -> int:

@@ -1,0 +1,376 @@
+"""The network report: the attached network explained by its own units, on a sample of the test split.
+
+:func:`network_report` runs, for a checkpoint whose head is the network's own classifier (``laya attach``'s
+``own`` head), over a seeded class-balanced sample of ``options.limit`` test inputs:
+
+* every unit intervened on (:func:`~laya.analysis.network.interventions.intervene`) by ``options.method``, and by
+  ``skip`` too where some units are residual; the ``K = options.references`` reference inputs are drawn ONCE from
+  the training split (:func:`~laya.analysis.network.interventions.reference_inputs`: seeded, class-balanced) and
+  serve the interventions and the integrated-gradients baseline alike;
+* the tuned lens (:mod:`~laya.analysis.network.lens`): loaded from beside the checkpoint, else fitted on a seeded
+  class-balanced sample of ``options.lens_sample`` training inputs (:func:`fitted_lens`);
+* the cheap per-unit scores (:mod:`~laya.analysis.network.scores`) and their agreement with the interventions.
+
+Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safetensors`` + ``tuned_lens.json``:
+
+``network.safetensors`` (arrays; ``N`` test inputs, ``U`` units; never pickled)
+    ``indices (N,)`` int64 positions in the test split; ``labels``, ``predictions (N,)`` int64;
+    ``probability (N,)`` p of the prediction; ``drops (N, U)`` ``p_ŷ(x) - p_ŷ(x | unit intervened)`` under
+    ``method``; ``skip_drops (N, U)`` under skip (only where a unit is residual; entries of units that are not
+    residual used the resample fallback, see ``skip_methods``); ``lens_kl (N, U)`` KL(final || lens) in nats;
+    ``lens_prob (N, U)`` the lens's p of the final prediction; ``lens_class (N, U)`` int64 the lens's class;
+    ``lens_agrees (N, U)`` bool ``lens_class == predictions``; ``prediction_depth (N,)`` int64, 1-based, ``U + 1``
+    where even the last unit disagrees; ``scores/<name> (N, U)`` per cheap score of
+    :data:`~laya.analysis.network.scores.SCORES`.
+
+``network.json``
+    ``version``; ``units`` (module names), ``stages`` (the backbone layer index of each unit's stage),
+    ``stage_names``, ``residual`` (bool per unit), ``method`` (the default intervention), ``methods`` and
+    ``skip_methods`` (what each unit got), ``classes``, ``references`` (K), ``options``
+    (:class:`NetworkOptions`), ``command``; ``lens`` (``source``, ``command`` that fitted it, ``fit`` its
+    training summary, ``last_unit_agreement`` on this sample); ``agreement`` (records of
+    :func:`~laya.analysis.network.scores.score_agreement`: ``score, intervention, spearman_mean, ci_low,
+    ci_high, n``); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in pandas' ``split``
+    layout, rows ``"all"`` then each class with inputs, a last column ``n``; metrics ``lens_prob``, ``lens_kl``,
+    ``lens_agrees``, ``drops``); ``shapes`` (every array's shape, checked on load).
+
+Reading (for the pages)::
+
+    report = load_network_report(folder)   # NetworkReport, or None where network.json is absent
+    report.units, report.drops, report.agreement, report.tables["lens_prob/true"], report.scores["grad_x_act"]
+
+:func:`load_network_report` raises ``ValueError`` where the files do not fit together (a missing or misshapen
+array, a JSON field missing), never returning a half-read report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from torch import Tensor
+
+from laya.analysis.lens import Lens
+from laya.analysis.network.interventions import DEFAULT, NAMES, RESAMPLES, Method, intervene, reference_inputs
+from laya.analysis.network.lens import (
+    TunedLens,
+    TunedLensConfig,
+    class_unit_table,
+    fit_tuned_lens,
+    load_tuned_lens,
+    prediction_depth,
+    save_tuned_lens,
+    unit_lens,
+)
+from laya.analysis.network.scores import IG_STEPS, SCORES, Baseline, baselines, score_agreement, unit_scores
+from laya.analysis.network.units import Unit, network_units
+from laya.analysis.readouts import class_groups
+from laya.analysis.sample import sample_indices
+from laya.data.datasets import Images, batch_indices
+from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors
+from laya.model.devices import model_device
+
+REPORT_JSON, REPORT_TENSORS = "network.json", "network.safetensors"
+VERSION = 1
+ARRAYS = ("indices", "labels", "predictions", "probability", "drops", "lens_kl", "lens_prob", "lens_class",
+          "lens_agrees", "prediction_depth")  # fmt: skip
+TABLE_METRICS = ("lens_prob", "lens_kl", "lens_agrees", "drops")
+
+
+@dataclass
+class NetworkOptions:
+    """What the network report computes: ``limit`` test inputs (a class-balanced sample drawn with ``seed``; None:
+    all), ``references`` K training inputs (resample and the IG baseline), the default intervention ``method``,
+    ``ig_steps`` and ``baseline`` of integrated gradients, ``batch_size`` inputs per pass, ``resamples`` of every
+    bootstrap CI; the tuned lens's fit when none is stored: ``lens_sample`` training inputs, ``lens_epochs``,
+    ``lens_lr``."""
+
+    limit: int | None = 200
+    references: int = RESAMPLES
+    method: Method = DEFAULT
+    ig_steps: int = IG_STEPS
+    baseline: Baseline = "mean"
+    batch_size: int = 16
+    resamples: int = 1000
+    seed: int = 0
+    lens_sample: int = 2000
+    lens_epochs: int = 20
+    lens_lr: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if self.method not in NAMES:
+            raise ValueError(f"method must be one of {sorted(NAMES)}; got {self.method!r}")
+        small = {k: v for k, v in asdict(self).items()
+                 if k in ("references", "ig_steps", "batch_size", "resamples", "lens_sample") and v < 1}  # fmt: skip
+        if small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0:
+            raise ValueError(f"network report sizes must be positive (lens_epochs >= 0); got {small or asdict(self)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NetworkOptions:
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown network report options {sorted(unknown)}")
+        return cls(**data)
+
+
+@dataclass
+class NetworkReport:
+    """The network report of one checkpoint (module docstring: every field, its shape and its file)."""
+
+    units: list[str]
+    stages: list[int]
+    stage_names: list[str]
+    residual: list[bool]
+    method: str
+    methods: list[str]
+    classes: list[str]
+    indices: Tensor
+    labels: Tensor
+    predictions: Tensor
+    probability: Tensor
+    drops: Tensor
+    lens_kl: Tensor
+    lens_prob: Tensor
+    lens_class: Tensor
+    lens_agrees: Tensor
+    prediction_depth: Tensor
+    scores: dict[str, Tensor]
+    agreement: pd.DataFrame
+    tables: dict[str, pd.DataFrame]
+    skip_drops: Tensor | None = None
+    skip_methods: list[str] = field(default_factory=list)
+    references: int = 0
+    lens: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    command: str = ""
+
+    @property
+    def last_unit_agreement(self) -> float:
+        """Share of the sample whose last unit's lens class is the network's prediction."""
+        return float(self.lens_agrees[:, -1].double().mean())
+
+    def arrays(self) -> dict[str, Tensor]:
+        """Every array as stored in ``network.safetensors``."""
+        out = {name: getattr(self, name) for name in ARRAYS}
+        out |= {f"scores/{k}": v for k, v in self.scores.items()}
+        return out | ({} if self.skip_drops is None else {"skip_drops": self.skip_drops})
+
+
+def _preprocessed(checkpoint: Checkpoint, data: Images, index: Tensor, batch_size: int = 256) -> Tensor:
+    """``float (len(index), C, H, W)`` preprocessed on the CPU, read in batches."""
+    batches = data.iter_batches([index[i : i + batch_size] for i in range(0, len(index), batch_size)])
+    return torch.cat([checkpoint.preprocess(b).cpu() for b in batches])
+
+
+def fitted_lens(checkpoint: Checkpoint, train: Images, options: NetworkOptions, command: str = "") -> TunedLens:
+    """A tuned lens of the checkpoint's network on its units, fitted on a seeded class-balanced sample of
+    ``options.lens_sample`` training inputs (:func:`~laya.analysis.network.lens.fit_tuned_lens`)."""
+    backbone = checkpoint.model.backbone
+    index = sample_indices(train.labels, options.lens_sample, options.seed)
+    inputs = _preprocessed(checkpoint, train, index)
+    config = TunedLensConfig([], [], 1, 1, sample=len(index), epochs=options.lens_epochs, lr=options.lens_lr,
+                             seed=options.seed)  # fmt: skip
+    return fit_tuned_lens(backbone, inputs, [u.name for u in network_units(backbone)], None, config, command)
+
+
+def _lens_for(checkpoint: Checkpoint, units: Sequence[Unit], lens: TunedLens | None) -> TunedLens:
+    lens = lens or load_tuned_lens(checkpoint.path, checkpoint.model.backbone)
+    if lens is None:
+        raise ValueError(f"no tuned lens beside {checkpoint.path}: fit one (fitted_lens, or `laya network`)")
+    if lens.config.units != [u.name for u in units]:
+        raise ValueError(f"the tuned lens was fitted for units {lens.config.units}; the network's are "
+                         f"{[u.name for u in units]} (refit it: `laya network --refit-lens`)")  # fmt: skip
+    return lens.to(model_device(checkpoint.model))
+
+
+def _table(values: Tensor, groups: Tensor, classes: Sequence[str], units: Sequence[str]) -> pd.DataFrame:
+    rows = {name: [*values[chosen].double().mean(0).tolist(), int(chosen.sum())]
+            for name, chosen in class_groups(groups, classes)}  # fmt: skip
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[*units, "n"]).rename_axis("class")
+
+
+def network_report(
+    checkpoint: Checkpoint, test_images: Images | None = None, train_images: Images | None = None,
+    options: NetworkOptions | None = None, lens: TunedLens | None = None, command: str = "",
+) -> NetworkReport:  # fmt: skip
+    """The network report (module docstring) of ``checkpoint`` (its head the network's own classifier) on
+    ``test_images`` (default its test split), references from ``train_images`` (default its training split);
+    ``lens`` the tuned lens (default: the one stored beside the checkpoint).
+
+    Raises:
+        ValueError: no tuned lens given or stored, or one fitted for other units; the backbone has no units.
+    """
+    options = options or NetworkOptions()
+    test = test_images if test_images is not None else checkpoint.load_data("test")
+    train = train_images if train_images is not None else checkpoint.load_data("train")
+    model = checkpoint.model.eval()
+    backbone, device = model.backbone, model_device(model)
+    units = network_units(backbone)
+    names = [u.name for u in units]
+    tuned = _lens_for(checkpoint, units, lens)
+    reference = checkpoint.preprocess(reference_inputs(train, options.references, options.seed)).to(device)
+    baseline = baselines(backbone, reference, units, options.baseline)
+    residual = [u.residual for u in units]
+    index = sample_indices(test.labels, options.limit or len(test), options.seed)
+    parts: dict[str, list[Tensor]] = {}
+    methods: dict[str, tuple[str, ...]] = {}
+
+    def keep(**tensors: Tensor) -> None:
+        for k, v in tensors.items():
+            parts.setdefault(k, []).append(v.detach().cpu())
+
+    for batch in batch_indices(len(index), options.batch_size):
+        x = _preprocessed(checkpoint, test, index[batch]).to(device)
+        profile = intervene(model, x, units, options.method, reference)
+        methods["main"] = profile.methods
+        keep(drops=profile.drops, predictions=profile.prediction, probability=profile.probability)
+        if any(residual):
+            skip = intervene(model, x, units, "skip", reference)
+            methods["skip"] = skip.methods
+            keep(skip_drops=skip.drops)
+        lens_b = unit_lens(backbone, x, names, tuned)
+        keep(log_q=lens_b.log_q, log_p=lens_b.log_p)
+        for name, value in unit_scores(backbone, x, units, lens_b, baseline, options.ig_steps).items():
+            keep(**{f"scores/{name}": value.double()})
+    got = {k: torch.cat(v) for k, v in parts.items()}
+    whole = Lens(got["log_q"], got["log_p"], lens_b.source)
+    predictions, labels = got["predictions"].long(), test.labels[index].long()
+    lens_class = whole.log_q.argmax(-1)
+    scores = {name: got[f"scores/{name}"] for name in SCORES}
+    agreement = [score_agreement(scores, got["drops"], NAMES[options.method], None, options.resamples, options.seed)]
+    if "skip_drops" in got and sum(residual) >= 2:
+        agreement.append(score_agreement(scores, got["skip_drops"], NAMES["skip"], torch.tensor(residual),
+                                         options.resamples, options.seed))  # fmt: skip
+    classes = list(checkpoint.meta.classes)
+    values = {"lens_prob": whole.prob, "lens_kl": whole.kl, "lens_agrees": (lens_class == predictions.view(-1, 1)),
+              "drops": got["drops"]}  # fmt: skip
+    tables = {f"{metric}/{kind}": _table(v, groups, classes, names) for metric, v in values.items()
+              for kind, groups in (("true", labels), ("predicted", predictions))}  # fmt: skip
+    report = NetworkReport(
+        units=names, stages=[u.layer for u in units], stage_names=[u.stage for u in units], residual=residual,
+        method=NAMES[options.method], methods=list(methods["main"]), classes=classes, indices=index.long(),
+        labels=labels, predictions=predictions, probability=got["probability"].double(), drops=got["drops"].double(),
+        lens_kl=whole.kl.double(), lens_prob=whole.prob.double(), lens_class=lens_class,
+        lens_agrees=lens_class == predictions.view(-1, 1), prediction_depth=prediction_depth(whole).long(),
+        scores=scores, agreement=pd.concat(agreement, ignore_index=True), tables=tables,
+        skip_drops=got["skip_drops"].double() if "skip_drops" in got else None,
+        skip_methods=list(methods.get("skip", ())), references=len(reference), options=options.to_dict(),
+        command=command,
+    )  # fmt: skip
+    report.lens = {"source": whole.source, "command": tuned.config.command, "fit": tuned.config.fit,
+                   "last_unit_agreement": report.last_unit_agreement}  # fmt: skip
+    return report
+
+
+def _plain(value: Any) -> Any:
+    """``value`` for strict JSON: NaN and infinities as None, numpy and torch scalars as Python numbers."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _json_table(table: pd.DataFrame) -> dict[str, Any]:
+    split = table.to_dict(orient="split")
+    return {"index": list(split["index"]), "columns": list(split["columns"]), "data": split["data"]}
+
+
+def write_network_report(checkpoint: Checkpoint | None, report: NetworkReport, dest: str | Path) -> Path:
+    """Write ``dest/network.safetensors`` and ``dest/network.json`` (module docstring; ``checkpoint`` names the
+    checkpoint it explains in the JSON, None: not recorded). Returns the JSON's path."""
+    dest = Path(dest)
+    arrays = report.arrays()
+    record = {
+        "version": VERSION,
+        "checkpoint": None if checkpoint is None else str(checkpoint.path),
+        **{k: getattr(report, k) for k in ("units", "stages", "stage_names", "residual", "method", "methods",
+                                           "skip_methods", "classes", "references", "lens", "options", "command")},
+        "agreement": report.agreement.to_dict(orient="records"),
+        "tables": {k: _json_table(v) for k, v in report.tables.items()},
+        "shapes": {k: list(v.shape) for k, v in arrays.items()},
+    }  # fmt: skip
+    atomic_write_tensors(dest / REPORT_TENSORS, {k: v.contiguous() for k, v in arrays.items()})
+    atomic_write_json(dest / REPORT_JSON, _plain(record))
+    return dest / REPORT_JSON
+
+
+def load_network_report(dest: str | Path) -> NetworkReport | None:
+    """The network report in ``dest``, or None where ``network.json`` is absent (module docstring).
+
+    Raises:
+        ValueError: a field missing, an array missing or of another shape than recorded, or shapes that do not
+            fit the units and the sample (every ``(N, U)`` array with ``U = len(units)``, one ``N`` throughout).
+    """
+    dest = Path(dest)
+    if not (dest / REPORT_JSON).is_file():
+        return None
+    try:
+        record = json.loads((dest / REPORT_JSON).read_text())
+        arrays = load_file(dest / REPORT_TENSORS)
+    except (OSError, json.JSONDecodeError, SafetensorError) as error:
+        raise ValueError(f"{dest}: unreadable network report ({error})") from error
+    needed = ("units", "stages", "stage_names", "residual", "method", "methods", "classes", "agreement", "tables",
+              "shapes")  # fmt: skip
+    missing = [k for k in needed if k not in record] + [k for k in ARRAYS if k not in arrays]
+    missing += [f"scores/{k}" for k in SCORES if f"scores/{k}" not in arrays]
+    if missing:
+        raise ValueError(f"{dest}: the network report lacks {missing}")
+    U, N = len(record["units"]), int(arrays["indices"].shape[0])
+    expected = {k: [N] if arrays[k].ndim == 1 else [N, U] for k in arrays}
+    wrong = [k for k, v in arrays.items() if list(v.shape) != record["shapes"].get(k) or list(v.shape) != expected[k]]
+    lengths = {len(record[k]) for k in ("stages", "stage_names", "residual", "methods")}
+    if wrong or lengths != {U}:
+        shown = {k: (list(arrays[k].shape), record["shapes"].get(k), expected[k]) for k in wrong[:4]}
+        raise ValueError(f"{dest}: the network report's shapes do not fit its {U} units and {N} inputs "
+                         f"(found, recorded, expected): {shown or 'per-unit lists of other lengths'}")  # fmt: skip
+    tables = {k: pd.DataFrame(t["data"], index=pd.Index(t["index"], name="class"), columns=t["columns"])
+              for k, t in record["tables"].items()}  # fmt: skip
+    return NetworkReport(
+        units=record["units"], stages=record["stages"], stage_names=record["stage_names"], residual=record["residual"],
+        method=record["method"], methods=record["methods"], classes=record["classes"],
+        **{k: arrays[k] for k in ARRAYS}, scores={k: arrays[f"scores/{k}"] for k in SCORES},
+        agreement=pd.DataFrame(record["agreement"], columns=["score", "intervention", "spearman_mean", "ci_low",
+                                                              "ci_high", "n"]),
+        tables=tables, skip_drops=arrays.get("skip_drops"), skip_methods=record.get("skip_methods", []),
+        references=record.get("references", 0), lens=record.get("lens", {}), options=record.get("options", {}),
+        command=record.get("command", ""),
+    )  # fmt: skip
+
+
+def run_network(
+    checkpoint: Checkpoint, options: NetworkOptions | None = None, command: str = "", refit: bool = False,
+    test_images: Images | None = None, train_images: Images | None = None, dest: str | Path | None = None,
+) -> NetworkReport:  # fmt: skip
+    """Fit the tuned lens where none is stored (or ``refit``) and save it beside the checkpoint with ``command``,
+    then compute the network report and write it to ``dest`` (default the checkpoint's folder)."""
+    options = options or NetworkOptions()
+    dest = Path(dest or checkpoint.path)
+    train = train_images if train_images is not None else checkpoint.load_data("train")
+    lens = None if refit else load_tuned_lens(dest, checkpoint.model.backbone)
+    units = [u.name for u in network_units(checkpoint.model.backbone)]
+    if lens is None or lens.config.units != units:
+        lens = fitted_lens(checkpoint, train, options, command)
+        save_tuned_lens(lens, dest)
+    report = network_report(checkpoint, test_images, train, options, lens, command)
+    write_network_report(checkpoint, report, dest)
+    return report
+
+
+__all__ = [
+    "REPORT_JSON", "REPORT_TENSORS", "NetworkOptions", "NetworkReport", "fitted_lens", "load_network_report",
+    "network_report", "run_network", "write_network_report",
+]  # fmt: skip

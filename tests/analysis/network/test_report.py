@@ -1,0 +1,86 @@
+"""The network report of an attached network: shapes, the tuned lens at the last unit, agreement numbers by hand,
+storage and its checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from laya.analysis.network.report import (
+    NetworkOptions,
+    load_network_report,
+    run_network,
+    write_network_report,
+)
+from laya.analysis.network.scores import SCORES
+from laya.model.checkpoint import load_checkpoint
+from laya.training.attach import own_checkpoint
+from tests.model.test_own_head import _save, networks
+from tests.training.test_attach import _config, _retarget
+
+FAMILIES = ["torchvision resnet18", "timm test_vit"]
+QUICK = NetworkOptions(limit=12, references=3, ig_steps=2, batch_size=6, resamples=200, lens_sample=24,
+                       lens_epochs=2, lens_lr=1e-3)  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def own(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, image_folder: Path):
+    """An attached network's own checkpoint (3 classes, random weights) and its network report in its folder."""
+    tmp = tmp_path_factory.mktemp("network")
+    _, network, config = next(n for n in networks(tmp) if n[0] == request.param)
+    config.weights = _save(_retarget(network, 3).eval(), Path(config.weights))
+    checkpoint = load_checkpoint(own_checkpoint(_config(config, image_folder, tmp), tmp / "own"))
+    report = run_network(checkpoint, QUICK, command="laya network --checkpoint own")
+    return checkpoint, report
+
+
+def test_report_shapes_and_the_last_unit_lens(own) -> None:
+    checkpoint, report = own
+    N, U = 12, len(report.units)
+    assert U >= 6 and report.method == "resample" and len(report.stages) == len(report.residual) == U
+    for name in ("drops", "lens_kl", "lens_prob", "lens_class", "lens_agrees"):
+        assert tuple(getattr(report, name).shape) == (N, U), name
+    assert {k: tuple(v.shape) for k, v in report.scores.items()} == {k: (N, U) for k in SCORES}
+    assert report.indices.shape == report.labels.shape == report.prediction_depth.shape == (N,)
+    test = checkpoint.load_data("test")
+    assert torch.equal(report.labels, test.labels[report.indices])
+    assert torch.bincount(report.labels).tolist() == [4, 4, 4]  # class-balanced
+    assert report.last_unit_agreement >= 0.99  # the tuned lens at the last unit is the network's prediction
+    assert (report.prediction_depth <= U).all()
+    assert report.lens["command"] == "laya network --checkpoint own" and report.references == 3
+    assert (report.drops.abs().max() > 0) and torch.isfinite(report.drops).all()
+    interventions = set(report.agreement["intervention"])
+    assert interventions == {"resample", "skip"} and list(report.agreement.columns) == [
+        "score", "intervention", "spearman_mean", "ci_low", "ci_high", "n"]
+    table = report.tables["lens_prob/true"]
+    assert list(table.index) == ["all", "blue", "green", "red"] and table.loc["all", "n"] == N
+    assert table.loc["all", report.units[2]] == pytest.approx(float(report.lens_prob[:, 2].mean()))
+    assert (checkpoint.path / "tuned_lens.safetensors").is_file()
+    assert json.loads((checkpoint.path / "tuned_lens.json").read_text())["command"] == "laya network --checkpoint own"
+
+
+def test_round_trip_and_refusals(own, tmp_path: Path) -> None:
+    checkpoint, report = own
+    write_network_report(checkpoint, report, tmp_path)
+    loaded = load_network_report(tmp_path)
+    assert loaded.units == report.units and loaded.residual == report.residual
+    for name, value in report.arrays().items():
+        got = loaded.arrays()[name]
+        assert torch.equal(got, value), name
+    assert np.allclose(loaded.agreement[["spearman_mean", "ci_low", "ci_high"]].to_numpy(dtype=float),
+                       report.agreement[["spearman_mean", "ci_low", "ci_high"]].to_numpy(dtype=float), equal_nan=True)
+    assert loaded.tables["drops/predicted"].equals(report.tables["drops/predicted"].astype(float)) or np.allclose(
+        loaded.tables["drops/predicted"].to_numpy(dtype=float), report.tables["drops/predicted"].to_numpy(dtype=float))
+    assert load_network_report(tmp_path / "absent") is None
+    arrays = load_file(tmp_path / "network.safetensors")
+    save_file({**arrays, "drops": arrays["drops"][:, :-1].contiguous()}, tmp_path / "network.safetensors")
+    with pytest.raises(ValueError, match="do not fit its"):
+        load_network_report(tmp_path)
+    save_file({k: v for k, v in arrays.items() if k != "lens_kl"}, tmp_path / "network.safetensors")
+    with pytest.raises(ValueError, match="lacks"):
+        load_network_report(tmp_path)

@@ -1,0 +1,152 @@
+"""Known answers for the cheap per-unit scores and their agreement with an intervention."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from laya.analysis.lens import Lens
+from laya.analysis.network import network_units
+from laya.analysis.network.scores import (
+    baselines,
+    best_score,
+    gradient_scores,
+    integrated_gradients,
+    lens_kl_drop,
+    score_agreement,
+)
+from tests.analysis.test_block_ablation import _inputs, _own_model
+from tests.model.test_own_head import logits_of, networks
+
+FAMILIES = ["torchvision resnet18", "timm test_vit"]
+
+
+def _setup(tmp_path: Path, family: str):
+    _, network, config = next(n for n in networks(tmp_path) if n[0] == family)
+    model = _own_model(config)
+    return network.double().eval(), model.backbone, network_units(model.backbone), config
+
+
+def _patched(network, x, module, output):
+    handle = module.register_forward_hook(lambda m, args, out: output(args[0], out))
+    try:
+        with torch.no_grad():
+            return logits_of(network, x)
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_integrated_gradients_are_the_midpoint_sum_by_hand(tmp_path: Path, family: str) -> None:
+    """Unit u's contribution set by hand to ``b + α_s (a - b)`` at each midpoint ``α_s``, the gradient of the
+    predicted logit there averaged and dotted with ``a - b``: every unit's score, to rounding."""
+    network, backbone, units, config = _setup(tmp_path, family)
+    S, x, reference = 3, _inputs(config, 2, 0), _inputs(config, 3, 1)
+    base = baselines(backbone, reference, units, "mean")
+    ig = integrated_gradients(backbone, x, units, base, steps=S, max_rows=20)  # several chunks
+    with torch.no_grad():
+        y = logits_of(network, x).argmax(-1, keepdim=True)
+    for u, unit in enumerate(units):
+        module, store = network.get_submodule(unit.name), []
+        handle = module.register_forward_hook(lambda m, args, out: store.append((args[0], out)))
+        with torch.no_grad():
+            logits_of(network, x)
+        handle.remove()
+        given, out = store[0]
+        stream = given if unit.residual else 0
+        a, total = out - stream, 0
+        for s in range(S):
+            point = (stream + base[u] + (s + 0.5) / S * (a - base[u])).requires_grad_(True)
+            handle = module.register_forward_hook(lambda m, args, out, p=point: p)
+            grad, = torch.autograd.grad(logits_of(network, x).gather(1, y).sum(), point)
+            handle.remove()
+            total = total + grad / S
+        assert torch.allclose(ig[:, u], (total * (a - base[u])).flatten(1).sum(1), atol=1e-10, rtol=0), unit.name
+    assert ig.abs().max() > 1e-3
+
+
+def test_integrated_gradients_are_complete_per_unit(tmp_path: Path) -> None:
+    """On a smooth network (a ViT) each unit's IG sums to ``y_c(x) - y_c(x | contribution <- baseline)``, the rest
+    of the network running on."""
+    network, backbone, units, config = _setup(tmp_path, "timm test_vit")
+    x, reference = _inputs(config, 2, 0), _inputs(config, 3, 1)
+    base = baselines(backbone, reference, units, "mean")
+    ig = integrated_gradients(backbone, x, units, base, steps=24)
+    with torch.no_grad():
+        logits = logits_of(network, x)
+    y, rows = logits.argmax(-1), torch.arange(2)
+    for u, unit in enumerate(units):
+        patched = _patched(network, x, network.get_submodule(unit.name), lambda inp, out, u=u: inp + base[u])
+        expected = logits[rows, y] - patched[rows, y]
+        assert torch.allclose(ig[:, u], expected, atol=2e-3 * float(expected.abs().max()) + 1e-8), unit.name
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_gradient_x_activation_and_gradcam_mass_by_hand(tmp_path: Path, family: str) -> None:
+    network, backbone, units, config = _setup(tmp_path, family)
+    x = _inputs(config, 2, 0)
+    got = gradient_scores(backbone, x, units)
+    for u in (0, len(units) - 1):
+        unit, store = units[u], []
+        module = network.get_submodule(unit.name)
+        handle = module.register_forward_hook(lambda m, args, out: store.append((args[0], out)))
+        xg = x.clone().requires_grad_(True)
+        logits = logits_of(network, xg)
+        handle.remove()
+        given, out = store[0]
+        grad, = torch.autograd.grad(logits.gather(1, logits.argmax(-1, keepdim=True)).sum(), out)
+        contribution = out - given if unit.residual else out
+        assert torch.allclose(got["grad_x_act"][:, u], (grad * contribution).flatten(1).sum(1).detach(), atol=1e-10)
+        if out.ndim == 3:  # tokens: patches only, on their grid
+            prefix = network.num_prefix_tokens
+            out, grad = out[:, prefix:].transpose(1, 2), grad[:, prefix:].transpose(1, 2)
+        else:
+            out, grad = out.flatten(2), grad.flatten(2)
+        cam = (grad.mean(2, keepdim=True) * out).sum(1).clamp(min=0).sum(1)  # ReLU(sum_k w_k A_k), summed
+        assert torch.allclose(got["gradcam_mass"][:, u], cam.detach(), atol=1e-10), unit.name
+
+
+def test_lens_kl_drop_numbers() -> None:
+    log_p = torch.log(torch.tensor([[0.7, 0.2, 0.1]], dtype=torch.float64))
+    q = torch.tensor([[[0.4, 0.3, 0.3], [0.6, 0.3, 0.1], [0.7, 0.2, 0.1]]], dtype=torch.float64)
+    lens = Lens(q.log(), log_p, "tuned lens")
+    p = log_p.exp()[0]
+
+    def kl(r):
+        return float((p * (p.log() - r.log())).sum())
+
+    uniform = kl(torch.full((3,), 1 / 3, dtype=torch.float64))
+    assert uniform == pytest.approx(math.log(3) + float((p * p.log()).sum()))
+    expected = [uniform - kl(q[0, 0]), kl(q[0, 0]) - kl(q[0, 1]), kl(q[0, 1]) - kl(q[0, 2])]
+    assert lens_kl_drop(lens)[0].tolist() == pytest.approx(expected)
+
+
+@pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")
+def test_agreement_is_the_mean_per_input_spearman_with_its_bootstrap_ci() -> None:
+    drops = torch.tensor([[0.5, 0.1, 0.3, 0.0], [0.2, 0.4, 0.1, 0.3], [0.0, 0.1, 0.2, 0.3], [0.3, 0.3, 0.1, 0.0],
+                          [0.9, 0.1, 0.5, 0.2]], dtype=torch.float64)  # fmt: skip
+    scores = {"same": drops * 2, "reversed": -drops, "mixed": torch.tensor([[1.0, 2, 3, 4], [4, 3, 2, 1],
+              [1, 3, 2, 4], [2, 2, 2, 2], [1, 0, 3, 2]], dtype=torch.float64)}  # fmt: skip
+    table = score_agreement(scores, drops, "resample", resamples=400, seed=3)
+    assert list(table.columns) == ["score", "intervention", "spearman_mean", "ci_low", "ci_high", "n"]
+    rho = np.array([[spearmanr(s[i], drops[i]).statistic for s in scores.values()] for i in range(5)])
+    assert np.isnan(rho[3, 2])  # a constant row is left out
+    assert table["spearman_mean"].tolist() == pytest.approx(np.nanmean(rho, 0).tolist())
+    assert table["n"].tolist() == [5, 5, 4]
+    assert table.loc[0, "spearman_mean"] == pytest.approx(1.0) and table.loc[1, "spearman_mean"] == pytest.approx(-1.0)
+    generator = torch.Generator().manual_seed(3)  # the resamples of laya.analysis.statistics
+    draws = torch.cat([torch.randint(5, (100, 5), generator=generator) for _ in range(4)]).numpy()
+    means = np.array([np.nanmean(rho[d, 2]) for d in draws])
+    means = means[~np.isnan(means)]
+    low, high = np.quantile(means, [0.025, 0.975])
+    assert (table.loc[2, "ci_low"], table.loc[2, "ci_high"]) == pytest.approx((low, high))
+    assert best_score(table, "resample")["score"] == "same"
+    assert best_score(table[table["score"] != "same"], "resample") is None  # no CI above 0 but "same"'s
+    masked = score_agreement({"mixed": scores["mixed"]}, drops, "skip", torch.tensor([True, True, False, True]), 50)
+    by_hand = [spearmanr(scores["mixed"][i, [0, 1, 3]], drops[i, [0, 1, 3]]).statistic for i in range(5)]
+    assert masked.loc[0, "spearman_mean"] == pytest.approx(np.nanmean(by_hand))

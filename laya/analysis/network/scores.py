@@ -9,7 +9,8 @@ residual (``h_u = x_u + f_u(x_u)``), its whole output ``h_u`` where not.
   backward. The first-order Taylor estimate of removing the contribution (``a_u <- 0``, a skip).
 * ``integrated_gradients``, per-unit layer integrated gradients (Sundararajan et al., 2017,
   https://arxiv.org/abs/1703.01365):
-  ``sum_i (a_u - b_u)_i · 1/S sum_s (dy_c/dh_u)_i |_{a_u <- b_u + α_s (a_u - b_u)}`` with ``α_s = (s + 1/2)/S`` (midpoint rule, ``S = steps``). Implemented here, not with Captum: Captum's
+  ``sum_i (a_u - b_u)_i · 1/S sum_s (dy_c/dh_u)_i |_{a_u <- b_u + α_s (a_u - b_u)}`` with ``α_s = (s + 1/2)/S``
+  (midpoint rule, ``S = steps``). Implemented here, not with Captum: Captum's
   ``LayerIntegratedGradients`` over several layers that feed each other interpolates them all at once. Here unit
   ``u``'s contribution alone is interpolated while every other unit runs on from it, all ``B·U·S`` rows in
   batched passes (row ``(b, u, s)``: input ``b``, unit ``u`` at step ``s``; hooks per call only, the calling

@@ -84,14 +84,29 @@ def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     a.add_argument("--timing-batch", type=int, default=64,
                    help="depth analytics: inputs per timed batch (default: 64)")
     a.add_argument("--timing-repeats", type=int, default=7, help="depth analytics: timed repeats (default: 7)")
+    a.add_argument("--network-limit", type=int, default=200,
+                   help="network report: test inputs explained unit by unit, a class-balanced sample drawn with seed 0 "
+                   "(default: 200)")
+    a.add_argument("--lens-sample", type=int, default=2000,
+                   help="tuned lens: training inputs it is fitted on, a class-balanced sample (default: 2000)")
+    a.add_argument("--lens-epochs", type=int, default=20, help="tuned lens: epochs of its fit (default: 20)")
+    a.add_argument("--no-network", action="store_true",
+                   help="skip the tuned lens and the network report (default: both are written beside the own head)")
     a.set_defaults(func=cmd_attach)
     return a
 
 
 def cmd_attach(args: argparse.Namespace) -> None:
+    import shlex
+    import sys
+
     from laya.analysis.depth import DepthOptions
     from laya.analysis.evaluate import EvalOptions
+    from laya.analysis.network.report import NetworkOptions
     from laya.training.attach import AttachConfig, attach, summary
+
+    network = None if args.no_network else NetworkOptions(limit=args.network_limit, resamples=args.resamples,
+                                                          lens_sample=args.lens_sample, lens_epochs=args.lens_epochs)
 
     config = AttachConfig(
         family=args.family, model=args.model, weights=args.weights, weights_by_order=args.match_by_order,
@@ -104,6 +119,7 @@ def cmd_attach(args: argparse.Namespace) -> None:
         depth=DepthOptions(limit=args.limit, train_limit=args.train_limit, resamples=args.resamples,
                            random_orders=args.random_orders, timing_batch=args.timing_batch,
                            timing_repeats=args.timing_repeats),
+        network=network, command="laya " + shlex.join(sys.argv[1:]),
     )  # fmt: skip
     print(summary(attach(config), args.resamples))
 

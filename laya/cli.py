@@ -246,6 +246,27 @@ def cmd_lens(args: argparse.Namespace) -> None:
     print(f"-> {out}")
 
 
+def cmd_network(args: argparse.Namespace) -> None:
+    import shlex
+
+    from laya.analysis.network.report import NetworkOptions, run_network
+    from laya.analysis.network.scores import SCORE_LABELS
+    from laya.model.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
+    options = NetworkOptions(limit=args.limit, references=args.references, method=args.method,
+                             ig_steps=args.ig_steps, resamples=args.resamples, lens_sample=args.lens_sample,
+                             lens_epochs=args.lens_epochs)  # fmt: skip
+    out = Path(args.out or checkpoint.path)
+    report = run_network(checkpoint, options, "laya " + shlex.join(sys.argv[1:]), args.refit_lens, dest=out)
+    print(f"{len(report.indices)} test inputs, {len(report.units)} units; tuned lens at the last unit agrees with the "
+          f"network on {report.last_unit_agreement:.1%}. Per-input Spearman with the interventions [95% bootstrap CI]:")
+    for row in report.agreement.itertuples():
+        print(f"  {SCORE_LABELS[row.score]:<22} vs {row.intervention:<14} {row.spearman_mean:.3f} "
+              f"[{row.ci_low:.3f}, {row.ci_high:.3f}]  n = {row.n}")
+    print(f"-> {out}")
+
+
 def cmd_exits(args: argparse.Namespace) -> None:
     from laya.analysis.exits import ExitRunOptions
     from laya.analysis.measured import MeasureOptions, load_exits, measure, merge_exits, write_exits
@@ -513,6 +534,27 @@ def build_parser() -> argparse.ArgumentParser:
     le.add_argument("--readout", choices=["own", "probes"], default="own",
                     help="own: LAYA/ScalarMix through their classifier; probes: fitted probes for every head")  # fmt: skip
     le.set_defaults(func=cmd_lens)
+
+    nw = sub.add_parser(
+        "network", help="an attached network by its own units: tuned lens + network report beside its own head"
+    )
+    nw.add_argument("--checkpoint", required=True, help="the own head's checkpoint directory (laya attach's own/)")
+    nw.add_argument("--out", help="output directory (default: the checkpoint's directory)")
+    nw.add_argument("--allow-import", action="store_true", help=ALLOW_IMPORT_HELP)
+    nw.add_argument("--limit", type=int, default=200,
+                    help="test inputs, a class-balanced sample drawn with seed 0 (default: 200)")
+    nw.add_argument("--references", type=int, default=8,
+                    help="reference training inputs for resample and the integrated-gradients baseline (default: 8)")
+    nw.add_argument("--method", choices=["resample", "skip", "mean"], default="resample",
+                    help="the default intervention the cheap scores are compared with (default: resample)")
+    nw.add_argument("--ig-steps", type=int, default=8, help="integrated-gradients steps per unit (default: 8)")
+    nw.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
+    nw.add_argument("--lens-sample", type=int, default=2000,
+                    help="training inputs a new tuned lens is fitted on (default: 2000)")
+    nw.add_argument("--lens-epochs", type=int, default=20, help="epochs of a new tuned lens's fit (default: 20)")
+    nw.add_argument("--refit-lens", action="store_true",
+                    help="fit the tuned lens again (default: the stored one, fitted only where none fits)")
+    nw.set_defaults(func=cmd_network)
 
     e = sub.add_parser("evaluate", help="accuracy, faithfulness, Deletion@1, profiles -> report.json + CSVs")
     e.add_argument("--checkpoint", required=True, help="checkpoint directory (model.json + model.safetensors)")

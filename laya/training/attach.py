@@ -12,7 +12,10 @@ The user's network (a timm, torchvision or transformers architecture plus their 
 
 Each is evaluated (:func:`~laya.training.bundle.bundle`: report, browser sample, expected outputs),
 the setting's summary tables are written (:func:`~laya.training.suite.write_summary`), and the depth
-analytics run (:func:`~laya.analysis.depth.run_depth`). :func:`summary` is the one-screen verdict.
+analytics run (:func:`~laya.analysis.depth.run_depth`). Beside the own head the network is explained by its own
+units (:func:`~laya.analysis.network.report.run_network`): its tuned lens, fitted on the training split and stored
+with the command that made it (``tuned_lens.safetensors`` + ``.json``), and the network report
+(``network.json`` + ``network.safetensors``). :func:`summary` is the one-screen verdict.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from tqdm.auto import tqdm
 
 from laya.analysis.depth import DepthOptions, run_depth
 from laya.analysis.evaluate import EvalOptions
+from laya.analysis.network.report import NetworkOptions, load_network_report, run_network
+from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.statistics import bootstrap_ci, format_diff, holm, holm_verdict, paired_bootstrap, paired_verdict
 from laya.data.datasets import InputSpec, Preprocess, load_dataset, split_indices
@@ -84,6 +89,8 @@ class AttachConfig:
     seed: int = 0
     evaluation: EvalOptions = field(default_factory=EvalOptions)
     depth: DepthOptions = field(default_factory=DepthOptions)
+    network: NetworkOptions | None = field(default_factory=NetworkOptions)  # None: no tuned lens, no network report
+    command: str = ""  # the command line that ran this (stored with the tuned lens); default: named from Python
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -105,6 +112,7 @@ class Attached:
     test_inputs: int = 0
     test_total: int = 0
     seed: int = 0
+    network_error: str | None = None  # why the network report was not written, where it was asked for
 
 
 def input_spec(config: AttachConfig, channels: int, source: int) -> InputSpec:
@@ -165,12 +173,16 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
     setting = Path(config.out) / name
     steps = tqdm(total=2 + len(config.heads) + len(config.depth_heads), desc=f"attach {name}", unit="step")
     heads: dict[str, Path] = {}
+    network_error = None
     try:  # the bar is closed (its line ended) before any error is printed
         with tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
             steps.set_postfix_str("own head")
             run = own_checkpoint(config, Path(runs) / OWN, module, checked)
             heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, module=module)
             steps.update()
+            if config.network is not None:
+                steps.set_postfix_str("tuned lens and network report")
+                network_error = _network(config, heads[OWN], test, module)
             export_examples(test, setting / "examples")
             for head in config.heads:
                 steps.set_postfix_str(f"fitting {head}")
@@ -193,7 +205,21 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
     finally:
         steps.close()
     limit = config.evaluation.limit
-    return Attached(setting, heads, min(limit or len(test), len(test)), len(test), config.evaluation.seed)
+    return Attached(setting, heads, min(limit or len(test), len(test)), len(test), config.evaluation.seed,
+                    network_error)  # fmt: skip
+
+
+def _network(config: AttachConfig, own: Path, test: Any, module: nn.Module | None) -> str | None:
+    """The tuned lens and the network report in the own head's folder; the reason where the network cannot be
+    read unit by unit (the rest of ``attach`` goes on)."""
+    command = config.command or f"laya.training.attach.attach(family={config.family!r}, model={config.model!r})"
+    checkpoint = load_checkpoint(own, module=module)
+    try:
+        run_network(checkpoint, config.network, command, refit=True, test_images=test,
+                    train_images=load_dataset(config.dataset, "train", config.image_size))  # fmt: skip
+    except ValueError as error:  # NoLayerModules too: a network with no units to read
+        return str(error)
+    return None
 
 
 def comparison_words(low: float, high: float, adjusted_p: float) -> str:
@@ -240,11 +266,33 @@ def summary(attached: Attached, resamples: int = 1000) -> str:
         alpha = profile[profile["method"] == "laya_alpha"].sort_values("mean", ascending=False)
         top = ", ".join(f"{r.layer} {r.mean:.2f}" for r in alpha.itertuples())
         lines += ["", f"LAYA attends to (mean α over test inputs): {top}"]
+    lines += network_lines(attached, resamples)
     lines += ["", "Open it in the dashboard:", f"  laya dashboard --models {attached.setting.parent}"]
     return "\n".join(lines)
 
 
+def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
+    """The network report in two lines: the tuned lens's last-unit agreement with the network (95 % bootstrap CI)
+    and the cheap score whose per-input Spearman with the default intervention is highest among those whose CI
+    lies above 0 (or that none does)."""
+    if attached.network_error:
+        return ["", f"Network report not written: {attached.network_error}"]
+    report = load_network_report(attached.heads[OWN]) if OWN in attached.heads else None
+    if report is None:
+        return []
+    agree = bootstrap_ci(report.lens_agrees[:, -1].double(), resamples=resamples)
+    lines = ["", f"Tuned lens at the last unit ({report.units[-1]}) agrees with the network on {agree.estimate:.1%} "
+             f"[{agree.low:.1%}, {agree.high:.1%}] of {len(report.indices):,} test inputs"]  # fmt: skip
+    best = best_score(report.agreement, report.method)
+    if best is None:
+        lines.append(f"No cheap per-unit score agrees with {report.method} (no Spearman 95 % CI lies above 0)")
+    else:
+        lines.append(f"Cheap score closest to {report.method}: {SCORE_LABELS[best['score']]}, per-input Spearman "
+                     f"{best['spearman_mean']:.2f} [{best['ci_low']:.2f}, {best['ci_high']:.2f}]")  # fmt: skip
+    return lines
+
+
 __all__ = [
     "FAMILIES", "AttachConfig", "Attached", "attach", "backbone_config", "comparison_words", "input_spec",
-    "own_checkpoint", "sample_words", "summary",
+    "network_lines", "own_checkpoint", "sample_words", "summary",
 ]  # fmt: skip

@@ -11,6 +11,7 @@ from torch import nn
 
 from laya.analysis.depth import DepthOptions
 from laya.analysis.evaluate import EvalOptions
+from laya.analysis.network.report import NetworkOptions, load_network_report
 from laya.model.checkpoint import load_checkpoint
 from laya.model.own_head import OWN, is_own_head
 from laya.training.attach import AttachConfig, attach, own_checkpoint, summary
@@ -20,6 +21,7 @@ torch.set_num_threads(1)
 QUICK = {
     "evaluation": EvalOptions(modes=("mean",), resamples=50, ig_steps=4),
     "depth": DepthOptions(limit=24, train_limit=48, resamples=50, random_orders=1, timing_batch=4, timing_repeats=1),
+    "network": NetworkOptions(limit=6, references=2, ig_steps=2, resamples=50, lens_sample=24, lens_epochs=1),
 }
 
 
@@ -84,6 +86,11 @@ def test_attach_writes_four_heads_a_summary_and_depth(
         assert (path / "report.json").is_file() and (path / "sample.safetensors").is_file(), head
     for head in (OWN, "laya"):
         assert (attached.heads[head] / "depth.json").is_file(), head
+    lens = json.loads((attached.heads[OWN] / "tuned_lens.json").read_text())
+    assert lens["command"].startswith("laya.training.attach.attach(") and lens["sample"] == 24
+    report = load_network_report(attached.heads[OWN])
+    assert report.units[-1] == "layer4.0" and report.drops.shape == (6, len(report.units))
+    assert report.last_unit_agreement >= 0.99 and attached.network_error is None
     own = load_checkpoint(attached.heads[OWN])
     x = own.preprocess(own.load_data("test").images)
     with torch.no_grad():
@@ -98,6 +105,8 @@ def test_attach_writes_four_heads_a_summary_and_depth(
     assert "own head (the network as it is)" in text and "vs own" in text and "LAYA attends to" in text
     assert "Holm-corrected over the 3" in text and text.count("Holm p = ") == 3
     assert f"laya dashboard --models {setting.parent}" in text
+    assert "Tuned lens at the last unit (layer4.0) agrees with the network on 100.0%" in text
+    assert "Cheap score closest to resample" in text or "No cheap per-unit score agrees with resample" in text
     assert len(text.splitlines()) <= 24  # one screen
     _own_head_shows_its_block_ablation_at_once(tmp_path / "models", attached.heads[OWN], monkeypatch)
 

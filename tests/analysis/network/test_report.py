@@ -84,3 +84,18 @@ def test_round_trip_and_refusals(own, tmp_path: Path) -> None:
     save_file({k: v for k, v in arrays.items() if k != "lens_kl"}, tmp_path / "network.safetensors")
     with pytest.raises(ValueError, match="lacks"):
         load_network_report(tmp_path)
+
+
+def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    from laya.cli import main
+
+    checkpoint, report = own
+    args = ["network", "--checkpoint", str(checkpoint.path), "--out", str(tmp_path), "--limit", "6",
+            "--references", "2", "--ig-steps", "2", "--resamples", "50", "--lens-sample", "24", "--lens-epochs", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "6 test inputs" in out and "integrated gradients" in out and f"-> {tmp_path}" in out
+    written = load_network_report(tmp_path)
+    assert written.units == report.units and written.indices.shape == (6,)
+    assert (tmp_path / "tuned_lens.json").is_file()  # fitted anew for this folder, with its command
+    assert json.loads((tmp_path / "tuned_lens.json").read_text())["command"].startswith("laya ")

@@ -34,6 +34,13 @@ def _kwargs(text: str) -> dict:
     return value
 
 
+def add_lens_flags(parser: argparse.ArgumentParser) -> None:
+    """``--lens-sample`` and ``--lens-epochs``: how a tuned lens is fitted (``attach`` and ``network``)."""
+    parser.add_argument("--lens-sample", type=int, default=2000,
+                        help="tuned lens: training inputs it is fitted on, a class-balanced sample (default: 2000)")
+    parser.add_argument("--lens-epochs", type=int, default=20, help="tuned lens: epochs of its fit (default: 20)")
+
+
 def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``attach`` (flags for the network, the data, the heads' recipe and the analyses' sizes)."""
     a = sub.add_parser(
@@ -87,9 +94,7 @@ def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     a.add_argument("--network-limit", type=int, default=200,
                    help="network report: test inputs explained unit by unit, a class-balanced sample drawn with seed 0 "
                    "(default: 200)")
-    a.add_argument("--lens-sample", type=int, default=2000,
-                   help="tuned lens: training inputs it is fitted on, a class-balanced sample (default: 2000)")
-    a.add_argument("--lens-epochs", type=int, default=20, help="tuned lens: epochs of its fit (default: 20)")
+    add_lens_flags(a)
     a.add_argument("--no-network", action="store_true",
                    help="skip the tuned lens and the network report (default: both are written beside the own head)")
     a.set_defaults(func=cmd_attach)
@@ -124,4 +129,4 @@ def cmd_attach(args: argparse.Namespace) -> None:
     print(summary(attach(config), args.resamples))
 
 
-__all__ = ["add_attach_parser", "cmd_attach"]
+__all__ = ["add_attach_parser", "add_lens_flags", "cmd_attach"]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from laya.attach_cli import add_attach_parser
+from laya.attach_cli import add_attach_parser, add_lens_flags
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -549,9 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the default intervention the cheap scores are compared with (default: resample)")
     nw.add_argument("--ig-steps", type=int, default=8, help="integrated-gradients steps per unit (default: 8)")
     nw.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
-    nw.add_argument("--lens-sample", type=int, default=2000,
-                    help="training inputs a new tuned lens is fitted on (default: 2000)")
-    nw.add_argument("--lens-epochs", type=int, default=20, help="epochs of a new tuned lens's fit (default: 20)")
+    add_lens_flags(nw)
     nw.add_argument("--refit-lens", action="store_true",
                     help="fit the tuned lens again (default: the stored one, fitted only where none fits)")
     nw.set_defaults(func=cmd_network)

@@ -1,7 +1,9 @@
 """The network by its own units: their names and stages (:mod:`~laya.analysis.network.units`), interventions
 on every unit at once that keep the input (:mod:`~laya.analysis.network.interventions`), one forward recording every
-unit (:mod:`~laya.analysis.network.recording`), Grad-CAM at every unit (:mod:`~laya.analysis.network.gradcam`) and
-the network's own logit and tuned lens (:mod:`~laya.analysis.network.lens`)."""
+unit (:mod:`~laya.analysis.network.recording`), Grad-CAM at every unit (:mod:`~laya.analysis.network.gradcam`),
+the network's own logit and tuned lens (:mod:`~laya.analysis.network.lens`), cheap per-unit scores and their agreement
+with the interventions (:mod:`~laya.analysis.network.scores`) and the network report that ``laya attach`` writes
+beside the own head (:mod:`~laya.analysis.network.report`)."""
 
 from laya.analysis.network.interventions import (
     DEFAULT,

@@ -143,7 +143,9 @@ def network(arch: Arch, classes: int):
     kwargs = {**arch.kwargs, "num_labels": classes, "image_size": arch.size}
     if "depths" in kwargs and name in ("convnext", "regnet"):
         kwargs.setdefault("num_stages", len(kwargs["depths"]))  # as laya's transformers family builds it
-    return AutoModelForImageClassification.from_config(AutoConfig.for_model(name, **kwargs)).eval()
+    config = AutoConfig.for_model(name, **kwargs)
+    config.architectures = []  # DeiT has two classification classes: the first, the plain one (as laya builds it)
+    return AutoModelForImageClassification.from_config(config).eval()
 
 
 def logits_of(net, x):

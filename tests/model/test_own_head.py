@@ -46,6 +46,11 @@ def networks(tmp: Path):
     hf = ViTForImageClassification(ViTConfig(**TINY_VIT, image_size=32, num_labels=5))
     yield "transformers vit", hf, BackboneConfig(name="transformers", model="vit", model_kwargs={
         **TINY_VIT, "num_labels": 5}, weights=_save(hf, tmp / "hf.safetensors"), **common)  # fmt: skip
+    from transformers import DeiTConfig, DeiTForImageClassification  # a model_type of two classifier classes
+
+    deit = DeiTForImageClassification(DeiTConfig(**TINY_VIT, image_size=32, num_labels=5))
+    yield "transformers deit", deit, BackboneConfig(name="transformers", model="deit", model_kwargs={
+        **TINY_VIT, "num_labels": 5}, weights=_save(deit, tmp / "deit.safetensors"), **common)  # fmt: skip
 
 
 def logits_of(network: nn.Module, x: torch.Tensor) -> torch.Tensor:

@@ -128,6 +128,9 @@ class TransformersBackbone(Backbone):
 
         hf_config = AutoConfig.for_model(self.config.model, **kwargs)
         hf_config.num_channels = self.config.in_channels
+        # a model_type with several classification classes (DeiT: plain and with-teacher) picks by `architectures`;
+        # none recorded means its first, the plain classifier (a fresh config has None, which transformers cannot read)
+        hf_config.architectures = hf_config.architectures or []
         if hasattr(hf_config, "image_size"):
             hf_config.image_size = size
         return hf_config

@@ -155,7 +155,8 @@ def class_unit_table(values: Any, groups: Any, classes: Sequence[str], units: Se
     :func:`laya.analysis.network.lens.class_unit_table`)."""
     values = torch.as_tensor(np.asarray(values, dtype=float))
     groups = torch.as_tensor(np.asarray(groups)).long()
-    rows = {name: [*values[chosen].mean(0).tolist(), int(chosen.sum())] for name, chosen in class_groups(groups, classes)}
+    rows = {name: [*values[chosen].mean(0).tolist(), int(chosen.sum())]
+            for name, chosen in class_groups(groups, classes)}  # fmt: skip
     return pd.DataFrame.from_dict(rows, orient="index", columns=[*units, "n"]).rename_axis("class")
 
 

@@ -46,6 +46,7 @@ from pages.common.loading import (
     load_model,
     load_report,
     load_sample,
+    network,
     patch,
 )
 from pages.common.page_guard import LOG, guard
@@ -108,6 +109,7 @@ __all__ = [
     "load_sample",
     "maps_section",
     "models_root",
+    "network",
     "opened_link",
     "option_index",
     "patch",

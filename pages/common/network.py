@@ -16,7 +16,8 @@ from laya.sandbox.info import ModelInfo
 from pages.common.loading import network
 
 NO_REPORT = ("The per-class and agreement views come from the stored network report, computed by "
-             "`laya network --checkpoint DIR` (over the test set: per input every unit's drop, lens and depth).")  # fmt: skip
+             "`laya network --checkpoint DIR` (over the test set: per input every unit's drop, lens and "
+             "depth).")  # fmt: skip
 
 
 def unit_profile(info: ModelInfo, name: str, data: bytes, key: str, lens: bool = True) -> list[tuple[str, Any]]:

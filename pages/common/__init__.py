@@ -6,8 +6,9 @@
 - :mod:`.sharing`: the view in the URL, the "copy link" box, the HTML report button;
 - :mod:`.inputs`: the image input (upload, browsed test input, example), a patching source, and the checkpoints a
   page may compare;
-- :mod:`.display`: display tables shown whole, a LastLayer head's post-hoc block ablation, the maps' section,
+- :mod:`.display`: display tables shown whole, a LastLayer head's post-hoc block ablation (an own classifier's unit profile), the maps' section,
   scrolling to an anchor.
+- :mod:`.network`: an attached network explained by its units (unit profile, lens, Grad-CAM) and its stored report.
 - :mod:`.switches`: page switches kept in the link and across page changes (``switches.pick(st.radio, ...)``).
 - :mod:`.upstream`: a workaround for a Streamlit bug (a rerun dropped the reply a file upload waits for).
 - :mod:`.routes`: deep links on a server's first run (the ``pages/<url path>.py`` aliases run ``app.py``).

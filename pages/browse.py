@@ -43,7 +43,8 @@ predicted = switches.pick(filters[1].selectbox, "Predicted", [ALL, *sample.class
 outcome = switches.pick(filters[2].radio, "Outcome", browser.OUTCOMES, "outcome", "browse_outcome", horizontal=True)
 top = switches.pick(filters[3].selectbox, "Top layer", [ALL, *sample.layer_names], "top", "browse_top")
 pickers = st.columns(4)
-layer = switches.pick(pickers[0].selectbox, "Layer of the score and LOO drop", sample.layer_names, "layer", "browse_layer")
+layer = switches.pick(pickers[0].selectbox, "Layer of the score and LOO drop", sample.layer_names, "layer", "browse_layer",
+                      index=sample.layer_names.index(browser.default_layer(sample)))  # fmt: skip
 scores = browser.detection_scores(sample)
 default = browser.default_score(sample, checkpoint.layer_dims)  # Mahalanobis only where its fit is trusted
 score = switches.pick(pickers[1].selectbox, "Suspicion score", scores, "score", "browse_score",

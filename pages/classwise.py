@@ -12,9 +12,11 @@ from laya.app.plots import heatmap_figure, profile_bars_figure, seed_profiles_fi
 from laya.app.text import shown
 from laya.data.datasets import DatasetNotFoundError, dataset_label
 from laya.data.images import ImageError
+from laya.model.own_head import is_own_head
 from laya.training.suite import CLASS_PROFILES_FILE
 from pages import common
 from pages.common import switches
+from pages.common.network import class_unit_heatmap, load_network_report
 
 SUBSET_LABELS = {"all": "all inputs", "correct": "correctly classified", "incorrect": "misclassified"}
 
@@ -44,6 +46,18 @@ with st.container(border=True):
 
 report = live.get(selection.path) or common.load_report(selection.path)
 if report is None:
+    st.stop()
+if is_own_head(checkpoint.meta.train):  # one informative layer: the network's units per class instead, no seeds
+    st.subheader("Each class by the network's units")
+    units = load_network_report(selection.path)
+    heatmap = None if units is None else class_unit_heatmap(units, list(checkpoint.meta.classes), "classwise_units")
+    st.caption(shown(views.OWN_NOTE))
+    st.subheader("Confusion matrix")
+    confusion = browser.confusion_figure(report.confusion())
+    st.plotly_chart(shown(confusion, "plotly"), key="classwise_confusion")
+    common.report_button("Class-wise patterns", [*([("Class x unit", heatmap)] if heatmap else []),
+                         ("Confusion matrix", confusion)], "own-classwise", checkpoint.name,
+                         common.provenance(checkpoint))  # fmt: skip
     st.stop()
 
 kind_col, subset_col = st.columns(2)

@@ -10,6 +10,7 @@ from laya.app.text import shown
 from laya.model.checkpoint import CheckpointError
 from laya.model.own_head import OWN, is_own_head
 from pages import common
+from pages.common.network import unit_profile
 
 selection = common.selected()
 st.title("Compare heads")
@@ -60,36 +61,47 @@ if image is None:
     st.stop()
 
 name, data = image
-heads = [c.meta.head.name for c in loaded.values()]
+heads = [OWN if is_own_head(c.meta.train) else c.meta.head.name for c in loaded.values()]
 explanations = [common.explain(path, name, data, mode, approximate=False) for path in loaded]  # maps of CLS layers: below
 reports = [common.load_report(path, warn=False) for path in loaded]
+layered = [i for i, h in enumerate(heads) if h != OWN]  # the own classifier reads one layer: no layer charts of it
 
 for column, head, explanation, report in zip(st.columns(len(loaded)), heads, explanations, reports):
     with column:
         st.markdown(f"**{shown(views.head_title(head))}**")
         st.metric("Prediction", shown(explanation.label))
         st.metric("Confidence", f"{explanation.confidence:.1%}")
-        st.caption(f"Scores: {shown(views.method_label(explanation.primary))}")
-        st.caption(shown(views.report_caption(report)))
+        if head == OWN:  # no layer scores to show: the network by its units, below
+            st.caption("Explained by the network's units (below)")
+        else:
+            st.caption(f"Scores: {shown(views.method_label(explanation.primary))}")
+            st.caption(shown(views.report_caption(report)))
         if warning := views.nonfinite_warning(explanation):
             st.warning(shown(warning))
 
-figure = compare_figure(explanations, views.compare_titles(heads, explanations))
 table = views.compare_table(heads, explanations, reports)
-st.plotly_chart(shown(figure, "plotly"), key="compare_figure")
+figure = None
+if layered:
+    picked = [explanations[i] for i in layered]
+    figure = compare_figure(picked, views.compare_titles([heads[i] for i in layered], picked))
+    st.plotly_chart(shown(figure, "plotly"), key="compare_figure")
+if OWN in heads:
+    st.caption(shown(views.OWN_NOTE))
 common.table(table.set_index("head").T.reset_index(names="on this input / on the test set"))
 checkpoint = loaded.get(selection.path) or next(iter(loaded.values()))
 
 posthoc_sections = []
 if any(c.meta.head.name == "lastlayer" for c in loaded.values()):
-    st.subheader("The unchanged model explained post hoc, beside LAYA's intrinsic α")
+    st.subheader("The unchanged network explained by its units, beside LAYA's intrinsic α" if OWN in heads
+                 else "The unchanged model explained post hoc, beside LAYA's intrinsic α")  # fmt: skip
     intrinsic = [(h, e) for h, e in zip(heads, explanations) if h == "laya"]
     ablation_col, alpha_col = st.columns(2)
     with ablation_col:
-        for i, c in enumerate(loaded.values()):
-            if ablation := common.block_ablation_chart(c, name, data, f"compare_block_ablation_{i}"):
-                title = views.head_title(OWN if is_own_head(c.meta.train) else c.meta.head.name)
-                posthoc_sections.append((f"{title}: block ablation (post hoc)", ablation))
+        for i, (h, c) in enumerate(zip(heads, loaded.values())):
+            if h == OWN:
+                posthoc_sections += unit_profile(c, name, data, f"compare_network_{i}", lens=False)
+            elif ablation := common.block_ablation_chart(c, name, data, f"compare_block_ablation_{i}"):
+                posthoc_sections.append((f"{views.head_title(h)}: block ablation (post hoc)", ablation))
     with alpha_col:
         if intrinsic:
             alpha = layer_scores_figure(intrinsic[0][1])
@@ -101,19 +113,22 @@ if any(c.meta.head.name == "lastlayer" for c in loaded.values()):
 
 st.subheader("Where each layer looked, per head")
 map_sections = []
-section, deferred = common.maps_section(explanations, "compare_approximate_maps")  # CLS-token layers: once opened
+loaded_layered = {p: c for i, (p, c) in enumerate(loaded.items()) if i in layered}
+section, deferred = (common.maps_section([explanations[i] for i in layered], "compare_approximate_maps") if layered
+                     else (None, False))  # CLS-token layers: once opened; the own classifier's one layer: never
 if section is not None:
     with section:
-        mapped = [common.explain(path, name, data, mode) for path in loaded] if deferred else explanations
+        mapped = ([common.explain(path, name, data, mode) for path in loaded_layered] if deferred
+                  else [explanations[i] for i in layered])  # fmt: skip
         class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
         first = map_classes(mapped[0]) or [mapped[0].label]
         map_class = class_col.selectbox(
-            f"Class of the maps ({shown(views.head_title(heads[0]))}'s ranking)", first, key="compare_map_class"
+            f"Class of the maps ({shown(views.head_title(heads[layered[0]]))}'s ranking)", first, key="compare_map_class"
         )
         weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="compare_map_weighted")
         rows = [
             MapRow(views.head_title(h), e, views.model_view(e, c.meta.input, 1))
-            for h, e, c in zip(heads, mapped, loaded.values())
+            for h, e, c in zip([heads[i] for i in layered], mapped, loaded_layered.values())
         ]
         maps = maps_figure(rows, map_class, weighted)
         st.plotly_chart(shown(maps, "plotly"), key="compare_maps")
@@ -121,7 +136,8 @@ if section is not None:
         map_sections = [(f"Where each layer looked: {map_class}", maps)]
 source = common.provenance(checkpoint, (name, views.model_view(explanations[0], checkpoint.meta.input)))
 common.report_button(
-    f"Compare heads: {name}", [("", figure), ("Heads on this input", table), *posthoc_sections, *map_sections],
+    f"Compare heads: {name}", [*([("", figure)] if figure else []), ("Heads on this input", table), *posthoc_sections,
+                               *map_sections],
     f"compare-{mode}",
     f"{source.setting} · {views.mode_label(mode)} ablation", source,
 )  # fmt: skip

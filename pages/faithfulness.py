@@ -4,15 +4,18 @@ import streamlit as st
 
 from laya.analysis.attribution import REDUCTION_LABELS, ig_description
 from laya.analysis.faithfulness import EPSILON
-from laya.app import views
+from laya.app import network_views, views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
 from laya.app.text import shown
 from laya.model.heads import CROSS_HEAD_MODES
+from laya.model.own_head import OWN, is_own_head
 from pages import common
 from pages.common import switches
+from pages.common.network import load_network_report
 
 checkpoint, selection = common.current()
-head = checkpoint.meta.head.name
+own = is_own_head(checkpoint.meta.train)  # one informative layer: no layer ranking to test; its units instead
+head = OWN if own else checkpoint.meta.head.name
 st.title("Faithfulness overview")
 METRICS_HELP = (
     f"Per test input: **Spearman (informative layers)** ranks the method's layer scores against the leave-one-layer-out "
@@ -25,6 +28,15 @@ METRICS_HELP = (
 
 report = common.load_report(selection.path)
 mode_col, reduction_col = st.columns(2)
+if own:
+    st.subheader("Own classifier: cheap per-unit scores against the intervention")
+    st.caption(shown(views.OWN_NOTE))
+    if (network := load_network_report(selection.path)) is not None:
+        agreement = network_views.agreement_view(network.agreement)
+        common.table(agreement)
+        st.caption("Per unit, each cheap score ranked against the drops of the default intervention (resample), "
+                   "per test input: the mean Spearman ρ with its 95 % bootstrap CI over inputs.")
+    report, mode, reduction = None, "mean", "signed"
 if report is not None:
     st.subheader(f"{shown(views.head_title(head))}: methods")
     link = common.opened_link()
@@ -65,7 +77,7 @@ else:
     mode, reduction = "mean", "signed"
 
 st.subheader("Heads of this setting")
-members = list(selection.group)
+members = [e for e in selection.group if e.head != OWN]  # the own classifier's row: n/a (one informative layer)
 if not members:
     st.info("This checkpoint is not part of a catalogued setting; there are no other heads to compare.")
     st.stop()

@@ -8,10 +8,13 @@ from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
 from laya.app.plots import layer_scores_figure, score_scale, topk_figure
 from laya.app.text import shown
+from laya.model.own_head import is_own_head
 from pages import common
+from pages.common.network import unit_profile
 
 checkpoint, selection = common.current()
 head = checkpoint.meta.head.name
+own = is_own_head(checkpoint.meta.train)  # the network as it is: explained by its units, not over one layer
 st.title("Inspect an input")
 st.caption(shown(f"{checkpoint.name} · {len(checkpoint.layer_names)} layers: {', '.join(checkpoint.layer_names)}"))
 
@@ -20,7 +23,7 @@ with source_col:
     image = common.image_input("inspect", example_images(checkpoint.path))
 with options_col:
     link = common.opened_link()
-    modes = checkpoint.modes
+    modes = checkpoint.modes[:1] if own else checkpoint.modes
     mode = st.radio(
         "Ablation mode (what removing a layer means)",
         modes,
@@ -28,15 +31,16 @@ with options_col:
         format_func=lambda m: shown(views.mode_label(m)),
         horizontal=True,
         key=f"inspect_mode_{head}",
-    )
-    st.caption(f"`{shown(mode, 'code')}`: {views.MODE_HELP[mode]}.")
+    ) if not own else modes[0]
+    if not own:
+        st.caption(f"`{shown(mode, 'code')}`: {views.MODE_HELP[mode]}.")
     posthoc = st.multiselect(
         "Post-hoc methods to show beside",
         POSTHOC_METHODS,
         default=list(link.posthoc),
         format_func=views.method_label,
         key="inspect_posthoc",
-    )
+    ) if not own else []
     common.share(mode=mode, posthoc=tuple(posthoc))
     common.copy_link()
 if image is None:
@@ -75,6 +79,15 @@ with prediction_col:
         if warning := views.mahalanobis_warning(scores.get("mahalanobis"), depth_report.data["n_train"], widths,
                                                 depth_report.data.get("covariance")):  # fmt: skip
             st.warning(shown(warning))
+
+if own:
+    st.subheader("The network by its units")
+    sections = unit_profile(checkpoint, name, data, "inspect_network")
+    st.caption(shown(views.OWN_NOTE))
+    common.report_button(f"Inspect: {name}", [("Prediction", f"{explanation.label} ({explanation.confidence:.1%})"),
+                         ("", topk_figure(explanation)), *sections], f"own-{name.rsplit('.', 1)[0]}", checkpoint.name,
+                         common.provenance(checkpoint, (name, views.model_view(explanation, spec))))  # fmt: skip
+    st.stop()
 
 st.subheader("Which layers the decision used")
 if explanation.intrinsic is None:

@@ -8,10 +8,13 @@ from laya.analysis.patching import WHERE, pair_table
 from laya.app import patching_plots, views
 from laya.app.catalog import example_images
 from laya.app.text import shown
+from laya.model.own_head import is_own_head
 from pages import common
 
 checkpoint, selection = common.current()
-classes, layers, head = list(checkpoint.meta.classes), list(checkpoint.layer_names), checkpoint.meta.head.name
+own = is_own_head(checkpoint.meta.train)
+classes, layers = list(checkpoint.meta.classes), list(checkpoint.layer_names)
+head = "own classifier" if own else checkpoint.meta.head.name
 st.title("Activation patching")
 st.caption("Patch layer i of the target with the source's layer i and see what changes (TransformerLens-style "
            "patching, for the layers of an image classifier). The library and `python -m laya patch` do the same "
@@ -31,7 +34,9 @@ with source_col:
 if target is None or source is None:
     st.info("Pick or upload both a target and a source image.")
     st.stop()
-where = st.radio("Patch", list(WHERE), format_func=lambda w: WHERE[w], horizontal=True, key="patch_where")
+places = list(WHERE)  # the own classifier reads the last layer alone: patched at the head, only that one moves
+where = st.radio("Patch", places, format_func=lambda w: WHERE[w], horizontal=True, key="patch_where",
+                 index=places.index("backbone") if own else 0)  # fmt: skip
 effects = common.patch(selection.path, target, source, where)  # a bad image stops the page here, with its error
 target_pixels, source_pixels = (views.input_pixels(data, checkpoint.meta.input) for _, data in (target, source))
 target_col.image(target_pixels, caption=shown(target[0]), width=160)
@@ -64,5 +69,5 @@ common.report_button(
     [(f"Target: {target[0]} → {classes[predicted]}; source: {source[0]} → {classes[source_pred]}", figure),
      ("Per layer", shown_table),
      ("Source image", patching_plots.image_figure(source_pixels, source[0]))],
-    f"{head}-patching", checkpoint.name, common.provenance(checkpoint, (target[0], target_pixels)),
+    f"{head.replace(' ', '-')}-patching", checkpoint.name, common.provenance(checkpoint, (target[0], target_pixels)),
 )  # fmt: skip

@@ -63,6 +63,16 @@ def detection_scores(sample: Sample) -> list[str]:
     return [k for k in SCORE_LABELS if k in held]
 
 
+def default_layer(sample: Sample) -> str:
+    """The layer Browse opens on: the first whose score or LOO drop differs between the sample's inputs (an
+    attached network's own classifier reads its last layer alone: every other column is zero), else the first."""
+    for i, name in enumerate(sample.layer_names):
+        values = sample.table[[f"score/{i}", f"drop/{i}"]].to_numpy()
+        if len(values) and np.ptp(values, axis=0).max() > 0:
+            return name
+    return sample.layer_names[0]
+
+
 def default_score(sample: Sample, widths: Sequence[int] | None = None) -> str | None:
     """The suspicion score Browse opens on: Mahalanobis where the sample's fit is trusted
     (:func:`~laya.analysis.detection.mahalanobis_trusted`; an older fit only when its layers' ``widths`` are

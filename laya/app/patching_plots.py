@@ -70,6 +70,8 @@ def effects_figure(table: pd.DataFrame, where: str, predicted: str, a: str, b: s
         height=720,
     )
     figure.update_xaxes(title_text="patched layer", row=3, col=1)
+    if not figure.data or all(t.yaxis != "y3" for t in figure.data):  # no α bars: the layer names under row 2 too
+        figure.update_xaxes(showticklabels=True, row=2, col=1)
     return figure
 
 

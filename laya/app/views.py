@@ -51,7 +51,10 @@ REDUCTION_HELP = {
 # ---------------------------------------------------------------- labels
 
 
-OWN_TITLE = "Own classifier (post hoc)"  # an attached network's own head: its layer views are post hoc
+OWN_TITLE = "Own classifier"  # an attached network's own head (a LastLayer head holding its exact classifier)
+OWN_NOTE = ("The own classifier reads the network's pre-logits layer alone, so a head's views over the layers it "
+            "reads (layer scores, leave-one-layer-out, exact maps) have one informative layer by construction; the "
+            "network is explained by its units instead (the heads fitted on its layers: LAYA, ScalarMix, Concat).")
 
 
 def head_title(name: str) -> str:
@@ -119,6 +122,8 @@ def entry_label(entry: Entry) -> str:
         return f"{entry.path.name}: unreadable"
     if entry.accuracy is None:
         return f"{head_title(entry.head)} · no report"
+    if entry.head == OWN:  # the network as it is: no layer ranking to test (one informative layer)
+        return f"{OWN_TITLE} · acc {number_text(entry.accuracy)}"
     faithfulness = entry.faithfulness_status or f"ρε {number_text(entry.faithfulness, 2)}"
     return f"{head_title(entry.head)} · acc {number_text(entry.accuracy)} · faithfulness {faithfulness}"
 
@@ -764,6 +769,7 @@ __all__ = [
     "global_profile",
     "group_entries",
     "head_title",
+    "OWN_NOTE",
     "headline_text",
     "heads_display",
     "heads_table",

@@ -31,6 +31,7 @@ from laya.model.classifier import LayerwiseClassifier
 from laya.model.devices import resolve_device
 from laya.model.header import check_header, read_header
 from laya.model.heads import HeadConfig, build_head
+from laya.model.own_head import is_own_head
 from laya.model.validation import CheckpointError, check_record, parse_int, refuse
 from laya.model.weights import SOURCES
 from laya.paths import PathRefused, canonical_path
@@ -209,8 +210,10 @@ class Checkpoint:
 
 
 def display_name(meta: CheckpointMeta) -> str:
-    """``dataset / backbone / head``: how the dashboard names a checkpoint."""
-    return f"{dataset_label(meta.dataset)} / {meta.backbone.model or meta.backbone.name} / {meta.head.name}"
+    """``dataset / backbone / head``: how the dashboard names a checkpoint (an attached network's own classifier:
+    ``own classifier``, not the LastLayer head that holds it)."""
+    head = "own classifier" if is_own_head(meta.train) else meta.head.name
+    return f"{dataset_label(meta.dataset)} / {meta.backbone.model or meta.backbone.name} / {head}"
 
 
 def build_model(meta: CheckpointMeta, base_dir: Path | None = None, **options) -> LayerwiseClassifier:

@@ -17,6 +17,7 @@ from typing import Any
 from laya.analysis.block_ablation import BlockAblation
 from laya.analysis.depth import InputDepth
 from laya.analysis.explain import Explanation
+from laya.analysis.network.explain import NetworkExplanation
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import NoLayerModules, PatchEffects
 from laya.analysis.report import Report
@@ -92,6 +93,18 @@ class Sandboxed:
         index, blob = join_files(files)
         reply, tensors = self._call("ablate", blob, skip=skip, files=index)
         return BlockAblation.from_tensors(unpack(tensors), reply["values"])
+
+    def network(
+        self, data: bytes, method: str = "resample", granularity: str = "unit", cam_class: int | None = None,
+        examples: Sequence[bytes] = (),
+    ) -> NetworkExplanation:  # fmt: skip
+        """:func:`laya.analysis.network.explain.network_bytes` in a worker (``examples``: the bundled example
+        images, the references where the training split is not there). Raises :class:`ImageError` for a bad image."""
+        files = {"input": data} | {f"example {i}": image for i, image in enumerate(examples)}
+        index, blob = join_files(files)
+        reply, tensors = self._call("network", blob, method=method, granularity=granularity, cam_class=cam_class,
+                                    files=index)  # fmt: skip
+        return NetworkExplanation.from_tensors(unpack(tensors), reply["values"])
 
     def class_maps(self) -> ClassMaps:
         """:func:`laya.analysis.spatial.sample_class_maps` in a worker (a missing sample: ``WorkerError``)."""

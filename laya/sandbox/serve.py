@@ -21,6 +21,10 @@ patch    model fields, ``where``, ``files``    :meth:`PatchEffects.to_tensors`
 ablate   model fields, ``skip``, ``files``     :meth:`BlockAblation.to_tensors`
          index (``input``, then the reference
          images) + the images in the blob
+network  model fields, ``method``,            :meth:`NetworkExplanation.to_tensors`
+         ``granularity``, ``cam_class``,
+         ``files`` index (``input``, then the
+         bundled example images) + the images
 maps     model fields                          :meth:`ClassMaps.to_tensors` of the test-set sample
 evaluate model fields, ``limit``               ``{"progress", "text"}`` frames, then ``report``
 forget   ``path``                              ``models``: how many are still loaded
@@ -51,6 +55,7 @@ from laya.analysis.block_ablation import ablate_bytes
 from laya.analysis.depth import DepthFit, input_depth
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import explain_bytes
+from laya.analysis.network.explain import network_bytes
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import NoLayerModules, patch_bytes
 from laya.analysis.spatial import sample_class_maps
@@ -64,7 +69,8 @@ from laya.sandbox.protocol import ProtocolError, pack, read_frame, split_files, 
 REFUSALS = {CheckpointError: "checkpoint", ImageError: "image", DatasetNotFoundError: "dataset",
             OutputOverflow: "overflow", NoLayerModules: "no-layer-modules"}  # fmt: skip
 DOING = {"check": "checking the upload", "load": "loading", "explain": "explaining the image",
-         "depth": "analysing the image's depth", "patch": "patching the images", "ablate": "ablating the blocks", "maps": "mapping the test-set sample",
+         "depth": "analysing the image's depth", "patch": "patching the images", "ablate": "ablating the blocks",
+         "network": "explaining the network by its units", "maps": "mapping the test-set sample",
          "evaluate": "evaluating on the test set"}  # fmt: skip
 PACKAGE = Path(__file__).resolve().parents[1]  # laya/
 
@@ -132,7 +138,7 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         return {}, b""
     if op == "forget":
         return {"models": models.forget(str(request["path"]))}, b""
-    if op not in ("load", "explain", "depth", "patch", "ablate", "maps", "evaluate"):
+    if op not in ("load", "explain", "depth", "patch", "ablate", "network", "maps", "evaluate"):
         raise ProtocolError(f"unknown op {op!r}")
     checkpoint = models.get(request)
     if op == "load":
@@ -158,6 +164,14 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         if data is None or not images:
             raise ProtocolError("an ablate request carries an input and at least one reference image")
         result = ablate_bytes(checkpoint, data, list(images.values()), bool(request.get("skip", False)))
+    elif op == "network":
+        images = split_files(request["files"], blob)
+        data = images.pop("input", None)
+        if data is None:
+            raise ProtocolError("a network request carries an input image")
+        chosen = request.get("cam_class")
+        result = network_bytes(checkpoint, data, str(request["method"]), str(request["granularity"]),
+                               None if chosen is None else int(chosen), list(images.values()))  # fmt: skip
     elif op == "maps":
         result = sample_class_maps(checkpoint)
     else:

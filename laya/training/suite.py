@@ -12,6 +12,8 @@ of the first seed (from the runs' per-input arrays); a CI covering 0 is a tie.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -28,9 +30,13 @@ from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report, write_repo
 from laya.analysis.statistics import paired_bootstrap, paired_over_seeds, seed_interval, verdict
 from laya.data.datasets import load_dataset
 from laya.model.checkpoint import load_checkpoint
-from laya.model.heads import DEFAULT_MODE, HEAD_LABELS
+from laya.model.heads import DEFAULT_MODE
+from laya.model.heads import HEAD_LABELS as LAYER_HEADS
+from laya.model.own_head import OWN, is_own_head
 from laya.training.settings import Setting
 from laya.training.train import train
+
+HEAD_LABELS = {OWN: "Own classifier", **LAYER_HEADS}  # an attached network's own head first
 
 
 def run_suite(
@@ -79,7 +85,7 @@ def results_table(run_dirs: Sequence[Path]) -> pd.DataFrame:
         accuracy, macro_f1 = report.interval("accuracy"), report.interval("macro_f1")
         table = report.faithfulness_table()
         table.insert(0, "run", str(run))
-        table.insert(1, "head", info["head"])
+        table.insert(1, "head", OWN if _own(run) else info["head"])
         table.insert(2, "seed", info["seed"])
         table["primary"] = table["method"] == report.primary_method
         table = table.assign(
@@ -89,6 +95,12 @@ def results_table(run_dirs: Sequence[Path]) -> pd.DataFrame:
         )  # fmt: skip
         frames.append(table)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _own(run: Path) -> bool:
+    """Whether the run is an attached network's own classifier (its ``model.json`` says so)."""
+    meta = Path(run) / "model.json"
+    return meta.is_file() and is_own_head(json.loads(meta.read_text()).get("train") or {})
 
 
 def _pm(rows: pd.DataFrame, column: str, digits: int = 3) -> str:

@@ -6,8 +6,9 @@
 - :mod:`.sharing`: the view in the URL, the "copy link" box, the HTML report button;
 - :mod:`.inputs`: the image input (upload, browsed test input, example), a patching source, and the checkpoints a
   page may compare;
-- :mod:`.display`: display tables shown whole, a LastLayer head's post-hoc block ablation, the maps' section,
+- :mod:`.display`: display tables shown whole, a LastLayer head's post-hoc block ablation (an own classifier's unit profile), the maps' section,
   scrolling to an anchor.
+- :mod:`.network`: an attached network explained by its units (unit profile, lens, Grad-CAM) and its stored report.
 - :mod:`.switches`: page switches kept in the link and across page changes (``switches.pick(st.radio, ...)``).
 - :mod:`.upstream`: a workaround for a Streamlit bug (a rerun dropped the reply a file upload waits for).
 - :mod:`.routes`: deep links on a server's first run (the ``pages/<url path>.py`` aliases run ``app.py``).
@@ -46,6 +47,7 @@ from pages.common.loading import (
     load_model,
     load_report,
     load_sample,
+    network,
     patch,
 )
 from pages.common.page_guard import LOG, guard
@@ -108,6 +110,7 @@ __all__ = [
     "load_sample",
     "maps_section",
     "models_root",
+    "network",
     "opened_link",
     "option_index",
     "patch",

@@ -18,6 +18,7 @@ from laya.app.text import shown
 from laya.model.own_head import is_own_head
 from laya.sandbox.info import ModelInfo
 from pages.common.loading import block_ablation
+from pages.common.network import unit_profile
 
 
 def table(frame: pd.DataFrame) -> None:
@@ -40,14 +41,18 @@ def maps_section(explanations: Sequence[Explanation], key: str) -> tuple[Any | N
 
 
 def block_ablation_chart(info: ModelInfo, name: str, data: bytes, key: str) -> go.Figure | None:
-    """For a LastLayer head: the bar chart of the drop in p(ŷ) when each block's output is mean-ablated inside
+    """For an attached network's own classifier: its unit profile (:func:`pages.common.network.unit_profile`).
+    For another LastLayer head: the bar chart of the drop in p(ŷ) when each block's output is mean-ablated inside
     the backbone (or, on request, each residual block skipped), labelled post hoc, and its caption; the figure, for
     a report. An attached network's own classifier shows it at once; another LastLayer head on request, since it
     costs L + 1 more passes of the backbone (the page's default view stays at its measured cost). Other heads:
     nothing (None)."""
     if info.meta.head.name != "lastlayer":
         return None
-    if not is_own_head(info.meta.train) and not st.toggle(
+    if is_own_head(info.meta.train):  # the network itself: its units, by an intervention that keeps the input
+        sections = unit_profile(info, name, data, key, lens=False)
+        return sections[0][1] if sections else None
+    if not st.toggle(
         f"Post-hoc block ablation (+{len(info.layer_names) + 1} backbone passes)", key=f"{key}_on"
     ):
         return None

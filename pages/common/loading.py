@@ -26,6 +26,8 @@ from laya.analysis.block_ablation import BlockAblation, ablate_bytes
 from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
 from laya.analysis.explain import Explanation, explain_bytes
 from laya.analysis.lens import LENS_FILE
+from laya.analysis.network.explain import NetworkExplanation, network_bytes
+from laya.analysis.network.lens import LENS_CONFIG
 from laya.analysis.lens import load_lens as read_lens
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import PatchEffects, patch_bytes
@@ -337,6 +339,31 @@ def block_ablation(path: str, name: str, data: bytes, skip: bool = False) -> Blo
             result = _block_ablation(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), data, references, skip)
     except ValueError as error:  # layers without modules to hook (layer_blocks says which)
         return f"Block ablation is not available for this backbone: {error}"
+    return result
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _network(
+    path: str, stamps: tuple[int, int], anyway: bool, data: bytes, method: str, granularity: str, cam_class: int | None
+) -> NetworkExplanation:  # fmt: skip
+    examples = tuple(p.read_bytes() for p in example_images(path))  # references where the training split is absent
+    if deploy.sandboxed(path):
+        return _sandboxed(path, anyway).network(data, method, granularity, cam_class, examples)
+    return network_bytes(_load_model(path, stamps[0], anyway), data, method, granularity, cam_class, examples)
+
+
+def network(
+    path: str, name: str, data: bytes, method: str = "resample", granularity: str = "unit", cam_class: int | None = None
+) -> NetworkExplanation | str:  # fmt: skip
+    """An attached network's own units on one image (:func:`laya.analysis.network.explain.network_bytes`: unit
+    profile, lens, Grad-CAM), here or in a worker, or the sentence saying why it is not shown. An unusable image or a
+    failed worker shows ``st.error`` and stops the page."""
+    stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / LENS_CONFIG)
+    try:
+        with _model_call(path, f"Explaining the network's units on {name}…", repr(name)):
+            result = _network(path, stamps, anyway(), data, method, granularity, cam_class)
+    except ValueError as error:  # no references, no units to hook
+        return f"The network's units cannot be explained here: {error}"
     return result
 
 

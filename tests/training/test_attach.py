@@ -112,28 +112,30 @@ def test_attach_writes_four_heads_a_summary_and_depth(
 
 
 def _own_head_shows_its_block_ablation_at_once(models: Path, own: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The dashboard opens the attached folder with the own head first, and Inspect shows that unchanged model's
-    post-hoc block ablation with no toggle (other LastLayer heads compute it on request); resnet10t's residual
-    stage is skipped on request, and the chart says so."""
+    """The dashboard opens the attached folder with the own head first, and Inspect shows that unchanged network
+    explained by its units at once (resample, each bar named by module and by its intervention), never the stage
+    mean-ablation that made two inputs predicted alike differ by one constant; resnet10t's one residual unit is
+    skipped on request, and its bar says so (tests/app/test_own_pages.py: every page)."""
     from streamlit.testing.v1 import AppTest
 
-    from laya.app.depth_plots import BLOCK_ABLATION_TITLE, BLOCK_SKIP_TITLE
+    from laya.app.network_views import UNIT_PROFILE_TITLE
     from laya.app.text import unplain
 
     monkeypatch.setenv("LAYA_MODELS", str(models))
     app = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app.py"), default_timeout=120).run()
     app.sidebar.radio[1].set_value(str(own)).run()
     assert not app.exception, app.exception
-    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in app.get("plotly_chart")]
-    assert sum(unplain(title) == BLOCK_ABLATION_TITLE for title in titles) == 1, (titles, [i.value for i in app.info])
+
+    def profile() -> dict:
+        charts = [json.loads(c.proto.spec) for c in app.get("plotly_chart")]
+        [chart] = [c for c in charts if unplain(c["layout"].get("title", {}).get("text", "")) == UNIT_PROFILE_TITLE]
+        return chart["data"][0]
+
+    assert profile()["x"] == ["bn1", "layer1.0", "layer2.0", "layer3.0", "layer4.0"]
     assert not [t for t in app.toggle if str(t.key).endswith("block_ablation_on")]
-    [skip] = [t for t in app.toggle if t.key == "inspect_block_ablation_skip"]
-    assert skip.label.startswith("Skip the 1 residual block(s)")  # the stage without downsampling
-    skip.set_value(True).run()
+    app.radio(key="inspect_network_method").set_value("skip").run()
     assert not app.exception, app.exception
-    charts = [json.loads(c.proto.spec) for c in app.get("plotly_chart")]
-    [chart] = [c for c in charts if unplain(c["layout"].get("title", {}).get("text", "")) == BLOCK_SKIP_TITLE]
-    assert chart["data"][0]["text"].count("skipped") == 1, chart["data"][0]["text"]
+    assert profile()["text"] == ["resample", "skip", "resample", "resample", "resample"]
 
 
 def test_a_wrapped_module_as_it_is(tmp_path: Path, image_folder: Path) -> None:

@@ -1,0 +1,186 @@
+"""One input explained by the network's own units, as the dashboard shows it for an attached network.
+
+For an input ``x`` of an own-classifier checkpoint (``laya attach``), from the library's three views:
+
+* the **unit profile** (:func:`~laya.analysis.network.interventions.intervene`): per unit (or per stage) the drop
+  in ``p(ŷ)`` when it is intervened on, the intervention named per bar (``resample`` by default, ``K = 8``
+  references from the training split, class-balanced and seeded; bundled example images where that split is not
+  on this machine);
+* the **lens** (:func:`~laya.analysis.network.lens.unit_lens`): per unit its class, ``p`` of the final prediction
+  and the KL to the final distribution, through the tuned lens stored beside the checkpoint (``tuned_lens.json``),
+  else the logit lens where it applies, else none (``lens_source`` says why);
+* **Grad-CAM** (:func:`~laya.analysis.network.gradcam.unit_gradcam`) of the predicted (or a chosen) class at
+  every unit.
+
+:func:`explain_network` returns all three as a :class:`NetworkExplanation`, which a sandboxed worker hands over
+with :meth:`~NetworkExplanation.to_tensors` (an uploaded checkpoint runs there: op ``network``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from laya.analysis.lens import Lens
+from laya.analysis.network.gradcam import unit_gradcam
+from laya.analysis.network.interventions import DEFAULT, REFERENCES, RESAMPLES, Method, intervene, reference_inputs
+from laya.analysis.network.lens import load_tuned_lens, own_readout, unit_lens
+from laya.analysis.network.recording import as_network
+from laya.analysis.network.units import Unit, network_stages, network_units
+from laya.data.datasets import DatasetNotFoundError
+from laya.data.images import load_image_tensor
+from laya.model.checkpoint import Checkpoint, CheckpointError
+
+GRANULARITIES = {"unit": "units (as the network names them)", "stage": "stages (the layers the heads read)"}
+TRAINING, EXAMPLES = "the training split", "the bundled example images"
+
+
+@dataclass
+class NetworkExplanation:
+    """One input by the network's units. Profile (``U`` bars, ``granularity`` ``"unit"`` or ``"stage"``):
+    ``names``, ``stages``, ``methods`` (intervention per bar), ``residual`` (the network after the bar still sees
+    the input), ``drops (U,)`` and ``ablated (U,)`` (class after the intervention), over ``references`` inputs of
+    ``reference_source``. ``prediction``, ``probability``: the network's own. Lens and Grad-CAM over ``units``
+    (module names): ``log_q (U', K)``/``log_p (K,)`` (None without a lens; ``lens_source`` then says why),
+    ``cam (U', H, W)`` in ``[0, 1]`` of class ``cam_class``."""
+
+    names: tuple[str, ...]
+    stages: tuple[str, ...]
+    granularity: str
+    methods: tuple[str, ...]
+    residual: tuple[bool, ...]
+    drops: Tensor
+    ablated: Tensor
+    prediction: int
+    probability: float
+    references: int
+    reference_source: str
+    units: tuple[str, ...]
+    cam: Tensor
+    cam_class: int
+    log_q: Tensor | None
+    log_p: Tensor | None
+    lens_source: str
+
+    @property
+    def lens(self) -> Lens | None:
+        """The lens of this one input (batch of one), or None."""
+        if self.log_q is None or self.log_p is None:
+            return None
+        return Lens(self.log_q.unsqueeze(0), self.log_p.unsqueeze(0), self.lens_source)
+
+    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
+        """``(tensors, plain values)`` (how a sandboxed worker hands it over); :meth:`from_tensors` inverts it."""
+        tensors = {"drops": self.drops, "ablated": self.ablated, "cam": self.cam}
+        if self.log_q is not None and self.log_p is not None:
+            tensors |= {"log_q": self.log_q, "log_p": self.log_p}
+        values = {"names": list(self.names), "stages": list(self.stages), "granularity": self.granularity,
+                  "methods": list(self.methods), "residual": list(self.residual), "prediction": self.prediction,
+                  "probability": self.probability, "references": self.references,
+                  "reference_source": self.reference_source, "units": list(self.units), "cam_class": self.cam_class,
+                  "lens_source": self.lens_source}  # fmt: skip
+        return tensors, values
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> NetworkExplanation:
+        """Inverse of :meth:`to_tensors`. Raises ``KeyError`` for a reply that does not fit."""
+        names = tuple(map(str, values["names"]))
+        units = tuple(map(str, values["units"]))
+        if tensors["drops"].shape != (len(names),) or tensors["cam"].shape[0] != len(units):
+            raise KeyError(f"a network reply of {len(names)} bars and {len(units)} units does not fit its tensors")
+        return cls(names, tuple(map(str, values["stages"])), str(values["granularity"]),
+                   tuple(map(str, values["methods"])), tuple(map(bool, values["residual"])), tensors["drops"],
+                   tensors["ablated"], int(values["prediction"]), float(values["probability"]),
+                   int(values["references"]), str(values["reference_source"]), units, tensors["cam"],
+                   int(values["cam_class"]), tensors.get("log_q"), tensors.get("log_p"),
+                   str(values["lens_source"]))  # fmt: skip
+
+
+def profile_units(checkpoint: Checkpoint, granularity: str = "unit") -> list[Unit]:
+    """The bars of the profile: the network's units (its stages where it repeats no block), or its stages."""
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"granularity must be one of {sorted(GRANULARITIES)}, got {granularity!r}")
+    backbone = checkpoint.model.backbone
+    units = network_units(backbone) if granularity == "unit" else []
+    return units or network_stages(backbone)
+
+
+def references_for(
+    checkpoint: Checkpoint, method: Method, examples: Sequence[bytes] = (), seed: int = 0
+) -> tuple[Tensor, str]:
+    """``uint8 (K or R, C, H, W)`` reference inputs and where they come from: a seeded, class-balanced sample of
+    the training split (``K`` = 8 for resample, ``R`` = 256 for mean), or, where that split is not on this
+    machine, the decoded ``examples``. Skip needs references only where a unit is not residual (resample there).
+    Raises ``ValueError`` with neither."""
+    size = REFERENCES if method == "mean" else RESAMPLES
+    try:
+        return reference_inputs(checkpoint.load_data("train"), size, seed), TRAINING
+    except (DatasetNotFoundError, CheckpointError, FileNotFoundError, OSError):
+        pass
+    if not examples:
+        raise ValueError("the unit profile needs reference inputs: the training split is not on this machine and "
+                         "the checkpoint has no bundled example images")  # fmt: skip
+    spec = checkpoint.meta.input
+    images = [load_image_tensor(b, spec.channels, spec.source_size) for b in examples]
+    return torch.stack(images), EXAMPLES
+
+
+def _lens(checkpoint: Checkpoint, x: Tensor, units: Sequence[str]) -> tuple[Lens | None, str]:
+    backbone = checkpoint.model.backbone
+    try:
+        tuned = load_tuned_lens(checkpoint.path, backbone)
+    except ValueError as error:
+        return None, f"the tuned lens beside this checkpoint does not fit it ({error})"
+    if tuned is not None:
+        if list(tuned.config.units) != list(units):
+            return None, "the tuned lens beside this checkpoint was fitted for other units"
+        return unit_lens(backbone, x, units, tuned), "tuned lens"
+    if own_readout(as_network(backbone)).space == "residual":
+        return unit_lens(backbone, x, units), "logit lens"
+    return None, ("no tuned lens beside this checkpoint, and the network's units are not in the space its "
+                  "classifier reads (the logit lens does not apply)")  # fmt: skip
+
+
+def explain_network(
+    checkpoint: Checkpoint, image: Tensor, references: Tensor, reference_source: str = TRAINING,
+    method: Method = DEFAULT, granularity: str = "unit", cam_class: int | None = None,
+) -> NetworkExplanation:  # fmt: skip
+    """The unit profile, lens and Grad-CAM of one ``image`` (``uint8 (C, H, W)``) by ``method`` at
+    ``granularity`` against ``references`` (``uint8 (R, C, H, W)``, preprocessed here as the image); Grad-CAM of
+    ``cam_class`` (None: the predicted class). Raises ``ValueError`` for a backbone without its own classifier."""
+    model = checkpoint.model
+    device = next(model.parameters()).device
+    x = checkpoint.preprocess(torch.cat([image.unsqueeze(0), references]).to(device))
+    x, reference = x[:1], x[1:]
+    bars = profile_units(checkpoint, granularity)
+    profile = intervene(model, x, bars, method, reference)
+    units = [u for u in profile_units(checkpoint, "unit") if u.block is not None]
+    names = [u.name for u in units]
+    cam = unit_gradcam(model.backbone, x, names, None if cam_class is None else torch.tensor([cam_class]))
+    lens, source = _lens(checkpoint, x, names)
+    return NetworkExplanation(
+        profile.units, profile.stages, granularity, profile.methods, profile.residual, profile.drops[0].float(),
+        profile.ablated_predictions[0], int(profile.prediction[0]), float(profile.probability[0]), profile.references,
+        reference_source, tuple(names), cam.maps[0].float(), int(cam.classes[0]),
+        None if lens is None else lens.log_q[0].float(), None if lens is None else lens.log_p[0].float(), source,
+    )  # fmt: skip
+
+
+def network_bytes(
+    checkpoint: Checkpoint, data: bytes, method: Method = DEFAULT, granularity: str = "unit",
+    cam_class: int | None = None, examples: Sequence[bytes] = (),
+) -> NetworkExplanation:  # fmt: skip
+    """Decode an uploaded file (:mod:`laya.data.images`) and :func:`explain_network` it, references from
+    :func:`references_for` (``examples``: the bundled example images, where the training split is absent)."""
+    spec = checkpoint.meta.input
+    image = load_image_tensor(data, spec.channels, spec.source_size)
+    references, source = references_for(checkpoint, method, examples)
+    return explain_network(checkpoint, image, references, source, method, granularity, cam_class)
+
+
+__all__ = ["EXAMPLES", "GRANULARITIES", "TRAINING", "NetworkExplanation", "explain_network", "network_bytes",
+           "profile_units", "references_for"]  # fmt: skip

@@ -1,0 +1,202 @@
+"""Figures and tables of the network explained by its own units (an attached network's own classifier): pure.
+
+The other kind of explanation, a head over the layers it reads (α, leave-one-layer-out, head IG, exact maps), lives
+in :mod:`laya.app.plots`, :mod:`laya.app.map_plots` and :mod:`laya.app.views`. Here, from a
+:class:`~laya.analysis.network.explain.NetworkExplanation` (one input) or the stored network report (every test
+input): the unit profile with the intervention named per bar, the lens per unit, the Grad-CAM strip over the
+image, the class x unit heatmap and the agreement of cheap per-unit scores with the intervention.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from laya.analysis.network.explain import GRANULARITIES, NetworkExplanation
+from laya.analysis.network.lens import class_unit_figure, lens_profile, prediction_depth, profile_figure
+from laya.analysis.readouts import class_groups
+from laya.app import palette
+from laya.app.numbers import number_text
+from laya.app.text import code_plain
+
+UNIT_PROFILE_TITLE = "The network by its units: drop in p(ŷ) per intervention"
+LENS_TITLE = "What each unit predicts, read through the network's own classifier"
+GRADCAM_TITLE = "Where each unit looked (Grad-CAM)"
+METHODS = {"resample": "resample (keeps the input)", "skip": "skip (residual units; resample elsewhere)",
+           "mean": "mean (a constant where a unit is not residual)"}  # fmt: skip
+BAR_WORDS = {"resample": "resample", "skip": "skip", "mean-ablation": "mean"}
+CLASS_UNIT_VALUES = {"agrees": "lens agrees with the final prediction (share)", "kl": "lens KL to the final (nats)",
+                     "drop": "drop in p(ŷ) under the intervention"}  # fmt: skip
+PER_ROW = 8  # Grad-CAM maps per row of the strip
+
+
+def unit_profile_table(result: NetworkExplanation, classes: Sequence[str]) -> pd.DataFrame:
+    """One row per bar: ``unit`` (or stage), ``stage``, ``intervention``, ``keeps input`` (the network after it
+    still computes from ``x``), ``drop`` in ``p(ŷ)``, ``prediction after`` and ``label flips``."""
+    after = [classes[int(c)] for c in result.ablated]
+    return pd.DataFrame({
+        "unit" if result.granularity == "unit" else "stage": list(result.names),
+        "stage": list(result.stages),
+        "intervention": [BAR_WORDS.get(m, m) for m in result.methods],
+        "keeps input": list(result.residual),
+        "drop": result.drops.tolist(),
+        "prediction after": after,
+        "label flips": [a != classes[result.prediction] for a in after],
+    })  # fmt: skip
+
+
+def unit_profile_figure(result: NetworkExplanation, classes: Sequence[str]) -> go.Figure:
+    """Bars of the drop in ``p(ŷ)`` per unit, named by module, each labelled with its intervention; grey where
+    the unit is not residual (after it nothing sees the input), hatched where the label flips."""
+    table = unit_profile_table(result, classes)
+    name = table.columns[0]
+    colours = [palette.LOO_DROP if keeps else palette.NEUTRAL for keeps in table["keeps input"]]
+    figure = go.Figure(go.Bar(
+        x=table[name], y=table["drop"], text=table["intervention"], textposition="outside", marker_color=colours,
+        marker_pattern_shape=[palette.FLIP_PATTERN if f else "" for f in table["label flips"]],
+        customdata=np.stack([table["prediction after"], table["stage"]], axis=-1),
+        hovertemplate="%{x} (%{customdata[1]}, %{text}): drop %{y:+.4f}, then predicts %{customdata[0]}<extra></extra>",
+    ))  # fmt: skip
+    figure.update_xaxes(categoryorder="array", categoryarray=list(table[name]), tickangle=-45 if len(table) > 12 else 0)
+    figure.update_layout(title=UNIT_PROFILE_TITLE, xaxis_title=GRANULARITIES[result.granularity],
+                         yaxis_title=f"drop in p({classes[result.prediction]})")  # fmt: skip
+    return figure
+
+
+def unit_profile_caption(result: NetworkExplanation, classes: Sequence[str]) -> str:
+    """What the bars did, plainly: the intervention, the references and their source, and which units the rest of
+    the network no longer sees the input after. Markdown (unit names in code spans)."""
+    used = sorted({BAR_WORDS.get(m, m) for m in result.methods})
+    text = (f"Each bar intervenes on one {result.granularity} of the unchanged network and runs the rest of it: the "
+            f"drop in p({classes[result.prediction]}) = {result.probability:.3f}. Intervention: {', '.join(used)}")
+    if "resample" in used:
+        text += (f" (a residual unit's branch, any other unit's whole output, replaced by that of each of "
+                 f"{result.references:d} references, the results averaged)")
+    if "mean" in used:
+        text += f" (by its mean over {result.references:d} references)"
+    if result.references:
+        text += f"; references from {result.reference_source}, class-balanced and seeded."
+    else:
+        text += "."
+    lost = [n for n, keeps in zip(result.names, result.residual) if not keeps]
+    if lost:
+        shown = ", ".join(f"`{code_plain(n)}`" for n in lost[:6]) + (", …" if len(lost) > 6 else "")
+        text += (f" Grey bars ({shown}) are not residual: their whole output is replaced, so the network after them "
+                 "no longer sees the input.")  # fmt: skip
+    return text + " Hatched: the label flips."
+
+
+def lens_table(result: NetworkExplanation, classes: Sequence[str]) -> pd.DataFrame | None:
+    """:func:`~laya.analysis.network.lens.lens_profile` of the one input: per unit its class, ``p`` of the final
+    prediction, KL to the final distribution, whether it agrees; None without a lens."""
+    lens = result.lens
+    return None if lens is None else lens_profile(lens, 0, classes, result.units)
+
+
+def network_depth(result: NetworkExplanation) -> int | None:
+    """The network's own prediction depth on this input (1-based unit; ``U + 1``: even the last unit disagrees),
+    or None without a lens."""
+    lens = result.lens
+    return None if lens is None else int(prediction_depth(lens)[0])
+
+
+def lens_figure(result: NetworkExplanation, classes: Sequence[str]) -> go.Figure | None:
+    """The lens strip over the units (:func:`~laya.analysis.network.lens.profile_figure`), or None."""
+    table = lens_table(result, classes)
+    if table is None:
+        return None
+    return profile_figure(table, network_depth(result), f"{LENS_TITLE} ({result.lens_source})")
+
+
+def depth_text(result: NetworkExplanation) -> str | None:
+    """One sentence on the network's own prediction depth, or None without a lens."""
+    depth = network_depth(result)
+    if depth is None:
+        return None
+    if depth > len(result.units):
+        return "Prediction depth: even the last unit's lens reads another class than the network's prediction."
+    return (f"Prediction depth {depth} of {len(result.units)}: from unit {result.units[depth - 1]} on, every unit's "
+            f"lens reads the final prediction ({result.lens_source}).")  # fmt: skip
+
+
+def gradcam_figure(result: NetworkExplanation, pixels: np.ndarray, classes: Sequence[str]) -> go.Figure:
+    """The Grad-CAM strip: one panel per unit, the map (``[0, 1]``) over the input (``uint8 (H, W)`` or
+    ``(H, W, 3)``, the model's view), rows of :data:`PER_ROW`."""
+    maps = result.cam.numpy()
+    U = len(result.units)
+    rows, cols = math.ceil(U / PER_ROW), min(U, PER_ROW)
+    figure = make_subplots(rows=rows, cols=cols, subplot_titles=list(result.units), horizontal_spacing=0.01,
+                           vertical_spacing=0.08)  # fmt: skip
+    image = np.repeat(pixels[..., None], 3, axis=-1) if pixels.ndim == 2 else pixels
+    for u in range(U):
+        r, c = u // PER_ROW + 1, u % PER_ROW + 1
+        cam = torch.nn.functional.interpolate(torch.from_numpy(maps[u])[None, None], size=image.shape[:2],
+                                              mode="bilinear", align_corners=False)[0, 0].numpy()  # fmt: skip
+        figure.add_trace(go.Image(z=image, hoverinfo="skip"), row=r, col=c)
+        figure.add_trace(go.Heatmap(z=cam, colorscale="Jet", zmin=0, zmax=1, opacity=0.45, showscale=u == 0,
+                                    colorbar={"title": "Grad-CAM"}, hovertemplate=f"{result.units[u]}: %{{z:.2f}}"
+                                    "<extra></extra>"), row=r, col=c)  # fmt: skip
+    figure.update_xaxes(visible=False)
+    figure.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
+    figure.update_layout(title=f"{GRADCAM_TITLE}: {classes[result.cam_class]}", height=170 * rows + 90)
+    return figure
+
+
+def class_unit_table(values: Any, groups: Any, classes: Sequence[str], units: Sequence[str]) -> pd.DataFrame:
+    """Class x unit means of per-input ``values (N, U)`` over the inputs of each group (``groups (N,)``: true or
+    predicted class indices), ``"all"`` first; ``n`` the inputs of each row (the form of
+    :func:`laya.analysis.network.lens.class_unit_table`)."""
+    values = torch.as_tensor(np.asarray(values, dtype=float))
+    groups = torch.as_tensor(np.asarray(groups)).long()
+    rows = {name: [*values[chosen].mean(0).tolist(), int(chosen.sum())]
+            for name, chosen in class_groups(groups, classes)}  # fmt: skip
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[*units, "n"]).rename_axis("class")
+
+
+def stored_class_units(
+    report: Any, classes: Sequence[str], value: str, by: str = "labels"
+) -> pd.DataFrame | None:  # fmt: skip
+    """The class x unit table of the stored network report (``laya network``): per test input ``lens_agrees``,
+    ``lens_kl`` or ``drops`` (``value``: ``agrees``, ``kl``, ``drop``) grouped by ``labels`` or ``predictions``
+    (indices into ``classes``); None where the report lacks them."""
+    field = {"agrees": "lens_agrees", "kl": "lens_kl", "drop": "drops"}[value]
+    values, groups, units = getattr(report, field, None), getattr(report, by, None), getattr(report, "units", None)
+    if values is None or groups is None or units is None or len(values) == 0:
+        return None
+    return class_unit_table(values, groups, classes, list(units))
+
+
+def class_unit_heatmap(table: pd.DataFrame, value: str, title: str | None = None) -> go.Figure:
+    """The class x unit heatmap (:func:`laya.analysis.network.lens.class_unit_figure`), its colour bar naming
+    ``value``."""
+    figure = class_unit_figure(table, "agrees" if value == "agrees" else "kl", title)
+    figure.update_traces(colorbar={"title": CLASS_UNIT_VALUES[value]},
+                         colorscale=palette.HEATMAP_SCALES["loo" if value == "drop" else "scores"])  # fmt: skip
+    return figure
+
+
+def agreement_view(agreement: pd.DataFrame) -> pd.DataFrame:
+    """The report's agreement of cheap per-unit scores with the default intervention (``score, spearman_mean,
+    ci_low, ci_high, n``) as shown: the Spearman mean with its 95 % CI in one cell, ``n`` inputs."""
+    return pd.DataFrame({
+        "per-unit score": agreement["score"].astype(str),
+        "Spearman ρ with the resample drops [95% CI]": [
+            "–" if pd.isna(m) else f"{number_text(m)} [{number_text(lo)}, {number_text(hi)}]"
+            for m, lo, hi in zip(agreement["spearman_mean"], agreement["ci_low"], agreement["ci_high"])],
+        "inputs": [f"{int(n):,}" for n in agreement["n"]],
+    })  # fmt: skip
+
+
+__all__ = [
+    "BAR_WORDS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS", "UNIT_PROFILE_TITLE",
+    "agreement_view", "class_unit_heatmap", "class_unit_table", "depth_text", "gradcam_figure", "lens_figure",
+    "lens_table", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
+    "unit_profile_table",
+]  # fmt: skip

@@ -1,0 +1,96 @@
+"""How pages show an attached network explained by its own units (its own classifier's checkpoint): the unit
+profile with its switches (intervention, units or stages), the lens per unit and the Grad-CAM strip, and the stored
+network report (``laya network``) where the merge brings its reader."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from laya.app import network_views as nv
+from laya.app import views
+from laya.app.text import shown
+from laya.sandbox.info import ModelInfo
+from pages.common.loading import network
+
+NO_REPORT = ("The per-class and agreement views come from the stored network report, computed by "
+             "`laya network --checkpoint DIR` (over the test set: per input every unit's drop, lens and "
+             "depth).")  # fmt: skip
+
+
+def unit_profile(info: ModelInfo, name: str, data: bytes, key: str, lens: bool = True) -> list[tuple[str, Any]]:
+    """The network's unit profile on one image, its switches above it (default resample at unit granularity),
+    then (``lens``) the lens strip and the Grad-CAM strip; the ``(heading, figure)`` sections for a report."""
+    classes = list(info.meta.classes)
+    method_col, granularity_col = st.columns(2)
+    method = method_col.radio("Intervention", list(nv.METHODS), format_func=nv.METHODS.__getitem__, horizontal=True,
+                              key=f"{key}_method")  # fmt: skip
+    granularity = granularity_col.radio("Bars", list(nv.GRANULARITIES), format_func=nv.GRANULARITIES.__getitem__,
+                                        horizontal=True, key=f"{key}_granularity")  # fmt: skip
+    result = network(str(info.path), name, data, method, granularity)
+    if isinstance(result, str):
+        st.info(shown(result))
+        return []
+    profile = nv.unit_profile_figure(result, classes)
+    st.plotly_chart(shown(profile, "plotly"), key=f"{key}_profile")
+    st.caption(nv.unit_profile_caption(result, [shown(c) for c in classes]))
+    sections: list[tuple[str, Any]] = [(nv.UNIT_PROFILE_TITLE, profile)]
+    if not lens:
+        return sections
+    st.subheader("What each unit predicts (lens)")
+    figure = nv.lens_figure(result, classes)
+    if figure is None:
+        st.info(shown(f"No lens for this network: {result.lens_source}. `laya attach` fits a tuned lens beside the "
+                      "network's own head (tuned_lens.json)."))  # fmt: skip
+    else:
+        st.plotly_chart(shown(figure, "plotly"), key=f"{key}_lens")
+        st.caption(shown(nv.depth_text(result)) + " Bars: p(final prediction) at each unit, teal where the unit's "
+                   "class agrees with it, red where not (its class on the bar); line: KL to the final distribution.")
+        st.dataframe(nv.lens_table(result, classes), hide_index=True)  # fmt: skip
+        sections.append((nv.LENS_TITLE, figure))
+    st.subheader("Where each unit looked")
+    order = sorted(range(len(classes)), key=lambda c: c != result.prediction)
+    chosen = st.selectbox("Class of the maps (predicted first)", order, format_func=lambda c: shown(classes[c], "text"),
+                          key=f"{key}_cam_class")  # fmt: skip
+    if chosen != result.cam_class:
+        result = network(str(info.path), name, data, method, granularity, chosen)
+    strip = nv.gradcam_figure(result, views.input_pixels(data, info.meta.input, 1), classes)
+    st.plotly_chart(shown(strip, "plotly"), key=f"{key}_gradcam")
+    st.caption("Grad-CAM of the class at every unit, from one forward and one backward of the network: the "
+               "channels weighted by their mean gradient, rectified, each map scaled to [0, 1].")
+    return [*sections, (nv.GRADCAM_TITLE, strip)]
+
+
+def load_network_report(path: str) -> Any | None:
+    """The stored network report beside an own-classifier checkpoint (``network.json``), or None where there is
+    none or where this install has no reader for it yet (then an ``st.info`` says how it is computed)."""
+    try:
+        from laya.analysis.network.report import load_network_report as load  # the report's reader (laya network)
+    except ImportError:
+        st.info(NO_REPORT)
+        return None
+    report = load(path)
+    if report is None:
+        st.info(NO_REPORT)
+    return report
+
+
+def class_unit_heatmap(report: Any, classes: list[str], key: str) -> go.Figure | None:
+    """The stored report's class x unit heatmap with its switches (value, classes by label or prediction)."""
+    value_col, by_col = st.columns(2)
+    value = value_col.radio("Values", list(nv.CLASS_UNIT_VALUES), format_func=nv.CLASS_UNIT_VALUES.__getitem__,
+                            horizontal=True, key=f"{key}_value")  # fmt: skip
+    by = by_col.radio("Classes", ["labels", "predictions"], horizontal=True, key=f"{key}_by",
+                      format_func=lambda b: {"labels": "true class", "predictions": "predicted class"}[b])  # fmt: skip
+    table = nv.stored_class_units(report, classes, value, by)
+    if table is None:
+        st.info("The stored network report has no per-input values of this kind.")
+        return None
+    figure = nv.class_unit_heatmap(table, value, f"Class x unit: {nv.CLASS_UNIT_VALUES[value]}")
+    st.plotly_chart(shown(figure, "plotly"), key=f"{key}_heatmap")
+    return figure
+
+
+__all__ = ["NO_REPORT", "class_unit_heatmap", "load_network_report", "unit_profile"]

@@ -1,0 +1,129 @@
+"""The figures and tables of the network explained by its own units (:mod:`laya.app.network_views`), with numbers."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from laya.analysis.network.explain import NetworkExplanation
+from laya.app import network_views as nv
+from laya.app import palette
+from laya.app.patching_plots import effects_figure
+
+CLASSES = ["cat", "dog", "eel"]
+
+
+def explanation(**changes) -> NetworkExplanation:
+    """Four units of two stages; the second is not residual; the network predicts dog with p = 0.6."""
+    log_q = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.2, 0.5, 0.3], [0.1, 0.8, 0.1], [0.2, 0.6, 0.2]]))
+    fields = dict(
+        names=("layer1.0", "layer2.0", "layer2.1", "layer3.0"), stages=("layer1", "layer2", "layer2", "layer3"),
+        granularity="unit", methods=("resample", "resample", "resample", "resample"),
+        residual=(True, False, True, True), drops=torch.tensor([0.1, -0.05, 0.3, 0.0]),
+        ablated=torch.tensor([1, 1, 0, 1]), prediction=1, probability=0.6, references=8,
+        reference_source="the training split", units=("layer1.0", "layer2.0", "layer2.1", "layer3.0"),
+        cam=torch.rand(4, 4, 4), cam_class=1, log_q=log_q, log_p=torch.log(torch.tensor([0.2, 0.6, 0.2])),
+        lens_source="tuned lens",
+    )  # fmt: skip
+    return NetworkExplanation(**(fields | changes))
+
+
+def test_unit_profile_names_each_bar_by_module_and_intervention() -> None:
+    result = explanation(methods=("skip", "resample", "skip", "skip"))
+    table = nv.unit_profile_table(result, CLASSES)
+    assert list(table["unit"]) == ["layer1.0", "layer2.0", "layer2.1", "layer3.0"]
+    assert list(table["intervention"]) == ["skip", "resample", "skip", "skip"]
+    assert table["drop"].tolist() == pytest.approx([0.1, -0.05, 0.3, 0.0])
+    assert list(table["label flips"]) == [False, False, True, False]  # layer2.1 turns dog into cat
+    figure = nv.unit_profile_figure(result, CLASSES)
+    bar = figure.data[0]
+    assert list(bar.x) == list(table["unit"]) and list(bar.text) == list(table["intervention"])
+    assert list(bar.marker.color) == [palette.LOO_DROP, palette.NEUTRAL, palette.LOO_DROP, palette.LOO_DROP]
+    assert list(bar.marker.pattern.shape) == ["", "", palette.FLIP_PATTERN, ""]
+    assert figure.layout.title.text == nv.UNIT_PROFILE_TITLE and figure.layout.yaxis.title.text == "drop in p(dog)"
+    stages = nv.unit_profile_table(explanation(granularity="stage"), CLASSES)
+    assert stages.columns[0] == "stage"
+
+
+def test_caption_says_where_the_network_no_longer_sees_the_input() -> None:
+    text = nv.unit_profile_caption(explanation(), CLASSES)
+    assert "resample" in text and "8 references" in text and "the training split" in text
+    assert "`layer2.0`" in text and "no longer sees the input" in text and "`layer1.0`" not in text
+    assert "not residual" not in nv.unit_profile_caption(explanation(residual=(True,) * 4), CLASSES)
+    skip = nv.unit_profile_caption(explanation(methods=("skip",) * 4, references=0, residual=(True,) * 4), CLASSES)
+    assert "references" not in skip and "skip" in skip
+
+
+def test_lens_table_depth_and_figure() -> None:
+    result = explanation()
+    table = nv.lens_table(result, CLASSES)
+    assert list(table["predicted"]) == ["cat", "dog", "dog", "dog"]
+    assert table["prob"].tolist() == pytest.approx([0.3, 0.5, 0.8, 0.6])
+    kl = [sum(p * math.log(p / q) for p, q in zip([0.2, 0.6, 0.2], row)) for row in
+          ([0.5, 0.3, 0.2], [0.2, 0.5, 0.3], [0.1, 0.8, 0.1], [0.2, 0.6, 0.2])]  # fmt: skip
+    assert table["kl"].tolist() == pytest.approx(kl, abs=1e-6)
+    assert nv.network_depth(result) == 2  # from layer2.0 on every unit reads dog
+    assert "Prediction depth 2 of 4" in nv.depth_text(result) and "layer2.0" in nv.depth_text(result)
+    assert list(nv.lens_figure(result, CLASSES).data[0].x) == list(result.units)
+    none = explanation(log_q=None, log_p=None, lens_source="no tuned lens")
+    assert nv.lens_table(none, CLASSES) is None and nv.lens_figure(none, CLASSES) is None
+    assert nv.depth_text(none) is None
+
+
+def test_gradcam_strip_has_one_panel_per_unit_over_the_image() -> None:
+    pixels = np.zeros((8, 8, 3), dtype=np.uint8)
+    figure = nv.gradcam_figure(explanation(), pixels, CLASSES)
+    images = [t for t in figure.data if t.type == "image"]
+    maps = [t for t in figure.data if t.type == "heatmap"]
+    assert len(images) == len(maps) == 4 and [a.text for a in figure.layout.annotations] == list(explanation().units)
+    assert np.asarray(maps[0].z).shape == (8, 8) and 0 <= np.min(maps[0].z) and np.max(maps[0].z) <= 1
+    assert figure.layout.title.text.endswith(": dog")
+
+
+def test_round_trip_through_tensors() -> None:
+    result = explanation()
+    again = NetworkExplanation.from_tensors(*result.to_tensors())
+    assert again.names == result.names and again.methods == result.methods and again.residual == result.residual
+    assert torch.equal(again.drops, result.drops) and torch.equal(again.log_q, result.log_q)
+    bare = NetworkExplanation.from_tensors(*explanation(log_q=None, log_p=None).to_tensors())
+    assert bare.lens is None
+
+
+def test_class_unit_table_from_the_stored_report() -> None:
+    report = SimpleNamespace(units=("a", "b"), labels=np.array([0, 0, 2]), predictions=np.array([0, 1, 2]),
+                             lens_agrees=np.array([[1, 0], [0, 0], [1, 1]]), lens_kl=np.zeros((3, 2)),
+                             drops=np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]))  # fmt: skip
+    table = nv.stored_class_units(report, CLASSES, "agrees")
+    assert list(table.index) == ["all", "cat", "eel"] and list(table["n"]) == [3, 2, 1]
+    assert table.loc["cat", ["a", "b"]].tolist() == pytest.approx([0.5, 0.0])
+    by_prediction = nv.stored_class_units(report, CLASSES, "drop", "predictions")
+    assert list(by_prediction.index) == ["all", "cat", "dog", "eel"]
+    assert by_prediction.loc["dog", "b"] == pytest.approx(0.4)
+    assert nv.stored_class_units(SimpleNamespace(units=("a",)), CLASSES, "kl") is None
+    figure = nv.class_unit_heatmap(table, "agrees", "t")
+    assert list(figure.data[0].x) == ["a", "b"] and figure.data[0].colorbar.title.text == nv.CLASS_UNIT_VALUES["agrees"]
+
+
+def test_agreement_view_keeps_its_interval_and_n() -> None:
+    frame = pd.DataFrame({"score": ["gradient norm", "activation norm"], "spearman_mean": [0.41, float("nan")],
+                          "ci_low": [0.3, float("nan")], "ci_high": [0.5, float("nan")],
+                          "n": [1000, 1000]})  # fmt: skip
+    view = nv.agreement_view(frame)
+    assert view.iloc[0, 1] == "0.410 [0.300, 0.500]" and view.iloc[1, 1] == "–" and view.iloc[0, 2] == "1,000"
+
+
+def test_patching_without_alpha_keeps_the_layer_names() -> None:
+    """A head without α (the own classifier, Concat, LastLayer) has no third row of bars: its layer names show
+    under the second row instead of vanishing with the empty one."""
+    table = pd.DataFrame({"layer": ["l1", "l2"], "patched": [True, True], "prob_change": [0.1, 0.2],
+                          "logit_diff_change": [0.3, 0.4], "alpha_change": [np.nan, np.nan],
+                          "prediction": ["a", "b"]})  # fmt: skip
+    figure = effects_figure(table, "backbone", "a", "a", "b", "n/a: lastlayer has no layer weights α(x)")
+    assert figure.layout.xaxis2.showticklabels is True
+    with_alpha = effects_figure(table.assign(alpha_change=[0.1, 0.2]), "backbone", "a", "a", "b")
+    assert with_alpha.layout.xaxis2.showticklabels is not True  # unchanged where α has bars

@@ -1,0 +1,187 @@
+"""Every page for an attached network's own classifier (``laya attach``): the network explained by its units, no chart
+trivial by construction, "Own classifier" as its name, and default views that differ between inputs."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from laya.analysis.network.explain import network_bytes
+from laya.analysis.network.lens import TunedLensConfig, fit_tuned_lens, save_tuned_lens
+from laya.analysis.network.units import network_units
+from laya.app.catalog import describe, example_images
+from laya.app.network_views import GRADCAM_TITLE, LENS_TITLE, UNIT_PROFILE_TITLE
+from laya.app.text import unplain
+from laya.model.checkpoint import load_checkpoint
+from laya.model.own_head import OWN
+from laya.training.attach import AttachConfig, Attached, attach
+from tests.training.test_attach import QUICK
+from tests.training.test_attach_families import _weights
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "browse", "patching")
+UNITS = ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1", "layer4.0", "layer4.1"]
+
+
+@pytest.fixture(scope="module")
+def attached(tmp_path_factory: pytest.TempPathFactory, image_folder: Path) -> Attached:
+    """A torchvision ResNet-18 attached (own head first), with a tuned lens fitted beside its own head."""
+    folder = tmp_path_factory.mktemp("own-pages")
+    weights, model = _weights("torchvision", folder)
+    config = AttachConfig(family="torchvision", weights=weights, dataset=str(image_folder), out=str(folder / "models"),
+                          setting="colours-resnet", image_size=32, max_epochs=1, patience=1, **model,
+                          **QUICK)  # fmt: skip
+    torch.manual_seed(0)
+    result = attach(config)
+    own = load_checkpoint(result.heads[OWN])
+    data = own.load_data("train")
+    x = own.preprocess(data.images)
+    units = [u.name for u in network_units(own.model.backbone)]
+    options = TunedLensConfig(units=[], dims=[], width=1, classes=1, sample=48, epochs=2, batch_size=16)
+    save_tuned_lens(fit_tuned_lens(own.model.backbone, x, units, data.labels, options), result.heads[OWN])
+    return result
+
+
+def _start(attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("LAYA_MODELS", str(attached.setting.parent))
+    monkeypatch.setenv("LAYA_PATH_ROOTS", str(image_folder))
+    at = AppTest.from_file(str(APP), default_timeout=300).run()
+    group = describe(attached.heads["laya"]).group
+    at.sidebar.selectbox(key="model_group").set_value(group).run()
+    at.sidebar.radio(key=f"model_head_{group}").set_value(str(attached.heads[OWN])).run()
+    return at
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    """The page's charts by title (plain text)."""
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    return {unplain(s["layout"].get("title", {}).get("text", "")): s for s in specs}
+
+
+def values(field: list | dict) -> np.ndarray:
+    """A trace's numbers, as plotly writes them (a list, or ``{"dtype", "bdata"}``)."""
+    if isinstance(field, dict):
+        return np.frombuffer(base64.b64decode(field["bdata"]), dtype=field["dtype"]).astype(float)
+    return np.asarray(field, dtype=float)
+
+
+def texts(at: AppTest) -> list[str]:
+    kinds = ("markdown", "caption", "error", "warning", "info", "success", "title", "subheader", "header")
+    return [unplain(str(e.value)) for kind in kinds for e in at.get(kind)]
+
+
+def _ok(at: AppTest, page: str) -> None:
+    assert not at.exception, (page, [e.value for e in at.exception])
+    assert not at.error, (page, [e.value for e in at.error])
+
+
+def test_inspect_leads_with_the_networks_units(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = _start(attached, image_folder, monkeypatch)
+    _ok(at, "inspect")
+    shown = charts(at)
+    profile = shown[UNIT_PROFILE_TITLE]["data"][0]
+    assert profile["x"] == UNITS and set(profile["text"]) == {"resample"}  # named by module, the intervention per bar
+    own = load_checkpoint(attached.heads[OWN])
+    examples = [p.read_bytes() for p in example_images(attached.heads[OWN])]
+    expected = network_bytes(own, examples[0], examples=examples)  # the page's first example, in this process
+    assert expected.reference_source == "the training split"
+    assert values(profile["y"]) == pytest.approx(expected.drops.tolist(), abs=1e-6)
+    lens = next(s for t, s in shown.items() if t.startswith(LENS_TITLE))
+    assert lens["data"][0]["x"] == UNITS and "tuned lens" in lens["layout"]["title"]["text"]
+    assert any(t.startswith(GRADCAM_TITLE) for t in shown)
+    assert not [t for t in shown if "Which layers" in t or "leave-one-layer-out" in t.lower() or "Block ablation" in t]
+    assert not at.main.table, "no per-input faithfulness table (n/a: one informative layer)"
+    assert any("downstream" in t or "no longer sees the input" in t for t in texts(at))  # layer2.0 etc. downsample
+    at.radio(key="inspect_network_method").set_value("skip").run()
+    at.radio(key="inspect_network_granularity").set_value("stage").run()
+    _ok(at, "inspect, skip by stage")
+    bars = charts(at)[UNIT_PROFILE_TITLE]["data"][0]
+    assert bars["x"] == ["layer1", "layer2", "layer3", "layer4", "pre-logits"]
+    assert bars["text"] == ["skip", "resample", "resample", "resample", "resample"]  # only layer1 is residual
+
+
+def test_every_page_names_the_own_classifier_and_shows_nothing_trivial(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = _start(attached, image_folder, monkeypatch)
+    for page in PAGES:
+        at.switch_page(f"pages/{page}.py").run()
+        _ok(at, page)
+        words = texts(at) + [unplain(str(o)) for r in at.sidebar.radio for o in r.options]
+        words += [json.dumps(s) for s in charts(at).values()]
+        words = [w.replace("Concat/LastLayer", "") for w in words]  # the maps' caption on every head's weights
+        assert not [w for w in words if "LastLayer" in w or "lastlayer" in w], page
+        trivial = ("only one seed", "one trained seed", "n/a (one informative layer)")
+        assert not [w for w in words if any(t in w.lower() for t in trivial)], page
+    at.switch_page("pages/compare.py").run()
+    shown = charts(at)
+    assert shown[UNIT_PROFILE_TITLE]["data"][0]["x"] == UNITS  # the network's units beside LAYA's α
+    assert any(t == "**Own classifier**" for t in texts(at))  # its column's heading
+
+
+def test_browse_and_patching_open_on_views_that_differ_between_inputs(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = _start(attached, image_folder, monkeypatch)
+    at.switch_page("pages/browse.py").run()
+    _ok(at, "browse")
+    assert at.selectbox(key="browse_layer").value == "pre-logits"
+    table = at.dataframe[0].value
+    assert table["LOO drop"].nunique() > 1 and table["score"].nunique() > 1
+    at.switch_page("pages/patching.py").run()
+    _ok(at, "patching")
+    assert at.radio(key="patch_where").value == "backbone"
+    [figure] = [s for t, s in charts(at).items() if t.startswith("Patching each layer")]
+    assert figure["data"][0]["x"] == ["layer1", "layer2", "layer3", "layer4"]  # the stages patched inside the network
+    assert figure["layout"]["xaxis2"]["showticklabels"] is True  # no α row: the names stay under the second row
+
+
+def test_the_stored_network_report_lights_up_faithfulness_and_classwise(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``laya.analysis.network.report`` exists (the report's branch), its agreement table and class x unit
+    heatmap show; without it (this branch) an info says how the report is computed."""
+    at = _start(attached, image_folder, monkeypatch)
+    at.switch_page("pages/faithfulness.py").run()
+    assert any("laya network --checkpoint" in i for i in texts(at))
+    agreement = pd.DataFrame({"score": ["gradient norm"], "spearman_mean": [0.4], "ci_low": [0.3], "ci_high": [0.5],
+                              "n": [24]})  # fmt: skip
+    report = SimpleNamespace(units=tuple(UNITS), agreement=agreement, labels=np.arange(24) % 3,
+                             predictions=np.zeros(24, dtype=int), lens_agrees=np.ones((24, 8)),
+                             lens_kl=np.zeros((24, 8)), drops=np.full((24, 8), 0.1))  # fmt: skip
+    module = ModuleType("laya.analysis.network.report")
+    module.load_network_report = lambda path: report
+    monkeypatch.setitem(sys.modules, "laya.analysis.network.report", module)
+    at.switch_page("pages/faithfulness.py").run()
+    _ok(at, "faithfulness")
+    table = unplain(at.main.table[0].value).reset_index()
+    assert table.iloc[0, 0] == "gradient norm" and table.iloc[0, 1] == "0.400 [0.300, 0.500]"
+    at.switch_page("pages/classwise.py").run()
+    _ok(at, "classwise")
+    heatmap = next(s for t, s in charts(at).items() if t.startswith("Class x unit"))
+    assert heatmap["data"][0]["x"] == UNITS and heatmap["data"][0]["y"][0] == "all"
+
+
+def test_an_upload_explains_its_units_in_the_sandboxed_worker(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same bars from a sandboxed worker (the route of an uploaded checkpoint) as in this process."""
+    monkeypatch.setenv("LAYA_SANDBOX", "all")
+    at = _start(attached, image_folder, monkeypatch)
+    _ok(at, "inspect (sandboxed)")
+    bars = charts(at)[UNIT_PROFILE_TITLE]["data"][0]
+    own = load_checkpoint(attached.heads[OWN])
+    examples = [p.read_bytes() for p in example_images(attached.heads[OWN])]
+    expected = network_bytes(own, examples[0], examples=examples)
+    assert values(bars["y"]) == pytest.approx(expected.drops.tolist(), abs=1e-6)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -38,6 +39,7 @@ TRAIN, TEST, DATA_SIDE = 8, 4, 224  # the shapes ImageFolder: 4 classes, images 
 # laya attach flags that size the fitting and the analyses for 32 training and 16 test images
 TINY = ["--max-epochs", "1", "--patience", "1", "--resamples", "50", "--ig-steps", "4", "--train-limit", "32",
         "--random-orders", "1", "--timing-batch", "4", "--timing-repeats", "1"]  # fmt: skip
+ENCODER_BLOCK = "<encoder blocks>"  # a transformers ViT's block list: vit.encoder.layer or vit.layers, by version
 TINY_VIT = {"hidden_size": 192, "num_hidden_layers": 12, "num_attention_heads": 3, "intermediate_size": 768}
 
 
@@ -91,7 +93,7 @@ ARCHITECTURES: dict[str, Arch] = {
                                          layers=("layer1", "layer2", "layer3", "layer4")),
     "wrapped-timm-vit_tiny": Arch("wrapped", "timm-vit_tiny", layers=("blocks.2", "blocks.5", "blocks.8", "blocks.11")),
     "wrapped-transformers-vit": Arch("wrapped", "transformers-vit", kwargs={**TINY_VIT, "patch_size": 16}, layers=tuple(
-        f"vit.encoder.layer.{i}" for i in (2, 5, 8, 11)), note="native (ViT-Ti/16)"),
+        f"{ENCODER_BLOCK}.{i}" for i in (2, 5, 8, 11)), note="native (ViT-Ti/16)"),
     "wrapped-plain-cnn": Arch("wrapped", "plain-cnn", layers=("stem", "stage1", "stage2", "stage3")),
 }  # fmt: skip
 
@@ -202,6 +204,14 @@ def run_one(name: str, work: Path, threads: int) -> int:
     return rc
 
 
+def _layers(arch: Arch, net) -> list[str]:
+    """The wrapped layers by the names this version of the network's library gives them (:data:`ENCODER_BLOCK`:
+    the transformers ViT's encoder block list, ``vit.encoder.layer`` or ``vit.layers``)."""
+    names = {name for name, _ in net.named_modules()}
+    blocks = next((b for b in ("vit.encoder.layer", "vit.layers") if f"{b}.0" in names), ENCODER_BLOCK)
+    return [layer.replace(ENCODER_BLOCK, blocks) for layer in arch.layers]
+
+
 def _attach_wrapped(arch: Arch, net, data: Path, setting: Path) -> int:
     """``attach(AttachConfig(family="wrapped"))`` with laya attach's tiny flags; 2 with ``error: ...`` on a refusal,
     as the command line answers."""
@@ -212,7 +222,7 @@ def _attach_wrapped(arch: Arch, net, data: Path, setting: Path) -> int:
     flags = dict(zip(TINY[::2], TINY[1::2]))
     config = AttachConfig(
         family="wrapped", model=None, weights=None, dataset=str(data), out=str(setting.parent), setting=setting.name,
-        image_size=arch.size, layers=list(arch.layers), max_epochs=int(flags["--max-epochs"]),
+        image_size=arch.size, layers=_layers(arch, net), max_epochs=int(flags["--max-epochs"]),
         patience=int(flags["--patience"]),
         evaluation=EvalOptions(resamples=int(flags["--resamples"]), ig_steps=int(flags["--ig-steps"])),
         depth=DepthOptions(train_limit=int(flags["--train-limit"]), resamples=int(flags["--resamples"]),
@@ -248,7 +258,8 @@ def compare(own: Path, net, arch: Arch) -> dict:
 
 def _last_line(log: str, refused: bool) -> str:
     """The error's text: the ``error: ...`` line of a refusal, else the traceback's last line (no traceback)."""
-    lines = [x.strip() for x in log.replace("\r", "\n").splitlines() if x.strip()]
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", log)  # tqdm's cursor movements
+    lines = [x.strip() for x in text.replace("\r", "\n").splitlines() if x.strip()]
     errors = [x.removeprefix("error: ") for x in lines if x.startswith("error: ")]
     if errors:
         return errors[-1]

@@ -21,7 +21,6 @@ from plotly.subplots import make_subplots
 
 from laya.analysis.network.explain import GRANULARITIES, NetworkExplanation
 from laya.analysis.network.lens import class_unit_figure, lens_profile, prediction_depth, profile_figure
-from laya.analysis.readouts import class_groups
 from laya.app import palette
 from laya.app.numbers import number_text
 from laya.app.text import code_plain
@@ -149,28 +148,13 @@ def gradcam_figure(result: NetworkExplanation, pixels: np.ndarray, classes: Sequ
     return figure
 
 
-def class_unit_table(values: Any, groups: Any, classes: Sequence[str], units: Sequence[str]) -> pd.DataFrame:
-    """Class x unit means of per-input ``values (N, U)`` over the inputs of each group (``groups (N,)``: true or
-    predicted class indices), ``"all"`` first; ``n`` the inputs of each row (the form of
-    :func:`laya.analysis.network.lens.class_unit_table`)."""
-    values = torch.as_tensor(np.asarray(values, dtype=float))
-    groups = torch.as_tensor(np.asarray(groups)).long()
-    rows = {name: [*values[chosen].mean(0).tolist(), int(chosen.sum())]
-            for name, chosen in class_groups(groups, classes)}  # fmt: skip
-    return pd.DataFrame.from_dict(rows, orient="index", columns=[*units, "n"]).rename_axis("class")
-
-
-def stored_class_units(
-    report: Any, classes: Sequence[str], value: str, by: str = "labels"
-) -> pd.DataFrame | None:  # fmt: skip
-    """The class x unit table of the stored network report (``laya network``): per test input ``lens_agrees``,
-    ``lens_kl`` or ``drops`` (``value``: ``agrees``, ``kl``, ``drop``) grouped by ``labels`` or ``predictions``
-    (indices into ``classes``); None where the report lacks them."""
+def stored_class_units(report: Any, value: str, by: str = "labels") -> pd.DataFrame | None:
+    """The class x unit table the stored network report holds (``NetworkReport.tables``, written by
+    ``laya network`` / ``laya attach``): the mean ``lens_agrees``, ``lens_kl`` or ``drops`` (``value``: ``agrees``,
+    ``kl``, ``drop``) per class of the true ``labels`` or the ``predictions``, ``all`` first, ``n`` per row; None
+    where the report has no such table."""
     field = {"agrees": "lens_agrees", "kl": "lens_kl", "drop": "drops"}[value]
-    values, groups, units = getattr(report, field, None), getattr(report, by, None), getattr(report, "units", None)
-    if values is None or groups is None or units is None or len(values) == 0:
-        return None
-    return class_unit_table(values, groups, classes, list(units))
+    return getattr(report, "tables", {}).get(f"{field}/{'true' if by == 'labels' else 'predicted'}")
 
 
 def class_unit_heatmap(table: pd.DataFrame, value: str, title: str | None = None) -> go.Figure:
@@ -183,11 +167,12 @@ def class_unit_heatmap(table: pd.DataFrame, value: str, title: str | None = None
 
 
 def agreement_view(agreement: pd.DataFrame) -> pd.DataFrame:
-    """The report's agreement of cheap per-unit scores with the default intervention (``score, spearman_mean,
-    ci_low, ci_high, n``) as shown: the Spearman mean with its 95 % CI in one cell, ``n`` inputs."""
+    """The report's agreement of cheap per-unit scores with an intervention's drops (``score, intervention,
+    spearman_mean, ci_low, ci_high, n``) as shown: the Spearman mean with its 95 % CI in one cell, ``n`` inputs."""
     return pd.DataFrame({
         "per-unit score": agreement["score"].astype(str),
-        "Spearman ρ with the resample drops [95% CI]": [
+        "against the drops of": agreement["intervention"].astype(str),
+        "per-input Spearman ρ over units, mean [95% CI]": [
             "–" if pd.isna(m) else f"{number_text(m)} [{number_text(lo)}, {number_text(hi)}]"
             for m, lo, hi in zip(agreement["spearman_mean"], agreement["ci_low"], agreement["ci_high"])],
         "inputs": [f"{int(n):,}" for n in agreement["n"]],
@@ -196,7 +181,7 @@ def agreement_view(agreement: pd.DataFrame) -> pd.DataFrame:
 
 __all__ = [
     "BAR_WORDS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS", "UNIT_PROFILE_TITLE",
-    "agreement_view", "class_unit_heatmap", "class_unit_table", "depth_text", "gradcam_figure", "lens_figure",
+    "agreement_view", "class_unit_heatmap", "depth_text", "gradcam_figure", "lens_figure",
     "lens_table", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
     "unit_profile_table",
 ]  # fmt: skip

@@ -95,26 +95,27 @@ def test_round_trip_through_tensors() -> None:
 
 
 def test_class_unit_table_from_the_stored_report() -> None:
-    report = SimpleNamespace(units=("a", "b"), labels=np.array([0, 0, 2]), predictions=np.array([0, 1, 2]),
-                             lens_agrees=np.array([[1, 0], [0, 0], [1, 1]]), lens_kl=np.zeros((3, 2)),
-                             drops=np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]))  # fmt: skip
-    table = nv.stored_class_units(report, CLASSES, "agrees")
-    assert list(table.index) == ["all", "cat", "eel"] and list(table["n"]) == [3, 2, 1]
-    assert table.loc["cat", ["a", "b"]].tolist() == pytest.approx([0.5, 0.0])
-    by_prediction = nv.stored_class_units(report, CLASSES, "drop", "predictions")
-    assert list(by_prediction.index) == ["all", "cat", "dog", "eel"]
-    assert by_prediction.loc["dog", "b"] == pytest.approx(0.4)
-    assert nv.stored_class_units(SimpleNamespace(units=("a",)), CLASSES, "kl") is None
+    agrees = pd.DataFrame({"a": [2 / 3, 0.5, 1.0], "b": [1 / 3, 0.0, 1.0], "n": [3, 2, 1]},
+                          index=pd.Index(["all", "cat", "eel"], name="class"))  # fmt: skip
+    drops = pd.DataFrame({"a": [0.3, 0.1, 0.3, 0.5], "b": [0.4, 0.2, 0.4, 0.6], "n": [3, 1, 1, 1]},
+                         index=pd.Index(["all", "cat", "dog", "eel"], name="class"))  # fmt: skip
+    report = SimpleNamespace(tables={"lens_agrees/true": agrees, "drops/predicted": drops})
+    table = nv.stored_class_units(report, "agrees")
+    assert table is agrees
+    assert nv.stored_class_units(report, "drop", "predictions") is drops
+    assert nv.stored_class_units(report, "kl") is None and nv.stored_class_units(SimpleNamespace(), "kl") is None
     figure = nv.class_unit_heatmap(table, "agrees", "t")
     assert list(figure.data[0].x) == ["a", "b"] and figure.data[0].colorbar.title.text == nv.CLASS_UNIT_VALUES["agrees"]
 
 
 def test_agreement_view_keeps_its_interval_and_n() -> None:
-    frame = pd.DataFrame({"score": ["gradient norm", "activation norm"], "spearman_mean": [0.41, float("nan")],
+    frame = pd.DataFrame({"score": ["gradient norm", "activation norm"], "intervention": ["resample", "skip"],
+                          "spearman_mean": [0.41, float("nan")],
                           "ci_low": [0.3, float("nan")], "ci_high": [0.5, float("nan")],
                           "n": [1000, 1000]})  # fmt: skip
     view = nv.agreement_view(frame)
-    assert view.iloc[0, 1] == "0.410 [0.300, 0.500]" and view.iloc[1, 1] == "–" and view.iloc[0, 2] == "1,000"
+    assert view.iloc[0, 2] == "0.410 [0.300, 0.500]" and view.iloc[1, 2] == "–" and view.iloc[0, 3] == "1,000"
+    assert view.iloc[1, 1] == "skip"
 
 
 def test_patching_without_alpha_keeps_the_layer_names() -> None:

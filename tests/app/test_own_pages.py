@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
 from laya.analysis.network.explain import network_bytes
-from laya.analysis.network.lens import TunedLensConfig, fit_tuned_lens, save_tuned_lens
-from laya.analysis.network.units import network_units
 from laya.app.catalog import describe, example_images
 from laya.app.network_views import GRADCAM_TITLE, LENS_TITLE, UNIT_PROFILE_TITLE
 from laya.app.text import unplain
@@ -34,21 +29,14 @@ UNITS = ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1",
 
 @pytest.fixture(scope="module")
 def attached(tmp_path_factory: pytest.TempPathFactory, image_folder: Path) -> Attached:
-    """A torchvision ResNet-18 attached (own head first), with a tuned lens fitted beside its own head."""
+    """A torchvision ResNet-18 attached (own head first), its tuned lens and network report beside its own head."""
     folder = tmp_path_factory.mktemp("own-pages")
     weights, model = _weights("torchvision", folder)
     config = AttachConfig(family="torchvision", weights=weights, dataset=str(image_folder), out=str(folder / "models"),
                           setting="colours-resnet", image_size=32, max_epochs=1, patience=1, **model,
                           **QUICK)  # fmt: skip
     torch.manual_seed(0)
-    result = attach(config)
-    own = load_checkpoint(result.heads[OWN])
-    data = own.load_data("train")
-    x = own.preprocess(data.images)
-    units = [u.name for u in network_units(own.model.backbone)]
-    options = TunedLensConfig(units=[], dims=[], width=1, classes=1, sample=48, epochs=2, batch_size=16)
-    save_tuned_lens(fit_tuned_lens(own.model.backbone, x, units, data.labels, options), result.heads[OWN])
-    return result
+    return attach(config)  # the tuned lens and the network report written beside the own head
 
 
 def _start(attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
@@ -150,23 +138,25 @@ def test_browse_and_patching_open_on_views_that_differ_between_inputs(
 def test_the_stored_network_report_lights_up_faithfulness_and_classwise(
     attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where ``laya.analysis.network.report`` exists (the report's branch), its agreement table and class x unit
-    heatmap show; without it (this branch) an info says how the report is computed."""
+    """The network report attach wrote beside the own head: its agreement table on Faithfulness and its class x
+    unit heatmap on Class-wise; where the report is absent, an info says how it is computed."""
+    from laya.analysis.network.report import load_network_report
+    from laya.app.network_views import agreement_view
+
+    report = load_network_report(attached.heads[OWN])
+    assert report is not None  # attach writes it
     at = _start(attached, image_folder, monkeypatch)
     at.switch_page("pages/faithfulness.py").run()
-    assert any("laya network --checkpoint" in i for i in texts(at))
-    agreement = pd.DataFrame({"score": ["gradient norm"], "spearman_mean": [0.4], "ci_low": [0.3], "ci_high": [0.5],
-                              "n": [24]})  # fmt: skip
-    report = SimpleNamespace(units=tuple(UNITS), agreement=agreement, labels=np.arange(24) % 3,
-                             predictions=np.zeros(24, dtype=int), lens_agrees=np.ones((24, 8)),
-                             lens_kl=np.zeros((24, 8)), drops=np.full((24, 8), 0.1))  # fmt: skip
-    module = ModuleType("laya.analysis.network.report")
-    module.load_network_report = lambda path: report
-    monkeypatch.setitem(sys.modules, "laya.analysis.network.report", module)
-    at.switch_page("pages/faithfulness.py").run()
     _ok(at, "faithfulness")
-    table = unplain(at.main.table[0].value).reset_index()
-    assert table.iloc[0, 0] == "gradient norm" and table.iloc[0, 1] == "0.400 [0.300, 0.500]"
+    table = unplain(at.main.table[0].value).reset_index()  # the score is the table's index
+    expected = agreement_view(report.agreement)
+    assert list(table.columns) == list(expected.columns)
+    assert table.astype(str).values.tolist() == expected.astype(str).values.tolist()
+    monkeypatch.setattr("laya.analysis.network.report.load_network_report", lambda path: None)
+    at.switch_page("pages/faithfulness.py").run()
+    assert any("laya network --checkpoint" in i for i in texts(at))
+    monkeypatch.undo()
+    at = _start(attached, image_folder, monkeypatch)
     at.switch_page("pages/classwise.py").run()
     _ok(at, "classwise")
     heatmap = next(s for t, s in charts(at).items() if t.startswith("Class x unit"))

@@ -59,7 +59,8 @@ SCORE_LABELS = {
 }
 AGREEMENT_COLUMNS = ("score", "intervention", "spearman_mean", "ci_low", "ci_high", "n")
 IG_STEPS = 8
-MAX_ROWS = 512  # rows of one integrated-gradients pass
+MAX_ROWS = 512  # rows of one integrated-gradients pass, at most
+GRAD_BYTES = 2**30  # what autograd may keep for one integrated-gradients pass (a ViT at 224 px keeps ~50 MB a row)
 
 
 def _chosen(logits: Tensor, classes: Tensor | None) -> Tensor:
@@ -118,8 +119,10 @@ def integrated_gradients(
     classes: Tensor | None = None, max_rows: int = MAX_ROWS,
 ) -> Tensor:  # fmt: skip
     """``(B, U)`` per-unit integrated gradients of ``classes`` (None: predicted) on ``x: (B, C, H, W)`` (module
-    docstring), ``baseline`` per unit ``(1, ...)`` (:func:`baselines`). Inputs go in chunks of at most ``max_rows``
-    rows ``B·U·S``; each chunk is one clean forward and one forward + backward of its rows.
+    docstring), ``baseline`` per unit ``(1, ...)`` (:func:`baselines`). Rows ``(b, u, s)`` go in passes of at most
+    ``max_rows`` and of at most :data:`GRAD_BYTES` of what autograd keeps (measured on one input first, so memory stays
+    bounded at any input size): inputs in chunks, and within a chunk the units in groups; each pass is one clean
+    forward and one forward + backward of its rows.
 
     Raises:
         ValueError: ``steps < 1``, a baseline of another shape than its unit's contribution.
@@ -128,28 +131,52 @@ def integrated_gradients(
         raise ValueError(f"integrated gradients need steps >= 1, got {steps}")
     network = as_network(model)
     names = [u.name for u in units]
-    chunk = max(1, max_rows // (len(units) * steps))
-    return torch.cat([_ig_chunk(network, x[i : i + chunk], units, names, baseline, steps, classes if classes is None
-                      else classes[i : i + chunk]) for i in range(0, len(x), chunk)])  # fmt: skip
+    max_rows = max(1, min(max_rows, GRAD_BYTES // max(1, _row_bytes(network, x[:1], names))))
+    chunk = max(1, max_rows // (len(units) * steps))  # inputs per pass
+    group = max(1, max_rows // (chunk * steps))  # units per pass
+    parts = []
+    for i in range(0, len(x), chunk):
+        chosen = None if classes is None else classes[i : i + chunk]
+        parts.append(torch.cat([_ig_chunk(network, x[i : i + chunk], units, names, baseline, steps, chosen,
+                                          range(j, min(j + group, len(units))))
+                                for j in range(0, len(units), group)], 1))  # fmt: skip
+    return torch.cat(parts)
+
+
+def _row_bytes(network: nn.Module, x: Tensor, names: list[str]) -> int:
+    """Bytes autograd keeps for one input's forward when the computation must be differentiated: the cost of one
+    integrated-gradients row, measured (``saved_tensors_hooks``) rather than guessed."""
+    kept = 0
+
+    def pack(tensor: Tensor) -> Tensor:
+        nonlocal kept
+        kept += tensor.numel() * tensor.element_size()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.enable_grad():
+        run_units(network, x.detach().requires_grad_(True), names)
+    return kept
 
 
 def _ig_chunk(
     network: nn.Module, x: Tensor, units: Sequence[Unit], names: list[str], baseline: Sequence[Tensor], steps: int,
-    classes: Tensor | None,
+    classes: Tensor | None, which: Sequence[int],
 ) -> Tensor:  # fmt: skip
-    B, U, S = len(x), len(units), steps
+    """``(B, len(which))``: the integrated gradients of the units ``which`` (indices into ``units``) on ``x``."""
+    B, U, S = len(x), len(which), steps
     with torch.no_grad():
         clean = run_units(network, x, names)
     chosen = _chosen(clean.logits, classes)
     alpha = (torch.arange(S, device=x.device, dtype=x.dtype) + 0.5) / S  # (S,)
     rows, values, spans = [], [], []
-    for u, (unit, out, given) in enumerate(zip(units, clean.outputs, clean.inputs)):
+    for u, k in enumerate(which):
+        unit, out, given = units[k], clean.outputs[k], clean.inputs[k]
         a = _contribution(unit, out, given)  # (B, ...)
-        if baseline[u].shape[1:] != a.shape[1:]:
-            raise ValueError(f"baseline of {unit.name} is {tuple(baseline[u].shape[1:])}, its contribution "
+        if baseline[k].shape[1:] != a.shape[1:]:
+            raise ValueError(f"baseline of {unit.name} is {tuple(baseline[k].shape[1:])}, its contribution "
                              f"{tuple(a.shape[1:])}")  # fmt: skip
         stream = out - a  # x_u where residual, else 0
-        b = baseline[u].to(a.dtype)
+        b = baseline[k].to(a.dtype)
         shape = (1, S) + (1,) * (a.ndim - 1)
         point = b.unsqueeze(1) + alpha.view(shape) * (a - b).unsqueeze(1)  # (B, S, ...)
         values.append((stream.unsqueeze(1) + point).flatten(0, 1).detach().requires_grad_(True))  # (B·S, ...)
@@ -157,7 +184,7 @@ def _ig_chunk(
         rows.append((torch.arange(B, device=x.device).view(B, 1) * U * S + u * S + torch.arange(S, device=x.device))
                     .flatten())  # fmt: skip
     handles = []
-    for module, at, value in zip(unit_modules(network, names), rows, values):
+    for module, at, value in zip(unit_modules(network, [names[k] for k in which]), rows, values):
 
         def hook(m: Any, args: Any, out: Any, at: Tensor = at, value: Tensor = value) -> Any:
             new = _tensor(out).clone()

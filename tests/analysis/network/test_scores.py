@@ -12,6 +12,7 @@ from scipy.stats import spearmanr
 
 from laya.analysis.lens import Lens
 from laya.analysis.network import network_units
+from laya.analysis.network.recording import as_network
 from laya.analysis.network.scores import (
     baselines,
     best_score,
@@ -68,6 +69,19 @@ def test_integrated_gradients_are_the_midpoint_sum_by_hand(tmp_path: Path, famil
             total = total + grad / S
         assert torch.allclose(ig[:, u], (total * (a - base[u])).flatten(1).sum(1), atol=1e-10, rtol=0), unit.name
     assert ig.abs().max() > 1e-3
+
+
+def test_integrated_gradients_keep_memory_bounded_without_changing_a_value(tmp_path: Path, monkeypatch) -> None:
+    """Under a tiny autograd budget every pass holds one unit of one input: the same scores, to rounding."""
+    import laya.analysis.network.scores as scores
+
+    _, backbone, units, config = _setup(tmp_path, "torchvision resnet18")
+    x, reference = _inputs(config, 2, 0), _inputs(config, 3, 1)
+    base = baselines(backbone, reference, units, "mean")
+    whole = integrated_gradients(backbone, x, units, base, steps=2)
+    assert scores._row_bytes(as_network(backbone), x[:1], [u.name for u in units]) > 0
+    monkeypatch.setattr(scores, "GRAD_BYTES", 1)
+    assert torch.allclose(integrated_gradients(backbone, x, units, base, steps=2), whole, atol=1e-10, rtol=0)
 
 
 def test_integrated_gradients_are_complete_per_unit(tmp_path: Path) -> None:

@@ -315,8 +315,11 @@ def collect(work: Path, threads: int) -> dict:
     results = []
     for name, arch in ARCHITECTURES.items():
         path = work / "records" / f"{name}.json"
-        results.append(json.loads(path.read_text()) if path.is_file() else
-                       {"name": name, **asdict(arch), "status": "not run", "error": ""})
+        record = (json.loads(path.read_text()) if path.is_file() else
+                  {"name": name, **asdict(arch), "status": "not run", "error": ""})  # fmt: skip
+        if record["status"] == "attached":  # whether that run's attach wrote the network report (a later step)
+            record["network_report"] = (work / "runs" / name / "own" / "network.json").is_file()
+        results.append(record)
     versions = {m.__name__: m.__version__ for m in (torch, timm, torchvision, transformers)}
     loads = [r["load_average"] for r in results if "load_average" in r]
     threads = max((r["threads"] for r in results if "threads" in r), default=threads)
@@ -337,7 +340,8 @@ def _cell(text: str, width: int = 160) -> str:
 def table(run: dict) -> str:
     """Markdown table: one row per architecture (status, the own head against the network, time, input side)."""
     rows = ["| family | architecture | input | status | own head vs network: max \\|Δ logit\\| | layers read | "
-            "parameters | time (s): attach / all | refusal or failure |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+            "network report | parameters | time (s): attach / all | refusal or failure |",
+            "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in run["results"]:
         model = r["model"] + (f" {json.dumps(r['kwargs'], separators=(',', ':'))}" if r["kwargs"] else "")
         if "max_abs_diff" in r:
@@ -348,8 +352,9 @@ def table(run: dict) -> str:
         layers = len(r["layer_names"]) if r.get("layer_names") else "—"
         params = f"{r['params'] / 1e6:.1f} M" if r.get("params") else "—"
         seconds = f"{r['attach_s']:.0f} / {r['seconds']:.0f}" if r.get("attach_s") else "—"
+        report = {True: "written", False: "not run then"}.get(r.get("network_report"), "—")
         rows.append(f"| {r['family']} | `{_cell(model, 120)}` | {r['size']} px, {r['note']} | {r['status']} | {diff} | "
-                    f"{layers} | {params} | {seconds} | {_cell(r['error']) or '—'} |")
+                    f"{layers} | {report} | {params} | {seconds} | {_cell(r['error']) or '—'} |")
     return "\n".join(rows)
 
 

@@ -41,12 +41,12 @@ def test_a_result_file_gives_its_table_and_verdict(tmp_path: Path) -> None:
     path = _fixture(tmp_path)
     lines = breadth.table(json.loads(path.read_text())).splitlines()
     assert lines[2:] == [
-        "| timm | `resnet18` | 224 px, native | attached | ✓ 0.0e+00 (16 images, logits up to 0.11) | 3 | 11.2 M | 52 / 58 | — |",
-        "| torchvision | `squeezenet1_0` | 224 px, native | refused | — | — | 0.7 M | 4 / 10 | SqueezeNet has no nn.Linear "
+        "| timm | `resnet18` | 224 px, native | attached | ✓ 0.0e+00 (16 images, logits up to 0.11) | 3 | — | 11.2 M | 52 / 58 | — |",
+        "| torchvision | `squeezenet1_0` | 224 px, native | refused | — | — | — | 0.7 M | 4 / 10 | SqueezeNet has no nn.Linear "
         "classifier \\| a network that ends in one |",
         '| transformers | `vit {"hidden_size":192}` | 224 px, native | attached | ✗ 2.5e-05 (16 images, logits up to 3.1) '
-        "| 2 | 5.0 M | 25 / 30 | — |",
-        "| wrapped | `plain-cnn` | 224 px, native | not run | — | — | — | — | — |",
+        "| 2 | — | 5.0 M | 25 / 30 | — |",
+        "| wrapped | `plain-cnn` | 224 px, native | not run | — | — | — | — | — | — |",
     ]  # fmt: skip
     assert len(lines[0].split(" | ")) == len(lines[2].split(" | "))  # as many cells as columns
     assert breadth.summary(path) == (

@@ -147,11 +147,13 @@ def _untraced(backbone: TorchvisionBackbone) -> nn.Module:
     the backbone's traced graph by name, in eval mode."""
     import torchvision
 
+    from laya.model.backbones.torchvision import build
+
     config = backbone.config
     builder = torchvision.models.get_model_builder(config.model)
     size = {"image_size": config.input_size} if config.model.startswith("vit_") else {}  # position embeddings
     with torch.device("meta"):
-        network = builder(weights=None, **config.model_kwargs, **size)
+        network = build(builder, **config.model_kwargs, **size)  # RegNet's widths computed on the CPU
     traced = dict(backbone.model.named_parameters()) | dict(backbone.model.named_buffers())
     for name, module in network.named_modules():
         for key, value in [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]:

@@ -81,9 +81,11 @@ def test_a_torchvision_builder_that_computes_its_widths_with_tensors_is_measured
     real = build_backbone(config)
     assert budget.layer_dims == real.layer_dims == (32, 48, 104, 208, 440, 440)
     assert budget.params - budget.buffers == sum(p.numel() for p in real.parameters()) + 440 * 4 + 4
+    import torch
+
     from laya.analysis.network.recording import as_network, logits_of
 
     x = torch.randn(2, 3, 32, 32)
     real.eval()
     own = real.classifier()
-    assert torch.allclose(logits_of(as_network(real), x), own(real(x)[-1]), atol=1e-5)  # rebuilt on meta, same tensors
+    assert torch.allclose(logits_of(as_network(real)(x)), own(real(x)[-1]), atol=1e-5)  # rebuilt on meta, same tensors

@@ -412,11 +412,13 @@ def write_rows(rows: Sequence[dict], fields: Sequence[str], path: Path) -> None:
 
 
 def done(path: Path, n: int, seed: int) -> bool:
-    """Whether the CSV at ``path`` holds a finished run on the class-balanced sample of ``n`` images, ``seed``."""
+    """Whether the CSV at ``path`` holds a finished run on the class-balanced sample of ``n`` images, ``seed``, with
+    the metric check (a CSV written before the occlusion reference is rerun)."""
     if not path.exists():
         return False
     rows = [r for r in csv.DictReader(path.open()) if r.get("metric") in METRICS and not r.get("class")]
-    return bool(rows) and all(r.get("sample") == f"balanced seed {seed}" and r["n"] == str(n) for r in rows)
+    checked = {r["metric"] for r in rows if r["method"] == CHECK} == set(METRICS)
+    return checked and all(r.get("sample") == f"balanced seed {seed}" and r["n"] == str(n) for r in rows)
 
 
 def default_n(checkpoint) -> int:

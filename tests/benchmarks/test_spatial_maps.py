@@ -102,6 +102,10 @@ def test_per_class_rows_and_tables(tmp_path):
     tables = spatial_maps.markdown_tables(tmp_path)
     assert "(6 images, class-balanced random sample, seed 0; ties: pixels of equal map value" in tables
     assert "| dog | 2 | exact | 0.600 [" in tables and "| cat | 3 | Grad-CAM | 0.400 [0.400, 0.400] |" in tables
+    assert not spatial_maps.done(path, 6, 0)  # no metric check: written before it, so --resume reruns it
+    checks = [{**base, "metric": m, "n": 6, "method": spatial_maps.CHECK, "verdict": spatial_maps.DISCRIMINATES}
+              for m in spatial_maps.METRICS]  # fmt: skip
+    spatial_maps.write_csv([*pooled, *checks, *({**base, **r} for r in rows)], {}, path)
     assert spatial_maps.done(path, 6, 0) and not spatial_maps.done(path, 6, 1) and not spatial_maps.done(path, 7, 0)
 
 

@@ -59,7 +59,7 @@ def spatial_verdict(arg: str) -> str:
     text = ("Exact maps against Grad-CAM, HiResCAM and LayerCAM, every layer, on the pixel metrics that discriminate on "
             "each checkpoint (the model's own occlusion map beats a random map, paired bootstrap, CI excluding 0; "
             "paired bootstrap over images, Holm-corrected over each checkpoint's comparisons on those metrics): "
-            + ("; ".join(parts) if parts else "no checkpoint has a metric that discriminates") + ".")  # fmt: skip
+            + ("; ".join(parts) if parts else "no metric is known to discriminate on any checkpoint") + ".")  # fmt: skip
     if silent:
         text += f" Not counted: {'; '.join(silent)}."
     return text + "\n"

@@ -225,7 +225,12 @@ def weights(folder: Path) -> str:
         ordering = [r for r in shares if r["verdict"] == "orders pixels"]
         flat = [r for r in shares if r["verdict"] != "orders pixels"]
         part = sum(float(r["mean"]) for r in ordering)
-        if ordering and part < NEGLIGIBLE:
+        if not ordering:
+            grids = ", ".join(f"{r['layer']} {r['grid']}" for r in flat)
+            notes.append(f"* **{name}**: every layer's exact map is constant over the frame "
+                         f"({grids}), so the all-layer map orders no "
+                         "pixel: its ranking is the shared seeded order of equal values, the same as a random map's.")
+        elif part < NEGLIGIBLE:
             constant = ", ".join(f"{r['layer']} ({r['grid']} grid)" for r in flat)
             verb = "carries" if len(flat) == 1 else "carry"
             rest = f"{constant}, constant over the frame, {verb} the rest. " if flat else ""

@@ -122,3 +122,11 @@ def test_the_weights_note_follows_the_layer_shares(tmp_path: Path):
     _write(tmp_path, "s/laya", {"deletion": "tie"}, balanced=True, shares=shares)
     note = facts.spatial_facts(tmp_path, "weights")
     assert "pixel order comes from" not in note and "carry at least 0.001 of the map's mass on: s/laya 0.4" in note
+
+
+def test_a_map_constant_over_the_frame_is_named_as_ordering_no_pixel(tmp_path: Path):
+    _write(tmp_path, "s/lastlayer", {"deletion": "tie"}, balanced=True,
+           shares={"block 3": (1.0, "1x1", "constant over the frame")})  # fmt: skip
+    note = facts.spatial_facts(tmp_path, "weights")
+    assert "**s/lastlayer**: every layer's exact map is constant over the frame (block 3 1x1)" in note
+    assert "carry at least" not in note

@@ -22,6 +22,14 @@ the predicted class, per layer and for the all-layer map:
   imputation at ``--fractions``), all on the predicted class's softmax probability; mean with a 95 %
   bootstrap CI over images, and exact minus each anchor with a paired bootstrap (same resamples), a tie
   where its CI covers 0; and per true class, each method's mean with its CI (rows with ``class`` set).
+* reference (``--occlusion-patch``, default 2 px): the model's own **occlusion** map (each patch of the frame
+  replaced by the image's mean colour, the drop of the predicted class's probability; one forward per patch),
+  and a seeded uniform **random** map, both on the all-layer row. Per metric, occlusion minus random with a
+  paired bootstrap (row ``occlusion vs random``): a metric on which the reference is not better than random
+  with its CI excluding 0 is marked ``does not discriminate here`` and no verdict of it is counted
+  (``discriminating``).
+* layer shares: each layer's share of the all-layer exact map's absolute mass (rows ``layer_share``), and
+  whether its map varies over the frame (a 1x1 grid does not): the pixel order comes from the varying layers.
 * cost: seconds for one batch relative to one forward of that batch (1 thread, interleaved rounds, one
   run): exact maps of all layers (one call), an anchor's map of one layer (one forward + backward), and of
   every layer (one call per layer, the package's API).
@@ -53,6 +61,11 @@ FIELDS = ["checkpoint", "sample", "layer", "grid", "method", "metric", "class", 
 TIE_BREAK = "pixels of equal map value in one seeded random order (seed 0), the same for every map"
 ALL = "all layers"
 RANDOM = "random"
+REFERENCE = "occlusion"  # the known-good reference a metric must rank above RANDOM (pixel_faithfulness.occlusion_map)
+CHECK = "occlusion vs random"  # that test's row: diff = occlusion - random, verdict DISCRIMINATES or NOT_DISCRIMINATING
+DISCRIMINATES, NOT_DISCRIMINATING = "discriminates", "does not discriminate here"
+SHARE = "layer_share"  # rows: each layer's share of the all-layer exact map's absolute mass (mean over images)
+NEGLIGIBLE = 1e-3  # layers that order the pixels but carry less than this share of the map: a generated note says so
 
 
 class Logits(nn.Module):
@@ -177,6 +190,39 @@ def anchor_maps(method: str, net: Logits, modules: Sequence[nn.Module], names: S
     return out
 
 
+def check_row(values: dict[str, Tensor], better: str, resamples: int) -> dict:
+    """Whether a metric discriminates on these images: ``REFERENCE`` minus ``RANDOM`` with a paired bootstrap; the
+    metric discriminates where the difference is in the metric's better direction (``better``: ``"lower"`` or
+    ``"higher"``) with its 95 % CI excluding 0. A CSV row (``method`` = ``CHECK``)."""
+    from laya.analysis.statistics import paired_bootstrap
+
+    d = paired_bootstrap(values[REFERENCE], values[RANDOM], resamples=resamples)
+    low, high = d.difference.low, d.difference.high
+    good = high < 0 if better == "lower" else low > 0
+    return {"method": CHECK, "n": len(values[REFERENCE]), "diff": d.difference.estimate, "diff_low": low,
+            "diff_high": high, "p": d.p_value, "verdict": DISCRIMINATES if good else NOT_DISCRIMINATING}  # fmt: skip
+
+
+def discriminating(rows: Sequence[dict]) -> dict[tuple[str, str], bool]:
+    """``(checkpoint, metric) -> whether the metric discriminates there``, from the pooled ``CHECK`` rows of CSV
+    ``rows``; a pair with no such row (a CSV written before the check) is absent: it is not known to discriminate."""
+    return {(r["checkpoint"], r["metric"]): r["verdict"] == DISCRIMINATES
+            for r in rows if r["method"] == CHECK and not r.get("class")}  # fmt: skip
+
+
+def layer_shares(exact: dict[str, Tensor]) -> dict[str, tuple[float, bool]]:
+    """Layer -> ``(share, varies)``: the mean over images of the layer's share of the summed absolute mass of all
+    layers' exact maps ``(B, S, S)`` (``exact`` without ``ALL``), and whether its map varies over the frame in some
+    image beyond rounding (a constant map adds the same to every pixel and orders none)."""
+    layers = {k: v.double() for k, v in exact.items() if k != ALL}
+    mass = {k: v.abs().sum((1, 2)) for k, v in layers.items()}
+    total = sum(mass.values()).clamp_min(1e-300)
+    def varies(v: Tensor) -> bool:  # beyond the rounding of resampling a 1x1 map (about 1e-16 relative)
+        return bool((v.amax((1, 2)) - v.amin((1, 2)) > 1e-12 * v.abs().amax((1, 2))).any())
+
+    return {k: (float((mass[k] / total).mean()), varies(v)) for k, v in layers.items()}
+
+
 def row_stats(values: dict[str, Tensor], better: str, resamples: int) -> dict[str, dict]:
     """Per method: mean and CI over images; for anchors, exact minus anchor with a paired bootstrap."""
     from laya.analysis.statistics import bootstrap_ci, paired_bootstrap
@@ -211,7 +257,7 @@ def class_stats(values: dict[str, Tensor], labels: Tensor, classes: Sequence[str
 
 def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], batch: int, cost_batch: int,
               resamples: int, methods: Sequence[str] = ANCHORS, layers: Sequence[str] | None = None,
-              cost_rounds: int = 2, seed: int = 0,
+              cost_rounds: int = 2, seed: int = 0, patch: int = 2,
               ) -> tuple[list[dict], dict]:  # fmt: skip
     """CSV rows (faithfulness, pooled and per class) and the cost ratios of one checkpoint on a class-balanced
     sample of ``n`` test images (``seed``); ``layers``: the per-layer rows (default all; the all-layer maps
@@ -220,7 +266,7 @@ def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], 
 
     from torchvision.transforms.functional import gaussian_blur
 
-    from laya.analysis.pixel_faithfulness import deletion_auc, insertion_auc, road
+    from laya.analysis.pixel_faithfulness import deletion_auc, insertion_auc, occlusion_map, road
     from laya.model.checkpoint import load_checkpoint
 
     ck = load_checkpoint(checkpoint)
@@ -261,6 +307,9 @@ def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], 
 
     mean_colour = images.mean(dim=(2, 3), keepdim=True).expand_as(images)
     blurred = gaussian_blur(images, kernel_size=9, sigma=2.0)
+    t0 = time.perf_counter()
+    occlusion = to_frame(occlusion_map(score, images, target, mean_colour, patch, batch=512).float(), size)
+    print(f"occlusion ({patch} px patches): {time.perf_counter() - t0:.0f} s", flush=True)
     rows = []
     shown = [
         n_
@@ -273,7 +322,8 @@ def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], 
         maps = ({"exact": exact[layer]} if layer in exact else {}) | {
             m: a[layer] for m, a in anchors.items() if layer in a
         }
-        if layer == ALL:  # the reference every ranking must beat: uniform random maps (layer-independent, seeded)
+        if layer == ALL:  # the known-good reference, and what every ranking must beat: uniform random maps (seeded)
+            maps[REFERENCE] = occlusion
             maps[RANDOM] = torch.rand(images.shape[0], size, size, generator=torch.Generator().manual_seed(1))
         values = {metric: {} for metric in METRICS}
         t0 = time.perf_counter()
@@ -285,9 +335,16 @@ def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], 
             base = {"checkpoint": name, "sample": sample, "layer": layer, "grid": grids.get(layer, ""), "metric": metric}
             for method, row in row_stats(values[metric], better, resamples).items():
                 rows.append({**base, "method": method, **row})
+            if layer == ALL:
+                rows.append({**base, **check_row(values[metric], better, resamples)})
             if labels is not None:
                 rows += [{**base, **row} for row in class_stats(values[metric], labels, classes, resamples)]
         tqdm.write(f"{layer}: {time.perf_counter() - t0:.0f} s")
+
+    for layer, (share, varies) in layer_shares(exact).items():
+        rows.append({"checkpoint": name, "sample": sample, "layer": layer, "grid": grids.get(layer, ""),
+                     "method": "exact", "metric": SHARE, "n": len(images), "mean": share,
+                     "verdict": "orders pixels" if varies else "constant over the frame"})  # fmt: skip
 
     # cost, one run, interleaved: one batch of cost_batch images, 1 thread
     xs, xr, xt = images[:cost_batch], raw[:cost_batch], target[:cost_batch]
@@ -338,10 +395,16 @@ def write_csv(rows: list[dict], costs: dict[str, dict], path: Path) -> None:
                              "n": cost["cost_batch"], "mean": value})  # fmt: skip
         rows.append({"checkpoint": name, "layer": ALL, "method": "forward", "metric": "forward_seconds",
                      "n": cost["cost_batch"], "mean": cost["forward_s"]})  # fmt: skip
+    write_rows(rows, FIELDS, path)
+
+
+def write_rows(rows: Sequence[dict], fields: Sequence[str], path: Path) -> None:
+    """``rows`` as a CSV of columns ``fields`` (floats to 6 significant digits), written whole, then renamed into
+    ``path``: ``--resume`` never reads half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_suffix(".csv.part")  # written whole, then renamed: --resume never reads half a file
+    part = path.with_suffix(".csv.part")
     with part.open("w", newline="") as f:
-        w = csv.DictWriter(f, FIELDS)
+        w = csv.DictWriter(f, fields)
         w.writeheader()
         for row in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
@@ -349,11 +412,13 @@ def write_csv(rows: list[dict], costs: dict[str, dict], path: Path) -> None:
 
 
 def done(path: Path, n: int, seed: int) -> bool:
-    """Whether the CSV at ``path`` holds a finished run on the class-balanced sample of ``n`` images, ``seed``."""
+    """Whether the CSV at ``path`` holds a finished run on the class-balanced sample of ``n`` images, ``seed``, with
+    the metric check (a CSV written before the occlusion reference is rerun)."""
     if not path.exists():
         return False
     rows = [r for r in csv.DictReader(path.open()) if r.get("metric") in METRICS and not r.get("class")]
-    return bool(rows) and all(r.get("sample") == f"balanced seed {seed}" and r["n"] == str(n) for r in rows)
+    checked = {r["metric"] for r in rows if r["method"] == CHECK} == set(METRICS)
+    return checked and all(r.get("sample") == f"balanced seed {seed}" and r["n"] == str(n) for r in rows)
 
 
 def default_n(checkpoint) -> int:
@@ -363,13 +428,16 @@ def default_n(checkpoint) -> int:
 
 def markdown_tables(folder: Path) -> str:
     """The markdown tables of the results CSVs in ``folder``: per checkpoint, rows (layer, method) x metrics ``mean [CI]``,
-    each anchor's cell with the paired verdict of exact against it; then the wins/ties/losses and the costs."""
+    each anchor's cell with the paired verdict of exact against it (none on a metric that does not discriminate
+    there: ``discriminating``); then the metric check, the wins/ties/losses and the costs."""
     every = [r for path in sorted(Path(folder).glob("*.csv")) for r in csv.DictReader(path.open())]
     rows = [r for r in every if not r.get("class")]  # pooled; per-class rows (newer files) below
     sym = {"exact better": "exact wins", "exact worse": "exact loses", "tie": "tie"}
+    works = discriminating(rows)
     out = []
     for name in dict.fromkeys(r["checkpoint"] for r in rows):
-        mine = [r for r in rows if r["checkpoint"] == name and r["metric"] in METRICS]
+        checks = {r["metric"]: r for r in rows if r["checkpoint"] == name and r["method"] == CHECK}
+        mine = [r for r in rows if r["checkpoint"] == name and r["metric"] in METRICS and r["method"] != CHECK]
         n = mine[0]["n"] if mine else "?"
         drawn = f", {_sample_words(mine[0]['sample'])}" if mine and mine[0].get("sample") else ""
         out += [f"**{name}** ({n} images{drawn}; deletion ↓, insertion ↑, ROAD ↑; anchor cells: exact vs that anchor, paired bootstrap)\n",
@@ -378,26 +446,32 @@ def markdown_tables(folder: Path) -> str:
         for r in mine:
             text = f"{float(r['mean']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}]"
             if r["verdict"]:
-                text += f" · {sym[r['verdict']]}"
+                ok = works.get((name, r["metric"]))
+                text += f" · {sym[r['verdict']] if ok else _unchecked(works, name, r['metric'])}"
             layer = f"{r['layer']} ({r['grid']})" if r.get("grid") else r["layer"]
             cells.setdefault((layer, r["method"]), {})[r["metric"]] = text
         for (layer, method), c in cells.items():
             out.append(f"| {layer} | {method} | " + " | ".join(c.get(m, "") for m in METRICS) + " |")
         out.append("")
+        out += [_check_line(checks), ""]
         out += _class_table(name, [r for r in every if r["checkpoint"] == name and r.get("class")])
-    out += ["**Exact against each anchor**, every layer and the all-layer map, and against random maps (all-layer row only; wins / ties / losses of exact):\n",
+    out += ["**Exact against each anchor**, every layer and the all-layer map, and against the occlusion and random maps (all-layer row only; wins / ties / losses of exact, on the metrics that discriminate on that checkpoint):\n",
             "| checkpoint | anchor | deletion | insertion | ROAD |", "|---|---|---|---|---|"]  # fmt: skip
     for name in dict.fromkeys(r["checkpoint"] for r in rows):
-        for anchor in (*ANCHORS, RANDOM):
-            tally = []
+        for anchor in (*ANCHORS, REFERENCE, RANDOM):
+            tally, seen = [], False
             for metric in METRICS:
+                if not works.get((name, metric)):
+                    seen = seen or any(r["checkpoint"] == name and r["method"] == anchor for r in rows)
+                    tally.append(_unchecked(works, name, metric))
+                    continue
                 v = [
                     r["verdict"]
                     for r in rows
                     if r["checkpoint"] == name and r["method"] == anchor and r["metric"] == metric
                 ]
                 tally.append(f"{v.count('exact better')} / {v.count('tie')} / {v.count('exact worse')}")
-            if any(t != "0 / 0 / 0" for t in tally):
+            if seen or any(t != "0 / 0 / 0" and "/" in t for t in tally):
                 out.append(f"| {name} | {anchor} | " + " | ".join(tally) + " |")
     out += ["", "**Cost** (seconds for one batch / one forward of that batch, 1 thread, one run):\n",
             "| checkpoint | batch | forward (s) | exact, all layers | " + " | ".join(f"{a} one layer | {a} every layer" for a in ANCHORS) + " |",
@@ -414,6 +488,22 @@ def markdown_tables(folder: Path) -> str:
                   ["exact", *(f"{a} {w}" for a in ANCHORS for w in ("one layer", "every layer"))]]  # fmt: skip
         out.append(f"| {name} | {c['forward']['n']} | {float(c['forward']['mean']):.3f} | " + " | ".join(ratios) + " |")
     return "\n".join(out) + "\n"
+
+
+def _unchecked(works: dict[tuple[str, str], bool], name: str, metric: str) -> str:
+    """The words for a metric with no verdicts on checkpoint ``name``: it failed the check, or was never checked."""
+    return NOT_DISCRIMINATING if (name, metric) in works else "no metric check"
+
+
+def _check_line(checks: dict[str, dict]) -> str:
+    """One line: per metric, occlusion minus random with its paired CI and whether the metric discriminates."""
+    if not checks:
+        return ("Metric check: none in this CSV (written before the occlusion reference); no verdict of it is "
+                "counted.")  # fmt: skip
+    cells = [f"{m} {float(c['diff']):+.3f} [{float(c['diff_low']):+.3f}, {float(c['diff_high']):+.3f}]: {c['verdict']}"
+             for m, c in checks.items()]  # fmt: skip
+    return (f"Metric check (occlusion − random, paired bootstrap, 95 %; a metric discriminates where occlusion is "
+            f"better with the CI excluding 0): {'; '.join(cells)}.")
 
 
 def _sample_words(sample: str) -> str:
@@ -455,6 +545,8 @@ def main() -> None:
     p.add_argument("--cost-batch", type=int, default=32)
     p.add_argument("--cost-rounds", type=int, default=2, help="timed rounds (fastest kept) after one warm-up")
     p.add_argument("--resamples", type=int, default=1000)
+    p.add_argument("--occlusion-patch", type=int, default=2,
+                   help="side in frame pixels of the occlusion reference's patches")  # fmt: skip
     p.add_argument("--methods", nargs="+", default=list(ANCHORS), choices=ANCHORS)
     p.add_argument("--layers", nargs="+", default=None, help="layer names of the per-layer rows (default: all)")
     p.add_argument("--out", default=str(ROOT / "docs" / "spatial_maps"), help="folder: one <setting>-<head>.csv each")
@@ -470,7 +562,7 @@ def main() -> None:
             tqdm.write(f"{csv_path}: done ({n} images, seed {args.seed}), skipped")
             continue
         rows, cost = benchmark(path, n, args.steps, args.fractions, args.batch, args.cost_batch, args.resamples,
-                               args.methods, args.layers, args.cost_rounds, args.seed)  # fmt: skip
+                               args.methods, args.layers, args.cost_rounds, args.seed, args.occlusion_patch)  # fmt: skip
         write_csv(rows, {f"{path.parent.name}/{path.name}": cost}, csv_path)
     print(f"\ntorch threads {torch.get_num_threads()}; wrote {args.out}\n")
     print(markdown_tables(Path(args.out)))

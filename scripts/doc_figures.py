@@ -30,7 +30,7 @@ SETTINGS = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CIFAR-10 C
 HEADS = {"laya": "LAYA", "scalarmix": "ScalarMix", "concat": "Concat", "lastlayer": "LastLayer"}
 COLOURS = {"laya": "#1f77b4", "scalarmix": "#ff7f0e", "concat": "#2ca02c", "lastlayer": "#7f7f7f"}
 METHOD_COLOURS = {"exact": "#d62728", "Grad-CAM": "#1f77b4", "HiResCAM": "#2ca02c", "LayerCAM": "#9467bd",
-                  "random": "#7f7f7f"}  # fmt: skip
+                  "occlusion": "#ff7f0e", "random": "#7f7f7f"}  # fmt: skip
 
 
 def _reports(root: Path, name: str) -> dict[tuple[str, str], dict]:
@@ -200,7 +200,7 @@ def spatial_layers(root: Path) -> Figure:
             for i, layer in enumerate(layers):
                 if layer in mine:
                     r = mine[layer]
-                    _errorbar(ax, i + 0.1 * (list(METHOD_COLOURS).index(method) - 2), float(r["mean"]),
+                    _errorbar(ax, i + 0.1 * (list(METHOD_COLOURS).index(method) - 2.5), float(r["mean"]),
                               float(r["low"]), float(r["high"]), color=colour, ms=3,
                               label=method if i == len(layers) - 1 else None)  # fmt: skip
         ax.set_xticks(range(len(layers)), [x.replace(" layers", "").replace("block ", "b") for x in layers], fontsize=7)
@@ -213,16 +213,19 @@ def spatial_layers(root: Path) -> Figure:
 
 
 def spatial_differences(root: Path) -> Figure:
-    """The all-layer map: exact minus each anchor and random, paired 95 % CI, per metric and checkpoint."""
+    """The all-layer map: exact minus each anchor, the occlusion and the random map, paired 95 % CI, per metric and
+    checkpoint."""
     every = _spatial_rows(root)
+    others = [m for m in METHOD_COLOURS if m != "exact"]
+    k = len(others)
     metrics = {"deletion": "deletion (negative: exact better)", "insertion": "insertion (positive: exact better)",
                "road": "ROAD (positive: exact better)"}  # fmt: skip
-    fig, axes = plt.subplots(1, 3, figsize=(12, 0.5 + 0.32 * max(len(every), 1) * 4), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 0.5 + 0.32 * max(len(every), 1) * k), sharey=True)
     labels = []
     for i, (name, rows) in enumerate(every.items()):
-        for j, method in enumerate(m for m in METHOD_COLOURS if m != "exact"):
+        for j, method in enumerate(others):
             labels.append(f"{name} − {method}")
-            y = 4 * i + j
+            y = k * i + j
             for ax, metric in zip(axes, metrics):
                 r = next((r for r in rows if r["layer"] == "all layers" and r["method"] == method
                           and r["metric"] == metric and not r.get("class") and r["diff"]), None)  # fmt: skip
@@ -233,9 +236,9 @@ def spatial_differences(root: Path) -> Figure:
         ax.axvline(0, color="black", lw=0.6)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("exact − that map")
-    axes[0].set_yticks([4 * (k // 4) + k % 4 for k in range(len(labels))], labels, fontsize=6)
+    axes[0].set_yticks(range(len(labels)), labels, fontsize=6)
     axes[0].invert_yaxis()
-    fig.suptitle("All-layer exact map against each anchor and a random map (paired bootstrap, 95 % CI)")
+    fig.suptitle("All-layer exact map against each anchor, the occlusion and a random map (paired bootstrap, 95 % CI)")
     return fig
 
 

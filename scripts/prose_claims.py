@@ -184,6 +184,14 @@ def _spatial_maps(arg: str) -> str:
     return _wrapped(markdown_tables(ROOT / arg))
 
 
+def _map_sanity(arg: str) -> str:
+    """The tables of ``python benchmarks/map_sanity.py`` (the cascading randomisation test) from its CSVs in ``arg``."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from map_sanity import markdown
+
+    return _wrapped(markdown(ROOT / arg))
+
+
 def _backbone_breadth(arg: str) -> str:
     """``backbone-breadth FILE [summary]``: the table of ``python scripts/backbone_breadth.py --out`` from its JSON
     result file (``summary``: the verdict line alone)."""
@@ -352,6 +360,7 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "worker-overhead": _worker_overhead,
     "upload-memory": _upload_memory,
     "spatial-maps": _spatial_maps,
+    "map-sanity": _map_sanity,
     "page-costs": _page_costs,
     "backbone-breadth": _backbone_breadth,
     "attach-breadth": _attach_breadth,

@@ -1,10 +1,13 @@
 """The verdict sentences of the pixel benchmark, computed from its CSVs (``python benchmarks/spatial_maps.py``).
 
-    python scripts/spatial_facts.py [docs/spatial_maps] [sample|headline|cost|verdicts|training] [CHECKPOINT-GLOB]
+    python scripts/spatial_facts.py [docs/spatial_maps] [sample|headline|cost|verdicts|training|weights] [CHECKPOINT-GLOB]
 
-Every word that judges (wins, ties, loses) is the paired-bootstrap verdict of exact minus that map, Holm-corrected
-over all of one checkpoint's pooled comparisons (``claims.spatial.holm_words``: a tie where the CI covers 0 or the
-adjusted p exceeds 0.05; the README's tally uses the same family), so rewriting the CSVs and running
+A metric judges nothing on a checkpoint where it does not discriminate there (``spatial_maps.discriminating``: the
+occlusion reference is not better than a random map with its paired CI excluding 0) or where its CSV has no such
+check: it is stated as such, and none of its comparisons is counted or worded. Every other word that judges (wins,
+ties, loses) is the paired-bootstrap verdict of exact minus that map, Holm-corrected over one checkpoint's pooled
+comparisons on the metrics that discriminate there (``claims.spatial.holm_words``: a tie where the CI covers 0 or
+the adjusted p exceeds 0.05; the README's tally uses the same family), so rewriting the CSVs and running
 ``python scripts/prose_claims.py --write`` rewrites the sentences, whatever the new files say. A CSV that states no
 class-balanced sample or has no per-class rows is named in a warning instead of being read as general.
 """
@@ -21,7 +24,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "scripts"))
 from claims.spatial import holm_words  # noqa: E402
 from laya.analysis.statistics import format_diff  # noqa: E402
-from spatial_maps import ALL, ANCHORS, METRICS, RANDOM, TIE_BREAK  # noqa: E402
+from spatial_maps import (  # noqa: E402
+    ALL, ANCHORS, CHECK, METRICS, NEGLIGIBLE, NOT_DISCRIMINATING, RANDOM, REFERENCE, SHARE, TIE_BREAK, discriminating)
 
 WORD = {"better": "wins", "tie": "ties", "worse": "loses"}
 METRIC_NAMES = {"deletion": "deletion", "insertion": "insertion", "road": "ROAD"}
@@ -29,21 +33,33 @@ METRIC_NAMES = {"deletion": "deletion", "insertion": "insertion", "road": "ROAD"
 
 def _rows(folder: Path, pattern: str = "*") -> dict[str, list[dict]]:
     """Checkpoint name -> its CSV rows, for the CSVs in ``folder`` whose checkpoint matches ``pattern``; each pooled
-    comparison row gets ``"holm"``, its Holm-corrected word (:func:`claims.spatial.holm_words`), the others ``""``."""
+    comparison row on a metric that discriminates there gets ``"holm"``, its Holm-corrected word
+    (:func:`claims.spatial.holm_words`), the others ``""``; the check rows are kept under ``"check"``."""
     out: dict[str, list[dict]] = {}
     for path in sorted(Path(folder).glob("*.csv")):
         for row in csv.DictReader(path.open()):
             if fnmatch.fnmatch(row["checkpoint"], pattern):
                 out.setdefault(row["checkpoint"], []).append({**row, "holm": ""})
     for rows in out.values():
-        family = [r for r in _pooled(rows) if r.get("diff")]
+        works = discriminating(rows)
+        family = [r for r in _pooled(rows) if r.get("diff") and works.get((r["checkpoint"], r["metric"]))]
         for r, word in zip(family, holm_words(family)):
             r["holm"] = word
     return out
 
 
 def _pooled(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if r["metric"] in METRICS and not r.get("class")]
+    return [r for r in rows if r["metric"] in METRICS and not r.get("class") and r["method"] != CHECK]
+
+
+def _works(rows: list[dict]) -> dict[str, bool]:
+    """Metric -> whether it discriminates on this checkpoint (absent: no check in its CSV)."""
+    return {metric: ok for (_, metric), ok in discriminating(rows).items()}
+
+
+def _silent(works: dict[str, bool], metric: str) -> str:
+    """How a metric without verdicts is named: it does not discriminate here, or its CSV has no check."""
+    return f"{METRIC_NAMES[metric]} {NOT_DISCRIMINATING if metric in works else 'not checked'}"
 
 
 def _balanced(rows: list[dict]) -> bool:
@@ -92,14 +108,22 @@ def headline(folder: Path) -> str:
         return ""
     cells = []
     for metric in METRICS:
-        verdicts = [r["holm"] for rows in every.values() for r in _pooled(rows)
+        where = [rows for rows in every.values() if _works(rows).get(metric)]
+        verdicts = [r["holm"] for rows in where for r in _pooled(rows)
                     if r["layer"] == ALL and r["metric"] == metric and r["method"] in ANCHORS]  # fmt: skip
-        cells.append(f"{METRIC_NAMES[metric]} {' / '.join(str(verdicts.count(v)) for v in WORD)}")
+        counts = " / ".join(str(verdicts.count(v)) for v in WORD) if where else "no verdicts"
+        on = f"discriminates on {len(where)} of {_count(len(every), 'checkpoint')}"
+        cells.append(f"{METRIC_NAMES[metric]} {counts} ({on})")
     stale = [name for name, rows in every.items() if not _balanced(rows)]
     caveat = f" Not a class-balanced sample: {', '.join(stale)} (the first test images)." if stale else ""
+    unchecked = [name for name, rows in every.items() if not _works(rows)]
+    if unchecked:
+        caveat += (f" No metric check in the CSVs of {', '.join(unchecked)} (written before it): no verdict of theirs "
+                   "is counted.")
     return (f"**Verdict:** the all-layer exact map against Grad-CAM, HiResCAM and LayerCAM, wins / ties / losses "
-            f"over {_count(len(every), 'checkpoint')} × {len(ANCHORS)} anchors: {'; '.join(cells)} (paired bootstrap, 95 %, "
-            f"Holm-corrected over each checkpoint's comparisons).{caveat}\n")  # fmt: skip
+            f"on the checkpoints where the metric discriminates (the occlusion reference beats a random map, paired "
+            f"bootstrap, its CI excluding 0), × {len(ANCHORS)} anchors: {'; '.join(cells)} (paired bootstrap, 95 %, "
+            f"Holm-corrected over each checkpoint's comparisons on those metrics).{caveat}\n")  # fmt: skip
 
 
 def cost(folder: Path) -> str:
@@ -122,13 +146,16 @@ def cost(folder: Path) -> str:
             f"run per checkpoint, {_count(len(_rows(folder)), 'checkpoint')}, `docs/spatial_maps/*.csv`).\n")  # fmt: skip
 
 
-def _per_class(rows: list[dict]) -> str:
-    """Per metric, in how many classes the all-layer exact map has the best mean of the maps compared."""
-    rows = [r for r in rows if r.get("class") and r["layer"] == ALL and r["method"] != RANDOM]
-    if not rows:
+def _per_class(rows: list[dict], works: dict[str, bool]) -> str:
+    """Per metric that discriminates, in how many classes the all-layer exact map has the best mean of the maps
+    compared (the references, occlusion and random, are no competitors)."""
+    rows = [r for r in rows if r.get("class") and r["layer"] == ALL and r["method"] not in (RANDOM, REFERENCE)]
+    if not rows or not any(works.values()):
         return ""
     cells = []
     for metric, better in METRICS.items():
+        if not works.get(metric):
+            continue
         best: dict[str, tuple[float, str]] = {}
         for r in (r for r in rows if r["metric"] == metric):
             value = float(r["mean"]) if better == "higher" else -float(r["mean"])
@@ -143,21 +170,32 @@ def verdicts(folder: Path, pattern: str = "*") -> str:
     per-layer tallies and the per-class breakdown; empty when no CSV matches."""
     lines = []
     for name, rows in _rows(folder, pattern or "*").items():
-        pooled = _pooled(rows)
+        pooled, works = _pooled(rows), _works(rows)
+        silent = [_silent(works, m) for m in METRICS if not works.get(m)]
         against = []
-        for method in (*ANCHORS, RANDOM):
+        for method in (*ANCHORS, REFERENCE, RANDOM):
             cells = [f"{METRIC_NAMES[r['metric']]} {WORD[r['holm']]} ({_diff(r)})" for r in pooled
                      if r["layer"] == ALL and r["method"] == method and r["holm"]]  # fmt: skip
             if cells:
                 against.append(f"against {method}: {', '.join(cells)}")
         tallies = []
         for metric in METRICS:
-            v = [r["holm"] for r in pooled if r["layer"] != ALL and r["metric"] == metric and r["holm"]]
-            tallies.append(f"{METRIC_NAMES[metric]} {' / '.join(str(v.count(w)) for w in WORD)}")
+            if works.get(metric):
+                v = [r["holm"] for r in pooled if r["layer"] != ALL and r["metric"] == metric and r["holm"]]
+                tallies.append(f"{METRIC_NAMES[metric]} {' / '.join(str(v.count(w)) for w in WORD)}")
         layers = len({r["layer"] for r in pooled if r["layer"] != ALL})
-        lines.append(f"* **{name}** ({_sample(rows)}). All-layer map (Δ = exact − that map) {'; '.join(against)}. "
-                     f"Per layer ({_count(layers, 'layer')} × anchors), wins / ties / losses: {'; '.join(tallies)}."
-                     f"{_per_class(rows)}")  # fmt: skip
+        check = [r for r in rows if r["method"] == CHECK and not r.get("class")]
+        words = "; ".join(f"{METRIC_NAMES[r['metric']]} {_diff(r)}, {r['verdict']}" for r in check)
+        text = f"* **{name}** ({_sample(rows)}). "
+        text += (f"Metric check (occlusion − random, paired bootstrap): {words}. " if check else
+                 "No metric check in its CSV (written before the occlusion reference): no verdict is stated. ")  # fmt: skip
+        if against:
+            text += f"All-layer map (Δ = exact − that map) {'; '.join(against)}. "
+        if tallies:
+            text += f"Per layer ({_count(layers, 'layer')} × anchors), wins / ties / losses: {'; '.join(tallies)}."
+        if silent and check:
+            text += f" No verdicts: {', '.join(silent)}."
+        lines.append(text.rstrip() + _per_class(rows, works))
     return "".join(f"{line}\n" for line in lines)
 
 
@@ -175,7 +213,45 @@ def training(folder: Path) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-FACTS = {"sample": sample, "headline": headline, "cost": cost, "verdicts": verdicts, "training": training}
+def weights(folder: Path) -> str:
+    """One bullet per checkpoint whose all-layer exact map orders pixels by layers carrying less than ``NEGLIGIBLE``
+    of its absolute mass (the ``layer_share`` rows), and a line naming the checkpoints measured otherwise."""
+    notes, fine, unmeasured = [], [], []
+    for name, rows in _rows(folder).items():
+        shares = [r for r in rows if r["metric"] == SHARE]
+        if not shares:
+            unmeasured.append(name)
+            continue
+        ordering = [r for r in shares if r["verdict"] == "orders pixels"]
+        flat = [r for r in shares if r["verdict"] != "orders pixels"]
+        part = sum(float(r["mean"]) for r in ordering)
+        if not ordering:
+            grids = ", ".join(f"{r['layer']} {r['grid']}" for r in flat)
+            notes.append(f"* **{name}**: every layer's exact map is constant over the frame "
+                         f"({grids}), so the all-layer map orders no "
+                         "pixel: its ranking is the shared seeded order of equal values, the same as a random map's.")
+        elif part < NEGLIGIBLE:
+            constant = ", ".join(f"{r['layer']} ({r['grid']} grid)" for r in flat)
+            verb = "carries" if len(flat) == 1 else "carry"
+            rest = f"{constant}, constant over the frame, {verb} the rest. " if flat else ""
+            notes.append(f"* **{name}**: the all-layer exact map's pixel order comes from "
+                         f"{', '.join(r['layer'] for r in ordering)}, whose terms carry {part:.1g} of its absolute "
+                         f"mass together (mean share over the images); {rest}Its rankings are those of terms the "
+                         "head weights near zero.")  # fmt: skip
+        else:
+            fine.append(f"{name} {part:.2g}")
+    lines = notes or ([f"* No all-layer exact map measured orders its pixels by layers carrying less than "
+                       f"{NEGLIGIBLE:g} of its mass."] if fine else [])  # fmt: skip
+    if fine:
+        lines.append(f"* The layers that order the pixels carry at least {NEGLIGIBLE:g} of the map's mass on: "
+                     f"{'; '.join(fine)}.")
+    if unmeasured:
+        lines.append(f"* Not measured (no `layer_share` rows, CSV written before them): {', '.join(unmeasured)}.")
+    return "".join(f"{line}\n" for line in lines)
+
+
+FACTS = {"sample": sample, "headline": headline, "cost": cost, "verdicts": verdicts, "training": training,
+         "weights": weights}
 
 
 def spatial_facts(folder: Path, topic: str, pattern: str = "") -> str:

@@ -19,6 +19,11 @@ before it is ranked.
   relevant first (MoRF) and once least relevant first (LeRF); ``road = mean_q (p_LeRF(q) - p_MoRF(q)) / 2``,
   pytorch-grad-cam's ``ROADCombined``; **higher** is better.
 
+* **Occlusion** (:func:`occlusion_map`, Zeiler & Fergus 2014): the model's own answer to "which patch matters":
+  each ``patch x patch`` square of the frame in turn replaced by the baseline, the drop in the target class's
+  softmax probability its value. It needs one forward per patch, no map method, so it is the known-good
+  reference a metric must rank above a random map before its verdicts on map methods mean anything.
+
 ``score`` maps perturbed images ``(N, C, H, W)`` to logits ``(N, K)``; every curve point is one batched
 call over all images.
 """
@@ -149,4 +154,34 @@ def road(
     return (lerf - morf) / 2, morf, lerf
 
 
-__all__ = ["auc", "deletion_auc", "insertion_auc", "perturbation_curve", "pixel_order", "road", "sum_maps"]
+def occlusion_map(
+    score: Score, images: Tensor, target: Tensor, baseline: Tensor, patch: int = 2, batch: int = 512
+) -> Tensor:
+    """``(B, H // patch, W // patch)`` occlusion map: entry ``(i, j)`` is ``p(x) - p(x with the patch at (i, j)
+    replaced by baseline)``, ``p`` the target class's softmax probability (float64); higher = the patch matters
+    more. ``images``, ``baseline``: ``(B, C, H, W)`` with ``H`` and ``W`` multiples of ``patch``; ``target``
+    ``(B,)``; the occluded images go through ``score`` in chunks of ``batch``."""
+    if images.shape != baseline.shape or images.ndim != 4:
+        raise ValueError(f"images and baseline must be equal (B, C, H, W), got {tuple(images.shape)}, {tuple(baseline.shape)}")
+    B, _, H, W = images.shape
+    if patch < 1 or H % patch or W % patch:
+        raise ValueError(f"patch must be >= 1 and divide the frame {H}x{W}, got {patch}")
+    h, w = H // patch, W // patch
+    cells = torch.arange(h * w, device=images.device).view(h, w)
+    cells = cells.repeat_interleave(patch, 0).repeat_interleave(patch, 1)  # (H, W): each pixel's patch index
+    masks = cells.unsqueeze(0) == torch.arange(h * w, device=images.device).view(-1, 1, 1)  # (P, H, W)
+    full = _target_prob(score, images, target)  # (B,)
+    drops = torch.empty(B, h * w, dtype=torch.float64)
+    per = max(1, batch // (h * w))  # images per chunk
+    for i in range(0, B, per):
+        x, b, t = images[i : i + per], baseline[i : i + per], target[i : i + per]
+        n = len(x)
+        occluded = torch.where(masks.view(1, -1, 1, H, W), b.unsqueeze(1), x.unsqueeze(1))  # (n, P, C, H, W)
+        flat = occluded.flatten(0, 1)
+        probs = torch.cat([_target_prob(score, flat[j : j + batch], t.repeat_interleave(h * w)[j : j + batch])
+                           for j in range(0, len(flat), batch)])  # fmt: skip
+        drops[i : i + n] = full[i : i + n].unsqueeze(1).cpu() - probs.view(n, h * w).cpu()
+    return drops.view(B, h, w)
+
+
+__all__ = ["auc", "deletion_auc", "insertion_auc", "occlusion_map", "perturbation_curve", "pixel_order", "road", "sum_maps"]

@@ -132,3 +132,19 @@ def test_bad_input_is_refused(image):
         perturbation_curve(score, image, image, torch.zeros(1, 3, dtype=torch.long), target)
     with pytest.raises(ValueError, match="equal"):
         perturbation_curve(score, image, image[:, :, :2], pixel_order(image[:, 0]), target)
+
+
+def test_occlusion_map_is_the_probability_drop_of_each_patch():
+    """A linear model reading one pixel: only the patch holding it drops the probability; patches of 2 px."""
+    from laya.analysis.pixel_faithfulness import occlusion_map
+
+    def score(x):  # (N, 1, 4, 4) -> (N, 2): logit 0 is 10 x pixel (1, 2)
+        return torch.stack([10 * x[:, 0, 1, 2], torch.zeros(len(x))], dim=1)
+
+    images = torch.ones(3, 1, 4, 4)
+    maps = occlusion_map(score, images, torch.zeros(3, dtype=torch.long), torch.zeros_like(images), patch=2, batch=5)
+    assert maps.shape == (3, 2, 2) and maps.dtype == torch.float64
+    full = torch.softmax(torch.tensor([10.0, 0.0], dtype=torch.float64), 0)[0]
+    assert torch.allclose(maps[:, 0, 1], full - 0.5) and maps[:, 0, 0].abs().max() == 0 and maps[:, 1].abs().max() == 0
+    with pytest.raises(ValueError, match="divide the frame"):
+        occlusion_map(score, images, torch.zeros(3, dtype=torch.long), torch.zeros_like(images), patch=3)

@@ -102,6 +102,10 @@ def test_per_class_rows_and_tables(tmp_path):
     tables = spatial_maps.markdown_tables(tmp_path)
     assert "(6 images, class-balanced random sample, seed 0; ties: pixels of equal map value" in tables
     assert "| dog | 2 | exact | 0.600 [" in tables and "| cat | 3 | Grad-CAM | 0.400 [0.400, 0.400] |" in tables
+    assert not spatial_maps.done(path, 6, 0)  # no metric check: written before it, so --resume reruns it
+    checks = [{**base, "metric": m, "n": 6, "method": spatial_maps.CHECK, "verdict": spatial_maps.DISCRIMINATES}
+              for m in spatial_maps.METRICS]  # fmt: skip
+    spatial_maps.write_csv([*pooled, *checks, *({**base, **r} for r in rows)], {}, path)
     assert spatial_maps.done(path, 6, 0) and not spatial_maps.done(path, 6, 1) and not spatial_maps.done(path, 7, 0)
 
 
@@ -115,10 +119,15 @@ def test_benchmark_smoke_on_two_images(tmp_path):
     result = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = list(csv.DictReader((out / "cifar10-cnn-laya.csv").open()))
-    faith = [r for r in rows if r["metric"] in spatial_maps.METRICS and not r["class"]]
+    faith = [r for r in rows if r["metric"] in spatial_maps.METRICS and not r["class"] and r["method"] != spatial_maps.CHECK]
     assert {(r["layer"], r["method"]) for r in faith} == {
         (layer, method) for layer in ("block 5", spatial_maps.ALL) for method in ("exact", "Grad-CAM")
-    } | {(spatial_maps.ALL, spatial_maps.RANDOM)}  # the random reference: all-layer row only
+    } | {(spatial_maps.ALL, spatial_maps.RANDOM), (spatial_maps.ALL, spatial_maps.REFERENCE)}  # all-layer row only
+    checks = [r for r in rows if r["method"] == spatial_maps.CHECK]  # one metric check per metric
+    assert sorted(r["metric"] for r in checks) == sorted(spatial_maps.METRICS)
+    assert all(r["verdict"] in (spatial_maps.DISCRIMINATES, spatial_maps.NOT_DISCRIMINATING) for r in checks)
+    shares = {r["layer"]: r for r in rows if r["metric"] == spatial_maps.SHARE}
+    assert shares["block 5"]["verdict"] == "constant over the frame" and shares["block 1"]["verdict"] == "orders pixels"
     for r in faith:
         assert r["n"] == "2" and float(r["low"]) <= float(r["mean"]) <= float(r["high"])
         if r["metric"] != "road":
@@ -129,3 +138,49 @@ def test_benchmark_smoke_on_two_images(tmp_path):
     tables = spatial_maps.markdown_tables(out)
     assert "| block 5 (1x1) | Grad-CAM |" in tables and "| cifar10-cnn/laya | Grad-CAM |" in tables
     assert tables in result.stdout
+
+
+def test_a_metric_discriminates_only_where_the_reference_beats_random_in_its_direction():
+    """``check_row``: occlusion minus random, paired; deletion (lower is better) needs a CI below 0, insertion and
+    ROAD a CI above 0; a tie or the wrong direction does not discriminate."""
+    g = torch.Generator().manual_seed(0)
+    noise = torch.rand(200, generator=g) * 0.1
+    low, high = {"occlusion": 0.2 + noise, "random": 0.5 + noise}, {"occlusion": 0.5 + noise, "random": 0.2 + noise}
+    same = {"occlusion": noise, "random": noise.flip(0)}
+    assert spatial_maps.check_row(low, "lower", 200)["verdict"] == spatial_maps.DISCRIMINATES
+    assert spatial_maps.check_row(low, "higher", 200)["verdict"] == spatial_maps.NOT_DISCRIMINATING  # random wins
+    assert spatial_maps.check_row(high, "higher", 200)["verdict"] == spatial_maps.DISCRIMINATES
+    assert spatial_maps.check_row(high, "lower", 200)["verdict"] == spatial_maps.NOT_DISCRIMINATING
+    row = spatial_maps.check_row(same, "higher", 200)
+    assert row["verdict"] == spatial_maps.NOT_DISCRIMINATING and row["diff_low"] <= 0 <= row["diff_high"]
+    assert row["method"] == spatial_maps.CHECK and row["n"] == 200
+
+
+def test_layer_shares_name_the_layers_that_order_pixels():
+    """A 1x1 layer resampled to the frame is constant (rounding aside) and orders no pixel; the shares sum to 1."""
+    big = spatial_maps.to_frame(torch.full((3, 1, 1), 2.0, dtype=torch.float64), 8) / 64
+    small = torch.rand(3, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 1e-9
+    shares = spatial_maps.layer_shares({"block 1": small, "block 2": big, spatial_maps.ALL: big + small})
+    assert set(shares) == {"block 1", "block 2"}
+    assert shares["block 1"][1] and not shares["block 2"][1]
+    assert shares["block 1"][0] == pytest.approx(float(small.abs().sum((1, 2)).mean()) / 2, rel=1e-6) and sum(s for s, _ in shares.values()) == pytest.approx(1.0)
+
+
+def test_tables_show_random_as_a_row_and_no_verdict_on_a_metric_that_does_not_discriminate(tmp_path):
+    base = {"checkpoint": "s/laya", "sample": "balanced seed 0", "layer": spatial_maps.ALL}
+    g = torch.Generator().manual_seed(1)
+    values = {m: torch.rand(30, generator=g) for m in ("exact", "Grad-CAM", "occlusion", "random")}
+    values["occlusion"] = values["random"] + 0.3  # higher: insertion discriminates, deletion (lower is better) does not
+    rows = []
+    for metric, better in (("deletion", "lower"), ("insertion", "higher")):
+        rows += [{**base, "metric": metric, "method": m, **r} for m, r in spatial_maps.row_stats(values, better, 200).items()]
+        rows.append({**base, "metric": metric, **spatial_maps.check_row(values, better, 200)})
+    spatial_maps.write_csv(rows, {}, tmp_path / "s-laya.csv")
+    tables = spatial_maps.markdown_tables(tmp_path)
+    assert "| all layers | random |" in tables and "| all layers | occlusion |" in tables
+    assert "deletion +0.300 [+0.300, +0.300]: does not discriminate here" in tables
+    assert "insertion +0.300 [+0.300, +0.300]: discriminates" in tables
+    tally = next(line for line in tables.splitlines() if line.startswith("| s/laya | Grad-CAM |"))
+    assert tally.split(" | ")[2] == "does not discriminate here" and "/" in tally.split(" | ")[3]
+    works = spatial_maps.discriminating(rows)
+    assert works == {("s/laya", "deletion"): False, ("s/laya", "insertion"): True}

@@ -35,9 +35,20 @@ def test_spatial_verdicts_count_better_and_worse_by_the_metric_s_direction(tmp_p
             "x/laya,block 1,4x4,HiResCAM,insertion,10,0.4,0.3,0.5,0.1,0.05,0.15,0.0,exact better",  # higher insertion: better
             "x/laya,block 1,4x4,Grad-CAM,insertion,10,0.4,0.3,0.5,0.1,0.01,0.15,0.03,exact better",
             "x/laya,block 1,4x4,LayerCAM,road,10,0.4,0.3,0.5,0.1,0.01,0.15,0.03,exact better"]  # fmt: skip
+    checks = {m: f"x/laya,all layers,,occlusion vs random,{m},10,,,,{d},{d - 0.05},{d + 0.05},0.0,discriminates"
+              for m, d in (("deletion", -0.1), ("insertion", 0.1), ("road", 0.1))}  # fmt: skip
     # Holm over the 4: 0, 0, then 2 × 0.03 = 0.06 twice: the last two tie though their CIs exclude 0
+    (tmp_path / "x.csv").write_text("\n".join([*rows, *checks.values()]) + "\n")
+    assert "x/laya (deletion, insertion, ROAD) 1 better / 2 tied / 1 worse of 4" in spatial.spatial_verdict(str(tmp_path))
+    # deletion stops discriminating (random ranks above the reference): its comparison leaves the tally and the family
+    checks["deletion"] = "x/laya,all layers,,occlusion vs random,deletion,10,,,,0.1,0.05,0.15,0.0,does not discriminate here"
+    (tmp_path / "x.csv").write_text("\n".join([*rows, *checks.values()]) + "\n")
+    text = spatial.spatial_verdict(str(tmp_path))
+    assert "x/laya (insertion, ROAD; deletion does not discriminate here) 1 better / 2 tied / 0 worse of 3" in text
+    # no check at all (a CSV written before it): nothing counted, and the sentence says so
     (tmp_path / "x.csv").write_text("\n".join(rows) + "\n")
-    assert "x/laya 1 better / 2 tied / 1 worse of 4" in spatial.spatial_verdict(str(tmp_path))
+    text = spatial.spatial_verdict(str(tmp_path))
+    assert "better /" not in text and "Not counted: x/laya (no metric check in its CSV)." in text
 
 
 def test_speed_goals_are_computed_from_the_measurements(tmp_path):

@@ -84,7 +84,7 @@ def class_unit_heatmap(report: Any, classes: list[str], key: str) -> go.Figure |
                             horizontal=True, key=f"{key}_value")  # fmt: skip
     by = by_col.radio("Classes", ["labels", "predictions"], horizontal=True, key=f"{key}_by",
                       format_func=lambda b: {"labels": "true class", "predictions": "predicted class"}[b])  # fmt: skip
-    table = nv.stored_class_units(report, classes, value, by)
+    table = nv.stored_class_units(report, value, by)
     if table is None:
         st.info("The stored network report has no per-input values of this kind.")
         return None

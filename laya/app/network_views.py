@@ -23,7 +23,7 @@ from laya.analysis.network.explain import GRANULARITIES, NetworkExplanation
 from laya.analysis.network.lens import class_unit_figure, lens_profile, prediction_depth, profile_figure
 from laya.app import palette
 from laya.app.numbers import number_text
-from laya.app.text import code_plain
+from laya.app.text import code_plain, plain
 
 UNIT_PROFILE_TITLE = "The network by its units: drop in p(ŷ) per intervention"
 LENS_TITLE = "What each unit predicts, read through the network's own classifier"
@@ -31,6 +31,7 @@ GRADCAM_TITLE = "Where each unit looked (Grad-CAM)"
 METHODS = {"resample": "resample (keeps the input)", "skip": "skip (residual units; resample elsewhere)",
            "mean": "mean (a constant where a unit is not residual)"}  # fmt: skip
 BAR_WORDS = {"resample": "resample", "skip": "skip", "mean-ablation": "mean"}
+CLASS_GROUPS = {"labels": "true class", "predictions": "predicted class"}  # how the class x unit rows group inputs
 CLASS_UNIT_VALUES = {"agrees": "lens agrees with the final prediction (share)", "kl": "lens KL to the final (nats)",
                      "drop": "drop in p(ŷ) under the intervention"}  # fmt: skip
 PER_ROW = 8  # Grad-CAM maps per row of the strip
@@ -71,17 +72,18 @@ def unit_profile_figure(result: NetworkExplanation, classes: Sequence[str]) -> g
 
 def unit_profile_caption(result: NetworkExplanation, classes: Sequence[str]) -> str:
     """What the bars did, plainly: the intervention, the references and their source, and which units the rest of
-    the network no longer sees the input after. Markdown (unit names in code spans)."""
+    the network no longer sees the input after. Markdown (unit names in code spans), every name read from the
+    checkpoint (classes, units, the references' source) escaped here: a trusted builder of page Markdown."""
     used = sorted({BAR_WORDS.get(m, m) for m in result.methods})
     text = (f"Each bar intervenes on one {result.granularity} of the unchanged network and runs the rest of it: the "
-            f"drop in p({classes[result.prediction]}) = {result.probability:.3f}. Intervention: {', '.join(used)}")
+            f"drop in p({plain(classes[result.prediction])}) = {result.probability:.3f}. Intervention: {', '.join(used)}")
     if "resample" in used:
         text += (f" (a residual unit's branch, any other unit's whole output, replaced by that of each of "
                  f"{result.references:d} references, the results averaged)")
     if "mean" in used:
         text += f" (by its mean over {result.references:d} references)"
     if result.references:
-        text += f"; references from {result.reference_source}, class-balanced and seeded."
+        text += f"; references from {plain(result.reference_source)}, class-balanced and seeded."
     else:
         text += "."
     lost = [n for n, keeps in zip(result.names, result.residual) if not keeps]
@@ -180,7 +182,7 @@ def agreement_view(agreement: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = [
-    "BAR_WORDS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS", "UNIT_PROFILE_TITLE",
+    "BAR_WORDS", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS", "UNIT_PROFILE_TITLE",
     "agreement_view", "class_unit_heatmap", "depth_text", "gradcam_figure", "lens_figure",
     "lens_table", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
     "unit_profile_table",

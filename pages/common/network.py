@@ -25,9 +25,9 @@ def unit_profile(info: ModelInfo, name: str, data: bytes, key: str, lens: bool =
     then (``lens``) the lens strip and the Grad-CAM strip; the ``(heading, figure)`` sections for a report."""
     classes = list(info.meta.classes)
     method_col, granularity_col = st.columns(2)
-    method = method_col.radio("Intervention", list(nv.METHODS), format_func=nv.METHODS.__getitem__, horizontal=True,
+    method = method_col.radio("Intervention", nv.METHODS, format_func=lambda m: nv.METHODS[m], horizontal=True,
                               key=f"{key}_method")  # fmt: skip
-    granularity = granularity_col.radio("Bars", list(nv.GRANULARITIES), format_func=nv.GRANULARITIES.__getitem__,
+    granularity = granularity_col.radio("Bars", nv.GRANULARITIES, format_func=lambda g: nv.GRANULARITIES[g],
                                         horizontal=True, key=f"{key}_granularity")  # fmt: skip
     result = network(str(info.path), name, data, method, granularity)
     if isinstance(result, str):
@@ -35,7 +35,7 @@ def unit_profile(info: ModelInfo, name: str, data: bytes, key: str, lens: bool =
         return []
     profile = nv.unit_profile_figure(result, classes)
     st.plotly_chart(shown(profile, "plotly"), key=f"{key}_profile")
-    st.caption(nv.unit_profile_caption(result, [shown(c) for c in classes]))
+    st.caption(nv.unit_profile_caption(result, classes))
     sections: list[tuple[str, Any]] = [(nv.UNIT_PROFILE_TITLE, profile)]
     if not lens:
         return sections
@@ -80,10 +80,10 @@ def load_network_report(path: str) -> Any | None:
 def class_unit_heatmap(report: Any, classes: list[str], key: str) -> go.Figure | None:
     """The stored report's class x unit heatmap with its switches (value, classes by label or prediction)."""
     value_col, by_col = st.columns(2)
-    value = value_col.radio("Values", list(nv.CLASS_UNIT_VALUES), format_func=nv.CLASS_UNIT_VALUES.__getitem__,
+    value = value_col.radio("Values", nv.CLASS_UNIT_VALUES, format_func=lambda v: nv.CLASS_UNIT_VALUES[v],
                             horizontal=True, key=f"{key}_value")  # fmt: skip
-    by = by_col.radio("Classes", ["labels", "predictions"], horizontal=True, key=f"{key}_by",
-                      format_func=lambda b: {"labels": "true class", "predictions": "predicted class"}[b])  # fmt: skip
+    by = by_col.radio("Classes", nv.CLASS_GROUPS, format_func=lambda b: nv.CLASS_GROUPS[b], horizontal=True,
+                      key=f"{key}_by")  # fmt: skip
     table = nv.stored_class_units(report, value, by)
     if table is None:
         st.info("The stored network report has no per-input values of this kind.")

@@ -128,3 +128,15 @@ def test_patching_without_alpha_keeps_the_layer_names() -> None:
     assert figure.layout.xaxis2.showticklabels is True
     with_alpha = effects_figure(table.assign(alpha_change=[0.1, 0.2]), "backbone", "a", "a", "b")
     assert with_alpha.layout.xaxis2.showticklabels is not True  # unchanged where α has bars
+
+
+def test_the_unit_profile_caption_escapes_every_name_it_reads() -> None:
+    """A trusted Markdown builder (tests/app/test_untrusted_text.py): class, unit and source names read from a
+    checkpoint come out plain; its own code spans stay."""
+    from laya.app.text import plain
+
+    hostile = "![px](http://x/a.png) **b**"
+    result = explanation(names=("layer1.0", hostile, "layer2.1", "layer3.0"), reference_source=hostile)
+    caption = nv.unit_profile_caption(result, ["cat", hostile, "eel"])
+    before, code, after = caption.split("`")  # the one lost unit, in one code span (where Markdown is inert)
+    assert "![px](" in code and "![px](" not in before + after and plain(hostile) in before

@@ -93,7 +93,7 @@ def safe(node: ast.AST, bound: frozenset[str] = frozenset()) -> bool:
 # laya functions that return page Markdown (bold, code) built from code text and numbers, with any text read from a
 # file escaped by laya.app.text: test_markdown_builders_escape_what_they_read feeds them hostile text
 MARKDOWN_BUILDERS = frozenset({"ood_status", "maps_caption", "lens_caption", "exit_verdict", "faithfulness_verdict",
-                               "measured_exit_verdict"})
+                               "measured_exit_verdict", "unit_profile_caption"})
 
 
 def _markdown_builder(node: ast.AST) -> bool:

@@ -26,6 +26,7 @@ from torch import nn
 from laya.data.datasets import InputSpec, load_dataset
 from laya.model.backbones import Backbone, BackboneConfig, build_backbone
 from laya.model.backbones.base import candidate_sides
+from laya.model.devices import model_device
 from laya.model.own_head import own_head
 from laya.model.weights import Fit, WeightsMismatch, read_state_dict, resolve_path
 
@@ -100,7 +101,7 @@ def _sides(config: BackboneConfig, shapes: dict[str, tuple[int, ...]] | None, mo
         try:
             if module is not None:
                 with torch.no_grad():
-                    module.eval()(torch.zeros(1, config.in_channels, side, side, device=_device(module)))
+                    module.eval()(torch.zeros(1, config.in_channels, side, side, device=model_device(module)))
             else:
                 with torch.device("meta"):
                     net = build_backbone(replace(config, input_size=side, weights=None))
@@ -112,11 +113,6 @@ def _sides(config: BackboneConfig, shapes: dict[str, tuple[int, ...]] | None, mo
             continue
         works.append(side)
     return sorted(works)
-
-
-def _device(module: nn.Module) -> torch.device:
-    param = next(module.parameters(), None)
-    return param.device if param is not None else torch.device("cpu")
 
 
 def _size_refusal(what: str, config: BackboneConfig, works: list[int], detail: str) -> AttachRefused:

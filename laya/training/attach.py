@@ -176,6 +176,7 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
     network_error = None
     try:  # the bar is closed (its line ended) before any error is printed
         with tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
+            export_examples(test, setting / "examples")  # before any head is bundled: its expected.json reads them
             steps.set_postfix_str("own head")
             run = own_checkpoint(config, Path(runs) / OWN, module, checked)
             heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, module=module)
@@ -183,7 +184,6 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
             if config.network is not None:
                 steps.set_postfix_str("tuned lens and network report")
                 network_error = _network(config, heads[OWN], test, module)
-            export_examples(test, setting / "examples")
             for head in config.heads:
                 steps.set_postfix_str(f"fitting {head}")
                 recipe = TrainConfig(

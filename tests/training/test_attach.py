@@ -84,6 +84,8 @@ def test_attach_writes_four_heads_a_summary_and_depth(
         checkpoint = load_checkpoint(path)
         assert checkpoint.meta.backbone.weights == "../backbone.safetensors", head
         assert (path / "report.json").is_file() and (path / "sample.safetensors").is_file(), head
+        expected = json.loads((path / "expected.json").read_text())  # the regression record of every example
+        assert sorted(expected) == sorted(p.name for p in (setting / "examples").iterdir()) and expected, head
     for head in (OWN, "laya"):
         assert (attached.heads[head] / "depth.json").is_file(), head
     lens = json.loads((attached.heads[OWN] / "tuned_lens.json").read_text())

@@ -1,0 +1,269 @@
+"""Networks trained on the CIFAR-10 copy, attached, and checked unit by unit: the run behind docs/your-classifier.md.
+
+    python scripts/own_networks.py                     # every step of every network, each skipped once done
+    python scripts/own_networks.py --only resnet18 --steps check
+    python scripts/own_networks.py --ship              # copy the small network's attached setting into models/
+
+Per network of ``NETWORKS``: ``train`` (``scripts/train_network.py``: a plain classifier, nothing of LAYA in it),
+``attach`` (``python -m laya attach``, whose network step fits the tuned lens and writes the network report), then
+``check``, which writes ``docs/own-networks/<name>.json`` from the attached folder:
+
+* **same-class pairs**: over the report's sample, every pair of inputs with the same predicted class, and the
+  share whose unit profiles differ by more than a constant: ``std_u(drop_u(x1) - drop_u(x2)) > 1e-4``, under the
+  default intervention (resample), skip, and the stage mean-ablation the pages used before (every stage's
+  output replaced by its training mean: everything after a stage that is not residual sees a constant);
+* **tuned lens**: the share of the whole test split on which the lens at the last unit predicts the network's own
+  class;
+* **Grad-CAM**: the largest difference between :func:`~laya.analysis.network.gradcam.unit_gradcam` and
+  ``pytorch_grad_cam.GradCAM`` at every unit, on a class-balanced seeded sample of test inputs;
+* **figure data**: one same-class pair's profiles, its lens and Grad-CAM maps, the score-agreement table
+  (``scripts/doc_figures.py`` draws them; ``scripts/prose_claims.py`` prints the tables).
+
+Paths: runs under ``runs/own/`` (gitignored); ``LAYA_DATA`` or ``../shared/data`` has the CIFAR-10 copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+RUNS = ROOT / "runs" / "own"
+DOCS = ROOT / "docs" / "own-networks"
+PAIR_STD = 1e-4  # profiles that differ by more than a constant offset
+CAM_SAMPLE = 20  # test inputs of the Grad-CAM check (two per class)
+SHIPPED = "resnet18-half"  # the network bundled in models/
+
+
+@dataclass(frozen=True)
+class Network:
+    """One trained network: how it is built, trained and attached."""
+
+    family: str
+    model: str
+    kwargs: dict = field(default_factory=dict)
+    image_size: int = 32
+    epochs: int = 6
+    title: str = ""
+
+    def weights(self, name: str) -> Path:
+        return RUNS / f"{name}.safetensors"
+
+    def setting(self, name: str) -> Path:
+        return RUNS / "attached" / f"cifar10-{name}"
+
+    def train_command(self, name: str) -> list[str]:
+        return [sys.executable, "scripts/train_network.py", "--family", self.family, "--model", self.model,
+                *(["--model-kwargs", json.dumps(self.kwargs)] if self.kwargs else []),
+                *(["--image-size", str(self.image_size)] if self.image_size != 32 else []),
+                "--epochs", str(self.epochs), "--threads", "2", "--out", str(self.weights(name).relative_to(ROOT))]  # fmt: skip
+
+    def attach_command(self, name: str) -> list[str]:
+        """Sized for two CPU cores: evaluation and depth analytics on a class-balanced 2,000 of the test split,
+        except for the bundled network, evaluated on all of it with the depth analytics of every head (as every
+        bundled setting)."""
+        sized = (["--depth-heads", "own,laya,scalarmix,concat"] if name == SHIPPED else ["--limit", "2000"])
+        return [sys.executable, "-m", "laya", "attach", "--family", self.family, "--model", self.model,
+                *(["--model-kwargs", json.dumps(self.kwargs)] if self.kwargs else []),
+                "--weights", str(self.weights(name).relative_to(ROOT)), "--dataset", "cifar10",
+                "--image-size", str(self.image_size), "--mean", "0.5,0.5,0.5", "--std", "0.5,0.5,0.5",
+                "--out", str(self.setting(name).parent.relative_to(ROOT)), "--setting", self.setting(name).name,
+                *sized, "--network-limit", "200", "--random-orders", "3"]  # fmt: skip
+
+
+NETWORKS: dict[str, Network] = {
+    "resnet18": Network("torchvision", "resnet18", title="torchvision ResNet-18"),
+    "vit": Network("timm", "vit_tiny_patch16_224", {"img_size": 32, "patch_size": 4, "embed_dim": 96, "depth": 6,
+                                                    "num_heads": 3, "mlp_ratio": 2.0}, epochs=8,
+                   title="timm ViT (6 blocks, width 96, patch 4)"),  # fmt: skip
+    SHIPPED: Network("timm", "resnet18", {"channels": [32, 64, 128, 256], "stem_width": 32}, image_size=64,
+                     title="timm ResNet-18 at half width (the bundled one)"),  # fmt: skip
+}
+
+
+def _run(command: list[str]) -> None:
+    print("$", " ".join(command), flush=True)
+    subprocess.run(command, cwd=ROOT, check=True)
+
+
+def pair_shares(drops: torch.Tensor, predictions: torch.Tensor) -> dict:
+    """Over every pair of inputs with one predicted class: how many pairs, and the share whose ``(N, U)`` drops
+    differ by more than a constant (``std`` over units of the difference above ``PAIR_STD``)."""
+    pairs = [(i, j) for c in predictions.unique() for i, j in combinations((predictions == c).nonzero().flatten(), 2)]
+    if not pairs:
+        return {"pairs": 0, "differ": 0}
+    i, j = (torch.stack(v) for v in zip(*pairs))
+    differ = (drops[i] - drops[j]).std(dim=1, unbiased=False) > PAIR_STD
+    return {"pairs": len(pairs), "differ": int(differ.sum())}
+
+
+def check(name: str) -> dict:
+    """The checks of the module docstring on the attached network ``name``; returns what it writes."""
+    from pytorch_grad_cam import GradCAM
+    from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
+
+    from laya.analysis.block_ablation import block_ablation
+    from laya.analysis.network.gradcam import unit_gradcam
+    from laya.analysis.network.interventions import reference_inputs
+    from laya.analysis.network.lens import load_tuned_lens, unit_lens
+    from laya.analysis.network.recording import as_network, spatial
+    from laya.analysis.network.report import REPORT_JSON, load_network_report
+    from laya.analysis.sample import sample_indices
+    from laya.data.datasets import batch_indices
+    from laya.model.checkpoint import load_checkpoint
+
+    network = NETWORKS[name]
+    own = network.setting(name) / "own"
+    checkpoint = load_checkpoint(own)
+    model = checkpoint.model.eval()
+    backbone = model.backbone
+    report = load_network_report(own)
+    test, train = checkpoint.load_data("test"), checkpoint.load_data("train")
+    tuned = load_tuned_lens(own, backbone)
+
+    def inputs(index: torch.Tensor) -> torch.Tensor:
+        return checkpoint.preprocess(test.images[index] if hasattr(test, "images") else
+                                     torch.stack([test.image(int(i)) for i in index]))  # fmt: skip
+
+    # same-class pairs: the report's interventions, and the old stage mean-ablation on the same inputs
+    reference = checkpoint.preprocess(reference_inputs(train, 256, 0))
+    old = []
+    with torch.no_grad():
+        for batch in batch_indices(len(report.indices), 32):
+            old.append(block_ablation(model, inputs(report.indices[batch]), reference).drops)
+    pairs = {report.method: pair_shares(report.drops, report.predictions),
+             "stage mean-ablation": pair_shares(torch.cat(old).double(), report.predictions)}
+    if report.skip_drops is not None:
+        pairs["skip"] = pair_shares(report.skip_drops, report.predictions)
+
+    # the tuned lens at the last unit, on the whole test split
+    agree = total = 0
+    with torch.no_grad():
+        for batch in batch_indices(len(test), 500):
+            lens = unit_lens(backbone, inputs(batch), report.units, tuned)
+            agree += int((lens.log_q[:, -1].argmax(-1) == lens.log_p.argmax(-1)).sum())
+            total += len(batch)
+
+    # Grad-CAM at every unit against the package
+    cam_index = sample_indices(test.labels, CAM_SAMPLE, 0)
+    x = inputs(cam_index)
+    ours = unit_gradcam(backbone, x, report.units)
+    net = as_network(backbone)
+    prefix = 1 if network.model.startswith("vit") else 0
+    targets = [ClassifierOutputTarget(int(c)) for c in ours.classes]
+    theirs = []
+    for unit in report.units:
+        cam = GradCAM(net, [net.get_submodule(unit)], reshape_transform=(lambda t: spatial(t, prefix)) if prefix else None)
+        theirs.append(torch.from_numpy(cam(x, targets)))
+        cam.activations_and_grads.release()
+    cam_diff = float((ours.maps - torch.stack(theirs, 1)).abs().max())
+
+    # one same-class pair for the figures: the class with most predictions in the sample, its first two inputs
+    top = int(report.predictions.mode().values)
+    a, b = (report.predictions == top).nonzero().flatten()[:2].tolist()
+    pair = report.indices[[a, b]]
+    cams = unit_gradcam(backbone, inputs(pair), report.units)
+    meta = json.loads((own / REPORT_JSON).read_text())
+    own_report = json.loads((own / "report.json").read_text())
+    out = {
+        "name": name, "title": network.title, "family": network.family, "model": network.model,
+        "model_kwargs": network.kwargs, "image_size": network.image_size,
+        "train_command": " ".join(["python", *network.train_command(name)[1:]]),
+        "attach_command": " ".join(["python", *network.attach_command(name)[1:]]),
+        "accuracy": own_report["accuracy_ci"], "evaluated": own_report["dataset"]["n"], "test_n": len(test),
+        "units": report.units, "residual": report.residual, "method": report.method,
+        "sample": len(report.indices), "pairs": pairs,
+        "lens": {"agree": agree, "n": total, "fit": meta["lens"].get("fit")},
+        "gradcam": {"max_abs_diff": cam_diff, "n": len(cam_index), "units": len(report.units)},
+        "agreement": report.agreement.to_dict(orient="records"),
+        "example": {
+            "class": report.classes[top], "indices": pair.tolist(),
+            "drops": report.drops[[a, b]].tolist(), "old_drops": torch.cat(old)[[a, b]].tolist(),
+            "lens_prob": report.lens_prob[[a, b]].tolist(), "lens_class": report.lens_class[[a, b]].tolist(),
+            "prediction_depth": report.prediction_depth[[a, b]].tolist(),
+            "images": test.images[pair].tolist() if hasattr(test, "images") else None,
+            "cams": [[[[round(v, 3) for v in row] for row in m] for m in maps] for maps in cams.maps.tolist()],
+        },
+        "classes": report.classes,
+    }  # fmt: skip
+    DOCS.mkdir(parents=True, exist_ok=True)
+    (DOCS / f"{name}.json").write_text(json.dumps(out, indent=1) + "\n")
+    print(f"{name}: pairs {pairs}, lens {agree}/{total}, Grad-CAM max |diff| {cam_diff:.2e}", flush=True)
+    return out
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part} of {whole} ({part / whole:.1%})" if whole else "none"
+
+
+def markdown(folder: Path = DOCS) -> str:
+    """The table of every ``check`` result in ``folder``: what the issue's done-when asks, per network."""
+    rows = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    lines = ["| network | test accuracy | units | same-class pairs whose profiles differ (resample · skip · stage "
+             "mean-ablation) | tuned lens at the last unit = the network's class | Grad-CAM vs `pytorch_grad_cam`, "
+             "largest difference |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        pairs = r["pairs"]
+        cells = " · ".join(_share(pairs[k]["differ"], pairs[k]["pairs"]) if k in pairs else "n/a"
+                           for k in ("resample", "skip", "stage mean-ablation"))  # fmt: skip
+        accuracy = r["accuracy"]
+        lens = r["lens"]
+        lines.append(f"| {r['title']} | {accuracy['estimate']:.4f} [{accuracy['low']:.4f}, {accuracy['high']:.4f}] "
+                     f"on {r['evaluated']} | {len(r['units'])} ({sum(r['residual'])} residual) | {cells} | "
+                     f"{_share(lens['agree'], lens['n'])} | {r['gradcam']['max_abs_diff']:.1e} over "
+                     f"{r['gradcam']['units']} units × {r['gradcam']['n']} inputs |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def agreement_markdown(name: str, folder: Path = DOCS) -> str:
+    """Which cheap per-unit score ranks the units as the interventions do, on network ``name``: the report's
+    agreement table (mean per-input Spearman over units, 95 % bootstrap CI over inputs)."""
+    r = json.loads((folder / f"{name}.json").read_text())
+    lines = ["| intervention | score | Spearman with the drops [95 % CI] | inputs |", "|---|---|---|---|"]
+    for a in r["agreement"]:
+        lines.append(f"| {a['intervention']} | {a['score']} | {a['spearman_mean']:.3f} "
+                     f"[{a['ci_low']:.3f}, {a['ci_high']:.3f}] | {a['n']} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def ship(name: str = SHIPPED) -> Path:
+    """Copy the attached setting of ``name`` into ``models/`` (the training split's cached features are not in it)."""
+    source, dest = NETWORKS[name].setting(name), ROOT / "models" / NETWORKS[name].setting(name).name
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(source, dest)
+    return dest
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", default=list(NETWORKS), choices=list(NETWORKS))
+    parser.add_argument("--steps", nargs="*", default=["train", "attach", "check"], choices=["train", "attach", "check"])
+    parser.add_argument("--force", action="store_true", help="rerun steps whose output exists")
+    parser.add_argument("--ship", action="store_true", help=f"copy the attached {SHIPPED} into models/")
+    args = parser.parse_args(argv)
+    if args.ship:
+        print(f"wrote {ship()}")
+        return
+    for name in args.only:
+        network = NETWORKS[name]
+        if "train" in args.steps and (args.force or not network.weights(name).exists()):
+            _run(network.train_command(name))
+        if "attach" in args.steps and (args.force or not (network.setting(name) / "own" / "network.json").exists()):
+            _run(network.attach_command(name))
+        if "check" in args.steps:
+            check(name)
+
+
+if __name__ == "__main__":
+    main()

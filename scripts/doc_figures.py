@@ -316,6 +316,69 @@ def comparisons(root: Path) -> Figure:
     return fig
 
 
+def _own_networks(root: Path) -> list[dict]:
+    """The checks of ``python scripts/own_networks.py`` (``docs/own-networks/*.json``), the bundled network last."""
+    rows = [json.loads(p.read_text()) for p in sorted((root / "docs" / "own-networks").glob("*.json"))]
+    return sorted(rows, key=lambda r: "bundled" in r["title"])
+
+
+def own_profiles(root: Path) -> Figure:
+    """Two test inputs of one predicted class, per network: the drop in p(ŷ) per unit under resample (the default),
+    and per stage under the stage mean-ablation the pages showed before (its bars differ by one constant)."""
+    rows = _own_networks(root)
+    fig, axes = plt.subplots(len(rows), 2, figsize=(11, 2.9 * len(rows)), squeeze=False)
+    for (left, right), r in zip(axes, rows):
+        example = r["example"]
+        for k, (drops, old) in enumerate(zip(example["drops"], example["old_drops"])):
+            shift = (k - 0.5) * 0.38
+            left.bar([i + shift for i in range(len(drops))], drops, width=0.38, label=f"test input {example['indices'][k]}")
+            right.bar([i + shift for i in range(len(old))], old, width=0.38, label=f"test input {example['indices'][k]}")
+        left.set_xticks(range(len(r["units"])), r["units"], rotation=45, ha="right", fontsize=7)
+        right.set_xticks(range(len(example["old_drops"][0])), [f"stage {i + 1}" for i in range(len(example["old_drops"][0]))],
+                         fontsize=7)  # fmt: skip
+        left.set_title(f"{r['title']}: resample, per unit (both predicted {example['class']})", fontsize=9)
+        right.set_title("before: stage mean-ablation, per stage", fontsize=9)
+        left.set_ylabel("drop in p(ŷ)")
+        left.legend(fontsize=7)
+    return fig
+
+
+def own_lens(root: Path) -> Figure:
+    """The tuned lens per unit for the same two inputs: p of the network's final class read at each unit."""
+    rows = _own_networks(root)
+    fig, axes = _grid(len(rows), 4.2, 3.0)
+    for ax, r in zip(axes, rows):
+        example = r["example"]
+        for k, probs in enumerate(example["lens_prob"]):
+            depth = example["prediction_depth"][k]
+            ax.plot(range(1, len(probs) + 1), probs, marker="o", label=f"input {example['indices'][k]} (depth {depth})")
+        ax.set_xticks(range(1, len(r["units"]) + 1), r["units"], rotation=45, ha="right", fontsize=7)
+        ax.set_ylim(0, 1.02)
+        _labelled(ax, r["title"], "lens p(final class)", legend={"fontsize": 7})
+    return fig
+
+
+def own_gradcam(root: Path) -> Figure:
+    """Grad-CAM of the predicted class at every unit, first input of the pair, per network, over the image."""
+    import numpy as np
+
+    rows = _own_networks(root)
+    cols = 1 + max(len(r["units"]) for r in rows)
+    fig, axes = plt.subplots(len(rows), cols, figsize=(1.3 * cols, 1.5 * len(rows)), squeeze=False)
+    for line, r in zip(axes, rows):
+        image = np.asarray(r["example"]["images"][0], dtype=np.uint8).transpose(1, 2, 0)
+        line[0].imshow(image)
+        line[0].set_title(r["example"]["class"], fontsize=7)
+        for ax, unit, cam in zip(line[1:], r["units"], r["example"]["cams"][0]):
+            ax.imshow(image, extent=(0, 1, 0, 1))
+            ax.imshow(np.asarray(cam), cmap="jet", alpha=0.5, extent=(0, 1, 0, 1), vmin=0, vmax=1)
+            ax.set_title(unit, fontsize=7)
+        for ax in line:
+            ax.axis("off")
+        line[0].text(-0.1, 0.5, r["name"], transform=line[0].transAxes, rotation=90, va="center", ha="right", fontsize=8)
+    return fig
+
+
 FIGURES: dict[str, Callable[[Path], Figure]] = {
     "accuracy": accuracy,
     "comparisons": comparisons,
@@ -328,6 +391,9 @@ FIGURES: dict[str, Callable[[Path], Figure]] = {
     "spatial-layers": spatial_layers,
     "spatial-differences": spatial_differences,
     "spatial-cost": spatial_cost,
+    "own-profiles": own_profiles,
+    "own-lens": own_lens,
+    "own-gradcam": own_gradcam,
 }
 
 

@@ -210,6 +210,20 @@ def _attach_breadth(arg: str) -> str:
     return summary(ROOT / arg) if part == "summary" else _wrapped(markdown(ROOT / arg))
 
 
+def _own_networks(arg: str) -> str:
+    """``own-networks DIR``: the checks of ``python scripts/own_networks.py`` (``DIR/*.json``), a row per network."""
+    from own_networks import markdown
+
+    return _wrapped(markdown(ROOT / arg))
+
+
+def _own_agreement(arg: str) -> str:
+    """``own-agreement NAME``: network NAME's cheap-score agreement table (``docs/own-networks/NAME.json``)."""
+    from own_networks import agreement_markdown
+
+    return agreement_markdown(arg)
+
+
 def _page_costs(arg: str) -> str:
     """The tables of ``python benchmarks/page_costs.py --out`` (and ``load_test.py --out``) in folder ``arg``."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -364,6 +378,8 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "page-costs": _page_costs,
     "backbone-breadth": _backbone_breadth,
     "attach-breadth": _attach_breadth,
+    "own-networks": _own_networks,
+    "own-agreement": _own_agreement,
     "install-table": _install_table,
     "install-summary": _install_summary,
 }

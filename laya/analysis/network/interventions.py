@@ -106,6 +106,11 @@ def reference_inputs(data: Images, size: int = RESAMPLES, seed: int = 0) -> Tens
     return torch.stack([data.image(int(i)) for i in index])
 
 
+def method_label(method: Method, part: Branch | None = None) -> str:
+    """How :attr:`UnitProfile.methods` names ``method`` on ``part`` (None: no part named): ``resample of attention``."""
+    return NAMES[method] + ("" if part is None else f" of {BRANCHES[part]}")
+
+
 def branch_of(unit: Unit, branch: Branch) -> str | None:
     """The module name of ``unit``'s ``branch``: of a unit's two additions to its stream (:attr:`Unit.branches`),
     attention is the first and MLP the second; None for ``"block"`` and for a unit without two."""
@@ -239,12 +244,11 @@ def intervene(
     probability = base.gather(1, prediction.view(-1, 1))[:, 0]
     references = R if any(m != "skip" for m in methods) else 0
     named = branch != "block" or branched(units)
-    labels = tuple(NAMES[m] + (f" of {BRANCHES[branch if chosen[u] else 'block']}" if named else "")
-                   for u, m in enumerate(methods))  # fmt: skip
+    labels = tuple(method_label(m, (branch if chosen[u] else "block") if named else None) for u, m in enumerate(methods))
     return UnitProfile(probability.unsqueeze(1) - kept, p.argmax(-1), prediction, probability,
                        tuple(u.name for u in units), tuple(u.stage for u in units), labels,
                        tuple(n if c else "" for n, c in zip(names, chosen)), residual, references)  # fmt: skip
 
 
 __all__ = ["BRANCHES", "DEFAULT", "MEAN", "REFERENCES", "RESAMPLE", "RESAMPLES", "SKIP", "Branch", "Method", "Target",
-           "UnitProfile", "branch_of", "branched", "intervene", "reference_inputs"]  # fmt: skip
+           "UnitProfile", "branch_of", "branched", "intervene", "method_label", "reference_inputs"]  # fmt: skip

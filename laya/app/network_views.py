@@ -4,7 +4,8 @@ The other kind of explanation, a head over the layers it reads (α, leave-one-la
 in :mod:`laya.app.plots`, :mod:`laya.app.map_plots` and :mod:`laya.app.views`. Here, from a
 :class:`~laya.analysis.network.explain.NetworkExplanation` (one input) or the stored network report (every test
 input): the unit profile with the intervention and the part of each block it acted on (the whole block, or a
-transformer block's attention or MLP branch) named per bar, the lens per unit, the Grad-CAM strip over the image, the class x unit heatmap and the agreement of cheap per-unit scores with the intervention.
+transformer block's attention or MLP branch) named per bar, the lens per unit, the Grad-CAM strip over the image,
+the class x unit heatmap and the agreement of cheap per-unit scores with the intervention.
 """
 
 from __future__ import annotations
@@ -195,8 +196,8 @@ def agreement_view(agreement: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = [
-    "BAR_WORDS", "BRANCHES", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS", "UNIT_PROFILE_TITLE",
-    "agreement_view", "bar_word", "class_unit_heatmap", "depth_text", "gradcam_figure", "lens_figure",
-    "lens_table", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
+    "BAR_WORDS", "BRANCHES", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS",
+    "UNIT_PROFILE_TITLE", "agreement_view", "bar_word", "class_unit_heatmap", "depth_text", "gradcam_figure",
+    "lens_figure", "lens_table", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
     "unit_profile_table",
 ]  # fmt: skip

@@ -354,8 +354,8 @@ def _network(
 
 
 def network(
-    path: str, name: str, data: bytes, method: str = "resample", granularity: str = "unit", cam_class: int | None = None,
-    branch: str = "block",
+    path: str, name: str, data: bytes, method: str = "resample", granularity: str = "unit",
+    cam_class: int | None = None, branch: str = "block",
 ) -> NetworkExplanation | str:  # fmt: skip
     """An attached network's own units on one image (:func:`laya.analysis.network.explain.network_bytes`: unit
     profile on ``branch``, lens, Grad-CAM), here or in a worker, or the sentence saying why it is not shown. An

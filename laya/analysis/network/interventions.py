@@ -244,7 +244,7 @@ def intervene(
     probability = base.gather(1, prediction.view(-1, 1))[:, 0]
     references = R if any(m != "skip" for m in methods) else 0
     named = branch != "block" or branched(units)
-    labels = tuple(method_label(m, (branch if chosen[u] else "block") if named else None) for u, m in enumerate(methods))
+    labels = tuple(method_label(m, (branch if c else "block") if named else None) for m, c in zip(methods, chosen))
     return UnitProfile(probability.unsqueeze(1) - kept, p.argmax(-1), prediction, probability,
                        tuple(u.name for u in units), tuple(u.stage for u in units), labels,
                        tuple(n if c else "" for n, c in zip(names, chosen)), residual, references)  # fmt: skip

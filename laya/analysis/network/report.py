@@ -27,13 +27,13 @@ Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safet
 ``network.json``
     ``version``; ``units`` (module names), ``stages`` (the backbone layer index of each unit's stage),
     ``stage_names``, ``residual`` (bool per unit), ``method`` (the default intervention, with its branch where one
-    was chosen and the units have it: ``resample of MLP``), ``methods`` and ``skip_methods`` (what each unit got), ``classes``, ``references`` (K), ``options``
-    (:class:`NetworkOptions`), ``command``; ``lens`` (``source``, ``command`` that fitted it, ``fit`` its
-    training summary, ``last_unit_agreement`` on this sample); ``agreement`` (records of
-    :func:`~laya.analysis.network.scores.score_agreement`: ``score, intervention, spearman_mean, ci_low,
-    ci_high, n``); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in pandas' ``split``
-    layout, rows ``"all"`` then each class with inputs, a last column ``n``; metrics ``lens_prob``, ``lens_kl``,
-    ``lens_agrees``, ``drops``); ``shapes`` (every array's shape, checked on load).
+    was chosen and the units have it: ``resample of MLP``), ``methods`` and ``skip_methods`` (what each unit got),
+    ``classes``, ``references`` (K), ``options`` (:class:`NetworkOptions`), ``command``; ``lens`` (``source``,
+    ``command`` that fitted it, ``fit`` its training summary, ``last_unit_agreement`` on this sample);
+    ``agreement`` (records of :func:`~laya.analysis.network.scores.score_agreement`: ``score, intervention,
+    spearman_mean, ci_low, ci_high, n``); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in
+    pandas' ``split`` layout, rows ``"all"`` then each class with inputs, a last column ``n``; metrics
+    ``lens_prob``, ``lens_kl``, ``lens_agrees``, ``drops``); ``shapes`` (every array's shape, checked on load).
 
 Reading (for the pages)::
 

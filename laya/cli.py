@@ -254,7 +254,7 @@ def cmd_network(args: argparse.Namespace) -> None:
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
-    options = NetworkOptions(limit=args.limit, references=args.references, method=args.method,
+    options = NetworkOptions(limit=args.limit, references=args.references, method=args.method, branch=args.branch,
                              ig_steps=args.ig_steps, resamples=args.resamples, lens_sample=args.lens_sample,
                              lens_epochs=args.lens_epochs)  # fmt: skip
     out = Path(args.out or checkpoint.path)
@@ -547,6 +547,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="reference training inputs for resample and the integrated-gradients baseline (default: 8)")
     nw.add_argument("--method", choices=["resample", "skip", "mean"], default="resample",
                     help="the default intervention the cheap scores are compared with (default: resample)")
+    nw.add_argument("--branch", choices=["block", "attention", "mlp"], default="block",
+                    help="what of each transformer block the interventions act on: the whole block, or its attention "
+                    "or MLP branch alone (units without it: the whole block, named so); default: block")  # fmt: skip
     nw.add_argument("--ig-steps", type=int, default=8, help="integrated-gradients steps per unit (default: 8)")
     nw.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
     add_lens_flags(nw)

@@ -3,8 +3,9 @@
 The other kind of explanation, a head over the layers it reads (α, leave-one-layer-out, head IG, exact maps), lives
 in :mod:`laya.app.plots`, :mod:`laya.app.map_plots` and :mod:`laya.app.views`. Here, from a
 :class:`~laya.analysis.network.explain.NetworkExplanation` (one input) or the stored network report (every test
-input): the unit profile with the intervention named per bar, the lens per unit, the Grad-CAM strip over the
-image, the class x unit heatmap and the agreement of cheap per-unit scores with the intervention.
+input): the unit profile with the intervention and the part of each block it acted on (the whole block, or a
+transformer block's attention or MLP branch) named per bar, the lens per unit, the Grad-CAM strip over the image,
+the class x unit heatmap and the agreement of cheap per-unit scores with the intervention.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ LENS_TITLE = "What each unit predicts, read through the network's own classifier
 GRADCAM_TITLE = "Where each unit looked (Grad-CAM)"
 METHODS = {"resample": "resample (keeps the input)", "skip": "skip (residual units; resample elsewhere)",
            "mean": "mean (a constant where a unit is not residual)"}  # fmt: skip
+BRANCHES = {"block": "whole block", "attention": "attention", "mlp": "MLP"}  # the part of each block intervened on
 BAR_WORDS = {"resample": "resample", "skip": "skip", "mean-ablation": "mean"}
 CLASS_GROUPS = {"labels": "true class", "predictions": "predicted class"}  # how the class x unit rows group inputs
 CLASS_UNIT_VALUES = {"agrees": "lens agrees with the final prediction (share)", "kl": "lens KL to the final (nats)",
@@ -37,14 +39,22 @@ CLASS_UNIT_VALUES = {"agrees": "lens agrees with the final prediction (share)", 
 PER_ROW = 8  # Grad-CAM maps per row of the strip
 
 
+def bar_word(method: str) -> str:
+    """A bar's intervention as its label shows it, with the part it acted on where the profile names one
+    (``mean-ablation of attention`` -> ``mean of attention``)."""
+    name, of, part = method.partition(" of ")
+    return BAR_WORDS.get(name, name) + of + part
+
+
 def unit_profile_table(result: NetworkExplanation, classes: Sequence[str]) -> pd.DataFrame:
-    """One row per bar: ``unit`` (or stage), ``stage``, ``intervention``, ``keeps input`` (the network after it
-    still computes from ``x``), ``drop`` in ``p(ŷ)``, ``prediction after`` and ``label flips``."""
+    """One row per bar: ``unit`` (or stage), ``stage``, ``intervention`` (and the part of the block where the profile
+    names one: ``resample of attention``), ``keeps input`` (the network after it still computes from ``x``), ``drop``
+    in ``p(ŷ)``, ``prediction after`` and ``label flips``."""
     after = [classes[int(c)] for c in result.ablated]
     return pd.DataFrame({
         "unit" if result.granularity == "unit" else "stage": list(result.names),
         "stage": list(result.stages),
-        "intervention": [BAR_WORDS.get(m, m) for m in result.methods],
+        "intervention": [bar_word(m) for m in result.methods],
         "keeps input": list(result.residual),
         "drop": result.drops.tolist(),
         "prediction after": after,
@@ -74,18 +84,22 @@ def unit_profile_caption(result: NetworkExplanation, classes: Sequence[str]) -> 
     """What the bars did, plainly: the intervention, the references and their source, and which units the rest of
     the network no longer sees the input after. Markdown (unit names in code spans), every name read from the
     checkpoint (classes, units, the references' source) escaped here: a trusted builder of page Markdown."""
-    used = sorted({BAR_WORDS.get(m, m) for m in result.methods})
+    used = sorted({bar_word(m) for m in result.methods})
+    kinds = {u.partition(" of ")[0] for u in used}
     text = (f"Each bar intervenes on one {result.granularity} of the unchanged network and runs the rest of it: the "
             f"drop in p({plain(classes[result.prediction])}) = {result.probability:.3f}. Intervention: {', '.join(used)}")
-    if "resample" in used:
+    if "resample" in kinds:
         text += (f" (a residual unit's branch, any other unit's whole output, replaced by that of each of "
                  f"{result.references:d} references, the results averaged)")
-    if "mean" in used:
+    if "mean" in kinds:
         text += f" (by its mean over {result.references:d} references)"
     if result.references:
         text += f"; references from {plain(result.reference_source)}, class-balanced and seeded."
     else:
         text += "."
+    if result.branch != "block":
+        text += (f" Only the {BRANCHES[result.branch]} branch of each transformer block is replaced; the rest of the "
+                 "block runs on from it. Bars that name the whole block have no such branch.")  # fmt: skip
     lost = [n for n, keeps in zip(result.names, result.residual) if not keeps]
     if lost:
         shown = ", ".join(f"`{code_plain(n)}`" for n in lost[:6]) + (", …" if len(lost) > 6 else "")
@@ -182,8 +196,8 @@ def agreement_view(agreement: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = [
-    "BAR_WORDS", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS", "UNIT_PROFILE_TITLE",
-    "agreement_view", "class_unit_heatmap", "depth_text", "gradcam_figure", "lens_figure",
-    "lens_table", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
+    "BAR_WORDS", "BRANCHES", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS",
+    "UNIT_PROFILE_TITLE", "agreement_view", "bar_word", "class_unit_heatmap", "depth_text", "gradcam_figure",
+    "lens_figure", "lens_table", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
     "unit_profile_table",
 ]  # fmt: skip

@@ -96,14 +96,14 @@ class Sandboxed:
 
     def network(
         self, data: bytes, method: str = "resample", granularity: str = "unit", cam_class: int | None = None,
-        examples: Sequence[bytes] = (),
+        examples: Sequence[bytes] = (), branch: str = "block",
     ) -> NetworkExplanation:  # fmt: skip
         """:func:`laya.analysis.network.explain.network_bytes` in a worker (``examples``: the bundled example
         images, the references where the training split is not there). Raises :class:`ImageError` for a bad image."""
         files = {"input": data} | {f"example {i}": image for i, image in enumerate(examples)}
         index, blob = join_files(files)
         reply, tensors = self._call("network", blob, method=method, granularity=granularity, cam_class=cam_class,
-                                    files=index)  # fmt: skip
+                                    branch=branch, files=index)  # fmt: skip
         return NetworkExplanation.from_tensors(unpack(tensors), reply["values"])
 
     def class_maps(self) -> ClassMaps:

@@ -23,8 +23,9 @@ ablate   model fields, ``skip``, ``files``     :meth:`BlockAblation.to_tensors`
          images) + the images in the blob
 network  model fields, ``method``,            :meth:`NetworkExplanation.to_tensors`
          ``granularity``, ``cam_class``,
-         ``files`` index (``input``, then the
-         bundled example images) + the images
+         ``branch``, ``files`` index
+         (``input``, then the bundled example
+         images) + the images in the blob
 maps     model fields                          :meth:`ClassMaps.to_tensors` of the test-set sample
 evaluate model fields, ``limit``               ``{"progress", "text"}`` frames, then ``report``
 forget   ``path``                              ``models``: how many are still loaded
@@ -171,7 +172,8 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
             raise ProtocolError("a network request carries an input image")
         chosen = request.get("cam_class")
         result = network_bytes(checkpoint, data, str(request["method"]), str(request["granularity"]),
-                               None if chosen is None else int(chosen), list(images.values()))  # fmt: skip
+                               None if chosen is None else int(chosen), list(images.values()),
+                               str(request.get("branch", "block")))  # fmt: skip
     elif op == "maps":
         result = sample_class_maps(checkpoint)
     else:

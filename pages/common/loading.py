@@ -344,24 +344,26 @@ def block_ablation(path: str, name: str, data: bytes, skip: bool = False) -> Blo
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _network(
-    path: str, stamps: tuple[int, int], anyway: bool, data: bytes, method: str, granularity: str, cam_class: int | None
+    path: str, stamps: tuple[int, int], anyway: bool, data: bytes, method: str, granularity: str, cam_class: int | None,
+    branch: str,
 ) -> NetworkExplanation:  # fmt: skip
     examples = tuple(p.read_bytes() for p in example_images(path))  # references where the training split is absent
     if deploy.sandboxed(path):
-        return _sandboxed(path, anyway).network(data, method, granularity, cam_class, examples)
-    return network_bytes(_load_model(path, stamps[0], anyway), data, method, granularity, cam_class, examples)
+        return _sandboxed(path, anyway).network(data, method, granularity, cam_class, examples, branch)
+    return network_bytes(_load_model(path, stamps[0], anyway), data, method, granularity, cam_class, examples, branch)
 
 
 def network(
-    path: str, name: str, data: bytes, method: str = "resample", granularity: str = "unit", cam_class: int | None = None
+    path: str, name: str, data: bytes, method: str = "resample", granularity: str = "unit",
+    cam_class: int | None = None, branch: str = "block",
 ) -> NetworkExplanation | str:  # fmt: skip
     """An attached network's own units on one image (:func:`laya.analysis.network.explain.network_bytes`: unit
-    profile, lens, Grad-CAM), here or in a worker, or the sentence saying why it is not shown. An unusable image or a
-    failed worker shows ``st.error`` and stops the page."""
+    profile on ``branch``, lens, Grad-CAM), here or in a worker, or the sentence saying why it is not shown. An
+    unusable image or a failed worker shows ``st.error`` and stops the page."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / LENS_CONFIG)
     try:
         with _model_call(path, f"Explaining the network's units on {name}…", repr(name)):
-            result = _network(path, stamps, anyway(), data, method, granularity, cam_class)
+            result = _network(path, stamps, anyway(), data, method, granularity, cam_class, branch)
     except ValueError as error:  # no references, no units to hook
         return f"The network's units cannot be explained here: {error}"
     return result

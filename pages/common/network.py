@@ -1,6 +1,6 @@
 """How pages show an attached network explained by its own units (its own classifier's checkpoint): the unit
-profile with its switches (intervention, units or stages), the lens per unit and the Grad-CAM strip, and the stored
-network report (``laya network``) where the merge brings its reader."""
+profile with its switches (intervention, units or stages, and for transformer blocks the branch), the lens per unit
+and the Grad-CAM strip, and the stored network report (``laya network``) where the merge brings its reader."""
 
 from __future__ import annotations
 
@@ -21,18 +21,22 @@ NO_REPORT = ("The per-class and agreement views come from the stored network rep
 
 
 def unit_profile(info: ModelInfo, name: str, data: bytes, key: str, lens: bool = True) -> list[tuple[str, Any]]:
-    """The network's unit profile on one image, its switches above it (default resample at unit granularity),
-    then (``lens``) the lens strip and the Grad-CAM strip; the ``(heading, figure)`` sections for a report."""
+    """The network's unit profile on one image, its switches above it (default resample of whole units; the branch
+    only where the units have attention and MLP branches), then (``lens``) the lens strip and the Grad-CAM strip; the
+    ``(heading, figure)`` sections for a report."""
     classes = list(info.meta.classes)
     method_col, granularity_col = st.columns(2)
     method = method_col.radio("Intervention", nv.METHODS, format_func=lambda m: nv.METHODS[m], horizontal=True,
                               key=f"{key}_method")  # fmt: skip
     granularity = granularity_col.radio("Bars", nv.GRANULARITIES, format_func=lambda g: nv.GRANULARITIES[g],
                                         horizontal=True, key=f"{key}_granularity")  # fmt: skip
-    result = network(str(info.path), name, data, method, granularity)
+    branch = st.session_state.get(f"{key}_branch", "block")  # the switch below, shown once the units are known
+    result = network(str(info.path), name, data, method, granularity, branch=branch)
     if isinstance(result, str):
         st.info(shown(result))
         return []
+    if result.branched:
+        st.radio("Branch", nv.BRANCHES, format_func=lambda b: nv.BRANCHES[b], horizontal=True, key=f"{key}_branch")
     profile = nv.unit_profile_figure(result, classes)
     st.plotly_chart(shown(profile, "plotly"), key=f"{key}_profile")
     st.caption(nv.unit_profile_caption(result, classes))
@@ -55,7 +59,7 @@ def unit_profile(info: ModelInfo, name: str, data: bytes, key: str, lens: bool =
     chosen = st.selectbox("Class of the maps (predicted first)", order, format_func=lambda c: shown(classes[c], "text"),
                           key=f"{key}_cam_class")  # fmt: skip
     if chosen != result.cam_class:
-        result = network(str(info.path), name, data, method, granularity, chosen)
+        result = network(str(info.path), name, data, method, granularity, chosen, branch)
     strip = nv.gradcam_figure(result, views.input_pixels(data, info.meta.input, 1), classes)
     st.plotly_chart(shown(strip, "plotly"), key=f"{key}_gradcam")
     st.caption("Grad-CAM of the class at every unit, from one forward and one backward of the network: the "

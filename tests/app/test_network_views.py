@@ -50,6 +50,21 @@ def test_unit_profile_names_each_bar_by_module_and_intervention() -> None:
     assert stages.columns[0] == "stage"
 
 
+def test_each_bar_names_the_part_of_the_block_it_acted_on() -> None:
+    """A ViT's profile on one branch: every bar's label names intervention and part, a unit without the branch the
+    whole block; the caption says which branch was replaced."""
+    methods = ("resample of attention", "mean-ablation of attention", "resample of the whole block", "skip of MLP")
+    result = explanation(methods=methods, branch="attention", branched=True)
+    table = nv.unit_profile_table(result, CLASSES)
+    assert list(table["intervention"]) == ["resample of attention", "mean of attention", "resample of the whole block",
+                                           "skip of MLP"]  # fmt: skip
+    assert list(nv.unit_profile_figure(result, CLASSES).data[0].text) == list(table["intervention"])
+    text = nv.unit_profile_caption(result, CLASSES)
+    assert "Only the attention branch of each transformer block is replaced" in text and "8 references" in text
+    assert "by its mean over 8" in text and "whole block have no such branch" in text
+    assert "branch of each" not in nv.unit_profile_caption(explanation(), CLASSES)
+
+
 def test_caption_says_where_the_network_no_longer_sees_the_input() -> None:
     text = nv.unit_profile_caption(explanation(), CLASSES)
     assert "resample" in text and "8 references" in text and "the training split" in text
@@ -86,9 +101,10 @@ def test_gradcam_strip_has_one_panel_per_unit_over_the_image() -> None:
 
 
 def test_round_trip_through_tensors() -> None:
-    result = explanation()
+    result = explanation(branch="mlp", branched=True)
     again = NetworkExplanation.from_tensors(*result.to_tensors())
     assert again.names == result.names and again.methods == result.methods and again.residual == result.residual
+    assert again.branch == "mlp" and again.branched is True
     assert torch.equal(again.drops, result.drops) and torch.equal(again.log_q, result.log_q)
     bare = NetworkExplanation.from_tensors(*explanation(log_q=None, log_p=None).to_tensors())
     assert bare.lens is None

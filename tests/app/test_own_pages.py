@@ -80,6 +80,7 @@ def test_inspect_leads_with_the_networks_units(
     shown = charts(at)
     profile = shown[UNIT_PROFILE_TITLE]["data"][0]
     assert profile["x"] == UNITS and set(profile["text"]) == {"resample"}  # named by module, the intervention per bar
+    assert "inspect_network_branch" not in [r.key for r in at.radio]  # a ResNet's units have no branches to choose
     own = load_checkpoint(attached.heads[OWN])
     examples = [p.read_bytes() for p in example_images(attached.heads[OWN])]
     expected = network_bytes(own, examples[0], examples=examples)  # the page's first example, in this process

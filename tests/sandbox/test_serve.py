@@ -102,26 +102,30 @@ def test_an_exception_of_the_models_code_is_answered_and_the_loop_goes_on(
     assert "secret" not in replies[0]["error"] and replies[1]["ok"] and replies[1]["info"]["path"] == good
 
 
+class InProcess:
+    """The worker's request handler in this process, the request through JSON as on the wire (a pool's ``call``)."""
+
+    def call(self, message, blob, progress=None):
+        import json
+
+        from laya.sandbox.serve import handle
+
+        reply, data = handle(json.loads(json.dumps(message)), blob, ModelCache(2**30), io.BytesIO())
+        return {"ok": True, **reply}, data
+
+
 def test_ablate_op_answers_the_block_ablation_of_an_upload(tiny_models: Path) -> None:
     """Block ablation asked of a worker (:meth:`Sandboxed.ablate`, an upload's route) is the one computed in process;
     a request without references is refused as malformed."""
-    import json
-
     import torch
 
     from laya.analysis.block_ablation import ablate_bytes
     from laya.model.checkpoint import load_checkpoint
     from laya.sandbox.client import Sandboxed
-    from laya.sandbox.serve import handle
-
-    class Pool:  # the worker's request handler in this process, the request through JSON as on the wire
-        def call(self, message, blob, progress=None):
-            reply, data = handle(json.loads(json.dumps(message)), blob, ModelCache(2**30), io.BytesIO())
-            return {"ok": True, **reply}, data
 
     path = str(tiny_models / "colours-mlp" / "lastlayer")
     images = [p.read_bytes() for p in sorted((tiny_models / "colours-mlp" / "examples").iterdir())]
-    got = Sandboxed(Pool(), path).ablate(images[0], images[1:], skip=True)
+    got = Sandboxed(InProcess(), path).ablate(images[0], images[1:], skip=True)
     expected = ablate_bytes(load_checkpoint(path), images[0], images[1:], skip=True)
     assert got.references == expected.references == len(images) - 1 and got.methods == expected.methods
     assert got.residual == expected.residual and torch.allclose(got.drops, expected.drops, atol=1e-12)
@@ -133,3 +137,26 @@ def test_ablate_op_answers_the_block_ablation_of_an_upload(tiny_models: Path) ->
     protocol.read_frame(out)  # hello
     refused = protocol.read_frame(out)[0]
     assert not refused["ok"] and "at least one reference image" in refused["error"]
+
+
+def test_network_op_answers_the_unit_profile_on_the_branch_asked(tmp_path: Path, image_folder: Path) -> None:
+    """The unit profile of an attached ViT asked of a worker on its MLP branch (:meth:`Sandboxed.network`) is the one
+    computed in process, each bar naming the branch."""
+    import torch
+
+    from laya.analysis.network.explain import network_bytes
+    from laya.model.checkpoint import load_checkpoint
+    from laya.sandbox.client import Sandboxed
+    from laya.training.attach import own_checkpoint
+    from tests.model.test_own_head import _save, networks
+    from tests.training.test_attach import _config, _retarget
+
+    _, network, config = next(n for n in networks(tmp_path) if n[0] == "timm test_vit")
+    config.weights = _save(_retarget(network, 3).eval(), Path(config.weights))
+    path = own_checkpoint(_config(config, image_folder, tmp_path), tmp_path / "own")
+    image = next((image_folder / "test").rglob("*.png")).read_bytes()
+    got = Sandboxed(InProcess(), str(path)).network(image, branch="mlp")
+    expected = network_bytes(load_checkpoint(path), image, branch="mlp")
+    assert got.branch == expected.branch == "mlp" and got.branched and got.methods == expected.methods
+    assert set(got.methods) == {"resample of MLP"} and len(got.methods) == 6
+    assert torch.allclose(got.drops, expected.drops, atol=1e-6) and got.drops.abs().max() > 1e-6

@@ -90,3 +90,34 @@ def test_every_page_renders_for_the_own_head_and_laya(
             at.switch_page(f"pages/{page}.py").run()
             assert not at.exception, (head, page, [e.value for e in at.exception])
             assert not at.error, (head, page, [e.value for e in at.error])
+
+
+@pytest.mark.parametrize("attached", ["transformers"], indirect=True)
+def test_a_vit_s_unit_profile_chooses_its_branch(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attached ViT's Inspect page offers the branch of its blocks; flipped to attention, every bar names it and
+    shows the drops of the attention branch alone (as computed in this process)."""
+    from laya.analysis.network.explain import network_bytes
+    from laya.app.catalog import example_images
+    from laya.app.network_views import UNIT_PROFILE_TITLE
+    from laya.model.checkpoint import load_checkpoint
+    from tests.app.test_own_pages import charts, values
+
+    monkeypatch.setenv("LAYA_MODELS", str(attached.setting.parent))
+    monkeypatch.setenv("LAYA_PATH_ROOTS", str(image_folder))
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    group = describe(attached.heads["laya"]).group
+    at.sidebar.selectbox(key="model_group").set_value(group).run()
+    at.sidebar.radio(key=f"model_head_{group}").set_value(str(attached.heads[OWN])).run()
+    assert charts(at)[UNIT_PROFILE_TITLE]["data"][0]["text"] == ["resample of the whole block"] * 2
+    at.radio(key="inspect_network_branch").set_value("attention").run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    bars = charts(at)[UNIT_PROFILE_TITLE]["data"][0]
+    assert bars["text"] == ["resample of attention"] * 2
+    own = load_checkpoint(attached.heads[OWN])
+    examples = [p.read_bytes() for p in example_images(attached.heads[OWN])]
+    expected = network_bytes(own, examples[0], examples=examples, branch="attention")  # the page's first example
+    block = network_bytes(own, examples[0], examples=examples)
+    assert values(bars["y"]) == pytest.approx(expected.drops.tolist(), abs=1e-6)
+    assert (expected.drops - block.drops).abs().max() > 1e-6

@@ -5,7 +5,7 @@ For an input ``x`` of an own-classifier checkpoint (``laya attach``), from the l
 * the **unit profile** (:func:`~laya.analysis.network.interventions.intervene`): per unit (or per stage) the drop
   in ``p(ŷ)`` when it is intervened on, the intervention named per bar (``resample`` by default, ``K = 8``
   references from the training split, class-balanced and seeded; bundled example images where that split is not
-  on this machine);
+  on this machine), on the whole block or, for a transformer block, on its attention or MLP branch alone;
 * the **lens** (:func:`~laya.analysis.network.lens.unit_lens`): per unit its class, ``p`` of the final prediction
   and the KL to the final distribution, through the tuned lens stored beside the checkpoint (``tuned_lens.json``),
   else the logit lens where it applies, else none (``lens_source`` says why);
@@ -19,7 +19,7 @@ with :meth:`~NetworkExplanation.to_tensors` (an uploaded checkpoint runs there: 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -27,7 +27,16 @@ from torch import Tensor
 
 from laya.analysis.lens import Lens
 from laya.analysis.network.gradcam import unit_gradcam
-from laya.analysis.network.interventions import DEFAULT, REFERENCES, RESAMPLES, Method, intervene, reference_inputs
+from laya.analysis.network.interventions import (
+    DEFAULT,
+    REFERENCES,
+    RESAMPLES,
+    Branch,
+    Method,
+    branched,
+    intervene,
+    reference_inputs,
+)
 from laya.analysis.network.lens import load_tuned_lens, own_readout, unit_lens
 from laya.analysis.network.recording import as_network
 from laya.analysis.network.units import Unit, network_stages, network_units
@@ -46,7 +55,9 @@ class NetworkExplanation:
     the input), ``drops (U,)`` and ``ablated (U,)`` (class after the intervention), over ``references`` inputs of
     ``reference_source``. ``prediction``, ``probability``: the network's own. Lens and Grad-CAM over ``units``
     (module names): ``log_q (U', K)``/``log_p (K,)`` (None without a lens; ``lens_source`` then says why),
-    ``cam (U', H, W)`` in ``[0, 1]`` of class ``cam_class``."""
+    ``cam (U', H, W)`` in ``[0, 1]`` of class ``cam_class``. ``branch``: what of each bar was intervened on
+    (``"block"``, ``"attention"``, ``"mlp"``; ``methods`` says what each bar got); ``branched``: some bar has an
+    attention and an MLP branch to choose."""
 
     names: tuple[str, ...]
     stages: tuple[str, ...]
@@ -65,6 +76,8 @@ class NetworkExplanation:
     log_q: Tensor | None
     log_p: Tensor | None
     lens_source: str
+    branch: str = "block"
+    branched: bool = False
 
     @property
     def lens(self) -> Lens | None:
@@ -82,7 +95,7 @@ class NetworkExplanation:
                   "methods": list(self.methods), "residual": list(self.residual), "prediction": self.prediction,
                   "probability": self.probability, "references": self.references,
                   "reference_source": self.reference_source, "units": list(self.units), "cam_class": self.cam_class,
-                  "lens_source": self.lens_source}  # fmt: skip
+                  "lens_source": self.lens_source, "branch": self.branch, "branched": self.branched}  # fmt: skip
         return tensors, values
 
     @classmethod
@@ -97,16 +110,20 @@ class NetworkExplanation:
                    tensors["ablated"], int(values["prediction"]), float(values["probability"]),
                    int(values["references"]), str(values["reference_source"]), units, tensors["cam"],
                    int(values["cam_class"]), tensors.get("log_q"), tensors.get("log_p"),
-                   str(values["lens_source"]))  # fmt: skip
+                   str(values["lens_source"]), str(values["branch"]), bool(values["branched"]))  # fmt: skip
 
 
 def profile_units(checkpoint: Checkpoint, granularity: str = "unit") -> list[Unit]:
-    """The bars of the profile: the network's units (its stages where it repeats no block), or its stages."""
+    """The bars of the profile: the network's units (its stages where it repeats no block), or its stages, a stage
+    that is itself a unit (a ViT read at ``blocks.5``) with the unit's measured branches."""
     if granularity not in GRANULARITIES:
         raise ValueError(f"granularity must be one of {sorted(GRANULARITIES)}, got {granularity!r}")
     backbone = checkpoint.model.backbone
-    units = network_units(backbone) if granularity == "unit" else []
-    return units or network_stages(backbone)
+    units = network_units(backbone)
+    if granularity == "unit" and units:
+        return units
+    measured = {u.name: u.branches for u in units}
+    return [replace(s, branches=measured.get(s.name, ())) for s in network_stages(backbone)]
 
 
 def references_for(
@@ -147,17 +164,18 @@ def _lens(checkpoint: Checkpoint, x: Tensor, units: Sequence[str]) -> tuple[Lens
 
 def explain_network(
     checkpoint: Checkpoint, image: Tensor, references: Tensor, reference_source: str = TRAINING,
-    method: Method = DEFAULT, granularity: str = "unit", cam_class: int | None = None,
+    method: Method = DEFAULT, granularity: str = "unit", cam_class: int | None = None, branch: Branch = "block",
 ) -> NetworkExplanation:  # fmt: skip
-    """The unit profile, lens and Grad-CAM of one ``image`` (``uint8 (C, H, W)``) by ``method`` at
+    """The unit profile, lens and Grad-CAM of one ``image`` (``uint8 (C, H, W)``) by ``method`` on ``branch`` at
     ``granularity`` against ``references`` (``uint8 (R, C, H, W)``, preprocessed here as the image); Grad-CAM of
-    ``cam_class`` (None: the predicted class). Raises ``ValueError`` for a backbone without its own classifier."""
+    ``cam_class`` (None: the predicted class). Raises ``ValueError`` for a backbone without its own classifier or an
+    unknown branch."""
     model = checkpoint.model
     device = next(model.parameters()).device
     x = checkpoint.preprocess(torch.cat([image.unsqueeze(0), references]).to(device))
     x, reference = x[:1], x[1:]
     bars = profile_units(checkpoint, granularity)
-    profile = intervene(model, x, bars, method, reference)
+    profile = intervene(model, x, bars, method, reference, branch=branch)
     units = [u for u in profile_units(checkpoint, "unit") if u.block is not None]
     names = [u.name for u in units]
     cam = unit_gradcam(model.backbone, x, names, None if cam_class is None else torch.tensor([cam_class]))
@@ -167,19 +185,20 @@ def explain_network(
         profile.ablated_predictions[0], int(profile.prediction[0]), float(profile.probability[0]), profile.references,
         reference_source, tuple(names), cam.maps[0].float(), int(cam.classes[0]),
         None if lens is None else lens.log_q[0].float(), None if lens is None else lens.log_p[0].float(), source,
+        branch, branched(bars),
     )  # fmt: skip
 
 
 def network_bytes(
     checkpoint: Checkpoint, data: bytes, method: Method = DEFAULT, granularity: str = "unit",
-    cam_class: int | None = None, examples: Sequence[bytes] = (),
+    cam_class: int | None = None, examples: Sequence[bytes] = (), branch: Branch = "block",
 ) -> NetworkExplanation:  # fmt: skip
-    """Decode an uploaded file (:mod:`laya.data.images`) and :func:`explain_network` it, references from
-    :func:`references_for` (``examples``: the bundled example images, where the training split is absent)."""
+    """Decode an uploaded file (:mod:`laya.data.images`) and :func:`explain_network` it on ``branch``, references
+    from :func:`references_for` (``examples``: the bundled example images, where the training split is absent)."""
     spec = checkpoint.meta.input
     image = load_image_tensor(data, spec.channels, spec.source_size)
     references, source = references_for(checkpoint, method, examples)
-    return explain_network(checkpoint, image, references, source, method, granularity, cam_class)
+    return explain_network(checkpoint, image, references, source, method, granularity, cam_class, branch)
 
 
 __all__ = ["EXAMPLES", "GRANULARITIES", "TRAINING", "NetworkExplanation", "explain_network", "network_bytes",

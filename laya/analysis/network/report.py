@@ -4,7 +4,8 @@
 ``own`` head), over a seeded class-balanced sample of ``options.limit`` test inputs:
 
 * every unit intervened on (:func:`~laya.analysis.network.interventions.intervene`) by ``options.method``, and by
-  ``skip`` too where some units are residual; the ``K = options.references`` reference inputs are drawn ONCE from
+  ``skip`` too where some units are residual, on ``options.branch`` (a transformer block's attention or MLP branch
+  alone, or the whole block); the ``K = options.references`` reference inputs are drawn ONCE from
   the training split (:func:`~laya.analysis.network.interventions.reference_inputs`: seeded, class-balanced) and
   serve the interventions and the integrated-gradients baseline alike;
 * the tuned lens (:mod:`~laya.analysis.network.lens`): loaded from beside the checkpoint, else fitted on a seeded
@@ -25,14 +26,14 @@ Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safet
 
 ``network.json``
     ``version``; ``units`` (module names), ``stages`` (the backbone layer index of each unit's stage),
-    ``stage_names``, ``residual`` (bool per unit), ``method`` (the default intervention), ``methods`` and
-    ``skip_methods`` (what each unit got), ``classes``, ``references`` (K), ``options``
-    (:class:`NetworkOptions`), ``command``; ``lens`` (``source``, ``command`` that fitted it, ``fit`` its
-    training summary, ``last_unit_agreement`` on this sample); ``agreement`` (records of
-    :func:`~laya.analysis.network.scores.score_agreement`: ``score, intervention, spearman_mean, ci_low,
-    ci_high, n``); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in pandas' ``split``
-    layout, rows ``"all"`` then each class with inputs, a last column ``n``; metrics ``lens_prob``, ``lens_kl``,
-    ``lens_agrees``, ``drops``); ``shapes`` (every array's shape, checked on load).
+    ``stage_names``, ``residual`` (bool per unit), ``method`` (the default intervention, with its branch where one
+    was chosen and the units have it: ``resample of MLP``), ``methods`` and ``skip_methods`` (what each unit got),
+    ``classes``, ``references`` (K), ``options`` (:class:`NetworkOptions`), ``command``; ``lens`` (``source``,
+    ``command`` that fitted it, ``fit`` its training summary, ``last_unit_agreement`` on this sample);
+    ``agreement`` (records of :func:`~laya.analysis.network.scores.score_agreement`: ``score, intervention,
+    spearman_mean, ci_low, ci_high, n``); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in
+    pandas' ``split`` layout, rows ``"all"`` then each class with inputs, a last column ``n``; metrics
+    ``lens_prob``, ``lens_kl``, ``lens_agrees``, ``drops``); ``shapes`` (every array's shape, checked on load).
 
 Reading (for the pages)::
 
@@ -59,7 +60,18 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from laya.analysis.lens import Lens
-from laya.analysis.network.interventions import DEFAULT, NAMES, RESAMPLES, Method, intervene, reference_inputs
+from laya.analysis.network.interventions import (
+    BRANCHES,
+    DEFAULT,
+    NAMES,
+    RESAMPLES,
+    Branch,
+    Method,
+    branched,
+    intervene,
+    method_label,
+    reference_inputs,
+)
 from laya.analysis.network.lens import (
     TunedLens,
     TunedLensConfig,
@@ -88,7 +100,8 @@ TABLE_METRICS = ("lens_prob", "lens_kl", "lens_agrees", "drops")
 @dataclass
 class NetworkOptions:
     """What the network report computes: ``limit`` test inputs (a class-balanced sample drawn with ``seed``; None:
-    all), ``references`` K training inputs (resample and the IG baseline), the default intervention ``method``,
+    all), ``references`` K training inputs (resample and the IG baseline), the default intervention ``method`` and
+    the ``branch`` it and skip act on (``"block"``, ``"attention"``, ``"mlp"``: a transformer block's one branch),
     ``ig_steps`` and ``baseline`` of integrated gradients, ``batch_size`` inputs per pass, ``resamples`` of every
     bootstrap CI; the tuned lens's fit when none is stored: ``lens_sample`` training inputs, ``lens_epochs``,
     ``lens_lr``."""
@@ -96,6 +109,7 @@ class NetworkOptions:
     limit: int | None = 200
     references: int = RESAMPLES
     method: Method = DEFAULT
+    branch: Branch = "block"
     ig_steps: int = IG_STEPS
     baseline: Baseline = "mean"
     batch_size: int = 16
@@ -106,8 +120,9 @@ class NetworkOptions:
     lens_lr: float = 1e-3
 
     def __post_init__(self) -> None:
-        if self.method not in NAMES:
-            raise ValueError(f"method must be one of {sorted(NAMES)}; got {self.method!r}")
+        if self.method not in NAMES or self.branch not in BRANCHES:
+            raise ValueError(f"method must be one of {sorted(NAMES)} and branch one of {sorted(BRANCHES)}; got "
+                             f"{self.method!r}, {self.branch!r}")  # fmt: skip
         small = {k: v for k, v in asdict(self).items()
                  if k in ("references", "ig_steps", "batch_size", "resamples", "lens_sample") and v < 1}  # fmt: skip
         if small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0:
@@ -232,11 +247,11 @@ def network_report(
 
     for batch in batch_indices(len(index), options.batch_size):
         x = _preprocessed(checkpoint, test, index[batch]).to(device)
-        profile = intervene(model, x, units, options.method, reference)
+        profile = intervene(model, x, units, options.method, reference, branch=options.branch)
         methods["main"] = profile.methods
         keep(drops=profile.drops, predictions=profile.prediction, probability=profile.probability)
         if any(residual):
-            skip = intervene(model, x, units, "skip", reference)
+            skip = intervene(model, x, units, "skip", reference, branch=options.branch)
             methods["skip"] = skip.methods
             keep(skip_drops=skip.drops)
         lens_b = unit_lens(backbone, x, names, tuned)
@@ -248,9 +263,11 @@ def network_report(
     predictions, labels = got["predictions"].long(), test.labels[index].long()
     lens_class = whole.log_q.argmax(-1)
     scores = {name: got[f"scores/{name}"] for name in SCORES}
-    agreement = [score_agreement(scores, got["drops"], NAMES[options.method], None, options.resamples, options.seed)]
+    part = options.branch if options.branch != "block" and branched(units) else None  # a CNN: no part to name
+    method = method_label(options.method, part)
+    agreement = [score_agreement(scores, got["drops"], method, None, options.resamples, options.seed)]
     if "skip_drops" in got and sum(residual) >= 2:
-        agreement.append(score_agreement(scores, got["skip_drops"], NAMES["skip"], torch.tensor(residual),
+        agreement.append(score_agreement(scores, got["skip_drops"], method_label("skip", part), torch.tensor(residual),
                                          options.resamples, options.seed))  # fmt: skip
     classes = list(checkpoint.meta.classes)
     values = {"lens_prob": whole.prob, "lens_kl": whole.kl, "lens_agrees": (lens_class == predictions.view(-1, 1)),
@@ -259,7 +276,7 @@ def network_report(
               for kind, groups in (("true", labels), ("predicted", predictions))}  # fmt: skip
     report = NetworkReport(
         units=names, stages=[u.layer for u in units], stage_names=[u.stage for u in units], residual=residual,
-        method=NAMES[options.method], methods=list(methods["main"]), classes=classes, indices=index.long(),
+        method=method, methods=list(methods["main"]), classes=classes, indices=index.long(),
         labels=labels, predictions=predictions, probability=got["probability"].double(), drops=got["drops"].double(),
         lens_kl=whole.kl.double(), lens_prob=whole.prob.double(), lens_class=lens_class,
         lens_agrees=lens_class == predictions.view(-1, 1), prediction_depth=prediction_depth(whole).long(),

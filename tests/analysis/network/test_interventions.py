@@ -1,4 +1,5 @@
-"""Known answers for the interventions on every unit at once: skip, resample (K references) and mean-ablation."""
+"""Known answers for the interventions on every unit at once: skip, resample (K references) and mean-ablation, of a
+whole unit or of a transformer block's attention or MLP branch alone."""
 
 import threading
 from pathlib import Path
@@ -7,11 +8,13 @@ import pytest
 import torch
 
 from laya.analysis.network import intervene, network_stages, network_units, reference_inputs
+from laya.analysis.network.interventions import BRANCHES
 from tests.analysis.test_block_ablation import _by_hand as _hand
 from tests.analysis.test_block_ablation import _inputs, _own_model
 from tests.model.test_own_head import logits_of, networks
 
 FAMILIES = ["torchvision resnet18", "timm test_vit"]
+VITS = ["timm test_vit", "transformers vit"]
 
 
 def _setup(tmp_path: Path, family: str):
@@ -39,10 +42,11 @@ def test_skip_of_a_residual_unit_is_the_network_without_its_branch(tmp_path: Pat
     y, rows = p.argmax(-1), torch.arange(2)
     assert torch.equal(profile.prediction, y)
     for u, unit in enumerate(units):
+        part = " of the whole block" if unit.branches else ""  # a ViT's blocks have branches: the part is named
         if not unit.residual:
             assert profile.methods[u] == "resample"  # the fallback, named
             continue
-        assert profile.methods[u] == "skip"
+        assert profile.methods[u] == "skip" + part
         skipped = _hand(network, x, network.get_submodule(unit.name), lambda inp, out: inp)
         assert torch.allclose(profile.drops[:, u], p[rows, y] - skipped[rows, y], atol=1e-10, rtol=0), unit.name
     assert profile.drops.abs().max() > 1e-3
@@ -55,7 +59,8 @@ def test_resample_is_the_mean_of_k_hand_patched_runs(tmp_path: Path, family: str
     K = 4
     x, reference = _inputs(config, 2, 0), _inputs(config, K, 1)
     profile = intervene(model, x, units, "resample", reference)
-    assert profile.methods == ("resample",) * len(units) and profile.references == K
+    part = " of the whole block" if family == "timm test_vit" else ""
+    assert profile.methods == ("resample" + part,) * len(units) and profile.references == K
     with torch.no_grad():
         p = torch.softmax(logits_of(network, x), -1)
     y, rows = p.argmax(-1), torch.arange(2)
@@ -104,6 +109,101 @@ def test_two_inputs_of_one_class_differ_under_resample_not_under_stage_mean_abla
     assert not all(profile.keeps_input) or family == "timm test_vit"
 
 
+def _zeroed(out):
+    """A branch module's output with its tensor zeroed (transformers' attention returns a tuple)."""
+    return (torch.zeros_like(out[0]), *out[1:]) if isinstance(out, tuple) else torch.zeros_like(out)
+
+
+def _first(out) -> torch.Tensor:
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _with(out, value: torch.Tensor):
+    return (value.expand_as(out[0]), *out[1:]) if isinstance(out, tuple) else value.expand_as(out)
+
+
+@pytest.mark.parametrize("family", VITS)
+def test_skip_of_a_branch_is_the_network_with_that_branch_s_output_zeroed(tmp_path: Path, family: str) -> None:
+    """Skip of attention: ``h <- x + m(x)`` (the MLP recomputed without the attention output); of MLP:
+    ``h <- x + a(x)``. Both equal the original network with that one module's output zeroed by a hook, and neither
+    equals skipping the whole block, nor do the two add up to it."""
+    network, model, units, config = _setup(tmp_path, family)
+    x, reference = _inputs(config, 2, 0), _inputs(config, 3, 1)
+    with torch.no_grad():
+        p = torch.softmax(logits_of(network, x), -1)
+    y, rows = p.argmax(-1), torch.arange(2)
+    whole = intervene(model, x, units, "skip", reference)
+    assert whole.methods == ("skip of the whole block",) * len(units) and whole.branches == ("",) * len(units)
+    drops = {}
+    for index, branch in enumerate(("attention", "mlp")):
+        profile = intervene(model, x, units, "skip", reference, branch=branch)
+        assert profile.methods == (f"skip of {BRANCHES[branch]}",) * len(units) and profile.references == 0
+        assert profile.branches == tuple(u.branches[index] for u in units) and all(profile.keeps_input)
+        for u, unit in enumerate(units):
+            zeroed = _hand(network, x, network.get_submodule(unit.branches[index]), lambda inp, out: _zeroed(out))
+            assert torch.allclose(profile.drops[:, u], p[rows, y] - zeroed[rows, y], atol=1e-10, rtol=0), unit.name
+        drops[branch] = profile.drops
+    assert drops["attention"].abs().max() > 1e-3 and drops["mlp"].abs().max() > 1e-3
+    for branch_drops in (drops["attention"], drops["mlp"], drops["attention"] + drops["mlp"]):
+        assert (branch_drops - whole.drops).abs().min() > 1e-6  # at every input and unit
+
+
+@pytest.mark.parametrize("family", VITS)
+def test_resample_of_a_branch_is_the_mean_of_k_hand_patched_runs(tmp_path: Path, family: str) -> None:
+    """Resample of a branch: its module's output takes each reference's, the rest of the block and the network run
+    on (the MLP on ``x + a(r_k)`` where attention is resampled), the K results averaged."""
+    network, model, units, config = _setup(tmp_path, family)
+    K = 3
+    x, reference = _inputs(config, 2, 0), _inputs(config, K, 1)
+    with torch.no_grad():
+        p = torch.softmax(logits_of(network, x), -1)
+    y, rows = p.argmax(-1), torch.arange(2)
+    for index, branch in enumerate(("attention", "mlp")):
+        profile = intervene(model, x, units, "resample", reference, branch=branch)
+        assert profile.methods == (f"resample of {BRANCHES[branch]}",) * len(units) and profile.references == K
+        for u, unit in enumerate(units):
+            module = network.get_submodule(unit.branches[index])
+            _, outputs = _recorded(network, reference, module)
+            runs = [_hand(network, x, module, lambda inp, out, k=k: _with(out, _first(outputs)[k : k + 1]))
+                    for k in range(K)]  # fmt: skip
+            expected = p[rows, y] - torch.stack(runs).mean(0)[rows, y]
+            assert torch.allclose(profile.drops[:, u], expected, atol=1e-10, rtol=0), (branch, unit.name)
+
+
+@pytest.mark.parametrize("family", VITS)
+def test_two_inputs_of_one_class_differ_under_resample_of_a_branch(tmp_path: Path, family: str) -> None:
+    _, model, units, config = _setup(tmp_path, family)
+    x, reference = _same_class_pair(model, config), _inputs(config, 8, 1)
+    for branch in ("attention", "mlp"):
+        profile = intervene(model, x, units, "resample", reference, branch=branch)
+        assert profile.prediction[0] == profile.prediction[1]
+        difference = profile.drops[0] - profile.drops[1]
+        assert (difference - difference.mean()).abs().max() > 1e-4, branch  # not a constant shift
+
+
+def test_units_without_the_branch_get_the_whole_block_named_so(tmp_path: Path) -> None:
+    """A ResNet's units have no attention branch: each gets what the whole-block call gives it (skip where residual,
+    the resample fallback elsewhere), its label naming the whole block. A ViT's stages carry no measured branches
+    (:func:`network_stages`), the pre-logits stage no module: the same. A branch with ``target="output"`` is refused."""
+    _, model, units, config = _setup(tmp_path, "torchvision resnet18")
+    x, reference = _inputs(config, 1, 0), _inputs(config, 3, 1)
+    block = intervene(model, x, units, "skip", reference)
+    chosen = intervene(model, x, units, "skip", reference, branch="attention")
+    assert block.methods == tuple("skip" if u.residual else "resample" for u in units)
+    assert chosen.methods == tuple(m + " of the whole block" for m in block.methods)
+    assert torch.equal(chosen.drops, block.drops) and chosen.branches == ("",) * len(units)
+    _, vit, _, config = _setup(tmp_path, "timm test_vit")
+    x, reference = _inputs(config, 1, 0), _inputs(config, 3, 1)
+    stages = network_stages(vit.backbone)
+    by_stage = intervene(vit, x, stages, "resample", reference, branch="mlp")
+    assert set(by_stage.methods) == {"resample of the whole block"}
+    assert torch.equal(by_stage.drops, intervene(vit, x, stages, "resample", reference).drops)
+    with pytest.raises(ValueError, match="branch must be one of"):
+        intervene(vit, x, stages, "mean", reference, target="output", branch="mlp")
+    with pytest.raises(ValueError, match="branch must be one of"):
+        intervene(vit, x, stages, "mean", reference, branch="ffn")
+
+
 def test_mean_and_reference_inputs(tmp_path: Path) -> None:
     """Mean-ablation: a residual unit's branch takes its mean over the references; reference inputs are a seeded,
     class-balanced sample of the training split."""
@@ -133,15 +233,16 @@ def test_mean_and_reference_inputs(tmp_path: Path) -> None:
         intervene(model, x, units, "zero", reference)
 
 
-def test_twelve_concurrent_calls_give_the_single_call_result(tmp_path: Path) -> None:
-    _, model, units, config = _setup(tmp_path, "torchvision resnet18")
+@pytest.mark.parametrize(("family", "branch"), [("torchvision resnet18", "block"), ("timm test_vit", "attention")])
+def test_twelve_concurrent_calls_give_the_single_call_result(tmp_path: Path, family: str, branch: str) -> None:
+    _, model, units, config = _setup(tmp_path, family)
     reference = _inputs(config, 4, 1)
     inputs = [_inputs(config, 1, seed % 3) for seed in range(12)]
-    alone = [intervene(model, x, units, "resample", reference).drops for x in inputs[:3]] * 4
+    alone = [intervene(model, x, units, "resample", reference, branch=branch).drops for x in inputs[:3]] * 4
     got: dict[int, torch.Tensor] = {}
 
     def run(i: int) -> None:
-        got[i] = intervene(model, inputs[i], units, "resample", reference).drops
+        got[i] = intervene(model, inputs[i], units, "resample", reference, branch=branch).drops
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(12)]
     for t in threads:

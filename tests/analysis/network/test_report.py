@@ -91,11 +91,17 @@ def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path
 
     checkpoint, report = own
     args = ["network", "--checkpoint", str(checkpoint.path), "--out", str(tmp_path), "--limit", "6",
-            "--references", "2", "--ig-steps", "2", "--resamples", "50", "--lens-sample", "24", "--lens-epochs", "1"]
+            "--references", "2", "--ig-steps", "2", "--resamples", "50", "--lens-sample", "24", "--lens-epochs", "1",
+            "--branch", "mlp"]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "6 test inputs" in out and "integrated gradients" in out and f"-> {tmp_path}" in out
     written = load_network_report(tmp_path)
     assert written.units == report.units and written.indices.shape == (6,)
+    vit = report.units[0].startswith("blocks")  # its blocks have an MLP branch; a ResNet's units none
+    method = "resample of MLP" if vit else "resample"
+    assert written.method == method and written.options["branch"] == "mlp"
+    assert set(written.methods) == {"resample of MLP" if vit else "resample of the whole block"}
+    assert set(written.agreement["intervention"]) == {method, method.replace("resample", "skip")}
     assert (tmp_path / "tuned_lens.json").is_file()  # fitted anew for this folder, with its command
     assert json.loads((tmp_path / "tuned_lens.json").read_text())["command"].startswith("laya ")

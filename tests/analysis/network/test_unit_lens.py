@@ -24,6 +24,7 @@ from laya.analysis.network.lens import (
     save_tuned_lens,
     unit_lens,
 )
+from tests.model.test_own_head import TINY_VIT
 
 VIT_UNITS = [f"blocks.{i}" for i in range(6)]
 CNN_UNITS = ["blocks.0", "blocks.1", "blocks.2"]
@@ -82,6 +83,26 @@ def test_logit_lens_of_the_last_block_is_the_network(vit):
     assert torch.allclose(lens.log_q[:, -1], lens.log_p, atol=1e-5)  # norm + CLS + head of the last block
     assert lens.kl[:, -1].abs().max() < 1e-6
     assert (prediction_depth(lens) <= 6).all()  # the last unit always agrees
+
+
+def test_logit_lens_of_a_transformers_vit_s_last_layer_is_the_network():
+    """A transformers ViT's layers write into the stream that its ``layernorm`` and ``classifier`` read on the CLS
+    token: the logit lens applies, and at the last layer it is the network's own distribution."""
+    from transformers import ViTConfig, ViTForImageClassification
+
+    torch.manual_seed(0)
+    network = ViTForImageClassification(ViTConfig(**TINY_VIT, image_size=16, num_labels=4)).eval()
+    layers = next(n for n, m in network.named_modules() if isinstance(m, nn.ModuleList))  # the installed version's
+    units = [f"{layers}.{i}" for i in range(TINY_VIT["num_hidden_layers"])]
+    readout = own_readout(network)
+    assert (readout.space, readout.pool, readout.classifier, readout.width) == ("residual", "cls", "classifier", 32)
+    x, _ = images(8, 1)
+    lens = logit_lens(network, x, units)
+    with torch.no_grad():
+        logits = network(x).logits
+    assert lens.log_q.shape == (8, 2, 4) and lens.source == "logit lens"
+    assert torch.allclose(lens.log_p, torch.log_softmax(logits.double(), -1), atol=1e-5)
+    assert torch.allclose(lens.log_q[:, -1], lens.log_p, atol=1e-5) and lens.kl[:, 0].max() > 1e-4
 
 
 def test_logit_lens_is_refused_where_units_are_not_in_the_classifier_space(cnn):

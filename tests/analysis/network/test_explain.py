@@ -1,0 +1,44 @@
+"""One input explained by the network's own units: the unit profile on a transformer block's branch, at unit and
+stage granularity, and what a network without branches gets."""
+
+import torch
+
+from laya.analysis.network.explain import explain_network, profile_units
+from tests.model.test_calls import own_checkpoint
+
+
+def _images() -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(1)
+    images = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
+    return images[0], images[1:]
+
+
+def test_a_vit_s_profile_on_one_branch_at_either_granularity() -> None:
+    """A transformers ViT's layers offer their branches as units and as the stages the backbone reads (the same
+    modules); the pre-logits stage has none and gets the whole-block intervention, named so. Its lens is the logit
+    lens (no tuned lens beside an in-memory checkpoint)."""
+    checkpoint = own_checkpoint("transformers")
+    image, references = _images()
+    stages = profile_units(checkpoint, "stage")
+    assert [(s.name, s.branches) for s in stages] == [
+        (f"vit.layers.{i}", (f"vit.layers.{i}.attention", f"vit.layers.{i}.mlp")) for i in range(2)
+    ] + [("pre-logits", ())]
+    block = explain_network(checkpoint, image, references)
+    assert block.branched and block.branch == "block" and block.lens_source == "logit lens"
+    assert block.methods == ("resample of the whole block",) * 2
+    for branch, word in (("attention", "attention"), ("mlp", "MLP")):
+        chosen = explain_network(checkpoint, image, references, branch=branch)
+        assert chosen.branch == branch and chosen.methods == (f"resample of {word}",) * 2
+        assert (chosen.drops - block.drops).abs().min() > 1e-6
+        by_stage = explain_network(checkpoint, image, references, granularity="stage", branch=branch)
+        assert by_stage.methods == (f"resample of {word}",) * 2 + ("resample of the whole block",)
+        assert torch.allclose(by_stage.drops[:2], chosen.drops, atol=1e-6)  # the same modules and references
+
+
+def test_a_network_without_branches_offers_none() -> None:
+    checkpoint = own_checkpoint("torchvision")
+    image, references = _images()
+    block = explain_network(checkpoint, image, references)
+    chosen = explain_network(checkpoint, image, references, branch="mlp")
+    assert not block.branched and set(block.methods) == {"resample"}
+    assert set(chosen.methods) == {"resample of the whole block"} and torch.equal(chosen.drops, block.drops)

@@ -66,7 +66,7 @@ class Network:
         return [sys.executable, "scripts/train_network.py", "--family", self.family, "--model", self.model,
                 *(["--model-kwargs", json.dumps(self.kwargs)] if self.kwargs else []),
                 *(["--image-size", str(self.image_size)] if self.image_size != 32 else []),
-                "--epochs", str(self.epochs), "--threads", "2", "--out", str(self.weights(name).relative_to(ROOT))]  # fmt: skip
+                "--epochs", str(self.epochs), "--out", str(self.weights(name).relative_to(ROOT))]  # fmt: skip
 
     def attach_command(self, name: str) -> list[str]:
         """Sized for two CPU cores: evaluation and depth analytics on a class-balanced 2,000 of the test split,
@@ -84,9 +84,9 @@ class Network:
 NETWORKS: dict[str, Network] = {
     "resnet18": Network("torchvision", "resnet18", title="torchvision ResNet-18"),
     "vit": Network("timm", "vit_tiny_patch16_224", {"img_size": 32, "patch_size": 4, "embed_dim": 96, "depth": 6,
-                                                    "num_heads": 3, "mlp_ratio": 2.0}, epochs=8,
+                                                    "num_heads": 3, "mlp_ratio": 2.0}, epochs=5,
                    title="timm ViT (6 blocks, width 96, patch 4)"),  # fmt: skip
-    SHIPPED: Network("timm", "resnet18", {"channels": [32, 64, 128, 256], "stem_width": 32}, image_size=64,
+    SHIPPED: Network("timm", "resnet18", {"channels": [32, 64, 128, 256], "stem_width": 32}, image_size=64, epochs=4,
                      title="timm ResNet-18 at half width (the bundled one)"),  # fmt: skip
 }
 

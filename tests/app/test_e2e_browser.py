@@ -128,29 +128,37 @@ def test_depth_page_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
 VISUAL_PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "browse", "patching")
 
 
-def test_every_page_looks_as_reviewed() -> None:
-    """Visual regression: every page on the bundled models (the default setting, Fashion-MNIST MLP, LAYA head,
-    its first example), a full-page screenshot each, compared with tests/app/screenshots/ within the tolerance
-    of :func:`tests.visual.assert_matches` (mismatches leave actual, reference and diff in test-artifacts/)."""
+#: the screenshots' reference names -> the checkpoint opened first (None: the dashboard's default, the Fashion-MNIST
+#: MLP's LAYA head); the attached network's own classifier is a page layout of its own (unit profile, lens, Grad-CAM)
+VISUAL_CHECKPOINTS = {"fashion-mnist-mlp": None, "own-network": "cifar10-resnet18-half/own"}
+
+
+@pytest.mark.parametrize("reference", list(VISUAL_CHECKPOINTS))
+def test_every_page_looks_as_reviewed(reference: str) -> None:
+    """Visual regression: every page on the bundled models, on the default checkpoint (Fashion-MNIST MLP, LAYA head)
+    and on the bundled attached network's own classifier, opened by its link (``?model=``), at its first example:
+    a full-page screenshot each, compared with tests/app/screenshots/ within the tolerance of
+    :func:`tests.visual.assert_matches` (mismatches leave actual, reference and diff in test-artifacts/)."""
     needs_chromium()
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
     ARTIFACTS.mkdir(exist_ok=True)
     failures = []
-    with serve(REPO / "models", log=ARTIFACTS / "e2e-visual-streamlit.log") as url, browser_page(1280, 900) as page:
+    with serve(REPO / "models", log=ARTIFACTS / f"e2e-visual-{reference}.log") as url, browser_page(1280, 900) as page:
         page.emulate_media(reduced_motion="reduce")
-        open_app(page, url)
+        model = VISUAL_CHECKPOINTS[reference]
+        open_app(page, url if model is None else f"{url}/?model={model}")
         for name in VISUAL_PAGES:
             if name != "inspect":
                 open_page(page, name)
             wait_for_content(page, name)
             wait_idle(page)
             page.evaluate("() => document.fonts.ready")
-            shot = ARTIFACTS / f"visual-{name}.png"
+            shot = ARTIFACTS / f"visual-{reference}-{name}.png"
             full_screenshot(page, shot)
             try:
-                visual.assert_matches(shot.read_bytes(), f"fashion-mnist-mlp-{name}")
+                visual.assert_matches(shot.read_bytes(), f"{reference}-{name}")
             except AssertionError as error:
                 failures.append(str(error))
     assert not failures, "\n".join(failures)

@@ -33,17 +33,22 @@ def seconds(fn: Callable[[], object], min_run_time: float = 1.0) -> float:
     return Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median
 
 
-def interleaved_seconds(fns: dict[str, Callable[[], object]], rounds: int = 3) -> dict[str, float]:
+def interleaved_seconds(
+    fns: dict[str, Callable[[], object]], rounds: int = 3, repeats: dict[str, int] | None = None
+) -> dict[str, float]:
     """Fastest of ``rounds`` calls of each function, after one warm-up round, calling them in turn so
     that a change of load on the machine affects all of them alike (for ratios of calls that are either
-    long, where ``seconds`` would time a single call, or short and sensitive to drift)."""
+    long, where ``seconds`` would time a single call, or short and sensitive to drift). ``repeats``: how many
+    calls (each timed alone) a function gets per round, for a short call timed beside one that takes a minute,
+    where a fastest of ``rounds`` would still carry the load of the moment."""
     best = dict.fromkeys(fns, math.inf)
     for round_ in range(rounds + 1):
         for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            if round_:
-                best[name] = min(best[name], time.perf_counter() - start)
+            for _ in range((repeats or {}).get(name, 1)):
+                start = time.perf_counter()
+                fn()
+                if round_:
+                    best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 

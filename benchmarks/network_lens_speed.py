@@ -13,7 +13,8 @@ Beside them, Captum's ``LayerIntegratedGradients`` on the same units (``n_steps=
 class), the way a user would call it: first every unit in one call (``layer=[...]``, as its docs offer for several
 layers; they also say the layers may not feed each other, and units in sequence do), and where Captum refuses, its
 error is the outcome and the loop a user falls back to, one call per unit, is timed against the forward in a
-second interleaved run of ``--captum-rounds`` (each call is some hundred forwards and backwards).
+second interleaved run: the fastest of ``--captum-rounds`` Captum calls (each is some hundred forwards and
+backwards), and of the ``--rounds`` forwards between them in each of those rounds.
 
 ``--out DIR`` writes ``DIR/network_lens_speed.json`` (the rows, the command line, the commit, the machine, the
 threads and the load average), which ``docs/speed.md``'s ``network-speed`` block is generated from.
@@ -107,7 +108,8 @@ def main() -> None:
             calls["logit"] = lambda: unit_lens(network, x, units)
         t = interleaved_seconds(calls, rounds=args.rounds)
         captum, outcome = captum_call(network, x, units)
-        c = interleaved_seconds({"forward": calls["forward"], "captum": captum}, rounds=args.captum_rounds)
+        c = interleaved_seconds({"forward": calls["forward"], "captum": captum}, rounds=args.captum_rounds,
+                                repeats={"forward": args.rounds})  # fmt: skip
         logit = f"{t['logit'] / t['forward']:.2f}" if "logit" in t else "n/a"
         print(f"{name + f' {size}px':<28} {t['forward'] * 1e3:>10.2f} {t['lens'] / t['forward']:>7.2f} {logit:>12} "
               f"{t['gradcam'] / t['forward']:>10.2f} {c['captum'] / c['forward']:>9.0f}")  # fmt: skip
@@ -122,8 +124,8 @@ def main() -> None:
                      **outcome, "ms": c["captum"] * 1e3, "baseline_ms": c["forward"] * 1e3,
                      "ratio": c["captum"] / c["forward"], "budget": None})  # fmt: skip
     if args.out:
-        result = write_result(args.out, "network_lens_speed", facts, rounds=args.rounds,
-                              captum_rounds=args.captum_rounds, rows=rows)  # fmt: skip
+        result = write_result(args.out, "network_lens_speed", facts, rounds=args.rounds, captum_rounds=args.captum_rounds,
+                              captum_forward_repeats=args.rounds, rows=rows)  # fmt: skip
         print(f"wrote {result}")
 
 

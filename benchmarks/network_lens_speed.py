@@ -124,8 +124,8 @@ def main() -> None:
                      **outcome, "ms": c["captum"] * 1e3, "baseline_ms": c["forward"] * 1e3,
                      "ratio": c["captum"] / c["forward"], "budget": None})  # fmt: skip
     if args.out:
-        result = write_result(args.out, "network_lens_speed", facts, rounds=args.rounds, captum_rounds=args.captum_rounds,
-                              captum_forward_repeats=args.rounds, rows=rows)  # fmt: skip
+        result = write_result(args.out, "network_lens_speed", facts, rounds=args.rounds,
+                              captum_rounds=args.captum_rounds, captum_forward_repeats=args.rounds, rows=rows)
         print(f"wrote {result}")
 
 

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import platform
+import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -28,17 +33,22 @@ def seconds(fn: Callable[[], object], min_run_time: float = 1.0) -> float:
     return Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median
 
 
-def interleaved_seconds(fns: dict[str, Callable[[], object]], rounds: int = 3) -> dict[str, float]:
+def interleaved_seconds(
+    fns: dict[str, Callable[[], object]], rounds: int = 3, repeats: dict[str, int] | None = None
+) -> dict[str, float]:
     """Fastest of ``rounds`` calls of each function, after one warm-up round, calling them in turn so
     that a change of load on the machine affects all of them alike (for ratios of calls that are either
-    long, where ``seconds`` would time a single call, or short and sensitive to drift)."""
+    long, where ``seconds`` would time a single call, or short and sensitive to drift). ``repeats``: how many
+    calls (each timed alone) a function gets per round, for a short call timed beside one that takes a minute,
+    where a fastest of ``rounds`` would still carry the load of the moment."""
     best = dict.fromkeys(fns, math.inf)
     for round_ in range(rounds + 1):
         for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            if round_:
-                best[name] = min(best[name], time.perf_counter() - start)
+            for _ in range((repeats or {}).get(name, 1)):
+                start = time.perf_counter()
+                fn()
+                if round_:
+                    best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 
@@ -47,6 +57,40 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--models", default=str(ROOT / "models"), help="folder of bundled checkpoints")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 = least noisy)")
     return p
+
+
+def run_facts(device: str = "cpu") -> dict:
+    """What a result file says about its run, taken at its start: the command line, the date, the commit (and
+    whether the checkout had uncommitted changes), the machine, the torch threads and the load average."""
+    git = ["git", "-C", str(ROOT)]
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    script = Path(sys.argv[0]).resolve()
+    script_name = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
+    return {"command": shlex.join(["python", str(script_name), *sys.argv[1:]]),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
+            "uncommitted_changes": bool(dirty.stdout.strip()),
+            "machine": {"cpu": _cpu_model(), "cpus": os.cpu_count(), "platform": platform.platform(),
+                        "torch": torch.__version__, "device": device},
+            "threads": torch.get_num_threads(), "load_average": {"start": os.getloadavg()}}  # fmt: skip
+
+
+def _cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def write_result(folder: Path, name: str, facts: dict, **results: object) -> Path:
+    """``folder/name.json``: ``facts`` (:func:`run_facts`, the load average at the end added) and ``results``."""
+    facts["load_average"]["end"] = os.getloadavg()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps({**facts, **results}, indent=1) + "\n")
+    return path
 
 
 def inspect_ood(checkpoint: Checkpoint, fit: DepthFit | None) -> bool | tuple[str, ...]:

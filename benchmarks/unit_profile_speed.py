@@ -1,16 +1,20 @@
 """One input's profile over every unit (skip, resample K=8) against units + 1 batch-1 forwards (budget: ratio <= 1).
 
-    python benchmarks/unit_profile_speed.py [--device cpu|cuda] [--size 224] [--threads 1]
+    python benchmarks/unit_profile_speed.py [--device cpu|cuda] [--size 224] [--threads 1] [--out docs/speed]
 
 torchvision ResNet-18 and timm ViT-S/16 (random weights, their own classifiers as the head, as ``laya attach``
 opens them). Each profile is one pass of the references and the input, then one batched pass of every unit's rows;
-the baseline is ``U + 1`` forwards of the input alone, timed in the same run, the calls interleaved.
+the baseline is ``U + 1`` forwards of the input alone, timed in the same run, the calls interleaved. ``--out DIR``
+writes ``DIR/unit_profile_speed.json`` (the rows, the command line, the commit, the machine, the threads and the load
+average), which ``docs/speed.md``'s ``network-speed`` block is generated from.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
-from common import interleaved_seconds, parser
+from common import interleaved_seconds, parser, run_facts, write_result
 
 from laya.analysis.network import intervene, network_units
 from laya.model.backbones import BackboneConfig, build_backbone
@@ -22,6 +26,7 @@ MODELS = {
     "timm vit_small_patch16_224": BackboneConfig(name="timm", model="vit_small_patch16_224",
                                                  model_kwargs={"num_classes": 10}),  # fmt: skip
 }
+BUDGET = 1.0  # a profile costs at most the wall time of U + 1 batch-1 forwards
 
 
 def main() -> None:
@@ -29,9 +34,11 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--out", type=Path, default=None, help="write unit_profile_speed.json into this folder")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    facts, rows = run_facts(str(device)), []
     for name, config in MODELS.items():
         config.in_channels, config.input_size, config.pre_logits, config.freeze = 3, args.size, True, True
         torch.manual_seed(0)
@@ -57,13 +64,20 @@ def main() -> None:
 
         times = interleaved_seconds({"forwards": forwards, "skip": profile("skip"), "resample": profile("resample")},
                                     rounds=args.rounds)  # fmt: skip
-        skip = intervene(model, x, units, "skip", reference)
+        fallback = intervene(model, x, units, "skip", reference).methods.count("resample")
         print(f"{name} on {device} at {args.size}px: {U} units ({sum(u.residual for u in units)} residual), "
-              f"skip falls back to resample on {skip.methods.count('resample')}")  # fmt: skip
+              f"skip falls back to resample on {fallback}")  # fmt: skip
         print(f"  {U + 1} batch-1 forwards {times['forwards'] * 1e3:9.1f} ms")
         for method in ("skip", "resample"):
-            print(f"  {method:8s} profile      {times[method] * 1e3:9.1f} ms   ratio {times[method] / times['forwards']:.2f}"
-                  "  (budget <= 1)")
+            ratio = times[method] / times["forwards"]
+            print(f"  {method:8s} profile      {times[method] * 1e3:9.1f} ms   ratio {ratio:.2f}"
+                  f"  (budget <= {BUDGET:g})")
+            rows.append({"kind": "profile", "view": method, "network": name, "size": args.size, "units": U,
+                         "fallback_units": fallback if method == "skip" else 0, "references": len(reference),
+                         "ms": times[method] * 1e3, "baseline": f"{U + 1} batch-1 forwards",
+                         "baseline_ms": times["forwards"] * 1e3, "ratio": ratio, "budget": BUDGET})  # fmt: skip
+    if args.out:
+        print(f"wrote {write_result(args.out, 'unit_profile_speed', facts, rounds=args.rounds, rows=rows)}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@
   last run of each setting in that section) and whether its two targets are met.
 * ``bootstrap-overhead docs/benchmark-run.txt``: ``benchmarks/bootstrap_overhead.py``'s share of an evaluation.
 * ``cold-start docs/speed``: ``benchmarks/load_test.py``'s cold starts and import costs (``load_test.json``).
-* ``speed-goals docs/speed``: every speed goal, met or not, from ``page_costs.json`` and ``load_test.json``.
+* ``speed-goals docs/speed``: every speed goal, met or not, from ``page_costs.json``, ``load_test.json`` and the
+  network views' files below.
+* ``network-speed docs/speed``: the network views' costs against their baselines and budgets, met or not, with
+  Captum's ``LayerIntegratedGradients`` beside them (``unit_profile_speed.json``, ``network_lens_speed.json``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from claims.common import ROOT
 #: the speed goals: (what, target); a measured value meets its goal when it is at most the target
 INSPECT_INTRINSIC, INSPECT_IG, LOO, IG_PIXELS, FIRST_CHART, WARM, COLD = 1.5, 3.0, 1.3, 20.0, 1.0, 0.3, 5.0
 CIFAR = ("cifar10-cnn", "cifar10-efficientnet-lite0", "cifar10-vit")
+#: the network views' result files (``benchmarks/unit_profile_speed.py --out``, ``network_lens_speed.py --out``)
+NETWORK_FILES = ("unit_profile_speed.json", "network_lens_speed.json")
+RUNS_A_FORWARD = ("lens", "gradcam")  # network views that include one forward of the network: never below 1x
 
 
 def _section(arg: str, start: str, end: str = "\n=== ") -> str:
@@ -133,7 +139,89 @@ def _goals(arg: str) -> list[tuple[str, bool, str]]:
     restart = load["cold"]["restart"]
     out.append((f"a cold server ready ≤ {COLD:g} s (restart)", restart["ready_wall_s"] <= COLD,
                 f"{restart['ready_wall_s']:.1f} s wall, {restart['ready_cpu_s']:.2f} CPU-s"))
+    return out + _goal_rows(arg)
+
+
+def _network_runs(arg: str) -> list[dict]:
+    return [json.loads((ROOT / arg / name).read_text()) for name in NETWORK_FILES]
+
+
+def _within(row: dict) -> bool:
+    """Whether a network view's measured ratio is within its budget."""
+    return row["ratio"] <= row["budget"]
+
+
+def _ratio(ratio: float) -> str:
+    return f"{ratio:.2f}×" if ratio < 100 else f"{ratio:,.0f}×"
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:,.1f} ms" if ms < 10_000 else f"{ms / 1e3:,.1f} s"
+
+
+def _view(row: dict) -> str:
+    """A row's view, as the table names it."""
+    if row["kind"] == "profile":
+        if row["view"] == "skip":
+            return (f"all-unit profile, skip (resample on {row['fallback_units']} units that are not residual)"
+                    if row["fallback_units"] else "all-unit profile, skip")  # fmt: skip
+        return f"all-unit profile, {row['view']} (K = {row['references']})"
+    if row["kind"] == "captum":
+        return f"Captum `LayerIntegratedGradients` ({row['steps']} steps), {row['timed']}"
+    return f"{row['view']}, every unit"
+
+
+def _goal_rows(arg: str) -> list[tuple[str, bool, str]]:
+    """``(goal, met, measured)`` for the network views: the profile, the lens view and Grad-CAM, on every network."""
+    rows = [r for run in _network_runs(arg) for r in run["rows"] if r["budget"] is not None]
+    out = []
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        group = [r for r in rows if r["kind"] == kind]
+        budget = max(r["budget"] for r in group)
+        what = {"profile": "one input's profile over all units (skip, resample K = {K}) ≤ {budget:g}× the wall "
+                           "time of U + 1 batch-1 forwards",
+                "lens": "the network lens view ≤ {budget:g}× a forward",
+                "gradcam": "all-unit Grad-CAM ≤ {budget:g}× a forward"}[kind].format(K=group[0].get("references"),
+                                                                                    budget=budget)  # fmt: skip
+        over = [f"{r['network']} {r['view']} {r['ratio']:.2f}×" for r in group if not _within(r)]
+        out.append((what, not over, f"over it: {', '.join(over)}" if over else
+                    f"at most {max(r['ratio'] for r in group):.2f}×"))  # fmt: skip
     return out
+
+
+def network_speed(arg: str) -> str:
+    """The network views' costs (``benchmarks/unit_profile_speed.py``, ``network_lens_speed.py``) in folder ``arg``:
+    per view and network, the ratio to its baseline measured in one run, the budget and whether it is met; Captum's
+    layer IG beside them, and what Captum said where it refused every unit in one call."""
+    runs = _network_runs(arg)
+    m = runs[0]["machine"]
+    lines = [f"On {m['cpus']} CPUs ({m['cpu']}, device {m['device']}, torch {m['torch']}); each ratio's two sides "
+             "timed in one run, in alternating calls, the fastest of each:", ""]  # fmt: skip
+    for run in runs:
+        captum = (f" (Captum's calls: of {run['captum_rounds']}, with {run['captum_forward_repeats']} forwards between "
+                  "each)" if "captum_rounds" in run else "")  # fmt: skip
+        changes = " with uncommitted changes" if run["uncommitted_changes"] else ""
+        lines.append(f"* `{run['command']}`: {run['date']}, commit {run['commit']}{changes}, {run['threads']} torch "
+                     f"thread, fastest of {run['rounds']}{captum}, load average {run['load_average']['start'][0]:.1f} "
+                     f"→ {run['load_average']['end'][0]:.1f}")  # fmt: skip
+    lines += ["", "| view | network | time | baseline | ratio | budget | verdict |", "|---|---|---|---|---|---|---|"]
+    for row in (r for run in runs for r in run["rows"]):
+        network = f"{row['network']}, {row['size']} px, {row['units']} units"
+        baseline = f"{row['baseline']}, {_ms(row['baseline_ms'])}"
+        budget = "–" if row["budget"] is None else f"≤ {row['budget']:g}×"
+        verdict = "–" if row["budget"] is None else "met" if _within(row) else "not met"
+        if row["kind"] == "captum" and row["all_in_one_call"]["refused"]:
+            error = row["all_in_one_call"]["refused"].split(". ")[0].rstrip(".")
+            lines.append(f"| Captum `LayerIntegratedGradients` ({row['steps']} steps), every unit in one call "
+                         f"(`layer=[...]`) | {network} | refused: {error}. | – | – | – | – |")  # fmt: skip
+        lines.append(f"| {_view(row)} | {network} | {_ms(row['ms'])} | {baseline} | {_ratio(row['ratio'])} | "
+                     f"{budget} | {verdict} |")  # fmt: skip
+    noise = [f"{_view(r)} on {r['network']} ({r['ratio']:.2f}×)" for run in runs for r in run["rows"]
+             if r["kind"] in RUNS_A_FORWARD and round(r["ratio"], 2) < 1]  # fmt: skip
+    if noise:
+        lines += ["", f"Below one forward, though the view runs one itself, so timing noise of this machine: "
+                      f"{', '.join(noise)}."]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def speed_goals(arg: str) -> str:
@@ -147,4 +235,5 @@ def speed_summary(arg: str) -> str:
 
 
 CLAIMS = {"head-cost": head_cost, "interpretability": interpretability, "bootstrap-overhead": bootstrap_overhead,
-          "cold-start": cold_start, "speed-goals": speed_goals, "speed-summary": speed_summary}  # fmt: skip
+          "cold-start": cold_start, "speed-goals": speed_goals, "speed-summary": speed_summary,
+          "network-speed": network_speed}  # fmt: skip

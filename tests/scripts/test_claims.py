@@ -62,7 +62,18 @@ def test_speed_goals_are_computed_from_the_measurements(tmp_path):
     load = {"sessions": 12, "concurrent": {"first chart": {**step, "cpu_p50": 1.2}, "upload": step, "page:depth": {**step, "cpu_p50": 0.31}},
             "cold": {"restart": {"ready_wall_s": 4.9, "ready_cpu_s": 4.0}}}  # fmt: skip
     (tmp_path / "load_test.json").write_text(json.dumps(load))
+    row = {"network": "n", "size": 32, "units": 8, "ms": 1.0, "baseline": "one forward", "baseline_ms": 1.0}
+    profile = [{**row, "kind": "profile", "view": v, "fallback_units": 0, "references": 8, "ratio": r, "budget": 1.0}
+               for v, r in (("skip", 0.4), ("resample", 1.01))]  # fmt: skip
+    views = [{**row, "kind": k, "view": v, "ratio": r, "budget": b} for k, v, r, b in
+             (("lens", "tuned lens", 1.1, 1.2), ("lens", "logit lens", 1.2, 1.2), ("gradcam", "Grad-CAM", 3.1, 3.0))]
+    for name, rows in zip(speed.NETWORK_FILES, (profile, views)):
+        (tmp_path / name).write_text(json.dumps({"rows": rows}))
     goals = speed.speed_goals(str(tmp_path))
+    assert ("profile over all units (skip, resample K = 8) ≤ 1× the wall time of U + 1 batch-1 forwards: **not met** "
+            "(over it: n resample 1.01×)") in goals
+    assert "the network lens view ≤ 1.2× a forward: **met** (at most 1.20×)" in goals
+    assert "all-unit Grad-CAM ≤ 3× a forward: **not met** (over it: n Grad-CAM 3.10×)" in goals
     assert ("intrinsic scores ≤ 1.5× a forward on every bundled setting: **not met** (over it: cifar10-cnn scalarmix "
             "1.60×, fashion-mnist-mlp laya 5.00×, fashion-mnist-mlp scalarmix 5.00×)") in goals
     assert "IG-32 heads ≤ 3× a forward on the CIFAR-10 models: **met** (at most 2.90×)" in goals
@@ -71,7 +82,7 @@ def test_speed_goals_are_computed_from_the_measurements(tmp_path):
     assert "first chart ≤ 1 CPU-s (p50, 12 sessions): **not met** (1.20 CPU-s)" in goals
     assert "warm interactions ≤ 0.3 CPU-s (p50): **not met** (over it: page:depth 0.31)" in goals
     assert "cold server ready ≤ 5 s (restart): **met** (4.9 s wall" in goals
-    assert speed.speed_summary(str(tmp_path)).startswith("Speed goals met: 2 of 6; not met: Inspect's")
+    assert speed.speed_summary(str(tmp_path)).startswith("Speed goals met: 3 of 9; not met: Inspect's")
 
 
 def test_the_paper_claims_read_reproduced_only_when_every_comparison_holds(tmp_path, monkeypatch):

@@ -1,0 +1,90 @@
+"""The network views' speed block (docs/speed.md, ``network-speed docs/speed``): generated from the committed output of
+benchmarks/unit_profile_speed.py and network_lens_speed.py, every verdict computed from a ratio and its budget, and
+Captum's refusal of units that feed each other recorded as the benchmark meets it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import network_lens_speed  # noqa: E402
+import prose_claims  # noqa: E402
+from claims import speed  # noqa: E402
+
+SPEED = ROOT / "docs" / "speed"
+
+
+def test_the_committed_block_is_generated_from_the_committed_output():
+    text = (ROOT / "docs" / "speed.md").read_text()
+    block = text.split("<!-- generated: network-speed docs/speed -->\n", 1)[1].split("<!-- /generated -->", 1)[0]
+    assert block == prose_claims.generate("network-speed docs/speed")
+    runs = [json.loads((SPEED / name).read_text()) for name in speed.NETWORK_FILES]
+    for run in runs:
+        assert f"* `{run['command']}`: {run['date']}, commit {run['commit']}" in block
+    rows = [r for run in runs for r in run["rows"]]
+    assert {r["kind"] for r in rows} == {"profile", "lens", "gradcam", "captum"}  # every §7 ratio, Captum beside
+    table = [line for line in block.splitlines() if line.startswith("| ") and not line.startswith("| view")]
+    refused = [r for r in rows if r["kind"] == "captum" and r["all_in_one_call"]["refused"]]
+    assert len(table) == len(rows) + len(refused)
+
+
+def _mutated(tmp_path: Path, ratios: dict[tuple[str, str], float]) -> str:
+    """The block from a copy of the committed files with the ratios of the rows ``(network, view)`` replaced."""
+    for name in speed.NETWORK_FILES:
+        run = json.loads((SPEED / name).read_text())
+        for row in run["rows"]:
+            row["ratio"] = ratios.get((row["network"], row["view"]), row["ratio"])
+        (tmp_path / name).write_text(json.dumps(run))
+    return speed.network_speed(str(tmp_path))
+
+
+def _row(block: str, network: str, view: str) -> list[str]:
+    (line,) = [line for line in block.splitlines() if line.startswith(f"| {view}") and f"| {network}," in line]
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_a_verdict_flips_when_the_ratio_crosses_its_budget(tmp_path):
+    run = json.loads((SPEED / "network_lens_speed.json").read_text())
+    row = next(r for r in run["rows"] if r["kind"] == "gradcam")
+    network, budget = row["network"], row["budget"]
+    below = _row(_mutated(tmp_path, {(network, "Grad-CAM"): budget - 0.01}), network, "Grad-CAM, every unit")
+    assert below[-3:] == [f"{budget - 0.01:.2f}×", f"≤ {budget:g}×", "met"]
+    above = _row(_mutated(tmp_path, {(network, "Grad-CAM"): budget + 0.01}), network, "Grad-CAM, every unit")
+    assert above[-3:] == [f"{budget + 0.01:.2f}×", f"≤ {budget:g}×", "not met"]
+    for name in ("page_costs.json", "load_test.json"):  # the goal list reads the same files
+        shutil.copy(SPEED / name, tmp_path / name)
+    assert f"all-unit Grad-CAM ≤ {budget:g}× a forward: **not met** (over it: {network} Grad-CAM" in speed.speed_goals(
+        str(tmp_path))
+    _mutated(tmp_path, {(network, "Grad-CAM"): budget})  # at the budget: met
+    assert f"all-unit Grad-CAM ≤ {budget:g}× a forward: **met**" in speed.speed_goals(str(tmp_path))
+
+
+def test_a_lens_view_below_one_forward_is_named_as_noise(tmp_path):
+    rows = json.loads((SPEED / "network_lens_speed.json").read_text())["rows"]
+    above = {(r["network"], r["view"]): 1.5 for r in rows if r["kind"] in speed.RUNS_A_FORWARD}
+    assert "Below one forward" not in _mutated(tmp_path, above)
+    network, view = next(key for key in above if key[1] == "tuned lens")
+    block = _mutated(tmp_path, {**above, (network, view): 0.5})
+    assert block.endswith(f"so timing noise of this machine: tuned lens, every unit on {network} (0.50×).\n")
+
+
+def test_captum_refuses_units_in_sequence_and_the_benchmark_falls_back_to_one_call_per_unit():
+    torch.manual_seed(0)
+    network = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(),
+                            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3)).eval()  # fmt: skip
+    x = torch.randn(1, 3, 8, 8)
+    call, outcome = network_lens_speed.captum_call(network, x, ["1", "3"])  # the second unit reads the first
+    assert outcome["all_in_one_call"]["refused"].startswith("RuntimeError")
+    assert any("Multiple layers" in w for w in outcome["all_in_one_call"]["warnings"])
+    assert outcome["timed"] == "one call per unit" and outcome["steps"] == network_lens_speed.STEPS
+    attributions = call()
+    assert [a.shape for a in attributions] == [(1, 4, 8, 8), (1, 4, 8, 8)]

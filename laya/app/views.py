@@ -24,8 +24,8 @@ from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, REPORTED_
 from laya.analysis.profiles import seed_table
 from laya.analysis.report import Report
 from laya.app.catalog import Entry
-from laya.app.numbers import number_text
 from laya.app import palette
+from laya.app.numbers import ci_cells, ci_text, count_of, is_missing, number_text, p_text, percent
 from laya.app.plots import method_label
 from laya.app.text import clicked_name, plain
 from laya.data.datasets import InputSpec
@@ -71,49 +71,11 @@ def is_weight(method: str) -> bool:
     return method in ("laya_alpha", "scalarmix_weights")
 
 
-def _missing(value: object) -> bool:
-    return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
-
-
-def percent(value: float | None, digits: int = 1) -> str:
-    """``0.0415`` -> ``4.2%``; ``–`` if missing."""
-    return "–" if _missing(value) else f"{100 * value:.{digits}f}%"
-
-
-def p_text(p: float | None) -> str:
-    """A p-value as it is read: ``p < 0.001`` under 0.001 (a resampled p of 0 is not zero), else 3 digits."""
-    if _missing(p):
-        return "–"
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
-
-
-def count_of(k: int, n: int) -> str:
-    """``2 of 3``: a count with its total, never a fraction such as 0.6667."""
-    return f"{k} of {n}"
-
-
-def ci_cells(frame: pd.DataFrame, column: str, digits: int = 3) -> list[str]:
-    """``estimate [low, high]`` per row from ``column``, ``column_low``, ``column_high`` (``–`` if missing)."""
-    return [
-        ci_text({"estimate": e, "low": lo, "high": hi}, digits) if not _missing(e) else "–"
-        for e, lo, hi in zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"])
-    ]
-
-
 def mode_label(mode: str) -> str:
     """``mean`` -> ``mean (cross-head)``, ``zero`` -> ``zero (paper, frozen α)``."""
     if mode in CROSS_HEAD_MODES:
         return f"{mode} (cross-head)"
     return {"zero": "zero (paper, frozen α)"}.get(mode, mode)
-
-
-def ci_text(entry: Mapping[str, float] | None, digits: int = 3) -> str:
-    """``0.812 [0.790, 0.833]`` from an ``{estimate, low, high}`` dict; ``–`` if missing."""
-    if not entry or _missing(entry.get("estimate")):
-        return "–"
-    if _missing(entry.get("low")) or _missing(entry.get("high")):
-        return number_text(entry["estimate"], digits)
-    return f"{entry['estimate']:.{digits}f} [{entry['low']:.{digits}f}, {entry['high']:.{digits}f}]"
 
 
 def entry_label(entry: Entry) -> str:
@@ -253,12 +215,12 @@ def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
             "kind": ["post-hoc" if is_posthoc(m) else "intrinsic" for m in methods],
             "top layer": [explanation.layer_names[int(explanation.scores[m].argmax())] for m in methods],
             spearman_column(len(explanation.layer_names)): [
-                na if _missing(v) else number_text(v) for v in pd.to_numeric(summary["spearman"])
+                na if is_missing(v) else number_text(v) for v in pd.to_numeric(summary["spearman"])
             ],
-            "top-1 agreement": [na if _missing(v) else ("yes" if v else "no") for v in pd.to_numeric(summary["top1"])],
+            "top-1 agreement": [na if is_missing(v) else ("yes" if v else "no") for v in pd.to_numeric(summary["top1"])],
             "Deletion@1": [number_text(v) for v in summary["deletion_at_1"]],
             "Deletion@1 / oracle": [
-                na if _missing(v) else percent(v) for v in pd.to_numeric(summary["deletion_at_1_norm"])
+                na if is_missing(v) else percent(v) for v in pd.to_numeric(summary["deletion_at_1_norm"])
             ],
         }
     )
@@ -568,7 +530,7 @@ HUGE_MAHALANOBIS = 1e3  # standardised by its training mean and std: typical in-
 def _flags(key: str, value: float, threshold: float | None) -> tuple[float, float | None, str, bool]:
     """``(shown value, shown threshold, rule, flagged)``: max softmax is stored negated (higher = more
     suspicious) and shown as the probability itself, flagged *below* its threshold."""
-    flagged = threshold is not None and not _missing(threshold) and value > threshold
+    flagged = threshold is not None and not is_missing(threshold) and value > threshold
     if key == "msp":
         return -value, None if threshold is None else -threshold, "flagged below", flagged
     return value, threshold, "flagged above", flagged
@@ -592,7 +554,7 @@ def prediction_depth_view(table: pd.DataFrame) -> pd.DataFrame:
     """The depth report's per-class prediction depth and overthinking as display text with 95% CIs: rates as
     percentages, ``errors`` as ``k of n``."""
     def rate(column: str) -> list[str]:
-        return [f"{percent(v)} [{percent(lo)}, {percent(hi)}]" if not _missing(v) else "–"
+        return [f"{percent(v)} [{percent(lo)}, {percent(hi)}]" if not is_missing(v) else "–"
                 for v, lo, hi in zip(table[column], table[f"{column}_low"], table[f"{column}_high"])]  # fmt: skip
 
     return pd.DataFrame(
@@ -740,10 +702,9 @@ __all__ = [
     "HUGE_MAHALANOBIS",
     "INSPECT_TARGET",
     "MODE_HELP",
+    "OWN_NOTE",
     "REDUCTION_HELP",
-    "ci_cells",
-    "ci_text",
-    "count_of",
+    "best_ood_score",
     "class_counts",
     "class_profile",
     "clickable_heatmap",
@@ -752,24 +713,19 @@ __all__ = [
     "common_modes",
     "compare_table",
     "compare_titles",
-    "curves_reduction",
-    "best_ood_score",
-    "detection_view",
-    "false_alarm_text",
-    "mahalanobis_warning",
-    "ood_status",
-    "recompute_error",
     "comparisons_view",
+    "curves_reduction",
+    "detection_view",
     "entry_label",
     "evaluate_locally",
     "explanation_csv",
     "explanation_json",
     "faithfulness_matrix",
+    "false_alarm_text",
     "global_loo",
     "global_profile",
     "group_entries",
     "head_title",
-    "OWN_NOTE",
     "headline_text",
     "heads_display",
     "heads_table",
@@ -779,20 +735,21 @@ __all__ = [
     "is_posthoc",
     "is_weight",
     "layer_table",
+    "mahalanobis_warning",
     "method_label",
     "mode_label",
     "model_time_caption",
-    "shown_ood_scores",
     "model_view",
     "nonfinite_warning",
-    "p_text",
-    "percent",
+    "ood_status",
     "prediction_depth_view",
     "profile_methods",
     "profile_title",
+    "recompute_error",
     "report_caption",
     "seed_global_profile",
     "seed_profiles",
     "seed_stability",
+    "shown_ood_scores",
     "spearman_column",
 ]

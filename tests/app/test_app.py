@@ -28,7 +28,7 @@ from laya.analysis.report import Report
 from laya.app import deploy, palette, plots, views
 from laya.app.text import unplain
 from laya.app.catalog import describe, example_images
-from laya.app.numbers import number_text
+from laya.app.numbers import ci_text, number_text
 from laya.app.verdicts import exit_verdict, faithfulness_verdict, load_per_input
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
@@ -278,7 +278,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     assert table["confidence"].tolist() == [f"{100 * e.confidence:.1f}%" for e in explanations]
     assert table["Spearman ρ on this input"].str.contains("over 3 layers|n/a").all()
     assert not table.isin(["None", "nan"]).any().any()
-    assert table["test accuracy [95% CI]"].tolist() == [views.ci_text(r.interval("accuracy"), 4) for r in reports]
+    assert table["test accuracy [95% CI]"].tolist() == [ci_text(r.interval("accuracy"), 4) for r in reports]
     assert table.iloc[:, -1].tolist() == [views.headline_text(r) for r in reports]
     assert table.iloc[0, -1] == "n/a (one informative layer)"  # LastLayer: never 1.000
     figure = charts(app)[0]  # scores on top, LOO drops below, one column per head
@@ -434,7 +434,7 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
     raw = report.data["faithfulness"]["mean"]["magnitude"]
     assert list(table["method"]) == [views.method_label(m) for m in raw]
     assert table.columns[1] == "Spearman (informative layers) [95% CI]"  # the headline first
-    assert table["top-1 agreement [95% CI]"].tolist() == [views.ci_text(v["top1"]) for v in raw.values()]
+    assert table["top-1 agreement [95% CI]"].tolist() == [ci_text(v["top1"]) for v in raw.values()]
     assert not table.isin(["None", "nan"]).any().any()
     comparisons = unplain(app.main.table[1].value).reset_index()
     assert comparisons["p (paired bootstrap)"].str.match(r"^p (< 0\.001|= [01]\.\d{3})$").all()
@@ -457,11 +457,11 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
     assert list(heads["head"]) == list(TITLES)
     assert heads.columns[1] == "Spearman (informative layers) [95% CI]"  # the headline first, display names only
     assert not any("_" in c for c in heads.columns) and not heads.isin(["None", "nan"]).any().any()
-    assert heads["test accuracy [95% CI]"].tolist() == [views.ci_text(r.interval("accuracy")) for r in reports]
+    assert heads["test accuracy [95% CI]"].tolist() == [ci_text(r.interval("accuracy")) for r in reports]
     assert heads["macro-F1"].tolist() == [f"{r.data['macro_f1']:.3f}" for r in reports]
     assert heads.iloc[0, 1] == "n/a (one informative layer)"
     laya = reports[3].faithfulness_entry(mode="mean", reduction="magnitude")["spearman_eps"]
-    assert heads.iloc[3, 1] == views.ci_text(laya)
+    assert heads.iloc[3, 1] == ci_text(laya)
 
 
 def test_checkpoint_from_path_and_upload(app: AppTest, setting: Path) -> None:

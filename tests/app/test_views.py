@@ -17,7 +17,7 @@ from laya.analysis.explain import explain, explain_bytes
 from laya.analysis.report import Report
 from laya.app import views
 from laya.app.catalog import Entry, example_images, find_checkpoints
-from laya.app.numbers import number_text
+from laya.app.numbers import ci_text, number_text, percent
 from laya.data.datasets import DatasetNotFoundError, InputSpec
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import META_FILE, load_checkpoint
@@ -122,7 +122,6 @@ def test_layer_table_and_input_faithfulness(setting: Path, example: bytes) -> No
     assert views.explanation_csv(explanation).splitlines()[0].startswith("layer,LAYA α (intrinsic),Saliency (post-hoc)")
 
 
-
 def test_compare_table(setting: Path, example: bytes) -> None:
     heads = ["lastlayer", "concat", "scalarmix", "laya"]
     checkpoints = [load_checkpoint(setting / h) for h in heads]
@@ -131,7 +130,7 @@ def test_compare_table(setting: Path, example: bytes) -> None:
     table = views.compare_table(heads, explanations, reports)
     assert list(table["head"]) == ["LastLayer", "Concat", "ScalarMix", "LAYA"]
     assert list(table["prediction"]) == [e.label for e in explanations]
-    assert table["confidence"].tolist() == [views.percent(e.confidence) for e in explanations]
+    assert table["confidence"].tolist() == [percent(e.confidence) for e in explanations]
     assert list(table["layer scores"][:2]) == ["Integrated Gradients (baseline: training mean) (post-hoc)"] * 2
     assert table["test accuracy [95% CI]"][0].startswith(f"{reports[0].accuracy:.4f} [")
     assert table["test accuracy [95% CI]"][3] == "–"
@@ -162,7 +161,7 @@ def test_profiles(setting: Path) -> None:
     shown = [float(v) for v in loo["mean LOO drop (mean (cross-head))"]]
     assert shown == pytest.approx(report.data["loo"]["mean"]["mean_drop"], abs=1e-4)
     flips = report.data["loo"]["mean"]["flip_rate"]
-    assert loo["label flips (mean (cross-head))"].tolist() == [views.percent(f) for f in flips]
+    assert loo["label flips (mean (cross-head))"].tolist() == [percent(f) for f in flips]
     assert views.profile_title(report, "loo").startswith("Mean leave-one-layer-out drop")
     assert "Integrated Gradients (baseline: training mean) (post-hoc)" in views.profile_title(Report.load(setting / "concat"), "scores")
 
@@ -174,7 +173,7 @@ def test_faithfulness_tables(setting: Path) -> None:
         raw = report.data["faithfulness"][mode][reduction]
         assert list(matrix["method"]) == [views.method_label(m) for m in raw]
         for label, metric in (("top-1 agreement", "top1"), ("Deletion@1", "deletion_at_1")):
-            expected = [v["status"] or views.ci_text(v[metric]) for v in raw.values()]
+            expected = [v["status"] or ci_text(v[metric]) for v in raw.values()]
             assert matrix[f"{label} [95% CI]"].tolist() == expected
     heads = ["lastlayer", "laya"]
     reports = [Report.load(setting / h) for h in heads]
@@ -232,16 +231,6 @@ def test_explain_is_safe_across_threads(setting: Path, example: bytes) -> None:
     for result in results:
         assert torch.allclose(result.drops, serial.drops)
         assert all(torch.allclose(result.scores[m], serial.scores[m]) for m in serial.scores)
-
-
-def test_numbers_are_formatted_as_read() -> None:
-    assert views.p_text(0.0) == "p < 0.001" and views.p_text(0.0004) == "p < 0.001" and views.p_text(0.0312) == "p = 0.031"
-    assert views.percent(0.0415) == "4.2%" and views.percent(None) == "–" and views.percent(float("nan")) == "–"
-    assert views.count_of(2, 3) == "2 of 3"
-    assert views.ci_text({"estimate": 0.5912, "low": 0.5701, "high": 0.6233}, 2) == "0.59 [0.57, 0.62]"
-    assert views.ci_text({"estimate": float("nan"), "low": 0.1, "high": 0.2}) == "–"
-    frame = pd.DataFrame({"a": [0.5, None], "a_low": [0.4, None], "a_high": [0.6, None]})
-    assert views.ci_cells(frame, "a") == ["0.500 [0.400, 0.600]", "–"]  # never "None"
 
 
 def test_display_tables_use_display_names(setting: Path) -> None:

@@ -182,7 +182,7 @@ class Session:
             raise RuntimeError("a new session showed no chart")
         steps["upload"] = self._run(at.file_uploader(key="inspect_upload").set_value(("s.png", self.image, "image/png")))
         mode = at.radio(key="inspect_mode_laya")
-        from laya.app.views import MODE_HELP
+        from laya.app.labels import MODE_HELP
 
         second = next(m for m in MODE_HELP if mode.format_func(m) == mode.options[1])  # AppTest formats the value
         steps["mode"] = self._run(mode.set_value(second))
@@ -199,10 +199,9 @@ def unique_images(models: Path, n: int) -> list[bytes]:
     """``n`` PNGs of the default setting's first example, each with one pixel changed (distinct cache keys)."""
     from PIL import Image
 
-    from laya.app import views
-    from laya.app.catalog import example_images, find_checkpoints
+    from laya.app.catalog import example_images, find_checkpoints, group_entries
 
-    group = next(iter(views.group_entries(find_checkpoints(models)).values()))
+    group = next(iter(group_entries(find_checkpoints(models)).values()))
     base = Image.open(example_images(group[0].path)[0]).convert("L")
     images = []
     for i in range(n):

@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 from laya.analysis.detection import SCORE_LABELS
-from laya.app import browser, views
+from laya.app import browser, labels
 from laya.app.text import shown
 from pages import common
 from pages.common import switches
@@ -27,8 +27,8 @@ if sample is None:
         "evaluated, `python -m laya sample DIR` writes it alone."
     )
     st.stop()
-method = views.method_label(sample.meta["method"])
-mode = views.mode_label(sample.meta["mode"])
+method = labels.method_label(sample.meta["method"])
+mode = labels.mode_label(sample.meta["mode"])
 st.caption(
     f"{len(sample.table)} of {sample.meta['n_test']:,} test inputs (class-balanced, seed {sample.meta['seed']:d}). "
     f"Score: {shown(method)} of the chosen layer; LOO drop: p(ŷ) lost when that layer is removed ({shown(mode)}); "

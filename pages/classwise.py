@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from laya.analysis.profiles import SUBSETS
-from laya.app import browser, views
+from laya.app import browser, labels, views
 from laya.app.map_plots import class_maps_figure, no_class_maps_note
 from laya.app.plots import heatmap_figure, profile_bars_figure, seed_profiles_figure
 from laya.app.text import shown
@@ -51,7 +51,7 @@ if is_own_head(checkpoint.meta.train):  # one informative layer: the network's u
     st.subheader("Each class by the network's units")
     units = load_network_report(selection.path)
     heatmap = None if units is None else class_unit_heatmap(units, list(checkpoint.meta.classes), "classwise_units")
-    st.caption(shown(views.OWN_NOTE))
+    st.caption(shown(labels.OWN_NOTE))
     st.subheader("Confusion matrix")
     confusion = browser.confusion_figure(report.confusion())
     st.plotly_chart(shown(confusion, "plotly"), key="classwise_confusion")
@@ -61,9 +61,9 @@ if is_own_head(checkpoint.meta.train):  # one informative layer: the network's u
     st.stop()
 
 kind_col, subset_col = st.columns(2)
-loo_mode = views.mode_label(report.data["profiles"]["class_loo_mode"])
+loo_mode = labels.mode_label(report.data["profiles"]["class_loo_mode"])
 kinds = {
-    "scores": f"layer scores: {views.method_label(report.primary_method)}",
+    "scores": f"layer scores: {labels.method_label(report.primary_method)}",
     "loo": f"leave-one-layer-out drops, {loo_mode}",
 }
 kind = switches.pick(kind_col.radio, "Values", list(kinds), "values", "classwise_kind", format_func=lambda k: shown(kinds[k]),
@@ -114,7 +114,7 @@ name = switches.pick(st.selectbox, "Class", list(counts), "class", "classwise_cl
 if counts[name] == 0:
     st.info(f"No {SUBSET_LABELS[subset]} inputs of class {shown(name)} in this report.")
 score_col, loo_col = st.columns(2)
-bounds = (0.0, 1.0) if views.is_weight(report.primary_method) else (-float("inf"), float("inf"))
+bounds = (0.0, 1.0) if labels.is_weight(report.primary_method) else (-float("inf"), float("inf"))
 class_scores = profile_bars_figure(
     views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}",
     "scores", bounds,
@@ -187,10 +187,10 @@ else:
 
 st.subheader("All classes")
 method = switches.pick(st.selectbox, "Method", views.profile_methods(report), "method", "classwise_method",
-                      format_func=views.method_label)  # fmt: skip
+                      format_func=labels.method_label)  # fmt: skip
 global_bars = profile_bars_figure(
-    views.global_profile(report, method), f"{views.method_label(method)}: mean over the test set (95% CI)",
-    "scores", (0.0, 1.0) if views.is_weight(method) else (-float("inf"), float("inf")),
+    views.global_profile(report, method), f"{labels.method_label(method)}: mean over the test set (95% CI)",
+    "scores", (0.0, 1.0) if labels.is_weight(method) else (-float("inf"), float("inf")),
 )
 st.plotly_chart(shown(global_bars, "plotly"), key="classwise_global")
 if per_seed is not None and not per_seed.empty:

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from laya.app import views
+from laya.app.labels import MODE_HELP, OWN_NOTE, head_title, method_label, mode_label
 from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
 from laya.app.plots import compare_figure, layer_scores_figure
@@ -48,12 +49,12 @@ with mode_col:
     mode = st.radio(
         "Ablation mode (supported by every chosen head)",
         modes,
-        format_func=lambda m: shown(views.mode_label(m)),
+        format_func=lambda m: shown(mode_label(m)),
         index=modes.index(link.mode) if link.mode in modes else 0,
         horizontal=True,
         key="compare_mode",
     )
-    st.caption(f"`{shown(mode, 'code')}`: {views.MODE_HELP[mode]}.")
+    st.caption(f"`{shown(mode, 'code')}`: {MODE_HELP[mode]}.")
     common.share(mode=mode)
     common.copy_link()
 if image is None:
@@ -68,13 +69,13 @@ layered = [i for i, h in enumerate(heads) if h != OWN]  # the own classifier rea
 
 for column, head, explanation, report in zip(st.columns(len(loaded)), heads, explanations, reports):
     with column:
-        st.markdown(f"**{shown(views.head_title(head))}**")
+        st.markdown(f"**{shown(head_title(head))}**")
         st.metric("Prediction", shown(explanation.label))
         st.metric("Confidence", f"{explanation.confidence:.1%}")
         if head == OWN:  # no layer scores to show: the network by its units, below
             st.caption("Explained by the network's units (below)")
         else:
-            st.caption(f"Scores: {shown(views.method_label(explanation.primary))}")
+            st.caption(f"Scores: {shown(method_label(explanation.primary))}")
             st.caption(shown(views.report_caption(report)))
         if warning := views.nonfinite_warning(explanation):
             st.warning(shown(warning))
@@ -86,7 +87,7 @@ if layered:
     figure = compare_figure(picked, views.compare_titles([heads[i] for i in layered], picked))
     st.plotly_chart(shown(figure, "plotly"), key="compare_figure")
 if OWN in heads:
-    st.caption(shown(views.OWN_NOTE))
+    st.caption(shown(OWN_NOTE))
 common.table(table.set_index("head").T.reset_index(names="on this input / on the test set"))
 checkpoint = loaded.get(selection.path) or next(iter(loaded.values()))
 
@@ -101,7 +102,7 @@ if any(c.meta.head.name == "lastlayer" for c in loaded.values()):
             if h == OWN:
                 posthoc_sections += unit_profile(c, name, data, f"compare_network_{i}", lens=False)
             elif ablation := common.block_ablation_chart(c, name, data, f"compare_block_ablation_{i}"):
-                posthoc_sections.append((f"{views.head_title(h)}: block ablation (post hoc)", ablation))
+                posthoc_sections.append((f"{head_title(h)}: block ablation (post hoc)", ablation))
     with alpha_col:
         if intrinsic:
             alpha = layer_scores_figure(intrinsic[0][1])
@@ -123,11 +124,11 @@ if section is not None:
         class_col, weight_col = st.columns([2, 1], vertical_alignment="bottom")
         first = map_classes(mapped[0]) or [mapped[0].label]
         map_class = class_col.selectbox(
-            f"Class of the maps ({shown(views.head_title(heads[layered[0]]))}'s ranking)", first, key="compare_map_class"
+            f"Class of the maps ({shown(head_title(heads[layered[0]]))}'s ranking)", first, key="compare_map_class"
         )
         weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="compare_map_weighted")
         rows = [
-            MapRow(views.head_title(h), e, views.model_view(e, c.meta.input, 1))
+            MapRow(head_title(h), e, views.model_view(e, c.meta.input, 1))
             for h, e, c in zip([heads[i] for i in layered], mapped, loaded_layered.values())
         ]
         maps = maps_figure(rows, map_class, weighted)
@@ -139,5 +140,5 @@ common.report_button(
     f"Compare heads: {name}", [*([("", figure)] if figure else []), ("Heads on this input", table), *posthoc_sections,
                                *map_sections],
     f"compare-{mode}",
-    f"{source.setting} · {views.mode_label(mode)} ablation", source,
+    f"{source.setting} · {mode_label(mode)} ablation", source,
 )  # fmt: skip

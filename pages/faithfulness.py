@@ -4,7 +4,7 @@ import streamlit as st
 
 from laya.analysis.attribution import REDUCTION_LABELS, ig_description
 from laya.analysis.faithfulness import EPSILON
-from laya.app import network_views, views
+from laya.app import labels, network_views, views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
 from laya.app.text import shown
 from laya.model.heads import CROSS_HEAD_MODES
@@ -30,7 +30,7 @@ report = common.load_report(selection.path)
 mode_col, reduction_col = st.columns(2)
 if own:
     st.subheader("Own classifier: cheap per-unit scores against the intervention")
-    st.caption(shown(views.OWN_NOTE))
+    st.caption(shown(labels.OWN_NOTE))
     if (network := load_network_report(selection.path)) is not None:
         agreement = network_views.agreement_view(network.agreement)
         common.table(agreement)
@@ -38,10 +38,10 @@ if own:
                    "per test input: the mean Spearman ρ with its 95 % bootstrap CI over inputs.")
     report, mode, reduction = None, "mean", "signed"
 if report is not None:
-    st.subheader(f"{shown(views.head_title(head))}: methods")
+    st.subheader(f"{shown(labels.head_title(head))}: methods")
     link = common.opened_link()
     mode = mode_col.radio("Intervention (what removing a layer means)", report.modes,
-                          format_func=lambda m: shown(views.mode_label(m)),
+                          format_func=lambda m: shown(labels.mode_label(m)),
                           index=report.modes.index(link.mode) if link.mode in report.modes else 0,
                           horizontal=True, key=f"faithfulness_mode_{head}")  # fmt: skip
     common.share(mode=mode)
@@ -51,8 +51,8 @@ if report is not None:
                 help=METRICS_HELP)
     with st.expander("How the methods and metrics are computed"):
         st.markdown(METRICS_HELP)
-        st.markdown(f"`{shown(mode, 'code')}`: {views.MODE_HELP[mode]}. `{shown(reduction, 'code')}`: "
-                    f"{views.REDUCTION_HELP[reduction]}. "
+        st.markdown(f"`{shown(mode, 'code')}`: {labels.MODE_HELP[mode]}. `{shown(reduction, 'code')}`: "
+                    f"{labels.REDUCTION_HELP[reduction]}. "
                     f"{shown(report.data['options'].get('ig') or ig_description(report.data['options']['ig_steps']))}. "
                     "With the training mean as baseline, IG is built partly to agree with LOO under `mean` (it "
                     "integrates along the path that intervention jumps); the zero baseline shares nothing with it.")  # fmt: skip
@@ -93,7 +93,7 @@ overview = heads_overview_figure(heads, mode)
 st.plotly_chart(shown(overview, "plotly"), key="faithfulness_heads")
 sections = [(f"Heads of this setting ({mode}, {reduction})", heads_shown), ("", overview)]
 if report is not None:
-    sections = [(f"{views.head_title(head)}: methods ({mode}, {reduction})", table), ("", methods_figure),
+    sections = [(f"{labels.head_title(head)}: methods ({mode}, {reduction})", table), ("", methods_figure),
                 ("", curves_figure), ("Paired comparisons (paired bootstrap over the same test inputs)", comparisons),
                 *sections]  # fmt: skip
 common.report_button(

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from laya.analysis.attribution import POSTHOC_METHODS
-from laya.app import views
+from laya.app import labels, views
 from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
 from laya.app.plots import layer_scores_figure, score_scale, topk_figure
@@ -28,17 +28,17 @@ with options_col:
         "Ablation mode (what removing a layer means)",
         modes,
         index=modes.index(link.mode) if link.mode in modes else 0,
-        format_func=lambda m: shown(views.mode_label(m)),
+        format_func=lambda m: shown(labels.mode_label(m)),
         horizontal=True,
         key=f"inspect_mode_{head}",
     ) if not own else modes[0]
     if not own:
-        st.caption(f"`{shown(mode, 'code')}`: {views.MODE_HELP[mode]}.")
+        st.caption(f"`{shown(mode, 'code')}`: {labels.MODE_HELP[mode]}.")
     posthoc = st.multiselect(
         "Post-hoc methods to show beside",
         POSTHOC_METHODS,
         default=list(link.posthoc),
-        format_func=views.method_label,
+        format_func=labels.method_label,
         key="inspect_posthoc",
     ) if not own else []
     common.share(mode=mode, posthoc=tuple(posthoc))
@@ -83,7 +83,7 @@ with prediction_col:
 if own:
     st.subheader("The network by its units")
     sections = unit_profile(checkpoint, name, data, "inspect_network")
-    st.caption(shown(views.OWN_NOTE))
+    st.caption(shown(labels.OWN_NOTE))
     common.report_button(f"Inspect: {name}", [("Prediction", f"{explanation.label} ({explanation.confidence:.1%})"),
                          ("", topk_figure(explanation)), *sections], f"own-{name.rsplit('.', 1)[0]}", checkpoint.name,
                          common.provenance(checkpoint, (name, views.model_view(explanation, spec))))  # fmt: skip
@@ -92,7 +92,7 @@ if own:
 st.subheader("Which layers the decision used")
 if explanation.intrinsic is None:
     st.warning(
-        f"{shown(views.head_title(head))} has no intrinsic layer scores: the scores below are **post-hoc** attributions "
+        f"{shown(labels.head_title(head))} has no intrinsic layer scores: the scores below are **post-hoc** attributions "
         "computed after the fact from gradients, not weights the model uses."
     )
 scores_figure = layer_scores_figure(explanation)
@@ -102,7 +102,7 @@ st.caption(
     "Top: each method's layer scores (dark blue: intrinsic, light blue: post-hoc), "
     + ("each divided by its largest |score| because their units differ (raw values in the hover). "
        if normalised else "on one shared scale. ")
-    + f"Bottom: the drop in p({shown(explanation.label)}) when the layer is removed ({shown(views.mode_label(mode))}); "
+    + f"Bottom: the drop in p({shown(explanation.label)}) when the layer is removed ({shown(labels.mode_label(mode))}); "
     "hatched: removing the layer flips the label."
 )  # fmt: skip
 ablation = common.block_ablation_chart(checkpoint, name, data, "inspect_block_ablation")

@@ -7,6 +7,7 @@ that holds a damaged checkpoint is listed with its error instead of being skippe
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,4 +158,13 @@ def example_images(checkpoint_dir: str | Path) -> list[Path]:
     return []
 
 
-__all__ = ["Entry", "backbone_label", "catalog_table", "describe", "example_images", "find_checkpoints"]
+def group_entries(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
+    """Readable entries by group (dataset · backbone), in catalog order."""
+    groups: dict[str, list[Entry]] = {}
+    for entry in entries:
+        if entry.error is None:
+            groups.setdefault(entry.group, []).append(entry)
+    return groups
+
+
+__all__ = ["Entry", "backbone_label", "catalog_table", "describe", "example_images", "find_checkpoints", "group_entries"]

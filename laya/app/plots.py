@@ -9,10 +9,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from laya.analysis.attribution import METHOD_LABELS, POSTHOC_METHODS, REDUCTION_LABELS
+from laya.analysis.attribution import POSTHOC_METHODS, REDUCTION_LABELS
 from laya.analysis.explain import Explanation
 from laya.analysis.profiles import heatmap_table, seed_table
 from laya.app import palette
+from laya.app.labels import method_label
 
 METHOD_UNITS = {  # what a layer score measures: methods in one unit share one scale
     "laya_alpha": "weight α_i (sums to 1)",
@@ -26,12 +27,6 @@ NORMALISED_AXIS = "score ÷ its max |score|"  # mixed units: each method scaled 
 DROP_AXIS = "LOO drop in p(predicted)"
 LEGEND_TOP = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0.0}
 LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.14, "xanchor": "left", "x": 0.0}  # under the x title
-
-
-def method_label(method: str) -> str:
-    """Human name of an attribution method; post-hoc methods are marked as such."""
-    label = METHOD_LABELS.get(method, method)
-    return f"{label} (post-hoc)" if method in POSTHOC_METHODS else label
 
 
 def method_unit(method: str) -> str:
@@ -291,7 +286,6 @@ __all__ = [
     "heatmap_figure",
     "layer_scores_figure",
     "mean_interval",
-    "method_label",
     "method_unit",
     "profile_bars_figure",
     "score_scale",

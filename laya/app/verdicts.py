@@ -27,7 +27,7 @@ from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import _slug
 from laya.analysis.statistics import BEFORE_CORRECTION, format_diff, holm, holm_reading, paired_mean_differences
-from laya.app.plots import method_label as _method_label
+from laya.app.labels import method_label as _method_label
 from laya.app.text import shown
 from laya.app.numbers import ci_text
 

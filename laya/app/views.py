@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS, POSTHOC_METHODS
+from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS
 from laya.analysis.depth import InputDepth
 from laya.analysis.detection import COVARIANCE, mahalanobis_trusted
 from laya.analysis.evaluate import EvalOptions, evaluate
@@ -23,80 +23,15 @@ from laya.analysis.explain import Explanation
 from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, REPORTED_METRICS
 from laya.analysis.profiles import seed_table
 from laya.analysis.report import Report
-from laya.app.catalog import Entry
 from laya.app import palette
 from laya.app.numbers import ci_cells, ci_text, count_of, is_missing, number_text, p_text, percent
-from laya.app.plots import method_label
 from laya.app.text import clicked_name, plain
+from laya.app.labels import head_title, is_posthoc, method_label, mode_label
 from laya.data.datasets import InputSpec
 from laya.model.checkpoint import Checkpoint, CheckpointError
-from laya.model.heads import CROSS_HEAD_MODES, HEAD_LABELS
-from laya.model.own_head import OWN
-
-MODE_HELP = {
-    "mean": "the layer's hidden state h_i is replaced by its training mean before the head; everything downstream "
-    "(LAYA: adapters, scorer, α) is recomputed. The same intervention for every head: comparable across heads",
-    "zero_input": "h_i is replaced by zeros before the head (LAYA/ScalarMix: α recomputed; Concat/LastLayer: the "
-    "same as zero). The same intervention for every head: comparable across heads",
-    "zero": "the paper's definition: LAYA/ScalarMix drop the term α_i z_i with α frozen (the scorer still reads "
-    "layer i); Concat/LastLayer zero the input. A different intervention per head: not comparable across heads",
-    "renormalise": "LAYA/ScalarMix only: the softmax is recomputed over the remaining layers' scores",
-}
-REDUCTION_HELP = {
-    "signed": "post-hoc layer score Σ_j A_ij: signed like the LOO drop it is compared with (the headline)",
-    "magnitude": "post-hoc layer score Σ_j |A_ij|: how much the layer moves the output either way",
-}
 
 
 # ---------------------------------------------------------------- labels
-
-
-OWN_TITLE = "Own classifier"  # an attached network's own head (a LastLayer head holding its exact classifier)
-OWN_NOTE = ("The own classifier reads the network's pre-logits layer alone, so a head's views over the layers it "
-            "reads (layer scores, leave-one-layer-out, exact maps) have one informative layer by construction; the "
-            "network is explained by its units instead (the heads fitted on its layers: LAYA, ScalarMix, Concat).")
-
-
-def head_title(name: str) -> str:
-    """``laya`` -> ``LAYA``, ``lastlayer`` -> ``LastLayer``, ``own`` -> :data:`OWN_TITLE`; unknown names unchanged."""
-    return OWN_TITLE if name == OWN else HEAD_LABELS.get(name, name)
-
-
-def is_posthoc(method: str) -> bool:
-    return method in POSTHOC_METHODS
-
-
-def is_weight(method: str) -> bool:
-    """Whether ``method``'s layer scores are weights in [0, 1] (LAYA α, ScalarMix): a spread must stay inside."""
-    return method in ("laya_alpha", "scalarmix_weights")
-
-
-def mode_label(mode: str) -> str:
-    """``mean`` -> ``mean (cross-head)``, ``zero`` -> ``zero (paper, frozen α)``."""
-    if mode in CROSS_HEAD_MODES:
-        return f"{mode} (cross-head)"
-    return {"zero": "zero (paper, frozen α)"}.get(mode, mode)
-
-
-def entry_label(entry: Entry) -> str:
-    """One catalog line: head, test accuracy and headline faithfulness (or why there is none) from the report."""
-    if entry.error:
-        return f"{entry.path.name}: unreadable"
-    if entry.accuracy is None:
-        return f"{head_title(entry.head)} · no report"
-    if entry.head == OWN:  # the network as it is: no layer ranking to test (one informative layer)
-        return f"{OWN_TITLE} · acc {number_text(entry.accuracy)}"
-    faithfulness = entry.faithfulness_status or f"ρε {number_text(entry.faithfulness, 2)}"
-    return f"{head_title(entry.head)} · acc {number_text(entry.accuracy)} · faithfulness {faithfulness}"
-
-
-def group_entries(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
-    """Readable entries by group (dataset · backbone), in catalog order."""
-    groups: dict[str, list[Entry]] = {}
-    for entry in entries:
-        if entry.error is None:
-            groups.setdefault(entry.group, []).append(entry)
-    return groups
 
 
 def input_caption(spec: InputSpec) -> str:
@@ -701,9 +636,6 @@ __all__ = [
     "ALL_CLASSES",
     "HUGE_MAHALANOBIS",
     "INSPECT_TARGET",
-    "MODE_HELP",
-    "OWN_NOTE",
-    "REDUCTION_HELP",
     "best_ood_score",
     "class_counts",
     "class_profile",
@@ -716,7 +648,6 @@ __all__ = [
     "comparisons_view",
     "curves_reduction",
     "detection_view",
-    "entry_label",
     "evaluate_locally",
     "explanation_csv",
     "explanation_json",
@@ -724,20 +655,14 @@ __all__ = [
     "false_alarm_text",
     "global_loo",
     "global_profile",
-    "group_entries",
-    "head_title",
     "headline_text",
     "heads_display",
     "heads_table",
     "input_caption",
     "input_faithfulness",
     "input_pixels",
-    "is_posthoc",
-    "is_weight",
     "layer_table",
     "mahalanobis_warning",
-    "method_label",
-    "mode_label",
     "model_time_caption",
     "model_view",
     "nonfinite_warning",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from laya.app import views
+from laya.app.labels import head_title
 from laya.app.catalog import Entry
 from laya.app.text import shown
 from laya.data.images import FORMATS, MAX_BYTES
@@ -110,7 +110,7 @@ def group_members(selection: Selection, entries: list[Entry]) -> tuple[list[str]
     (Streamlit's multiselect tells its options apart by label)."""
     catalogued = {str(e.path): e for e in entries if e.error is None}
     known = catalogued | {str(e.path): e for e in selection.group}
-    labels = {p: f"{e.group} · {views.head_title(e.head)}" + ("" if p in catalogued else " (yours)")
+    labels = {p: f"{e.group} · {head_title(e.head)}" + ("" if p in catalogued else " (yours)")
               for p, e in known.items()}  # fmt: skip
     labels.setdefault(selection.path, Path(selection.path).name)
     return list(labels), labels

@@ -11,8 +11,9 @@ import streamlit as st
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from laya.app import deploy, links, views
-from laya.app.catalog import Entry, catalog_table, describe
+from laya.app import deploy, links
+from laya.app.labels import entry_label
+from laya.app.catalog import Entry, catalog_table, describe, group_entries
 from laya.app.export import Provenance, weights_sha256
 from laya.app.text import shown
 from laya.app.upload_files import sort_upload
@@ -57,7 +58,7 @@ def source_label(source: str) -> str:
 
 
 def _pick_bundled(entries: list[Entry]) -> Selection:
-    groups = views.group_entries(entries)
+    groups = group_entries(entries)
     if not groups:
         st.info(NO_MODELS.format(root=shown(models_root(), "code")))
         st.stop()
@@ -72,7 +73,7 @@ def _pick_bundled(entries: list[Entry]) -> Selection:
     )
     members = groups[group]
     paths = [str(e.path) for e in members]
-    labels = dict(zip(paths, map(views.entry_label, members)))
+    labels = dict(zip(paths, map(entry_label, members)))
     repeated = {label for label in labels.values() if list(labels.values()).count(label) > 1}
     labels = {p: f"{label} · {Path(p).name}" if label in repeated else label for p, label in labels.items()}
     heads = [e.head for e in members]

@@ -25,7 +25,7 @@ from laya.analysis.depth import DepthFit, DepthOptions, input_depth, run_depth
 from laya.analysis.explain import Explanation, explain
 from laya.analysis.profiles import SUBSETS, heatmap_table
 from laya.analysis.report import Report
-from laya.app import deploy, palette, plots, views
+from laya.app import deploy, labels, palette, plots, views
 from laya.app.text import unplain
 from laya.app.catalog import describe, example_images
 from laya.app.numbers import ci_text, number_text
@@ -99,9 +99,9 @@ def assert_inspect_shows(at: AppTest, e: Explanation) -> None:
     assert list(table["prediction after removal"]) == [e.classes[i] for i in e.loo.predictions_after[0].tolist()]
     assert list(table["label flips"]) == e.loo.flipped[0].tolist()
     for method, scores in e.scores.items():
-        assert list(table[views.method_label(method)]) == [number_text(v) for v in scores.double().tolist()]
+        assert list(table[labels.method_label(method)]) == [number_text(v) for v in scores.double().tolist()]
     faith = unplain(at.main.table[0].value).reset_index()  # shown whole (st.table), never clipped
-    assert list(faith["method"]) == [views.method_label(m) for m in e.scores]
+    assert list(faith["method"]) == [labels.method_label(m) for m in e.scores]
     assert [float(v) for v in faith["Deletion@1"]] == pytest.approx([e.deletion_at_1(m) for m in e.scores], abs=5e-4)  # number_text: 3 digits
     spearman = [e.spearman(m) for m in e.scores]  # shown with its n: "... over L layers", never a bare number
     shown = faith[f"Spearman ρ(score, LOO drop) over {len(e.layer_names)} layers"]
@@ -159,13 +159,13 @@ def test_inspect_upload_modes_and_posthoc(app: AppTest, setting: Path) -> None:
     app.file_uploader(key="inspect_upload").set_value(("green.gif", data, "image/gif")).run()
     assert_inspect_shows(app, expected(setting, "laya", data))
     assert list(map(unplain, app.radio(key="inspect_mode_laya").options)) == [
-        views.mode_label(m) for m in ["mean", "zero_input", "zero", "renormalise"]
+        labels.mode_label(m) for m in ["mean", "zero_input", "zero", "renormalise"]
     ]
     app.radio(key="inspect_mode_laya").set_value("renormalise").run()
     app.multiselect(key="inspect_posthoc").set_value(["integrated_gradients", "saliency"]).run()
     e = expected(setting, "laya", data, mode="renormalise", posthoc=("integrated_gradients", "saliency"))
     assert_inspect_shows(app, e)
-    ig_label = plots.method_label("integrated_gradients")  # names its baseline (issue 18)
+    ig_label = labels.method_label("integrated_gradients")  # names its baseline (issue 18)
     assert ig_label in app.main.dataframe[0].value.columns
     assert len(charts(app)) == 2  # top-k + one layer-score figure for every method
     scores = charts(app)[1]
@@ -181,7 +181,7 @@ def test_posthoc_scores_are_marked_for_heads_without_intrinsic(app: AppTest, set
     app.sidebar.radio[1].set_value(str(setting / "lastlayer")).run()
     assert "post-hoc" in app.warning[0].value
     assert list(map(unplain, app.radio(key="inspect_mode_lastlayer").options)) == [
-        views.mode_label(m) for m in ["mean", "zero_input", "zero"]
+        labels.mode_label(m) for m in ["mean", "zero_input", "zero"]
     ]
     e = expected(setting, "lastlayer", example_images(setting / "laya")[0].read_bytes())
     assert e.intrinsic is None
@@ -262,7 +262,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     assert_ok(app)
     assert app.multiselect(key="compare_paths").value == [str(setting / h) for h in HEADS]
     assert list(map(unplain, app.radio(key="compare_mode").options)) == [
-        views.mode_label(m) for m in ["mean", "zero_input", "zero"]
+        labels.mode_label(m) for m in ["mean", "zero_input", "zero"]
     ]  # modes every head supports
     data = example_images(setting / "laya")[2].read_bytes()
     app.file_uploader(key="compare_upload").set_value(("red.png", data, "image/png")).run()
@@ -273,7 +273,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     table = unplain(app.main.table[0].value).T.reset_index(names="head")  # shown with one column per head
     reports = [Report.load(setting / h) for h in HEADS]
     assert list(table["head"]) == list(TITLES)
-    assert list(table["layer scores"]) == [views.method_label(e.primary) for e in explanations]
+    assert list(table["layer scores"]) == [labels.method_label(e.primary) for e in explanations]
     assert [float(v) for v in table["max LOO drop"]] == pytest.approx([float(e.drops.max()) for e in explanations], rel=5e-3)  # number_text: 3 significant digits
     assert table["confidence"].tolist() == [f"{100 * e.confidence:.1f}%" for e in explanations]
     assert table["Spearman ρ on this input"].str.contains("over 3 layers|n/a").all()
@@ -293,7 +293,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     app.multiselect(key="compare_paths").set_value([str(setting / "laya"), str(setting / "scalarmix")]).run()
     assert_ok(app)
     assert list(map(unplain, app.radio(key="compare_mode").options)) == [
-        views.mode_label(m) for m in ["mean", "zero_input", "zero", "renormalise"]
+        labels.mode_label(m) for m in ["mean", "zero_input", "zero", "renormalise"]
     ]
     assert len(app.main.metric) == 4
 
@@ -391,7 +391,7 @@ def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Pa
     assert stability["seeds agreeing on the top layer"].str.fullmatch(r"[12] of 2").all()  # a count, not 0.5
     assert not any("Only one seed" in w.value for w in app.warning)
     app.radio(key="classwise_kind").set_value("loo").run()  # LOO drops: every per-seed figure names the intervention
-    mode = views.mode_label(Report.load(setting / "laya").data["profiles"]["class_loo_mode"])
+    mode = labels.mode_label(Report.load(setting / "laya").data["profiles"]["class_loo_mode"])
     seed_titles = [c["layout"]["title"]["text"] for c in charts(app) if "per seed" in c["layout"]["title"]["text"]]
     assert len(seed_titles) == 2 and all(f"drops, {mode} per seed" in t for t in seed_titles)
 
@@ -432,7 +432,7 @@ def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
     assert "ranked by mean" in verdict and any(m.value == verdict for m in app.main.markdown)
     table = unplain(app.main.table[0].value).reset_index()
     raw = report.data["faithfulness"]["mean"]["magnitude"]
-    assert list(table["method"]) == [views.method_label(m) for m in raw]
+    assert list(table["method"]) == [labels.method_label(m) for m in raw]
     assert table.columns[1] == "Spearman (informative layers) [95% CI]"  # the headline first
     assert table["top-1 agreement [95% CI]"].tolist() == [ci_text(v["top1"]) for v in raw.values()]
     assert not table.isin(["None", "nan"]).any().any()
@@ -819,6 +819,6 @@ def test_compare_export_subtitle_names_the_setting(app: AppTest, setting: Path, 
     title, sections, _, subtitle, source = calls[-1]
     group = describe(setting / "laya").group  # the setting as the sidebar names it: dataset · backbone
     assert group == "colours0 · mlp 16-12-8" and source.setting == group
-    assert subtitle == f"{group} · {views.mode_label('mean')} ablation"
+    assert subtitle == f"{group} · {labels.mode_label('mean')} ablation"
     page = html_report(title, sections, subtitle, source)
-    assert f'<p class="meta">{group} · {views.mode_label("mean")} ablation · ' in page
+    assert f'<p class="meta">{group} · {labels.mode_label("mean")} ablation · ' in page

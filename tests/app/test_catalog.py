@@ -1,7 +1,8 @@
 import json
 import shutil
+from pathlib import Path
 
-from laya.app.catalog import backbone_label, catalog_table, example_images, find_checkpoints
+from laya.app.catalog import Entry, backbone_label, catalog_table, example_images, find_checkpoints, group_entries
 from laya.data.datasets import dataset_label
 
 
@@ -66,3 +67,11 @@ def test_measured_exits_add_compute_saved_and_the_estimate_does_not(tiny_models,
     assert entry.compute_saved == 0.3 and catalog_table([entry])["exit saves MACs (≤ 1 pt, measured)"].item() == 0.3
     (copy / "exits.json").write_text("{broken")
     assert find_checkpoints(tmp_path / "models")[0].compute_saved is None
+
+
+def test_group_entries_keeps_readable_entries_in_catalog_order(tiny_models):
+    entries = find_checkpoints(tiny_models)
+    broken = Entry(Path("/x/broken"), "unreadable", "?", "?", "?", None, None, None, error="damaged")
+    groups = group_entries([*entries, broken])
+    assert list(groups) == [entries[0].group]
+    assert [e.head for e in groups[entries[0].group]] == ["lastlayer", "concat", "scalarmix", "laya"]

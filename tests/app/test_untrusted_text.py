@@ -52,7 +52,7 @@ def _is_shown(node: ast.AST) -> bool:
 
 
 def _constant(node: ast.AST) -> bool:
-    """A module constant (``ALL_CAPS`` name or attribute), one of its entries (``views.MODE_HELP[mode]``: code's
+    """A module constant (``ALL_CAPS`` name or attribute), one of its entries (``labels.MODE_HELP[mode]``: code's
     own text, a KeyError otherwise), or ``len(...)``."""
     if isinstance(node, ast.Subscript):
         return _constant(node.value)
@@ -189,7 +189,7 @@ def test_the_check_fails_on_untrusted_text(snippet: str) -> None:
         "st.metric('Prediction', shown(explanation.label))",
         "st.caption(f'{shown(name)}, {n:,} inputs at {p:.1%}')",
         "st.markdown('**' + shown(name) + '**' if bold else shown(name))",
-        "st.radio('Mode', modes, format_func=lambda m: shown(views.mode_label(m)))",
+        "st.radio('Mode', modes, format_func=lambda m: shown(labels.mode_label(m)))",
         "st.radio('Source', ['a', 'b'])",
         "st.radio('Source', sources, format_func=shown)",
         "st.info(NO_MODELS.format(root=shown(root, 'code')))",

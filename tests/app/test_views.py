@@ -15,8 +15,8 @@ import torch
 
 from laya.analysis.explain import explain, explain_bytes
 from laya.analysis.report import Report
-from laya.app import views
-from laya.app.catalog import Entry, example_images, find_checkpoints
+from laya.app import labels, views
+from laya.app.catalog import example_images
 from laya.app.numbers import ci_text, number_text, percent
 from laya.data.datasets import DatasetNotFoundError, InputSpec
 from laya.data.images import ImageError, load_image_tensor
@@ -37,29 +37,6 @@ def reference(checkpoint, data: bytes, **kwargs):
     """laya's own explanation of ``data`` (what the dashboard must show)."""
     spec = checkpoint.meta.input
     return explain(checkpoint, load_image_tensor(data, spec.channels, spec.source_size), **kwargs)
-
-
-def test_labels_mark_posthoc_methods() -> None:
-    assert views.method_label("integrated_gradients") == "Integrated Gradients (baseline: training mean) (post-hoc)"
-    assert views.method_label("saliency").endswith("(post-hoc)")
-    assert views.method_label("laya_alpha") == "LAYA α (intrinsic)"
-    assert views.head_title("lastlayer") == "LastLayer" and views.head_title("other") == "other"
-
-
-def test_catalog_labels_and_groups(tiny_models: Path) -> None:
-    entries = find_checkpoints(tiny_models)
-    broken = Entry(Path("/x/broken"), "unreadable", "?", "?", "?", None, None, None, error="damaged")
-    groups = views.group_entries([*entries, broken])
-    assert list(groups) == [entries[0].group]
-    assert [e.head for e in groups[entries[0].group]] == ["lastlayer", "concat", "scalarmix", "laya"]
-    laya = entries[3]
-    assert views.entry_label(laya) == f"LAYA · acc {laya.accuracy:.3f} · faithfulness ρε {laya.faithfulness:.2f}"
-    assert (
-        views.entry_label(entries[0])
-        == f"LastLayer · acc {entries[0].accuracy:.3f} · faithfulness n/a (one informative layer)"
-    )
-    assert entries[0].faithfulness is None  # never 1.000
-    assert views.entry_label(broken) == "broken: unreadable"
 
 
 def test_explanations_work_under_the_callers_grad_modes(setting: Path, example: bytes) -> None:
@@ -155,7 +132,7 @@ def test_profiles(setting: Path) -> None:
         [r["mean"] for r in report.data["profiles"]["layer"]["signed"]["saliency"]]
     )
     loo = views.global_loo(report)
-    modes = [views.mode_label(m) for m in report.data["modes"]]
+    modes = [labels.mode_label(m) for m in report.data["modes"]]
     pairs = [f"{v} ({m})" for m in modes for v in ("mean LOO drop", "label flips")]
     assert list(loo.columns) == ["layer", *pairs]
     shown = [float(v) for v in loo["mean LOO drop (mean (cross-head))"]]
@@ -171,7 +148,7 @@ def test_faithfulness_tables(setting: Path) -> None:
     for mode, reduction in (("renormalise", "magnitude"), ("mean", "signed")):
         matrix = views.faithfulness_matrix(report, mode, reduction)
         raw = report.data["faithfulness"][mode][reduction]
-        assert list(matrix["method"]) == [views.method_label(m) for m in raw]
+        assert list(matrix["method"]) == [labels.method_label(m) for m in raw]
         for label, metric in (("top-1 agreement", "top1"), ("Deletion@1", "deletion_at_1")):
             expected = [v["status"] or ci_text(v[metric]) for v in raw.values()]
             assert matrix[f"{label} [95% CI]"].tolist() == expected

@@ -98,7 +98,7 @@ def test_attach_writes_four_heads_a_summary_and_depth(
     with torch.no_grad():
         assert torch.allclose(own.model(x).logits, network(x), atol=1e-5, rtol=0)
     from laya.app.catalog import find_checkpoints
-    from laya.app.views import OWN_TITLE, entry_label
+    from laya.app.labels import OWN_TITLE, entry_label
 
     entries = find_checkpoints(tmp_path / "models")
     assert [e.head for e in entries] == [OWN, "concat", "scalarmix", "laya"]  # the own head first, labelled

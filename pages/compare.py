@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from laya.app import views
+from laya.app import input_images, views
 from laya.app.labels import MODE_HELP, OWN_NOTE, head_title, method_label, mode_label
 from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
@@ -128,14 +128,14 @@ if section is not None:
         )
         weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="compare_map_weighted")
         rows = [
-            MapRow(head_title(h), e, views.model_view(e, c.meta.input, 1))
+            MapRow(head_title(h), e, input_images.model_view(e, c.meta.input, 1))
             for h, e, c in zip([heads[i] for i in layered], mapped, loaded_layered.values())
         ]
         maps = maps_figure(rows, map_class, weighted)
         st.plotly_chart(shown(maps, "plotly"), key="compare_maps")
         st.caption(maps_caption(weighted) + " One colour scale across heads.")
         map_sections = [(f"Where each layer looked: {map_class}", maps)]
-source = common.provenance(checkpoint, (name, views.model_view(explanations[0], checkpoint.meta.input)))
+source = common.provenance(checkpoint, (name, input_images.model_view(explanations[0], checkpoint.meta.input)))
 common.report_button(
     f"Compare heads: {name}", [*([("", figure)] if figure else []), ("Heads on this input", table), *posthoc_sections,
                                *map_sections],

@@ -8,7 +8,7 @@ from laya.analysis.detection import SCORE_LABELS
 from laya.analysis.lens import METRICS, class_view, trajectory_figure
 from laya.analysis.logit_attribution import top_class_table
 from laya.analysis.measured import load_exits
-from laya.app import browser, depth_plots, verdicts, views
+from laya.app import browser, depth_plots, input_images, verdicts, views
 from laya.app.catalog import example_images
 from laya.app.text import shown
 from pages import common
@@ -90,7 +90,7 @@ else:
 
 if report is None:
     common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name,
-                         common.provenance(checkpoint, (name, views.input_pixels(data, checkpoint.meta.input))))  # fmt: skip
+                         common.provenance(checkpoint, (name, input_images.input_pixels(data, checkpoint.meta.input))))  # fmt: skip
     st.stop()
 st.header("Whole test set")
 st.caption(
@@ -147,5 +147,5 @@ sections += [("Whole test set: early exit", exit_curve), ("Pruning", pruning), (
              (depth_title, depth_table),
              ("Detection AUROC [95 % CI]", report.auroc_table()), (f"ROC: {task}", roc_figure)]  # fmt: skip
 common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name,
-                     common.provenance(checkpoint, (name, views.input_pixels(data, checkpoint.meta.input)),
+                     common.provenance(checkpoint, (name, input_images.input_pixels(data, checkpoint.meta.input)),
                                        f"{common.view_link()} · {report.data['command']}"))  # fmt: skip

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from laya.analysis.attribution import POSTHOC_METHODS
-from laya.app import labels, views
+from laya.app import input_images, labels, views
 from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
 from laya.app.plots import layer_scores_figure, score_scale, topk_figure
@@ -59,8 +59,8 @@ st.page_link("pages/depth.py", label="Depth analytics of this input", icon=":mat
 
 image_col, prediction_col = st.columns([1, 2])
 with image_col:
-    st.image(views.model_view(explanation, spec), caption=f"{shown(name)}, as the model sees it")
-    st.caption(shown(views.input_caption(spec)))
+    st.image(input_images.model_view(explanation, spec), caption=f"{shown(name)}, as the model sees it")
+    st.caption(shown(input_images.input_caption(spec)))
 with prediction_col:
     label_col, confidence_col = st.columns(2)
     label_col.metric("Prediction", shown(explanation.label))
@@ -86,7 +86,7 @@ if own:
     st.caption(shown(labels.OWN_NOTE))
     common.report_button(f"Inspect: {name}", [("Prediction", f"{explanation.label} ({explanation.confidence:.1%})"),
                          ("", topk_figure(explanation)), *sections], f"own-{name.rsplit('.', 1)[0]}", checkpoint.name,
-                         common.provenance(checkpoint, (name, views.model_view(explanation, spec))))  # fmt: skip
+                         common.provenance(checkpoint, (name, input_images.model_view(explanation, spec))))  # fmt: skip
     st.stop()
 
 st.subheader("Which layers the decision used")
@@ -117,7 +117,7 @@ if section is not None:
         map_class = class_col.selectbox("Class of the maps (predicted first)", map_classes(mapped),
                                         key="inspect_map_class")  # fmt: skip
         weighted = weight_col.checkbox("Weight each map by the layer's share", value=True, key="inspect_map_weighted")
-        image_row = MapRow(checkpoint.name, mapped, views.model_view(mapped, spec, 1))
+        image_row = MapRow(checkpoint.name, mapped, input_images.model_view(mapped, spec, 1))
         maps = maps_figure([image_row], map_class, weighted)
         st.plotly_chart(shown(maps, "plotly"), key="inspect_maps")
         st.caption(maps_caption(weighted))
@@ -163,7 +163,7 @@ with html_col:
         ],
         stem,
         f"{checkpoint.name} · {mode} ablation",
-        common.provenance(checkpoint, (name, views.model_view(explanation, spec))),
+        common.provenance(checkpoint, (name, input_images.model_view(explanation, spec))),
     )
 if cost := views.model_time_caption(explanation):  # last: its measured digits change from run to run
     st.caption(shown(cost))

@@ -5,7 +5,7 @@ probability, in the logit difference of two chosen classes, and in α."""
 import streamlit as st
 
 from laya.analysis.patching import WHERE, pair_table
-from laya.app import patching_plots, views
+from laya.app import input_images, patching_plots
 from laya.app.catalog import example_images
 from laya.app.text import shown
 from laya.model.own_head import is_own_head
@@ -38,7 +38,7 @@ places = list(WHERE)  # the own classifier reads the last layer alone: patched a
 where = st.radio("Patch", places, format_func=lambda w: WHERE[w], horizontal=True, key="patch_where",
                  index=places.index("backbone") if own else 0)  # fmt: skip
 effects = common.patch(selection.path, target, source, where)  # a bad image stops the page here, with its error
-target_pixels, source_pixels = (views.input_pixels(data, checkpoint.meta.input) for _, data in (target, source))
+target_pixels, source_pixels = (input_images.input_pixels(data, checkpoint.meta.input) for _, data in (target, source))
 target_col.image(target_pixels, caption=shown(target[0]), width=160)
 source_col.image(source_pixels, caption=shown(source[0]), width=160)
 predicted = int(effects.prediction[0])

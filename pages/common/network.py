@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from laya.app import network_views as nv
-from laya.app import views
+from laya.app import input_images
 from laya.app.text import shown
 from laya.sandbox.info import ModelInfo
 from pages.common.loading import network
@@ -60,7 +60,7 @@ def unit_profile(info: ModelInfo, name: str, data: bytes, key: str, lens: bool =
                           key=f"{key}_cam_class")  # fmt: skip
     if chosen != result.cam_class:
         result = network(str(info.path), name, data, method, granularity, chosen, branch)
-    strip = nv.gradcam_figure(result, views.input_pixels(data, info.meta.input, 1), classes)
+    strip = nv.gradcam_figure(result, input_images.input_pixels(data, info.meta.input, 1), classes)
     st.plotly_chart(shown(strip, "plotly"), key=f"{key}_gradcam")
     st.caption("Grad-CAM of the class at every unit, from one forward and one backward of the network: the "
                "channels weighted by their mean gradient, rectified, each map scaled to [0, 1].")

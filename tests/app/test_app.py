@@ -41,11 +41,6 @@ HEADS = ("lastlayer", "concat", "scalarmix", "laya")
 TITLES = ("LastLayer", "Concat", "ScalarMix", "LAYA")
 
 
-@pytest.fixture(scope="module")
-def setting(tiny_models: Path) -> Path:
-    return tiny_models / "colours-mlp"
-
-
 @pytest.fixture(autouse=True)
 def _data_root(monkeypatch: pytest.MonkeyPatch, image_folder: Path) -> None:
     """The tiny models' ImageFolder dataset is a shared data root (checkpoints may only read datasets inside one)."""

@@ -11,7 +11,7 @@ import torch
 from laya.analysis.explain import explain_bytes
 from laya.analysis.logit_attribution import logit_attribution
 from laya.analysis.spatial import APPROXIMATE, DEFERRED, sample_class_maps
-from laya.app import views
+from laya.app import input_images
 from laya.app.catalog import example_images
 from laya.app.map_plots import NOT_KEPT, UNIT, MapRow, class_maps_figure, map_classes, maps_figure, no_maps_note
 from laya.model.checkpoint import load_checkpoint
@@ -27,7 +27,7 @@ def explained(setting: str, head: str, example: int = 0):
 
 
 def row(checkpoint, e, title: str = "") -> MapRow:
-    return MapRow(title or checkpoint.meta.head.name, e, views.model_view(e, checkpoint.meta.input, 1))
+    return MapRow(title or checkpoint.meta.head.name, e, input_images.model_view(e, checkpoint.meta.input, 1))
 
 
 def heatmaps(figure) -> list:

@@ -6,7 +6,6 @@ import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -16,21 +15,10 @@ import torch
 from laya.analysis.explain import explain, explain_bytes
 from laya.analysis.report import Report
 from laya.app import labels, views
-from laya.app.catalog import example_images
 from laya.app.numbers import ci_text, number_text, percent
-from laya.data.datasets import DatasetNotFoundError, InputSpec
+from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import META_FILE, load_checkpoint
-
-
-@pytest.fixture(scope="module")
-def setting(tiny_models: Path) -> Path:
-    return tiny_models / "colours-mlp"
-
-
-@pytest.fixture(scope="module")
-def example(setting: Path) -> bytes:
-    return example_images(setting / "laya")[0].read_bytes()
 
 
 def reference(checkpoint, data: bytes, **kwargs):
@@ -59,20 +47,6 @@ def test_explanations_work_under_the_callers_grad_modes(setting: Path, example: 
 def test_explain_refuses_bad_images(setting: Path) -> None:
     with pytest.raises(ImageError, match="empty"):
         explain_bytes(load_checkpoint(setting / "laya"), b"")
-
-
-def test_model_view_undoes_normalisation(setting: Path, example: bytes) -> None:
-    checkpoint = load_checkpoint(setting / "laya")
-    explanation = explain_bytes(checkpoint, example)
-    view = views.model_view(explanation, checkpoint.meta.input, min_side=96)
-    image = explanation.image.permute(1, 2, 0).numpy()  # source size == model size for this checkpoint
-    factor = -(-96 // image.shape[0])  # nearest-neighbour enlargement to at least 96 px
-    assert view.dtype == np.uint8 and view.shape == (image.shape[0] * factor, image.shape[1] * factor, 3)
-    assert np.abs(view[::factor, ::factor].astype(int) - image.astype(int)).max() <= 1
-    spec = InputSpec(channels=1, source_size=4, size=4, mean=(0.5,), std=(0.25,))
-    normalised = SimpleNamespace(model_input=(torch.full((1, 4, 4), 0.25) - 0.5) / 0.25)
-    grey = views.model_view(normalised, spec, min_side=10)  # type: ignore[arg-type]
-    assert grey.shape == (12, 12) and (grey == 64).all()
 
 
 def test_layer_table_and_input_faithfulness(setting: Path, example: bytes) -> None:

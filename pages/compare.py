@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from laya.app import input_images, views
+from laya.app import explanation_views, input_images, views
 from laya.app.labels import MODE_HELP, OWN_NOTE, head_title, method_label, mode_label
 from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
@@ -77,7 +77,7 @@ for column, head, explanation, report in zip(st.columns(len(loaded)), heads, exp
         else:
             st.caption(f"Scores: {shown(method_label(explanation.primary))}")
             st.caption(shown(views.report_caption(report)))
-        if warning := views.nonfinite_warning(explanation):
+        if warning := explanation_views.nonfinite_warning(explanation):
             st.warning(shown(warning))
 
 table = views.compare_table(heads, explanations, reports)

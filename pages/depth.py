@@ -8,7 +8,7 @@ from laya.analysis.detection import SCORE_LABELS
 from laya.analysis.lens import METRICS, class_view, trajectory_figure
 from laya.analysis.logit_attribution import top_class_table
 from laya.analysis.measured import load_exits
-from laya.app import browser, depth_plots, input_images, verdicts, views
+from laya.app import browser, depth_plots, explanation_views, input_images, verdicts, views
 from laya.app.catalog import example_images
 from laya.app.text import shown
 from pages import common
@@ -32,7 +32,7 @@ if image is None:
     st.stop()
 name, data = image
 result = common.depth_of_input(selection.path, name, data)
-if warning := views.nonfinite_warning(result):
+if warning := explanation_views.nonfinite_warning(result):
     st.warning(shown(warning))
 default = report.exit_threshold if report and report.exit_threshold and report.exit_threshold <= 1 else 0.9
 threshold = switches.number(st.slider, "Early-exit confidence threshold t", "threshold", "depth_threshold", float(default),

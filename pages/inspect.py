@@ -3,7 +3,7 @@
 import streamlit as st
 
 from laya.analysis.attribution import POSTHOC_METHODS
-from laya.app import input_images, labels, views
+from laya.app import explanation_views, input_images, labels, views
 from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
 from laya.app.plots import layer_scores_figure, score_scale, topk_figure
@@ -52,7 +52,7 @@ depth_report = common.load_depth(selection.path)  # its OOD scores come with the
 ood = False if depth_report is None else views.shown_ood_scores(depth_report.data, checkpoint.layer_dims)
 explanation = common.explain(selection.path, name, data, mode, tuple(posthoc), approximate=False, ood=ood)
 spec = checkpoint.meta.input
-if warning := views.nonfinite_warning(explanation):
+if warning := explanation_views.nonfinite_warning(explanation):
     st.warning(shown(warning))
 st.session_state[common.CURRENT_INPUT] = (name, data)
 st.page_link("pages/depth.py", label="Depth analytics of this input", icon=":material/stacked_bar_chart:")
@@ -121,7 +121,7 @@ if section is not None:
         maps = maps_figure([image_row], map_class, weighted)
         st.plotly_chart(shown(maps, "plotly"), key="inspect_maps")
         st.caption(maps_caption(weighted))
-        if deferred and (cost := views.model_time_caption(mapped)):  # the opened view's own cost
+        if deferred and (cost := explanation_views.model_time_caption(mapped)):  # the opened view's own cost
             st.caption(shown(cost))
         map_sections = [(f"Where each layer looked: {map_class}", maps)]
 
@@ -130,7 +130,7 @@ st.caption(
     f"Each row removes one layer (`{shown(mode, 'code')}` ablation) and reruns the head: the drop in p({shown(explanation.label)}), "
     "the prediction afterwards, and whether the label flips."
 )
-table = views.layer_table_text(explanation)
+table = explanation_views.layer_table_text(explanation)
 st.dataframe(table, hide_index=True)
 flips = table.loc[table["label flips"], "layer"].tolist()
 st.caption(
@@ -143,12 +143,12 @@ st.caption(
     + (" n/a: only one layer's drop exceeds ε on this input, so no ranking can be tested (one informative layer)."
        if explanation.status else "")
 )  # fmt: skip
-common.table(views.input_faithfulness(explanation))
+common.table(explanation_views.input_faithfulness(explanation))
 
 csv_col, json_col, html_col = st.columns(3)
 stem = f"{head}-{name.rsplit('.', 1)[0]}-{mode}"
-csv_col.download_button("Download CSV", views.explanation_csv(explanation), f"{stem}.csv", "text/csv")
-json_col.download_button("Download JSON", views.explanation_json(explanation), f"{stem}.json", "application/json")
+csv_col.download_button("Download CSV", explanation_views.explanation_csv(explanation), f"{stem}.csv", "text/csv")
+json_col.download_button("Download JSON", explanation_views.explanation_json(explanation), f"{stem}.json", "application/json")
 with html_col:
     common.report_button(
         f"Inspect: {name}",
@@ -159,11 +159,11 @@ with html_col:
             *([("Block ablation (post hoc)", ablation)] if ablation else []),
             *map_sections,
             ("Live leave-one-layer-out", table),
-            ("Faithfulness on this input", views.input_faithfulness(explanation)),
+            ("Faithfulness on this input", explanation_views.input_faithfulness(explanation)),
         ],
         stem,
         f"{checkpoint.name} · {mode} ablation",
         common.provenance(checkpoint, (name, input_images.model_view(explanation, spec))),
     )
-if cost := views.model_time_caption(explanation):  # last: its measured digits change from run to run
+if cost := explanation_views.model_time_caption(explanation):  # last: its measured digits change from run to run
     st.caption(shown(cost))

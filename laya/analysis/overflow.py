@@ -7,7 +7,7 @@ analyses behind every page that shows probabilities (:func:`laya.analysis.explai
 :func:`check_output` on the model's output, so the dashboard and a sandboxed worker's answers (a refusal of
 kind ``overflow``) say that the output overflowed instead of showing NaN. Weights that hold NaN/Inf
 themselves (loaded anyway, ``allow_nonfinite``) are not an overflow: their pages warn instead
-(:func:`laya.app.views.nonfinite_warning`).
+(:func:`laya.app.explanation_views.nonfinite_warning`).
 """
 
 from __future__ import annotations

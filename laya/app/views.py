@@ -6,17 +6,14 @@ everything a page shows is computed here or elsewhere in ``laya`` and tested wit
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import torch
 
-from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS
-from laya.analysis.depth import InputDepth
+from laya.analysis.attribution import DEFAULT_REDUCTION
 from laya.analysis.detection import COVARIANCE, mahalanobis_trusted
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.explain import Explanation
@@ -26,7 +23,7 @@ from laya.analysis.report import Report
 from laya.app import palette
 from laya.app.numbers import ci_cells, ci_text, count_of, is_missing, number_text, p_text, percent
 from laya.app.text import clicked_name, plain
-from laya.app.labels import head_title, is_posthoc, method_label, mode_label
+from laya.app.labels import head_title, method_label, mode_label
 from laya.model.checkpoint import Checkpoint, CheckpointError
 
 
@@ -34,107 +31,6 @@ from laya.model.checkpoint import Checkpoint, CheckpointError
 
 
 # ---------------------------------------------------------------- one input
-
-
-def nonfinite_warning(result: Explanation | InputDepth) -> str | None:
-    """A warning naming the outputs that hold NaN/Inf (NaN/Inf weights loaded anyway; finite weights whose logits
-    overflow are refused before: :mod:`laya.analysis.overflow`), else None.
-
-    An :class:`Explanation`: probabilities, LOO drops, layer scores; an :class:`InputDepth`: logits,
-    per-layer logit terms, readout probabilities, detection scores.
-    """
-    if isinstance(result, InputDepth):
-        parts = {"logits": result.attribution.logits, "per-layer logit attribution": result.attribution.terms,
-                 "error and OOD scores": torch.tensor(list(result.scores.values()), dtype=torch.float64)}  # fmt: skip
-        if result.readouts is not None:
-            parts["readout probabilities"] = result.readouts.probs
-    else:
-        parts = {"probabilities": result.probs, "leave-one-layer-out drops": result.drops}
-        parts |= {f"{method_label(m)} scores": v for m, v in result.scores.items()}
-    bad = [name for name, values in parts.items() if not bool(torch.isfinite(values.double()).all())]
-    if not bad:
-        return None
-    return (
-        f"Not finite (NaN or Inf): {', '.join(bad)}. The prediction and every number derived from these are "
-        "meaningless, and the charts leave such values out; the model's weights are likely damaged or extreme."
-    )
-
-
-INSPECT_TARGET = 1.5  # Inspect's default view should cost at most this many forwards (docs/speed.md)
-
-
-def model_time_caption(explanation: Explanation) -> str | None:
-    """What this explanation cost, as its own call measured it: the total model time, its ratio to the forward
-    stage (preprocessing and the backbone pass: less than a plain forward, which also runs the head, so the ratio
-    is an upper bound of the page's cost in forwards), and each further stage; flagged where the ratio passes
-    :data:`INSPECT_TARGET`. None where no time was recorded."""
-    seconds = explanation.seconds
-    forward = seconds.get("forward")
-    if not forward:
-        return None
-    total = sum(seconds.values())
-    ratio = total / forward
-    parts = ", ".join(f"{stage} {value * 1e3:.2f} ms" for stage, value in seconds.items() if stage != "forward")
-    verdict = f" — more than the {INSPECT_TARGET:g}× this page aims at" if ratio > INSPECT_TARGET else ""
-    return (f"Model time of this view: {total * 1e3:.2f} ms, {ratio:.2f}× its backbone pass ({forward * 1e3:.2f} ms"
-            f"{'; ' + parts if parts else ''}){verdict}. Measured on this server for this input, once: a cached view "
-            "costs nothing more.")
-
-
-def layer_table(explanation: Explanation) -> pd.DataFrame:
-    """:meth:`Explanation.layer_table` with post-hoc score columns marked ``(post-hoc)``."""
-    renames = {METHOD_LABELS.get(m, m): method_label(m) for m in explanation.scores}
-    return explanation.layer_table().rename(columns=renames)
-
-
-def layer_table_text(explanation: Explanation) -> pd.DataFrame:
-    """:func:`layer_table` as the page shows it: scores, drops and probabilities through :func:`number_text`
-    (a drop of 2e-10 prints ``2e-10``, not ``0.0000000002``); the exports keep the numbers."""
-    table = layer_table(explanation)
-    for column in table.columns[table.dtypes == "float64"]:
-        table[column] = [number_text(v) for v in table[column]]
-    return table
-
-
-def spearman_column(n_layers: int) -> str:
-    """The per-input Spearman's column name, with its n: ``Spearman ρ(score, LOO drop) over 3 layers``."""
-    return f"Spearman ρ(score, LOO drop) over {n_layers} layers"
-
-
-def input_faithfulness(explanation: Explanation) -> pd.DataFrame:
-    """Per method on this input: kind, top-scored layer, Spearman(score, LOO drop) over the L layers (n in the
-    column name), top-1 agreement, Deletion@1 (/ oracle), as display text; ``n/a (one informative layer)``
-    where only one layer's drop exceeds ε (the ranking metrics are then undefined)."""
-    summary = explanation.summary()
-    methods = list(explanation.scores)
-    na = "n/a" if explanation.status else "–"
-    return pd.DataFrame(
-        {
-            "method": [method_label(m) for m in methods],
-            "kind": ["post-hoc" if is_posthoc(m) else "intrinsic" for m in methods],
-            "top layer": [explanation.layer_names[int(explanation.scores[m].argmax())] for m in methods],
-            spearman_column(len(explanation.layer_names)): [
-                na if is_missing(v) else number_text(v) for v in pd.to_numeric(summary["spearman"])
-            ],
-            "top-1 agreement": [na if is_missing(v) else ("yes" if v else "no") for v in pd.to_numeric(summary["top1"])],
-            "Deletion@1": [number_text(v) for v in summary["deletion_at_1"]],
-            "Deletion@1 / oracle": [
-                na if is_missing(v) else percent(v) for v in pd.to_numeric(summary["deletion_at_1_norm"])
-            ],
-        }
-    )
-
-
-def explanation_csv(explanation: Explanation) -> str:
-    return layer_table(explanation).to_csv(index=False)
-
-
-def explanation_json(explanation: Explanation) -> str:
-    """:meth:`Explanation.to_dict` with post-hoc columns marked and each method's kind, as JSON."""
-    record = explanation.to_dict()
-    record["layers"] = layer_table(explanation).to_dict("records")
-    record["score_kinds"] = {method_label(m): "post-hoc" if is_posthoc(m) else "intrinsic" for m in explanation.scores}
-    return json.dumps(record, indent=2)
 
 
 # ---------------------------------------------------------------- heads side by side
@@ -599,7 +495,6 @@ def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
 __all__ = [
     "ALL_CLASSES",
     "HUGE_MAHALANOBIS",
-    "INSPECT_TARGET",
     "best_ood_score",
     "class_counts",
     "class_profile",
@@ -613,8 +508,6 @@ __all__ = [
     "curves_reduction",
     "detection_view",
     "evaluate_locally",
-    "explanation_csv",
-    "explanation_json",
     "faithfulness_matrix",
     "false_alarm_text",
     "global_loo",
@@ -622,11 +515,7 @@ __all__ = [
     "headline_text",
     "heads_display",
     "heads_table",
-    "input_faithfulness",
-    "layer_table",
     "mahalanobis_warning",
-    "model_time_caption",
-    "nonfinite_warning",
     "ood_status",
     "prediction_depth_view",
     "profile_methods",
@@ -637,5 +526,4 @@ __all__ = [
     "seed_profiles",
     "seed_stability",
     "shown_ood_scores",
-    "spearman_column",
 ]

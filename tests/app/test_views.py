@@ -15,7 +15,7 @@ import torch
 from laya.analysis.explain import explain, explain_bytes
 from laya.analysis.report import Report
 from laya.app import labels, views
-from laya.app.numbers import ci_text, number_text, percent
+from laya.app.numbers import ci_text, percent
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import META_FILE, load_checkpoint
@@ -47,30 +47,6 @@ def test_explanations_work_under_the_callers_grad_modes(setting: Path, example: 
 def test_explain_refuses_bad_images(setting: Path) -> None:
     with pytest.raises(ImageError, match="empty"):
         explain_bytes(load_checkpoint(setting / "laya"), b"")
-
-
-def test_layer_table_and_input_faithfulness(setting: Path, example: bytes) -> None:
-    checkpoint = load_checkpoint(setting / "laya")
-    explanation = explain_bytes(checkpoint, example, mode="zero", posthoc=("saliency",))
-    table = views.layer_table(explanation)
-    assert list(table["layer"]) == list(checkpoint.layer_names)
-    assert np.allclose(table["LAYA α (intrinsic)"], explanation.scores["laya_alpha"].numpy())
-    assert np.allclose(table["Saliency (post-hoc)"], explanation.scores["saliency"].numpy())
-    assert np.allclose(table["LOO drop"], explanation.drops.numpy())
-    faith = views.input_faithfulness(explanation)
-    assert list(faith["kind"]) == ["intrinsic", "post-hoc"]
-    assert [float(v) for v in faith["Deletion@1"]] == pytest.approx(
-        [explanation.deletion_at_1(m) for m in explanation.scores], abs=5e-4  # number_text: 3 digits
-    )
-    assert views.spearman_column(len(checkpoint.layer_names)) in faith.columns  # the metric names its n
-    shown = views.layer_table_text(explanation)  # the page's text: every number through number_text
-    assert list(shown["LOO drop"]) == [number_text(v) for v in explanation.drops.tolist()]
-    assert list(shown["label flips"]) == list(table["label flips"])
-    assert faith["top layer"][0] == checkpoint.layer_names[int(explanation.scores["laya_alpha"].argmax())]
-    record = json.loads(views.explanation_json(explanation))
-    assert record["prediction"] == explanation.label and record["score_kinds"]["Saliency (post-hoc)"] == "post-hoc"
-    assert [row["LOO drop"] for row in record["layers"]] == pytest.approx(explanation.drops.tolist())
-    assert views.explanation_csv(explanation).splitlines()[0].startswith("layer,LAYA α (intrinsic),Saliency (post-hoc)")
 
 
 def test_compare_table(setting: Path, example: bytes) -> None:
@@ -264,20 +240,6 @@ def test_html_export_carries_input_setting_hash_and_link(setting: Path) -> None:
     encoded = page.split('src="data:image/png;base64,')[1].split('"')[0]
     assert (np.asarray(Image.open(io.BytesIO(base64.b64decode(encoded)))) == pixels).all()
     assert weights_sha256(setting / "nothing") is None
-
-
-def test_model_time_caption_states_the_views_cost_and_flags_it_over_the_target(setting: Path, example: bytes) -> None:
-    from dataclasses import replace
-
-    e = explain_bytes(load_checkpoint(setting / "laya"), example)
-    assert views.model_time_caption(e).startswith("Model time of this view: ")  # as the call measured it
-    assert views.model_time_caption(replace(e, seconds={})) is None
-    cheap = views.model_time_caption(replace(e, seconds={"forward": 0.002, "leave-one-out": 0.0005}))
-    assert cheap.startswith("Model time of this view: 2.50 ms, 1.25× its backbone pass (2.00 ms; leave-one-out 0.50 ms)")
-    assert "aims at" not in cheap
-    costly = views.model_time_caption(replace(e, seconds={"forward": 0.001, "leave-one-out": 0.0003, "OOD status": 0.0004}))
-    assert "1.70× its backbone pass" in costly and "OOD status 0.40 ms" in costly
-    assert f"more than the {views.INSPECT_TARGET:g}× this page aims at" in costly
 
 
 def test_inspect_asks_only_for_the_ood_scores_its_status_shows() -> None:

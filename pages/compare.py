@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from laya.app import explanation_views, input_images, views
+from laya.app import explanation_views, faithfulness_views, head_comparison, input_images
 from laya.app.labels import MODE_HELP, OWN_NOTE, head_title, method_label, mode_label
 from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
@@ -44,7 +44,7 @@ source_col, mode_col = st.columns(2)
 with source_col:
     image = common.image_input("compare", example_images(selection.path))
 with mode_col:
-    modes = views.common_modes([c.modes for c in loaded.values()])
+    modes = head_comparison.common_modes([c.modes for c in loaded.values()])
     link = common.opened_link()
     mode = st.radio(
         "Ablation mode (supported by every chosen head)",
@@ -76,15 +76,15 @@ for column, head, explanation, report in zip(st.columns(len(loaded)), heads, exp
             st.caption("Explained by the network's units (below)")
         else:
             st.caption(f"Scores: {shown(method_label(explanation.primary))}")
-            st.caption(shown(views.report_caption(report)))
+            st.caption(shown(faithfulness_views.report_caption(report)))
         if warning := explanation_views.nonfinite_warning(explanation):
             st.warning(shown(warning))
 
-table = views.compare_table(heads, explanations, reports)
+table = head_comparison.compare_table(heads, explanations, reports)
 figure = None
 if layered:
     picked = [explanations[i] for i in layered]
-    figure = compare_figure(picked, views.compare_titles([heads[i] for i in layered], picked))
+    figure = compare_figure(picked, head_comparison.compare_titles([heads[i] for i in layered], picked))
     st.plotly_chart(shown(figure, "plotly"), key="compare_figure")
 if OWN in heads:
     st.caption(shown(OWN_NOTE))

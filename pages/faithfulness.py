@@ -4,7 +4,7 @@ import streamlit as st
 
 from laya.analysis.attribution import REDUCTION_LABELS, ig_description
 from laya.analysis.faithfulness import EPSILON
-from laya.app import labels, network_views, views
+from laya.app import faithfulness_views, labels, network_views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
 from laya.app.text import shown
 from laya.model.heads import CROSS_HEAD_MODES
@@ -56,20 +56,20 @@ if report is not None:
                     f"{shown(report.data['options'].get('ig') or ig_description(report.data['options']['ig_steps']))}. "
                     "With the training mean as baseline, IG is built partly to agree with LOO under `mean` (it "
                     "integrates along the path that intervention jumps); the zero baseline shares nothing with it.")  # fmt: skip
-    table = views.faithfulness_matrix(report, mode, reduction)
+    table = faithfulness_views.faithfulness_matrix(report, mode, reduction)
     common.table(table)
     st.download_button(
         "Download CSV", report.faithfulness_table().to_csv(index=False), f"{head}-faithfulness.csv", "text/csv"
     )
     methods_figure = faithfulness_figure(report.faithfulness_table(), mode, reduction)
     curves = report.deletion_curves()
-    held, curves_note = views.curves_reduction(curves, mode, reduction)
+    held, curves_note = faithfulness_views.curves_reduction(curves, mode, reduction)
     curves_figure = deletion_curves_figure(curves, mode, held)
     st.plotly_chart(shown(methods_figure, "plotly"), key="faithfulness_methods")
     st.plotly_chart(shown(curves_figure, "plotly"), key="faithfulness_curves")
     if curves_note:
         st.caption(shown(curves_note))
-    comparisons = views.comparisons_view(report, mode, reduction)
+    comparisons = faithfulness_views.comparisons_view(report, mode, reduction)
     if not comparisons.empty:
         st.markdown("**Paired comparisons** (paired bootstrap over the same test inputs; a CI covering 0 is a tie)")
         common.table(comparisons)
@@ -85,9 +85,9 @@ if mode not in CROSS_HEAD_MODES:
     st.warning(f"Intervention `{shown(mode, 'code')}` differs between heads; the table below uses `mean`, the same for every head.")
     mode = "mean"
 st.caption(f"Intervention `{shown(mode, 'code')}`, {shown(reduction)} post-hoc scores; 95% bootstrap CIs over test inputs (one seed).")
-heads = views.heads_table([e.head for e in members], [common.load_report(e.path, warn=False) for e in members],
+heads = faithfulness_views.heads_table([e.head for e in members], [common.load_report(e.path, warn=False) for e in members],
                           mode, reduction)  # fmt: skip
-heads_shown = views.heads_display(heads)
+heads_shown = faithfulness_views.heads_display(heads)
 common.table(heads_shown)
 overview = heads_overview_figure(heads, mode)
 st.plotly_chart(shown(overview, "plotly"), key="faithfulness_heads")

@@ -243,7 +243,7 @@ def faithfulness_figure(table: pd.DataFrame, mode: str = "mean", reduction: str 
 
 def heads_overview_figure(table: pd.DataFrame, mode: str = "mean") -> go.Figure:
     """Accuracy (green) and headline faithfulness (purple) across heads with 95% CI error bars (columns of
-    :func:`laya.app.views.heads_table`); heads without a testable ranking are labelled n/a."""
+    :func:`laya.app.faithfulness_views.heads_table`); heads without a testable ranking are labelled n/a."""
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("Test accuracy", f"Spearman (informative layers)<br>intervention {mode}")
     )

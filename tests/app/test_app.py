@@ -25,7 +25,7 @@ from laya.analysis.depth import DepthFit, DepthOptions, input_depth, run_depth
 from laya.analysis.explain import Explanation, explain
 from laya.analysis.profiles import SUBSETS, heatmap_table
 from laya.analysis.report import Report
-from laya.app import deploy, labels, palette, plots, views
+from laya.app import deploy, faithfulness_views, labels, palette, plots, views
 from laya.app.text import unplain
 from laya.app.catalog import describe, example_images
 from laya.app.numbers import ci_text, number_text
@@ -274,7 +274,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
     assert table["Spearman ρ on this input"].str.contains("over 3 layers|n/a").all()
     assert not table.isin(["None", "nan"]).any().any()
     assert table["test accuracy [95% CI]"].tolist() == [ci_text(r.interval("accuracy"), 4) for r in reports]
-    assert table.iloc[:, -1].tolist() == [views.headline_text(r) for r in reports]
+    assert table.iloc[:, -1].tolist() == [faithfulness_views.headline_text(r) for r in reports]
     assert table.iloc[0, -1] == "n/a (one informative layer)"  # LastLayer: never 1.000
     figure = charts(app)[0]  # scores on top, LOO drops below, one column per head
     drops = [t for t in figure["data"] if t["name"] == plots.DROP_AXIS]

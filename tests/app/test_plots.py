@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from laya.analysis.explain import explain
-from laya.app import depth_plots, palette, plots, views
+from laya.app import depth_plots, head_comparison, palette, plots, views
 from laya.app.catalog import example_images
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
@@ -66,7 +66,7 @@ def test_every_mark_has_a_legend_entry(explanations) -> None:
 
 def test_compare_figure_rows_share_one_scale(explanations) -> None:
     es = [explanations["lastlayer"], explanations["laya"]]
-    fig = plots.compare_figure(es, views.compare_titles(["lastlayer", "laya"], es))
+    fig = plots.compare_figure(es, head_comparison.compare_titles(["lastlayer", "laya"], es))
     assert fig.layout.yaxis.title.text == plots.NORMALISED_AXIS  # IG and α differ in unit
     assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis4.matches == "y3"  # one scale per row
     assert fig.layout.yaxis3.title.text == plots.DROP_AXIS

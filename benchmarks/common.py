@@ -95,9 +95,9 @@ def write_result(folder: Path, name: str, facts: dict, **results: object) -> Pat
 
 def inspect_ood(checkpoint: Checkpoint, fit: DepthFit | None) -> bool | tuple[str, ...]:
     """The ``ood`` Inspect's page passes to its explanation: the scores its status shows under the checkpoint's
-    depth report (``laya.app.views.shown_ood_scores``), False without a report or a fit."""
+    depth report (``laya.app.depth_views.shown_ood_scores``), False without a report or a fit."""
     from laya.analysis.depth import DepthReport  # the page modules, for the two benchmarks that time Inspect
-    from laya.app.views import shown_ood_scores
+    from laya.app.depth_views import shown_ood_scores
 
     report = DepthReport.load(checkpoint.path)
     return False if report is None or fit is None else shown_ood_scores(report.data, checkpoint.model.head.dims)

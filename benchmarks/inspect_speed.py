@@ -9,8 +9,8 @@ backbone + prediction + layer scores + leave-one-layer-out for every layer + the
 classes (CLS-token layers' approximate maps deferred until their section is opened), then Spearman + Deletion@1,
 against one plain forward of the same model on the same decoded image (preprocess + backbone + head + softmax).
 ``+ OOD``: the same with the uncertainty and OOD scores its status shows under the depth fit (max softmax and the
-depth report's best OOD score, ``views.shown_ood_scores``; from the same backbone pass and the same head call), the
-page's whole default view. Heads without intrinsic scores also compute
+depth report's best OOD score, ``depth_views.shown_ood_scores``; from the same backbone pass and the same head
+call), the page's whole default view. Heads without intrinsic scores also compute
 Integrated Gradients (32 steps), which the page shows in their place. Where maps were deferred, ``opened`` is the
 model time of opening them (the explanation with them). Target: <= 1.5x. Measured in one run: the fastest of
 ``--rounds`` calls of each, alternating, so that load changes affect both alike.

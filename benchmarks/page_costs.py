@@ -9,7 +9,7 @@ call alike. Both sides start from the decoded image: decoding the upload (``deco
 same for a plain prediction of it. The setting's default head is LAYA (the sidebar's first).
 
 * Inspect: ``explain(approximate=False, ood=...)`` (prediction, scores, LOO, exact maps, the
-  uncertainty and OOD scores its status shows, ``views.shown_ood_scores``, from one backbone pass) and the metrics; with its approximate maps opened
+  uncertainty and OOD scores its status shows, ``depth_views.shown_ood_scores``, from one backbone pass) and the metrics; with its approximate maps opened
   (CLS-token models): ``explain`` with them, on top.
 * Inspect's explanation for each head, without the OOD scores (``benchmarks/inspect_speed.py``'s figure, the
   one the 1.5x target is set for), each against its own checkpoint's forward.

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from laya.analysis.profiles import SUBSETS
-from laya.app import browser, labels, views
+from laya.app import browser, classwise_views, labels, seed_views
 from laya.app.map_plots import class_maps_figure, no_class_maps_note
 from laya.app.plots import heatmap_figure, profile_bars_figure, seed_profiles_figure
 from laya.app.text import shown
@@ -37,7 +37,7 @@ with st.container(border=True):
             progress = lambda f, m: bar.progress(f, text=shown(m))  # noqa: E731
             live[selection.path] = common.evaluate_locally(selection.path, int(limit), progress)
         except (DatasetNotFoundError, ImageError, ValueError) as error:  # CheckpointError is a ValueError
-            st.error(shown(views.recompute_error(error)))
+            st.error(shown(classwise_views.recompute_error(error)))
     if selection.path in live:
         st.success(f"Showing a live evaluation on {live[selection.path].data['dataset']['n']:,} test inputs.")
         if st.button("Back to the bundled report", key="classwise_discard"):
@@ -76,20 +76,20 @@ if profile.empty:
     st.stop()
 
 colorbar = "mean α / score" if kind == "scores" else "mean LOO drop"
-heatmap = heatmap_figure(profile, subset, views.profile_title(report, kind), kind, colorbar)
-counts = views.class_counts(profile, subset)
+heatmap = heatmap_figure(profile, subset, classwise_views.profile_title(report, kind), kind, colorbar)
+counts = classwise_views.class_counts(profile, subset)
 cell = st.session_state.get("classwise_cell")
 chosen = switches.upcoming(list(counts), "class", "classwise_class")  # the same figure on every run until a click
 if chosen is not None and (cell is None or cell[0] != chosen):
     cell = (chosen, None)  # no clicked cell of this class: outline the row of the class opened below
 event = st.plotly_chart(
-    shown(views.clickable_heatmap(heatmap, selected=cell), "plotly"), key="classwise_heatmap", on_select="rerun", selection_mode="points"
+    shown(classwise_views.clickable_heatmap(heatmap, selected=cell), "plotly"), key="classwise_heatmap", on_select="rerun", selection_mode="points"
 )
 st.caption(
     f"One trained seed ({report.data['checkpoint']['seed']:d}) of this head. How much of this pattern is the "
     "seed's and how much the method's is in **Across seeds** below."
 )
-clicked = views.clicked_cell(event, list(counts), report.layer_names)
+clicked = classwise_views.clicked_cell(event, list(counts), report.layer_names)
 if clicked is not None and clicked != st.session_state.get("classwise_cell"):  # a new click opens that class
     st.session_state["classwise_cell"] = clicked
     st.session_state["classwise_clicked"] = st.session_state["classwise_class"] = clicked[0]
@@ -116,11 +116,12 @@ if counts[name] == 0:
 score_col, loo_col = st.columns(2)
 bounds = (0.0, 1.0) if labels.is_weight(report.primary_method) else (-float("inf"), float("inf"))
 class_scores = profile_bars_figure(
-    views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}",
+    classwise_views.class_profile(report.class_layer_profile("scores"), name, subset), f"{name}: {kinds['scores']}",
     "scores", bounds,
 )
 class_loo = profile_bars_figure(
-    views.class_profile(report.class_layer_profile("loo"), name, subset), f"{name}: LOO drop ({loo_mode})", "loo"
+    classwise_views.class_profile(report.class_layer_profile("loo"), name, subset), f"{name}: LOO drop ({loo_mode})",
+    "loo",
 )
 score_col.plotly_chart(shown(class_scores, "plotly"), key="classwise_class_scores")
 loo_col.plotly_chart(shown(class_loo, "plotly"), key="classwise_class_loo")
@@ -133,7 +134,7 @@ with browse_col:
 st.subheader("Confusion matrix")
 confusion = report.confusion()
 confusion_event = st.plotly_chart(
-    shown(views.clickable_heatmap(browser.confusion_figure(confusion)), "plotly"), key="classwise_confusion", on_select="rerun",
+    shown(classwise_views.clickable_heatmap(browser.confusion_figure(confusion)), "plotly"), key="classwise_confusion", on_select="rerun",
     selection_mode="points",
 )  # fmt: skip
 pair = browser.clicked_cell(confusion_event, list(confusion.index), list(confusion.columns))
@@ -171,7 +172,7 @@ elif st.toggle(f"Mean spatial maps per class and layer over the test-set sample 
 st.subheader("Across seeds")
 seeds_file = Path(selection.path).parent / CLASS_PROFILES_FILE
 seed_sections = []
-per_seed = views.seed_profiles(pd.read_csv(seeds_file), head, kind) if seeds_file.is_file() else None
+per_seed = seed_views.seed_profiles(pd.read_csv(seeds_file), head, kind) if seeds_file.is_file() else None
 if per_seed is None:
     st.info("No per-seed profiles for this setting (written by `python -m laya reproduce`).")
 elif per_seed.empty:
@@ -180,31 +181,31 @@ else:
     if per_seed["seed"].nunique() < 2:
         st.warning("Only one seed of this head was trained: its depth pattern may be the seed's, not the method's.")
     seeds_figure = seed_profiles_figure(per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)", kind)
-    stability = views.seed_stability(per_seed)
+    stability = seed_views.seed_stability(per_seed)
     st.plotly_chart(shown(seeds_figure, "plotly"), key="classwise_seeds")
     st.dataframe(stability, hide_index=True)
     seed_sections = [("Across seeds", seeds_figure), ("", stability)]
 
 st.subheader("All classes")
-method = switches.pick(st.selectbox, "Method", views.profile_methods(report), "method", "classwise_method",
+method = switches.pick(st.selectbox, "Method", classwise_views.profile_methods(report), "method", "classwise_method",
                       format_func=labels.method_label)  # fmt: skip
 global_bars = profile_bars_figure(
-    views.global_profile(report, method), f"{labels.method_label(method)}: mean over the test set (95% CI)",
+    classwise_views.global_profile(report, method), f"{labels.method_label(method)}: mean over the test set (95% CI)",
     "scores", (0.0, 1.0) if labels.is_weight(method) else (-float("inf"), float("inf")),
 )
 st.plotly_chart(shown(global_bars, "plotly"), key="classwise_global")
 if per_seed is not None and not per_seed.empty:
-    whole = views.seed_global_profile(per_seed)
-    whole_figure = seed_profiles_figure(whole, views.ALL_CLASSES, f"All classes: {kinds[kind]} per seed", kind)
+    whole = seed_views.seed_global_profile(per_seed)
+    whole_figure = seed_profiles_figure(whole, seed_views.ALL_CLASSES, f"All classes: {kinds[kind]} per seed", kind)
     st.plotly_chart(shown(whole_figure, "plotly"), key="classwise_seeds_global")
-    st.dataframe(views.seed_stability(whole), hide_index=True)
+    st.dataframe(seed_views.seed_stability(whole), hide_index=True)
     seed_sections += [("All classes, across seeds", whole_figure)]
 st.caption("Mean leave-one-layer-out drop and label-flip rate per layer, per ablation mode:")
-common.table(views.global_loo(report))
+common.table(classwise_views.global_loo(report))
 common.report_button(
     "Class-wise depth patterns",
     [("", heatmap), (f"Class {name}", class_scores), ("", class_loo), ("All classes", global_bars),
-     *map_sections, *seed_sections, ("Leave-one-layer-out per layer", views.global_loo(report))],
+     *map_sections, *seed_sections, ("Leave-one-layer-out per layer", classwise_views.global_loo(report))],
     f"{head}-classwise-{kind}-{subset}",
     checkpoint.name,
     common.provenance(checkpoint),

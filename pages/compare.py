@@ -3,8 +3,8 @@
 import streamlit as st
 
 from laya.app import explanation_views, faithfulness_views, head_comparison, input_images
-from laya.app.labels import MODE_HELP, OWN_NOTE, head_title, method_label, mode_label
 from laya.app.catalog import example_images
+from laya.app.labels import MODE_HELP, OWN_NOTE, head_title, method_label, mode_label
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
 from laya.app.plots import compare_figure, layer_scores_figure
 from laya.app.text import shown

@@ -8,7 +8,7 @@ from laya.analysis.detection import SCORE_LABELS
 from laya.analysis.lens import METRICS, class_view, trajectory_figure
 from laya.analysis.logit_attribution import top_class_table
 from laya.analysis.measured import load_exits
-from laya.app import browser, depth_plots, explanation_views, input_images, verdicts, views
+from laya.app import browser, depth_plots, depth_views, explanation_views, input_images, verdicts
 from laya.app.catalog import example_images
 from laya.app.text import shown
 from pages import common
@@ -55,12 +55,13 @@ if result.readouts is not None:
 if ablation := common.block_ablation_chart(checkpoint, name, data, "depth_block_ablation"):
     sections.append(("Block ablation (post hoc)", ablation))
 st.subheader("Error and OOD scores of this input")
-scores = views.detection_view(result.scores, report.data if report else None)
+scores = depth_views.detection_view(result.scores, report.data if report else None)
 if report is not None:
     st.caption("Max softmax is flagged when it falls *below* its threshold; every other score when it rises above.")
-    st.markdown("\n".join(f"- {line}" for line in views.ood_status(result.scores, report.data, checkpoint.layer_dims)))
-    if warning := views.mahalanobis_warning(result.scores.get("mahalanobis"), report.data["n_train"],
-                                            checkpoint.layer_dims, report.data.get("covariance")):  # fmt: skip
+    widths = checkpoint.layer_dims
+    st.markdown("\n".join(f"- {line}" for line in depth_views.ood_status(result.scores, report.data, widths)))
+    if warning := depth_views.mahalanobis_warning(result.scores.get("mahalanobis"), report.data["n_train"], widths,
+                                                  report.data.get("covariance")):  # fmt: skip
         st.warning(shown(warning))
 st.dataframe(scores, hide_index=True)
 sections.append(("Error and OOD scores of this input", scores))
@@ -120,12 +121,12 @@ st.plotly_chart(shown(class_terms, "plotly"), key="depth_class_terms")
 kind = report.data.get("readout_kind", report.data["readout_source"])
 depth_title = f"Prediction depth and overthinking by class (readouts: {kind})"
 st.subheader(shown(depth_title))
-depth_table = views.prediction_depth_view(report.table("prediction_depth"))
+depth_table = depth_views.prediction_depth_view(report.table("prediction_depth"))
 st.dataframe(depth_table, hide_index=True)
 if kind == "own classifier" and "prediction_depth_probes" in report.data:
     st.caption("The same through linear probes fitted on the training split, the readout every head gets: compare "
                "heads on these (the Depth analytics docs explain why).")  # fmt: skip
-    st.dataframe(views.prediction_depth_view(report.table("prediction_depth_probes")), hide_index=True)
+    st.dataframe(depth_views.prediction_depth_view(report.table("prediction_depth_probes")), hide_index=True)
 detections = report.data["detection"].get("ood_descriptions") or {}
 st.subheader("Detection: AUROC [95 % CI]; (+)/(−): better/worse than max softmax (paired bootstrap)")
 auroc = report.auroc_table()

@@ -85,8 +85,8 @@ if mode not in CROSS_HEAD_MODES:
     st.warning(f"Intervention `{shown(mode, 'code')}` differs between heads; the table below uses `mean`, the same for every head.")
     mode = "mean"
 st.caption(f"Intervention `{shown(mode, 'code')}`, {shown(reduction)} post-hoc scores; 95% bootstrap CIs over test inputs (one seed).")
-heads = faithfulness_views.heads_table([e.head for e in members], [common.load_report(e.path, warn=False) for e in members],
-                          mode, reduction)  # fmt: skip
+heads = faithfulness_views.heads_table([e.head for e in members],
+                                       [common.load_report(e.path, warn=False) for e in members], mode, reduction)
 heads_shown = faithfulness_views.heads_display(heads)
 common.table(heads_shown)
 overview = heads_overview_figure(heads, mode)

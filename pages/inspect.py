@@ -3,7 +3,7 @@
 import streamlit as st
 
 from laya.analysis.attribution import POSTHOC_METHODS
-from laya.app import explanation_views, input_images, labels, views
+from laya.app import depth_views, explanation_views, input_images, labels
 from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure
 from laya.app.plots import layer_scores_figure, score_scale, topk_figure
@@ -49,7 +49,7 @@ if image is None:
 
 name, data = image
 depth_report = common.load_depth(selection.path)  # its OOD scores come with the explanation's one backbone pass
-ood = False if depth_report is None else views.shown_ood_scores(depth_report.data, checkpoint.layer_dims)
+ood = False if depth_report is None else depth_views.shown_ood_scores(depth_report.data, checkpoint.layer_dims)
 explanation = common.explain(selection.path, name, data, mode, tuple(posthoc), approximate=False, ood=ood)
 spec = checkpoint.meta.input
 if warning := explanation_views.nonfinite_warning(explanation):
@@ -75,9 +75,9 @@ with prediction_col:
         scores = explanation.ood_scores
         st.markdown("**Uncertainty and OOD status** (from the depth report)")
         widths = checkpoint.layer_dims
-        st.markdown("\n".join(f"- {line}" for line in views.ood_status(scores, depth_report.data, widths)))
-        if warning := views.mahalanobis_warning(scores.get("mahalanobis"), depth_report.data["n_train"], widths,
-                                                depth_report.data.get("covariance")):  # fmt: skip
+        st.markdown("\n".join(f"- {line}" for line in depth_views.ood_status(scores, depth_report.data, widths)))
+        if warning := depth_views.mahalanobis_warning(scores.get("mahalanobis"), depth_report.data["n_train"], widths,
+                                                      depth_report.data.get("covariance")):  # fmt: skip
             st.warning(shown(warning))
 
 if own:
@@ -102,7 +102,8 @@ st.caption(
     "Top: each method's layer scores (dark blue: intrinsic, light blue: post-hoc), "
     + ("each divided by its largest |score| because their units differ (raw values in the hover). "
        if normalised else "on one shared scale. ")
-    + f"Bottom: the drop in p({shown(explanation.label)}) when the layer is removed ({shown(labels.mode_label(mode))}); "
+    + f"Bottom: the drop in p({shown(explanation.label)}) when the layer is removed "
+    f"({shown(labels.mode_label(mode))}); "
     "hatched: removing the layer flips the label."
 )  # fmt: skip
 ablation = common.block_ablation_chart(checkpoint, name, data, "inspect_block_ablation")
@@ -148,7 +149,8 @@ common.table(explanation_views.input_faithfulness(explanation))
 csv_col, json_col, html_col = st.columns(3)
 stem = f"{head}-{name.rsplit('.', 1)[0]}-{mode}"
 csv_col.download_button("Download CSV", explanation_views.explanation_csv(explanation), f"{stem}.csv", "text/csv")
-json_col.download_button("Download JSON", explanation_views.explanation_json(explanation), f"{stem}.json", "application/json")
+json_col.download_button("Download JSON", explanation_views.explanation_json(explanation), f"{stem}.json",
+                         "application/json")
 with html_col:
     common.report_button(
         f"Inspect: {name}",

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scrip
 from laya.analysis.attribution import METHOD_LABELS
 from laya.analysis.profiles import seed_table
 from laya.analysis.statistics import BEFORE_CORRECTION, holm, holm_reading, paired_over_seeds, seed_interval, verdict
-from laya.app.views import seed_global_profile, seed_profiles, seed_stability
+from laya.app.seed_views import seed_global_profile, seed_profiles, seed_stability
 from laya.training.bundle import stale_posthoc_note
 from laya.training.suite import CLASS_PROFILES_FILE
 

@@ -1,1 +1,5 @@
-"""Dashboard support without Streamlit: the checkpoint catalog, display-ready views and plotly figures."""
+"""Dashboard support without Streamlit: the checkpoint catalog, display-ready tables and plotly figures.
+
+The dashboard's pages only lay out what these return, so everything a page shows is computed here or elsewhere in
+``laya`` and tested without a browser.
+"""

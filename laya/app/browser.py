@@ -192,7 +192,7 @@ def query_from_switches(switches: dict[str, str]) -> Query:
 
 def clicked_cell(event: object, rows: list[str], columns: list[str]) -> tuple[str, str] | None:
     """``(y, x)`` of the last heatmap cell clicked (``st.plotly_chart(on_select=...)`` event over
-    :func:`laya.app.views.clickable_heatmap`, names as :func:`laya.app.text.shown` escaped them), if both are
+    :func:`laya.app.classwise_views.clickable_heatmap`, names as :func:`laya.app.text.shown` escaped them), if both are
     known names; else None."""
     try:
         points = event["selection"]["points"]  # type: ignore[index]
@@ -214,7 +214,7 @@ def confusion_figure(confusion: pd.DataFrame) -> go.Figure:
             text=counts,
             texttemplate="%{text}",
             colorscale="Blues",
-            customdata=np.dstack([counts, share]),  # (C, C, 2): what laya.app.views.clickable_heatmap carries
+            customdata=np.dstack([counts, share]),  # (C, C, 2): what laya.app.classwise_views.clickable_heatmap carries
             hovertemplate="true %{y}<br>predicted %{x}<br>%{z:.0f} inputs (%{customdata[1]:.1%} of the class)"
             "<extra></extra>",
         )

@@ -167,4 +167,12 @@ def group_entries(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
     return groups
 
 
-__all__ = ["Entry", "backbone_label", "catalog_table", "describe", "example_images", "find_checkpoints", "group_entries"]
+__all__ = [
+    "Entry",
+    "backbone_label",
+    "catalog_table",
+    "describe",
+    "example_images",
+    "find_checkpoints",
+    "group_entries",
+]

@@ -1,7 +1,7 @@
 """Figures and tables of the network explained by its own units (an attached network's own classifier): pure.
 
 The other kind of explanation, a head over the layers it reads (α, leave-one-layer-out, head IG, exact maps), lives
-in :mod:`laya.app.plots`, :mod:`laya.app.map_plots` and :mod:`laya.app.views`. Here, from a
+in :mod:`laya.app.plots`, :mod:`laya.app.map_plots` and :mod:`laya.app.explanation_views`. Here, from a
 :class:`~laya.analysis.network.explain.NetworkExplanation` (one input) or the stored network report (every test
 input): the unit profile with the intervention and the part of each block it acted on (the whole block, or a
 transformer block's attention or MLP branch) named per bar, the lens per unit, the Grad-CAM strip over the image,

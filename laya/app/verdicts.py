@@ -28,8 +28,8 @@ from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import _slug
 from laya.analysis.statistics import BEFORE_CORRECTION, format_diff, holm, holm_reading, paired_mean_differences
 from laya.app.labels import method_label as _method_label
-from laya.app.text import shown
 from laya.app.numbers import ci_text
+from laya.app.text import shown
 
 
 WORDS = {"higher": "above", "lower": "below", "tie": "ties with", BEFORE_CORRECTION: f"{BEFORE_CORRECTION}, against"}

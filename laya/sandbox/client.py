@@ -112,7 +112,7 @@ class Sandboxed:
         return ClassMaps.from_tensors(unpack(blob), reply["values"])
 
     def evaluate(self, limit: int | None = None, progress: Progress | None = None) -> Report:
-        """:func:`laya.app.views.evaluate_locally` in a worker (progress frames reach ``progress``)."""
+        """:func:`laya.app.classwise_views.evaluate_locally` in a worker (progress frames reach ``progress``)."""
         return Report(self._call("evaluate", progress=progress, limit=limit or 0)[0]["report"])
 
     def forget(self) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from laya.app.labels import head_title
 from laya.app.catalog import Entry
+from laya.app.labels import head_title
 from laya.app.text import shown
 from laya.data.images import FORMATS, MAX_BYTES
 from pages.common.loading import load_sample

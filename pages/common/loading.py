@@ -34,7 +34,7 @@ from laya.analysis.patching import PatchEffects, patch_bytes
 from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
 from laya.analysis.spatial import ClassMaps, sample_class_maps
-from laya.app import deploy, verdicts, views
+from laya.app import classwise_views, deploy, verdicts
 from laya.app.catalog import Entry, example_images, find_checkpoints
 from laya.app.text import shown
 from laya.data.images import ImageError, load_image_tensor
@@ -229,10 +229,11 @@ def explain(
 
 
 def evaluate_locally(path: str, limit: int | None, progress: Callable[[float, str], None]) -> Report:
-    """:func:`laya.app.views.evaluate_locally`, here or in a worker. Raises what it raises, and
+    """:func:`laya.app.classwise_views.evaluate_locally`, here or in a worker. Raises what it raises, and
     :class:`CheckpointError` when a worker could not answer."""
     if not deploy.sandboxed(path):
-        return views.evaluate_locally(_load_model(path, _stamp(Path(path) / WEIGHTS_FILE), anyway()), limit, progress)
+        checkpoint = _load_model(path, _stamp(Path(path) / WEIGHTS_FILE), anyway())
+        return classwise_views.evaluate_locally(checkpoint, limit, progress)
     try:
         return _sandboxed(path, anyway()).evaluate(limit, progress)
     except WorkerError as error:

@@ -12,9 +12,9 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from laya.app import deploy, links
-from laya.app.labels import entry_label
 from laya.app.catalog import Entry, catalog_table, describe, group_entries
 from laya.app.export import Provenance, weights_sha256
+from laya.app.labels import entry_label
 from laya.app.text import shown
 from laya.app.upload_files import sort_upload
 from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, CheckpointError

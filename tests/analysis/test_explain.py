@@ -1,4 +1,5 @@
 import io
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +9,7 @@ from PIL import Image
 
 from laya.analysis.ablation import leave_one_out
 from laya.analysis.explain import explain, explain_bytes
-from laya.data.images import ImageError
+from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 
 
@@ -61,6 +62,8 @@ def test_ablation_modes(laya_ck, mode):
 def test_bad_inputs(laya_ck):
     with pytest.raises(ImageError):
         explain_bytes(laya_ck, b"garbage")
+    with pytest.raises(ImageError, match="empty"):
+        explain_bytes(laya_ck, b"")
     with pytest.raises(ValueError, match="expected a uint8 image"):
         explain(laya_ck, torch.zeros(1, 8, 8, dtype=torch.uint8))
 
@@ -161,3 +164,40 @@ def test_an_explanation_times_its_own_stages(tiny_models, laya_ck):
     assert "post hoc" not in e.seconds and "OOD status" not in e.seconds and min(e.seconds.values()) > 0
     assert "post hoc" in explain(laya_ck, image, posthoc=("saliency",)).seconds
     assert Explanation.from_tensors(*e.to_tensors()).seconds == e.seconds
+
+
+def reference(checkpoint, data: bytes, **kwargs):
+    """``explain`` of ``data`` decoded by hand: what ``explain_bytes`` must give."""
+    spec = checkpoint.meta.input
+    return explain(checkpoint, load_image_tensor(data, spec.channels, spec.source_size), **kwargs)
+
+
+def test_explanations_work_under_the_callers_grad_modes(tiny_models, laya_ck):
+    """Post-hoc methods need gradients; explain lifts inference_mode/no_grad for them itself."""
+    laya, concat, example = laya_ck, load_checkpoint(tiny_models / "colours-mlp" / "concat"), red_png()
+    expected = reference(laya, example, mode="renormalise", posthoc=("saliency", "integrated_gradients"))
+    for context in (torch.inference_mode, torch.no_grad):
+        with context():
+            shown = explain_bytes(laya, example, mode="renormalise", posthoc=("saliency", "integrated_gradients"))
+            posthoc_only = explain_bytes(concat, example)
+        assert shown.label == expected.label and shown.confidence == pytest.approx(expected.confidence)
+        assert list(shown.scores) == ["laya_alpha", "saliency", "integrated_gradients"]
+        assert all(torch.allclose(shown.scores[m], expected.scores[m]) for m in shown.scores)
+        assert posthoc_only.intrinsic is None and list(posthoc_only.scores) == ["integrated_gradients"]
+        assert torch.allclose(
+            posthoc_only.scores["integrated_gradients"], reference(concat, example).scores["integrated_gradients"]
+        )
+
+
+def test_explain_is_safe_across_threads(tiny_models):
+    """Dashboard sessions share one loaded model: concurrent explanations equal the serial one."""
+    checkpoint = load_checkpoint(tiny_models / "colours-mlp" / "concat")  # post-hoc IG: gradients in every thread
+    example = red_png()
+    serial = explain_bytes(checkpoint, example, mode="mean", posthoc=("saliency",))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(
+            pool.map(lambda _: explain_bytes(checkpoint, example, mode="mean", posthoc=("saliency",)), range(8))
+        )
+    for result in results:
+        assert torch.allclose(result.drops, serial.drops)
+        assert all(torch.allclose(result.scores[m], serial.scores[m]) for m in serial.scores)

@@ -25,7 +25,8 @@ from laya.analysis.depth import DepthFit, DepthOptions, input_depth, run_depth
 from laya.analysis.explain import Explanation, explain
 from laya.analysis.profiles import SUBSETS, heatmap_table
 from laya.analysis.report import Report
-from laya.app import deploy, faithfulness_views, labels, palette, plots, views
+from laya.app import classwise_views, deploy, depth_views, explanation_views, faithfulness_views, labels, palette, plots
+from laya.app import seed_views
 from laya.app.text import unplain
 from laya.app.catalog import describe, example_images
 from laya.app.numbers import ci_text, number_text
@@ -310,7 +311,7 @@ def test_classwise_heatmap_toggles_and_drilldown(app: AppTest, setting: Path) ->
     app.radio(key="classwise_subset").set_value("all").run()
     app.selectbox(key="classwise_class").set_value("green").run()
     bars = charts(app)[1]["data"][0]
-    green = views.class_profile(report.class_layer_profile("scores"), "green")
+    green = classwise_views.class_profile(report.class_layer_profile("scores"), "green")
     assert list(array(bars["y"])) == pytest.approx(green["mean"].tolist())
     ci = plots.mean_interval(green, (0.0, 1.0))  # α: a 95% CI of the mean inside [0, 1], not mean ± std
     assert list(array(bars["error_y"]["array"])) == pytest.approx((ci["high"] - green["mean"]).tolist())
@@ -364,7 +365,7 @@ def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Pa
     app.switch_page("pages/classwise.py").run()
     app.selectbox(key="classwise_class").set_value("green").run()
     assert_ok(app)
-    per_seed = views.seed_profiles(pd.concat([seed0, seed1]), "laya")
+    per_seed = seed_views.seed_profiles(pd.concat([seed0, seed1]), "laya")
     figures = {chart["layout"]["title"]["text"]: chart["data"] for chart in charts(app)}
     green = next(
         data for title, data in figures.items() if title.startswith("green: layer scores") and "per seed" in title
@@ -372,7 +373,7 @@ def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Pa
     whole = next(data for title, data in figures.items() if title.startswith("All classes:"))
     for data, profile in (
         (green, per_seed[per_seed["class"] == "green"]),
-        (whole, views.seed_global_profile(per_seed)),
+        (whole, seed_views.seed_global_profile(per_seed)),
     ):
         wide = profile.pivot(index="layer_index", columns="seed", values="mean").sort_index()
         assert [trace["name"] for trace in data] == ["mean over seeds (error bar: min–max)", "seed 0", "seed 1"]
@@ -381,7 +382,8 @@ def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Pa
         assert list(low) == pytest.approx(wide.min(axis=1).tolist())
         assert list(array(data[2]["y"])) == pytest.approx(wide[1].tolist())
     tables = [t.value for t in app.main.dataframe]
-    assert any(list(t.columns[:2]) == ["class", "seeds"] and t["class"].tolist() == [views.ALL_CLASSES] for t in tables)
+    all_classes = [seed_views.ALL_CLASSES]
+    assert any(list(t.columns[:2]) == ["class", "seeds"] and t["class"].tolist() == all_classes for t in tables)
     stability = next(t for t in tables if "seeds agreeing on the top layer" in t.columns)
     assert stability["seeds agreeing on the top layer"].str.fullmatch(r"[12] of 2").all()  # a count, not 0.5
     assert not any("Only one seed" in w.value for w in app.warning)
@@ -601,7 +603,7 @@ def test_unexpected_error_shows_a_short_message_not_a_traceback(
         raise RuntimeError("internal detail /srv/secret")
 
     with monkeypatch.context() as patch, caplog.at_level("ERROR", logger="laya.app"):
-        patch.setattr(views, "layer_table", broken)  # undone alone: the fixture's LAYA_MODELS stays set
+        patch.setattr(explanation_views, "layer_table", broken)  # undone alone: the fixture's LAYA_MODELS stays set
         app.run()
     assert not app.exception
     message = app.error[0].value
@@ -707,7 +709,8 @@ def test_depth_page_before_and_after_the_depth_report(
     value = input_depth(load_checkpoint(models / "colours-mlp" / "concat"), load_image_tensor(data, 3, 8), fit).scores
     report = json.loads((models / "colours-mlp" / "concat" / "depth.json").read_text())
     widths = load_checkpoint(models / "colours-mlp" / "concat").model.backbone.layer_dims
-    expected_warning = views.mahalanobis_warning(value["mahalanobis"], report["n_train"], widths, report["covariance"])
+    expected_warning = depth_views.mahalanobis_warning(value["mahalanobis"], report["n_train"], widths,
+                                                       report["covariance"])
     assert [w.value for w in at.warning if w.value.startswith("Mahalanobis")] == [expected_warning] * bool(expected_warning)
     auroc = at.main.dataframe[-1].value
     assert list(auroc.columns) == ["score", "misclassification", "OOD: uniform noise", "OOD: gaussian noise"]

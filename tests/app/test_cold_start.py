@@ -39,7 +39,8 @@ def test_page_dependencies_do_not_import_captum_or_scipy_stats() -> None:
     code = f"""
 import json, sys
 import laya, pages.common
-from laya.app import catalog, depth_plots, export, links, plots, views
+from laya.app import catalog, classwise_views, depth_plots, depth_views, explanation_views, export
+from laya.app import faithfulness_views, head_comparison, input_images, labels, links, plots, seed_views
 from laya.analysis import attribution, evaluate, explain, faithfulness, statistics
 before = [m for m in {HEAVY!r} if m in sys.modules]
 interval = statistics.seed_interval([1.0, 2.0, 3.0])

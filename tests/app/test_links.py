@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from laya.app import views
+from laya.app import classwise_views
 from laya.app.catalog import example_images
 from laya.app.export import html_report
 from laya.app.links import MAX_VALUE, View, decode_view, encode_view, view_url
@@ -55,10 +55,10 @@ def test_html_report_is_self_contained() -> None:
 
 def test_clicked_class() -> None:
     event = {"selection": {"points": [{"x": "block 1", "y": "red"}, {"x": "block 2", "y": "green"}]}}
-    assert views.clicked_class(event, ["red", "green"]) == "green"
-    assert views.clicked_class({"selection": {"points": []}}, ["red"]) is None
-    assert views.clicked_class({"selection": {"points": [{"y": "nope"}]}}, ["red"]) is None
-    assert views.clicked_class(None, ["red"]) is None
+    assert classwise_views.clicked_class(event, ["red", "green"]) == "green"
+    assert classwise_views.clicked_class({"selection": {"points": []}}, ["red"]) is None
+    assert classwise_views.clicked_class({"selection": {"points": [{"y": "nope"}]}}, ["red"]) is None
+    assert classwise_views.clicked_class(None, ["red"]) is None
 
 
 @pytest.fixture(autouse=True)
@@ -128,7 +128,7 @@ def test_clickable_heatmap_has_a_marker_per_cell_with_the_hover_text() -> None:
     heat = go.Heatmap(z=[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], x=["b1", "b2"], y=["red", "green", "blue"],
                       customdata=[[[0.1, 5], [0.2, 5]], [[0.3, 6], [0.4, 6]], [[0.5, 7], [0.6, 7]]],
                       hovertemplate="class %{y}<br>mean %{z:.4f} ± %{customdata[0]:.4f}")  # fmt: skip
-    fig = views.clickable_heatmap(go.Figure(heat))
+    fig = classwise_views.clickable_heatmap(go.Figure(heat))
     cells = fig.data[1]
     assert list(zip(cells.x, cells.y)) == [(x, y) for y in ("red", "green", "blue") for x in ("b1", "b2")]
     assert [list(c) for c in cells.customdata[:2]] == [[0.1, 5, 1.0], [0.2, 5, 2.0]]

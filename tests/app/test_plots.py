@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from laya.analysis.explain import explain
-from laya.app import depth_plots, head_comparison, palette, plots, views
+from laya.app import classwise_views, depth_plots, head_comparison, palette, plots
 from laya.app.catalog import example_images
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
@@ -112,13 +112,14 @@ def test_colorbars_have_titles_and_the_selected_cell_is_outlined() -> None:
                             "std": [0.01] * 4, "count": [3, 3, 2, 2]})  # fmt: skip
     fig = plots.heatmap_figure(profile, "all", "t", "loo", "mean LOO drop")
     assert fig.data[0].colorbar.title.text == "mean LOO drop" and fig.data[0].colorscale[0][1] != ""
-    fig = views.clickable_heatmap(fig, selected=("y", "l2"))
+    fig = classwise_views.clickable_heatmap(fig, selected=("y", "l2"))
     (shape,) = fig.layout.shapes
     assert (shape.x0, shape.x1, shape.y0, shape.y1) == (0.5, 1.5, 0.5, 1.5)  # column l2, row y
-    row = views.clickable_heatmap(plots.heatmap_figure(profile), selected=("x", None)).layout.shapes[0]
+    row = classwise_views.clickable_heatmap(plots.heatmap_figure(profile), selected=("x", None)).layout.shapes[0]
     assert (row.x0, row.x1, row.y0, row.y1) == (-0.5, 1.5, -0.5, 0.5)  # the whole row of class x
     event = {"selection": {"points": [{"x": "l1", "y": "x"}, {"x": "l2", "y": "y"}]}}
-    assert views.clicked_cell(event, ["x", "y"]) == ("y", "l2") and views.clicked_class(event, ["x", "y"]) == "y"
+    assert classwise_views.clicked_cell(event, ["x", "y"]) == ("y", "l2")
+    assert classwise_views.clicked_class(event, ["x", "y"]) == "y"
     terms = pd.DataFrame({"class": ["a", "a"], "layer": ["l1", "l2"], "layer_index": [0, 1], "mean": [0.2, -0.1]})
     assert depth_plots.class_terms_figure(terms).data[0].colorbar.title.text.startswith("mean contribution")
 

@@ -81,7 +81,7 @@ def safe(node: ast.AST, bound: frozenset[str] = frozenset()) -> bool:
         return safe(node.body, bound) and safe(node.orelse, bound)
     if isinstance(node, (ast.List, ast.Tuple)):
         return all(safe(e, bound) for e in node.elts)
-    if isinstance(node, (ast.GeneratorExp, ast.ListComp)):  # (f"- {line}" for line in views.ood_status(...))
+    if isinstance(node, (ast.GeneratorExp, ast.ListComp)):  # (f"- {line}" for line in depth_views.ood_status(...))
         names = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
         return safe(node.elt, bound | names if all(safe(g.iter, bound) for g in node.generators) else bound)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("join", "format"):
@@ -235,7 +235,7 @@ def test_markdown_builders_escape_what_they_read() -> None:
     """The builders the check trusts (:data:`MARKDOWN_BUILDERS`) show text read from a report or ``lens.csv``
     plain, and keep their own Markdown."""
     from laya.app.depth_plots import lens_caption
-    from laya.app.views import ood_status
+    from laya.app.depth_views import ood_status
 
     summary = pd.DataFrame({"class": ["all"], "n": [5], "command": [f"`{HOSTILE}"], "readout": [HOSTILE]})
     caption = lens_caption("linear probes", summary, "red")

@@ -368,7 +368,7 @@ def own_gradcam(root: Path) -> Figure:
     for line, r in zip(axes, rows):
         image = np.asarray(r["example"]["images"][0], dtype=np.uint8).transpose(1, 2, 0)
         line[0].imshow(image)
-        line[0].set_title(r["example"]["class"], fontsize=7)
+        line[0].set_title(f"predicted {r['example']['class']}", fontsize=7)
         for ax, unit, cam in zip(line[1:], r["units"], r["example"]["cams"][0]):
             ax.imshow(image, extent=(0, 1, 0, 1))
             ax.imshow(np.asarray(cam), cmap="jet", alpha=0.5, extent=(0, 1, 0, 1), vmin=0, vmax=1)

@@ -16,8 +16,8 @@ Per network of ``NETWORKS``: ``train`` (``scripts/train_network.py``: a plain cl
   class;
 * **Grad-CAM**: the largest difference between :func:`~laya.analysis.network.gradcam.unit_gradcam` and
   ``pytorch_grad_cam.GradCAM`` at every unit, on a class-balanced seeded sample of test inputs;
-* **figure data**: one same-class pair's profiles, its lens and Grad-CAM maps, the score-agreement table
-  (``scripts/doc_figures.py`` draws them; ``scripts/prose_claims.py`` prints the tables).
+* **figure data**: a pair of inputs of one class, both predicted right: their profiles, lens and Grad-CAM maps;
+  the score-agreement table (``scripts/doc_figures.py`` draws them; ``scripts/prose_claims.py`` prints the tables).
 
 Paths: runs under ``runs/own/`` (gitignored); ``LAYA_DATA`` or ``../shared/data`` has the CIFAR-10 copy.
 """
@@ -55,9 +55,13 @@ class Network:
     image_size: int = 32
     epochs: int = 6
     title: str = ""
+    float16: bool = False  # attached (and shipped) as its weights rounded to float16
 
     def weights(self, name: str) -> Path:
         return RUNS / f"{name}.safetensors"
+
+    def attached_weights(self, name: str) -> Path:
+        return RUNS / f"{name}.float16.safetensors" if self.float16 else self.weights(name)
 
     def setting(self, name: str) -> Path:
         return RUNS / "attached" / f"cifar10-{name}"
@@ -69,16 +73,17 @@ class Network:
                 "--epochs", str(self.epochs), "--out", str(self.weights(name).relative_to(ROOT))]  # fmt: skip
 
     def attach_command(self, name: str) -> list[str]:
-        """Sized for two CPU cores: evaluation and depth analytics on a class-balanced 2,000 of the test split,
-        except for the bundled network, evaluated on all of it with the depth analytics of every head (as every
-        bundled setting)."""
-        sized = (["--depth-heads", "own,laya,scalarmix,concat"] if name == SHIPPED else ["--limit", "2000"])
+        """Sized for two CPU cores (heads fitted for at most 15 epochs): LAYA beside the own head, evaluated on a
+        class-balanced 2,000 of the test split, depth analytics of the own head; the bundled network as every
+        bundled setting: every head, evaluated on the whole test split, the depth analytics of every head."""
+        sized = (["--depth-heads", "own,laya,scalarmix,concat"] if name == SHIPPED else
+                 ["--heads", "laya", "--depth-heads", "own", "--limit", "2000"])  # fmt: skip
         return [sys.executable, "-m", "laya", "attach", "--family", self.family, "--model", self.model,
                 *(["--model-kwargs", json.dumps(self.kwargs)] if self.kwargs else []),
-                "--weights", str(self.weights(name).relative_to(ROOT)), "--dataset", "cifar10",
+                "--weights", str(self.attached_weights(name).relative_to(ROOT)), "--dataset", "cifar10",
                 "--image-size", str(self.image_size), "--mean", "0.5,0.5,0.5", "--std", "0.5,0.5,0.5",
                 "--out", str(self.setting(name).parent.relative_to(ROOT)), "--setting", self.setting(name).name,
-                *sized, "--network-limit", "200", "--random-orders", "3"]  # fmt: skip
+                *sized, "--max-epochs", "15", "--network-limit", "200", "--random-orders", "3"]  # fmt: skip
 
 
 NETWORKS: dict[str, Network] = {
@@ -87,7 +92,7 @@ NETWORKS: dict[str, Network] = {
                                                     "num_heads": 3, "mlp_ratio": 2.0}, epochs=5,
                    title="timm ViT (6 blocks, width 96, patch 4)"),  # fmt: skip
     SHIPPED: Network("timm", "resnet18", {"channels": [32, 64, 128, 256], "stem_width": 32}, image_size=64, epochs=4,
-                     title="timm ResNet-18 at half width (the bundled one)"),  # fmt: skip
+                     title="timm ResNet-18 at half width (the bundled one)", float16=True),  # fmt: skip
 }
 
 
@@ -164,13 +169,14 @@ def check(name: str) -> dict:
     theirs = []
     for unit in report.units:
         cam = GradCAM(net, [net.get_submodule(unit)], reshape_transform=(lambda t: spatial(t, prefix)) if prefix else None)
-        theirs.append(torch.from_numpy(cam(x, targets)))
+        theirs.append(torch.from_numpy(cam(x.clone().requires_grad_(True), targets)))  # the weights are frozen
         cam.activations_and_grads.release()
     cam_diff = float((ours.maps - torch.stack(theirs, 1)).abs().max())
 
-    # one same-class pair for the figures: the class with most predictions in the sample, its first two inputs
-    top = int(report.predictions.mode().values)
-    a, b = (report.predictions == top).nonzero().flatten()[:2].tolist()
+    # one same-class pair for the figures: the class most often predicted right in the sample, its first two inputs
+    right = report.predictions == report.labels
+    top = int(report.predictions[right].mode().values)
+    a, b = (right & (report.predictions == top)).nonzero().flatten()[:2].tolist()
     pair = report.indices[[a, b]]
     cams = unit_gradcam(backbone, inputs(pair), report.units)
     meta = json.loads((own / REPORT_JSON).read_text())
@@ -236,12 +242,28 @@ def agreement_markdown(name: str, folder: Path = DOCS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rounded(source: Path, dest: Path) -> None:
+    """``source``'s state dict with every floating tensor in float16 (the network attached and shipped)."""
+    from safetensors.torch import load_file, save_file
+
+    save_file({k: v.half() if v.is_floating_point() else v for k, v in load_file(source).items()}, dest)
+
+
 def ship(name: str = SHIPPED) -> Path:
-    """Copy the attached setting of ``name`` into ``models/`` (the training split's cached features are not in it)."""
+    """Copy the attached setting of ``name`` into ``models/`` without the files the bundled settings leave out
+    (``per_input.safetensors``), the frozen network stored in float16: lossless, since it was attached from its
+    float16 weights, so the heads' sha256 pins (of the loaded weights) and every recorded output stay valid."""
+    from safetensors.torch import load_file, save_file
+
     source, dest = NETWORKS[name].setting(name), ROOT / "models" / NETWORKS[name].setting(name).name
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(source, dest)
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("per_input.safetensors"))
+    backbone = load_file(dest / "backbone.safetensors")
+    half = {k: v.half() if v.is_floating_point() else v for k, v in backbone.items()}
+    if any(not torch.equal(half[k].to(v.dtype), v) for k, v in backbone.items()):
+        raise ValueError(f"{name}'s backbone is not exactly float16; attach it from {NETWORKS[name].attached_weights(name)}")
+    save_file(half, dest / "backbone.safetensors", metadata={"format": "laya-backbone"})
     return dest
 
 
@@ -259,6 +281,8 @@ def main(argv: list[str] | None = None) -> None:
         network = NETWORKS[name]
         if "train" in args.steps and (args.force or not network.weights(name).exists()):
             _run(network.train_command(name))
+        if "train" in args.steps and network.float16 and (args.force or not network.attached_weights(name).exists()):
+            rounded(network.weights(name), network.attached_weights(name))
         if "attach" in args.steps and (args.force or not (network.setting(name) / "own" / "network.json").exists()):
             _run(network.attach_command(name))
         if "check" in args.steps:

@@ -512,7 +512,8 @@ def test_no_models_explains_how_to_get_them(monkeypatch: pytest.MonkeyPatch, tmp
 
 
 BUNDLED_MODELS = APP.parent / "models"
-BUNDLED_SETTINGS = sorted(p.parent.parent for p in BUNDLED_MODELS.glob("*/laya/model.json"))
+# the paper's settings (their four heads); the bundled attached network's pages: tests/app/test_own_pages.py
+BUNDLED_SETTINGS = sorted(p.parent.parent for p in BUNDLED_MODELS.glob("*/lastlayer/model.json"))
 
 
 @pytest.mark.parametrize("setting_dir", BUNDLED_SETTINGS, ids=[p.name for p in BUNDLED_SETTINGS])

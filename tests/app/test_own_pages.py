@@ -176,3 +176,27 @@ def test_an_upload_explains_its_units_in_the_sandboxed_worker(
     examples = [p.read_bytes() for p in example_images(attached.heads[OWN])]
     expected = network_bytes(own, examples[0], examples=examples)
     assert values(bars["y"]) == pytest.approx(expected.drops.tolist(), abs=1e-6)
+
+
+BUNDLED = APP.parent / "models" / "cifar10-resnet18-half"
+
+
+@pytest.mark.skipif(not (BUNDLED / OWN / "network.json").is_file(), reason="the bundled attached network is not here")
+def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The network that ships in models/ (python scripts/own_networks.py --ship): its own classifier first in its
+    group, every page renders, Inspect leads with its units as its stored network report names them."""
+    monkeypatch.setenv("LAYA_MODELS", str(BUNDLED.parent))
+    at = AppTest.from_file(str(APP), default_timeout=300).run()
+    group = describe(BUNDLED / OWN).group
+    at.sidebar.selectbox(key="model_group").set_value(group).run()
+    from laya.app.catalog import find_checkpoints
+
+    assert [e.head for e in find_checkpoints(BUNDLED.parent) if e.group == group][0] == OWN  # listed first
+    at.sidebar.radio(key=f"model_head_{group}").set_value(str(BUNDLED / OWN)).run()
+    _ok(at, "inspect")
+    units = json.loads((BUNDLED / OWN / "network.json").read_text())["units"]
+    assert charts(at)[UNIT_PROFILE_TITLE]["data"][0]["x"] == units
+    for page in PAGES[1:]:
+        at.switch_page(f"pages/{page}.py").run()
+        _ok(at, page)
+        assert charts(at) or page == "browse", page

@@ -91,6 +91,10 @@ CASES: tuple[Case, ...] = (
     Case("size-mismatch", _input(3, 32), "input.size = 32: must equal the backbone's input_size (8)"),
     Case("channels-2", _input(2, 8), "input.channels = 2: must be one of 1, 3"),
     Case("timm-unknown-kwarg", _timm(frobnicate=1), "model_kwargs.frobnicate = 1: not an allowed argument"),
+    Case("timm-channels-string", _timm(channels="64"), "model_kwargs.channels = '64': must be a list of integers"),
+    Case("timm-channels-many", _timm(channels=[8] * 9), "model_kwargs.channels = [8, 8, 8, 8, 8, 8, 8, 8, 8]: must have at least 1 and at most 8"),
+    Case("timm-channels-huge", _timm(channels=[64, 100_000]), "model_kwargs.channels[1] = 100000: must be in",
+         huge=True),
     Case("timm-checkpoint-path", _timm(checkpoint_path="/etc/passwd"), "names files, weights, URLs or downloads"),
     Case("timm-pretrained", _timm(pretrained=True), "model_kwargs.pretrained = True: names files"),
     Case(

@@ -113,6 +113,8 @@ TIMM_KWARGS: dict[str, tuple[type, Rule]] = {
     "depth_multiplier": (float, Rule(0.1, 8)),
     "num_features": (int, Rule(1, 8192)),
     "output_stride": (int, Rule(choices=(8, 16, 32))),
+    "channels": (list[int], Rule(1, 8192, max_items=8, min_items=1)),  # a ResNet's stage widths
+    "stem_width": (int, Rule(1, 8192)),
 }
 INTERMEDIATES_KWARGS: dict[str, tuple[type, Rule]] = {
     "extra_blocks": (bool, Rule()),

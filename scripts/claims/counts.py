@@ -50,11 +50,13 @@ def _settings() -> int:
 
 
 def _heads() -> int:
-    """The heads every bundled setting ships (the same set in each)."""
-    heads = {frozenset(p.parent.name for p in s.glob("*/model.json")) for s in (ROOT / "models").iterdir() if s.is_dir()}
-    if len(heads) != 1:
-        raise ValueError(f"the bundled settings ship different heads: {sorted(map(sorted, heads))}")
-    return len(heads.pop())
+    """How many heads every bundled setting ships (the same number in each: the paper's four, or an attached
+    network's own classifier and the three fitted beside it)."""
+    heads = {s.name: sorted(p.parent.name for p in s.glob("*/model.json")) for s in (ROOT / "models").iterdir()
+             if s.is_dir()}  # fmt: skip
+    if len({len(h) for h in heads.values()}) != 1:
+        raise ValueError(f"the bundled settings ship different numbers of heads: {heads}")
+    return len(next(iter(heads.values())))
 
 
 def _pages() -> int:

@@ -212,7 +212,7 @@ def model_card(models: str | Path) -> str:
     from laya.analysis.attribution import ig_description
     from laya.analysis.report import Report
     from laya.app.catalog import find_checkpoints
-    from laya.model.heads import HEAD_LABELS
+    from laya.training.suite import HEAD_LABELS  # the own classifier's name too
 
     short = {"laya_alpha": "α", "scalarmix_weights": "w", "integrated_gradients": "IG", "integrated_gradients_zero":
              "IG₀", "input_x_gradient": "G×I", "saliency": "Sal", "random": "rand"}  # fmt: skip
@@ -248,13 +248,24 @@ def model_card(models: str | Path) -> str:
         primary = report.faithfulness_entry(mode=mode)
         na = primary["status"]
         train = report.data["checkpoint"]["train_metrics"]
+        trained = f"{train['train_seconds'] / 60:.1f} | {train['epochs']}" if train else "– (not trained) | –"
         lines.append(
-            f"| {entry.path.parent.name} | {HEAD_LABELS[entry.head]} | {ci(report.interval('accuracy'), 4)} | "
-            f"{ci(report.interval('macro_f1'), 4)} | {scores} | {na or ci(primary['top1'])} | "
-            f"{na or ci(primary['deletion_at_1_norm']) + '; ' + ci(primary.get('deletion_at_1_norm_median'))} | {train['train_seconds'] / 60:.1f} | {train['epochs']} | "
-            f"`python -m laya reproduce {entry.path.parent.name}` |"
+            f"| {entry.path.parent.name} | {HEAD_LABELS[entry.head]} | "
+            f"{ci(report.interval('accuracy'), 4)} | {ci(report.interval('macro_f1'), 4)} | {scores} | "
+            f"{na or ci(primary['top1'])} | "
+            f"{na or ci(primary['deletion_at_1_norm']) + '; ' + ci(primary.get('deletion_at_1_norm_median'))} | "
+            f"{trained} | `{_command(entry.path.parent)}` |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _command(setting: Path) -> str:
+    """What made a bundled setting: ``laya reproduce`` for the paper's settings; for an attached network, the
+    ``laya attach`` command its network report records (``own/network.json``)."""
+    network = setting / "own" / "network.json"
+    if network.is_file():
+        return "python -m " + json.loads(network.read_text())["command"]
+    return f"python -m laya reproduce {setting.name}"
 
 
 CARD_START, CARD_END = "<!-- model-card:start -->", "<!-- model-card:end -->"

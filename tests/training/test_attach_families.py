@@ -102,14 +102,9 @@ def test_a_vit_s_unit_profile_chooses_its_branch(
     from laya.app.catalog import example_images
     from laya.app.network_views import UNIT_PROFILE_TITLE
     from laya.model.checkpoint import load_checkpoint
-    from tests.app.test_own_pages import charts, values
+    from tests.app.test_own_pages import _start, charts, values
 
-    monkeypatch.setenv("LAYA_MODELS", str(attached.setting.parent))
-    monkeypatch.setenv("LAYA_PATH_ROOTS", str(image_folder))
-    at = AppTest.from_file(str(APP), default_timeout=120).run()
-    group = describe(attached.heads["laya"]).group
-    at.sidebar.selectbox(key="model_group").set_value(group).run()
-    at.sidebar.radio(key=f"model_head_{group}").set_value(str(attached.heads[OWN])).run()
+    at = _start(attached, image_folder, monkeypatch)
     assert charts(at)[UNIT_PROFILE_TITLE]["data"][0]["text"] == ["resample of the whole block"] * 2
     at.radio(key="inspect_network_branch").set_value("attention").run()
     assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]

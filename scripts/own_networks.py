@@ -119,9 +119,9 @@ def check(name: str) -> dict:
 
     from laya.analysis.block_ablation import block_ablation
     from laya.analysis.network.gradcam import unit_gradcam
-    from laya.analysis.network.interventions import reference_inputs
+    from laya.analysis.network.interventions import REFERENCES, reference_inputs
     from laya.analysis.network.lens import load_tuned_lens, unit_lens
-    from laya.analysis.network.recording import as_network, spatial
+    from laya.analysis.network.recording import as_network, prefix_tokens, spatial
     from laya.analysis.network.report import REPORT_JSON, load_network_report
     from laya.analysis.sample import sample_indices
     from laya.data.datasets import batch_indices
@@ -136,12 +136,14 @@ def check(name: str) -> dict:
     test, train = checkpoint.load_data("test"), checkpoint.load_data("train")
     tuned = load_tuned_lens(own, backbone)
 
+    def images(index: torch.Tensor) -> torch.Tensor:  # uint8, in memory or streamed alike
+        return next(test.iter_batches([index]))
+
     def inputs(index: torch.Tensor) -> torch.Tensor:
-        return checkpoint.preprocess(test.images[index] if hasattr(test, "images") else
-                                     torch.stack([test.image(int(i)) for i in index]))  # fmt: skip
+        return checkpoint.preprocess(images(index))
 
     # same-class pairs: the report's interventions, and the old stage mean-ablation on the same inputs
-    reference = checkpoint.preprocess(reference_inputs(train, 256, 0))
+    reference = checkpoint.preprocess(reference_inputs(train, REFERENCES, 0))
     old = []
     with torch.no_grad():
         for batch in batch_indices(len(report.indices), 32):
@@ -164,11 +166,11 @@ def check(name: str) -> dict:
     x = inputs(cam_index)
     ours = unit_gradcam(backbone, x, report.units)
     net = as_network(backbone)
-    prefix = 1 if network.model.startswith("vit") else 0
     targets = [ClassifierOutputTarget(int(c)) for c in ours.classes]
     theirs = []
-    for unit in report.units:
-        cam = GradCAM(net, [net.get_submodule(unit)], reshape_transform=(lambda t: spatial(t, prefix)) if prefix else None)
+    for unit in report.units:  # token outputs as the package's vit_reshape_transform lays them out
+        cam = GradCAM(net, [net.get_submodule(unit)],
+                      reshape_transform=lambda t: spatial(t, prefix_tokens(net, t.shape[1]) if t.ndim == 3 else 0))
         theirs.append(torch.from_numpy(cam(x.clone().requires_grad_(True), targets)))  # the weights are frozen
         cam.activations_and_grads.release()
     cam_diff = float((ours.maps - torch.stack(theirs, 1)).abs().max())
@@ -197,7 +199,7 @@ def check(name: str) -> dict:
             "drops": report.drops[[a, b]].tolist(), "old_drops": torch.cat(old)[[a, b]].tolist(),
             "lens_prob": report.lens_prob[[a, b]].tolist(), "lens_class": report.lens_class[[a, b]].tolist(),
             "prediction_depth": report.prediction_depth[[a, b]].tolist(),
-            "images": test.images[pair].tolist() if hasattr(test, "images") else None,
+            "images": images(pair).tolist(),
             "cams": [[[[round(v, 3) for v in row] for row in m] for m in maps] for maps in cams.maps.tolist()],
         },
         "classes": report.classes,
@@ -242,11 +244,15 @@ def agreement_markdown(name: str, folder: Path = DOCS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _half(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.half() if v.is_floating_point() else v for k, v in state.items()}
+
+
 def rounded(source: Path, dest: Path) -> None:
     """``source``'s state dict with every floating tensor in float16 (the network attached and shipped)."""
     from safetensors.torch import load_file, save_file
 
-    save_file({k: v.half() if v.is_floating_point() else v for k, v in load_file(source).items()}, dest)
+    save_file(_half(load_file(source)), dest)
 
 
 def ship(name: str = SHIPPED) -> Path:
@@ -260,7 +266,7 @@ def ship(name: str = SHIPPED) -> Path:
         shutil.rmtree(dest)
     shutil.copytree(source, dest, ignore=shutil.ignore_patterns("per_input.safetensors"))
     backbone = load_file(dest / "backbone.safetensors")
-    half = {k: v.half() if v.is_floating_point() else v for k, v in backbone.items()}
+    half = _half(backbone)
     if any(not torch.equal(half[k].to(v.dtype), v) for k, v in backbone.items()):
         raise ValueError(f"{name}'s backbone is not exactly float16; attach it from {NETWORKS[name].attached_weights(name)}")
     save_file(half, dest / "backbone.safetensors", metadata={"format": "laya-backbone"})

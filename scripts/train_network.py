@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from laya.data.datasets import batch_indices, load_dataset  # noqa: E402
+from laya.data.datasets import InputSpec, Preprocess, batch_indices, load_dataset  # noqa: E402
 from laya.training.train import flip_crop, seed_everything  # noqa: E402
 
 
@@ -67,14 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         import torchvision
 
         net = torchvision.models.get_model(args.model, weights=None, num_classes=classes, **args.model_kwargs)
-    mean = torch.tensor(args.mean).view(1, -1, 1, 1)
-    std = torch.tensor(args.std).view(1, -1, 1, 1)
-
-    def prepare(images: torch.Tensor) -> torch.Tensor:
-        x = images.float() / 255
-        if args.image_size and args.image_size != x.shape[-1]:  # as laya's Preprocess resizes: bilinear
-            x = F.interpolate(x, size=(args.image_size,) * 2, mode="bilinear", align_corners=False)
-        return (x - mean) / std
+    prepare = Preprocess(InputSpec(train.channels, train.image_size, args.image_size or train.image_size,
+                                   args.mean, args.std))  # as laya attach will: /255, bilinear resize, normalise
 
     steps_per_epoch = math.ceil(len(train) / args.batch_size)
     optimiser = torch.optim.AdamW(net.parameters(), lr=args.lr, weight_decay=0.05)

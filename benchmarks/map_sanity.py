@@ -12,7 +12,10 @@ network by Spearman's rank correlation over the frame's pixels, mean over images
 
 Methods: the **exact** maps (``laya.analysis.spatial``: each layer's, and the all-layer sum), **Grad-CAM**,
 **HiResCAM** and **LayerCAM** (pytorch-grad-cam's multi-layer aggregate on all layers, as in the benchmark) and
-**unit Grad-CAM** (``laya.analysis.network.gradcam.unit_gradcam``) at each layer's module. A (method, layer) whose
+**unit Grad-CAM** (``laya.analysis.network.gradcam.unit_gradcam``) at each layer's module. An attached network's own
+classifier (``<setting>/own``) is checked as the network itself, by its units (``network_units``): its final linear
+layer, then each unit from the last down, then the rest of the network; the maps are unit Grad-CAM at every unit
+(the per-unit maps of the network's own views; its head's exact map is one pooled layer). A (method, layer) whose
 maps are constant on the trained network for every image (a 1x1 grid) has no ranking and no row. A method
 **barely changes** where the CI of its mean Spearman after the last step reaches ``laya.analysis.sanity.THRESHOLD``.
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import csv
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -60,6 +64,28 @@ def unit_names(model: nn.Module) -> dict[str, str]:
             if m is not None and id(m) in names}  # fmt: skip
 
 
+def network_groups(network: nn.Module, units: list[str]) -> list[tuple[str, list[str]]]:
+    """``(label, module names)`` of an attached network from the top down: its final linear layer, each unit (last
+    first), and ``"rest of the network"`` (all of it re-drawn) where parameters outside those remain."""
+    from laya.model.backbones.pre_logits import final_linear
+
+    linear = final_linear(network)
+    out = [(linear, [linear]), *[(u, [u]) for u in reversed(units)]]
+    covered = {id(p) for _, group in out for n in group for p in network.get_submodule(n).parameters()}
+    if any(id(p) not in covered for p in network.parameters()):
+        out.append(("rest of the network", [""]))
+    return out
+
+
+def unit_maps(network: nn.Module, pre: nn.Module, raw: Tensor, target: Tensor, units: list[str], batch: int) -> dict:
+    """``(UNIT, unit) -> (B, S, S)`` unit Grad-CAM of ``network`` at every unit on the images ``raw`` for ``target``."""
+    from laya.analysis.network.gradcam import unit_gradcam
+
+    cams = torch.cat([unit_gradcam(network, pre(raw[i : i + batch]), units, target[i : i + batch]).maps
+                      for i in range(0, len(raw), batch)])  # fmt: skip
+    return {(UNIT, u): to_frame(cams[:, k], raw.shape[-1]) for k, u in enumerate(units)}
+
+
 def all_maps(model: nn.Module, pre: nn.Module, raw: Tensor, target: Tensor, methods, batch: int) -> dict:
     """``(method, layer) -> (B, S, S)`` maps of ``model`` on the source-frame images ``raw`` (uint8) for ``target``."""
     from laya.analysis.network.gradcam import unit_gradcam
@@ -94,8 +120,11 @@ def varies(maps: Tensor) -> bool:
 
 def sanity(checkpoint: Path, n: int, seed: int, batch: int, resamples: int, methods=ANCHORS) -> list[dict]:
     """CSV rows of one checkpoint: per randomisation step, method and layer, the mean Spearman with its CI."""
+    from laya.analysis.network.recording import as_network
+    from laya.analysis.network.units import network_units
     from laya.analysis.sanity import barely_changes, cascading_randomization, spearman
     from laya.model.checkpoint import load_checkpoint
+    from laya.model.own_head import is_own_head
 
     ck = load_checkpoint(checkpoint)
     model, pre = ck.model.eval(), ck.preprocess
@@ -108,13 +137,19 @@ def sanity(checkpoint: Path, n: int, seed: int, batch: int, resamples: int, meth
     target = target.clone()  # a normal tensor: unit_gradcam's backward saves it
     sample = f"balanced seed {seed}" if labels is not None else f"random seed {seed}"
     print(f"\n== {name}: {source}; the trained network's predicted class, kept fixed", flush=True)
+    if is_own_head(ck.meta.train):  # the network itself, by its units
+        subject = as_network(model.backbone)
+        units = [u.name for u in network_units(model.backbone)]
+        steps = network_groups(subject, units)
+        maps_of = partial(unit_maps, pre=pre, raw=raw, target=target, units=units, batch=batch)
+    else:
+        subject, steps = model, groups(model)
+        maps_of = partial(all_maps, pre=pre, raw=raw, target=target, methods=methods, batch=batch)
     start = time.perf_counter()
-    trained = all_maps(model, pre, raw, target, methods, batch)
-    keep = {k: m for k, m in trained.items() if varies(m)}
-    steps = groups(model)
+    keep = {k: m for k, m in maps_of(subject).items() if varies(m)}
     rows = []
-    for k, (label, net) in enumerate(cascading_randomization(model, steps, seed)):
-        maps = all_maps(net.eval(), pre, raw, target, methods, batch)
+    for k, (label, net) in enumerate(cascading_randomization(subject, steps, seed)):
+        maps = maps_of(net.eval())
         for (method, layer), before in keep.items():
             ci, flagged = barely_changes(spearman(before, maps[(method, layer)]), resamples=resamples)
             flag = (FLAGGED if flagged else CHANGES) if k == len(steps) - 1 else ""

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -24,6 +25,23 @@ def test_groups_run_from_the_head_down_through_every_layer():
     assert [label for label, _ in groups] == ["head", "block 5", "block 4", "block 3", "block 2", "block 1"]
     assert groups[1][1] == ["backbone.blocks.4"]  # the CNN's blocks hold every backbone parameter: no "rest" step
     assert map_sanity.unit_names(model)["block 1"] == "backbone.blocks.0"
+
+
+def test_an_attached_network_is_randomised_from_its_classifier_down_through_its_units():
+    import torchvision
+
+    torch.manual_seed(0)
+    network = torchvision.models.resnet18(num_classes=10).eval()
+    units = [f"layer{s}.{b}" for s in range(1, 5) for b in range(2)]
+    groups = map_sanity.network_groups(network, units)
+    assert [label for label, _ in groups] == ["fc", *reversed(units), "rest of the network"]  # the stem is left
+    assert groups[1] == ("layer4.1", ["layer4.1"]) and groups[-1][1] == [""]
+    raw = torch.randint(0, 256, (4, 3, 32, 32), generator=torch.Generator().manual_seed(1), dtype=torch.uint8)
+    target = torch.tensor([0, 3, 3, 9])
+    maps = map_sanity.unit_maps(network, lambda r: r.float() / 255, raw, target, units[-3:], batch=3)
+    assert list(maps) == [("unit Grad-CAM", u) for u in units[-3:]]
+    cam = maps[("unit Grad-CAM", "layer3.1")]  # a 2x2 grid at 32 px (layer4's are 1x1)
+    assert cam.shape == (4, 32, 32) and not torch.equal(cam[1], cam[2])  # batched in 3 + 1: every image its own
 
 
 def test_the_table_flags_a_map_that_barely_changes(tmp_path):

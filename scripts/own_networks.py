@@ -15,7 +15,8 @@ Per network of ``NETWORKS``: ``train`` (``scripts/train_network.py``: a plain cl
 * **tuned lens**: the share of the whole test split on which the lens at the last unit predicts the network's own
   class;
 * **Grad-CAM**: the largest difference between :func:`~laya.analysis.network.gradcam.unit_gradcam` and
-  ``pytorch_grad_cam.GradCAM`` at every unit, on a class-balanced seeded sample of test inputs;
+  ``pytorch_grad_cam.GradCAM`` at every unit (on the module that writes the unit's output last:
+  :func:`last_writers`), on a class-balanced seeded sample of test inputs;
 * **figure data**: a pair of inputs of one class, both predicted right: their profiles, lens and Grad-CAM maps;
   the score-agreement table (``scripts/doc_figures.py`` draws them; ``scripts/prose_claims.py`` prints the tables).
 
@@ -112,6 +113,31 @@ def pair_shares(drops: torch.Tensor, predictions: torch.Tensor) -> dict:
     return {"pairs": len(pairs), "differ": int(differ.sum())}
 
 
+def last_writers(network: torch.nn.Module, x: torch.Tensor, units: list[str]) -> dict[str, str]:
+    """Unit -> the last module of one forward whose output is the unit's output tensor itself, the containers that
+    hand it on aside: the unit, unless a later in-place module overwrites it (timm ResNet's ``bn1``, then ``act1 =
+    ReLU(inplace=True)``). Grad-CAM reads a unit's output as the network goes on with it, so the package runs on
+    that module (``pytorch_grad_cam`` keeps a view of the activations it hooked, overwritten in place on the CPU,
+    while its gradient hook sees the tensor before the overwrite)."""
+    names = {m: n for n, m in network.named_modules() if m is not network}
+    ran: list[tuple[str, torch.Tensor]] = []
+
+    def hook(module: torch.nn.Module, args: tuple, out: object) -> None:
+        if isinstance(out, torch.Tensor):
+            ran.append((names[module], out))
+
+    hooks = [m.register_forward_hook(hook) for m in names]
+    try:
+        with torch.no_grad():
+            network(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    outputs = {name: out for name, out in ran}
+    return {u: [n for n, out in ran if out is outputs[u] and not u.startswith(f"{n}.")][-1]  # no container of u
+            for u in units}
+
+
 def check(name: str) -> dict:
     """The checks of the module docstring on the attached network ``name``; returns what it writes."""
     from pytorch_grad_cam import GradCAM
@@ -168,8 +194,9 @@ def check(name: str) -> dict:
     net = as_network(backbone)
     targets = [ClassifierOutputTarget(int(c)) for c in ours.classes]
     theirs = []
+    writers = last_writers(net, x[:1], report.units)
     for unit in report.units:  # token outputs as the package's vit_reshape_transform lays them out
-        cam = GradCAM(net, [net.get_submodule(unit)],
+        cam = GradCAM(net, [net.get_submodule(writers[unit])],
                       reshape_transform=lambda t: spatial(t, prefix_tokens(net, t.shape[1]) if t.ndim == 3 else 0))
         theirs.append(torch.from_numpy(cam(x.clone().requires_grad_(True), targets)))  # the weights are frozen
         cam.activations_and_grads.release()

@@ -34,6 +34,14 @@ def test_rounding_to_float16_is_what_ships(tmp_path: Path):
     assert torch.equal(out["w"], torch.tensor([0.1, 1 / 3]).half())
 
 
+def test_the_package_is_compared_on_the_module_that_writes_a_unit_last():
+    import timm
+
+    network = timm.create_model("resnet18", num_classes=10, channels=[8, 16, 32, 64], stem_width=8).eval()
+    writers = own.last_writers(network, torch.randn(1, 3, 64, 64), ["bn1", "layer1.0", "layer4.1"])
+    assert writers == {"bn1": "act1", "layer1.0": "layer1.0", "layer4.1": "layer4.1"}  # act1: ReLU(inplace=True)
+
+
 def test_the_table_reads_every_committed_check_and_a_changed_count_changes_it(tmp_path: Path):
     rows = sorted(CHECKS.glob("*.json"))
     assert {p.stem for p in rows} >= {"resnet18", "vit"}  # the two networks the issue names

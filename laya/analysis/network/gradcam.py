@@ -15,6 +15,11 @@ for tokens), but for every unit at once: the network runs once with its units re
 (:func:`~laya.analysis.network.recording.run_units`) and ``torch.autograd.grad`` takes ``dy_c / dA`` of all units
 in one backward pass. Nothing accumulates in the model's ``.grad`` and its mode is left as it is (run it in eval
 mode, as Grad-CAM does).
+
+A unit's output that a later module overwrites in place (timm ResNet's stem ``bn1``, then ``act1 =
+ReLU(inplace=True)``) is read as overwritten, values and gradient alike: the tensor the rest of the network goes on
+with, the package's Grad-CAM on the module that writes it last (``act1``). The package hooked on ``bn1`` itself
+would mix the overwritten values with the gradient of the values before (on the CPU, where it keeps no copy).
 """
 
 from __future__ import annotations

@@ -59,6 +59,19 @@ def test_vit_tokens_equal_the_package_with_a_chosen_class():
     assert result.maps.amax() > 0.99
 
 
+def test_a_unit_overwritten_in_place_is_read_as_the_network_goes_on_with_it():
+    """timm ResNet's stem unit ``bn1`` is overwritten by ``act1 = ReLU(inplace=True)``: its map is Grad-CAM of that
+    tensor (values and gradient alike), the package's on ``act1``."""
+    torch.manual_seed(0)
+    network = timm.create_model("resnet18", num_classes=10, channels=[8, 16, 32, 64], stem_width=8).eval()
+    x = torch.randn(3, 3, 64, 64, generator=torch.Generator().manual_seed(4))
+    result = unit_gradcam(network, x, ["bn1", "layer1.0"])
+    assert network.act1.inplace
+    expected = torch.cat([package_cams(network, x, ["act1"], result.classes),
+                          package_cams(network, x, ["layer1.0"], result.classes)], 1)  # fmt: skip
+    assert (result.maps - expected).abs().max() < 1e-5
+
+
 def test_attached_torchvision_backbone_reads_the_same_network():
     """The traced backbone's network, rebuilt around its own tensors, gives the network's maps."""
     network = resnet()

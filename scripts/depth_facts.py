@@ -24,8 +24,9 @@ from laya.analysis.measured import best_exit, saving_noise, saving_text
 from laya.analysis.statistics import holm, holm_verdict, saving_verdict
 
 NAMES = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CNN", "cifar10-vit": "ViT",
-         "cifar10-efficientnet-lite0": "EfficientNet"}  # fmt: skip
-HEADS = {"laya": "LAYA", "scalarmix": "ScalarMix", "concat": "Concat", "lastlayer": "LastLayer"}
+         "cifar10-efficientnet-lite0": "EfficientNet", "cifar10-resnet18-half": "attached ResNet-18"}  # fmt: skip
+HEADS = {"laya": "LAYA", "scalarmix": "ScalarMix", "concat": "Concat", "lastlayer": "LastLayer",
+         "own": "own classifier"}  # fmt: skip
 
 
 def _range(values, spec: str = ".2f", unit: str = "") -> str:

@@ -27,13 +27,14 @@ def laya_methods(arg: str) -> str:
 
 
 def training_time(arg: str) -> str:
-    """One line: per setting, the training runs in ``models/<setting>/results.csv`` and the sum of their
-    ``train_seconds`` in minutes (the machine's load varied between runs; the file keeps each run's own)."""
+    """One line: per setting, the training runs in ``models/<setting>/results.csv`` (an attached network's own
+    classifier, never trained, has no ``train_seconds`` and is no run) and the sum of their ``train_seconds`` in
+    minutes (the machine's load varied between runs; the file keeps each run's own)."""
     import pandas as pd
 
     parts = []
     for path in sorted((ROOT / arg).glob("*/results.csv")):
-        runs = pd.read_csv(path).drop_duplicates(["head", "seed"])
+        runs = pd.read_csv(path).drop_duplicates(["head", "seed"]).dropna(subset=["train_seconds"])  # own: not trained
         parts.append(f"{path.parent.name} {runs['train_seconds'].sum() / 60:.0f} min over {len(runs)} runs")
     return "Training time, the sum of `train_seconds` in each `results.csv`: " + "; ".join(parts) + ".\n"
 

@@ -3,7 +3,7 @@
 Each mutation changes one claim of a converted page (``PAGES``): inside a generated block a number (its last digit),
 an end of an interval, a direction word (above ↔ below, ties with → above, reproduced ↔ not reproduced, better ↔
 worse, met ↔ not met) or a count (an integer before a counted noun, plus one); in free prose a registered count
-(``16 trained checkpoints`` → 18, ``four settings`` → five). The mutated copy must fail
+(``20 bundled checkpoints`` → 22, ``five settings`` → six). The mutated copy must fail
 ``prose_claims.check_page``. Every candidate runs (the generators' output is computed once and cached: all of
 them took about 15 s on one loaded core); beyond ``SAMPLE`` candidates a fixed-seed sample of ``SAMPLE`` would. A hand-written claim added to free prose
 must be caught as well, an integer with a unit (``2,156 s``, ``868 passed``), a count (``about five minutes``) and a
@@ -104,7 +104,7 @@ def test_every_mutation_of_a_generated_claim_is_caught(tmp_path, cached_generato
                                    "α is 2× as faithful.", "The CI is [0.1, 0.3].", "Both are within the noise.",
                                    "The gap is `0.031`.", "The suite took 2,156 s.", "It ends with 868 passed.",
                                    "A wheel of about 6 MB.", "It waited `300 s`.", "It ships 18 trained checkpoints.",
-                                   "It covers five settings.", "The tutorial takes about two minutes.",
+                                   "It covers four settings.", "The tutorial takes about two minutes.",
                                    "Its α sits on the last block in two of three seeds.", "Its α sits there in every seed.",
                                    "The dashboard has eight pages.", "A 5-block CNN.", "It was tested on 20 test images."])
 def test_a_hand_written_claim_in_free_prose_is_caught(claim, tmp_path, cached_generators):
@@ -117,8 +117,8 @@ def test_a_hand_written_claim_in_free_prose_is_caught(claim, tmp_path, cached_ge
 
 
 @pytest.mark.parametrize("page, before, after", [
-    ("README.md", "16 trained\ncheckpoints", "18 trained\ncheckpoints"),
-    ("README.md", "(four settings × four heads", "(five settings × four heads"),
+    ("README.md", "20 bundled\ncheckpoints", "22 bundled\ncheckpoints"),
+    ("README.md", "(five settings: the paper's", "(six settings: the paper's"),
     ("docs/tutorial.md", "to the dashboard in minutes on a busy CPU", "to the dashboard in about two minutes on a busy CPU"),
     ("docs/results.md", "`python -m laya reproduce cifar10-cnn`.\n", "`python -m laya reproduce cifar10-cnn`. Its α is on the last block in two of three seeds.\n"),
 ])  # fmt: skip

@@ -152,10 +152,26 @@ def test_the_strict_exemptions_name_pages_that_exist():
 def test_a_count_in_free_prose_is_a_claim_unless_registered_with_its_source_s_number():
     registered = {name: count() for name, (count, _) in {"checkpoints": claims.COUNTS_REGISTRY["(?:trained |bundled )?checkpoints"],
                   "settings": claims.COUNTS_REGISTRY["(?:bundled )?settings"]}.items()}  # fmt: skip
-    text = (f"It ships {registered['checkpoints']} trained\ncheckpoints, four settings and 18 bundled checkpoints.\n"
+    text = (f"It ships {registered['checkpoints']} trained\ncheckpoints, five settings and 18 bundled checkpoints.\n"
             "It takes about five minutes on 20 test images; a 5-block CNN; on the last block in every seed;\n"
             "in two of three seeds. Not counts: one layer, L + 1 backbone passes, 224 px images, `--n 500` images.\n")  # fmt: skip
     found = [(line, count) for line, count, _ in claims.counts_in(text)]
     assert found == [(2, "18 bundled checkpoints"), (3, "five minutes"), (3, "20 test images"), (3, "5-block"),
                      (3, "in every seed"), (4, "three seeds")]  # fmt: skip
-    assert registered == {"checkpoints": 16, "settings": 4}
+    assert registered == {"checkpoints": 20, "settings": 5}
+
+
+def test_the_model_card_is_checked_as_a_page_and_its_table_as_generated(tmp_path):
+    """models/README.md is a published page: its counts are claims, and its table (``update_model_card``) must be
+    current."""
+    card = claims.ROOT / "models" / "README.md"
+    assert card in claims.pages()
+    text = card.read_text()
+    body = claims.MODEL_CARD.search(text).group("body")
+    assert claims.stale(card) == [] and body == claims.generate("model-card")
+    changed = tmp_path / "README.md"
+    changed.write_text(text.replace(body, body.replace("|", "| 0.9999 |", 1)))
+    assert claims.stale(changed) == [f"{changed}: the model card is stale (python scripts/prose_claims.py --write)"]
+    assert claims.strict([changed]) == []  # a figure inside the generated table is not free prose
+    changed.write_text(text.replace(body, "", 1) + "\nIt ships 21 bundled checkpoints.\n")
+    assert [count for _, count, _ in claims.counts_in(changed.read_text())] == ["21 bundled checkpoints"]

@@ -26,9 +26,13 @@ from matplotlib.figure import Figure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CIFAR-10 CNN",
-            "cifar10-efficientnet-lite0": "EfficientNet-Lite0", "cifar10-vit": "CIFAR-10 ViT"}  # fmt: skip
-HEADS = {"laya": "LAYA", "scalarmix": "ScalarMix", "concat": "Concat", "lastlayer": "LastLayer"}
-COLOURS = {"laya": "#1f77b4", "scalarmix": "#ff7f0e", "concat": "#2ca02c", "lastlayer": "#7f7f7f"}
+            "cifar10-efficientnet-lite0": "EfficientNet-Lite0", "cifar10-vit": "CIFAR-10 ViT",
+            "cifar10-resnet18-half": "attached ResNet-18"}  # fmt: skip
+#: heads in plotting order; an attached network's own classifier (``own``) sits where LastLayer does
+HEADS = {"laya": "LAYA", "scalarmix": "ScalarMix", "concat": "Concat", "lastlayer": "LastLayer",
+         "own": "own classifier"}  # fmt: skip
+COLOURS = {"laya": "#1f77b4", "scalarmix": "#ff7f0e", "concat": "#2ca02c", "lastlayer": "#7f7f7f", "own": "#8c564b"}
+SUMMARY_HEADS = {"own classifier": "own"}  # summary.csv's head label -> head folder, where they differ
 METHOD_COLOURS = {"exact": "#d62728", "Grad-CAM": "#1f77b4", "HiResCAM": "#2ca02c", "LayerCAM": "#9467bd",
                   "occlusion": "#ff7f0e", "random": "#7f7f7f"}  # fmt: skip
 
@@ -62,6 +66,11 @@ def _labelled(ax, title: str, ylabel: str, xlabel: str | None = None, legend: di
     return ax.figure
 
 
+def _slot(head: str) -> float:
+    """A head's x offset within its setting: LAYA, ScalarMix, Concat, then LastLayer or the own classifier."""
+    return 0.18 * (min(list(HEADS).index(head), 3) - 1.5)
+
+
 def _errorbar(ax, x, value, low, high, **kwargs) -> None:
     ax.errorbar(x, value, yerr=[[value - low], [high - value]], fmt="o", capsize=3, **kwargs)
 
@@ -75,10 +84,10 @@ def prediction_depth(root: Path) -> Figure:
         rows = r.get("prediction_depth_probes") or r["prediction_depth"]
         row = next(x for x in rows if x["class"] == "all")
         layers = len(r["layer_names"])
-        x = settings.index(setting) + 0.18 * (list(HEADS).index(head) - 1.5)
-        _errorbar(ax, x, row["prediction_depth"] / layers, row["prediction_depth_low"] / layers,
-                  row["prediction_depth_high"] / layers, color=COLOURS[head],
-                  label=HEADS[head] if settings.index(setting) == 0 else None)  # fmt: skip
+        labelled = {h for s, h in reports if settings.index(s) < settings.index(setting)}
+        _errorbar(ax, settings.index(setting) + _slot(head), row["prediction_depth"] / layers,
+                  row["prediction_depth_low"] / layers, row["prediction_depth_high"] / layers, color=COLOURS[head],
+                  label=None if head in labelled else HEADS[head])  # fmt: skip
     ax.set_xticks(range(len(settings)), [SETTINGS.get(s, s) for s in settings])
     ax.set_ylim(0, 1.05)
     return _labelled(ax, "Where decisions settle: prediction depth through fitted probes (95 % CI)",
@@ -265,14 +274,16 @@ def accuracy(root: Path) -> Figure:
     """Test accuracy per setting and head over seeds (mean with its 95 % CI), from ``models/<setting>/summary.csv``."""
     fig, ax = plt.subplots(figsize=(8, 3.2))
     settings = [s for s in SETTINGS if (root / "models" / s / "summary.csv").is_file()]
+    labelled: set[str] = set()
     for i, setting in enumerate(settings):
         for row in csv.DictReader((root / "models" / setting / "summary.csv").open()):
-            head = row["head"].lower()
+            head = SUMMARY_HEADS.get(row["head"].lower(), row["head"].lower())
             mean, ci = row["accuracy"].split(" [")
             low, high = (float(v) for v in ci.rstrip("]").split(", "))
             value = float(mean.split(" ±")[0])
-            x = i + 0.18 * (list(HEADS).index(head) - 1.5)
-            _errorbar(ax, x, value, low, high, color=COLOURS[head], label=HEADS[head] if i == 0 else None)
+            _errorbar(ax, i + _slot(head), value, low, high, color=COLOURS[head],
+                      label=None if head in labelled else HEADS[head])  # fmt: skip
+            labelled.add(head)
     ax.set_xticks(range(len(settings)), [SETTINGS[s] for s in settings])
     return _labelled(ax, "Test accuracy over seeds (95 % CI), models/*/summary.csv", "test accuracy",
                      legend={"ncol": 4, "fontsize": 8})

@@ -297,15 +297,11 @@ def cmd_exits(args: argparse.Namespace) -> None:
 
 def _refresh_sample(checkpoint, out: Path) -> None:
     """After ``depth``: rewrite an existing browser sample, now with prediction depth and every detection score."""
-    from laya.analysis.sample import SAMPLE_FILE, Sample, write_sample
+    from laya.analysis.sample import refresh_sample
 
-    if not (out / SAMPLE_FILE).is_file():
-        return
-    old = Sample.load(out)
-    images = (out / old.meta["images"]).parent
-    path = write_sample(checkpoint, checkpoint.load_data("test"), out, size=len(old.table), mode=old.meta["mode"],
-                        images_dir=images)  # fmt: skip
-    print(f"browser sample updated with depth columns -> {path}")
+    path = refresh_sample(checkpoint, out)
+    if path is not None:
+        print(f"browser sample updated with depth columns -> {path}")
 
 
 def cmd_shapes(args: argparse.Namespace) -> None:

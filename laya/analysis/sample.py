@@ -208,6 +208,17 @@ def write_sample(
     return out / SAMPLE_FILE
 
 
+def refresh_sample(checkpoint: Checkpoint, out: str | Path | None = None) -> Path | None:
+    """After a depth fit: rewrite the browser sample in ``out`` (default beside the checkpoint), same size, mode
+    and shared sprite, now with prediction depth and every detection score; None where there is no sample."""
+    out = Path(out) if out is not None else checkpoint.path
+    if not (out / SAMPLE_FILE).is_file():
+        return None
+    old = Sample.load(out)
+    return write_sample(checkpoint, checkpoint.load_data("test"), out, size=len(old.table), mode=old.meta["mode"],
+                        images_dir=(out / old.meta["images"]).parent)  # fmt: skip
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
@@ -323,6 +334,7 @@ __all__ = [
     "SAMPLE_SIZE",
     "Sample",
     "primary_method",
+    "refresh_sample",
     "sample_arrays",
     "sample_indices",
     "sprite_png",

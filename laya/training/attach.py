@@ -35,6 +35,7 @@ from laya.analysis.evaluate import EvalOptions
 from laya.analysis.network.report import NetworkOptions, load_network_report, run_network
 from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.analysis.report import PER_INPUT_FILE, Report
+from laya.analysis.sample import refresh_sample
 from laya.analysis.statistics import bootstrap_ci, format_diff, holm, holm_verdict, paired_bootstrap, paired_verdict
 from laya.data.datasets import InputSpec, Preprocess, load_dataset, split_indices
 from laya.data.features import cached_hidden_states
@@ -200,7 +201,9 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
         steps.update()
         for head in config.depth_heads:
             steps.set_postfix_str(f"depth analytics of {head}")
-            run_depth(load_checkpoint(heads[head], module=module), config.depth)
+            checkpoint = load_checkpoint(heads[head], module=module)
+            run_depth(checkpoint, config.depth)
+            refresh_sample(checkpoint)  # the browser's depth and detection columns
             steps.update()
     finally:
         steps.close()

@@ -12,6 +12,7 @@ from torch import nn
 from laya.analysis.depth import DepthOptions
 from laya.analysis.evaluate import EvalOptions
 from laya.analysis.network.report import NetworkOptions, load_network_report
+from laya.analysis.sample import Sample
 from laya.model.checkpoint import load_checkpoint
 from laya.model.own_head import OWN, is_own_head
 from laya.training.attach import AttachConfig, attach, own_checkpoint, summary
@@ -88,6 +89,8 @@ def test_attach_writes_four_heads_a_summary_and_depth(
         assert sorted(expected) == sorted(p.name for p in (setting / "examples").iterdir()) and expected, head
     for head in (OWN, "laya"):
         assert (attached.heads[head] / "depth.json").is_file(), head
+        table = Sample.load(attached.heads[head]).table  # the browser's sample, rewritten after the depth fit
+        assert "depth" in table and "detection/mahalanobis" in table, head
     lens = json.loads((attached.heads[OWN] / "tuned_lens.json").read_text())
     assert lens["command"].startswith("laya.training.attach.attach(") and lens["sample"] == 24
     report = load_network_report(attached.heads[OWN])

@@ -12,7 +12,8 @@ The user's network (a timm, torchvision or transformers architecture plus their 
 
 Each is evaluated (:func:`~laya.training.bundle.bundle`: report, browser sample, expected outputs),
 the setting's summary tables are written (:func:`~laya.training.suite.write_summary`), and the depth
-analytics run (:func:`~laya.analysis.depth.run_depth`). Beside the own head the network is explained by its own
+analytics run (:func:`~laya.analysis.depth.run_depth`; the head's browser sample then gains its depth and detection
+columns: :func:`~laya.analysis.sample.refresh_sample`). Beside the own head the network is explained by its own
 units (:func:`~laya.analysis.network.report.run_network`): its tuned lens, fitted on the training split and stored
 with the command that made it (``tuned_lens.safetensors`` + ``.json``), and the network report
 (``network.json`` + ``network.safetensors``). :func:`summary` is the one-screen verdict.

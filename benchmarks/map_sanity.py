@@ -77,30 +77,27 @@ def network_groups(network: nn.Module, units: list[str]) -> list[tuple[str, list
     return out
 
 
-def unit_maps(network: nn.Module, pre: nn.Module, raw: Tensor, target: Tensor, units: list[str], batch: int) -> dict:
-    """``(UNIT, unit) -> (B, S, S)`` unit Grad-CAM of ``network`` at every unit on the images ``raw`` for ``target``."""
+def unit_maps(
+    network: nn.Module, pre: nn.Module, raw: Tensor, target: Tensor, units: dict[str, str], batch: int
+) -> dict[tuple[str, str], Tensor]:
+    """``(UNIT, label) -> (B, S, S)`` unit Grad-CAM of ``network`` at every unit (``label -> module name``) on the
+    source-frame images ``raw`` (uint8) for ``target``."""
     from laya.analysis.network.gradcam import unit_gradcam
 
-    cams = torch.cat([unit_gradcam(network, pre(raw[i : i + batch]), units, target[i : i + batch]).maps
-                      for i in range(0, len(raw), batch)])  # fmt: skip
-    return {(UNIT, u): to_frame(cams[:, k], raw.shape[-1]) for k, u in enumerate(units)}
+    modules = list(units.values())
+    cams = torch.cat([unit_gradcam(network, pre(raw[i : i + batch]), modules, target[i : i + batch]).maps
+                      for i in range(0, len(raw), batch)])  # (B, U, H, W) at the model's input size  # fmt: skip
+    return {(UNIT, label): to_frame(cams[:, k], raw.shape[-1]) for k, label in enumerate(units)}
 
 
 def all_maps(model: nn.Module, pre: nn.Module, raw: Tensor, target: Tensor, methods, batch: int) -> dict:
     """``(method, layer) -> (B, S, S)`` maps of ``model`` on the source-frame images ``raw`` (uint8) for ``target``."""
-    from laya.analysis.network.gradcam import unit_gradcam
-
     images, size = raw.float() / 255.0, raw.shape[-1]
     out: dict[tuple[str, str], list[Tensor]] = {}
-    units = unit_names(model)
     for i in range(0, len(raw), batch):
-        x, t = pre(raw[i : i + batch]), target[i : i + batch]
-        for layer, m in exact_maps(model, x, t, size).items():
+        for layer, m in exact_maps(model, pre(raw[i : i + batch]), target[i : i + batch], size).items():
             out.setdefault((EXACT, layer), []).append(m)
-        cam = unit_gradcam(model, x, list(units.values()), t).maps  # (b, U, H, W) at the model's input size
-        for k, layer in enumerate(units):
-            out.setdefault((UNIT, layer), []).append(to_frame(cam[:, k], size))
-    maps = {k: torch.cat(v) for k, v in out.items()}
+    maps = {k: torch.cat(v) for k, v in out.items()} | unit_maps(model, pre, raw, target, unit_names(model), batch)
     net = Logits(model, pre).eval()
     backbone = model.backbone
     modules = [m for m in cam_modules(backbone) if m is not None]
@@ -141,7 +138,7 @@ def sanity(checkpoint: Path, n: int, seed: int, batch: int, resamples: int, meth
         subject = as_network(model.backbone)
         units = [u.name for u in network_units(model.backbone)]
         steps = network_groups(subject, units)
-        maps_of = partial(unit_maps, pre=pre, raw=raw, target=target, units=units, batch=batch)
+        maps_of = partial(unit_maps, pre=pre, raw=raw, target=target, units=dict(zip(units, units)), batch=batch)
     else:
         subject, steps = model, groups(model)
         maps_of = partial(all_maps, pre=pre, raw=raw, target=target, methods=methods, batch=batch)

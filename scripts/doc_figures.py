@@ -80,14 +80,15 @@ def prediction_depth(root: Path) -> Figure:
     reports = _reports(root, "depth.json")
     fig, ax = plt.subplots(figsize=(8, 3.2))
     settings = list(dict.fromkeys(s for s, _ in reports))
+    labelled: set[str] = set()  # heads already in the legend
     for (setting, head), r in reports.items():
         rows = r.get("prediction_depth_probes") or r["prediction_depth"]
         row = next(x for x in rows if x["class"] == "all")
         layers = len(r["layer_names"])
-        labelled = {h for s, h in reports if settings.index(s) < settings.index(setting)}
         _errorbar(ax, settings.index(setting) + _slot(head), row["prediction_depth"] / layers,
                   row["prediction_depth_low"] / layers, row["prediction_depth_high"] / layers, color=COLOURS[head],
                   label=None if head in labelled else HEADS[head])  # fmt: skip
+        labelled.add(head)
     ax.set_xticks(range(len(settings)), [SETTINGS.get(s, s) for s in settings])
     ax.set_ylim(0, 1.05)
     return _labelled(ax, "Where decisions settle: prediction depth through fitted probes (95 % CI)",

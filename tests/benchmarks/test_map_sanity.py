@@ -38,7 +38,8 @@ def test_an_attached_network_is_randomised_from_its_classifier_down_through_its_
     assert groups[1] == ("layer4.1", ["layer4.1"]) and groups[-1][1] == [""]
     raw = torch.randint(0, 256, (4, 3, 32, 32), generator=torch.Generator().manual_seed(1), dtype=torch.uint8)
     target = torch.tensor([0, 3, 3, 9])
-    maps = map_sanity.unit_maps(network, lambda r: r.float() / 255, raw, target, units[-3:], batch=3)
+    last = {u: u for u in units[-3:]}  # label -> module name
+    maps = map_sanity.unit_maps(network, lambda r: r.float() / 255, raw, target, last, batch=3)
     assert list(maps) == [("unit Grad-CAM", u) for u in units[-3:]]
     cam = maps[("unit Grad-CAM", "layer3.1")]  # a 2x2 grid at 32 px (layer4's are 1x1)
     assert cam.shape == (4, 32, 32) and not torch.equal(cam[1], cam[2])  # batched in 3 + 1: every image its own

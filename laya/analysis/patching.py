@@ -266,14 +266,27 @@ def _replace_output(module: nn.Module, value: Tensor) -> contextlib.AbstractCont
     return _hooks(module.register_forward_hook(owned(lambda m, a, out: _with_first(out, value)), prepend=True))
 
 
-def on_input(block: Block, call: Callable[[Tensor], None]) -> Any:
-    """A hook handle: ``call(input)`` with the block's input each time the block starts (``block.entry`` not None)."""
+def on_input(block: Block, call: Callable[[Tensor], Tensor | None]) -> Any:
+    """A hook handle: ``call(input)`` with the block's input each time the block starts (``block.entry`` not None);
+    where ``call`` returns a tensor, the block runs on that tensor instead."""
     if block.entry is block.module:
-        return block.module.register_forward_pre_hook(
-            owned(lambda m, args, kwargs: call(_tensor(args) if args else _tensor(list(kwargs.values())))),
-            with_kwargs=True,
-        )
-    return block.entry.register_forward_hook(owned(lambda m, a, out: call(_tensor(out))), prepend=True)
+
+        def pre(m: nn.Module, args: tuple, kwargs: dict) -> Any:
+            key = None if args else next(iter(kwargs), None)
+            new = call(_tensor(args) if args else _tensor(kwargs[key]) if key is not None else None)
+            if not isinstance(new, Tensor):
+                return None
+            if key is None:
+                return (_with_first(args[0], new), *args[1:]), kwargs
+            return args, {**kwargs, key: _with_first(kwargs[key], new)}
+
+        return block.module.register_forward_pre_hook(owned(pre), with_kwargs=True, prepend=True)
+
+    def post(m: nn.Module, a: Any, out: Any) -> Any:
+        new = call(_tensor(out))
+        return _with_first(out, new) if isinstance(new, Tensor) else None
+
+    return block.entry.register_forward_hook(owned(post), prepend=True)
 
 
 @contextlib.contextmanager

@@ -162,10 +162,12 @@ def _ms(ms: float) -> str:
 def _view(row: dict) -> str:
     """A row's view, as the table names it."""
     if row["kind"] == "profile":
+        when = ("each further input (references recorded once)" if row.get("references_recorded") else
+                "a checkpoint's first input (references recorded in the call)")  # fmt: skip
         if row["view"] == "skip":
-            return (f"all-unit profile, skip (resample on {row['fallback_units']} units that are not residual)"
-                    if row["fallback_units"] else "all-unit profile, skip")  # fmt: skip
-        return f"all-unit profile, {row['view']} (K = {row['references']})"
+            return (f"all-unit profile, skip (resample on {row['fallback_units']} units that are not residual), "
+                    f"{when}" if row["fallback_units"] else f"all-unit profile, skip, {when}")  # fmt: skip
+        return f"all-unit profile, {row['view']} (K = {row['references']}), {when}"
     if row["kind"] == "captum":
         return f"Captum `LayerIntegratedGradients` ({row['steps']} steps), {row['timed']}"
     return f"{row['view']}, every unit"
@@ -178,8 +180,8 @@ def _goal_rows(arg: str) -> list[tuple[str, bool, str]]:
     for kind in dict.fromkeys(r["kind"] for r in rows):
         group = [r for r in rows if r["kind"] == kind]
         budget = max(r["budget"] for r in group)
-        what = {"profile": "one input's profile over all units (skip, resample K = {K}) ≤ {budget:g}× the wall "
-                           "time of U + 1 batch-1 forwards",
+        what = {"profile": "each input's profile over all units (skip, resample K = {K}; references recorded once "
+                           "per checkpoint) ≤ {budget:g}× the wall time of U + 1 batch-1 forwards",
                 "lens": "the network lens view ≤ {budget:g}× a forward",
                 "gradcam": "all-unit Grad-CAM ≤ {budget:g}× a forward"}[kind].format(K=group[0].get("references"),
                                                                                     budget=budget)  # fmt: skip

@@ -13,11 +13,14 @@ from laya.analysis.network.interventions import (
     RESAMPLES,
     SKIP,
     Method,
+    References,
     UnitProfile,
     intervene,
+    record_references,
     reference_inputs,
 )
 from laya.analysis.network.units import Unit, network_stages, network_units
 
-__all__ = ["DEFAULT", "MEAN", "REFERENCES", "RESAMPLE", "RESAMPLES", "SKIP", "Method", "Unit", "UnitProfile",
-           "intervene", "network_stages", "network_units", "reference_inputs"]  # fmt: skip
+__all__ = ["DEFAULT", "MEAN", "REFERENCES", "RESAMPLE", "RESAMPLES", "SKIP", "Method", "References", "Unit",
+           "UnitProfile", "intervene", "network_stages", "network_units", "record_references",
+           "reference_inputs"]  # fmt: skip

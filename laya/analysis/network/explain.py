@@ -13,17 +13,23 @@ For an input ``x`` of an own-classifier checkpoint (``laya attach``), from the l
   every unit.
 
 :func:`explain_network` returns all three as a :class:`NetworkExplanation`, which a sandboxed worker hands over
-with :meth:`~NetworkExplanation.to_tensors` (an uploaded checkpoint runs there: op ``network``).
+with :meth:`~NetworkExplanation.to_tensors` (an uploaded checkpoint runs there: op ``network``). The references'
+recording (:func:`~laya.analysis.network.interventions.record_references`, ``K`` or ``R`` forwards) is kept per
+model for the last :data:`KEPT` reference sets, so only a checkpoint's first input pays for it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from laya.analysis.lens import Lens
 from laya.analysis.network.gradcam import unit_gradcam
@@ -33,8 +39,10 @@ from laya.analysis.network.interventions import (
     RESAMPLES,
     Branch,
     Method,
+    References,
     branched,
     intervene,
+    record_references,
     reference_inputs,
 )
 from laya.analysis.network.lens import load_tuned_lens, own_readout, unit_lens
@@ -44,6 +52,9 @@ from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint, CheckpointError
 
+KEPT = 4  # recorded reference sets kept per model
+_RECORDED: weakref.WeakKeyDictionary[nn.Module, OrderedDict[tuple, References]] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
 GRANULARITIES = {"unit": "units (as the network names them)", "stage": "stages (the layers the heads read)"}
 TRAINING, EXAMPLES = "the training split", "the bundled example images"
 
@@ -162,6 +173,30 @@ def _lens(checkpoint: Checkpoint, x: Tensor, units: Sequence[str]) -> tuple[Lens
                   "classifier reads (the logit lens does not apply)")  # fmt: skip
 
 
+def recorded_references(
+    model: nn.Module, bars: Sequence[Unit], images: Tensor, reference: Tensor, method: Method, branch: Branch
+) -> References | Tensor:
+    """``reference`` (``images`` ``uint8 (R, C, H, W)`` preprocessed) as recorded for ``bars`` and ``branch``
+    (:func:`record_references`; means alone for mean-ablation), from this model's last :data:`KEPT` recordings
+    where one matches the images; ``reference`` itself where ``method`` is skip and every bar is residual."""
+    if method == "skip" and all(u.residual for u in bars):
+        return reference
+    digest = hashlib.blake2b(images.cpu().contiguous().numpy().tobytes(), digest_size=16).hexdigest()
+    weights = tuple(t._version for t in model.parameters())  # a model changed in place records anew
+    key = (tuple(u.name for u in bars), branch, method == "mean", tuple(images.shape), digest, weights)
+    with _LOCK:
+        kept = _RECORDED.setdefault(model, OrderedDict())
+        if key in kept:
+            kept.move_to_end(key)
+            return kept[key]
+    recorded = record_references(model, bars, reference, branch, mean=method == "mean")
+    with _LOCK:
+        kept[key] = recorded
+        while len(kept) > KEPT:
+            kept.popitem(last=False)
+    return recorded
+
+
 def explain_network(
     checkpoint: Checkpoint, image: Tensor, references: Tensor, reference_source: str = TRAINING,
     method: Method = DEFAULT, granularity: str = "unit", cam_class: int | None = None, branch: Branch = "block",
@@ -175,7 +210,8 @@ def explain_network(
     x = checkpoint.preprocess(torch.cat([image.unsqueeze(0), references]).to(device))
     x, reference = x[:1], x[1:]
     bars = profile_units(checkpoint, granularity)
-    profile = intervene(model, x, bars, method, reference, branch=branch)
+    recorded = recorded_references(model, bars, references, reference, method, branch)
+    profile = intervene(model, x, bars, method, recorded, branch=branch)
     units = [u for u in profile_units(checkpoint, "unit") if u.block is not None]
     names = [u.name for u in units]
     cam = unit_gradcam(model.backbone, x, names, None if cam_class is None else torch.tensor([cam_class]))
@@ -201,5 +237,5 @@ def network_bytes(
     return explain_network(checkpoint, image, references, source, method, granularity, cam_class, branch)
 
 
-__all__ = ["EXAMPLES", "GRANULARITIES", "TRAINING", "NetworkExplanation", "explain_network", "network_bytes",
-           "profile_units", "references_for"]  # fmt: skip
+__all__ = ["EXAMPLES", "GRANULARITIES", "KEPT", "TRAINING", "NetworkExplanation", "explain_network",
+           "network_bytes", "profile_units", "recorded_references", "references_for"]  # fmt: skip

@@ -31,11 +31,16 @@ run exactly once as a module in a pass) gets the whole-block intervention instea
 :attr:`UnitProfile.methods` entry says so (``resample of the whole block``). Where a branch is chosen or some unit
 has both, every entry names its part (``skip of attention``, ``skip of the whole block``).
 
-One pass of the references and ``x`` together (traced: which units are residual) records every unit's output; then
-ONE pass of ``B·Σ_u K_u`` rows (``K_u = K`` for resample, 1 for skip and mean), row ``(b, u, k)`` being input ``b``
-with unit ``u``'s output replaced by its ``k``-th value. Each unit's forward hook writes only its own rows, and only for the calling thread
-(:func:`~laya.analysis.patching.owned`): the shared model is never changed. A unit without a module (a pre-logits
-layer at stage granularity) is replaced in the hidden state handed to the head. Heads in float64.
+One pass of ``x`` (traced: which units are residual) records every unit's input and output, and one of the
+references (for resample, mean, and skip's fallback) theirs; then ONE pass of ``x`` in which row ``(b, u, k)``, input
+``b`` with unit ``u``'s output replaced by its ``k``-th value (``K_u = K`` for resample, 1 for skip and mean), joins
+the batch where it parts from ``x``: at the unit's output, or at its input where a branch inside it is replaced.
+No row reruns the modules before its unit, so the pass costs about ``1 + Σ_u K_u·(share of the network after u)``
+forwards rather than ``Σ_u K_u``; a layer read before a unit takes ``x``'s value for that unit's rows. A network that
+does not carry the grown batch (it keeps a tensor from before a unit to combine with one after it, or fixes its batch
+size) raises a size mismatch there, and every row then runs the whole network. Each hook acts only for the calling
+thread (:func:`~laya.analysis.patching.owned`): the shared model is never changed. A unit without a module (a
+pre-logits layer at stage granularity) is replaced in the hidden state handed to the head. Heads in float64.
 """
 
 from __future__ import annotations
@@ -124,32 +129,6 @@ def branched(units: Sequence[Unit]) -> bool:
     return any(len(u.branches) == 2 for u in units)
 
 
-@contextlib.contextmanager
-def _replaced(
-    blocks: Sequence[Block | None], rows: Sequence[Tensor], values: Sequence[Tensor | None], branch: Sequence[bool]
-) -> Iterator[None]:
-    """Within the block, module ``blocks[u]``'s output in batch rows ``rows[u]`` is ``values[u]``
-    (``(len(rows[u]), ...)``; None: zeros), or where ``branch[u]`` its own input there plus ``values[u]`` (None: plus
-    nothing, a skip); other rows as they are."""
-    handles = []
-    for block, at, value, on_stream in zip(blocks, rows, values, branch):
-        if block is None or len(at) == 0:
-            continue
-        given: list[Tensor] = []
-        if on_stream:
-            handles.append(on_input(block, lambda x, at=at, given=given: given.append(x[at].clone())))
-
-        def hook(m: Any, a: Any, out: Any, at: Tensor = at, value: Tensor | None = value, given=given) -> Any:
-            new = _tensor(out).clone()  # a unit may hand its input on: write a copy
-            stream = given.pop() if given else 0
-            new[at] = stream if value is None else stream + value.to(new.dtype)
-            return _with_first(out, new)
-
-        handles.append(block.module.register_forward_hook(owned(hook), prepend=True))
-    with _hooks(*handles):
-        yield
-
-
 def _recorded(blocks: Sequence[Block | None], outputs: dict[int, list[Tensor]], inputs: dict[int, Tensor]) -> Any:
     """Within the block, each block's outputs (every run) and its last input (where the block knows it)."""
     handles = []
@@ -163,23 +142,136 @@ def _recorded(blocks: Sequence[Block | None], outputs: dict[int, list[Tensor]], 
     return _hooks(*handles)
 
 
+@dataclass(frozen=True)
+class References:
+    """The reference inputs as the interventions read them, recorded once (:func:`record_references`) and reused
+    for any number of inputs: per unit ``outputs[u]`` its output ``(R, ...)`` (a unit without a module: its layer),
+    ``branches[u]`` its branch ``h_u - x_u`` (None where its input is unknown or of another shape), ``parts[u]`` the output of its
+    ``branch`` module (None where it has none that runs once). ``mean``: each holds its mean over the references
+    ``(1, ...)`` alone (mean-ablation only). ``units``, ``branch``: what they were recorded for; ``count``: ``R``."""
+
+    count: int
+    units: tuple[str, ...]
+    branch: Branch
+    mean: bool
+    outputs: tuple[Tensor, ...]
+    branches: tuple[Tensor | None, ...]
+    parts: tuple[Tensor | None, ...]
+
+
+@torch.inference_mode()
+def record_references(
+    model: LayerwiseClassifier, units: Sequence[Unit], reference: Tensor, branch: Branch = "block", mean: bool = False
+) -> References:
+    """One pass of ``reference`` ``(R, C, H, W)`` (preprocessed) recording what :func:`intervene` replaces each unit
+    of ``units`` by, for every input it is then given; ``mean``: keep only the means (``R`` may then be large at
+    little memory). Raises ``ValueError`` for no reference or an unknown branch."""
+    if len(reference) == 0 or branch not in BRANCHES:
+        raise ValueError(f"references need at least one input and a branch of {sorted(BRANCHES)}; got "
+                         f"{len(reference)} inputs, branch {branch!r}")  # fmt: skip
+    root = _root(model.backbone)
+    parts = [None if (n := branch_of(u, branch)) is None else Block(root.get_submodule(n), None) for u in units]
+    store: dict[int, list[Tensor]] = {}
+    given: dict[int, Tensor] = {}
+    of_parts: dict[int, list[Tensor]] = {}
+    with _recorded([u.block for u in units], store, given), _recorded(parts, of_parts, {}):
+        hidden = model.backbone(reference)
+
+    def kept(t: Tensor | None) -> Tensor | None:
+        return t if t is None or not mean else t.mean(0, keepdim=True)
+
+    outputs = [store[u][0] if unit.block is not None else hidden[unit.layer] for u, unit in enumerate(units)]
+    return References(len(reference), tuple(u.name for u in units), branch, mean, tuple(map(kept, outputs)),
+                      tuple(kept(outputs[u] - given[u]) if u in given and given[u].shape == outputs[u].shape
+                            else None for u in range(len(units))),
+                      tuple(kept(of_parts[u][0]) if len(of_parts.get(u, ())) == 1 else None
+                            for u in range(len(units))))  # fmt: skip
+
+
+class _Ungrown(RuntimeError):
+    """The network did not carry the appended rows as :func:`_rows_pass` expects (it keeps a tensor from before a
+    unit and combines it with one after, or fixes the batch size): the rows are run whole instead."""
+
+
+def _rows_pass(
+    model: LayerwiseClassifier,
+    x: Tensor,
+    targets: Sequence[Block | None],
+    grow: Sequence[Block | None],
+    at: Sequence[Tensor],
+    values: Sequence[Tensor],
+    layers: Sequence[int],
+    grown: bool,
+) -> list[Tensor]:
+    """The backbone's hidden states ``(rows, ...)`` for the layout ``[x (B); unit 1's rows; unit 2's; ...]``, row
+    ``at[u]`` of unit ``u`` being ``x``'s with ``targets[u]``'s output there replaced by ``values[u]``
+    (``(len(at[u]), ...)``); ``layers[u]`` the index of the layer (stage) unit ``u`` is in. A unit without a target
+    is replaced in the hidden state by the caller.
+
+    ``grown``: the pass starts from ``x`` alone and each unit's rows join the batch where they part from ``x`` (at
+    ``grow[u]``'s input where given, else as ``targets[u]``'s output), so no row reruns the modules before its unit;
+    a layer read before a unit has no rows for it and takes ``x``'s, which is what they are there. Raises
+    :class:`_Ungrown` where the network does not carry the rows so (a layer of other than its rows so far). Else
+    every row runs the whole network."""
+    B, rows = len(x), len(x) + sum(len(a) for a in at)
+    source = torch.arange(rows, device=x.device) % B  # the input row of each row
+    for a in at:
+        source[a] = torch.arange(B, device=x.device).repeat_interleave(len(a) // B)
+    handles = []
+    for target, entry, where, value in zip(targets, grow, at, values):
+        if target is None:
+            continue
+        start = int(where[0]) if len(where) else rows
+
+        def join(t: Tensor, n: int = len(where), start: int = start) -> Tensor:
+            if len(t) != start:
+                raise _Ungrown(f"rows {len(t)} where {start} were due")
+            return torch.cat([t, t[:B].repeat_interleave(n // B, 0)])
+
+        def replace(m: Any, a: Any, out: Any, where: Tensor = where, value: Tensor = value, entry=entry) -> Any:
+            new = _tensor(out)
+            if grown and entry is None:  # the rows join here, as this output
+                if len(new) != int(where[0]):
+                    raise _Ungrown(f"rows {len(new)} where {int(where[0])} were due")
+                return _with_first(out, torch.cat([new, value.to(new.dtype)]))
+            new = new.clone()  # a unit may hand its input on: write a copy
+            new[where] = value.to(new.dtype)
+            return _with_first(out, new)
+
+        handles.append(target.module.register_forward_hook(owned(replace), prepend=True))
+        if grown and entry is not None:
+            handles.append(on_input(entry, join))
+    with _hooks(*handles):
+        hidden = model.backbone(x if grown else x[source])
+    if not grown:
+        return hidden
+    out = []
+    for i, h in enumerate(hidden):  # a layer read before unit u lacks its rows: x's value there, as their inputs'
+        due = B + sum(len(a) for a, t, layer in zip(at, targets, layers) if t is not None and layer <= i)
+        if len(h) != due:
+            raise _Ungrown(f"layer {i} has {len(h)} rows where {due} were due")
+        out.append(torch.cat([h, h[source[len(h) :]]]))
+    return out
+
+
 @torch.inference_mode()
 def intervene(
     model: LayerwiseClassifier,
     x: Tensor,
     units: Sequence[Unit],
     method: Method = DEFAULT,
-    reference: Tensor | None = None,
+    reference: Tensor | References | None = None,
     fallback: Method = "resample",
     target: Target = "branch",
     branch: Branch = "block",
 ) -> UnitProfile:
     """Every unit of ``units`` intervened on for each input of ``x`` ``(B, C, H, W)`` by ``method`` (module
-    docstring), in one pass of ``B·Σ_u K_u`` rows after one pass of ``reference`` ``(K or R, C, H, W)`` (preprocessed as
-    ``x``; needed for resample and mean, and for skip where a unit falls back) and ``x`` together. ``target``:
-    ``"branch"`` replaces a residual unit's branch ``h_u - x_u`` (the stream kept), ``"output"`` its whole output.
-    ``branch``: ``"attention"`` or ``"mlp"`` acts on that one branch of each unit that has it (:func:`branch_of`),
-    the whole block elsewhere; ``"block"`` on the whole block.
+    docstring). One pass of ``x`` records every unit (and, for resample and mean and where skip falls back, one pass
+    of ``reference`` ``(K or R, C, H, W)``, preprocessed as ``x``); then one pass of ``x`` in which unit ``u``'s
+    ``B·K_u`` rows join the batch where they part from ``x`` (:func:`_rows_pass`), about ``1 + Σ_u K_u·(share of
+    the network after u)`` forwards. ``target``: ``"branch"`` replaces a residual unit's branch ``h_u - x_u`` (the
+    stream kept), ``"output"`` its whole output. ``branch``: ``"attention"`` or ``"mlp"`` acts on that one branch
+    of each unit that has it (:func:`branch_of`), the whole block elsewhere; ``"block"`` on the whole block.
 
     Raises ``ValueError`` for an unknown method or branch, a skip fallback that is skip, a branch with
     ``target="output"``, a missing or misshapen reference, or a unit whose module runs more than once in a pass (no
@@ -192,54 +284,68 @@ def intervene(
                          f"{branch!r} with target {target!r}")  # fmt: skip
     if reference is None:
         reference = x[:0]
+    elif isinstance(reference, References):
+        if reference.units != tuple(u.name for u in units) or reference.branch != branch:
+            raise ValueError(f"the references were recorded for units {list(reference.units)[:3]}... on branch "
+                             f"{reference.branch!r}, not for these (branch {branch!r})")  # fmt: skip
     elif reference.shape[1:] != x.shape[1:]:
         raise ValueError(f"reference must be (R, {', '.join(map(str, x.shape[1:]))}), got {tuple(reference.shape)}")
-    R, B, U = len(reference), len(x), len(units)
+    R = reference.count if isinstance(reference, References) else len(reference)
+    B, U = len(x), len(units)
     head = float64_head(model.head)
     root = _root(model.backbone)
     names = [branch_of(u, branch) for u in units]
     parts = [None if n is None else Block(root.get_submodule(n), None) for n in names]  # the branch modules
+    blocks = [u.block for u in units]
     store: dict[int, list[Tensor]] = {}
     given: dict[int, Tensor] = {}
     of_parts: dict[int, list[Tensor]] = {}
-    with _recorded([u.block for u in units], store, given), _recorded(parts, of_parts, {}), \
-            _Streams([u.block for u in units]) as streams:  # fmt: skip
-        hidden = model.backbone(torch.cat([reference, x]))
+    with _recorded(blocks, store, given), _recorded(parts, of_parts, {}), _Streams(blocks) as streams:
+        clean = model.backbone(x)
     ran = [len(store.get(i, ())) for i, u in enumerate(units) if u.block is not None]
     if any(n != 1 for n in ran):
         raise ValueError(f"each unit's module must run once in a pass; counts: {ran}")
     chosen = [p is not None and len(of_parts.get(u, ())) == 1 for u, p in enumerate(parts)]  # else: the whole block
-    outputs = [of_parts[i][0] if chosen[i] else store[i][0] if u.block is not None else hidden[u.layer]
-               for i, u in enumerate(units)]  # fmt: skip
-    base = torch.softmax(head([h[R:].double() for h in hidden]).logits, -1)
-    prediction = base.argmax(-1)
     residual = tuple(bool(u.block is not None and streams.residual[i]) for i, u in enumerate(units))
     methods = [method if method != "skip" or residual[u] or chosen[u] else fallback for u in range(U)]
     on_stream = [not chosen[u] and residual[u] and (target == "branch" or methods[u] == "skip") for u in range(U)]
     if R == 0 and any(m != "skip" for m in methods):
         raise ValueError(f"{NAMES[method]} needs reference inputs (units not residual: "
                          f"{[u.name for u, r in zip(units, residual) if not r][:5]})")  # fmt: skip
+    if isinstance(reference, References) and reference.mean and "resample" in methods:
+        raise ValueError("resample needs every reference's value; these references keep only their means")
+    if any(m != "skip" for m in methods) and not isinstance(reference, References):
+        reference = record_references(model, units, reference, branch)
     counts = [R if m == "resample" else 1 for m in methods]  # K_u rows per input for unit u
-    S = sum(counts)
-    offsets = torch.tensor([0, *counts[:-1]], device=x.device).cumsum(0)
-    values: list[Tensor | None] = []
-    at: list[Tensor] = []
+    order = [u for u in range(U) if units[u].block is not None] + [u for u in range(U) if units[u].block is None]
+    starts = dict(zip(order, (B + B * torch.tensor([0] + [counts[u] for u in order]).cumsum(0)).tolist()))
+    at = [torch.arange(starts[u], starts[u] + B * counts[u], device=x.device) for u in range(U)]  # rows (b, k)
+    values: list[Tensor] = []
     for u, m in enumerate(methods):
-        at.append((torch.arange(B, device=x.device).view(B, 1) * S + offsets[u] + torch.arange(counts[u],
-                   device=x.device)).flatten())  # rows (b, k) of unit u  # fmt: skip
-        ref = outputs[u][:R] - given[u][:R] if on_stream[u] else outputs[u][:R]  # the branch: h_u - x_u
-        value = None if m == "skip" else ref if m == "resample" else ref.mean(0, keepdim=True)  # (K_u, ...)
-        values.append(None if value is None else value.repeat(B, *[1] * (value.ndim - 1)))  # (B·K_u, ...)
-    with _replaced([p if c else u.block for u, p, c in zip(units, parts, chosen)], at, values, on_stream):
-        hidden = [h.double() for h in model.backbone(x.repeat_interleave(S, 0))]
+        mine = of_parts[u][0] if chosen[u] else store[u][0] if units[u].block is not None else clean[units[u].layer]
+        stream = given[u].repeat_interleave(counts[u], 0) if on_stream[u] else 0
+        if m == "skip":
+            values.append(stream if on_stream[u] else torch.zeros_like(mine))
+            continue
+        ref = reference.parts[u] if chosen[u] else reference.branches[u] if on_stream[u] else reference.outputs[u]
+        if ref is None:
+            raise ValueError(f"the references were recorded without unit {units[u].name!r}'s branch")
+        ref = ref if m == "resample" else ref.mean(0, keepdim=True)  # (K_u, ...)
+        values.append(stream + ref.repeat(B, *[1] * (ref.ndim - 1)))  # (B·K_u, ...), row (b, k) = value k
+    targets = [p if c else u.block for u, p, c in zip(units, parts, chosen)]
+    grow = [u.block if c else None for u, c in zip(units, chosen)]  # a branch's rows join at the block's input
+    layers = [u.layer for u in units]
+    try:
+        hidden = _rows_pass(model, x, targets, grow, at, values, layers, grown=True)
+    except RuntimeError:  # a network that does not carry the rows (_Ungrown, or a size mismatch): run them whole
+        hidden = _rows_pass(model, x, targets, grow, at, values, layers, grown=False)
+    hidden = [h.double() for h in hidden]
     for u, unit in enumerate(units):
         if unit.block is None:  # no module (never residual, so a value): the head reads the replacement
             hidden[unit.layer][at[u]] = values[u].double()
-    group = torch.cat([torch.arange(B, device=x.device).repeat_interleave(counts[u]) * U + u for u in range(U)])
-    rows = torch.cat(at)
-    p_rows = torch.softmax(head(hidden).logits, -1)[rows]  # (B·S, C), in the order of group
-    p = torch.zeros(B * U, p_rows.shape[1], dtype=p_rows.dtype, device=x.device).index_add_(0, group, p_rows)
-    p = (p / torch.tensor(counts, dtype=p.dtype, device=x.device).repeat(B).view(-1, 1)).view(B, U, -1)  # (B, U, C)
+    probs = torch.softmax(head(hidden).logits, -1)  # (rows, C)
+    base, prediction = probs[:B], probs[:B].argmax(-1)
+    p = torch.stack([probs[at[u]].view(B, counts[u], -1).mean(1) for u in range(U)], 1)  # (B, U, C), K-averaged
     kept = p.gather(2, prediction.view(-1, 1, 1).expand(-1, U, 1))[..., 0]
     probability = base.gather(1, prediction.view(-1, 1))[:, 0]
     references = R if any(m != "skip" for m in methods) else 0
@@ -251,4 +357,5 @@ def intervene(
 
 
 __all__ = ["BRANCHES", "DEFAULT", "MEAN", "REFERENCES", "RESAMPLE", "RESAMPLES", "SKIP", "Branch", "Method", "Target",
-           "UnitProfile", "branch_of", "branched", "intervene", "method_label", "reference_inputs"]  # fmt: skip
+           "References", "UnitProfile", "branch_of", "branched", "intervene", "method_label", "record_references",
+           "reference_inputs"]  # fmt: skip

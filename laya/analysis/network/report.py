@@ -70,6 +70,7 @@ from laya.analysis.network.interventions import (
     branched,
     intervene,
     method_label,
+    record_references,
     reference_inputs,
 )
 from laya.analysis.network.lens import (
@@ -236,6 +237,7 @@ def network_report(
     tuned = _lens_for(checkpoint, units, lens)
     reference = checkpoint.preprocess(reference_inputs(train, options.references, options.seed)).to(device)
     baseline = baselines(backbone, reference, units, options.baseline)
+    recorded = record_references(model, units, reference, options.branch)  # once, for every batch
     residual = [u.residual for u in units]
     index = sample_indices(test.labels, options.limit or len(test), options.seed)
     parts: dict[str, list[Tensor]] = {}
@@ -247,11 +249,11 @@ def network_report(
 
     for batch in batch_indices(len(index), options.batch_size):
         x = _preprocessed(checkpoint, test, index[batch]).to(device)
-        profile = intervene(model, x, units, options.method, reference, branch=options.branch)
+        profile = intervene(model, x, units, options.method, recorded, branch=options.branch)
         methods["main"] = profile.methods
         keep(drops=profile.drops, predictions=profile.prediction, probability=profile.probability)
         if any(residual):
-            skip = intervene(model, x, units, "skip", reference, branch=options.branch)
+            skip = intervene(model, x, units, "skip", recorded, branch=options.branch)
             methods["skip"] = skip.methods
             keep(skip_drops=skip.drops)
         lens_b = unit_lens(backbone, x, names, tuned)

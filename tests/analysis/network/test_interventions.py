@@ -250,3 +250,129 @@ def test_twelve_concurrent_calls_give_the_single_call_result(tmp_path: Path, fam
     for t in threads:
         t.join()
     assert all(torch.equal(got[i], alone[i]) for i in range(12))
+
+
+def _spied(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, str]]:
+    """Each rows pass of :func:`intervene` as ``(grown, "ok" or the error it raised)``."""
+    from laya.analysis.network import interventions
+
+    calls: list[tuple[bool, str]] = []
+    run = interventions._rows_pass
+
+    def spy(*args, grown: bool, **kwargs):
+        try:
+            hidden = run(*args, grown=grown, **kwargs)
+        except RuntimeError as error:
+            calls.append((grown, type(error).__name__))
+            raise
+        calls.append((grown, "ok"))
+        return hidden
+
+    monkeypatch.setattr(interventions, "_rows_pass", spy)
+    return calls
+
+
+@pytest.mark.parametrize(("family", "branch"), [("torchvision resnet18", "block"), ("timm test_vit", "block"),
+                                                ("timm test_vit", "mlp"), ("transformers vit", "attention")])  # fmt: skip
+def test_rows_join_where_they_part_from_the_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str, branch: str
+) -> None:
+    """Every family carries the grown batch (no row reruns the modules before its unit): one rows pass, grown,
+    whose profile is the one of every row run through the whole network."""
+    from laya.analysis.network import interventions
+
+    _, model, units, config = _setup(tmp_path, family)
+    x, reference = _inputs(config, 2, 0), _inputs(config, 3, 1)
+    calls = _spied(monkeypatch)
+    profile = intervene(model, x, units, "resample", reference, branch=branch)
+    assert calls == [(True, "ok")]
+    run = interventions._rows_pass
+    monkeypatch.setattr(interventions, "_rows_pass", lambda *a, grown, **k: run(*a, grown=False, **k))
+    whole = intervene(model, x, units, "resample", reference, branch=branch)
+    assert torch.allclose(profile.drops, whole.drops, atol=1e-10, rtol=0) and profile.drops.abs().max() > 1e-3
+
+
+class _Residual(torch.nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.branch = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Conv2d(width, width, 3, padding=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.branch(x)
+
+
+class _LongSkip(torch.nn.Module):
+    """Two residual units under a skip of their own: ``h + body(h)`` keeps ``h`` from before the units."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.body = torch.nn.Sequential(_Residual(8), _Residual(8))
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        return self.fc((h + self.body(h)).mean((2, 3)))
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_network_that_keeps_a_tensor_across_its_units_runs_every_row_whole(
+    monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """``h + body(h)`` cannot add a batch of ``B`` to the grown one: the size mismatch sends every row through the
+    whole network, with the same drops as the hand-patched network. A batch of one broadcasts, exactly so (each
+    row's ``h`` is the input's)."""
+    from laya.model.backbones.wrapped import wrap
+    from laya.model.classifier import LayerwiseClassifier
+    from laya.model.own_head import own_head
+
+    torch.manual_seed(0)
+    network = _LongSkip().eval()
+    backbone = wrap(network, ["body"], input_size=8, pre_logits=True)
+    model = LayerwiseClassifier(backbone, own_head(backbone)).double().eval()  # the network's weights too
+    g = torch.Generator().manual_seed(0)
+    x, reference = (torch.randn(n, 3, 8, 8, generator=g, dtype=torch.float64) for n in (batch, 3))
+    units = network_units(model.backbone, x)
+    assert [u.name for u in units] == ["body.0", "body.1"] and all(u.residual for u in units)
+    calls = _spied(monkeypatch)
+    profile = intervene(model, x, units, "resample", reference)
+    assert calls == ([(True, "ok")] if batch == 1 else [(True, "RuntimeError"), (False, "ok")])
+    with torch.no_grad():
+        p = torch.softmax(network(x), -1)
+    y, rows = p.argmax(-1), torch.arange(batch)
+    for u, unit in enumerate(units):
+        module = network.get_submodule(unit.name)
+        inputs, outputs = _recorded(network, reference, module)
+        runs = [_hand(network, x, module, lambda inp, out, b=outputs[k : k + 1] - inputs[k : k + 1]: inp + b)
+                for k in range(3)]  # fmt: skip
+        expected = p[rows, y] - torch.stack(runs).mean(0)[rows, y]
+        assert torch.allclose(profile.drops[:, u], expected, atol=1e-10, rtol=0), unit.name
+    assert profile.drops.abs().max() > 1e-4
+
+
+@pytest.mark.parametrize(("family", "branch"), [("torchvision resnet18", "block"), ("timm test_vit", "attention")])
+def test_references_recorded_once_serve_every_input(tmp_path: Path, family: str, branch: str) -> None:
+    """:func:`record_references` then any number of inputs gives what passing the reference images gives, for each
+    method; means alone serve mean-ablation; references of other units or another branch are refused."""
+    from laya.analysis.network import record_references
+
+    _, model, units, config = _setup(tmp_path, family)
+    reference = _inputs(config, 4, 1)
+    recorded = record_references(model, units, reference, branch)
+    means = record_references(model, units, reference, branch, mean=True)
+    assert recorded.count == means.count == 4 and means.outputs[0].shape[0] == 1
+    for seed in (0, 1):
+        x = _inputs(config, 2, seed)
+        for method, given in [("resample", recorded), ("skip", recorded), ("mean", recorded), ("mean", means)]:
+            expected = intervene(model, x, units, method, reference, branch=branch)
+            got = intervene(model, x, units, method, given, branch=branch)
+            assert got.methods == expected.methods and got.references == expected.references, method
+            assert torch.allclose(got.drops, expected.drops, atol=1e-12, rtol=0), method
+    with pytest.raises(ValueError, match="keep only their means"):
+        intervene(model, x, units, "resample", means, branch=branch)
+    with pytest.raises(ValueError, match="were recorded for units"):
+        intervene(model, x, units[1:], "resample", recorded, branch=branch)
+    with pytest.raises(ValueError, match="were recorded for units"):
+        intervene(model, x, units, "resample", recorded, branch="mlp" if branch != "mlp" else "block")
+    with pytest.raises(ValueError, match="at least one input"):
+        record_references(model, units, reference[:0])

@@ -42,3 +42,30 @@ def test_a_network_without_branches_offers_none() -> None:
     chosen = explain_network(checkpoint, image, references, branch="mlp")
     assert not block.branched and set(block.methods) == {"resample"}
     assert set(chosen.methods) == {"resample of the whole block"} and torch.equal(chosen.drops, block.drops)
+
+
+def test_a_checkpoint_records_its_references_once(monkeypatch) -> None:
+    """The references' pass runs for a checkpoint's first input only: later inputs with the same reference images
+    reuse it, with the profile the images themselves give; other images, another branch or weights changed in
+    place record anew; at most KEPT recordings stay per model."""
+    from laya.analysis.network import explain, interventions
+
+    checkpoint = own_checkpoint("torchvision")
+    image, references = _images()
+    recordings = []
+    record = interventions.record_references
+    monkeypatch.setattr(explain, "record_references", lambda *a, **k: recordings.append(a[3]) or record(*a, **k))
+    first = explain_network(checkpoint, image, references)
+    again = explain_network(checkpoint, references[0], references)
+    assert len(recordings) == 1
+    model = checkpoint.model
+    x = checkpoint.preprocess(torch.cat([references[:1], references]))
+    plain = interventions.intervene(model, x[:1], profile_units(checkpoint), "resample", x[1:])
+    assert torch.allclose(again.drops, plain.drops[0].float(), atol=1e-6) and not torch.equal(first.drops, again.drops)
+    explain_network(checkpoint, image, references.flip(0))
+    explain_network(checkpoint, image, references, branch="mlp")
+    assert len(recordings) == 3
+    with torch.no_grad():
+        next(model.parameters()).mul_(1.5)
+    explain_network(checkpoint, image, references)
+    assert len(recordings) == 4 and len(explain._RECORDED[model]) == explain.KEPT

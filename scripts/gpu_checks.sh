@@ -37,6 +37,8 @@ step() {  # step SECONDS DESCRIPTION COMMAND...
 CNN=(--dataset cifar10 --backbone cnn --widths 32,64,128,128,256 --head laya)
 step 20 "machine" nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 step 20 "torch" python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.device_count())"
+step 90 "unit profile on cuda: first and each further input against U + 1 forwards (issue 35, section 7)" \
+    python3 benchmarks/unit_profile_speed.py --device cuda --rounds 5 --out "$OUT/speed-cuda"
 step 120 "device tests" python3 -m pytest -q -x -p no:cacheprovider tests/training/test_device_pipeline.py \
     tests/model/test_devices.py tests/analysis/test_evaluate_distributed.py
 step 90 "train on cuda (the issue's crash)" python3 -m laya train "${CNN[@]}" --augment flip_crop --max-epochs 4 \

@@ -146,9 +146,10 @@ def _recorded(blocks: Sequence[Block | None], outputs: dict[int, list[Tensor]], 
 class References:
     """The reference inputs as the interventions read them, recorded once (:func:`record_references`) and reused
     for any number of inputs: per unit ``outputs[u]`` its output ``(R, ...)`` (a unit without a module: its layer),
-    ``branches[u]`` its branch ``h_u - x_u`` (None where its input is unknown or of another shape), ``parts[u]`` the output of its
-    ``branch`` module (None where it has none that runs once). ``mean``: each holds its mean over the references
-    ``(1, ...)`` alone (mean-ablation only). ``units``, ``branch``: what they were recorded for; ``count``: ``R``."""
+    ``branches[u]`` its branch ``h_u - x_u`` (None where its input is unknown or of another shape), ``parts[u]``
+    the output of its ``branch`` module (None where it has none that runs once). ``mean``: each holds its mean over
+    the references ``(1, ...)`` alone (mean-ablation only). ``units``, ``branch``: what they were recorded for;
+    ``count``: ``R``."""
 
     count: int
     units: tuple[str, ...]

@@ -272,8 +272,11 @@ def _spied(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, str]]:
     return calls
 
 
-@pytest.mark.parametrize(("family", "branch"), [("torchvision resnet18", "block"), ("timm test_vit", "block"),
-                                                ("timm test_vit", "mlp"), ("transformers vit", "attention")])  # fmt: skip
+GROWN = [("torchvision resnet18", "block"), ("timm test_vit", "block"), ("timm test_vit", "mlp"),
+         ("transformers vit", "attention")]
+
+
+@pytest.mark.parametrize(("family", "branch"), GROWN)
 def test_rows_join_where_they_part_from_the_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str, branch: str
 ) -> None:

@@ -15,7 +15,8 @@ For an input ``x`` of an own-classifier checkpoint (``laya attach``), from the l
 :func:`explain_network` returns all three as a :class:`NetworkExplanation`, which a sandboxed worker hands over
 with :meth:`~NetworkExplanation.to_tensors` (an uploaded checkpoint runs there: op ``network``). The references'
 recording (:func:`~laya.analysis.network.interventions.record_references`, ``K`` or ``R`` forwards) is kept per
-model for the last :data:`KEPT` reference sets, so only a checkpoint's first input pays for it.
+model for the last :data:`KEPT` reference sets, and the references drawn from the training split per model, so only
+a checkpoint's first input pays for them.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from laya.model.checkpoint import Checkpoint, CheckpointError
 
 KEPT = 4  # recorded reference sets kept per model
 _RECORDED: weakref.WeakKeyDictionary[nn.Module, OrderedDict[tuple, References]] = weakref.WeakKeyDictionary()
+_DRAWN: weakref.WeakKeyDictionary[nn.Module, dict[tuple[int, int], Tensor]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 GRANULARITIES = {"unit": "units (as the network names them)", "stage": "stages (the layers the heads read)"}
 TRAINING, EXAMPLES = "the training split", "the bundled example images"
@@ -143,12 +145,20 @@ def references_for(
     """``uint8 (K or R, C, H, W)`` reference inputs and where they come from: a seeded, class-balanced sample of
     the training split (``K`` = 8 for resample, ``R`` = 256 for mean), or, where that split is not on this
     machine, the decoded ``examples``. Skip needs references only where a unit is not residual (resample there).
-    Raises ``ValueError`` with neither."""
+    The training split's draw is kept per model. Raises ``ValueError`` with neither."""
     size = REFERENCES if method == "mean" else RESAMPLES
+    with _LOCK:
+        drawn = _DRAWN.setdefault(checkpoint.model, {}).get((size, seed))
+    if drawn is not None:  # the training split is read (every file listed and checked) once per model
+        return drawn, TRAINING
     try:
-        return reference_inputs(checkpoint.load_data("train"), size, seed), TRAINING
+        drawn = reference_inputs(checkpoint.load_data("train"), size, seed)
     except (DatasetNotFoundError, CheckpointError, FileNotFoundError, OSError):
         pass
+    else:
+        with _LOCK:
+            _DRAWN[checkpoint.model][(size, seed)] = drawn
+        return drawn, TRAINING
     if not examples:
         raise ValueError("the unit profile needs reference inputs: the training split is not on this machine and "
                          "the checkpoint has no bundled example images")  # fmt: skip

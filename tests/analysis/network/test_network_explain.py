@@ -1,7 +1,10 @@
 """One input explained by the network's own units: the unit profile on a transformer block's branch, at unit and
 stage granularity, and what a network without branches gets."""
 
+import io
+
 import torch
+from PIL import Image
 
 from laya.analysis.network.explain import explain_network, profile_units
 from tests.model.test_calls import own_checkpoint
@@ -69,3 +72,27 @@ def test_a_checkpoint_records_its_references_once(monkeypatch) -> None:
         next(model.parameters()).mul_(1.5)
     explain_network(checkpoint, image, references)
     assert len(recordings) == 4 and len(explain._RECORDED[model]) == explain.KEPT
+
+
+def test_the_training_split_is_read_once_per_model(monkeypatch) -> None:
+    """Drawing K references lists and checks every file of the training split: done for a model's first input,
+    kept for the next (the same draw), per reference size; without the split, the bundled examples."""
+    from laya.analysis.network.explain import EXAMPLES, TRAINING, references_for
+    from laya.data.datasets import DatasetNotFoundError, ImageArrays
+
+    checkpoint = own_checkpoint("torchvision")
+    reads = []
+    split = ImageArrays(torch.randint(0, 256, (40, 3, 32, 32), dtype=torch.uint8), torch.arange(40) % 4,
+                        ("a", "b", "c", "d"))  # fmt: skip
+    monkeypatch.setattr(checkpoint, "load_data", lambda name: reads.append(name) or split)
+    first, source = references_for(checkpoint, "resample")
+    again, _ = references_for(checkpoint, "skip")
+    assert source == TRAINING and reads == ["train"] and torch.equal(first, again) and len(first) == 8
+    assert len(references_for(checkpoint, "mean")[0]) == 40 and reads == ["train"] * 2  # 256 asked, 40 there
+    other = own_checkpoint("torchvision")
+    monkeypatch.setattr(other, "load_data", lambda name: (_ for _ in ()).throw(DatasetNotFoundError("absent")))
+    image, _ = _images()
+    png = io.BytesIO()
+    Image.fromarray(image.permute(1, 2, 0).numpy()).save(png, format="PNG")
+    examples, source = references_for(other, "resample", [png.getvalue()])
+    assert source == EXAMPLES and torch.equal(examples[0], image)

@@ -17,6 +17,9 @@ same for a plain prediction of it. The setting's default head is LAYA (the sideb
   each head's explanation with them, on top). Depth analytics: ``input_depth``.
   Activation patching: ``patch_images`` of the first example with layers of the second, at the head.
 * Class-wise, Faithfulness, Test-set browser: no model work (they read the bundled reports and sample).
+* An attached network's own classifier (a setting with ``own/``): the view its Inspect page leads with,
+  ``network_bytes`` (unit profile by resample, K = 8, the lens and Grad-CAM at every unit), against the own
+  classifier's forward; the references drawn and recorded once per model, as the dashboard keeps them.
 
 ``--out`` writes the JSON that ``docs/speed.md``'s tables are generated from (``markdown_tables``, through
 ``scripts/prose_claims.py --write``), with the load average before and after the run.
@@ -37,12 +40,15 @@ from common import ROOT, inspect_ood, interleaved_seconds, parser
 from laya.analysis.attribution import intrinsic_method
 from laya.analysis.depth import DepthFit, input_depth
 from laya.analysis.explain import explain
+from laya.analysis.network.explain import network_bytes
 from laya.analysis.patching import patch_images
 from laya.app.catalog import example_images, find_checkpoints
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint, load_checkpoint
+from laya.model.own_head import OWN
 
 HEADS = ("laya", "scalarmix", "lastlayer", "concat")
+OWN_PAGE = "Inspect, own classifier (the network's units)"
 PAGES = {  # page -> what its default view costs beyond one forward, said where it exceeds LIMIT
     "Inspect": "a fixed per-input cost (the float64 head under L + 1 masks, the metrics, the OOD scores in float64) "
     "that a backbone this fast does not hide",
@@ -52,6 +58,8 @@ PAGES = {  # page -> what its default view costs beyond one forward, said where 
     "Depth analytics": "every readout, detection score and logit term of the input in float64, a fixed cost that "
     "a backbone this fast does not hide",
     "Activation patching": "both inputs through the backbone, then the head under every patch",
+    OWN_PAGE: "the unit profile (K = 8 resampled rows per unit, run from that unit on), the lens and Grad-CAM at "
+    "every unit",
     "Class-wise": "",
     "Faithfulness": "",
     "Test-set browser": "",
@@ -102,9 +110,15 @@ def setting_costs(setting: Path, rounds: int) -> dict:
     calls["Depth analytics"] = lambda: input_depth(ck, first, fit)
     calls["Activation patching"] = lambda: patch_images(ck, first, second, where="head")
     calls["decode"] = decode
+    own = load_checkpoint(setting / OWN) if (setting / OWN / "model.json").is_file() else None
+    if own is not None:
+        examples = [p.read_bytes() for p in example_images(own.path)]
+        calls["forward own"] = forward(own)
+        calls[OWN_PAGE] = lambda: network_bytes(own, first_bytes, examples=examples)
     best = interleaved_seconds(calls, rounds)
     plain = best["forward laya"]
-    pages = {page: {"ms": best[page] * 1e3, "ratio": best[page] / plain} for page in PAGES if page in best}
+    pages = {page: {"ms": best[page] * 1e3, "ratio": best[page] / (best["forward own"] if page == OWN_PAGE else plain)}
+             for page in PAGES if page in best}  # fmt: skip
     pages |= {page: {"ms": 0.0, "ratio": 0.0} for page in PAGES if page not in best and not PAGES[page]}
     heads = {h: {"forward_ms": best[f"forward {h}"] * 1e3, "inspect_ms": best[f"inspect {h}"] * 1e3,
                  "ratio": best[f"inspect {h}"] / best[f"forward {h}"],
@@ -142,6 +156,7 @@ SETTING_TITLES = {
     "cifar10-cnn": "CIFAR-10 CNN",
     "cifar10-efficientnet-lite0": "CIFAR-10 EfficientNet-Lite0",
     "cifar10-vit": "CIFAR-10 ViT",
+    "cifar10-resnet18-half": "CIFAR-10 attached ResNet-18",
 }
 HEAD_TITLES = {"laya": "LAYA", "scalarmix": "ScalarMix", "lastlayer": "LastLayer (IG-32)", "concat": "Concat (IG-32)"}
 
@@ -169,7 +184,8 @@ def markdown_tables(folder: Path) -> str:
         decode = run["settings"][name].get("decode_ms")
         lines.append(f"| {SETTING_TITLES.get(name, name)} | {'–' if decode is None else f'{decode:.2f} ms'} | "
                      f"{heads['laya']['forward_ms']:.2f} ms | " + " | ".join(cells) + " |")
-    lines += ["", "**Every page's default view** (LAYA head, model time against one plain forward):", "",
+    lines += ["", "**Every page's default view** (LAYA head, model time against one plain forward; an attached "
+              "network's own classifier against its own forward):", "",
               "| page | " + " | ".join(SETTING_TITLES.get(n, n) for n in settings) + " |",
               "|---|" + "---|" * len(settings)]  # fmt: skip
     over = []

@@ -47,3 +47,16 @@ def test_the_committed_block_is_generated_from_the_committed_output(tmp_path):
     assert f"with {load['sessions']} sessions at once" in block and "| page:inspect |" in block
     shutil.copy(ROOT / "docs" / "speed" / "load_test.json", run(tmp_path, {"Inspect": 1.0}) / "load_test.json")
     assert "| first chart |" in page_costs.markdown_tables(tmp_path)
+
+
+def test_the_committed_costs_cover_every_bundled_setting():
+    """A setting bundled after the run would be left out of "every bundled setting" without this: each one is
+    measured, and an attached network's own classifier has its network view's row."""
+    from laya.app.catalog import find_checkpoints
+
+    run = json.loads((ROOT / "docs" / "speed" / "page_costs.json").read_text())
+    bundled = {e.path.parent.name: e.path.parent for e in find_checkpoints(ROOT / "models") if e.head == "laya"}
+    assert set(run["settings"]) == set(bundled)
+    for name, setting in bundled.items():
+        assert (page_costs.OWN_PAGE in run["settings"][name]["pages"]) == (setting / "own").is_dir(), name
+        assert name in page_costs.SETTING_TITLES, name

@@ -338,6 +338,8 @@ def intervene(
     layers = [u.layer for u in units]
     try:
         hidden = _rows_pass(model, x, targets, grow, at, values, layers, grown=True)
+    except torch.OutOfMemoryError:  # the whole rows would need more
+        raise
     except RuntimeError:  # a network that does not carry the rows (_Ungrown, or a size mismatch): run them whole
         hidden = _rows_pass(model, x, targets, grow, at, values, layers, grown=False)
     hidden = [h.double() for h in hidden]

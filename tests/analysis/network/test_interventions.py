@@ -379,3 +379,20 @@ def test_references_recorded_once_serve_every_input(tmp_path: Path, family: str,
         intervene(model, x, units, "resample", recorded, branch="mlp" if branch != "mlp" else "block")
     with pytest.raises(ValueError, match="at least one input"):
         record_references(model, units, reference[:0])
+
+
+def test_out_of_memory_is_not_retried_with_more_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole-row pass holds more than the grown one: a device out of memory is raised, not retried."""
+    from laya.analysis.network import interventions
+
+    _, model, units, config = _setup(tmp_path, "torchvision resnet18")
+    calls = []
+
+    def full(*args, grown: bool, **kwargs):
+        calls.append(grown)
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(interventions, "_rows_pass", full)
+    with pytest.raises(torch.OutOfMemoryError):
+        intervene(model, _inputs(config, 1, 0), units, "resample", _inputs(config, 2, 1))
+    assert calls == [True]

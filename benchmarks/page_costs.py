@@ -53,7 +53,7 @@ PAGES = {  # page -> what its default view costs beyond one forward, said where 
     "Inspect": "a fixed per-input cost (the float64 head under L + 1 masks, the metrics, the OOD scores in float64) "
     "that a backbone this fast does not hide",
     "Inspect, approximate maps opened": "one more forward and a backward pass per CLS-token layer",
-    "Compare heads": "one explanation per head of the setting (four checkpoints)",
+    "Compare heads": "one explanation per head of the setting (one checkpoint each)",
     "Compare heads, approximate maps opened": "one more forward and a backward pass per CLS-token layer, per head",
     "Depth analytics": "every readout, detection score and logit term of the input in float64, a fixed cost that "
     "a backbone this fast does not hide",

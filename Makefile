@@ -40,7 +40,7 @@ benchmarks: $(VENV)/.runtime  ## speed benchmarks on the bundled models (prints 
 	$(PY) benchmarks/head_overhead.py
 	$(PY) benchmarks/interpretability_speed.py
 	$(PY) benchmarks/inspect_speed.py
-	$(PY) benchmarks/page_costs.py --out docs/speed/page_costs.json
+	$(PY) benchmarks/page_costs.py --rounds 40 --out docs/speed/page_costs.json
 	$(PY) benchmarks/unit_profile_speed.py --out docs/speed
 	$(PY) benchmarks/network_lens_speed.py --out docs/speed
 	$(PY) benchmarks/bootstrap_overhead.py

@@ -32,6 +32,10 @@ def test_the_committed_block_is_generated_from_the_committed_output():
         assert f"* `{run['command']}`: {run['date']}, commit {run['commit']}" in block
     rows = [r for run in runs for r in run["rows"]]
     assert {r["kind"] for r in rows} == {"profile", "lens", "gradcam", "captum"}  # every §7 ratio, Captum beside
+    profiles = [r for r in rows if r["kind"] == "profile"]  # per network and method: the first input and each further
+    assert sorted((r["network"], r["view"], r["references_recorded"]) for r in profiles) == sorted(
+        (n, v, recorded) for n in {r["network"] for r in profiles} for v in ("skip", "resample") for recorded in (0, 1))
+    assert all((r["budget"] is None) != r["references_recorded"] for r in profiles)  # the budget: each further input
     table = [line for line in block.splitlines() if line.startswith("| ") and not line.startswith("| view")]
     refused = [r for r in rows if r["kind"] == "captum" and r["all_in_one_call"]["refused"]]
     assert len(table) == len(rows) + len(refused)

@@ -12,11 +12,11 @@ The user's network (a timm, torchvision or transformers architecture plus their 
 
 Each is evaluated (:func:`~laya.training.bundle.bundle`: report, browser sample, expected outputs),
 the setting's summary tables are written (:func:`~laya.training.suite.write_summary`), and the depth
-analytics run (:func:`~laya.analysis.depth.run_depth`; the head's browser sample then gains its depth and detection
-columns: :func:`~laya.analysis.sample.refresh_sample`). Beside the own head the network is explained by its own
-units (:func:`~laya.analysis.network.report.run_network`): its tuned lens, fitted on the training split and stored
-with the command that made it (``tuned_lens.safetensors`` + ``.json``), and the network report
-(``network.json`` + ``network.safetensors``). :func:`summary` is the one-screen verdict.
+analytics run (:func:`~laya.analysis.depth.run_depth`; a depth head's browser sample is written after its fit,
+once, with its depth and detection columns: :func:`~laya.analysis.sample.write_sample`). Beside the own head the
+network is explained by its own units (:func:`~laya.analysis.network.report.run_network`): its tuned lens, fitted
+on the training split and stored with the command that made it (``tuned_lens.safetensors`` + ``.json``), and the
+network report (``network.json`` + ``network.safetensors``). :func:`summary` is the one-screen verdict.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from laya.analysis.evaluate import EvalOptions
 from laya.analysis.network.report import NetworkOptions, load_network_report, run_network
 from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.analysis.report import PER_INPUT_FILE, Report
-from laya.analysis.sample import refresh_sample
+from laya.analysis.sample import write_sample
 from laya.analysis.statistics import bootstrap_ci, format_diff, holm, holm_verdict, paired_bootstrap, paired_verdict
 from laya.data.datasets import InputSpec, Preprocess, load_dataset, split_indices
 from laya.data.features import cached_hidden_states
@@ -181,7 +181,8 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
             export_examples(test, setting / "examples")  # before any head is bundled: its expected.json reads them
             steps.set_postfix_str("own head")
             run = own_checkpoint(config, Path(runs) / OWN, module, checked)
-            heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, module=module)
+            heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, module=module,
+                                sample=OWN not in config.depth_heads)  # a depth head's: after its fit, once
             steps.update()
             if config.network is not None:
                 steps.set_postfix_str("tuned lens and network report")
@@ -195,7 +196,8 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
                     mean=list(spec.mean), std=list(spec.std),
                 )  # fmt: skip
                 fitted = train(recipe, module=module)
-                heads[head] = bundle(fitted, setting / head, test, config.evaluation, module=module)
+                heads[head] = bundle(fitted, setting / head, test, config.evaluation, module=module,
+                                     sample=head not in config.depth_heads)  # fmt: skip
                 steps.update()
         write_summary(results_table(list(heads.values())), setting, f"{name}: the network's own head and LAYA, "
                       "ScalarMix, Concat on its frozen features", list(heads.values()))  # fmt: skip
@@ -204,7 +206,8 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
             steps.set_postfix_str(f"depth analytics of {head}")
             checkpoint = load_checkpoint(heads[head], module=module)
             run_depth(checkpoint, config.depth)
-            refresh_sample(checkpoint)  # the browser's depth and detection columns
+            mode = Report.load(heads[head]).data["headline"]["mode"]
+            write_sample(checkpoint, test, mode=mode, images_dir=setting)  # with depth and detection columns
             steps.update()
     finally:
         steps.close()

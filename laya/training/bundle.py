@@ -72,11 +72,13 @@ def bundle(
     options: EvalOptions | None = None,
     progress=None,
     module: Module | None = None,
+    sample: bool = True,
 ) -> Path:
     """Copy the checkpoint in ``run`` to ``dest``, evaluate it on ``test``, record expected outputs.
 
     A frozen backbone is written once to ``dest/../backbone.safetensors`` and referenced from the
-    head's ``model.json``. ``module``: the network of a ``wrapped`` checkpoint.
+    head's ``model.json``. ``module``: the network of a ``wrapped`` checkpoint. ``sample``: False leaves the
+    browser's sample to the caller (who writes it after a depth fit, once).
     """
     dest = Path(dest)
     checkpoint = load_checkpoint(run, module=module)
@@ -88,24 +90,27 @@ def bundle(
         meta = replace(meta, backbone=replace(meta.backbone, weights=f"../{BACKBONE_FILE}"))
     dtype = getattr(torch, json.loads((Path(run) / "model.json").read_text())["weights"]["dtype"])
     save_checkpoint(checkpoint.model, meta, dest, dtype=dtype)
-    return refresh(dest, test, options, progress, module)
+    return refresh(dest, test, options, progress, module, sample)
 
 
 def refresh(
-    dest: str | Path, test: Images, options: EvalOptions | None = None, progress=None, module: Module | None = None
-) -> Path:
+    dest: str | Path, test: Images, options: EvalOptions | None = None, progress=None, module: Module | None = None,
+    sample: bool = True,
+) -> Path:  # fmt: skip
     """(Re-)evaluate the bundled checkpoint in ``dest`` exactly as it ships: its report, its per-input arrays
     (``per_input.safetensors``, for paired comparisons between heads; not committed), the test-set browser's
     sample (``sample.safetensors``; the thumbnails once per setting, ``../sample_images.png``) and ``expected.json``.
 
-    ``python -m laya evaluate --checkpoint dest`` with the same options reproduces the report.
+    ``python -m laya evaluate --checkpoint dest`` with the same options reproduces the report. ``sample``: as
+    :func:`bundle`.
     """
     dest = Path(dest)
     checkpoint = load_checkpoint(dest, module=module)
     per_input: dict = {}
     report = evaluate(checkpoint, test, options, progress, per_input=per_input)
     write_report(report, dest, per_input)
-    write_sample(checkpoint, test, dest, mode=report["headline"]["mode"], images_dir=dest.parent)  # shared sprite
+    if sample:
+        write_sample(checkpoint, test, dest, mode=report["headline"]["mode"], images_dir=dest.parent)  # shared sprite
     atomic_write_json(dest / EXPECTED_FILE, record_expected(checkpoint, example_images(dest)))
     return dest
 

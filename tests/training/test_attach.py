@@ -77,8 +77,17 @@ def test_attach_writes_four_heads_a_summary_and_depth(
     config = AttachConfig(family="timm", model="resnet10t", weights=weights, dataset=str(image_folder),
                           out=str(tmp_path / "models"), image_size=32, max_epochs=2, patience=1, lr=1e-3,
                           **QUICK)  # fmt: skip
+    from laya.training import attach as attach_module
+    from laya.training import bundle as bundle_module
+
+    written: list[str] = []  # each head's browser sample, by folder: once each, a depth head's after its fit
+    for module in (bundle_module, attach_module):
+        write = module.write_sample
+        monkeypatch.setattr(module, "write_sample", lambda ck, *a, write=write, **k: written.append(ck.path.name)
+                            or write(ck, *a, **k))  # fmt: skip
     attached = attach(config)
     assert list(attached.heads) == [OWN, "laya", "scalarmix", "concat"]
+    assert sorted(written) == sorted(attached.heads) and written[-2:] == [OWN, "laya"]
     setting = attached.setting
     assert (setting / "backbone.safetensors").is_file() and (setting / "summary.csv").is_file()
     for head, path in attached.heads.items():
@@ -89,7 +98,7 @@ def test_attach_writes_four_heads_a_summary_and_depth(
         assert sorted(expected) == sorted(p.name for p in (setting / "examples").iterdir()) and expected, head
     for head in (OWN, "laya"):
         assert (attached.heads[head] / "depth.json").is_file(), head
-        table = Sample.load(attached.heads[head]).table  # the browser's sample, rewritten after the depth fit
+        table = Sample.load(attached.heads[head]).table  # the browser's sample, written after the depth fit
         assert "depth" in table and "detection/mahalanobis" in table, head
     lens = json.loads((attached.heads[OWN] / "tuned_lens.json").read_text())
     assert lens["command"].startswith("laya.training.attach.attach(") and lens["sample"] == 24

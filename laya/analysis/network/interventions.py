@@ -194,6 +194,13 @@ class _Ungrown(RuntimeError):
     unit and combines it with one after, or fixes the batch size): the rows are run whole instead."""
 
 
+def _due(t: Tensor, rows: int) -> Tensor:
+    """``t``, where a unit's rows join it: it must hold the ``rows`` before them (else :class:`_Ungrown`)."""
+    if len(t) != rows:
+        raise _Ungrown(f"{len(t)} rows where {rows} were due")
+    return t
+
+
 def _rows_pass(
     model: LayerwiseClassifier,
     x: Tensor,
@@ -222,19 +229,16 @@ def _rows_pass(
     for target, entry, where, value in zip(targets, grow, at, values):
         if target is None:
             continue
-        start = int(where[0]) if len(where) else rows
+        start = int(where[0]) if len(where) else rows  # the rows before this unit's
 
         def join(t: Tensor, n: int = len(where), start: int = start) -> Tensor:
-            if len(t) != start:
-                raise _Ungrown(f"rows {len(t)} where {start} were due")
-            return torch.cat([t, t[:B].repeat_interleave(n // B, 0)])
+            return torch.cat([_due(t, start), t[:B].repeat_interleave(n // B, 0)])
 
-        def replace(m: Any, a: Any, out: Any, where: Tensor = where, value: Tensor = value, entry=entry) -> Any:
+        def replace(m: Any, a: Any, out: Any, where: Tensor = where, value: Tensor = value, start: int = start,
+                    joins: bool = grown and entry is None) -> Any:  # fmt: skip
             new = _tensor(out)
-            if grown and entry is None:  # the rows join here, as this output
-                if len(new) != int(where[0]):
-                    raise _Ungrown(f"rows {len(new)} where {int(where[0])} were due")
-                return _with_first(out, torch.cat([new, value.to(new.dtype)]))
+            if joins:  # the rows join here, as this output
+                return _with_first(out, torch.cat([_due(new, start), value.to(new.dtype)]))
             new = new.clone()  # a unit may hand its input on: write a copy
             new[where] = value.to(new.dtype)
             return _with_first(out, new)

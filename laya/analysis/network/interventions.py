@@ -142,51 +142,62 @@ def _recorded(blocks: Sequence[Block | None], outputs: dict[int, list[Tensor]], 
     return _hooks(*handles)
 
 
+Kind = Literal["part", "branch", "output"]
+
+
 @dataclass(frozen=True)
 class References:
     """The reference inputs as the interventions read them, recorded once (:func:`record_references`) and reused
-    for any number of inputs: per unit ``outputs[u]`` its output ``(R, ...)`` (a unit without a module: its layer),
-    ``branches[u]`` its branch ``h_u - x_u`` (None where its input is unknown or of another shape), ``parts[u]``
-    the output of its ``branch`` module (None where it has none that runs once). ``mean``: each holds its mean over
-    the references ``(1, ...)`` alone (mean-ablation only). ``units``, ``branch``: what they were recorded for;
-    ``count``: ``R``."""
+    for any number of inputs: per unit one tensor ``values[u]`` ``(R, ...)`` of ``kinds[u]``: ``"part"`` the output
+    of its ``branch`` module (where it has one that runs once), ``"branch"`` its branch ``h_u - x_u`` (a residual
+    unit, ``target="branch"``), else ``"output"`` its whole output (a unit without a module: its layer). ``mean``:
+    each holds its mean over the references ``(1, ...)`` alone (mean-ablation only). ``units``, ``branch``,
+    ``target``: what they were recorded for; ``count``: ``R``."""
 
     count: int
     units: tuple[str, ...]
     branch: Branch
+    target: Target
     mean: bool
-    outputs: tuple[Tensor, ...]
-    branches: tuple[Tensor | None, ...]
-    parts: tuple[Tensor | None, ...]
+    kinds: tuple[Kind, ...]
+    values: tuple[Tensor, ...]
 
 
 @torch.inference_mode()
 def record_references(
-    model: LayerwiseClassifier, units: Sequence[Unit], reference: Tensor, branch: Branch = "block", mean: bool = False
-) -> References:
-    """One pass of ``reference`` ``(R, C, H, W)`` (preprocessed) recording what :func:`intervene` replaces each unit
-    of ``units`` by, for every input it is then given; ``mean``: keep only the means (``R`` may then be large at
-    little memory). Raises ``ValueError`` for no reference or an unknown branch."""
+    model: LayerwiseClassifier, units: Sequence[Unit], reference: Tensor, branch: Branch = "block",
+    mean: bool = False, target: Target = "branch",
+) -> References:  # fmt: skip
+    """One pass of ``reference`` ``(R, C, H, W)`` (preprocessed, traced: which units are residual) recording what
+    :func:`intervene` replaces each unit of ``units`` by, for every input it is then given, one tensor per unit;
+    ``mean``: keep only the means (``R`` may then be large at little memory). Raises ``ValueError`` for no
+    reference or an unknown branch."""
     if len(reference) == 0 or branch not in BRANCHES:
         raise ValueError(f"references need at least one input and a branch of {sorted(BRANCHES)}; got "
                          f"{len(reference)} inputs, branch {branch!r}")  # fmt: skip
     root = _root(model.backbone)
     parts = [None if (n := branch_of(u, branch)) is None else Block(root.get_submodule(n), None) for u in units]
+    blocks = [u.block for u in units]
     store: dict[int, list[Tensor]] = {}
     given: dict[int, Tensor] = {}
     of_parts: dict[int, list[Tensor]] = {}
-    with _recorded([u.block for u in units], store, given), _recorded(parts, of_parts, {}):
+    with _recorded(blocks, store, given), _recorded(parts, of_parts, {}), _Streams(blocks) as streams:
         hidden = model.backbone(reference)
-
-    def kept(t: Tensor | None) -> Tensor | None:
-        return t if t is None or not mean else t.mean(0, keepdim=True)
-
-    outputs = [store[u][0] if unit.block is not None else hidden[unit.layer] for u, unit in enumerate(units)]
-    return References(len(reference), tuple(u.name for u in units), branch, mean, tuple(map(kept, outputs)),
-                      tuple(kept(outputs[u] - given[u]) if u in given and given[u].shape == outputs[u].shape
-                            else None for u in range(len(units))),
-                      tuple(kept(of_parts[u][0]) if len(of_parts.get(u, ())) == 1 else None
-                            for u in range(len(units))))  # fmt: skip
+    kinds: list[Kind] = []
+    values: list[Tensor] = []
+    for u, unit in enumerate(units):
+        if len(of_parts.get(u, ())) == 1:
+            kinds.append("part")
+            values.append(of_parts[u][0])
+        elif unit.block is not None and streams.residual[u] and target == "branch":
+            kinds.append("branch")
+            values.append(store[u][0] - given[u])
+        else:
+            kinds.append("output")
+            values.append(store[u][0] if unit.block is not None else hidden[unit.layer])
+    values = [v.mean(0, keepdim=True) if mean else v for v in values]
+    return References(len(reference), tuple(u.name for u in units), branch, target, mean, tuple(kinds),
+                      tuple(values))  # fmt: skip
 
 
 class _Ungrown(RuntimeError):
@@ -290,9 +301,10 @@ def intervene(
     if reference is None:
         reference = x[:0]
     elif isinstance(reference, References):
-        if reference.units != tuple(u.name for u in units) or reference.branch != branch:
+        if reference.units != tuple(u.name for u in units) or (reference.branch, reference.target) != (branch, target):
             raise ValueError(f"the references were recorded for units {list(reference.units)[:3]}... on branch "
-                             f"{reference.branch!r}, not for these (branch {branch!r})")  # fmt: skip
+                             f"{reference.branch!r}, target {reference.target!r}, not for these (branch {branch!r}, "
+                             f"target {target!r})")  # fmt: skip
     elif reference.shape[1:] != x.shape[1:]:
         raise ValueError(f"reference must be (R, {', '.join(map(str, x.shape[1:]))}), got {tuple(reference.shape)}")
     R = reference.count if isinstance(reference, References) else len(reference)
@@ -320,7 +332,7 @@ def intervene(
     if isinstance(reference, References) and reference.mean and "resample" in methods:
         raise ValueError("resample needs every reference's value; these references keep only their means")
     if any(m != "skip" for m in methods) and not isinstance(reference, References):
-        reference = record_references(model, units, reference, branch)
+        reference = record_references(model, units, reference, branch, target=target)
     counts = [R if m == "resample" else 1 for m in methods]  # K_u rows per input for unit u
     order = [u for u in range(U) if units[u].block is not None] + [u for u in range(U) if units[u].block is None]
     starts = dict(zip(order, (B + B * torch.tensor([0] + [counts[u] for u in order]).cumsum(0)).tolist()))
@@ -332,9 +344,10 @@ def intervene(
         if m == "skip":
             values.append(stream if on_stream[u] else torch.zeros_like(mine))
             continue
-        ref = reference.parts[u] if chosen[u] else reference.branches[u] if on_stream[u] else reference.outputs[u]
-        if ref is None:
-            raise ValueError(f"the references were recorded without unit {units[u].name!r}'s branch")
+        needed = "part" if chosen[u] else "branch" if on_stream[u] else "output"
+        if reference.kinds[u] != needed:  # measured on other inputs: a residual unit that was not so there
+            raise ValueError(f"the references hold unit {units[u].name!r}'s {reference.kinds[u]}, not its {needed}")
+        ref = reference.values[u]
         ref = ref if m == "resample" else ref.mean(0, keepdim=True)  # (K_u, ...)
         values.append(stream + ref.repeat(B, *[1] * (ref.ndim - 1)))  # (B·K_u, ...), row (b, k) = value k
     targets = [p if c else u.block for u, p, c in zip(units, parts, chosen)]
@@ -363,6 +376,6 @@ def intervene(
                        tuple(n if c else "" for n, c in zip(names, chosen)), residual, references)  # fmt: skip
 
 
-__all__ = ["BRANCHES", "DEFAULT", "MEAN", "REFERENCES", "RESAMPLE", "RESAMPLES", "SKIP", "Branch", "Method", "Target",
-           "References", "UnitProfile", "branch_of", "branched", "intervene", "method_label", "record_references",
-           "reference_inputs"]  # fmt: skip
+__all__ = ["BRANCHES", "DEFAULT", "MEAN", "REFERENCES", "RESAMPLE", "RESAMPLES", "SKIP", "Branch", "Kind", "Method",
+           "References", "Target", "UnitProfile", "branch_of", "branched", "intervene", "method_label",
+           "record_references", "reference_inputs"]  # fmt: skip

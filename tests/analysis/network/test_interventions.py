@@ -1,6 +1,7 @@
 """Known answers for the interventions on every unit at once: skip, resample (K references) and mean-ablation, of a
 whole unit or of a transformer block's attention or MLP branch alone."""
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -363,7 +364,8 @@ def test_references_recorded_once_serve_every_input(tmp_path: Path, family: str,
     reference = _inputs(config, 4, 1)
     recorded = record_references(model, units, reference, branch)
     means = record_references(model, units, reference, branch, mean=True)
-    assert recorded.count == means.count == 4 and means.outputs[0].shape[0] == 1
+    assert recorded.count == means.count == 4 and all(len(v) == 1 for v in means.values)
+    assert set(recorded.kinds) == ({"part"} if branch != "block" else {"branch", "output"})  # one per unit
     for seed in (0, 1):
         x = _inputs(config, 2, seed)
         for method, given in [("resample", recorded), ("skip", recorded), ("mean", recorded), ("mean", means)]:
@@ -377,6 +379,11 @@ def test_references_recorded_once_serve_every_input(tmp_path: Path, family: str,
         intervene(model, x, units[1:], "resample", recorded, branch=branch)
     with pytest.raises(ValueError, match="were recorded for units"):
         intervene(model, x, units, "resample", recorded, branch="mlp" if branch != "mlp" else "block")
+    with pytest.raises(ValueError, match="target 'output', not for these"):
+        intervene(model, x, units, "resample", record_references(model, units, reference, target="output"))
+    with pytest.raises(ValueError, match="the references hold unit"):  # measured otherwise on the references
+        swapped = tuple("output" if k != "output" else "branch" for k in recorded.kinds)
+        intervene(model, x, units, "resample", dataclasses.replace(recorded, kinds=swapped), branch=branch)
     with pytest.raises(ValueError, match="at least one input"):
         record_references(model, units, reference[:0])
 

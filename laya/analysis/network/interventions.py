@@ -142,6 +142,39 @@ def _recorded(blocks: Sequence[Block | None], outputs: dict[int, list[Tensor]], 
     return _hooks(*handles)
 
 
+@dataclass
+class _Traced:
+    """One recorded pass: the backbone's ``hidden`` states; per unit its module's ``outputs`` (every run), its
+    ``inputs`` (where known), its ``branch`` module (``parts``, None without one) and that module's outputs
+    (``part_outputs``, every run), and whether it is ``residual``."""
+
+    hidden: list[Tensor]
+    outputs: dict[int, list[Tensor]]
+    inputs: dict[int, Tensor]
+    parts: list[Block | None]
+    part_outputs: dict[int, list[Tensor]]
+    residual: list[bool]
+
+    def part(self, u: int) -> Tensor | None:
+        """Unit ``u``'s branch module output where that module ran once (it can be chosen), else None."""
+        runs = self.part_outputs.get(u, ())
+        return runs[0] if len(runs) == 1 else None
+
+
+def _traced(model: LayerwiseClassifier, units: Sequence[Unit], branch: Branch, x: Tensor) -> _Traced:
+    """``model.backbone(x)`` once, recording every unit of ``units`` and its ``branch`` module, traced
+    (:class:`~laya.analysis.network.units._Streams`: which units are residual)."""
+    root = _root(model.backbone)
+    parts = [None if (n := branch_of(u, branch)) is None else Block(root.get_submodule(n), None) for u in units]
+    blocks = [u.block for u in units]
+    traced = _Traced([], {}, {}, parts, {}, [])
+    with _recorded(blocks, traced.outputs, traced.inputs), _recorded(parts, traced.part_outputs, {}), \
+            _Streams(blocks) as streams:  # fmt: skip
+        traced.hidden = model.backbone(x)
+    traced.residual = [bool(u.block is not None and streams.residual[i]) for i, u in enumerate(units)]
+    return traced
+
+
 Kind = Literal["part", "branch", "output"]
 
 
@@ -175,26 +208,19 @@ def record_references(
     if len(reference) == 0 or branch not in BRANCHES:
         raise ValueError(f"references need at least one input and a branch of {sorted(BRANCHES)}; got "
                          f"{len(reference)} inputs, branch {branch!r}")  # fmt: skip
-    root = _root(model.backbone)
-    parts = [None if (n := branch_of(u, branch)) is None else Block(root.get_submodule(n), None) for u in units]
-    blocks = [u.block for u in units]
-    store: dict[int, list[Tensor]] = {}
-    given: dict[int, Tensor] = {}
-    of_parts: dict[int, list[Tensor]] = {}
-    with _recorded(blocks, store, given), _recorded(parts, of_parts, {}), _Streams(blocks) as streams:
-        hidden = model.backbone(reference)
+    traced = _traced(model, units, branch, reference)
     kinds: list[Kind] = []
     values: list[Tensor] = []
     for u, unit in enumerate(units):
-        if len(of_parts.get(u, ())) == 1:
+        if (part := traced.part(u)) is not None:
             kinds.append("part")
-            values.append(of_parts[u][0])
-        elif unit.block is not None and streams.residual[u] and target == "branch":
+            values.append(part)
+        elif traced.residual[u] and target == "branch":
             kinds.append("branch")
-            values.append(store[u][0] - given[u])
+            values.append(traced.outputs[u][0] - traced.inputs[u])
         else:
             kinds.append("output")
-            values.append(store[u][0] if unit.block is not None else hidden[unit.layer])
+            values.append(traced.outputs[u][0] if unit.block is not None else traced.hidden[unit.layer])
     values = [v.mean(0, keepdim=True) if mean else v for v in values]
     return References(len(reference), tuple(u.name for u in units), branch, target, mean, tuple(kinds),
                       tuple(values))  # fmt: skip
@@ -310,20 +336,13 @@ def intervene(
     R = reference.count if isinstance(reference, References) else len(reference)
     B, U = len(x), len(units)
     head = float64_head(model.head)
-    root = _root(model.backbone)
     names = [branch_of(u, branch) for u in units]
-    parts = [None if n is None else Block(root.get_submodule(n), None) for n in names]  # the branch modules
-    blocks = [u.block for u in units]
-    store: dict[int, list[Tensor]] = {}
-    given: dict[int, Tensor] = {}
-    of_parts: dict[int, list[Tensor]] = {}
-    with _recorded(blocks, store, given), _recorded(parts, of_parts, {}), _Streams(blocks) as streams:
-        clean = model.backbone(x)
-    ran = [len(store.get(i, ())) for i, u in enumerate(units) if u.block is not None]
+    traced = _traced(model, units, branch, x)
+    ran = [len(traced.outputs.get(i, ())) for i, u in enumerate(units) if u.block is not None]
     if any(n != 1 for n in ran):
         raise ValueError(f"each unit's module must run once in a pass; counts: {ran}")
-    chosen = [p is not None and len(of_parts.get(u, ())) == 1 for u, p in enumerate(parts)]  # else: the whole block
-    residual = tuple(bool(u.block is not None and streams.residual[i]) for i, u in enumerate(units))
+    chosen = [traced.part(u) is not None for u in range(U)]  # else: the whole block
+    residual = tuple(traced.residual)
     methods = [method if method != "skip" or residual[u] or chosen[u] else fallback for u in range(U)]
     on_stream = [not chosen[u] and residual[u] and (target == "branch" or methods[u] == "skip") for u in range(U)]
     if R == 0 and any(m != "skip" for m in methods):
@@ -339,8 +358,9 @@ def intervene(
     at = [torch.arange(starts[u], starts[u] + B * counts[u], device=x.device) for u in range(U)]  # rows (b, k)
     values: list[Tensor] = []
     for u, m in enumerate(methods):
-        mine = of_parts[u][0] if chosen[u] else store[u][0] if units[u].block is not None else clean[units[u].layer]
-        stream = given[u].repeat_interleave(counts[u], 0) if on_stream[u] else 0
+        mine = (traced.part(u) if chosen[u] else traced.outputs[u][0] if units[u].block is not None
+                else traced.hidden[units[u].layer])  # fmt: skip
+        stream = traced.inputs[u].repeat_interleave(counts[u], 0) if on_stream[u] else 0
         if m == "skip":
             values.append(stream if on_stream[u] else torch.zeros_like(mine))
             continue
@@ -350,7 +370,7 @@ def intervene(
         ref = reference.values[u]
         ref = ref if m == "resample" else ref.mean(0, keepdim=True)  # (K_u, ...)
         values.append(stream + ref.repeat(B, *[1] * (ref.ndim - 1)))  # (B·K_u, ...), row (b, k) = value k
-    targets = [p if c else u.block for u, p, c in zip(units, parts, chosen)]
+    targets = [p if c else u.block for u, p, c in zip(units, traced.parts, chosen)]
     grow = [u.block if c else None for u, c in zip(units, chosen)]  # a branch's rows join at the block's input
     layers = [u.layer for u in units]
     try:

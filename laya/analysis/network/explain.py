@@ -184,16 +184,16 @@ def _lens(checkpoint: Checkpoint, x: Tensor, units: Sequence[str]) -> tuple[Lens
 
 
 def recorded_references(
-    model: nn.Module, bars: Sequence[Unit], images: Tensor, reference: Tensor, method: Method, branch: Branch
+    model: nn.Module, bars: Sequence[Unit], reference: Tensor, method: Method, branch: Branch
 ) -> References | Tensor:
-    """``reference`` (``images`` ``uint8 (R, C, H, W)`` preprocessed) as recorded for ``bars`` and ``branch``
+    """``reference`` ``(R, C, H, W)`` (preprocessed) as recorded for ``bars`` and ``branch``
     (:func:`record_references`; means alone for mean-ablation), from this model's last :data:`KEPT` recordings
-    where one matches the images; ``reference`` itself where ``method`` is skip and every bar is residual."""
+    where one matches it; ``reference`` itself where ``method`` is skip and every bar is residual."""
     if method == "skip" and all(u.residual for u in bars):
         return reference
-    digest = hashlib.blake2b(images.cpu().contiguous().numpy().tobytes(), digest_size=16).hexdigest()
+    digest = hashlib.blake2b(reference.cpu().contiguous().numpy().tobytes(), digest_size=16).hexdigest()
     weights = tuple(t._version for t in model.parameters())  # a model changed in place records anew
-    key = (tuple(u.name for u in bars), branch, method == "mean", tuple(images.shape), digest, weights)
+    key = (tuple(u.name for u in bars), branch, method == "mean", tuple(reference.shape), digest, weights)
     with _LOCK:
         kept = _RECORDED.setdefault(model, OrderedDict())
         if key in kept:
@@ -220,7 +220,7 @@ def explain_network(
     x = checkpoint.preprocess(torch.cat([image.unsqueeze(0), references]).to(device))
     x, reference = x[:1], x[1:]
     bars = profile_units(checkpoint, granularity)
-    recorded = recorded_references(model, bars, references, reference, method, branch)
+    recorded = recorded_references(model, bars, reference, method, branch)
     profile = intervene(model, x, bars, method, recorded, branch=branch)
     units = [u for u in profile_units(checkpoint, "unit") if u.block is not None]
     names = [u.name for u in units]

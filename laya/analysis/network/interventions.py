@@ -358,11 +358,9 @@ def intervene(
     at = [torch.arange(starts[u], starts[u] + B * counts[u], device=x.device) for u in range(U)]  # rows (b, k)
     values: list[Tensor] = []
     for u, m in enumerate(methods):
-        mine = (traced.part(u) if chosen[u] else traced.outputs[u][0] if units[u].block is not None
-                else traced.hidden[units[u].layer])  # fmt: skip
         stream = traced.inputs[u].repeat_interleave(counts[u], 0) if on_stream[u] else 0
-        if m == "skip":
-            values.append(stream if on_stream[u] else torch.zeros_like(mine))
+        if m == "skip":  # residual (the stream kept) or a chosen branch (its module's output zeroed)
+            values.append(stream if on_stream[u] else torch.zeros_like(traced.part(u)))
             continue
         needed = "part" if chosen[u] else "branch" if on_stream[u] else "output"
         if reference.kinds[u] != needed:  # measured on other inputs: a residual unit that was not so there

@@ -1,58 +1,70 @@
 """One input's profile over every unit (skip, resample K=8) against units + 1 batch-1 forwards (budget: ratio <= 1).
 
-    python benchmarks/unit_profile_speed.py [--device cpu|cuda] [--size 224] [--threads 1] [--out docs/speed]
+    python benchmarks/unit_profile_speed.py [--device cpu|cuda] [--sizes 32,224] [--threads 1] [--out docs/speed]
 
-torchvision ResNet-18 and timm ViT-S/16 (random weights, their own classifiers as the head, as ``laya attach``
-opens them). Each profile is one pass of the input, then one pass in which every unit's rows join the batch at
-their unit (:func:`~laya.analysis.network.interventions.intervene`). Timed twice: a checkpoint's *first* input,
-which also records the references (one pass of the K references, where the method needs them), and *each further
-input*, the references recorded once beforehand (:func:`~laya.analysis.network.interventions.record_references`,
-as the dashboard keeps them per model and the network report per run). The budget is the per-input cost; the
-first input's is shown beside it. The baseline is ``U + 1`` forwards of the input alone, timed in the same run,
-the calls interleaved. ``--out DIR`` writes ``DIR/unit_profile_speed.json`` (the rows, the command line, the
-commit, the machine, the threads and the load average), which ``docs/speed.md``'s ``network-speed`` block is
-generated from.
+Two settings of each kind of network, random weights, their own classifiers as the head, as ``laya attach`` opens
+them: at 32 px, the torchvision ResNet-18 and the timm ViT that ``scripts/own_networks.py`` trains on the CIFAR-10
+copy and attaches (the networks of docs/your-classifier.md, built from its ``NETWORKS``); at 224 px, a torchvision
+ResNet-18 and a timm ViT-S/16 at ImageNet's size. ``--sizes`` keeps the settings of the sizes named. Each profile is
+one pass of the input, then one pass in which every unit's rows join the batch at their unit
+(:func:`~laya.analysis.network.interventions.intervene`). Timed twice: a checkpoint's *first* input, which also
+records the references (one pass of the K references, where the method needs them), and *each further input*, the
+references recorded once beforehand (:func:`~laya.analysis.network.interventions.record_references`, as the
+dashboard keeps them per model and the network report per run). The budget is the per-input cost; the first input's
+is shown beside it. The baseline is ``U + 1`` forwards of the input alone, timed in the same run, the calls
+interleaved. ``--out DIR`` writes ``DIR/unit_profile_speed.json`` (the rows, the command line, the commit, the
+machine, the threads and the load average), which ``docs/speed.md``'s ``network-speed`` block is generated from.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import torch
-from common import interleaved_seconds, parser, run_facts, write_result
+from common import ROOT, interleaved_seconds, parser, run_facts, write_result
 
 from laya.analysis.network import intervene, network_units, record_references
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.own_head import own_head
 
-MODELS = {
-    "torchvision resnet18": BackboneConfig(name="torchvision", model="resnet18", model_kwargs={"num_classes": 10}),
-    "timm vit_small_patch16_224": BackboneConfig(name="timm", model="vit_small_patch16_224",
-                                                 model_kwargs={"num_classes": 10}),  # fmt: skip
-}
+sys.path.insert(0, str(ROOT / "scripts"))
+from own_networks import NETWORKS as TRAINED  # noqa: E402  (the networks trained on the CIFAR-10 copy)
+
 BUDGET = 1.0  # each input's profile costs at most the wall time of U + 1 batch-1 forwards
 METHODS = ("skip", "resample")
 WHEN = {"first": "first input (references)", "recorded": "each further input"}
 
 
+def settings() -> list[tuple[str, BackboneConfig, int]]:
+    """``(name, config, size)``: the networks of ``scripts/own_networks.py`` at the size they were trained at, then
+    a ResNet-18 and a ViT-S/16 at ImageNet's 224 px."""
+    trained = [(n.title, BackboneConfig(name=n.family, model=n.model, model_kwargs={**n.kwargs, "num_classes": 10}),
+                n.image_size) for n in (TRAINED["resnet18"], TRAINED["vit"])]  # fmt: skip
+    imagenet = [(f"{family} {model}", BackboneConfig(name=family, model=model, model_kwargs={"num_classes": 10}), 224)
+                for family, model in (("torchvision", "resnet18"), ("timm", "vit_small_patch16_224"))]  # fmt: skip
+    return trained + imagenet
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--sizes", default="32,224", help="the settings of these input sizes (comma-separated)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", type=Path, default=None, help="write unit_profile_speed.json into this folder")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     facts, rows = run_facts(str(device)), []
-    for name, config in MODELS.items():
-        config.in_channels, config.input_size, config.pre_logits, config.freeze = 3, args.size, True, True
+    sizes = {int(s) for s in args.sizes.split(",")}
+    for name, config, size in (s for s in settings() if s[2] in sizes):
+        config.in_channels, config.input_size, config.pre_logits, config.freeze = 3, size, True, True
         torch.manual_seed(0)
         backbone = build_backbone(config)
         model = LayerwiseClassifier(backbone, own_head(backbone)).to(device).eval()
         g = torch.Generator().manual_seed(0)
-        x, reference = (torch.randn(n, 3, args.size, args.size, generator=g).to(device) for n in (1, 8))
+        x, reference = (torch.randn(n, 3, size, size, generator=g).to(device) for n in (1, 8))
         units = network_units(model.backbone, x)
         U = len(units)
 
@@ -74,7 +86,7 @@ def main() -> None:
                                           for r in ("first", "recorded")}  # fmt: skip
         times = interleaved_seconds(calls, rounds=args.rounds)
         fallback = intervene(model, x, units, "skip", reference).methods.count("resample")
-        print(f"{name} on {device} at {args.size}px: {U} units ({sum(u.residual for u in units)} residual), "
+        print(f"{name} on {device} at {size}px: {U} units ({sum(u.residual for u in units)} residual), "
               f"skip falls back to resample on {fallback}")  # fmt: skip
         print(f"  {U + 1} batch-1 forwards {times['forwards'] * 1e3:9.1f} ms")
         for method in METHODS:
@@ -82,7 +94,7 @@ def main() -> None:
                 ratio = times[f"{method} {when}"] / times["forwards"]
                 print(f"  {method:8s} profile, {WHEN[when]:24s} {times[f'{method} {when}'] * 1e3:9.1f} ms   ratio "
                       f"{ratio:.2f}" + (f"  (budget <= {budget:g})" if budget else ""))  # fmt: skip
-                rows.append({"kind": "profile", "view": method, "network": name, "size": args.size, "units": U,
+                rows.append({"kind": "profile", "view": method, "network": name, "size": size, "units": U,
                              "fallback_units": fallback if method == "skip" else 0, "references": len(reference),
                              "references_recorded": when == "recorded", "ms": times[f"{method} {when}"] * 1e3,
                              "baseline": f"{U + 1} batch-1 forwards", "baseline_ms": times["forwards"] * 1e3,

@@ -185,7 +185,7 @@ def _goal_rows(arg: str) -> list[tuple[str, bool, str]]:
                 "lens": "the network lens view ≤ {budget:g}× a forward",
                 "gradcam": "all-unit Grad-CAM ≤ {budget:g}× a forward"}[kind].format(K=group[0].get("references"),
                                                                                     budget=budget)  # fmt: skip
-        over = [f"{r['network']} {r['view']} {r['ratio']:.2f}×" for r in group if not _within(r)]
+        over = [f"{r['network']} at {r['size']} px {r['view']} {r['ratio']:.2f}×" for r in group if not _within(r)]
         out.append((what, not over, f"over it: {', '.join(over)}" if over else
                     f"at most {max(r['ratio'] for r in group):.2f}×"))  # fmt: skip
     return out

@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import network_lens_speed  # noqa: E402
+import unit_profile_speed  # noqa: E402
 import prose_claims  # noqa: E402
 from claims import speed  # noqa: E402
 
@@ -32,9 +33,10 @@ def test_the_committed_block_is_generated_from_the_committed_output():
         assert f"* `{run['command']}`: {run['date']}, commit {run['commit']}" in block
     rows = [r for run in runs for r in run["rows"]]
     assert {r["kind"] for r in rows} == {"profile", "lens", "gradcam", "captum"}  # every §7 ratio, Captum beside
-    profiles = [r for r in rows if r["kind"] == "profile"]  # per network and method: the first input and each further
-    assert sorted((r["network"], r["view"], r["references_recorded"]) for r in profiles) == sorted(
-        (n, v, recorded) for n in {r["network"] for r in profiles} for v in ("skip", "resample") for recorded in (0, 1))
+    profiles = [r for r in rows if r["kind"] == "profile"]  # per setting and method: the first input and each further
+    assert sorted((r["network"], r["size"], r["view"], r["references_recorded"]) for r in profiles) == sorted(
+        (n, size, v, recorded) for n, _, size in unit_profile_speed.settings() for v in ("skip", "resample")
+        for recorded in (0, 1))  # fmt: skip
     assert all((r["budget"] is None) != r["references_recorded"] for r in profiles)  # the budget: each further input
     table = [line for line in block.splitlines() if line.startswith("| ") and not line.startswith("| view")]
     refused = [r for r in rows if r["kind"] == "captum" and r["all_in_one_call"]["refused"]]
@@ -66,8 +68,8 @@ def test_a_verdict_flips_when_the_ratio_crosses_its_budget(tmp_path):
     assert above[-3:] == [f"{budget + 0.01:.2f}×", f"≤ {budget:g}×", "not met"]
     for name in ("page_costs.json", "load_test.json"):  # the goal list reads the same files
         shutil.copy(SPEED / name, tmp_path / name)
-    assert f"all-unit Grad-CAM ≤ {budget:g}× a forward: **not met** (over it: {network} Grad-CAM" in speed.speed_goals(
-        str(tmp_path))
+    over = f"(over it: {network} at {row['size']} px Grad-CAM"
+    assert f"all-unit Grad-CAM ≤ {budget:g}× a forward: **not met** {over}" in speed.speed_goals(str(tmp_path))
     _mutated(tmp_path, {(network, "Grad-CAM"): budget})  # at the budget: met
     assert f"all-unit Grad-CAM ≤ {budget:g}× a forward: **met**" in speed.speed_goals(str(tmp_path))
 

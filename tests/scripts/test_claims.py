@@ -73,9 +73,9 @@ def test_speed_goals_are_computed_from_the_measurements(tmp_path):
         (tmp_path / name).write_text(json.dumps({"rows": rows}))
     goals = speed.speed_goals(str(tmp_path))
     assert ("profile over all units (skip, resample K = 8; references recorded once per checkpoint) ≤ 1× the wall "
-            "time of U + 1 batch-1 forwards: **not met** (over it: n resample 1.01×)") in goals
+            "time of U + 1 batch-1 forwards: **not met** (over it: n at 32 px resample 1.01×)") in goals
     assert "the network lens view ≤ 1.2× a forward: **met** (at most 1.20×)" in goals
-    assert "all-unit Grad-CAM ≤ 3× a forward: **not met** (over it: n Grad-CAM 3.10×)" in goals
+    assert "all-unit Grad-CAM ≤ 3× a forward: **not met** (over it: n at 32 px Grad-CAM 3.10×)" in goals
     assert ("intrinsic scores ≤ 1.5× a forward on every bundled setting: **not met** (over it: cifar10-cnn scalarmix "
             "1.60×, fashion-mnist-mlp laya 5.00×, fashion-mnist-mlp scalarmix 5.00×)") in goals
     assert "IG-32 heads ≤ 3× a forward on the CIFAR-10 models: **met** (at most 2.90×)" in goals

@@ -36,7 +36,7 @@ BAR_WORDS = {"resample": "resample", "skip": "skip", "mean-ablation": "mean"}
 CLASS_GROUPS = {"labels": "true class", "predictions": "predicted class"}  # how the class x unit rows group inputs
 CLASS_UNIT_VALUES = {"agrees": "lens agrees with the final prediction (share)", "kl": "lens KL to the final (nats)",
                      "drop": "drop in p(ŷ) under the intervention"}  # fmt: skip
-PER_ROW = 8  # Grad-CAM maps per row of the strip
+PER_ROW = 8  # Grad-CAM maps per row of the strip, at most (rows balanced: 9 units are 5 + 4, not 8 + 1)
 
 
 def bar_word(method: str) -> str:
@@ -143,15 +143,16 @@ def depth_text(result: NetworkExplanation) -> str | None:
 
 def gradcam_figure(result: NetworkExplanation, pixels: np.ndarray, classes: Sequence[str]) -> go.Figure:
     """The Grad-CAM strip: one panel per unit, the map (``[0, 1]``) over the input (``uint8 (H, W)`` or
-    ``(H, W, 3)``, the model's view), rows of :data:`PER_ROW`."""
+    ``(H, W, 3)``, the model's view), in rows of at most :data:`PER_ROW`, filled evenly."""
     maps = result.cam.numpy()
     U = len(result.units)
-    rows, cols = math.ceil(U / PER_ROW), min(U, PER_ROW)
+    rows = math.ceil(U / PER_ROW)
+    cols = math.ceil(U / rows)
     figure = make_subplots(rows=rows, cols=cols, subplot_titles=list(result.units), horizontal_spacing=0.01,
                            vertical_spacing=0.08)  # fmt: skip
     image = np.repeat(pixels[..., None], 3, axis=-1) if pixels.ndim == 2 else pixels
     for u in range(U):
-        r, c = u // PER_ROW + 1, u % PER_ROW + 1
+        r, c = u // cols + 1, u % cols + 1
         cam = torch.nn.functional.interpolate(torch.from_numpy(maps[u])[None, None], size=image.shape[:2],
                                               mode="bilinear", align_corners=False)[0, 0].numpy()  # fmt: skip
         figure.add_trace(go.Image(z=image, hoverinfo="skip"), row=r, col=c)

@@ -100,6 +100,19 @@ def test_gradcam_strip_has_one_panel_per_unit_over_the_image() -> None:
     assert figure.layout.title.text.endswith(": dog")
 
 
+@pytest.mark.parametrize("U, rows", [(4, [4]), (8, [8]), (9, [5, 4]), (12, [6, 6]), (17, [6, 6, 5])])
+def test_gradcam_strip_rows_are_filled_evenly(U: int, rows: list[int]) -> None:
+    names = tuple(f"blocks.{u}" for u in range(U))
+    result = explanation(names=names, stages=names, units=names, cam=torch.rand(U, 4, 4), methods=("skip",) * U,
+                         residual=(True,) * U, drops=torch.zeros(U), ablated=torch.ones(U, dtype=torch.long))
+    figure = nv.gradcam_figure(result, np.zeros((8, 8), dtype=np.uint8), CLASSES)
+    panels = [(t.xaxis, t.yaxis) for t in figure.data if t.type == "image"]
+    by_row = {}
+    for x, y in panels:  # one y axis per grid row, in order
+        by_row.setdefault(figure.layout[y.replace("y", "yaxis")].domain, []).append(x)
+    assert sorted((len(v) for v in by_row.values()), reverse=True) == rows
+
+
 def test_round_trip_through_tensors() -> None:
     result = explanation(branch="mlp", branched=True)
     again = NetworkExplanation.from_tensors(*result.to_tensors())

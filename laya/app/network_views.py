@@ -159,8 +159,9 @@ def gradcam_figure(result: NetworkExplanation, pixels: np.ndarray, classes: Sequ
         figure.add_trace(go.Heatmap(z=cam, colorscale="Jet", zmin=0, zmax=1, opacity=0.45, showscale=u == 0,
                                     colorbar={"title": "Grad-CAM"}, hovertemplate=f"{result.units[u]}: %{{z:.2f}}"
                                     "<extra></extra>"), row=r, col=c)  # fmt: skip
-    figure.update_xaxes(visible=False)
-    figure.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
+    figure.update_xaxes(visible=False, constrain="domain")  # square pixels by narrowing a panel, never cropping it
+    figure.update_yaxes(visible=False, autorange="reversed", constrain="domain")
+    figure.for_each_yaxis(lambda axis: axis.update(scaleanchor=axis.anchor))  # each panel on its own x axis
     figure.update_layout(title=f"{GRADCAM_TITLE}: {classes[result.cam_class]}", height=170 * rows + 90)
     return figure
 

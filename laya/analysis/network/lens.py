@@ -370,6 +370,7 @@ def profile_figure(profile: pd.DataFrame, depth: int | None = None, title: str |
     figure.update_layout(
         title=title, xaxis_title="unit", yaxis={"title": "p(final prediction)", "range": [0, 1]},
         yaxis2={"title": "KL(final || unit) [nats]", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0},  # off the depth label
     )  # fmt: skip
     return figure
 

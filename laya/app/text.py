@@ -116,18 +116,28 @@ def public(text: object, upload_root: Path | None = None) -> str:
     """``text`` without server paths: an upload's folder becomes :data:`UPLOADED`; in deploy mode
     (:func:`laya.app.deploy.allow_paths` off) the models folder, the path and data roots, the temporary
     folder and the home folder become their last name."""
-    text = str(text)
+    return _scrubber(upload_root)(str(text))
+
+
+def _scrubber(upload_root: Path | None = None) -> Callable[[str], str]:
+    """:func:`public` for many texts: the folders and their real paths (system calls) worked out once."""
     root = upload_root if upload_root is not None else deploy.upload_store().root
-    for variant in _variants(root):
-        text = re.sub(re.escape(variant) + r"(/[^/\s'\"`);,]+)?(/[^\s'\"`);,]*)?", UPLOADED, text)
-    if deploy.allow_paths():
-        return text
-    folders = [deploy.models_root(), *deploy.path_roots(), *deploy.data_roots(), Path(tempfile.gettempdir()), Path.home()]
-    pairs = sorted(((v, Path(v).name or "/") for f in folders for v in _variants(f)), key=lambda p: -len(p[0]))
-    for variant, name in pairs:
-        if variant not in ("/", ""):
+    uploads = [re.compile(re.escape(v) + r"(/[^/\s'\"`);,]+)?(/[^\s'\"`);,]*)?") for v in _variants(root)]
+    pairs: list[tuple[str, str]] = []
+    if not deploy.allow_paths():
+        folders = [deploy.models_root(), *deploy.path_roots(), *deploy.data_roots(), Path(tempfile.gettempdir()),
+                   Path.home()]  # fmt: skip
+        pairs = sorted(((v, Path(v).name or "/") for f in folders for v in _variants(f) if v not in ("/", "")),
+                       key=lambda p: -len(p[0]))  # fmt: skip
+
+    def scrub(text: str) -> str:
+        for pattern in uploads:
+            text = pattern.sub(UPLOADED, text)
+        for variant, name in pairs:
             text = text.replace(variant, name)
-    return text
+        return text
+
+    return scrub
 
 
 def _figure_text(node: object, key: str | None = None) -> object:
@@ -164,9 +174,12 @@ def shown(value: object, markup: Markup = "markdown") -> str | pd.DataFrame | go
     if isinstance(value, go.Figure):
         if markup != "plotly":
             raise ValueError(f"a plotly figure is shown with markup 'plotly', not {markup!r}")
-        return go.Figure(_figure_text(value.to_dict()))
+        # A validated figure's dict with strings replaced by strings: validating it again, most of the cost of a
+        # figure (about 25 ms of a page's faithfulness chart), would change nothing (plotly's own switch, >= 5.20).
+        return go.Figure(_figure_text(value.to_dict()), _validate=False)
     if isinstance(value, pd.DataFrame):
-        return _each_text(value, lambda v: shown(v, markup))
+        scrub, escape = _scrubber(), ESCAPES[markup]
+        return _each_text(value, lambda v: escape(scrub(v)))
     return ESCAPES[markup](public(value))
 
 

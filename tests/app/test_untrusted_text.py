@@ -12,6 +12,7 @@ concatenation or ``a if c else b`` of accepted parts; anything else (a name, an 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -267,6 +268,10 @@ def test_shown_escapes_a_figure_and_keeps_its_own_tags() -> None:
     assert clicked_name("other", [HOSTILE]) is None and clicked_name(3, [HOSTILE]) is None
     with pytest.raises(ValueError, match="markup 'plotly', not 'markdown'"):
         shown(figure)
+    # the escaped copy is built without plotly's validation: it must serialise as a validated one
+    assert json.loads(escaped.to_json()) == json.loads(go.Figure(escaped.to_dict()).to_json())
+    assert json.loads(shown(go.Figure(go.Bar(x=["a"], y=[1.0])), "plotly").to_json()) == json.loads(
+        go.Figure(go.Bar(x=["a"], y=[1.0])).to_json()), "a figure without untrusted text is shown as it is"
 
 
 def test_the_measured_exit_verdict_shows_a_hostile_exit_kind_plain() -> None:

@@ -2,9 +2,10 @@
 
     python benchmarks/network_lens_speed.py [--threads 1] [--rounds 20] [--captum-rounds 2] [--out docs/speed]
 
-One input, on the CPU: a torchvision ResNet-18 at 32 px (units ``layer1.0`` ... ``layer4.1``) and a timm
-``vit_tiny_patch16_224`` at 224 px (units ``blocks.0`` ... ``blocks.11``), random weights (the cost does not
-depend on them). ``forward``: the network's own forward without gradients; ``lens``: the tuned lens of every unit
+One input, on the CPU, random weights (the cost does not depend on them): the torchvision ResNet-18 and the timm
+ViT that ``scripts/own_networks.py`` trains on the CIFAR-10 copy, at their 32 px (units ``layer1.0`` ...
+``layer4.1``; ``blocks.0`` ... ``blocks.5``), and a timm ``vit_tiny_patch16_224`` at 224 px (``blocks.0`` ...
+``blocks.11``). ``forward``: the network's own forward without gradients; ``lens``: the tuned lens of every unit
 (``unit_lens``, one recorded forward + one batched read-out; the ViT's logit lens too); ``gradcam``: Grad-CAM at
 every unit (``unit_gradcam``, one forward + one backward). Measured in one run: the fastest of ``--rounds``
 alternating calls of each, so that load changes affect all alike. Budgets: lens <= 1.2x, Grad-CAM <= 3x.
@@ -22,6 +23,7 @@ threads and the load average), which ``docs/speed.md``'s ``network-speed`` block
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -30,20 +32,26 @@ import timm
 import torch
 import torchvision
 from captum.attr import LayerIntegratedGradients
-from common import interleaved_seconds, parser, run_facts, write_result
+from common import ROOT, interleaved_seconds, parser, run_facts, write_result
 
 from laya.analysis.network.gradcam import unit_gradcam
 from laya.analysis.network.lens import TunedLens, TunedLensConfig, own_readout, unit_lens
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from own_networks import NETWORKS as TRAINED  # noqa: E402  (the networks trained on the CIFAR-10 copy)
 
 BUDGETS = {"lens": 1.2, "gradcam": 3.0}  # the lens view (tuned or logit) and all-unit Grad-CAM, in forwards
 STEPS = 50  # Captum's default n_steps
 
 
 def networks() -> list[tuple[str, torch.nn.Module, int, list[str]]]:
+    cnn, small = TRAINED["resnet18"], TRAINED["vit"]
     resnet = torchvision.models.resnet18(num_classes=10).eval()
+    trained_vit = timm.create_model(small.model, **small.kwargs, num_classes=10).eval()
     vit = timm.create_model("vit_tiny_patch16_224", num_classes=10).eval()
     return [
-        ("torchvision resnet18", resnet, 32, [f"layer{s}.{b}" for s in range(1, 5) for b in range(2)]),
+        (cnn.title, resnet, cnn.image_size, [f"layer{s}.{b}" for s in range(1, 5) for b in range(2)]),
+        (small.title, trained_vit, small.image_size, [f"blocks.{i}" for i in range(small.kwargs["depth"])]),
         ("timm vit_tiny_patch16_224", vit, 224, [f"blocks.{i}" for i in range(12)]),
     ]
 

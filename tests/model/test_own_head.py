@@ -92,6 +92,18 @@ def test_final_linear_skips_auxiliary_classifiers_and_refuses_none() -> None:
     assert final_linear(net) == "fc"
     with pytest.raises(ValueError, match="no nn.Linear classifier"):
         final_linear(nn.Sequential(nn.Conv2d(3, 4, 1)))
+    assert final_linear(nn.Linear(4, 3)) == ""  # the network is its classifier
+
+
+@pytest.mark.parametrize("name", ["resnet18", "vgg11", "inception_v3", "googlenet", "vit_b_16", "mobilenet_v3_small"])
+def test_final_linear_is_the_last_linear_of_named_modules(name: str) -> None:
+    """Found from the end, it names the layer a walk of every module names last (aux classifiers aside)."""
+    import torchvision
+
+    kwargs = {"aux_logits": True, "init_weights": False} if name in ("inception_v3", "googlenet") else {}
+    network = torchvision.models.get_model(name, weights=None, num_classes=10, **kwargs)
+    names = [n for n, m in network.named_modules() if isinstance(m, nn.Linear) and "aux" not in n.lower()]
+    assert final_linear(network) == names[-1]
 
 
 def test_no_classifier_without_pre_logits() -> None:

@@ -54,12 +54,16 @@ def logits_of(out: Any) -> Tensor:
 
 def unit_modules(network: nn.Module, units: Sequence[str]) -> list[nn.Module]:
     """The submodule of ``network`` each unit names. Raises ``ValueError`` naming the unknown ones."""
-    names = dict(network.named_modules())
-    unknown = [u for u in units if u not in names]
+    modules, unknown = [], []
+    for u in units:  # each looked up by its path, not by a walk of every module (this runs on every profile)
+        try:
+            modules.append(network.get_submodule(u))
+        except AttributeError:
+            unknown.append(u)
     if unknown or not units:
-        example = [n for n in names if n][:6]
+        example = [n for n, _ in network.named_modules() if n][:6]
         raise ValueError(f"{type(network).__name__} has no unit(s) {unknown or '(none given)'}; modules: {example} ...")
-    return [names[u] for u in units]
+    return modules
 
 
 def run_units(network: nn.Module, x: Tensor, units: Sequence[str], classifier: str | None = None) -> UnitRun:

@@ -11,6 +11,8 @@ aside: torchvision ``fc`` / ``classifier.6`` / ``heads.head``, transformers ``cl
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 from torch import Tensor, nn
@@ -21,19 +23,30 @@ PRE_LOGITS = "pre-logits"  # the display name of that layer
 
 
 def final_linear(module: nn.Module) -> str:
-    """The qualified name of ``module``'s final linear classifier (its last ``nn.Linear``; names with
-    ``aux`` are auxiliary classifiers and skipped).
+    """The qualified name of ``module``'s final linear classifier (its last ``nn.Linear`` in module order; names
+    with ``aux`` are auxiliary classifiers and skipped). Found from the end, so a network whose classifier is its
+    last child is not walked whole (this runs on every lens and unit profile).
 
     Raises:
         ValueError: the module has no ``nn.Linear`` (a convolutional classifier such as SqueezeNet's).
     """
-    names = [n for n, m in module.named_modules() if isinstance(m, nn.Linear) and "aux" not in n.lower()]
-    if not names:
+    walk = chain(_from_the_end(module), [("", module)])
+    name = next((n for n, m in walk if isinstance(m, nn.Linear) and "aux" not in n.lower()), None)
+    if name is None:
         raise ValueError(
             f"{type(module).__name__} has no nn.Linear classifier; its pre-logits features and own head need "
             "a network that ends in a linear layer"
         )
-    return names[-1]
+    return name
+
+
+def _from_the_end(module: nn.Module, prefix: str = "") -> Iterator[tuple[str, nn.Module]]:
+    """``module.named_modules()`` without the root, in reverse order: each child's subtree, last child first, a
+    module after everything below it (a module registered twice comes at both places)."""
+    for name, child in reversed(module._modules.items()):
+        if child is not None:
+            yield from _from_the_end(child, f"{prefix}{name}.")
+            yield f"{prefix}{name}", child
 
 
 def check_classifier(linear: Any, width: int, what: str) -> nn.Linear:

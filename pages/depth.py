@@ -1,7 +1,6 @@
 """Depth analytics: what each layer votes for, where the model could stop, which layers it can lose,
 and whether depth signals flag errors and out-of-distribution inputs."""
 
-import pandas as pd
 import streamlit as st
 
 from laya.analysis.detection import SCORE_LABELS
@@ -99,24 +98,23 @@ st.caption(
     f"{shown(report.data['readout_source'])}"
 )
 saved = report.data["early_exit"]["at_1pt"]
+figures = common.depth_figures(selection.path)  # the same for every input: built once per checkpoint
 exit_col, prune_col = st.columns(2)
-exit_curve = depth_plots.exit_curve_figure(report.table("exit_curve"), report.data["accuracy"])
+exit_curve = figures.exit_curve
 exit_col.plotly_chart(shown(exit_curve, "plotly"), key="depth_exit")
 exit_col.caption(f"Estimated compute saved at ≤ 1 point accuracy loss: {saved['saved']:.1%} (t = {saved['threshold']:g}): "
                  "per-input arithmetic on per-layer backbone timings, exit readouts not counted. Measured early-exit "
                  "runs and truncated models: `python -m laya exits` (exits.json).")
 measured = load_exits(selection.path)
-if measured is not None:
-    runs = pd.DataFrame(measured["runs"])
-    measured_fig = depth_plots.measured_exit_figure(runs)
+if measured is not None and (measured_fig := figures.measured) is not None:
     st.markdown(verdicts.measured_exit_verdict(measured))
     st.plotly_chart(shown(measured_fig, "plotly"), key="depth_measured_exit")
     st.caption(f"Measured runs (`{shown(measured['command'], 'code')}`), {measured['n_test']:,} test inputs; readouts and trained exits. "
                "Hover for wall-clock savings (negative: slower than plain inference).")  # fmt: skip
     sections.append(("Early exit, measured runs", measured_fig))
-pruning = depth_plots.pruning_figure(report.table("pruning"))
+pruning = figures.pruning
 prune_col.plotly_chart(shown(pruning, "plotly"), key="depth_pruning")
-class_terms = depth_plots.class_terms_figure(report.table("logit_attribution"))
+class_terms = figures.class_terms
 st.plotly_chart(shown(class_terms, "plotly"), key="depth_class_terms")
 kind = report.data.get("readout_kind", report.data["readout_source"])
 depth_title = f"Prediction depth and overthinking by class (readouts: {kind})"

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -14,6 +16,9 @@ from laya.analysis.detection import SCORE_LABELS
 from laya.analysis.lens import SOURCES
 from laya.app import palette
 from laya.app.text import code_plain, plain
+
+if TYPE_CHECKING:
+    from laya.analysis.depth import DepthReport
 
 AGREE_COLOR, DISAGREE_COLOR = palette.CONFIDENCE, palette.DISAGREE
 LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0.0}
@@ -185,9 +190,31 @@ def block_ablation_figure(result: BlockAblation, layers: Sequence[str], classes:
     return fig
 
 
+@dataclass(frozen=True)
+class WholeTestSetFigures:
+    """The Depth page's figures over the whole test set: the same for every input, so built once per checkpoint
+    (``pages/common/loading.py`` keeps them per process; a page shows copies, through ``shown``)."""
+
+    exit_curve: go.Figure
+    pruning: go.Figure
+    class_terms: go.Figure
+    measured: go.Figure | None  # the measured early-exit runs (``exits.json``), where there are some
+
+
+def whole_test_set_figures(report: DepthReport, measured: Mapping[str, Any] | None) -> WholeTestSetFigures:
+    """:class:`WholeTestSetFigures` of a depth report and its measured exits (``load_exits``, or None)."""
+    return WholeTestSetFigures(
+        exit_curve=exit_curve_figure(report.table("exit_curve"), report.data["accuracy"]),
+        pruning=pruning_figure(report.table("pruning")),
+        class_terms=class_terms_figure(report.table("logit_attribution")),
+        measured=None if measured is None else measured_exit_figure(pd.DataFrame(measured["runs"])),
+    )
+
+
 __all__ = [
     "BLOCK_ABLATION_TITLE",
     "BLOCK_SKIP_TITLE",
+    "WholeTestSetFigures",
     "attribution_figure",
     "block_ablation_figure",
     "class_terms_figure",
@@ -196,6 +223,7 @@ __all__ = [
     "pruning_figure",
     "readout_path_figure",
     "roc_figure",
+    "whole_test_set_figures",
 ]
 
 

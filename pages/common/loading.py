@@ -36,6 +36,7 @@ from laya.analysis.sample import SAMPLE_FILE, Sample
 from laya.analysis.spatial import ClassMaps, sample_class_maps
 from laya.app import classwise_views, deploy, verdicts
 from laya.app.catalog import Entry, example_images, find_checkpoints
+from laya.app.depth_plots import WholeTestSetFigures, whole_test_set_figures
 from laya.app.text import shown
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
@@ -248,6 +249,20 @@ def _load_depth(path: str, stamp: int) -> DepthReport | None:
 def load_depth(path: str | Path) -> DepthReport | None:
     """``depth.json`` beside a checkpoint (``python -m laya depth``), or None."""
     return _load_depth(str(path), _stamp(Path(path) / "depth.json"))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _depth_figures(path: str, stamp: int, exits_stamp: int) -> WholeTestSetFigures | None:
+    from laya.analysis.measured import load_exits  # the training side's imports, only where a page needs them
+
+    report = DepthReport.load(path)
+    return None if report is None else whole_test_set_figures(report, load_exits(path))
+
+
+def depth_figures(path: str | Path) -> WholeTestSetFigures | None:
+    """The Depth page's whole-test-set figures of a checkpoint (``depth.json`` and ``exits.json``), or None: built
+    once per process and shared by every session, so shown only through ``shown`` (a copy), never changed."""
+    return _depth_figures(str(path), _stamp(Path(path) / "depth.json"), _stamp(Path(path) / "exits.json"))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

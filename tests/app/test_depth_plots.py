@@ -89,3 +89,34 @@ def test_block_ablation_bars_name_their_intervention_where_a_block_is_skipped():
                          4, ("mean-ablation",) * 3, (True, False, False))  # fmt: skip
     fig = depth_plots.block_ablation_figure(mean, LAYERS, CLASSES)  # every bar mean-ablated: the title says so
     assert fig.data[0].text is None and fig.layout.title.text == depth_plots.BLOCK_ABLATION_TITLE
+
+
+def test_whole_test_set_figures_are_the_report_figures_and_follow_exits_json(tmp_path):
+    """The figures the Depth page keeps per checkpoint are those its builders draw from ``depth.json`` and
+    ``exits.json``; without measured runs there is no measured figure, and a new ``exits.json`` is a new key."""
+    import shutil
+    from pathlib import Path
+
+    from laya.analysis.depth import DepthReport
+    from laya.analysis.measured import load_exits
+    from pages.common import loading
+
+    bundled = Path(__file__).resolve().parents[2] / "models" / "cifar10-cnn" / "laya"
+    report, measured = DepthReport.load(bundled), load_exits(bundled)
+    figures = depth_plots.whole_test_set_figures(report, measured)
+    drawn = {"exit_curve": depth_plots.exit_curve_figure(report.table("exit_curve"), report.data["accuracy"]),
+             "pruning": depth_plots.pruning_figure(report.table("pruning")),
+             "class_terms": depth_plots.class_terms_figure(report.table("logit_attribution")),
+             "measured": depth_plots.measured_exit_figure(pd.DataFrame(measured["runs"]))}  # fmt: skip
+    for name, figure in drawn.items():
+        assert getattr(figures, name).to_json() == figure.to_json(), name
+    assert depth_plots.whole_test_set_figures(report, None).measured is None
+    folder = tmp_path / "laya"
+    folder.mkdir()
+    shutil.copy(bundled / "depth.json", folder)
+    for csv in bundled.glob("depth_*.csv"):
+        shutil.copy(csv, folder)
+    assert loading.depth_figures(folder).measured is None
+    shutil.copy(bundled / "exits.json", folder)
+    assert loading.depth_figures(folder).measured is not None, "exits.json written later: the figures are redrawn"
+    assert loading.depth_figures(folder) is loading.depth_figures(folder), "kept, not redrawn, while the files stay"

@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from laya.analysis.profiles import SUBSETS
@@ -13,7 +12,6 @@ from laya.app.text import shown
 from laya.data.datasets import DatasetNotFoundError, dataset_label
 from laya.data.images import ImageError
 from laya.model.own_head import is_own_head
-from laya.training.suite import CLASS_PROFILES_FILE
 from pages import common
 from pages.common import switches
 from pages.common.network import class_unit_heatmap, load_network_report
@@ -170,21 +168,19 @@ elif st.toggle(f"Mean spatial maps per class and layer over the test-set sample 
         map_sections = [("Where each class was looked at", maps_figure)]
 
 st.subheader("Across seeds")
-seeds_file = Path(selection.path).parent / CLASS_PROFILES_FILE
 seed_sections = []
-per_seed = seed_views.seed_profiles(pd.read_csv(seeds_file), head, kind) if seeds_file.is_file() else None
-if per_seed is None:
+seeds = common.seed_summary_of(Path(selection.path).parent, head, kind)  # the same for every class chosen
+if seeds is None:
     st.info("No per-seed profiles for this setting (written by `python -m laya reproduce`).")
-elif per_seed.empty:
+elif seeds.per_seed.empty:
     st.info("No per-seed profiles of this head.")
 else:
-    if per_seed["seed"].nunique() < 2:
+    if seeds.per_seed["seed"].nunique() < 2:
         st.warning("Only one seed of this head was trained: its depth pattern may be the seed's, not the method's.")
-    seeds_figure = seed_profiles_figure(per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)", kind)
-    stability = seed_views.seed_stability(per_seed)
+    seeds_figure = seed_profiles_figure(seeds.per_seed, name, f"{name}: {kinds[kind]} per seed (all inputs)", kind)
     st.plotly_chart(shown(seeds_figure, "plotly"), key="classwise_seeds")
-    st.dataframe(stability, hide_index=True)
-    seed_sections = [("Across seeds", seeds_figure), ("", stability)]
+    st.dataframe(seeds.stability, hide_index=True)
+    seed_sections = [("Across seeds", seeds_figure), ("", seeds.stability)]
 
 st.subheader("All classes")
 method = switches.pick(st.selectbox, "Method", classwise_views.profile_methods(report), "method", "classwise_method",
@@ -194,18 +190,19 @@ global_bars = profile_bars_figure(
     "scores", (0.0, 1.0) if labels.is_weight(method) else (-float("inf"), float("inf")),
 )
 st.plotly_chart(shown(global_bars, "plotly"), key="classwise_global")
-if per_seed is not None and not per_seed.empty:
-    whole = seed_views.seed_global_profile(per_seed)
-    whole_figure = seed_profiles_figure(whole, seed_views.ALL_CLASSES, f"All classes: {kinds[kind]} per seed", kind)
+if seeds is not None and not seeds.per_seed.empty:
+    whole_figure = seed_profiles_figure(seeds.whole, seed_views.ALL_CLASSES, f"All classes: {kinds[kind]} per seed",
+                                        kind)  # fmt: skip
     st.plotly_chart(shown(whole_figure, "plotly"), key="classwise_seeds_global")
-    st.dataframe(seed_views.seed_stability(whole), hide_index=True)
+    st.dataframe(seeds.whole_stability, hide_index=True)
     seed_sections += [("All classes, across seeds", whole_figure)]
 st.caption("Mean leave-one-layer-out drop and label-flip rate per layer, per ablation mode:")
-common.table(classwise_views.global_loo(report))
+global_loo = classwise_views.global_loo(report)
+common.table(global_loo)
 common.report_button(
     "Class-wise depth patterns",
     [("", heatmap), (f"Class {name}", class_scores), ("", class_loo), ("All classes", global_bars),
-     *map_sections, *seed_sections, ("Leave-one-layer-out per layer", classwise_views.global_loo(report))],
+     *map_sections, *seed_sections, ("Leave-one-layer-out per layer", global_loo)],
     f"{head}-classwise-{kind}-{subset}",
     checkpoint.name,
     common.provenance(checkpoint),

@@ -7,6 +7,7 @@ stable the top layer is across seeds.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -48,10 +49,35 @@ def seed_stability(profiles: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@dataclass(frozen=True)
+class SeedSummary:
+    """One head's per-seed profiles of one kind of value, with what a page shows of them for all classes at once
+    (the same for every input and class chosen, so a page may keep it per setting): ``per_seed``
+    (:func:`seed_profiles`, empty where the head has no seeds in the file), each class's ``stability``
+    (:func:`seed_stability`), the ``whole`` test set's profile per seed (:func:`seed_global_profile`) and its
+    ``whole_stability``; the last three None where ``per_seed`` is empty."""
+
+    per_seed: pd.DataFrame
+    stability: pd.DataFrame | None
+    whole: pd.DataFrame | None
+    whole_stability: pd.DataFrame | None
+
+
+def seed_summary(table: pd.DataFrame, head: str, values: str = "scores") -> SeedSummary:
+    """:class:`SeedSummary` of ``head``'s ``values`` in a setting's ``class_profiles.csv`` ``table``."""
+    per_seed = seed_profiles(table, head, values)
+    if per_seed.empty:
+        return SeedSummary(per_seed, None, None, None)
+    whole = seed_global_profile(per_seed)
+    return SeedSummary(per_seed, seed_stability(per_seed), whole, seed_stability(whole))
+
+
 __all__ = [
     "ALL_CLASSES",
     "SEED_PROFILE_COLUMNS",
+    "SeedSummary",
     "seed_global_profile",
     "seed_profiles",
     "seed_stability",
+    "seed_summary",
 ]

@@ -50,6 +50,7 @@ from pages.common.loading import (
     load_sample,
     network,
     patch,
+    seed_summary_of,
 )
 from pages.common.page_guard import LOG, guard
 from pages.common.sharing import OPENED, VIEW, copy_link, opened_link, option_index, report_button, share, view_link
@@ -120,6 +121,7 @@ __all__ = [
     "provenance",
     "report_button",
     "scroll_to",
+    "seed_summary_of",
     "selected",
     "session_alive",
     "session_id",

@@ -37,6 +37,7 @@ from laya.analysis.spatial import ClassMaps, sample_class_maps
 from laya.app import classwise_views, deploy, verdicts
 from laya.app.catalog import Entry, example_images, find_checkpoints
 from laya.app.depth_plots import WholeTestSetFigures, whole_test_set_figures
+from laya.app.seed_views import SeedSummary, seed_summary
 from laya.app.text import shown
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
@@ -249,6 +250,20 @@ def _load_depth(path: str, stamp: int) -> DepthReport | None:
 def load_depth(path: str | Path) -> DepthReport | None:
     """``depth.json`` beside a checkpoint (``python -m laya depth``), or None."""
     return _load_depth(str(path), _stamp(Path(path) / "depth.json"))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _seed_summary(path: str, stamp: int, head: str, values: str) -> SeedSummary | None:
+    return seed_summary(pd.read_csv(path), head, values) if stamp else None
+
+
+def seed_summary_of(setting: str | Path, head: str, values: str) -> SeedSummary | None:
+    """A setting's per-seed profiles of ``head`` (its ``class_profiles.csv``, written by ``laya reproduce``) as
+    the Class-wise page shows them, or None without that file; computed once per file version and kind."""
+    from laya.training.suite import CLASS_PROFILES_FILE  # the training side's imports, only where a page needs them
+
+    path = Path(setting) / CLASS_PROFILES_FILE
+    return _seed_summary(str(path), _stamp(path), head, values)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)

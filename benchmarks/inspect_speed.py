@@ -4,7 +4,7 @@
 
 For each bundled checkpoint and its first example image, decoded once (``decode ms``: PNG bytes to the uint8
 tensor, a cost a plain prediction of an upload pays alike, so it is left out of both sides): Inspect's
-explanation as its default view asks for it, ``laya.analysis.explain.explain(approximate=False)``: preprocess +
+explanation as its default view asks for it, ``laya.analysis.head.explain.explain(approximate=False)``: preprocess +
 backbone + prediction + layer scores + leave-one-layer-out for every layer + the exact spatial maps of the top
 classes (CLS-token layers' approximate maps deferred until their section is opened), then Spearman + Deletion@1,
 against one plain forward of the same model on the same decoded image (preprocess + backbone + head + softmax).
@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 from common import inspect_ood, interleaved_seconds, parser
 
-from laya.analysis.attribution import intrinsic_method
 from laya.analysis.depth import DepthFit
-from laya.analysis.explain import explain
+from laya.analysis.head.attribution import intrinsic_method
+from laya.analysis.head.explain import explain
 from laya.app.catalog import example_images, find_checkpoints
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint

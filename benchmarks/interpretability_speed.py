@@ -22,9 +22,9 @@ import torch
 from captum.attr import IntegratedGradients
 from common import interleaved_seconds, parser, seconds, test_images
 
-from laya.analysis.ablation import leave_one_out, loo_masks
-from laya.analysis.attribution import layer_attributions
 from laya.analysis.evaluate import EvalOptions, evaluate
+from laya.analysis.head.ablation import leave_one_out, loo_masks
+from laya.analysis.head.attribution import layer_attributions
 from laya.data.datasets import DatasetNotFoundError, ImageArrays
 from laya.model.checkpoint import load_checkpoint
 from laya.model.heads import ABLATION_MODES

@@ -10,7 +10,7 @@ group from the top down (the head, then each layer the head reads, last layer fi
 left, the whole backbone), and after each step every method's map is compared with its map on the trained
 network by Spearman's rank correlation over the frame's pixels, mean over images with a 95 % bootstrap CI.
 
-Methods: the **exact** maps (``laya.analysis.spatial``: each layer's, and the all-layer sum), **Grad-CAM**,
+Methods: the **exact** maps (``laya.analysis.head.spatial``: each layer's, and the all-layer sum), **Grad-CAM**,
 **HiResCAM** and **LayerCAM** (pytorch-grad-cam's multi-layer aggregate on all layers, as in the benchmark) and
 **unit Grad-CAM** (``laya.analysis.network.gradcam.unit_gradcam``) at each layer's module. An attached network's own
 classifier (``<setting>/own``) is checked as the network itself, by its units (``network_units``): its final linear
@@ -35,8 +35,19 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, parser
-from spatial_maps import (ALL, ANCHORS, Logits, anchor_maps, balanced_images, cam_modules, default_n, exact_maps,
-                          to_frame, token_reshape, write_rows)
+from spatial_maps import (
+    ALL,
+    ANCHORS,
+    Logits,
+    anchor_maps,
+    balanced_images,
+    cam_modules,
+    default_n,
+    exact_maps,
+    to_frame,
+    token_reshape,
+    write_rows,
+)
 
 FIELDS = ["checkpoint", "sample", "step", "method", "layer", "n", "mean", "low", "high", "flag"]
 EXACT, UNIT = "exact", "unit Grad-CAM"

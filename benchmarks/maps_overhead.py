@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from common import interleaved_seconds, parser
 
-from laya.analysis.explain import explain_bytes
+from laya.analysis.head.explain import explain_bytes
 from laya.app.catalog import example_images, find_checkpoints
 from laya.model.checkpoint import load_checkpoint
 

@@ -37,9 +37,9 @@ from pathlib import Path
 import torch
 from common import ROOT, inspect_ood, interleaved_seconds, parser
 
-from laya.analysis.attribution import intrinsic_method
 from laya.analysis.depth import DepthFit, input_depth
-from laya.analysis.explain import explain
+from laya.analysis.head.attribution import intrinsic_method
+from laya.analysis.head.explain import explain
 from laya.analysis.network.explain import network_bytes
 from laya.analysis.patching import patch_images
 from laya.app.catalog import example_images, find_checkpoints

@@ -10,7 +10,7 @@ For each checkpoint, on a class-balanced random sample of its test images (``lay
 seeded with ``--seed``, stated in the output; default n = 500 for a model input of at most 32 px, else 100) and
 the predicted class, per layer and for the all-layer map:
 
-* maps: **exact** (``laya.analysis.spatial``: layer i's logit term over positions, one forward; all-layer = the
+* maps: **exact** (``laya.analysis.head.spatial``: layer i's logit term over positions, one forward; all-layer = the
   sum of the layers' density maps in float64, i.e. the logit minus the position-free parts) and Grad-CAM / HiResCAM /
   LayerCAM of ``pytorch_grad_cam`` on the same layer modules with target = the predicted class's logit
   (all-layer: the package's own multi-layer aggregate, the mean of the per-layer scaled maps). Every map is
@@ -121,8 +121,8 @@ def to_frame(maps: Tensor, size: int) -> Tensor:
 
 def exact_maps(model: nn.Module, x: Tensor, target: Tensor, size: int) -> dict[str, Tensor]:
     """Layer name -> ``(B, size, size)`` exact map of the target class (layers with a nonzero map), and ALL."""
+    from laya.analysis.head.spatial import spatial_attribution
     from laya.analysis.pixel_faithfulness import sum_maps
-    from laya.analysis.spatial import spatial_attribution
 
     _, spatial = spatial_attribution(model, x, classes=target.view(-1, 1))
     out = {}
@@ -149,7 +149,7 @@ def default_checkpoints(models: Path) -> list[Path]:
 
 def _has_maps(path: Path) -> bool:
     """Whether the checkpoint's backbone gives an exact map at some layer (CNNs, avg-pooled ViTs)."""
-    from laya.analysis.spatial import spatial_attribution
+    from laya.analysis.head.spatial import spatial_attribution
     from laya.model.checkpoint import load_checkpoint
 
     ck = load_checkpoint(path)
@@ -262,9 +262,8 @@ def benchmark(checkpoint: Path, n: int, steps: int, fractions: Sequence[float], 
     """CSV rows (faithfulness, pooled and per class) and the cost ratios of one checkpoint on a class-balanced
     sample of ``n`` test images (``seed``); ``layers``: the per-layer rows (default all; the all-layer maps
     always use every layer)."""
-    from tqdm.auto import tqdm
-
     from torchvision.transforms.functional import gaussian_blur
+    from tqdm.auto import tqdm
 
     from laya.analysis.pixel_faithfulness import deletion_auc, insertion_auc, occlusion_map, road
     from laya.model.checkpoint import load_checkpoint

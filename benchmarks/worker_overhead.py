@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 
 import torch
-
 from common import interleaved_seconds, parser
 
 from laya.analysis.depth import DepthFit, input_depth
-from laya.analysis.explain import explain_bytes
+from laya.analysis.head.explain import explain_bytes
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 from laya.sandbox.client import Sandboxed

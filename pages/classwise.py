@@ -4,7 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from laya.analysis.profiles import SUBSETS
+from laya.analysis.head.profiles import SUBSETS
 from laya.app import browser, classwise_views, labels, seed_views
 from laya.app.map_plots import class_maps_figure, no_class_maps_note
 from laya.app.plots import heatmap_figure, profile_bars_figure, seed_profiles_figure

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from laya.analysis.attribution import REDUCTION_LABELS, ig_description
-from laya.analysis.faithfulness import EPSILON
+from laya.analysis.head.attribution import REDUCTION_LABELS, ig_description
+from laya.analysis.head.faithfulness import EPSILON
 from laya.app import faithfulness_views, labels, network_views
 from laya.app.plots import deletion_curves_figure, faithfulness_figure, heads_overview_figure
 from laya.app.text import shown

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from laya.analysis.attribution import POSTHOC_METHODS
+from laya.analysis.head.attribution import POSTHOC_METHODS
 from laya.app import depth_views, explanation_views, input_images, labels
 from laya.app.catalog import example_images
 from laya.app.map_plots import MapRow, map_classes, maps_caption, maps_figure

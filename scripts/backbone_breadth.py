@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from laya.analysis.ablation import leave_one_out
+from laya.analysis.head.ablation import leave_one_out
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.backbones.timm import native_size
 from laya.model.classifier import LayerwiseClassifier

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
-from laya.analysis.attribution import METHOD_LABELS
+from laya.analysis.head.attribution import METHOD_LABELS
 from laya.analysis.report import Report
 from laya.training.suite import results_table, summary_table
 

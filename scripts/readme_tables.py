@@ -21,8 +21,8 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
-from laya.analysis.attribution import METHOD_LABELS
-from laya.analysis.profiles import seed_table
+from laya.analysis.head.attribution import METHOD_LABELS
+from laya.analysis.head.profiles import seed_table
 from laya.analysis.statistics import BEFORE_CORRECTION, holm, holm_reading, paired_over_seeds, seed_interval, verdict
 from laya.app.seed_views import seed_global_profile, seed_profiles, seed_stability
 from laya.training.bundle import stale_posthoc_note

@@ -24,7 +24,6 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from laya import __version__
-from laya.analysis.ablation import float64_head
 from laya.analysis.detection import (
     COVARIANCE,
     SCORE_LABELS,
@@ -37,8 +36,9 @@ from laya.analysis.detection import (
 )
 from laya.analysis.evaluate import _json_safe
 from laya.analysis.exits import THRESHOLDS, compute_saved, exit_curve, exit_layers, layer_costs
+from laya.analysis.head.ablation import float64_head
+from laya.analysis.head.logit_attribution import LogitAttribution, class_mean_terms, logit_attribution
 from laya.analysis.lens import Lens, from_readouts, lens_summary, write_lens
-from laya.analysis.logit_attribution import LogitAttribution, class_mean_terms, logit_attribution
 from laya.analysis.overflow import check_output
 from laya.analysis.pruning import pruning_curves, removal_orders
 from laya.analysis.readouts import LayerProbes, Readouts, depth_summary, readout_logits, readout_source

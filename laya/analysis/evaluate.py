@@ -6,7 +6,7 @@ batch and the arrays are gathered in batch order, so the report equals the singl
 predictions; each applicable attribution method's layer scores under each reduction (signed,
 magnitude); leave-one-layer-out drops under every ablation mode the head supports; top-k
 deletion curves. From these per-input arrays (computed once) come the per-input faithfulness
-metrics (:mod:`laya.analysis.faithfulness`) and every figure of the report with a seeded
+metrics (:mod:`laya.analysis.head.faithfulness`) and every figure of the report with a seeded
 percentile bootstrap CI over inputs (one ``(R, n) @ (n, K)`` product for all mean-type figures,
 :func:`laya.analysis.statistics.mean_intervals`), plus paired bootstraps between methods.
 The result is a JSON-serialisable dict (see :class:`laya.analysis.report.Report`).
@@ -23,8 +23,8 @@ import torch
 from torch import Tensor
 
 from laya import __version__
-from laya.analysis.ablation import deletion_curve, leave_one_out
-from laya.analysis.attribution import (
+from laya.analysis.head.ablation import deletion_curve, leave_one_out
+from laya.analysis.head.attribution import (
     IG_BASELINES,
     IG_RULE,
     REDUCTIONS,
@@ -33,7 +33,7 @@ from laya.analysis.attribution import (
     intrinsic_method,
     methods_for,
 )
-from laya.analysis.faithfulness import (
+from laya.analysis.head.faithfulness import (
     EPSILON,
     HEADLINE_METRIC,
     METRICS,
@@ -43,7 +43,7 @@ from laya.analysis.faithfulness import (
     TRIM,
     per_input_metrics,
 )
-from laya.analysis.profiles import class_layer_profile, layer_profile
+from laya.analysis.head.profiles import class_layer_profile, layer_profile
 from laya.analysis.statistics import (
     Interval,
     bootstrap_ci,

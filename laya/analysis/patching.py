@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from laya.analysis.ablation import float64_head
+from laya.analysis.head.ablation import float64_head
 from laya.analysis.overflow import check_output
 from laya.analysis.statistics import bootstrap_ci
 from laya.data.images import load_image_tensor

@@ -7,7 +7,7 @@ Layers leave the head in ascending order of a criterion (least important first):
 * ``deepest first``: the backbone is truncated (the comparison for the speed-up);
 * ``random``: the mean over ``n`` seeded random orders.
 
-Removal reuses the heads' layer masks (``keep``, :mod:`laya.analysis.ablation`): LAYA/ScalarMix
+Removal reuses the heads' layer masks (``keep``, :mod:`laya.analysis.head.ablation`): LAYA/ScalarMix
 renormalise their weights over the kept layers, Concat/LastLayer see a removed layer's training mean.
 The *re-fit* trains a new final classifier (:func:`laya.analysis.readouts.fit_linear`) on the head's
 pooled representation under the mask (the input of ``head.output_layer``), from training hidden states.
@@ -26,9 +26,9 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from laya.analysis.ablation import float64_head, leave_one_out
-from laya.analysis.readouts import fit_linear
 from laya.analysis.exits import ExitRunOptions, _batched, count_macs, fastest_pair, layer_steps, plain
+from laya.analysis.head.ablation import float64_head, leave_one_out
+from laya.analysis.readouts import fit_linear
 from laya.analysis.statistics import bootstrap_ci, bootstrap_cis
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead

@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from laya.analysis.ablation import float64_head
+from laya.analysis.head.ablation import float64_head
 from laya.analysis.statistics import bootstrap_ci
 from laya.model.heads import LayerHead
 

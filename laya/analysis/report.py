@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS
-from laya.analysis.faithfulness import HEADLINE_METRIC, REPORTED_METRICS
+from laya.analysis.head.attribution import DEFAULT_REDUCTION, METHOD_LABELS
+from laya.analysis.head.faithfulness import HEADLINE_METRIC, REPORTED_METRICS
 from laya.model.checkpoint import atomic_write_json, atomic_write_tensors
 from laya.model.heads import DEFAULT_MODE
 

@@ -37,10 +37,10 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from torch import Tensor
 
-from laya.analysis.ablation import leave_one_out
-from laya.analysis.attribution import DEFAULT_REDUCTION, attributions_by_reduction, intrinsic_method
 from laya.analysis.depth import DepthFit, _has_own_readouts, head_pass
 from laya.analysis.detection import detection_scores
+from laya.analysis.head.ablation import leave_one_out
+from laya.analysis.head.attribution import DEFAULT_REDUCTION, attributions_by_reduction, intrinsic_method
 from laya.data.datasets import Images, batch_indices
 from laya.data.features import hidden_states
 from laya.model.checkpoint import Checkpoint, atomic_write_tensors, read_meta

@@ -28,7 +28,7 @@ def attribution_figure(
     table: pd.DataFrame, title: str = "Per-layer contributions to the top classes' logits"
 ) -> go.Figure:
     """Stacked bars (one per layer, light to dark with depth, and the bias in grey) per class, from
-    :func:`laya.analysis.logit_attribution.top_class_table`; a diamond marks each class's logit (the bars' sum)."""
+    :func:`laya.analysis.head.logit_attribution.top_class_table`; a diamond marks each class's logit (the bars' sum)."""
     fig = go.Figure()
     classes = list(dict.fromkeys(table["class"]))
     parts = list(dict.fromkeys(table["part"]))
@@ -46,7 +46,7 @@ def attribution_figure(
 
 def class_terms_figure(table: pd.DataFrame) -> go.Figure:
     """Heatmap of the mean contribution of each layer to the predicted class's logit, per predicted class
-    (from :func:`laya.analysis.logit_attribution.class_mean_terms`)."""
+    (from :func:`laya.analysis.head.logit_attribution.class_mean_terms`)."""
     wide = table.pivot(index="class", columns="layer_index", values="mean")
     wide = wide.reindex(list(dict.fromkeys(table["class"])))
     layers = list(dict.fromkeys(table["layer"]))

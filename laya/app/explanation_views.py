@@ -1,4 +1,4 @@
-"""One input explained by a head over the layers it reads (:class:`~laya.analysis.explain.Explanation`), as Inspect
+"""One input explained by a head over the layers it reads (:class:`~laya.analysis.head.explain.Explanation`), as Inspect
 and Compare show it: pure, tested without a browser.
 
 The layer table and its display text, this input's faithfulness per method, the CSV and JSON downloads, the warning
@@ -13,9 +13,9 @@ import json
 import pandas as pd
 import torch
 
-from laya.analysis.attribution import METHOD_LABELS
 from laya.analysis.depth import InputDepth
-from laya.analysis.explain import Explanation
+from laya.analysis.head.attribution import METHOD_LABELS
+from laya.analysis.head.explain import Explanation
 from laya.app.labels import is_posthoc, method_label
 from laya.app.numbers import is_missing, number_text, percent
 

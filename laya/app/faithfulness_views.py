@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from laya.analysis.attribution import DEFAULT_REDUCTION
-from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, REPORTED_METRICS
+from laya.analysis.head.attribution import DEFAULT_REDUCTION
+from laya.analysis.head.faithfulness import HEADLINE_METRIC, METRIC_LABELS, REPORTED_METRICS
 from laya.analysis.report import Report
 from laya.app.labels import head_title, method_label, mode_label
 from laya.app.numbers import ci_cells, ci_text, number_text, p_text

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from laya.analysis.explain import Explanation
-from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
+from laya.analysis.head.explain import Explanation
+from laya.analysis.head.faithfulness import HEADLINE_METRIC, METRIC_LABELS
 from laya.analysis.report import Report
 from laya.app.faithfulness_views import headline_text
 from laya.app.labels import head_title, method_label

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import torch
 
-from laya.analysis.explain import Explanation
+from laya.analysis.head.explain import Explanation
 from laya.data.datasets import InputSpec
 
 

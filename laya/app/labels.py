@@ -7,7 +7,7 @@ one checkpoint of the catalog; :data:`MODE_HELP` and :data:`REDUCTION_HELP` say 
 
 from __future__ import annotations
 
-from laya.analysis.attribution import METHOD_LABELS, POSTHOC_METHODS
+from laya.analysis.head.attribution import METHOD_LABELS, POSTHOC_METHODS
 from laya.app.catalog import Entry
 from laya.app.numbers import number_text
 from laya.model.heads import CROSS_HEAD_MODES, HEAD_LABELS

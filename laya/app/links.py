@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from laya.analysis.attribution import POSTHOC_METHODS
+from laya.analysis.head.attribution import POSTHOC_METHODS
 from laya.model.heads import ABLATION_MODES
 
 if TYPE_CHECKING:

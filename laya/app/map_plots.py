@@ -1,6 +1,6 @@
 """Per-layer spatial maps as a layers x image grid of overlays on ONE shared, symmetric colour scale.
 
-Each panel is layer i's map of one class's logit term (:mod:`laya.analysis.spatial`) over the image the
+Each panel is layer i's map of one class's logit term (:mod:`laya.analysis.head.spatial`) over the image the
 model saw. The colour is a **density**, the logit per input pixel: a cell of an ``H_i x W_i`` map covering
 ``(H W) / (H_i W_i)`` pixels is drawn at ``value (H_i W_i) / (H W)``, so a coarse map and a fine one that add
 the same amount to the logit look equally strong, and one colour scale (diverging around 0, red = for the
@@ -23,8 +23,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from laya.analysis.explain import Explanation
-from laya.analysis.spatial import KIND_LABELS, ClassMaps
+from laya.analysis.head.explain import Explanation
+from laya.analysis.head.spatial import KIND_LABELS, ClassMaps
 
 COLORSCALE = "RdBu_r"  # diverging: red adds to the class's logit, blue takes away
 UNIT = "logit per input pixel"

@@ -9,9 +9,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from laya.analysis.attribution import POSTHOC_METHODS, REDUCTION_LABELS
-from laya.analysis.explain import Explanation
-from laya.analysis.profiles import heatmap_table, seed_table
+from laya.analysis.head.attribution import POSTHOC_METHODS, REDUCTION_LABELS
+from laya.analysis.head.explain import Explanation
+from laya.analysis.head.profiles import heatmap_table, seed_table
 from laya.app import palette
 from laya.app.labels import method_label
 
@@ -219,7 +219,7 @@ def faithfulness_figure(table: pd.DataFrame, mode: str = "mean", reduction: str 
     """Per method: Spearman over informative layers (the headline), top-1 agreement, Deletion@1 / oracle and the
     all-layer Spearman, each with its 95% bootstrap CI as error bars, from ``Report.faithfulness_table()``.
     Methods whose ranking cannot be tested are drawn as no bar, labelled "n/a (one informative layer)"."""
-    from laya.analysis.faithfulness import METRIC_LABELS
+    from laya.analysis.head.faithfulness import METRIC_LABELS
 
     part = table[(table["mode"] == mode) & (table["reduction"] == reduction)]
     fig = make_subplots(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from laya.analysis.profiles import seed_table
+from laya.analysis.head.profiles import seed_table
 from laya.app.numbers import count_of, number_text
 
 SEED_PROFILE_COLUMNS = ["seed", "class", "class_index", "layer", "layer_index", "mean", "count"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-
 from pathlib import Path
 
 import pandas as pd
@@ -22,15 +21,14 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from laya.analysis.depth import InputDepth
+from laya.analysis.head.faithfulness import HEADLINE_METRIC, METRIC_LABELS
 from laya.analysis.measured import best_exit, saving_noise, saving_text
-from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import _slug
 from laya.analysis.statistics import BEFORE_CORRECTION, format_diff, holm, holm_reading, paired_mean_differences
 from laya.app.labels import method_label as _method_label
 from laya.app.numbers import ci_text
 from laya.app.text import shown
-
 
 WORDS = {"higher": "above", "lower": "below", "tie": "ties with", BEFORE_CORRECTION: f"{BEFORE_CORRECTION}, against"}
 

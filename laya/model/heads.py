@@ -264,7 +264,7 @@ class MixHead(LayerHead):
 
     def fill_projection(self, mode: str) -> Tensor:
         """``(1, L, d*)``: the adapted fills ``g_i(fill_i)`` that replace removed layers under an input-level
-        ``mode`` (input-independent; ``laya.analysis.ablation.float64_head`` keeps them for its copy)."""
+        ``mode`` (input-independent; ``laya.analysis.head.ablation.float64_head`` keeps them for its copy)."""
         return self.project([r.unsqueeze(0) for r in self.fill(mode)])
 
     def encode_adapted(self, adapted: Sequence[Tensor]) -> list[Tensor]:

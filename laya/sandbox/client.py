@@ -16,19 +16,18 @@ from typing import Any
 
 from laya.analysis.block_ablation import BlockAblation
 from laya.analysis.depth import InputDepth
-from laya.analysis.explain import Explanation
+from laya.analysis.head.explain import Explanation
+from laya.analysis.head.spatial import ClassMaps
 from laya.analysis.network.explain import NetworkExplanation
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import NoLayerModules, PatchEffects
 from laya.analysis.report import Report
-from laya.analysis.spatial import ClassMaps
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError
 from laya.model.checkpoint import CheckpointError, Confinement
 from laya.sandbox.info import ModelInfo
 from laya.sandbox.pool import Progress, Refused, WorkerPool
 from laya.sandbox.protocol import join_files, unpack
-
 
 
 class ModelFailed(CheckpointError):
@@ -69,7 +68,7 @@ class Sandboxed:
         self, data: bytes, mode: str = "mean", posthoc: tuple[str, ...] = (), approximate: bool = True,
         ood: bool | tuple[str, ...] = False,
     ) -> Explanation:  # fmt: skip
-        """:func:`laya.analysis.explain.explain_bytes` in a worker (``ood``: under the stored depth fit). Raises
+        """:func:`laya.analysis.head.explain.explain_bytes` in a worker (``ood``: under the stored depth fit). Raises
         :class:`ImageError` for a bad image."""
         reply, blob = self._call("explain", data, mode=mode, posthoc=list(posthoc), approximate=approximate,
                                  ood=ood if isinstance(ood, bool) else list(ood))  # fmt: skip
@@ -107,7 +106,7 @@ class Sandboxed:
         return NetworkExplanation.from_tensors(unpack(tensors), reply["values"])
 
     def class_maps(self) -> ClassMaps:
-        """:func:`laya.analysis.spatial.sample_class_maps` in a worker (a missing sample: ``WorkerError``)."""
+        """:func:`laya.analysis.head.spatial.sample_class_maps` in a worker (a missing sample: ``WorkerError``)."""
         reply, blob = self._call("maps")
         return ClassMaps.from_tensors(unpack(blob), reply["values"])
 

@@ -55,11 +55,11 @@ import torch
 from laya.analysis.block_ablation import ablate_bytes
 from laya.analysis.depth import DepthFit, input_depth
 from laya.analysis.evaluate import EvalOptions, evaluate
-from laya.analysis.explain import explain_bytes
+from laya.analysis.head.explain import explain_bytes
+from laya.analysis.head.spatial import sample_class_maps
 from laya.analysis.network.explain import network_bytes
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import NoLayerModules, patch_bytes
-from laya.analysis.spatial import sample_class_maps
 from laya.app.deploy import check_upload, release_memory
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError, load_image_tensor
@@ -191,7 +191,7 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
 def failure(op: str, error: BaseException) -> str:
     """What failed, in words for the visitor: the request, the exception's type and the innermost ``laya`` file
     it passed through, e.g. ``the model failed while explaining the image (IndexError in
-    laya/analysis/spatial.py)``. Never the exception's text, which may name server files."""
+    laya/analysis/head/spatial.py)``. Never the exception's text, which may name server files."""
     where, tb = None, error.__traceback__
     while tb is not None:
         name = Path(os.path.abspath(tb.tb_frame.f_code.co_filename))

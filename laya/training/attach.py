@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from safetensors.torch import load_file
 from torch import nn
 from tqdm.auto import tqdm

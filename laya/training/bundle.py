@@ -20,7 +20,7 @@ from PIL import Image
 from torch.nn import Module
 
 from laya.analysis.evaluate import EvalOptions, evaluate
-from laya.analysis.explain import explain
+from laya.analysis.head.explain import explain
 from laya.analysis.report import write_report
 from laya.analysis.sample import write_sample
 from laya.app.catalog import example_images
@@ -130,8 +130,8 @@ def stale_posthoc_note(setting: str | Path) -> str | None:
     comparing them) may carry the float32 underflow. With the bundled seed-0 reports it also states how far
     re-evaluating seed 0 moved them (:func:`~laya.training.suite.seed0_posthoc_shift`). None when the file is
     current or absent."""
-    from laya.analysis.attribution import METHOD_LABELS
-    from laya.analysis.faithfulness import METRIC_LABELS
+    from laya.analysis.head.attribution import METHOD_LABELS
+    from laya.analysis.head.faithfulness import METRIC_LABELS
     from laya.model.heads import HEAD_LABELS
     from laya.training.suite import seed0_posthoc_shift
 
@@ -214,7 +214,7 @@ def model_card(models: str | Path) -> str:
     inputs; per method, Spearman over informative layers (intervention ``mean``, signed reduction) with its
     CI, or "n/a (one informative layer)"; top-1 agreement and Deletion@1 / oracle (mean; median) of the primary method;
     training time and the command that made it (the exact config of each checkpoint is in its ``model.json``)."""
-    from laya.analysis.attribution import ig_description
+    from laya.analysis.head.attribution import ig_description
     from laya.analysis.report import Report
     from laya.app.catalog import find_checkpoints
     from laya.training.suite import HEAD_LABELS  # the own classifier's name too

@@ -13,7 +13,6 @@ of the first seed (from the runs' per-input arrays); a CI covering 0 is a tie.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,9 +22,9 @@ import pandas as pd
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
-from laya.analysis.attribution import DEFAULT_REDUCTION, METHOD_LABELS, POSTHOC_METHODS, ig_description
 from laya.analysis.evaluate import EvalOptions, evaluate
-from laya.analysis.faithfulness import HEADLINE_METRIC, METRIC_LABELS, NOT_APPLICABLE, REPORTED_METRICS
+from laya.analysis.head.attribution import DEFAULT_REDUCTION, METHOD_LABELS, POSTHOC_METHODS, ig_description
+from laya.analysis.head.faithfulness import HEADLINE_METRIC, METRIC_LABELS, NOT_APPLICABLE, REPORTED_METRICS
 from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report, write_report
 from laya.analysis.statistics import paired_bootstrap, paired_over_seeds, seed_interval, verdict
 from laya.data.datasets import load_dataset

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from laya.analysis.block_ablation import SKIP
-from laya.analysis.explain import Explanation
+from laya.analysis.head.explain import Explanation
 from laya.app.depth_plots import block_ablation_figure
 from laya.app.map_plots import deferred_label, no_maps_note
 from laya.app.text import shown

@@ -24,16 +24,16 @@ import torch
 
 from laya.analysis.block_ablation import BlockAblation, ablate_bytes
 from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
-from laya.analysis.explain import Explanation, explain_bytes
+from laya.analysis.head.explain import Explanation, explain_bytes
+from laya.analysis.head.spatial import ClassMaps, sample_class_maps
 from laya.analysis.lens import LENS_FILE
+from laya.analysis.lens import load_lens as read_lens
 from laya.analysis.network.explain import NetworkExplanation, network_bytes
 from laya.analysis.network.lens import LENS_CONFIG
-from laya.analysis.lens import load_lens as read_lens
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import PatchEffects, patch_bytes
 from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
-from laya.analysis.spatial import ClassMaps, sample_class_maps
 from laya.app import classwise_views, deploy, verdicts
 from laya.app.catalog import Entry, example_images, find_checkpoints
 from laya.app.depth_plots import WholeTestSetFigures, whole_test_set_figures
@@ -223,7 +223,7 @@ def explain(
     """Explain an uploaded or example image; an unusable image, an output that overflowed or a failed worker
     shows ``st.error`` and stops the page. ``approximate=False``: CLS-token layers' approximate maps deferred;
     ``ood``: the input's detection scores (True: all; names: only those) from the same backbone pass, under the
-    depth fit beside the checkpoint (``laya.analysis.explain``)."""
+    depth fit beside the checkpoint (``laya.analysis.head.explain``)."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
     with _model_call(path, f"Running {Path(path).name} on {name}…", repr(name)):
         result = _explain(path, stamps, anyway(), data, mode, posthoc, approximate, ood)

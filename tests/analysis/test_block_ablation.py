@@ -4,13 +4,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.analysis.head.test_spatial import CNN, model
 
-from laya.analysis.ablation import float64_head
 from laya.analysis.block_ablation import ablate_bytes, block_ablation
+from laya.analysis.head.ablation import float64_head
 from laya.data.images import load_image_tensor
 from laya.model.backbones import BackboneConfig
 from laya.model.checkpoint import load_checkpoint
-from tests.analysis.test_spatial import CNN, model
 from tests.model.test_own_head import _save, logits_of, networks
 from tests.training.test_attach import _config, _retarget
 

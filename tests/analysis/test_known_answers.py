@@ -4,9 +4,9 @@ construction, so every metric has a value it must take."""
 import pytest
 import torch
 
-from laya.analysis.ablation import leave_one_out
-from laya.analysis.attribution import layer_attributions, raw_attributions, reduce_layers
-from laya.analysis.faithfulness import NOT_APPLICABLE, per_input_metrics
+from laya.analysis.head.ablation import leave_one_out
+from laya.analysis.head.attribution import layer_attributions, raw_attributions, reduce_layers
+from laya.analysis.head.faithfulness import NOT_APPLICABLE, per_input_metrics
 from laya.model.heads import LinearHead
 from tests.model.test_heads import DIMS, C, hidden, make
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from laya.analysis.depth import input_depth
-from laya.analysis.explain import explain_bytes
+from laya.analysis.head.explain import explain_bytes
 from laya.analysis.overflow import OutputOverflow, check_output
 from laya.analysis.patching import patch_bytes
 from laya.data.images import load_image_tensor

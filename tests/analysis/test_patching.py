@@ -6,7 +6,7 @@ import torch
 from laya.analysis.patching import PatchEffects, layer_modules, pair_table, patch_backbone, patch_head, patch_images
 from laya.model.backbones import BackboneConfig
 from laya.model.checkpoint import load_checkpoint
-from tests.analysis.test_spatial import CNN, EFFNET, HEADS, VIT_AVG, model
+from tests.analysis.head.test_spatial import CNN, EFFNET, HEADS, VIT_AVG, model
 
 
 def inputs(config, batch=3, seed=0):

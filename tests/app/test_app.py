@@ -22,14 +22,23 @@ from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from laya.analysis.depth import DepthFit, DepthOptions, input_depth, run_depth
-from laya.analysis.explain import Explanation, explain
-from laya.analysis.profiles import SUBSETS, heatmap_table
+from laya.analysis.head.explain import Explanation, explain
+from laya.analysis.head.profiles import SUBSETS, heatmap_table
 from laya.analysis.report import Report
-from laya.app import classwise_views, deploy, depth_views, explanation_views, faithfulness_views, labels, palette, plots
-from laya.app import seed_views
-from laya.app.text import unplain
+from laya.app import (
+    classwise_views,
+    deploy,
+    depth_views,
+    explanation_views,
+    faithfulness_views,
+    labels,
+    palette,
+    plots,
+    seed_views,
+)
 from laya.app.catalog import describe, example_images
 from laya.app.numbers import ci_text, number_text
+from laya.app.text import unplain
 from laya.app.verdicts import exit_verdict, faithfulness_verdict, load_per_input
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from laya.analysis.explain import Explanation
-from laya.analysis.spatial import sample_class_maps
+from laya.analysis.head.explain import Explanation
+from laya.analysis.head.spatial import sample_class_maps
 from laya.app.catalog import describe, example_images
 from laya.app.map_plots import UNIT, no_maps_note
 from laya.app.text import unplain
@@ -174,7 +174,7 @@ def test_html_exports_include_the_map_grid(monkeypatch: pytest.MonkeyPatch, page
 def test_inspect_computes_the_vits_approximate_maps_only_once_their_section_is_opened(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from laya.analysis import explain as explain_module
+    from laya.analysis.head import explain as explain_module
 
     loading._explain.clear()  # explanations cached by earlier tests in this process would answer without a call
     asked = []

@@ -41,7 +41,8 @@ import json, sys
 import laya, pages.common
 from laya.app import catalog, classwise_views, depth_plots, depth_views, explanation_views, export
 from laya.app import faithfulness_views, head_comparison, input_images, labels, links, plots, seed_views
-from laya.analysis import attribution, evaluate, explain, faithfulness, statistics
+from laya.analysis import evaluate, statistics
+from laya.analysis.head import attribution, explain, faithfulness
 before = [m for m in {HEAVY!r} if m in sys.modules]
 interval = statistics.seed_interval([1.0, 2.0, 3.0])
 print(json.dumps({{"before": before, "after": "scipy.stats" in sys.modules, "interval": [interval.low, interval.high]}}))
@@ -72,7 +73,7 @@ def test_captum_is_imported_for_gradient_x_input_only(tiny_models: Path) -> None
     code = f"""
 import json, sys
 import torch
-from laya.analysis.attribution import raw_attributions
+from laya.analysis.head.attribution import raw_attributions
 from laya.model.checkpoint import load_checkpoint
 ck = load_checkpoint({str(tiny_models / "colours-mlp" / "lastlayer")!r})
 spec = ck.meta.input

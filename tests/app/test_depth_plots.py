@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from laya.analysis.logit_attribution import class_mean_terms, logit_attribution, top_class_table
+from laya.analysis.head.logit_attribution import class_mean_terms, logit_attribution, top_class_table
 from laya.analysis.readouts import Readouts
 from laya.app import depth_plots
 from tests.model.test_heads import hidden, make

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from laya.analysis.depth import DepthOptions, run_depth
-from laya.analysis.explain import explain
+from laya.analysis.head.explain import explain
 from laya.app.catalog import example_images
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint

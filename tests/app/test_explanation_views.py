@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from laya.analysis.explain import explain_bytes
+from laya.analysis.head.explain import explain_bytes
 from laya.app.explanation_views import (
     INSPECT_TARGET,
     explanation_csv,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from laya.analysis.explain import explain_bytes
+from laya.analysis.head.explain import explain_bytes
 from laya.analysis.report import Report
 from laya.app.head_comparison import common_modes, compare_table, compare_titles
 from laya.app.numbers import percent

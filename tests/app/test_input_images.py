@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from laya.analysis.explain import explain_bytes
+from laya.analysis.head.explain import explain_bytes
 from laya.app.input_images import model_view
 from laya.data.datasets import InputSpec
 from laya.model.checkpoint import load_checkpoint

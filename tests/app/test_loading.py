@@ -64,7 +64,7 @@ def test_a_deterministic_failure_is_remembered(monkeypatch: pytest.MonkeyPatch, 
 def test_a_checkpoint_failing_on_its_first_image_is_broken_for_the_session(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    message = "the model failed while explaining the image (IndexError in laya/analysis/spatial.py)"
+    message = "the model failed while explaining the image (IndexError in laya/analysis/head/spatial.py)"
     calls = loader(monkeypatch)
     answers = iter(["explanation", ModelFailed(message)])
 
@@ -78,7 +78,7 @@ def test_a_checkpoint_failing_on_its_first_image_is_broken_for_the_session(
     broken, works = str(tmp_path / "broken"), str(tmp_path / "works")
     with pytest.raises(Stopped):
         loading.explain(broken, "a.png", b"image")
-    with pytest.raises(CheckpointError, match=r"IndexError in laya/analysis/spatial.py"):
+    with pytest.raises(CheckpointError, match=r"IndexError in laya/analysis/head/spatial.py"):
         loading.load_model(broken)  # not tried again in this session
     assert calls == []
     assert loading.explain(works, "a.png", b"image") == "explanation"

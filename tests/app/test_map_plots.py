@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from laya.analysis.explain import explain_bytes
-from laya.analysis.logit_attribution import logit_attribution
-from laya.analysis.spatial import APPROXIMATE, DEFERRED, sample_class_maps
+from laya.analysis.head.explain import explain_bytes
+from laya.analysis.head.logit_attribution import logit_attribution
+from laya.analysis.head.spatial import APPROXIMATE, DEFERRED, sample_class_maps
 from laya.app import input_images
 from laya.app.catalog import example_images
 from laya.app.map_plots import NOT_KEPT, UNIT, MapRow, class_maps_figure, map_classes, maps_figure, no_maps_note
@@ -143,7 +143,7 @@ def test_class_maps_figure_shows_the_mean_maps_with_n_on_one_scale() -> None:
 def test_map_sums_equal_the_bars_of_the_depth_pages_logit_attribution_chart() -> None:
     """The bar a user compares with: Depth analytics' per-layer logit attribution of the same input."""
     from laya.analysis.depth import input_depth
-    from laya.analysis.logit_attribution import top_class_table
+    from laya.analysis.head.logit_attribution import top_class_table
 
     checkpoint, e = explained("cifar10-cnn", "laya", example=2)
     depth = input_depth(checkpoint, e.image, None)

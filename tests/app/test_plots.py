@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from laya.analysis.explain import explain
+from laya.analysis.head.explain import explain
 from laya.app import classwise_views, depth_plots, head_comparison, palette, plots
 from laya.app.catalog import example_images
 from laya.data.images import load_image_tensor

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from laya.analysis.depth import InputDepth
-from laya.analysis.logit_attribution import LogitAttribution
+from laya.analysis.head.logit_attribution import LogitAttribution
 from laya.analysis.readouts import Readouts
 from laya.analysis.report import Report
 from laya.app.text import unplain

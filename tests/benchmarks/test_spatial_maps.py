@@ -17,8 +17,8 @@ pytest.importorskip("pytorch_grad_cam")
 
 import spatial_maps
 
+from laya.analysis.head.spatial import spatial_attribution
 from laya.analysis.sample import sample_indices
-from laya.analysis.spatial import spatial_attribution
 from laya.data.datasets import ImageArrays
 from laya.model.checkpoint import load_checkpoint
 

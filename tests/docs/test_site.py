@@ -27,7 +27,7 @@ def test_site_builds_strictly(tmp_path):
     # API pages come from the docstrings (mkdocstrings): the re-exports and every subpackage's modules
     api = {page: (tmp_path / "site" / "api" / page / "index.html").read_text() for page in ("model", "analysis")}
     assert 'id="laya.model.heads.LayaHead"' in api["model"] and "softmax" in api["model"]
-    assert 'id="laya.analysis.ablation.leave_one_out"' in api["analysis"]
+    assert 'id="laya.analysis.head.ablation.leave_one_out"' in api["analysis"]
     assert 'id="laya.load_checkpoint"' in (tmp_path / "site" / "api" / "index.html").read_text()
 
 

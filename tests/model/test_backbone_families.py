@@ -14,7 +14,7 @@ import torch
 import torchvision
 from torch import nn
 
-from laya.analysis.ablation import leave_one_out
+from laya.analysis.head.ablation import leave_one_out
 from laya.data.datasets import InputSpec
 from laya.model.backbones import (
     BACKBONES,

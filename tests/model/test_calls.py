@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from laya.analysis.block_ablation import block_ablation
-from laya.analysis.explain import explain
+from laya.analysis.head.explain import explain
 from laya.analysis.patching import patch_backbone
 from laya.data.datasets import InputSpec, Preprocess
 from laya.model.backbones import Backbone, BackboneConfig, build_backbone, wrap

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from laya.analysis.depth import input_depth
-from laya.analysis.explain import explain_bytes
+from laya.analysis.head.explain import explain_bytes
 from laya.analysis.patching import patch_bytes
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import (
@@ -237,7 +237,7 @@ def test_a_checkpoint_whose_layers_repeat_is_refused_at_load_and_the_worker_live
     pool: WorkerPool, good: Path, image: bytes, tmp_path: Path
 ) -> None:
     """Issue 28: a timm ``test_vit`` with ``backbone.indices: [0, 0, 0]`` loaded, then every image raised
-    ``IndexError`` in laya/analysis/spatial.py and ended the worker."""
+    ``IndexError`` in laya/analysis/head/spatial.py and ended the worker."""
     path = vit_checkpoint(good, tmp_path / "vit000", indices=[0], recorded=[0, 0, 0])
     Sandboxed(pool, str(good)).info()
     pid = pool.pids()

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from laya.analysis.depth import InputDepth, input_depth
-from laya.analysis.explain import Explanation, explain
-from laya.analysis.spatial import SUBSETS, ClassMaps, SpatialAttribution, sample_class_maps
+from laya.analysis.head.explain import Explanation, explain
+from laya.analysis.head.spatial import SUBSETS, ClassMaps, SpatialAttribution, sample_class_maps
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 from laya.sandbox import protocol

@@ -61,7 +61,7 @@ def test_patch_request_needs_a_target_and_a_source(tiny_models: Path) -> None:
 def test_maps_op_answers_the_class_maps_of_the_checkpoints_sample() -> None:
     import torch
 
-    from laya.analysis.spatial import ClassMaps, sample_class_maps
+    from laya.analysis.head.spatial import ClassMaps, sample_class_maps
     from laya.model.checkpoint import load_checkpoint
 
     path = str(Path(__file__).resolve().parents[2] / "models" / "cifar10-cnn" / "scalarmix")
@@ -81,7 +81,7 @@ def test_maps_op_answers_the_class_maps_of_the_checkpoints_sample() -> None:
 def test_an_exception_of_the_models_code_is_answered_and_the_loop_goes_on(
     tiny_models: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What the ``indices: [0, 0, 0]`` ViT did deep in laya/analysis/spatial.py: an ``IndexError``."""
+    """What the ``indices: [0, 0, 0]`` ViT did deep in laya/analysis/head/spatial.py: an ``IndexError``."""
     from laya.sandbox import serve as serving
 
     def fails(*args, **kwargs):

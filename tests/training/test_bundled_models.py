@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from laya.analysis.explain import explain
+from laya.analysis.head.explain import explain
 from laya.analysis.report import Report
 from laya.app.catalog import example_images
 from laya.data.datasets import DatasetNotFoundError

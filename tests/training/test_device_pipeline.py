@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from laya.analysis.evaluate import EvalOptions, evaluate
-from laya.analysis.explain import explain
+from laya.analysis.head.explain import explain
 from laya.cli import main
 from laya.data.datasets import load_dataset
 from laya.model.checkpoint import load_checkpoint

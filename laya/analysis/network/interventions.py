@@ -45,15 +45,14 @@ pre-logits layer at stage granularity) is replaced in the hidden state handed to
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
-from laya.analysis.ablation import float64_head
+from laya.analysis.head.ablation import float64_head
 from laya.analysis.network.units import Unit, _root, _Streams
 from laya.analysis.patching import Block, _hooks, _tensor, _with_first, on_input, owned
 from laya.analysis.sample import sample_indices

@@ -76,7 +76,6 @@ from laya.analysis.network.interventions import (
 from laya.analysis.network.lens import (
     TunedLens,
     TunedLensConfig,
-    class_unit_table,
     fit_tuned_lens,
     load_tuned_lens,
     prediction_depth,

@@ -25,7 +25,7 @@ residual (``h_u = x_u + f_u(x_u)``), its whole output ``h_u`` where not.
   ``grad_x_act``.
 
 :func:`score_agreement`: per input, the Spearman correlation over units (``scipy.stats.spearmanr`` semantics,
-:func:`~laya.analysis.faithfulness.spearman_rows`) between a score and an intervention's drops, its mean over
+:func:`~laya.analysis.head.faithfulness.spearman_rows`) between a score and an intervention's drops, its mean over
 inputs with a percentile bootstrap CI over inputs (:func:`~laya.analysis.statistics.mean_intervals`; all scores on
 the same resamples).
 """
@@ -41,7 +41,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from laya.analysis.faithfulness import spearman_rows
+from laya.analysis.head.faithfulness import spearman_rows
 from laya.analysis.lens import Lens
 from laya.analysis.network.gradcam import raw_cams
 from laya.analysis.network.recording import as_network, run_units, unit_modules

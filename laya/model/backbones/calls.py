@@ -6,7 +6,7 @@ read them. A backbone's ``forward`` opens :func:`forward_call`, a fresh :class:`
 :class:`contextvars.ContextVar` (one value per thread and per asyncio task) until it returns; hooks on the
 network's modules write into the :class:`Call` of their backbone (:func:`current_call`) and do nothing outside
 one. :func:`observing` lets a caller see the finished calls of a backbone that run in its own context (the
-spatial maps of :mod:`laya.analysis.spatial`), with no hook added to the module.
+spatial maps of :mod:`laya.analysis.head.spatial`), with no hook added to the module.
 """
 
 from __future__ import annotations

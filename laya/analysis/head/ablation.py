@@ -63,7 +63,7 @@ def float64_head(head: LayerHead) -> LayerHead:
         return cached[2]
     tensors = [*head.parameters(), *head.buffers()]
     # Outside inference mode, and no inference tensor kept: the copy also serves the gradients of the
-    # post-hoc attributions (laya.analysis.attribution), whichever of the two asks for it first.
+    # post-hoc attributions (laya.analysis.head.attribution), whichever of the two asks for it first.
     with torch.inference_mode(False):
         copy64 = copy.deepcopy(head).double().eval()
         for module in copy64.modules():

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 import torch
 
-from laya.analysis.profiles import class_layer_profile, heatmap_table, layer_profile, seed_table
+from laya.analysis.head.profiles import class_layer_profile, heatmap_table, layer_profile, seed_table
 
 LAYERS = ("l1", "l2")
 CLASSES = ("cat", "dog")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from laya.analysis.ablation import ablate, deletion_curve, float64_head, leave_one_out, loo_masks, topk_masks
+from laya.analysis.head.ablation import ablate, deletion_curve, float64_head, leave_one_out, loo_masks, topk_masks
 from tests.model.test_heads import hidden, make
 
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from PIL import Image
 
-from laya.analysis.ablation import leave_one_out
-from laya.analysis.explain import explain, explain_bytes
+from laya.analysis.head.ablation import leave_one_out
+from laya.analysis.head.explain import explain, explain_bytes
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 
@@ -86,7 +86,7 @@ def test_ood_scores_come_from_the_explanations_own_pass_equal_to_depth_analytics
     from laya.analysis.depth import DepthFit, input_depth
     from laya.data.images import load_image_tensor
 
-    root = Path(__file__).resolve().parents[2] / "models" / setting
+    root = Path(__file__).resolve().parents[3] / "models" / setting
     checkpoint = load_checkpoint(root / "laya")
     spec = checkpoint.meta.input
     image = load_image_tensor(sorted((root / "examples").iterdir())[0], spec.channels, spec.source_size)
@@ -101,12 +101,12 @@ def test_ood_scores_come_from_the_explanations_own_pass_equal_to_depth_analytics
     assert explain(checkpoint, image).ood_scores is None
     shown = explain(checkpoint, image, ood=("msp", "mahalanobis"), fit=fit, approximate=False).ood_scores
     assert shown == {k: e.ood_scores[k] for k in ("msp", "mahalanobis")}  # what a page shows, and nothing else
-    from laya.analysis.explain import Explanation
+    from laya.analysis.head.explain import Explanation
 
     assert Explanation.from_tensors(*e.to_tensors()).ood_scores == e.ood_scores  # as a sandboxed worker hands it over
 
 
-BUNDLED = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "models").glob("*/*/model.json"))
+BUNDLED = sorted(p.parent for p in (Path(__file__).resolve().parents[3] / "models").glob("*/*/model.json"))
 
 
 @pytest.mark.parametrize("path", BUNDLED, ids=[f"{p.parent.name}/{p.name}" for p in BUNDLED])
@@ -119,9 +119,9 @@ def test_shared_work_gives_the_numbers_of_the_unshared_computation_on_every_bund
 
     from captum.attr import IntegratedGradients
 
-    from laya.analysis.ablation import float64_head, loo_masks
-    from laya.analysis.attribution import _summed_target_probability, reduce_layers
-    from laya.analysis.spatial import decompose, keep_maps
+    from laya.analysis.head.ablation import float64_head, loo_masks
+    from laya.analysis.head.attribution import _summed_target_probability, reduce_layers
+    from laya.analysis.head.spatial import decompose, keep_maps
     from laya.data.images import load_image_tensor
 
     ck = load_checkpoint(path)
@@ -155,7 +155,7 @@ def test_shared_work_gives_the_numbers_of_the_unshared_computation_on_every_bund
 def test_an_explanation_times_its_own_stages(tiny_models, laya_ck):
     """``Explanation.seconds``: each stage this call ran (in :data:`STAGES`' order), positive, and handed over by a
     worker; the OOD status and post-hoc methods only when computed."""
-    from laya.analysis.explain import STAGES, Explanation
+    from laya.analysis.head.explain import STAGES, Explanation
 
     image = torch.zeros(laya_ck.meta.input.channels, laya_ck.meta.input.source_size, laya_ck.meta.input.source_size,
                         dtype=torch.uint8)  # fmt: skip

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from laya.analysis.logit_attribution import class_mean_terms, logit_attribution, top_class_table
+from laya.analysis.head.logit_attribution import class_mean_terms, logit_attribution, top_class_table
 from tests.model.test_heads import DIMS, hidden, make
 
 

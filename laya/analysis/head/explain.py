@@ -2,7 +2,7 @@
 
 The backbone runs once. One batched float64 head call under ``L + 1`` masks gives the
 prediction, the head's intrinsic scores and every LOO deletion; post-hoc methods are optional.
-The same forward keeps the layers' feature maps (:func:`laya.analysis.spatial.keep_maps`), so the
+The same forward keeps the layers' feature maps (:func:`laya.analysis.head.spatial.keep_maps`), so the
 exact per-layer spatial maps of the :data:`MAP_CLASSES` top classes cost no second pass; CLS-pooled
 token layers get the labelled gradient x activation approximation (a second forward and ``L`` backward
 passes, batched over classes), on request (``approximate=True``, the default; False: marked ``deferred``).
@@ -23,11 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from laya.analysis.ablation import AblationResult, float64_head, leave_one_out
-from laya.analysis.attribution import METHOD_LABELS, intrinsic_method, layer_attributions
-from laya.analysis.faithfulness import NOT_APPLICABLE, informative, input_metrics
+from laya.analysis.head.ablation import AblationResult, float64_head, leave_one_out
+from laya.analysis.head.attribution import METHOD_LABELS, intrinsic_method, layer_attributions
+from laya.analysis.head.faithfulness import NOT_APPLICABLE, informative, input_metrics
+from laya.analysis.head.spatial import SpatialAttribution, decompose, keep_maps, recordable, token_gradient_maps
 from laya.analysis.overflow import check_output
-from laya.analysis.spatial import SpatialAttribution, decompose, keep_maps, recordable, token_gradient_maps
 from laya.data.images import load_image_tensor
 from laya.model.backbones import TimmBackbone
 from laya.model.checkpoint import Checkpoint
@@ -91,7 +91,7 @@ class Explanation:
         return None if self.testable else NOT_APPLICABLE
 
     def metrics(self, method: str) -> dict[str, float | None]:
-        """Every per-input faithfulness metric of ``method`` (:mod:`laya.analysis.faithfulness`); None where
+        """Every per-input faithfulness metric of ``method`` (:mod:`laya.analysis.head.faithfulness`); None where
         undefined. The all-layer Spearman is also None where the input has one informative layer (tie-decided).
         Computed once per method."""
         if method not in self._metrics:

@@ -5,7 +5,7 @@
 * **Post-hoc** (Captum), for any head, over the head's per-layer inputs ``h_1..h_L`` treated as
   separate inputs, so one backward pass serves all layers. The attributed output is the
   *probability of the predicted class* ``p_t`` (the quantity leave-one-layer-out removes), computed
-  in float64 on the head's float64 copy (:func:`laya.analysis.ablation.float64_head`, the one LOO
+  in float64 on the head's float64 copy (:func:`laya.analysis.head.ablation.float64_head`, the one LOO
   uses) and in a form whose gradient cannot underflow (:func:`target_probability`):
   ``p_t = exp(-softplus(-m))``, ``m = z_t - logsumexp_{j != t} z_j`` (the logit margin), so
   ``dp_t/dz_t = p_t * sigmoid(-m)`` is never the ``p_t * (1 - p_t) = 1 * 0`` of a saturated softmax.
@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from laya.analysis.ablation import float64_head
+from laya.analysis.head.ablation import float64_head
 from laya.model.heads import LayaHead, LayerHead, ScalarMixHead
 
 IG_BASELINES = {"integrated_gradients": "mean", "integrated_gradients_zero": "zero"}  # method -> baseline

@@ -2,7 +2,7 @@ import pytest
 import torch
 from captum.attr import IntegratedGradients
 
-from laya.analysis.attribution import intrinsic_method, layer_attributions, methods_for, raw_attributions
+from laya.analysis.head.attribution import intrinsic_method, layer_attributions, methods_for, raw_attributions
 from tests.model.test_heads import hidden, make
 
 
@@ -38,8 +38,8 @@ def test_summed_output_matches_captum_per_row_targets():
 @pytest.mark.parametrize("name", ["laya", "scalarmix", "concat", "lastlayer"])
 @pytest.mark.parametrize("method", ["integrated_gradients", "integrated_gradients_zero"])
 def test_batched_integrated_gradients_equal_captums_bit_for_bit(name, method):
-    from laya.analysis.ablation import float64_head
-    from laya.analysis.attribution import _summed_target_probability
+    from laya.analysis.head.ablation import float64_head
+    from laya.analysis.head.attribution import _summed_target_probability
 
     head, h = make(name), hidden()
     target = head(h).logits.argmax(-1)
@@ -133,7 +133,7 @@ def test_gradient_methods_do_not_underflow_on_a_saturated_softmax():
 
 
 def test_target_probability_is_the_softmax_with_a_gradient_that_survives_saturation():
-    from laya.analysis.attribution import target_probability
+    from laya.analysis.head.attribution import target_probability
 
     logits = torch.tensor([[40.0, 0.0, -3.0], [0.3, 0.1, 2.0]], dtype=torch.float64, requires_grad=True)
     target = torch.tensor([0, 2])
@@ -162,7 +162,7 @@ def test_integrated_gradients_zero_baseline_completeness(name):
 
 
 def test_gradients_after_an_inference_mode_ablation_share_the_float64_copy():
-    from laya.analysis.ablation import float64_head, leave_one_out
+    from laya.analysis.head.ablation import float64_head, leave_one_out
 
     head, h = make("concat").float(), [x.float() for x in hidden()]
     with torch.inference_mode():

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from laya.analysis.ablation import float64_head
+from laya.analysis.head.ablation import float64_head
 from laya.model.backbones import Backbone, CNNBackbone, TimmBackbone, TorchvisionBackbone, WrappedBackbone
 from laya.model.backbones.calls import Call, observing
 from laya.model.checkpoint import Checkpoint
@@ -126,7 +126,7 @@ def _readouts(head: LayerHead) -> tuple[Tensor, Tensor, Tensor]:
     concatenated unit ``(sum d_i,)``. LAYA / ScalarMix:
     ``M_i = W A_i``, ``m_i = W a_i`` (classifier times adapter); Concat / LastLayer: ``W``'s block of layer i
     (zero for a layer it does not read), ``m_i = 0``. Input-independent, so kept per head until its tensors
-    are modified in place (as :func:`laya.analysis.ablation.float64_head`)."""
+    are modified in place (as :func:`laya.analysis.head.ablation.float64_head`)."""
     if isinstance(head, MixHead):
         tensors = [head.classifier.weight, *(t for a in head.adapters for t in (a.weight, a.bias))]
     elif isinstance(head, LinearHead):
@@ -177,7 +177,7 @@ class SpatialAttribution:
     (``gamma alpha_i`` for LAYA/ScalarMix, 1 for Concat/LastLayer). Exactness:
     ``maps[i].sum((-2, -1)) + offsets[:, i] == terms[:, i]`` where ``exact[i]``; ``approximate[i]``
     marks a map from :func:`token_gradient_maps` (never exact); ``deferred[i]`` a layer that has such an
-    approximation, not computed (its map is ``None``; ``laya.analysis.explain.explain(approximate=True)``).
+    approximation, not computed (its map is ``None``; ``laya.analysis.head.explain.explain(approximate=True)``).
     """
 
     classes: Tensor

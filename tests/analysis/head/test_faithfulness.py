@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from laya.analysis.faithfulness import deletion_at_1, input_metrics, per_input_metrics, spearman_rows, top_ranked
+from laya.analysis.head.faithfulness import deletion_at_1, input_metrics, per_input_metrics, spearman_rows, top_ranked
 
 
 def test_hand_computed_rank_correlations():
@@ -59,7 +59,7 @@ def test_shape_mismatch_is_an_error():
 def test_average_ranks_match_scipy_rankdata():
     from scipy.stats import rankdata
 
-    from laya.analysis.faithfulness import average_ranks
+    from laya.analysis.head.faithfulness import average_ranks
 
     values = np.random.default_rng(1).integers(0, 3, size=(50, 6)).astype(float)
     assert np.array_equal(average_ranks(values), rankdata(values, axis=1))

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from laya.analysis.logit_attribution import logit_attribution
-from laya.analysis.spatial import keep_maps, spatial_attribution
+from laya.analysis.head.logit_attribution import logit_attribution
+from laya.analysis.head.spatial import keep_maps, spatial_attribution
 from laya.model.backbones import BackboneConfig, build_backbone, wrap
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import HeadConfig, build_head
@@ -145,7 +145,7 @@ def test_wrapped_module_and_torchvision_resnet_are_exact():
 
 
 def test_cls_layers_get_a_gradient_x_activation_approximation():
-    from laya.analysis.spatial import token_gradient_maps
+    from laya.analysis.head.spatial import token_gradient_maps
 
     vit = model(BackboneConfig(**{**VIT_AVG.to_dict(), "pool": "cls"}), "laya")
     x = torch.randn(2, 3, 16, 16, dtype=torch.float64)
@@ -176,7 +176,7 @@ def test_cls_layers_get_a_gradient_x_activation_approximation():
 
 
 def test_class_mean_maps_are_the_per_class_means_of_each_inputs_own_map():
-    from laya.analysis.spatial import class_mean_maps
+    from laya.analysis.head.spatial import class_mean_maps
 
     m = model(CNN, "laya")
     x = torch.randn(7, 3, 16, 16, dtype=torch.float64)
@@ -208,11 +208,11 @@ def test_class_mean_maps_are_the_per_class_means_of_each_inputs_own_map():
 def test_explain_keeps_exact_maps_of_the_top_classes_from_its_one_forward():
     from pathlib import Path
 
-    from laya.analysis.explain import MAP_CLASSES, explain
+    from laya.analysis.head.explain import MAP_CLASSES, explain
     from laya.data.images import load_image_tensor
     from laya.model.checkpoint import load_checkpoint
 
-    setting = Path(__file__).resolve().parents[2] / "models" / "cifar10-cnn"
+    setting = Path(__file__).resolve().parents[3] / "models" / "cifar10-cnn"
     checkpoint = load_checkpoint(setting / "scalarmix")
     image = load_image_tensor(sorted((setting / "examples").iterdir())[0], 3, 32)
     calls = []
@@ -234,11 +234,11 @@ def test_maps_are_thread_safe_on_a_shared_model(setting):
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
-    from laya.analysis.explain import explain
+    from laya.analysis.head.explain import explain
     from laya.data.images import load_image_tensor
     from laya.model.checkpoint import load_checkpoint
 
-    root = Path(__file__).resolve().parents[2] / "models" / setting
+    root = Path(__file__).resolve().parents[3] / "models" / setting
     checkpoint = load_checkpoint(root / "laya")
     spec = checkpoint.meta.input
     images = [load_image_tensor(p, spec.channels, spec.source_size) for p in sorted((root / "examples").iterdir())[:4]]
@@ -287,7 +287,7 @@ def naive_decomposition(head, hidden, features, classes):
 def test_kept_readouts_give_the_maps_of_every_product_afresh_and_follow_weight_changes(head):
     import copy
 
-    from laya.analysis.spatial import decompose
+    from laya.analysis.head.spatial import decompose
 
     m = model(CNN, head)
     x = torch.randn(3, 3, 16, 16, dtype=torch.float64)
@@ -312,11 +312,11 @@ def test_deferred_approximation_changes_no_number_and_is_computed_on_request(set
     explanation; the CLS-token layers' maps are marked deferred, then computed by ``approximate=True``."""
     from pathlib import Path
 
-    from laya.analysis.explain import explain
+    from laya.analysis.head.explain import explain
     from laya.data.images import load_image_tensor
     from laya.model.checkpoint import load_checkpoint
 
-    root = Path(__file__).resolve().parents[2] / "models" / setting
+    root = Path(__file__).resolve().parents[3] / "models" / setting
     checkpoint = load_checkpoint(root / "laya")
     image = load_image_tensor(sorted((root / "examples").iterdir())[0], 3, 32)
     full, lazy = explain(checkpoint, image), explain(checkpoint, image, approximate=False)
@@ -331,7 +331,7 @@ def test_deferred_approximation_changes_no_number_and_is_computed_on_request(set
     assert set(full.spatial.kinds) == {"approximate"} and set(lazy.spatial.kinds) == {"deferred"}
     assert all(m is None for m in lazy.spatial.maps) and lazy.spatial.deferred == full.spatial.approximate
     assert set(lazy.to_dict()) == set(full.to_dict())
-    from laya.analysis.explain import Explanation
+    from laya.analysis.head.explain import Explanation
 
     again = Explanation.from_tensors(*lazy.to_tensors())  # a sandboxed worker's reply keeps the marks
     assert again.spatial.kinds == lazy.spatial.kinds

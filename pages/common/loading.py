@@ -270,7 +270,7 @@ def seed_summary_of(setting: str | Path, head: str, values: str) -> SeedSummary 
 def _depth_figures(path: str, stamp: int, exits_stamp: int) -> WholeTestSetFigures | None:
     from laya.analysis.measured import load_exits  # the training side's imports, only where a page needs them
 
-    report = DepthReport.load(path)
+    report = _load_depth(path, stamp)  # the page's own cached read of depth.json, not a second parse
     return None if report is None else whole_test_set_figures(report, load_exits(path))
 
 

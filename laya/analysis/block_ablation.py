@@ -27,13 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from laya.analysis.network.interventions import MEAN, SKIP, intervene
 from laya.analysis.network.units import network_stages
+from laya.codec import Encoded
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint
 from laya.model.classifier import LayerwiseClassifier
@@ -42,7 +42,7 @@ METHOD = MEAN
 
 
 @dataclass
-class BlockAblation:
+class BlockAblation(Encoded):
     """``drops``: ``(B, L)`` ``drop_i(x)``; ``ablated_predictions``: ``(B, L)`` the class predicted with
     block i ablated; ``prediction`` ``(B,)`` ŷ and ``probability`` ``(B,)`` p_ŷ(x), unablated;
     ``references``: how many inputs the means were taken over; ``methods``: per layer, ``"mean-ablation"`` or
@@ -60,19 +60,6 @@ class BlockAblation:
     def flips(self) -> Tensor:
         """``(B, L)`` True where ablating block i changes the predicted class."""
         return self.ablated_predictions != self.prediction.unsqueeze(1)
-
-    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
-        """``(tensors, plain values)`` (how a sandboxed worker hands it over); :meth:`from_tensors` inverts it."""
-        tensors = {"drops": self.drops, "ablated_predictions": self.ablated_predictions,
-                   "prediction": self.prediction, "probability": self.probability}  # fmt: skip
-        return tensors, {"references": self.references, "methods": list(self.methods), "residual": list(self.residual)}
-
-    @classmethod
-    def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> BlockAblation:
-        """Inverse of :meth:`to_tensors`. Raises ``KeyError`` for a reply that does not fit."""
-        return cls(tensors["drops"], tensors["ablated_predictions"], tensors["prediction"], tensors["probability"],
-                   int(values["references"]), tuple(map(str, values["methods"])),
-                   tuple(map(bool, values["residual"])))  # fmt: skip
 
 
 def block_ablation(model: LayerwiseClassifier, x: Tensor, reference: Tensor, skip: bool = False) -> BlockAblation:

@@ -43,6 +43,7 @@ from laya.analysis.overflow import check_output
 from laya.analysis.pruning import pruning_curves, removal_orders
 from laya.analysis.readouts import LayerProbes, Readouts, depth_summary, readout_logits, readout_source
 from laya.analysis.statistics import bootstrap_cis
+from laya.codec import Encoded
 from laya.data.datasets import Images
 from laya.data.features import cached_hidden_states, hidden_states
 from laya.data.ood import ood_sets
@@ -657,7 +658,7 @@ def run_depth(
 
 
 @dataclass
-class InputDepth:
+class InputDepth(Encoded):
     """Depth analytics of one input: logit attribution, readouts (None without probes), detection scores."""
 
     attribution: LogitAttribution
@@ -675,24 +676,14 @@ class InputDepth:
             return None
         return from_readouts(self.readouts.probs, self.attribution.logits, LENS_SOURCE[self.readout_kind])
 
-    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
-        """``(tensors, plain values)`` (how a sandboxed worker hands it over); :meth:`from_tensors` inverts it."""
-        tensors = {"attribution.terms": self.attribution.terms, "attribution.bias": self.attribution.bias}
-        if self.readouts is not None:
-            tensors |= {"readouts.probs": self.readouts.probs, "readouts.final": self.readouts.final}
-        return tensors, {"scores": dict(self.scores), "readout_kind": self.readout_kind}
-
     @classmethod
     def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> InputDepth:
-        """Inverse of :meth:`to_tensors`. Raises ``KeyError`` for a reply that does not fit."""
-        readouts = None
-        if "readouts.probs" in tensors:
-            readouts = Readouts(tensors["readouts.probs"], tensors["readouts.final"])
-        attribution = LogitAttribution(tensors["attribution.terms"], tensors["attribution.bias"])
-        kind = values.get("readout_kind")
-        if kind is not None and kind not in LENS_SOURCE:
-            raise KeyError(f"unknown readout kind {kind!r}")
-        return cls(attribution, readouts, {str(k): float(v) for k, v in values["scores"].items()}, kind)
+        """Inverse of :meth:`to_tensors`. Raises ``ValueError`` for a reply that does not fit."""
+        depth = super().from_tensors(tensors, values)
+        if depth.readout_kind is not None and depth.readout_kind not in LENS_SOURCE:
+            kinds = sorted(LENS_SOURCE)
+            raise ValueError(f"InputDepth.readout_kind: one of {kinds} or None, got {depth.readout_kind!r}")
+        return depth
 
     def exit_layer(self, threshold: float) -> int | None:
         """0-based layer where the exit policy stops this input (``L`` = runs the full model); None without readouts."""

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from laya.analysis.readouts import Readouts
 from laya.analysis.statistics import bootstrap_ci, paired_bootstrap, verdict
+from laya.codec import decode, encode, stored
 
 SCORE_LABELS = {
     "msp": "max softmax (baseline)",
@@ -146,9 +147,9 @@ class Mahalanobis:
     """Per layer: class means ``means[i]`` ``(C, d_i)``, shared precision ``precisions[i]`` ``(d_i, d_i)``,
     and the training mean/std of the min-distance (``scale`` ``(L, 2)``), float64."""
 
-    means: list[Tensor]
-    precisions: list[Tensor]
-    scale: Tensor
+    means: list[Tensor] = field(metadata=stored("maha_mean_{}", rows_of="scale"))
+    precisions: list[Tensor] = field(metadata=stored("maha_precision_{}", rows_of="scale"))
+    scale: Tensor = field(metadata=stored("maha_scale"))
     _terms: dict[torch.device, tuple[list[tuple[Tensor, Tensor, Tensor]], Tensor, Tensor]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -206,14 +207,13 @@ class Mahalanobis:
         return self.layer_distances(hidden).mean(1)
 
     def to_tensors(self) -> dict[str, Tensor]:
-        tensors = {f"maha_mean_{i}": m for i, m in enumerate(self.means)}
-        return tensors | {f"maha_precision_{i}": p for i, p in enumerate(self.precisions)} | {"maha_scale": self.scale}
+        """``maha_mean_<i>``, ``maha_precision_<i>`` and ``maha_scale`` (as the depth fit stores them)."""
+        return encode(self)[0]
 
     @classmethod
     def from_tensors(cls, tensors: dict[str, Tensor]) -> Mahalanobis:
-        L = tensors["maha_scale"].shape[0]
-        return cls([tensors[f"maha_mean_{i}"] for i in range(L)], [tensors[f"maha_precision_{i}"] for i in range(L)],
-                   tensors["maha_scale"])  # fmt: skip
+        """Inverse of :meth:`to_tensors`. Raises ``ValueError`` naming a missing tensor."""
+        return decode(cls, tensors, {})
 
 
 def class_alpha_profile(layer_scores: Tensor, predictions: Tensor, num_classes: int) -> Tensor:

@@ -19,7 +19,7 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from laya.analysis.head.ablation import float64_head
 from laya.analysis.overflow import check_output
 from laya.analysis.statistics import bootstrap_ci
+from laya.codec import Encoded, stored
 from laya.data.images import load_image_tensor
 from laya.model.backbones import (
     Backbone,
@@ -47,7 +48,7 @@ WHERE = {"head": "at the head (direct effect)", "backbone": "in the backbone (to
 
 
 @dataclass
-class PatchEffects:
+class PatchEffects(Encoded):
     """``base_logits``: ``(B, C)`` target unpatched; ``logits``: ``(B, M, C)`` after patch ``m``;
     ``base_alpha`` ``(B, L)`` / ``alpha`` ``(B, M, L)``: layer scores, or None (Concat, LastLayer);
     ``masks``: ``(M, L)`` True = layer taken from the source; ``source_logits`` ``(B, C)``: the source
@@ -57,20 +58,8 @@ class PatchEffects:
     logits: Tensor
     base_alpha: Tensor | None
     alpha: Tensor | None
-    masks: Tensor
+    masks: Tensor = field(metadata=stored(dtype=(torch.uint8, torch.bool)))
     source_logits: Tensor | None = None
-
-    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
-        """``(tensors, plain values)`` (how a sandboxed worker hands it over); :meth:`from_tensors` inverts it."""
-        tensors = {"base_logits": self.base_logits, "logits": self.logits, "masks": self.masks.to(torch.uint8)}
-        optional = {"base_alpha": self.base_alpha, "alpha": self.alpha, "source_logits": self.source_logits}
-        return tensors | {k: v for k, v in optional.items() if v is not None}, {}
-
-    @classmethod
-    def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> PatchEffects:
-        """Inverse of :meth:`to_tensors`. Raises ``KeyError`` for a reply that does not fit."""
-        return cls(tensors["base_logits"], tensors["logits"], tensors.get("base_alpha"), tensors.get("alpha"),
-                   tensors["masks"].bool(), tensors.get("source_logits"))  # fmt: skip
 
     @property
     def prediction(self) -> Tensor:

@@ -16,7 +16,7 @@ Per input, with readout classes ``r_1..r_L`` and the head's final prediction ``y
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
@@ -24,6 +24,7 @@ from torch import Tensor
 
 from laya.analysis.head.ablation import float64_head
 from laya.analysis.statistics import bootstrap_ci
+from laya.codec import decode, encode, stored
 from laya.model.heads import LayerHead
 
 
@@ -60,8 +61,8 @@ def fit_linear(
 class LayerProbes:
     """One linear probe per layer: ``weights[i]`` ``(C, d_i)``, ``biases`` ``(L, C)``."""
 
-    weights: list[Tensor]
-    biases: Tensor
+    weights: list[Tensor] = field(metadata=stored("probe_weight_{}", rows_of="biases"))
+    biases: Tensor = field(metadata=stored("probe_bias"))
 
     @classmethod
     def fit(cls, hidden: Sequence[Tensor], labels: Tensor, num_classes: int) -> LayerProbes:
@@ -79,14 +80,14 @@ class LayerProbes:
         )  # fmt: skip
 
     def to_tensors(self) -> dict[str, Tensor]:
-        return {f"probe_weight_{i}": w for i, w in enumerate(self.weights)} | {"probe_bias": self.biases}
+        """``probe_weight_<i>`` and ``probe_bias`` (as the depth fit stores them)."""
+        return encode(self)[0]
 
     @classmethod
     def from_tensors(cls, tensors: dict[str, Tensor]) -> LayerProbes | None:
-        if "probe_bias" not in tensors:
-            return None
-        L = tensors["probe_bias"].shape[0]
-        return cls([tensors[f"probe_weight_{i}"] for i in range(L)], tensors["probe_bias"])
+        """Inverse of :meth:`to_tensors`; None where there are no probes. Raises ``ValueError`` naming a missing
+        tensor."""
+        return decode(cls, tensors, {}) if "probe_bias" in tensors else None
 
 
 @torch.inference_mode()

@@ -28,6 +28,7 @@ from laya.analysis.head.attribution import METHOD_LABELS, intrinsic_method, laye
 from laya.analysis.head.faithfulness import NOT_APPLICABLE, informative, input_metrics
 from laya.analysis.head.spatial import SpatialAttribution, decompose, keep_maps, recordable, token_gradient_maps
 from laya.analysis.overflow import check_output
+from laya.codec import Encoded, stored
 from laya.data.images import load_image_tensor
 from laya.model.backbones import TimmBackbone
 from laya.model.checkpoint import Checkpoint
@@ -41,7 +42,7 @@ APPROXIMATE_CLASSES = 3  # gradient x activation maps (L backward passes batched
 
 
 @dataclass
-class Explanation:
+class Explanation(Encoded):
     """Everything about one input under one checkpoint. Vectors are over layers ``(L,)``."""
 
     checkpoint: str
@@ -53,7 +54,7 @@ class Explanation:
     prediction: int
     mode: str
     loo: AblationResult  # batch of one
-    scores: dict[str, Tensor] = field(default_factory=dict)  # method -> (L,)
+    scores: dict[str, Tensor] = field(default_factory=dict, metadata=stored(index="methods"))  # method -> (L,)
     intrinsic: str | None = None
     spatial: SpatialAttribution | None = None  # batch of one: per-layer maps of the top classes; None: no layer has any
     ood_scores: dict[str, float] | None = None  # error/OOD detection scores (laya.analysis.depth.input_scores), if asked
@@ -127,48 +128,6 @@ class Explanation:
     def summary(self) -> pd.DataFrame:
         """Per method: every faithfulness metric on this input (None where undefined)."""
         return pd.DataFrame([{"method": METHOD_LABELS.get(m, m), **self.metrics(m)} for m in self.scores])
-
-    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
-        """``(tensors, plain values)``: the whole explanation as named tensors and JSON-ready values
-        (how a sandboxed worker hands it over, :mod:`laya.sandbox`); :meth:`from_tensors` inverts it."""
-        tensors = {"image": self.image, "model_input": self.model_input, "probs": self.probs}
-        loo = {f"loo.{f.name}": getattr(self.loo, f.name) for f in fields(self.loo)}
-        tensors |= {key: value for key, value in loo.items() if value is not None}
-        tensors |= {f"scores.{method}": values for method, values in self.scores.items()}
-        spatial: dict[str, Any] | None = None
-        if self.spatial is not None:
-            maps, spatial = self.spatial.to_tensors()
-            tensors |= maps
-        values = {"checkpoint": self.checkpoint, "classes": list(self.classes), "layer_names": list(self.layer_names),
-                  "prediction": self.prediction, "mode": self.mode, "intrinsic": self.intrinsic,
-                  "methods": list(self.scores), "spatial": spatial, "ood_scores": self.ood_scores,
-                  "seconds": self.seconds}  # fmt: skip
-        return tensors, values
-
-    @classmethod
-    def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> Explanation:
-        """Inverse of :meth:`to_tensors`. Raises ``KeyError``/``TypeError`` for a reply that does not fit."""
-        loo = AblationResult(**{f.name: tensors.get(f"loo.{f.name}") for f in fields(AblationResult)})
-        return cls(
-            checkpoint=str(values["checkpoint"]),
-            classes=tuple(map(str, values["classes"])),
-            layer_names=tuple(map(str, values["layer_names"])),
-            image=tensors["image"],
-            model_input=tensors["model_input"],
-            probs=tensors["probs"],
-            prediction=int(values["prediction"]),
-            mode=str(values["mode"]),
-            loo=loo,
-            scores={str(m): tensors[f"scores.{m}"] for m in values["methods"]},
-            intrinsic=values["intrinsic"],
-            spatial=None
-            if values.get("spatial") is None
-            else SpatialAttribution.from_tensors(tensors, values["spatial"]),
-            ood_scores=None
-            if values.get("ood_scores") is None
-            else {str(k): float(v) for k, v in values["ood_scores"].items()},
-            seconds={str(k): float(v) for k, v in (values.get("seconds") or {}).items()},
-        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -29,7 +29,7 @@ import math
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from laya.analysis.head.ablation import float64_head
+from laya.codec import Encoded, stored
 from laya.model.backbones import Backbone, CNNBackbone, TimmBackbone, TorchvisionBackbone, WrappedBackbone
 from laya.model.backbones.calls import Call, observing
 from laya.model.checkpoint import Checkpoint
@@ -181,7 +182,7 @@ class SpatialAttribution:
     """
 
     classes: Tensor
-    maps: list[Tensor | None]
+    maps: list[Tensor | None] = field(metadata=stored("map.{}", index="layers"))
     offsets: Tensor
     terms: Tensor
     weights: Tensor
@@ -217,22 +218,6 @@ class SpatialAttribution:
         return SpatialAttribution(self.classes.cpu(), [None if m is None else m.cpu() for m in self.maps],
                                   self.offsets.cpu(), self.terms.cpu(), self.weights.cpu(), self.approximate,
                                   self.deferred)  # fmt: skip
-
-    def to_tensors(self, prefix: str = "spatial.") -> tuple[dict[str, Tensor], dict[str, Any]]:
-        """Named tensors and JSON-ready values (how a sandboxed worker hands it over); :meth:`from_tensors`."""
-        tensors = {f"{prefix}{k}": getattr(self, k) for k in ("classes", "offsets", "terms", "weights")}
-        tensors |= {f"{prefix}map.{i}": m for i, m in enumerate(self.maps) if m is not None}
-        return tensors, {"layers": len(self.maps), "approximate": list(self.approximate),
-                         "deferred": list(self.deferred)}  # fmt: skip
-
-    @classmethod
-    def from_tensors(
-        cls, tensors: dict[str, Tensor], values: dict[str, Any], prefix: str = "spatial."
-    ) -> SpatialAttribution:
-        maps = [tensors.get(f"{prefix}map.{i}") for i in range(int(values["layers"]))]
-        return cls(*(tensors[f"{prefix}{k}"] for k in ("classes",)), maps,
-                   *(tensors[f"{prefix}{k}"] for k in ("offsets", "terms", "weights")),
-                   tuple(map(bool, values["approximate"])), tuple(map(bool, values.get("deferred", ()))))  # fmt: skip
 
     def upsampled(self, layer: int, size: tuple[int, int], mode: str = "bilinear") -> Tensor:
         """Map ``layer`` resampled to the input's ``size``, ``(B, K, H, W)``, as a density: values are
@@ -309,7 +294,7 @@ MAX_CLASS_MAP_BYTES = 256 * 2**20  # subsets x classes x positions of every laye
 
 
 @dataclass
-class ClassMaps:
+class ClassMaps(Encoded):
     """Mean exact map of each class's own logit term, per layer, over the inputs labelled that class (float64).
 
     ``subsets``: :data:`SUBSETS` (all, correctly classified, misclassified); ``size``: the inputs' common frame
@@ -321,20 +306,9 @@ class ClassMaps:
     subsets: tuple[str, ...]
     size: int
     counts: Tensor
-    maps: list[Tensor | None]
+    maps: list[Tensor | None] = field(metadata=stored("map.{}", index="layers"))
     offsets: Tensor
     terms: Tensor
-
-    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
-        tensors = {"counts": self.counts, "offsets": self.offsets, "terms": self.terms}
-        tensors |= {f"map.{i}": m for i, m in enumerate(self.maps) if m is not None}
-        return tensors, {"subsets": list(self.subsets), "size": self.size, "layers": len(self.maps)}
-
-    @classmethod
-    def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> ClassMaps:
-        maps = [tensors.get(f"map.{i}") for i in range(int(values["layers"]))]
-        return cls(tuple(map(str, values["subsets"])), int(values["size"]), tensors["counts"], maps,
-                   tensors["offsets"], tensors["terms"])  # fmt: skip
 
 
 def _add_per_group(total: Tensor | None, values: Tensor, keep: Tensor, index: Tensor, groups: int) -> Tensor:

@@ -49,6 +49,7 @@ from laya.analysis.network.interventions import (
 from laya.analysis.network.lens import load_tuned_lens, own_readout, unit_lens
 from laya.analysis.network.recording import as_network
 from laya.analysis.network.units import Unit, network_stages, network_units
+from laya.codec import Encoded
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import Checkpoint, CheckpointError
@@ -62,7 +63,7 @@ TRAINING, EXAMPLES = "the training split", "the bundled example images"
 
 
 @dataclass
-class NetworkExplanation:
+class NetworkExplanation(Encoded):
     """One input by the network's units. Profile (``U`` bars, ``granularity`` ``"unit"`` or ``"stage"``):
     ``names``, ``stages``, ``methods`` (intervention per bar), ``residual`` (the network after the bar still sees
     the input), ``drops (U,)`` and ``ablated (U,)`` (class after the intervention), over ``references`` inputs of
@@ -99,31 +100,14 @@ class NetworkExplanation:
             return None
         return Lens(self.log_q.unsqueeze(0), self.log_p.unsqueeze(0), self.lens_source)
 
-    def to_tensors(self) -> tuple[dict[str, Tensor], dict[str, Any]]:
-        """``(tensors, plain values)`` (how a sandboxed worker hands it over); :meth:`from_tensors` inverts it."""
-        tensors = {"drops": self.drops, "ablated": self.ablated, "cam": self.cam}
-        if self.log_q is not None and self.log_p is not None:
-            tensors |= {"log_q": self.log_q, "log_p": self.log_p}
-        values = {"names": list(self.names), "stages": list(self.stages), "granularity": self.granularity,
-                  "methods": list(self.methods), "residual": list(self.residual), "prediction": self.prediction,
-                  "probability": self.probability, "references": self.references,
-                  "reference_source": self.reference_source, "units": list(self.units), "cam_class": self.cam_class,
-                  "lens_source": self.lens_source, "branch": self.branch, "branched": self.branched}  # fmt: skip
-        return tensors, values
-
     @classmethod
     def from_tensors(cls, tensors: dict[str, Tensor], values: dict[str, Any]) -> NetworkExplanation:
-        """Inverse of :meth:`to_tensors`. Raises ``KeyError`` for a reply that does not fit."""
-        names = tuple(map(str, values["names"]))
-        units = tuple(map(str, values["units"]))
-        if tensors["drops"].shape != (len(names),) or tensors["cam"].shape[0] != len(units):
-            raise KeyError(f"a network reply of {len(names)} bars and {len(units)} units does not fit its tensors")
-        return cls(names, tuple(map(str, values["stages"])), str(values["granularity"]),
-                   tuple(map(str, values["methods"])), tuple(map(bool, values["residual"])), tensors["drops"],
-                   tensors["ablated"], int(values["prediction"]), float(values["probability"]),
-                   int(values["references"]), str(values["reference_source"]), units, tensors["cam"],
-                   int(values["cam_class"]), tensors.get("log_q"), tensors.get("log_p"),
-                   str(values["lens_source"]), str(values["branch"]), bool(values["branched"]))  # fmt: skip
+        """Inverse of :meth:`to_tensors`. Raises ``ValueError`` for a reply that does not fit."""
+        explanation = super().from_tensors(tensors, values)
+        names, units = explanation.names, explanation.units
+        if explanation.drops.shape != (len(names),) or explanation.cam.shape[0] != len(units):
+            raise ValueError(f"a network reply of {len(names)} bars and {len(units)} units does not fit its tensors")
+        return explanation
 
 
 def profile_units(checkpoint: Checkpoint, granularity: str = "unit") -> list[Unit]:

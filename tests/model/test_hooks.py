@@ -1,6 +1,7 @@
 """laya.model.hooks: every hook of a recording removed however it ends, acting in its own thread only, holders
 nesting; and no other module of ``laya`` registering a hook itself."""
 
+import ast
 import re
 import threading
 from pathlib import Path
@@ -161,6 +162,14 @@ def test_only_the_hooks_module_registers_hooks():
     assert registrations(ROOT) == [], "register hooks through laya.model.hooks (Hooks, forward_hook, ...)"
     assert REGISTERS.search("m.register_forward_pre_hook(f)") and REGISTERS.search("m.register_full_backward_hook(f)")
     assert not REGISTERS.search("torch.autograd.graph.saved_tensors_hooks(pack, unpack)")
+
+
+def test_the_hooks_module_imports_nothing_of_laya():
+    """A leaf: every module may hook a network without an import circle."""
+    tree = ast.parse((ROOT / "laya" / "model" / "hooks.py").read_text())
+    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert "torch" in imported and [m for m in imported if m.split(".")[0] == "laya"] == []
 
 
 def test_the_registration_check_can_fail(tmp_path):

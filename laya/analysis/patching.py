@@ -15,10 +15,8 @@ class, in the logit difference ``logit_a - logit_b`` of two chosen classes, and 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +41,7 @@ from laya.model.backbones import (
 from laya.model.checkpoint import Checkpoint
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead
+from laya.model.hooks import Hooks, layer_tensor, probe_input, replacing_output, with_layer_tensor
 
 WHERE = {"head": "at the head (direct effect)", "backbone": "in the backbone (total effect)"}
 
@@ -146,29 +145,6 @@ class Block:
     entry: nn.Module | None
 
 
-def _tensor(value: Any) -> Tensor | None:
-    """A module's output (or input) as the layer's tensor: itself, or a tuple's first item (HF layers); else None."""
-    if isinstance(value, (tuple, list)) and value:
-        value = value[0]
-    return value if isinstance(value, Tensor) else None
-
-
-def owned(hook: Callable[..., Any]) -> Callable[..., Any]:
-    """``hook``, active only in the thread that wraps it. The server's bundled models are shared by every session,
-    so one session's patch, ablation or probe must not reach a forward that another session runs meanwhile."""
-    owner = threading.get_ident()
-    return lambda *args, **kwargs: hook(*args, **kwargs) if threading.get_ident() == owner else None
-
-
-@contextlib.contextmanager
-def _hooks(*handles: Any) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-
-
 def _located(model: nn.Module, run: Callable[[], Sequence[Tensor]], what: str) -> list[nn.Module]:
     """The module of ``model`` that returns each tensor ``run()`` returns (one probe pass): the first to return it,
     or the outermost of those that enclose it; never a later module handing it on unchanged (an ``nn.Identity``)."""
@@ -181,25 +157,22 @@ def _located(model: nn.Module, run: Callable[[], Sequence[Tensor]], what: str) -
 
     def seen(module: nn.Module, args, out) -> None:  # hooks fire inner first
         start = starts[id(module)].pop()
-        if (tensor := _tensor(out)) is not None:
+        if (tensor := layer_tensor(out)) is not None:
             known = outputs.get(id(tensor))
             if known is None or start < known[2]:  # started before the one that returned it: encloses it
                 outputs[id(tensor)] = (module, tensor, start)
 
     inner = [m for m in model.modules() if m is not model]
-    with _hooks(*[m.register_forward_pre_hook(owned(begin)) for m in inner],
-                *[m.register_forward_hook(owned(seen)) for m in inner]):
+    with Hooks() as hooks:
+        for m in inner:
+            hooks.before(m, begin)
+        for m in inner:
+            hooks.after(m, seen)
         with torch.no_grad():
             modules = [outputs.get(id(t), (None,))[0] for t in run()]
     if any(m is None for m in modules):
         raise NoLayerModules(f"could not locate the modules of the layers of {what}; patch at the head instead")
     return modules
-
-
-def _probe(backbone: Backbone) -> Tensor:
-    p = next(backbone.parameters())
-    size = backbone.config.input_size
-    return torch.zeros(1, backbone.config.in_channels, size, size, dtype=p.dtype, device=p.device)
 
 
 def layer_blocks(backbone: Backbone) -> list[Block | None]:
@@ -220,7 +193,7 @@ def layer_blocks(backbone: Backbone) -> list[Block | None]:
         modules = [backbone.model.get_submodule(name) for name in backbone.layers]
     elif isinstance(backbone, TransformersBackbone):
         def states() -> list[Tensor]:
-            out = backbone._states(_probe(backbone))
+            out = backbone._states(probe_input(backbone))
             return [out[i] for i in backbone.indices]
 
         modules = _located(backbone.model, states, f"transformers {backbone.config.model!r}")
@@ -230,7 +203,7 @@ def layer_blocks(backbone: Backbone) -> list[Block | None]:
             modules = [backbone.model.blocks[k] for k in backbone.take]
         else:
             def run() -> list[Tensor]:
-                return backbone._intermediates(_probe(backbone), backbone.config.indices, intermediates_only=True)
+                return backbone._intermediates(probe_input(backbone), backbone.config.indices, intermediates_only=True)
 
             modules = _located(backbone.model, run, f"{backbone.config.model!r}")
         modules = modules[:count]
@@ -245,43 +218,28 @@ def layer_modules(backbone: Backbone) -> list[nn.Module | None]:
     return [None if block is None else block.module for block in layer_blocks(backbone)]
 
 
-def _with_first(out: Any, value: Tensor) -> Any:
-    """``out`` with its layer tensor (:func:`_tensor`) replaced by ``value``."""
-    return (value, *out[1:]) if isinstance(out, tuple) else value
-
-
-def _replace_output(module: nn.Module, value: Tensor) -> contextlib.AbstractContextManager[None]:
-    """Within the block, ``module``'s output (its layer tensor) is ``value``, before any hook that reads it."""
-    return _hooks(module.register_forward_hook(owned(lambda m, a, out: _with_first(out, value)), prepend=True))
-
-
-def on_input(block: Block, call: Callable[[Tensor], Tensor | None]) -> Any:
-    """A hook handle: ``call(input)`` with the block's input each time the block starts (``block.entry`` not None);
+def on_input(hooks: Hooks, block: Block, call: Callable[[Tensor], Tensor | None]) -> None:
+    """Into ``hooks``: ``call(input)`` with the block's input each time the block starts (``block.entry`` not None);
     where ``call`` returns a tensor, the block runs on that tensor instead."""
     if block.entry is block.module:
 
         def pre(m: nn.Module, args: tuple, kwargs: dict) -> Any:
             key = None if args else next(iter(kwargs), None)
-            new = call(_tensor(args) if args else _tensor(kwargs[key]) if key is not None else None)
+            new = call(layer_tensor(args) if args else layer_tensor(kwargs[key]) if key is not None else None)
             if not isinstance(new, Tensor):
                 return None
             if key is None:
-                return (_with_first(args[0], new), *args[1:]), kwargs
-            return args, {**kwargs, key: _with_first(kwargs[key], new)}
+                return (with_layer_tensor(args[0], new), *args[1:]), kwargs
+            return args, {**kwargs, key: with_layer_tensor(kwargs[key], new)}
 
-        return block.module.register_forward_pre_hook(owned(pre), with_kwargs=True, prepend=True)
+        hooks.before(block.module, pre, with_kwargs=True, prepend=True)
+    else:
 
-    def post(m: nn.Module, a: Any, out: Any) -> Any:
-        new = call(_tensor(out))
-        return _with_first(out, new) if isinstance(new, Tensor) else None
+        def post(m: nn.Module, a: Any, out: Any) -> Any:
+            new = call(layer_tensor(out))
+            return with_layer_tensor(out, new) if isinstance(new, Tensor) else None
 
-    return block.entry.register_forward_hook(owned(post), prepend=True)
-
-
-@contextlib.contextmanager
-def _record_output(modules: Sequence[nn.Module], store: list[Tensor]) -> Iterator[None]:
-    with _hooks(*[m.register_forward_hook(owned(lambda mod, a, out: store.append(_tensor(out)))) for m in modules]):
-        yield
+        hooks.after(block.entry, post, prepend=True)
 
 
 @torch.inference_mode()
@@ -304,13 +262,15 @@ def patch_backbone(
                              f"{[j for j, m in enumerate(modules) if m is not None]})")  # fmt: skip
     head = float64_head(model.head)
     acts: list[Tensor] = []
-    with _record_output([modules[i] for i in layers], acts):  # source and target in one pass
+    with Hooks() as hooks:  # source and target in one pass
+        for i in layers:
+            hooks.after(modules[i], lambda mod, a, out: acts.append(layer_tensor(out)))
         hidden = model.backbone(torch.cat([source, target]))
     base = head([h[B:].double() for h in hidden])
     source_logits = head([h[:B].double() for h in hidden]).logits
     logits, alpha = [], []
     for i, act in zip(layers, acts):
-        with _replace_output(modules[i], act[:B]):
+        with replacing_output(modules[i], act[:B]):
             out = head([h.double() for h in model.backbone(target)])
         logits.append(out.logits)
         alpha.append(out.layer_scores)

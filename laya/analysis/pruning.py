@@ -32,6 +32,7 @@ from laya.analysis.readouts import fit_linear
 from laya.analysis.statistics import bootstrap_ci, bootstrap_cis
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead
+from laya.model.hooks import Hooks
 
 
 def pruning_mode(head: LayerHead) -> str:
@@ -67,11 +68,9 @@ def pooled_features(head: LayerHead, hidden: Sequence[Tensor], keep: Tensor) -> 
     """The input of ``head.output_layer`` and the logits under one mask ``keep (L,)``: ``(B, D)``, ``(B, C)``."""
     head64 = float64_head(head)
     captured: list[Tensor] = []
-    hook = head64.output_layer.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
-    try:
+    with Hooks() as hooks:  # the cached copy is shared by every thread: this one's forward only
+        hooks.before(head64.output_layer, lambda module, args: captured.append(args[0]))
         logits = head64.decode(head64.encode([h.double() for h in hidden]), keep, pruning_mode(head)).logits
-    finally:
-        hook.remove()
     return captured[0].reshape(len(logits), -1), logits
 
 

@@ -222,17 +222,18 @@ def test_a_layer_is_the_module_that_returns_it_not_a_later_identity():
 
 def test_hooks_reach_only_the_thread_that_set_them():
     """The server's models are shared by every session: a patch set up in one session's thread must not change a
-    forward that another session runs meanwhile (it did before ``owned``: the other thread's logits were patched)."""
+    forward that another session runs meanwhile (it did before hooks acted in their own thread only: the other
+    thread's logits were patched)."""
     import threading
 
-    from laya.analysis.patching import _replace_output
+    from laya.model.hooks import replacing_output
 
     m = model(CNN, "laya")
     x = inputs(CNN, batch=2, seed=0)
     with torch.no_grad():
         clean = m(x).logits
         module = layer_modules(m.backbone)[0]
-        with _replace_output(module, torch.zeros_like(m.backbone.blocks[0](x))):
+        with replacing_output(module, torch.zeros_like(m.backbone.blocks[0](x))):
             patched = m(x).logits
             other: list[torch.Tensor] = []
             thread = threading.Thread(target=lambda: other.append(m(x).logits))

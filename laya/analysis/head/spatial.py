@@ -43,6 +43,7 @@ from laya.model.backbones.calls import Call, observing
 from laya.model.checkpoint import Checkpoint
 from laya.model.classifier import LayerwiseClassifier, ModelOutput
 from laya.model.heads import LayerHead, LinearHead, MixHead
+from laya.model.hooks import Hooks
 
 
 @contextlib.contextmanager
@@ -423,17 +424,13 @@ def token_gradient_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) 
 
 def _token_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[Tensor | None]:
     backbone = model.backbone
-    owner = threading.get_ident()
     inputs: list[Tensor] = []
-
-    def keep(tokens: Tensor) -> None:
-        if threading.get_ident() == owner:
-            inputs.append(tokens)
-
-    blocks = [backbone.model.blocks[k] for k in backbone.take]
-    handles = [b.norm1.register_forward_hook(lambda m, a, out: keep(out)) if hasattr(b, "norm1")
-               else b.register_forward_pre_hook(lambda m, a: keep(a[0])) for b in blocks]  # fmt: skip
-    try:
+    with Hooks() as hooks:  # the calling thread's forward only
+        for b in (backbone.model.blocks[k] for k in backbone.take):
+            if hasattr(b, "norm1"):
+                hooks.after(b.norm1, lambda m, a, out: inputs.append(out))
+            else:
+                hooks.before(b, lambda m, a: inputs.append(a[0]))
         with torch.enable_grad():
             x = x.detach().clone().requires_grad_(True)  # a normal tensor even from inference mode
             hidden = backbone(x)
@@ -452,9 +449,6 @@ def _token_maps(model: LayerwiseClassifier, x: Tensor, classes: Tensor) -> list[
                 values = (grad * tokens).sum(-1)[..., prefix:].transpose(0, 1).double().detach()  # (B, K, N)
                 H, W = _grid(values[:, 0].unsqueeze(-1))
                 maps[i] = values.reshape(B, K, H, W)
-    finally:
-        for h in handles:
-            h.remove()
     return maps
 
 

@@ -39,7 +39,7 @@ No row reruns the modules before its unit, so the pass costs about ``1 + Σ_u K_
 forwards rather than ``Σ_u K_u``; a layer read before a unit takes ``x``'s value for that unit's rows. A network that
 does not carry the grown batch (it keeps a tensor from before a unit to combine with one after it, or fixes its batch
 size) raises a size mismatch there, and every row then runs the whole network. Each hook acts only for the calling
-thread (:func:`~laya.analysis.patching.owned`): the shared model is never changed. A unit without a module (a
+thread (:class:`~laya.model.hooks.Hooks`): the shared model is never changed. A unit without a module (a
 pre-logits layer at stage granularity) is replaced in the hidden state handed to the head. Heads in float64.
 """
 
@@ -53,11 +53,12 @@ import torch
 from torch import Tensor
 
 from laya.analysis.head.ablation import float64_head
-from laya.analysis.network.units import Unit, _root, _Streams
-from laya.analysis.patching import Block, _hooks, _tensor, _with_first, on_input, owned
+from laya.analysis.network.units import Streams, Unit, network_root
+from laya.analysis.patching import Block, on_input
 from laya.analysis.sample import sample_indices
 from laya.data.datasets import Images
 from laya.model.classifier import LayerwiseClassifier
+from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
 
 Method = Literal["resample", "skip", "mean"]
 SKIP, RESAMPLE, MEAN = "skip", "resample", "mean-ablation"
@@ -128,17 +129,16 @@ def branched(units: Sequence[Unit]) -> bool:
     return any(len(u.branches) == 2 for u in units)
 
 
-def _recorded(blocks: Sequence[Block | None], outputs: dict[int, list[Tensor]], inputs: dict[int, Tensor]) -> Any:
-    """Within the block, each block's outputs (every run) and its last input (where the block knows it)."""
-    handles = []
+def _record(
+    hooks: Hooks, blocks: Sequence[Block | None], outputs: dict[int, list[Tensor]], inputs: dict[int, Tensor]
+) -> None:
+    """Into ``hooks``: each block's outputs (every run) and its last input (where the block knows it)."""
     for i, block in enumerate(blocks):
         if block is None:
             continue
-        handles.append(block.module.register_forward_hook(
-            owned(lambda m, a, out, i=i: outputs.setdefault(i, []).append(_tensor(out)))))  # fmt: skip
+        hooks.after(block.module, lambda m, a, out, i=i: outputs.setdefault(i, []).append(layer_tensor(out)))
         if block.entry is not None:
-            handles.append(on_input(block, lambda x, i=i: inputs.__setitem__(i, x.clone())))
-    return _hooks(*handles)
+            on_input(hooks, block, lambda x, i=i: inputs.__setitem__(i, x.clone()))
 
 
 @dataclass
@@ -162,14 +162,16 @@ class _Traced:
 
 def _traced(model: LayerwiseClassifier, units: Sequence[Unit], branch: Branch, x: Tensor) -> _Traced:
     """``model.backbone(x)`` once, recording every unit of ``units`` and its ``branch`` module, traced
-    (:class:`~laya.analysis.network.units._Streams`: which units are residual)."""
-    root = _root(model.backbone)
+    (:class:`~laya.analysis.network.units.Streams`: which units are residual)."""
+    root = network_root(model.backbone)
     parts = [None if (n := branch_of(u, branch)) is None else Block(root.get_submodule(n), None) for u in units]
     blocks = [u.block for u in units]
     traced = _Traced([], {}, {}, parts, {}, [])
-    with _recorded(blocks, traced.outputs, traced.inputs), _recorded(parts, traced.part_outputs, {}), \
-            _Streams(blocks) as streams:  # fmt: skip
-        traced.hidden = model.backbone(x)
+    with Hooks() as hooks:
+        _record(hooks, blocks, traced.outputs, traced.inputs)
+        _record(hooks, parts, traced.part_outputs, {})
+        with Streams(blocks) as streams:
+            traced.hidden = model.backbone(x)
     traced.residual = [bool(u.block is not None and streams.residual[i]) for i, u in enumerate(units)]
     return traced
 
@@ -261,28 +263,27 @@ def _rows_pass(
     source = torch.arange(rows, device=x.device) % B  # the input row of each row
     for a in at:
         source[a] = torch.arange(B, device=x.device).repeat_interleave(len(a) // B)
-    handles = []
-    for target, entry, where, value in zip(targets, grow, at, values):
-        if target is None:
-            continue
-        start = int(where[0]) if len(where) else rows  # the rows before this unit's
+    with Hooks() as hooks:
+        for target, entry, where, value in zip(targets, grow, at, values):
+            if target is None:
+                continue
+            start = int(where[0]) if len(where) else rows  # the rows before this unit's
 
-        def join(t: Tensor, n: int = len(where), start: int = start) -> Tensor:
-            return torch.cat([_due(t, start), t[:B].repeat_interleave(n // B, 0)])
+            def join(t: Tensor, n: int = len(where), start: int = start) -> Tensor:
+                return torch.cat([_due(t, start), t[:B].repeat_interleave(n // B, 0)])
 
-        def replace(m: Any, a: Any, out: Any, where: Tensor = where, value: Tensor = value, start: int = start,
-                    joins: bool = grown and entry is None) -> Any:  # fmt: skip
-            new = _tensor(out)
-            if joins:  # the rows join here, as this output
-                return _with_first(out, torch.cat([_due(new, start), value.to(new.dtype)]))
-            new = new.clone()  # a unit may hand its input on: write a copy
-            new[where] = value.to(new.dtype)
-            return _with_first(out, new)
+            def replace(m: Any, a: Any, out: Any, where: Tensor = where, value: Tensor = value, start: int = start,
+                        joins: bool = grown and entry is None) -> Any:  # fmt: skip
+                new = layer_tensor(out)
+                if joins:  # the rows join here, as this output
+                    return with_layer_tensor(out, torch.cat([_due(new, start), value.to(new.dtype)]))
+                new = new.clone()  # a unit may hand its input on: write a copy
+                new[where] = value.to(new.dtype)
+                return with_layer_tensor(out, new)
 
-        handles.append(target.module.register_forward_hook(owned(replace), prepend=True))
-        if grown and entry is not None:
-            handles.append(on_input(entry, join))
-    with _hooks(*handles):
+            hooks.after(target.module, replace, prepend=True)
+            if grown and entry is not None:
+                on_input(hooks, entry, join)
         hidden = model.backbone(x if grown else x[source])
     if not grown:
         return hidden

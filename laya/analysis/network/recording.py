@@ -5,7 +5,7 @@ The network is a plain ``nn.Module``, ``x: (B, C, H, W) -> logits (B, K)`` (or a
 (torchvision ResNet ``layer1.0``, timm ViT ``blocks.0``, transformers ViT ``vit.encoder.layer.0``).
 :func:`run_units` runs it once with forward hooks on the units and a pre-hook on its final linear layer
 (:func:`~laya.model.backbones.pre_logits.final_linear`); the hooks act only for the calling thread
-(:func:`~laya.analysis.patching.owned`) and only inside the call, so sessions sharing one model never see each
+(:class:`~laya.model.hooks.Hooks`) and only inside the call, so sessions sharing one model never see each
 other's outputs, and nothing is kept on the model. :func:`as_network` finds that network in an attached backbone.
 
 A unit's output is a feature map ``(B, C, h, w)`` or tokens ``(B, N, D)`` whose first ``P`` are prefix tokens
@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from laya.analysis.patching import _hooks, _tensor, owned
 from laya.model.backbones import Backbone, TimmBackbone, TorchvisionBackbone, TransformersBackbone, WrappedBackbone
 from laya.model.backbones.pre_logits import final_linear
+from laya.model.hooks import Hooks, layer_tensor
 
 
 @dataclass
@@ -47,7 +47,7 @@ def logits_of(out: Any) -> Tensor:
         return out
     if isinstance(getattr(out, "logits", None), Tensor):
         return out.logits
-    if (first := _tensor(out)) is not None:
+    if (first := layer_tensor(out)) is not None:
         return first
     raise TypeError(f"expected the network to return logits (B, K); got {type(out).__name__}")
 
@@ -81,14 +81,15 @@ def run_units(network: nn.Module, x: Tensor, units: Sequence[str], classifier: s
 
     def keep(store: list[Tensor], args_store: list[Tensor | None]) -> Any:
         def hook(module: nn.Module, args: tuple, out: Any) -> None:
-            store.append(_tensor(out))
+            store.append(layer_tensor(out))
             args_store.append(args[0] if args and isinstance(args[0], Tensor) else None)
 
-        return owned(hook)
+        return hook
 
-    handles = [m.register_forward_hook(keep(store, inp)) for m, store, inp in zip(modules, seen, given)]
-    handles.append(head.register_forward_pre_hook(owned(lambda module, args: read.append(args[0]))))
-    with _hooks(*handles):
+    with Hooks() as hooks:
+        for m, store, inp in zip(modules, seen, given):
+            hooks.after(m, keep(store, inp))
+        hooks.before(head, lambda module, args: read.append(args[0]))
         logits = logits_of(network(x))
     twice = [u for u, store in zip(units, seen) if len(store) != 1 or store[0] is None]
     if twice or len(read) != 1:

@@ -46,8 +46,8 @@ from laya.analysis.lens import Lens
 from laya.analysis.network.gradcam import raw_cams
 from laya.analysis.network.recording import as_network, run_units, unit_modules
 from laya.analysis.network.units import Unit
-from laya.analysis.patching import _hooks, _tensor, _with_first, owned
 from laya.analysis.statistics import mean_intervals
+from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
 
 Baseline = Literal["mean", "zero"]
 SCORES = ("grad_x_act", "integrated_gradients", "lens_kl_drop", "gradcam_mass")
@@ -183,19 +183,19 @@ def _ig_chunk(
         spans.append(a - b)
         rows.append((torch.arange(B, device=x.device).view(B, 1) * U * S + u * S + torch.arange(S, device=x.device))
                     .flatten())  # fmt: skip
-    handles = []
-    for module, at, value in zip(unit_modules(network, [names[k] for k in which]), rows, values):
+    with Hooks() as hooks:
+        for module, at, value in zip(unit_modules(network, [names[k] for k in which]), rows, values):
 
-        def hook(m: Any, args: Any, out: Any, at: Tensor = at, value: Tensor = value) -> Any:
-            new = _tensor(out).clone()
-            new[at] = value.to(new.dtype)
-            return _with_first(out, new)
+            def hook(m: Any, args: Any, out: Any, at: Tensor = at, value: Tensor = value) -> Any:
+                new = layer_tensor(out).clone()
+                new[at] = value.to(new.dtype)
+                return with_layer_tensor(out, new)
 
-        handles.append(module.register_forward_hook(owned(hook), prepend=True))
-    with _hooks(*handles), torch.enable_grad():
-        logits = run_units(network, x.repeat_interleave(U * S, 0), names).logits  # (B·U·S, K)
-        target = logits.gather(1, chosen.repeat_interleave(U * S).view(-1, 1)).sum()
-        grads = torch.autograd.grad(target, values, allow_unused=True)
+            hooks.after(module, hook, prepend=True)
+        with torch.enable_grad():
+            logits = run_units(network, x.repeat_interleave(U * S, 0), names).logits  # (B·U·S, K)
+            target = logits.gather(1, chosen.repeat_interleave(U * S).view(-1, 1)).sum()
+            grads = torch.autograd.grad(target, values, allow_unused=True)
     scores = []
     for span, grad in zip(spans, grads):
         if grad is None:

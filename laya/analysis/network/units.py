@@ -8,7 +8,7 @@ the backbone reads, by the network's name too), the hook targets that see its ou
 measured facts:
 
 * ``residual``: the unit's output is reached from its input through additions to it alone (and ReLUs of such sums
-  where the input is nonnegative): ``h_out = x + f(x)``, so removing the unit keeps the stream (:class:`_Streams`,
+  where the input is nonnegative): ``h_out = x + f(x)``, so removing the unit keeps the stream (:class:`Streams`,
   a :class:`~torch.overrides.TorchFunctionMode` that follows the tensors by identity through one traced pass);
 * ``branches``: for a residual unit that adds to its stream more than once (a transformer block:
   ``x + attn(norm1(x))``, then ``+ mlp(norm2(·))``), per addition the unit's child with the most weights among those
@@ -28,10 +28,11 @@ import torch
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
-from laya.analysis.patching import Block, _probe, _tensor, layer_blocks, on_input, owned
+from laya.analysis.patching import Block, layer_blocks, on_input
 from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TorchvisionBackbone, WrappedBackbone
 from laya.model.backbones.pre_logits import PRE_LOGITS
 from laya.model.backbones.units import unit_names
+from laya.model.hooks import Hooks, layer_tensor, probe_input
 
 ADDITIONS = frozenset({"add", "add_", "__add__", "__radd__", "__iadd__"})
 RELUS = frozenset({"relu", "relu_"})
@@ -51,10 +52,11 @@ class Unit:
     block: Block | None = field(default=None, compare=False, repr=False)
 
 
-class _Streams(TorchFunctionMode):
+class Streams(TorchFunctionMode):
     """While a block runs, the tensors reached from its input by additions to it (and ReLUs of them, where the
     input is nonnegative); ``residual[i]``: whether block i's output was one of them; ``additions[i]``: per addition
-    to block i's stream, the names of ``children[i]`` (``{module: name}``, optional) that ran since the previous."""
+    to block i's stream, the names of ``children[i]`` (``{module: name}``, optional) that ran since the previous.
+    Its hooks (:class:`~laya.model.hooks.Hooks`) act in the calling thread and are removed on leaving the block."""
 
     def __init__(self, blocks: Sequence[Block | None], children: Sequence[dict[nn.Module, str]] = ()) -> None:
         super().__init__()
@@ -62,14 +64,14 @@ class _Streams(TorchFunctionMode):
         self.residual = [False] * len(blocks)
         self.additions: list[list[list[str]]] = [[] for _ in blocks]
         self.ran: dict[int, list[str]] = {}
-        self.handles = []
+        self.hooks = Hooks()
         for i, block in enumerate(blocks):
             if block is not None and block.entry is not None:
-                self.handles.append(on_input(block, lambda x, i=i: self._start(i, x)))
-                self.handles.append(block.module.register_forward_hook(owned(lambda m, a, out, i=i: self._end(i, out))))
+                on_input(self.hooks, block, lambda x, i=i: self._start(i, x))
+                self.hooks.after(block.module, lambda m, a, out, i=i: self._end(i, out))
         for i, named in enumerate(children):
             for module, name in named.items():
-                self.handles.append(module.register_forward_pre_hook(owned(lambda m, a, i=i, n=name: self._ran(i, n))))
+                self.hooks.before(module, lambda m, a, i=i, n=name: self._ran(i, n))
 
     def _start(self, i: int, x: Tensor | None) -> None:
         if x is not None:
@@ -82,7 +84,7 @@ class _Streams(TorchFunctionMode):
 
     def _end(self, i: int, out: Any) -> None:
         stream, _ = self.open.pop(i, ([], False))
-        output = _tensor(out)
+        output = layer_tensor(out)
         self.residual[i] = any(t is output for t in stream[1:])
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -100,12 +102,13 @@ class _Streams(TorchFunctionMode):
         return out
 
     def __exit__(self, *exc: Any) -> None:
-        super().__exit__(*exc)
-        for handle in self.handles:
-            handle.remove()
+        try:
+            super().__exit__(*exc)
+        finally:
+            self.hooks.release()
 
 
-def _root(backbone: Backbone) -> nn.Module:
+def network_root(backbone: Backbone) -> nn.Module:
     """The module whose names are the network's (the backbone itself for LAYA's own MLP / CNN)."""
     return backbone if isinstance(backbone, (MLPBackbone, CNNBackbone)) else backbone.model
 
@@ -114,7 +117,7 @@ def _stage_names(backbone: Backbone, blocks: Sequence[Block | None]) -> list[str
     if isinstance(backbone, (TorchvisionBackbone, WrappedBackbone)):
         names = list(backbone.layers)
     else:
-        by_module = {id(m): n for n, m in _root(backbone).named_modules()}
+        by_module = {id(m): n for n, m in network_root(backbone).named_modules()}
         names = [by_module[id(b.module)] for b in blocks if b is not None]
     return names + [PRE_LOGITS] * (len(blocks) - len(names))
 
@@ -149,7 +152,7 @@ def network_units(backbone: Backbone, x: Tensor | None = None) -> list[Unit]:
 
 
 def _measured(backbone: Backbone, x: Tensor | None) -> list[Unit]:
-    root = _root(backbone)
+    root = network_root(backbone)
     stages = [s for s in network_stages(backbone) if s.block is not None]
     if isinstance(backbone, TorchvisionBackbone):
         found = backbone.units
@@ -162,8 +165,8 @@ def _measured(backbone: Backbone, x: Tensor | None) -> list[Unit]:
     for _, name in found:
         inside = [(n, m) for n, m in root.named_modules() if n.startswith(name + ".")]
         children.append({m: f"{name}.{n[len(name) + 1 :].split('.')[0]}" for n, m in inside})
-    with _Streams(blocks, children) as streams:
-        backbone(_probe(backbone) if x is None else x)
+    with Streams(blocks, children) as streams:
+        backbone(probe_input(backbone) if x is None else x)
     return [
         Unit(name, stages[i].name, stages[i].layer, streams.residual[u],
              _branches(root, streams.additions[u]) if streams.residual[u] else (), blocks[u])
@@ -171,4 +174,4 @@ def _measured(backbone: Backbone, x: Tensor | None) -> list[Unit]:
     ]  # fmt: skip
 
 
-__all__ = ["Unit", "network_stages", "network_units"]
+__all__ = ["Streams", "Unit", "network_root", "network_stages", "network_units"]

@@ -18,6 +18,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from laya.model.backbones.calls import Call, current_call
+from laya.model.hooks import forward_pre_hook
 
 PRE_LOGITS = "pre-logits"  # the display name of that layer
 
@@ -65,7 +66,7 @@ class PreLogits:
     def __init__(self, module: nn.Module, name: str, owner: object) -> None:
         self.name = name
         self.owner = owner
-        module.get_submodule(name).register_forward_pre_hook(self._hook)
+        forward_pre_hook(module.get_submodule(name), self._hook)  # for the module's life, in every thread
 
     def _hook(self, classifier: nn.Module, inputs: tuple[Any, ...]) -> None:
         call = current_call(self.owner)

@@ -27,6 +27,7 @@ from laya.model.backbones.calls import current_call, forward_call
 from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.backbones.torchvision import check_layers
+from laya.model.hooks import forward_hook
 from laya.model.validation import Rule, check_value, refuse
 
 IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -111,7 +112,7 @@ class WrappedBackbone(Backbone):
         self.model = module
         self.layers = list(config.layers)
         for name in self.layers:
-            names[name].register_forward_hook(functools.partial(self._record, name))
+            forward_hook(names[name], functools.partial(self._record, name))  # for the module's life, every thread
         self.head_name = final_linear(module) if config.pre_logits else None
         self.pre_logits = PreLogits(module, self.head_name, self) if config.pre_logits else None
         self.pool = "avg" if config.pool == "auto" else config.pool

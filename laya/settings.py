@@ -143,27 +143,27 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in _ALL}
 def parse(name: str, raw: str | None) -> Value:
     """The value of variable ``name`` given as ``raw`` (``None``: unset), or :class:`SettingError`."""
     setting = SETTINGS[name]
-    text = "" if raw is None else raw.strip()
+    given = "" if raw is None else raw.strip()
     if setting.kind == "flag" and raw is not None:
-        if text.lower() in TRUE + FALSE:
-            return text.lower() in TRUE
+        if given.lower() in TRUE + FALSE:
+            return given.lower() in TRUE
         raise SettingError(f"{name}={raw!r}: expected {setting.expected()}")
-    if not text:
+    if not given:
         return setting.default_value()
-    if setting.choices and text.lower() not in setting.choices:
+    if setting.choices and given.lower() not in setting.choices:
         raise SettingError(f"{name}={raw!r}: expected {setting.expected()}")
     if setting.kind in ("integer", "number"):
-        return _number(setting, raw or "", text)
+        return _number(setting, raw or "", given)
     if setting.kind == "path":
-        return Path(text)
+        return Path(given)
     if setting.kind == "paths":
-        return [Path(p) for p in text.split(os.pathsep) if p]
-    return text.lower() if setting.choices else text
+        return [Path(p) for p in given.split(os.pathsep) if p]
+    return given.lower() if setting.choices else given
 
 
-def _number(setting: Setting, raw: str, text: str) -> int | float:
+def _number(setting: Setting, raw: str, given: str) -> int | float:
     try:
-        value = float(text)  # underscores allowed: 500_000_000
+        value = float(given)  # underscores allowed: 500_000_000
     except ValueError:
         value = math.nan
     whole = setting.kind == "integer"

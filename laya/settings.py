@@ -70,8 +70,8 @@ def _threads_default() -> int:
 
 
 _ALL = [
-    Setting("LAYA_MODELS", "path", None,
-            "the bundled checkpoints shown in the sidebar", shown="`models/` (`laya dashboard`: `./models`, else the demo)"),
+    Setting("LAYA_MODELS", "path", None, "the bundled checkpoints shown in the sidebar",
+            shown="`models/` (`laya dashboard`: `./models`, else the demo)"),
     Setting("LAYA_ALLOW_PATHS", "flag", True, "`0` removes the \"Path on this machine\" box",
             shown="`1` (`0` in the Docker image)"),
     Setting("LAYA_PATH_ROOTS", "paths", None,
@@ -168,7 +168,8 @@ def _number(setting: Setting, raw: str, given: str) -> int | float:
         value = math.nan
     whole = setting.kind == "integer"
     low = setting.low if setting.low is not None else -math.inf
-    if not math.isfinite(value) or (whole and not value.is_integer()) or value < low or (setting.above and value <= low):
+    bad = not math.isfinite(value) or (whole and not value.is_integer())
+    if bad or value < low or (setting.above and value <= low):
         raise SettingError(f"{setting.name}={raw!r}: expected {setting.expected()}")
     return int(value) if whole else value
 

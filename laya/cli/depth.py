@@ -103,8 +103,10 @@ def _refresh_sample(checkpoint, out: Path) -> None:
 
 def add_lens(sub: argparse._SubParsersAction) -> None:
     """Register ``lens``."""
-    le = sub.add_parser("lens", help="only the per-layer lens of the depth command (lens.csv beside the checkpoint): cheap",
-                        parents=[checkpoint_option(), out_option(), allow_import_option(), resamples_option()])  # fmt: skip
+    le = sub.add_parser(
+        "lens", help="only the per-layer lens of the depth command (lens.csv beside the checkpoint): cheap",
+        parents=[checkpoint_option(), out_option(), allow_import_option(), resamples_option()],
+    )  # fmt: skip
     le.add_argument("--limit", type=int, default=2000, help="test inputs (depth's seeded subset); default 2000")
     le.add_argument("--train-limit", type=int, default=3000,
                     help="training inputs for probes, only where no depth fit is stored")  # fmt: skip

@@ -207,7 +207,8 @@ class WorkerPool:
     def _limit(self, name: str) -> float:
         """A worker limit as the workers see it: the pool's ``env``, else the server's environment."""
         configured = self.config.env.get(name)
-        return float(settings.parse(name, configured) if configured else settings.integer(name))  # type: ignore[arg-type]
+        value = settings.parse(name, configured) if configured else settings.integer(name)
+        return float(value)  # type: ignore[arg-type]
 
     # -------------------------------------------------------------- choosing a worker
 

@@ -22,7 +22,8 @@ def settings_table(arg: str) -> str:
     """``| variable | default | allowed | meaning |`` for the settings of group ``arg`` (``server``, ``workers``)."""
     rows = [s for s in SETTINGS.values() if s.group == arg]
     if not rows:
-        raise ValueError(f"no settings in group {arg!r}; expected one of {sorted({s.group for s in SETTINGS.values()})}")
+        groups = sorted({s.group for s in SETTINGS.values()})
+        raise ValueError(f"no settings in group {arg!r}; expected one of {groups}")
     lines = ["| variable | default | allowed | meaning |", "|---|---|---|---|"]
     lines += [f"| `{s.name}` | {_default(s)} | {s.expected()} | {s.meaning} |" for s in rows]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from laya import settings
 from laya.demo import demo_models
 
 PACKAGED = Path(__file__).resolve().parent / "_app"
@@ -54,9 +55,7 @@ def config_flags(config: Path) -> list[str]:
 def default_models() -> Path:
     """``$LAYA_MODELS``, else ``models/`` in the working directory, else the demo (:func:`laya.demo.demo_models`:
     the wheel's demo checkpoints, or a checkout's ``models/``)."""
-    if os.environ.get("LAYA_MODELS"):
-        return Path(os.environ["LAYA_MODELS"])
-    return Path("models") if Path("models").is_dir() else demo_models()
+    return settings.path("LAYA_MODELS") or (Path("models") if Path("models").is_dir() else demo_models())
 
 
 LOCAL = "127.0.0.1"

@@ -1,20 +1,8 @@
 """Deployment settings of the dashboard and the rules for what visitors may load.
 
-Environment (all optional):
-
-``LAYA_MODELS``            folder of bundled checkpoints (default ``models/`` next to ``app.py``)
-``LAYA_ALLOW_PATHS``       ``1`` (default) shows the "Path on this machine" box; ``0`` removes it (Docker default)
-``LAYA_PATH_ROOTS``        extra folders (``os.pathsep``-separated) the path box and checkpoint datasets may use
-``LAYA_MAX_CHECKPOINT_MB`` upload limit per checkpoint file (default 200; images keep their own 20 MB limit)
-``LAYA_UPLOAD_CAP_MB``     all uploaded checkpoints of this process together (default 2000)
-``LAYA_UPLOAD_DIR``        folder that holds the uploads folder (default: the system temp folder)
-``LAYA_UPLOAD_TTL``        seconds an uploaded checkpoint is kept (default 3600; also deleted when its session ends)
-``LAYA_UPLOAD_SESSION_MB`` one session's uploaded checkpoints together (default 500)
-``LAYA_UPLOAD_GRACE``      seconds after a browser disconnects before its uploads are deleted (default 30)
-``LAYA_UPLOAD_SWEEP``      seconds between two sweeps of the upload store (default 10)
-``LAYA_SANDBOX``           ``all`` also runs the bundled checkpoints in sandboxed workers (default: only the others)
-``LAYA_ALLOW_IMPORT``      ``1``: wrapped-module checkpoints inside ``LAYA_MODELS`` may import the code path they record
-                           (``laya dashboard --allow-import``; default off, never for uploads or other roots)
+Environment (all optional): ``LAYA_MODELS``, ``LAYA_ALLOW_PATHS``, ``LAYA_PATH_ROOTS``, ``LAYA_ALLOW_IMPORT``,
+``LAYA_SANDBOX``, ``LAYA_MAX_CHECKPOINT_MB`` and the ``LAYA_UPLOAD_*`` limits, each with its default, bounds and
+meaning in :data:`laya.settings.SETTINGS` and read through it.
 
 A path typed by a visitor resolves only inside ``LAYA_MODELS`` + ``LAYA_PATH_ROOTS``, and every
 refusal is the same :data:`PATH_REFUSED` sentence, whether or not the file exists, so the box
@@ -38,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from laya import settings
 from laya.data.datasets import data_dirs
 from laya.model.checkpoint import (
     META_FILE,
@@ -59,32 +48,24 @@ PATH_REFUSED = (
 )
 
 
-def _env_number(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 def models_root() -> Path:
     """Folder of bundled checkpoints (``LAYA_MODELS``, default ``models/``)."""
-    return Path(os.environ.get("LAYA_MODELS", APP_DIR / "models"))
+    return settings.path("LAYA_MODELS") or APP_DIR / "models"
 
 
 def allow_paths() -> bool:
     """Whether visitors may type a server path (``LAYA_ALLOW_PATHS``, default on; ``0`` in the Docker image)."""
-    return os.environ.get("LAYA_ALLOW_PATHS", "1").strip().lower() not in ("0", "false", "no", "off", "")
+    return settings.flag("LAYA_ALLOW_PATHS")
 
 
 def allow_import() -> bool:
     """Whether wrapped-module checkpoints in the operator's ``LAYA_MODELS`` may import their code (``LAYA_ALLOW_IMPORT=1``)."""
-    return os.environ.get("LAYA_ALLOW_IMPORT", "0").strip().lower() in ("1", "true", "yes", "on")
+    return settings.flag("LAYA_ALLOW_IMPORT")
 
 
 def path_roots() -> list[Path]:
     """Folders a typed path may resolve into: ``LAYA_MODELS`` then ``LAYA_PATH_ROOTS``."""
-    extra = [Path(p) for p in os.environ.get("LAYA_PATH_ROOTS", "").split(os.pathsep) if p]
-    return [models_root(), *extra]
+    return [models_root(), *settings.paths("LAYA_PATH_ROOTS")]
 
 
 def data_roots() -> tuple[Path, ...]:
@@ -94,7 +75,7 @@ def data_roots() -> tuple[Path, ...]:
 
 def max_checkpoint_mb() -> int:
     """Upload limit per checkpoint file, in MB (``LAYA_MAX_CHECKPOINT_MB``, default 200)."""
-    return max(1, int(_env_number("LAYA_MAX_CHECKPOINT_MB", 200)))
+    return settings.integer("LAYA_MAX_CHECKPOINT_MB")
 
 
 def _root_of(path: str | Path, roots: list[Path]) -> Path | None:
@@ -198,15 +179,15 @@ class UploadStore:
         grace: float | None = None,
         on_discard: Callable[[Path], None] | None = None,
     ) -> None:
-        parent = os.environ.get("LAYA_UPLOAD_DIR") or None
+        parent = settings.path("LAYA_UPLOAD_DIR")
         self.root = root or Path(tempfile.mkdtemp(prefix=f"laya-uploads-{os.getpid()}-", dir=parent))
         self.root.mkdir(parents=True, exist_ok=True)
-        self.cap = cap_bytes if cap_bytes is not None else int(_env_number("LAYA_UPLOAD_CAP_MB", 2000) * 2**20)
+        self.cap = cap_bytes if cap_bytes is not None else int(settings.number("LAYA_UPLOAD_CAP_MB") * 2**20)
         self.session_cap = (
-            session_cap if session_cap is not None else int(_env_number("LAYA_UPLOAD_SESSION_MB", 500) * 2**20)
+            session_cap if session_cap is not None else int(settings.number("LAYA_UPLOAD_SESSION_MB") * 2**20)
         )
-        self.ttl = ttl if ttl is not None else _env_number("LAYA_UPLOAD_TTL", 3600)
-        self.grace = grace if grace is not None else _env_number("LAYA_UPLOAD_GRACE", 30)
+        self.ttl = ttl if ttl is not None else settings.number("LAYA_UPLOAD_TTL")
+        self.grace = grace if grace is not None else settings.number("LAYA_UPLOAD_GRACE")
         self.on_discard = on_discard
         self.alive: Callable[[str], bool] | None = None  # set by the app: is this session still connected?
         self.on_gone: Callable[[str], None] | None = None  # set by the app: release what a gone session holds
@@ -292,7 +273,7 @@ class UploadStore:
 
     def start_sweeper(self, period: float | None = None) -> None:
         """Run :meth:`sweep` every ``period`` seconds (``LAYA_UPLOAD_SWEEP``, default 10) on a daemon thread."""
-        period = period if period is not None else _env_number("LAYA_UPLOAD_SWEEP", 10)
+        period = period if period is not None else settings.number("LAYA_UPLOAD_SWEEP")
         with self._lock:
             if self._sweeper is not None:
                 return
@@ -333,7 +314,7 @@ def upload_store() -> UploadStore:
 def sandboxed(path: str | Path) -> bool:
     """Whether a checkpoint is loaded and run only in a sandboxed worker (:mod:`laya.sandbox`): every
     checkpoint outside ``LAYA_MODELS`` (uploads, typed paths), and all of them with ``LAYA_SANDBOX=all``."""
-    if os.environ.get("LAYA_SANDBOX", "").strip().lower() == "all":
+    if settings.text("LAYA_SANDBOX") == "all":
         return True
     return not inside(path, [models_root()])
 

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from laya import settings
 from laya.data.streaming import ImageFiles
 from laya.model.validation import check_fields
 from laya.paths import PathRefused, canonical_path
@@ -172,15 +173,15 @@ def split_indices(n: int, val_fraction: float = 0.1, seed: int = 0) -> tuple[Ten
 
 
 def cache_dir() -> Path:
-    path = Path(os.environ.get("LAYA_CACHE", Path.home() / ".cache" / "laya"))
+    path = settings.path("LAYA_CACHE")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def data_dirs() -> list[Path]:
     """Where datasets are looked for, in order."""
-    dirs = [Path(p) for p in os.environ.get("LAYA_DATA", "").split(os.pathsep) if p]
-    return dirs + [cache_dir() / "data", REPO_ROOT.parent / "shared" / "data", Path("/usr/share/datasets")]
+    return [*settings.paths("LAYA_DATA"), cache_dir() / "data", REPO_ROOT.parent / "shared" / "data",
+            Path("/usr/share/datasets")]  # fmt: skip
 
 
 def dataset_label(name: str) -> str:
@@ -191,7 +192,7 @@ def dataset_label(name: str) -> str:
 def downloads_allowed() -> bool:
     """Whether a missing Fashion-MNIST/CIFAR-10 may be downloaded by torchvision (``LAYA_DOWNLOAD``, default on
     for the CLI; ``0`` in the dashboard and the Docker image, where a missing dataset is a message)."""
-    return os.environ.get("LAYA_DOWNLOAD", "1").strip().lower() not in ("0", "false", "no", "off", "")
+    return settings.flag("LAYA_DOWNLOAD")
 
 
 def load_dataset(

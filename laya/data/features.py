@@ -25,7 +25,7 @@ from laya.model.backbones import Backbone
 from laya.model.devices import autocast, model_device
 
 
-def _image_batches(images: Images | Tensor, batches: list[Tensor]) -> Iterator[Tensor]:
+def image_batches(images: Images | Tensor, batches: list[Tensor]) -> Iterator[Tensor]:
     if isinstance(images, Tensor):
         return (images[idx] for idx in batches)
     return images.iter_batches(batches)
@@ -46,7 +46,7 @@ def iter_hidden_states(
     backbone.eval()
     device = model_device(backbone)
     batches = batch_indices(len(images), batch_size) if batches is None else batches
-    progress = tqdm(_image_batches(images, batches), desc=desc, disable=desc is None, total=len(batches), leave=False)
+    progress = tqdm(image_batches(images, batches), desc=desc, disable=desc is None, total=len(batches), leave=False)
     try:
         for batch in progress:
             # no grad mode spans a yield: it would leak into the caller while the generator is suspended
@@ -124,4 +124,4 @@ def cached_hidden_states(
     return [torch.from_numpy(np.load(directory / f"layer_{i}.npy", mmap_mode="c")) for i in range(layers)]
 
 
-__all__ = ["cached_hidden_states", "hidden_states", "iter_hidden_states"]
+__all__ = ["cached_hidden_states", "hidden_states", "image_batches", "iter_hidden_states"]

@@ -42,13 +42,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
+from laya import settings
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.heads import HeadConfig, build_head
 from laya.model.validation import CheckpointError, refuse
 
-DEFAULT_MAX_PARAMS = 500_000_000
-DEFAULT_MAX_ACTIVATIONS = 200_000_000
-DEFAULT_MAX_GFLOPS = 200
+DEFAULT_MAX_PARAMS = settings.SETTINGS["LAYA_MAX_PARAMS"].default  # the table's defaults, by their old names
+DEFAULT_MAX_ACTIVATIONS = settings.SETTINGS["LAYA_MAX_ACTIVATIONS"].default
+DEFAULT_MAX_GFLOPS = settings.SETTINGS["LAYA_MAX_GFLOPS"].default
 
 
 @dataclass(frozen=True)
@@ -74,18 +75,11 @@ class Limits:
 
 def limits() -> Limits:
     """:class:`Limits` from the environment (``LAYA_MAX_PARAMS``, ``LAYA_MAX_ACTIVATIONS``, ``LAYA_MAX_GFLOPS``)."""
-    values = []
-    for name, default in (
-        ("LAYA_MAX_PARAMS", DEFAULT_MAX_PARAMS),
-        ("LAYA_MAX_ACTIVATIONS", DEFAULT_MAX_ACTIVATIONS),
-        ("LAYA_MAX_GFLOPS", DEFAULT_MAX_GFLOPS),
-    ):
-        text = os.environ.get(name, "").replace("_", "")
-        try:
-            values.append(float(text) if text else default)
-        except ValueError as error:
-            raise CheckpointError(f"{name}={text!r} is not a number") from error
-    return Limits(int(values[0]), int(values[1]), values[2])
+    try:
+        return Limits(settings.integer("LAYA_MAX_PARAMS"), settings.integer("LAYA_MAX_ACTIVATIONS"),
+                      settings.number("LAYA_MAX_GFLOPS"))  # fmt: skip
+    except settings.SettingError as error:  # refused like a checkpoint over the limits: a message on the page
+        raise CheckpointError(str(error)) from error
 
 
 class PeakMemory(TorchDispatchMode):
@@ -142,7 +136,7 @@ def _cache_file(backbone: BackboneConfig, head: HeadConfig, num_classes: int) ->
         timm_version = None
     key = json.dumps([torch.__version__, timm_version, backbone.to_dict(), head.to_dict(), num_classes],
                      sort_keys=True, default=str)  # fmt: skip
-    root = Path(os.environ.get("LAYA_CACHE", Path.home() / ".cache" / "laya"))
+    root = settings.path("LAYA_CACHE")
     return root / "budget" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
 
 

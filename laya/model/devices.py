@@ -20,9 +20,11 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from laya import settings
+
 Precision = Literal["float32", "bf16"]
 PRECISIONS: tuple[str, ...] = ("float32", "bf16")
-DEVICE_ENV = "LAYA_DEVICE"
+DEVICE_ENV = "LAYA_DEVICE"  # read through laya.settings
 
 
 def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
@@ -57,7 +59,7 @@ def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
 
 def env_device() -> torch.device:
     """The device named by ``$LAYA_DEVICE`` (default ``auto``), for the dashboard."""
-    return resolve_device(os.environ.get(DEVICE_ENV, "auto"))
+    return resolve_device(settings.text(DEVICE_ENV))
 
 
 def check_precision(precision: str) -> Precision:

@@ -58,13 +58,6 @@ def isolate_network() -> str:
     return how if how == "audit hook" else f"{how} + audit hook"
 
 
-def _env_int(name: str, default: int) -> int:
-    try:
-        return int(float(os.environ.get(name, default)))
-    except ValueError:
-        return default
-
-
 def address_space() -> int:
     """Bytes of address space this process uses now (``VmSize``), 0 where unknown."""
     try:
@@ -97,10 +90,11 @@ def main() -> None:
     sys.stdout = sys.stderr
     if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
         sys.path.pop(0)  # run by path: this folder's modules must not shadow top-level names
+    from laya import settings
     from laya.sandbox.serve import serve  # torch and laya, imported once confined
 
-    limits = limit_resources(_env_int("LAYA_WORKER_MEMORY_MB", 4096), _env_int("LAYA_WORKER_FILES", 64))
-    serve(sys.stdin.buffer, frames, {"network": network, **limits}, _env_int("LAYA_WORKER_CPU_S", 120))
+    limits = limit_resources(settings.integer("LAYA_WORKER_MEMORY_MB"), settings.integer("LAYA_WORKER_FILES"))
+    serve(sys.stdin.buffer, frames, {"network": network, **limits}, settings.integer("LAYA_WORKER_CPU_S"))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from laya import settings
 from laya.sandbox.protocol import HEADER, ProtocolError, check_header, encode, parse_json
 
 LOG = logging.getLogger("laya.sandbox")
@@ -69,13 +70,6 @@ class Refused(RuntimeError):
         self.kind = kind
 
 
-def _env_number(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 @dataclass(frozen=True)
 class PoolConfig:
     """Pool size, per-request wall-clock limit, wait for a free worker, idle release, worker start-up limit (s)."""
@@ -90,10 +84,10 @@ class PoolConfig:
     @classmethod
     def from_env(cls) -> PoolConfig:
         return cls(
-            size=max(1, int(_env_number("LAYA_WORKERS", 2))),
-            timeout=_env_number("LAYA_WORKER_TIMEOUT", 120),
-            queue_timeout=_env_number("LAYA_WORKER_QUEUE_TIMEOUT", 30),
-            idle_timeout=_env_number("LAYA_WORKER_IDLE", 300),
+            size=settings.integer("LAYA_WORKERS"),
+            timeout=settings.number("LAYA_WORKER_TIMEOUT"),
+            queue_timeout=settings.number("LAYA_WORKER_QUEUE_TIMEOUT"),
+            idle_timeout=settings.number("LAYA_WORKER_IDLE"),
         )
 
 
@@ -202,18 +196,19 @@ class WorkerPool:
 
     def __init__(self, config: PoolConfig | None = None) -> None:
         self.config = config or PoolConfig.from_env()
-        self.memory_mb = self._limit("LAYA_WORKER_MEMORY_MB", 4096)
-        self.cpu_s = self._limit("LAYA_WORKER_CPU_S", 120)
+        self.memory_mb = self._limit("LAYA_WORKER_MEMORY_MB")
+        self.cpu_s = self._limit("LAYA_WORKER_CPU_S")
         self.workers: list[Worker] = []
         self._lock = threading.Condition()
         self._closed = threading.Event()
         self._reaper = threading.Thread(target=self._reap, name="laya-worker-reaper", daemon=True)
         self._reaper.start()
 
-    def _limit(self, name: str, default: float) -> float:
+    def _limit(self, name: str) -> float:
         """A worker limit as the workers see it: the pool's ``env``, else the server's environment."""
         configured = self.config.env.get(name)
-        return float(configured) if configured else _env_number(name, default)
+        value = settings.parse(name, configured) if configured else settings.integer(name)
+        return float(value)  # type: ignore[arg-type]
 
     # -------------------------------------------------------------- choosing a worker
 

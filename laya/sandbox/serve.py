@@ -52,6 +52,7 @@ from typing import Any, BinaryIO
 
 import torch
 
+from laya import settings
 from laya.analysis.block_ablation import ablate_bytes
 from laya.analysis.depth import DepthFit, input_depth
 from laya.analysis.evaluate import EvalOptions, evaluate
@@ -204,8 +205,8 @@ def failure(op: str, error: BaseException) -> str:
 
 def serve(requests: BinaryIO, out: BinaryIO, hello: dict[str, Any], cpu_seconds: int) -> None:
     """Answer requests until stdin closes (see the module docstring)."""
-    torch.set_num_threads(int(os.environ.get("LAYA_WORKER_THREADS", 1)))
-    models = ModelCache(int(float(os.environ.get("LAYA_WORKER_CACHE_MB", 1024)) * 2**20))
+    torch.set_num_threads(settings.integer("LAYA_WORKER_THREADS"))
+    models = ModelCache(int(settings.number("LAYA_WORKER_CACHE_MB") * 2**20))
     write_frame(out, {"ok": True, "op": "hello", **hello})
     while True:
         try:

@@ -13,7 +13,6 @@ explanations are cached per argument (``st.cache_data``).
 from __future__ import annotations
 
 import contextlib
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from laya import settings
 from laya.analysis.block_ablation import BlockAblation, ablate_bytes
 from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
 from laya.analysis.head.explain import Explanation, explain_bytes
@@ -55,7 +55,7 @@ BROKEN, ANSWERED = "laya_broken_models", "laya_answered_models"
 @st.cache_resource
 def configure_torch() -> int:
     """Torch CPU threads for the whole process (``LAYA_THREADS``, default half the cores, at most 4)."""
-    threads = int(os.environ.get("LAYA_THREADS", max(1, min(4, (os.cpu_count() or 2) // 2))))
+    threads = settings.integer("LAYA_THREADS")
     torch.set_num_threads(threads)
     return threads
 
@@ -76,7 +76,7 @@ def catalog(root: str) -> list[Entry]:
 @st.cache_resource(max_entries=32, show_spinner="Loading the model…")
 def _load_model(path: str, stamp: int, allow_nonfinite: bool = False) -> Checkpoint:
     """A bundled checkpoint in this process (the bundled set is small and fixed, so a count cap bounds it)."""
-    device = os.environ.get("LAYA_DEVICE", "auto")  # auto: CUDA when available
+    device = settings.text("LAYA_DEVICE")  # auto: CUDA when available
     return load_checkpoint(path, map_location=device, confine=deploy.confinement(path), allow_nonfinite=allow_nonfinite)
 
 

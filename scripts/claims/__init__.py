@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from claims import comparisons, counts, paper, spatial, speed, tables
+from claims import comparisons, counts, environment, paper, spatial, speed, tables
 
 CLAIMS: dict[str, Callable[[str], str]] = {**comparisons.CLAIMS, **tables.CLAIMS, **spatial.CLAIMS,
-                                               **paper.CLAIMS, **speed.CLAIMS, **counts.CLAIMS}
+                                               **paper.CLAIMS, **speed.CLAIMS, **counts.CLAIMS, **environment.CLAIMS}

@@ -1,24 +1,12 @@
-"""``laya attach``: the command line of :mod:`laya.training.attach` (its parser and what it runs).
-
-Kept out of :mod:`laya.cli` so that module only registers it: ``add_attach_parser(sub)``.
-"""
+"""``laya attach``: the command line of :mod:`laya.training.attach` (its parser and what it runs)."""
 
 from __future__ import annotations
 
 import argparse
 
+from laya.cli.options import csv, csv_floats, lens_options, resamples_option
+
 FAMILY_HELP = "where the architecture comes from: timm | torchvision | transformers (a model_type)"
-
-
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from error
-
-
-def _strings(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
 
 
 def _kwargs(text: str) -> dict:
@@ -34,14 +22,7 @@ def _kwargs(text: str) -> dict:
     return value
 
 
-def add_lens_flags(parser: argparse.ArgumentParser) -> None:
-    """``--lens-sample`` and ``--lens-epochs``: how a tuned lens is fitted (``attach`` and ``network``)."""
-    parser.add_argument("--lens-sample", type=int, default=2000,
-                        help="tuned lens: training inputs it is fitted on, a class-balanced sample (default: 2000)")
-    parser.add_argument("--lens-epochs", type=int, default=20, help="tuned lens: epochs of its fit (default: 20)")
-
-
-def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_attach(sub: argparse._SubParsersAction) -> None:
     """Register ``attach`` (flags for the network, the data, the heads' recipe and the analyses' sizes)."""
     a = sub.add_parser(
         "attach",
@@ -49,6 +30,7 @@ def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Attach a trained classifier (architecture + weights file): its own classifier becomes a "
         "LastLayer head with its exact weights; LAYA, ScalarMix and Concat are fitted on its frozen features; all "
         "four are evaluated and analysed, and a summary is printed.",
+        parents=[resamples_option("bootstrap resamples for every CI (default: 1000)"), lens_options()],
     )
     a.add_argument("--family", required=True, choices=["timm", "torchvision", "transformers"], help=FAMILY_HELP)
     a.add_argument("--model", required=True, help="architecture name (timm/torchvision) or model_type (transformers)")
@@ -64,13 +46,13 @@ def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     a.add_argument("--image-size", type=int,
                    help="side of the images the network sees, the one it was trained at (default: the dataset's; "
                    "ImageFolder: 32)")
-    a.add_argument("--mean", type=_floats, help="input normalisation per channel (default: ImageNet's for RGB, else 0.5)")
-    a.add_argument("--std", type=_floats, help="input normalisation per channel (default: ImageNet's for RGB, else 0.5)")
+    a.add_argument("--mean", type=csv_floats, help="input normalisation per channel (default: ImageNet's for RGB, else 0.5)")
+    a.add_argument("--std", type=csv_floats, help="input normalisation per channel (default: ImageNet's for RGB, else 0.5)")
     a.add_argument("--model-kwargs", type=_kwargs, default={}, help="architecture arguments, JSON (default: none)")
-    a.add_argument("--layers", type=_strings, help="torchvision: graph nodes to read (default: the stages)")
-    a.add_argument("--heads", type=_strings, default=["laya", "scalarmix", "concat"],
+    a.add_argument("--layers", type=csv, help="torchvision: graph nodes to read (default: the stages)")
+    a.add_argument("--heads", type=csv, default=["laya", "scalarmix", "concat"],
                    help="heads fitted beside the own one (default: laya,scalarmix,concat)")
-    a.add_argument("--depth-heads", type=_strings, default=["own", "laya"],
+    a.add_argument("--depth-heads", type=csv, default=["own", "laya"],
                    help="heads whose depth analytics run (default: own,laya)")
     a.add_argument("--lr", type=float, default=3e-4, help="learning rate of the fitted heads (default: 3e-4)")
     a.add_argument("--patience", type=int, default=5,
@@ -78,7 +60,6 @@ def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     a.add_argument("--max-epochs", type=int, default=50, help="most epochs a fitted head trains (default: 50)")
     a.add_argument("--val-fraction", type=float, default=0.1,
                    help="share of the training split held out for early stopping (default: 0.1)")
-    a.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for every CI (default: 1000)")
     a.add_argument("--ig-steps", type=int, default=32,
                    help="integrated-gradients steps of the post-hoc layer attributions (default: 32)")
     a.add_argument("--limit", type=int,
@@ -94,11 +75,9 @@ def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     a.add_argument("--network-limit", type=int, default=200,
                    help="network report: test inputs explained unit by unit, a class-balanced sample drawn with seed 0 "
                    "(default: 200)")
-    add_lens_flags(a)
     a.add_argument("--no-network", action="store_true",
                    help="skip the tuned lens and the network report (default: both are written beside the own head)")
     a.set_defaults(func=cmd_attach)
-    return a
 
 
 def cmd_attach(args: argparse.Namespace) -> None:
@@ -129,4 +108,4 @@ def cmd_attach(args: argparse.Namespace) -> None:
     print(summary(attach(config), args.resamples))
 
 
-__all__ = ["add_attach_parser", "add_lens_flags", "cmd_attach"]
+__all__ = ["add_attach", "cmd_attach"]

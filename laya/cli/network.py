@@ -1,0 +1,55 @@
+"""``laya network``: an attached network by its own units (tuned lens + network report beside its own head)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from laya.cli.options import allow_import_option, checkpoint_option, lens_options, out_option, resamples_option
+
+
+def cmd_network(args: argparse.Namespace) -> None:
+    import shlex
+
+    from laya.analysis.network.report import NetworkOptions, run_network
+    from laya.analysis.network.scores import SCORE_LABELS
+    from laya.model.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
+    options = NetworkOptions(limit=args.limit, references=args.references, method=args.method, branch=args.branch,
+                             ig_steps=args.ig_steps, resamples=args.resamples, lens_sample=args.lens_sample,
+                             lens_epochs=args.lens_epochs)  # fmt: skip
+    out = Path(args.out or checkpoint.path)
+    report = run_network(checkpoint, options, "laya " + shlex.join(sys.argv[1:]), args.refit_lens, dest=out)
+    print(f"{len(report.indices)} test inputs, {len(report.units)} units; tuned lens at the last unit agrees with the "
+          f"network on {report.last_unit_agreement:.1%}. Per-input Spearman with the interventions [95% bootstrap CI]:")
+    for row in report.agreement.itertuples():
+        print(f"  {SCORE_LABELS[row.score]:<22} vs {row.intervention:<14} {row.spearman_mean:.3f} "
+              f"[{row.ci_low:.3f}, {row.ci_high:.3f}]  n = {row.n}")
+    print(f"-> {out}")
+
+
+def add_network(sub: argparse._SubParsersAction) -> None:
+    """Register ``network``."""
+    nw = sub.add_parser(
+        "network", help="an attached network by its own units: tuned lens + network report beside its own head",
+        parents=[checkpoint_option("the own head's checkpoint directory (laya attach's own/)"), out_option(),
+                 allow_import_option(), resamples_option("bootstrap resamples (default: 1000)"), lens_options()],
+    )  # fmt: skip
+    nw.add_argument("--limit", type=int, default=200,
+                    help="test inputs, a class-balanced sample drawn with seed 0 (default: 200)")
+    nw.add_argument("--references", type=int, default=8,
+                    help="reference training inputs for resample and the integrated-gradients baseline (default: 8)")
+    nw.add_argument("--method", choices=["resample", "skip", "mean"], default="resample",
+                    help="the default intervention the cheap scores are compared with (default: resample)")
+    nw.add_argument("--branch", choices=["block", "attention", "mlp"], default="block",
+                    help="what of each transformer block the interventions act on: the whole block, or its attention "
+                    "or MLP branch alone (units without it: the whole block, named so); default: block")  # fmt: skip
+    nw.add_argument("--ig-steps", type=int, default=8, help="integrated-gradients steps per unit (default: 8)")
+    nw.add_argument("--refit-lens", action="store_true",
+                    help="fit the tuned lens again (default: the stored one, fitted only where none fits)")
+    nw.set_defaults(func=cmd_network)
+
+
+__all__ = ["add_network", "cmd_network"]

@@ -1,0 +1,137 @@
+"""What the commands share: parent parsers for the options several commands take, argument types, a progress bar.
+
+A parent parser (``argparse``'s ``parents=``) holds one option group once: ``--checkpoint``, ``--out``,
+``--allow-import``, ``--resamples``, the device flags, the evaluation flags and the tuned-lens flags. A command's
+parser lists the parents it takes, then adds its own options.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+CHECKPOINT_HELP = "checkpoint directory (model.json + model.safetensors)"
+OUT_HELP = "output directory (default: the checkpoint's directory)"
+ALLOW_IMPORT_HELP = (
+    "a wrapped-module checkpoint: import and call the 'module:callable' it records to rebuild the module "
+    "(runs that code; only for checkpoints you trust)"
+)
+
+
+def csv_ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from error
+
+
+def csv_floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from error
+
+
+def csv(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _parent() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(add_help=False)
+
+
+def checkpoint_option(text: str = CHECKPOINT_HELP) -> argparse.ArgumentParser:
+    """``--checkpoint DIR`` (required)."""
+    parent = _parent()
+    parent.add_argument("--checkpoint", required=True, help=text)
+    return parent
+
+
+def out_option(text: str = OUT_HELP) -> argparse.ArgumentParser:
+    """``--out DIR``: where a command writes (default: the checkpoint's directory)."""
+    parent = _parent()
+    parent.add_argument("--out", help=text)
+    return parent
+
+
+def allow_import_option() -> argparse.ArgumentParser:
+    """``--allow-import``: a wrapped-module checkpoint may import the code it records."""
+    parent = _parent()
+    parent.add_argument("--allow-import", action="store_true", help=ALLOW_IMPORT_HELP)
+    return parent
+
+
+def resamples_option(text: str = "bootstrap resamples") -> argparse.ArgumentParser:
+    """``--resamples N`` (default 1000)."""
+    parent = _parent()
+    parent.add_argument("--resamples", type=int, default=1000, help=text)
+    return parent
+
+
+def device_options() -> argparse.ArgumentParser:
+    """``--device``, ``--precision``, ``--stream``/``--no-stream``."""
+    parent = _parent()
+    parent.add_argument("--device", help="auto (default: CUDA when available) | cpu | cuda | cuda:N")
+    parent.add_argument("--precision", choices=["float32", "bf16"], help="bf16: forward passes under autocast")
+    parent.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stream ImageFolder images from disk (default: only when the split is too large for memory)",
+    )
+    return parent
+
+
+def evaluation_options() -> argparse.ArgumentParser:
+    """The device flags and what :func:`to_eval_options` reads: modes, resamples, seed, IG steps, batch, limit."""
+    parent = argparse.ArgumentParser(
+        add_help=False, parents=[device_options(), resamples_option("bootstrap resamples for every CI")]
+    )
+    parent.add_argument("--modes", type=csv, help="ablation modes, comma-separated (default: every mode the head has)")
+    parent.add_argument("--eval-seed", type=int, default=0, help="seed of the bootstrap and the random control")
+    parent.add_argument("--ig-steps", type=int, default=32)
+    parent.add_argument("--batch-size", type=int, default=500)
+    parent.add_argument("--limit", type=int, default=None,
+                        help="evaluate a class-balanced random sample of N test inputs (drawn with --eval-seed; "
+                        "default: all)")  # fmt: skip
+    return parent
+
+
+def to_eval_options(args: argparse.Namespace) -> EvalOptions:  # noqa: F821
+    """:class:`~laya.analysis.evaluate.EvalOptions` from the :func:`evaluation_options` flags."""
+    from laya.analysis.evaluate import EvalOptions
+    from laya.model.heads import ABLATION_MODES
+
+    return EvalOptions(
+        modes=tuple(args.modes or ABLATION_MODES),
+        ig_steps=args.ig_steps,
+        batch_size=args.batch_size,
+        limit=args.limit,
+        resamples=args.resamples,
+        seed=args.eval_seed,
+        precision=args.precision or "float32",
+    )
+
+
+def lens_options() -> argparse.ArgumentParser:
+    """``--lens-sample`` and ``--lens-epochs``: how a tuned lens is fitted (``attach`` and ``network``)."""
+    parent = _parent()
+    parent.add_argument("--lens-sample", type=int, default=2000,
+                        help="tuned lens: training inputs it is fitted on, a class-balanced sample (default: 2000)")
+    parent.add_argument("--lens-epochs", type=int, default=20, help="tuned lens: epochs of its fit (default: 20)")
+    return parent
+
+
+def progress_bar(desc: str) -> Callable[[float, str], None]:
+    """A ``progress(fraction, message)`` callback drawing a tqdm bar labelled ``desc``."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=100, desc=desc, unit="%")
+
+    def progress(fraction: float, message: str) -> None:
+        bar.set_postfix_str(message, refresh=False)
+        bar.update(round(fraction * 100) - bar.n)
+        if fraction >= 1.0:
+            bar.close()
+
+    return progress

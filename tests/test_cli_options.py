@@ -1,0 +1,39 @@
+"""laya.cli.options: an option several commands take is written once, as a parent parser, and every command that
+takes it gets the same option (flags, help, default)."""
+
+import argparse
+import re
+from pathlib import Path
+
+from laya.cli import build_parser
+
+CLI = Path(__file__).resolve().parents[1] / "laya" / "cli"
+SHARED = {"--checkpoint": {"lens", "network", "evaluate", "depth", "exits", "patch"},
+          "--allow-import": {"lens", "network", "evaluate", "depth", "dashboard"},
+          "--resamples": {"lens", "network", "evaluate", "benchmark", "depth", "exits", "patch", "reproduce", "bundle",
+                          "attach"},
+          "--device": {"train", "evaluate", "benchmark", "reproduce", "bundle"},
+          "--lens-sample": {"network", "attach"}}  # fmt: skip
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    return next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def test_each_shared_option_is_written_once_in_the_package() -> None:
+    sources = "".join(p.read_text() for p in sorted(CLI.glob("*.py")))
+    written = {name: len(re.findall(rf'add_argument\(\s*"{name}"', sources)) for name in SHARED}
+    assert written == {"--checkpoint": 1, "--allow-import": 2, "--resamples": 1, "--device": 1, "--lens-sample": 1}
+    # --allow-import twice: the dashboard's says "in --models ... (never uploads)", not the checkpoint's wording
+
+
+def test_the_commands_that_take_a_shared_option_get_it_from_its_parent() -> None:
+    parsers = commands()
+    for name, expected in SHARED.items():
+        having = {command for command, parser in parsers.items() if name in parser._option_string_actions}
+        assert having == expected, name
+    evaluate, depth = parsers["evaluate"]._option_string_actions, parsers["depth"]._option_string_actions
+    assert evaluate["--checkpoint"].help == depth["--checkpoint"].help == (
+        "checkpoint directory (model.json + model.safetensors)")  # fmt: skip
+    assert evaluate["--checkpoint"].required and depth["--resamples"].default == 1000
+    assert parsers["network"]._option_string_actions["--checkpoint"].help.startswith("the own head's checkpoint")

@@ -15,8 +15,8 @@ model) and cost milliseconds. It counts
 - ``state``: the shape and dtype of every state-dict tensor, checked against the weights file's
   header (:mod:`laya.model.header`) before the weights are read or the model is built.
 
-Limits (environment): ``LAYA_MAX_PARAMS`` (default 500 M parameters + buffer elements),
-``LAYA_MAX_ACTIVATIONS`` (default 200 M float32 elements at the peak of one input, 800 MB),
+Limits (environment, read by :mod:`laya.model.limits`): ``LAYA_MAX_PARAMS`` (default 500 M parameters +
+buffer elements), ``LAYA_MAX_ACTIVATIONS`` (default 200 M float32 elements at the peak of one input, 800 MB),
 ``LAYA_MAX_GFLOPS`` (default 200 GFLOP per input: a few seconds per image on one CPU core).
 
 The meta forward goes through PyTorch's Python meta kernels, whose first call imports
@@ -44,11 +44,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.heads import HeadConfig, build_head
-from laya.model.validation import CheckpointError, refuse
-
-DEFAULT_MAX_PARAMS = 500_000_000
-DEFAULT_MAX_ACTIVATIONS = 200_000_000
-DEFAULT_MAX_GFLOPS = 200
+from laya.model.limits import limits
+from laya.model.validation import refuse
 
 
 @dataclass(frozen=True)
@@ -63,29 +60,6 @@ class Budget:
     flops: int = 0
     buffers: int = 0
     state: dict[str, tuple[tuple[int, ...], torch.dtype]] = field(default_factory=dict, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class Limits:
-    params: int
-    activations: int
-    gflops: float
-
-
-def limits() -> Limits:
-    """:class:`Limits` from the environment (``LAYA_MAX_PARAMS``, ``LAYA_MAX_ACTIVATIONS``, ``LAYA_MAX_GFLOPS``)."""
-    values = []
-    for name, default in (
-        ("LAYA_MAX_PARAMS", DEFAULT_MAX_PARAMS),
-        ("LAYA_MAX_ACTIVATIONS", DEFAULT_MAX_ACTIVATIONS),
-        ("LAYA_MAX_GFLOPS", DEFAULT_MAX_GFLOPS),
-    ):
-        text = os.environ.get(name, "").replace("_", "")
-        try:
-            values.append(float(text) if text else default)
-        except ValueError as error:
-            raise CheckpointError(f"{name}={text!r} is not a number") from error
-    return Limits(int(values[0]), int(values[1]), values[2])
 
 
 class PeakMemory(TorchDispatchMode):
@@ -247,15 +221,4 @@ def check_budget(backbone: BackboneConfig, head: HeadConfig, num_classes: int) -
     return budget
 
 
-__all__ = [
-    "DEFAULT_MAX_ACTIVATIONS",
-    "DEFAULT_MAX_GFLOPS",
-    "DEFAULT_MAX_PARAMS",
-    "Budget",
-    "Limits",
-    "PeakMemory",
-    "check_budget",
-    "estimate",
-    "limits",
-    "measure",
-]
+__all__ = ["Budget", "PeakMemory", "check_budget", "estimate", "measure"]

@@ -64,7 +64,7 @@ def test_a_variable_is_read_as_its_own_kind_only() -> None:
 
 
 def test_the_budget_refuses_a_bad_limit_as_a_checkpoint_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from laya.model.budget import limits
+    from laya.model.limits import limits
     from laya.model.checkpoint import CheckpointError
 
     monkeypatch.setenv("LAYA_MAX_ACTIVATIONS", "lots")

@@ -15,8 +15,8 @@ model) and cost milliseconds. It counts
 - ``state``: the shape and dtype of every state-dict tensor, checked against the weights file's
   header (:mod:`laya.model.header`) before the weights are read or the model is built.
 
-Limits (environment): ``LAYA_MAX_PARAMS`` (default 500 M parameters + buffer elements),
-``LAYA_MAX_ACTIVATIONS`` (default 200 M float32 elements at the peak of one input, 800 MB),
+Limits (environment, read by :mod:`laya.model.limits`): ``LAYA_MAX_PARAMS`` (default 500 M parameters +
+buffer elements), ``LAYA_MAX_ACTIVATIONS`` (default 200 M float32 elements at the peak of one input, 800 MB),
 ``LAYA_MAX_GFLOPS`` (default 200 GFLOP per input: a few seconds per image on one CPU core).
 
 The meta forward goes through PyTorch's Python meta kernels, whose first call imports
@@ -45,11 +45,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from laya import settings
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.heads import HeadConfig, build_head
-from laya.model.validation import CheckpointError, refuse
-
-DEFAULT_MAX_PARAMS = settings.SETTINGS["LAYA_MAX_PARAMS"].default  # the table's defaults, by their old names
-DEFAULT_MAX_ACTIVATIONS = settings.SETTINGS["LAYA_MAX_ACTIVATIONS"].default
-DEFAULT_MAX_GFLOPS = settings.SETTINGS["LAYA_MAX_GFLOPS"].default
+from laya.model.limits import limits
+from laya.model.validation import refuse
 
 
 @dataclass(frozen=True)
@@ -64,22 +61,6 @@ class Budget:
     flops: int = 0
     buffers: int = 0
     state: dict[str, tuple[tuple[int, ...], torch.dtype]] = field(default_factory=dict, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class Limits:
-    params: int
-    activations: int
-    gflops: float
-
-
-def limits() -> Limits:
-    """:class:`Limits` from the environment (``LAYA_MAX_PARAMS``, ``LAYA_MAX_ACTIVATIONS``, ``LAYA_MAX_GFLOPS``)."""
-    try:
-        return Limits(settings.integer("LAYA_MAX_PARAMS"), settings.integer("LAYA_MAX_ACTIVATIONS"),
-                      settings.number("LAYA_MAX_GFLOPS"))  # fmt: skip
-    except settings.SettingError as error:  # refused like a checkpoint over the limits: a message on the page
-        raise CheckpointError(str(error)) from error
 
 
 class PeakMemory(TorchDispatchMode):
@@ -241,15 +222,4 @@ def check_budget(backbone: BackboneConfig, head: HeadConfig, num_classes: int) -
     return budget
 
 
-__all__ = [
-    "DEFAULT_MAX_ACTIVATIONS",
-    "DEFAULT_MAX_GFLOPS",
-    "DEFAULT_MAX_PARAMS",
-    "Budget",
-    "Limits",
-    "PeakMemory",
-    "check_budget",
-    "estimate",
-    "limits",
-    "measure",
-]
+__all__ = ["Budget", "PeakMemory", "check_budget", "estimate", "measure"]

@@ -29,6 +29,7 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
+from laya.model.limits import limits
 from laya.paths import PathRefused, canonical_path
 
 MAX_ZIP_RATIO = 20  # torch.save stores tensors uncompressed: a higher ratio is a bomb, not a checkpoint
@@ -128,9 +129,7 @@ def compare_keys(
 
 def max_weight_bytes() -> int:
     """The most bytes a weights file's tensors may hold: the checkpoints' parameter budget
-    (``LAYA_MAX_PARAMS``, :func:`laya.model.budget.limits`) in float64."""
-    from laya.model.budget import limits
-
+    (``LAYA_MAX_PARAMS``, :func:`laya.model.limits.limits`) in float64."""
     return limits().params * 8
 
 

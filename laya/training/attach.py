@@ -22,7 +22,7 @@ network report (``network.json`` + ``network.safetensors``). :func:`summary` is 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,77 +30,23 @@ from safetensors.torch import load_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from laya.analysis.depth import DepthOptions, run_depth
-from laya.analysis.evaluate import EvalOptions
-from laya.analysis.network.report import NetworkOptions, load_network_report, run_network
+from laya.analysis.depth import run_depth
+from laya.analysis.network.report import load_network_report, run_network
 from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import write_sample
 from laya.analysis.statistics import bootstrap_ci, format_diff, holm, holm_verdict, paired_bootstrap, paired_verdict
-from laya.data.datasets import InputSpec, Preprocess, load_dataset, split_indices
+from laya.data.datasets import Preprocess, load_dataset, split_indices
 from laya.data.features import cached_hidden_states
-from laya.model.backbones import BackboneConfig
 from laya.model.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint, sha256_file
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import HEAD_LABELS, HeadConfig
 from laya.model.own_head import OWN, own_head
+from laya.training.attach_config import AttachConfig
 from laya.training.bundle import bundle, export_examples
 from laya.training.preflight import Checked, preflight
 from laya.training.suite import results_table, write_summary
 from laya.training.train import TrainConfig, train
-
-FAMILIES = ("timm", "torchvision", "transformers", "wrapped")
-FITTED = ("laya", "scalarmix", "concat")
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-CLASS_COUNT_KWARG = {"timm": "num_classes", "torchvision": "num_classes", "transformers": "num_labels"}
-
-
-@dataclass
-class AttachConfig:
-    """What ``laya attach`` takes (defaults: the training recipe of :class:`~laya.training.train.TrainConfig`).
-
-    ``family``/``model``: e.g. ``timm``/``resnet18``, ``torchvision``/``resnet18``, ``transformers``/``vit``
-    (a ``model_type``, its config arguments in ``model_kwargs``), or ``wrapped`` (the module from Python,
-    ``layers`` naming the submodules read). ``weights``: the user's ``.safetensors`` or ``.pth``/``.pt`` state
-    dict (read with ``torch.load(weights_only=True)``), fitted to the architecture exactly by name unless
-    ``weights_by_order``. ``mean``/``std``: the normalisation the network was
-    trained with (default: ImageNet's for 3 channels, 0.5 otherwise).
-    """
-
-    family: str
-    model: str | None
-    weights: str | None
-    dataset: str
-    weights_by_order: bool = False  # match the file's tensors to the architecture's in order (never by default)
-    out: str = "attached"
-    setting: str | None = None  # default: "<dataset folder name>-<model>"
-    image_size: int | None = None  # side the network sees; default: the dataset's (ImageFolder: 32)
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
-    model_kwargs: dict[str, Any] = field(default_factory=dict)
-    layers: list[str] | None = None  # torchvision / wrapped: modules read (default torchvision: the stages)
-    import_path: str | None = None  # wrapped: "package.module:callable" that rebuilds the module (dashboard)
-    heads: tuple[str, ...] = FITTED
-    depth_heads: tuple[str, ...] = (OWN, "laya")  # heads whose depth analytics run
-    lr: float = 3e-4
-    patience: int = 5
-    max_epochs: int = 50
-    val_fraction: float = 0.1
-    batch_size: int = 128
-    seed: int = 0
-    evaluation: EvalOptions = field(default_factory=EvalOptions)
-    depth: DepthOptions = field(default_factory=DepthOptions)
-    network: NetworkOptions | None = field(default_factory=NetworkOptions)  # None: no tuned lens, no network report
-    command: str = ""  # the command line that ran this (stored with the tuned lens); default: named from Python
-
-    def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {self.family!r}")
-        if self.family != "wrapped" and not (self.model and self.weights):
-            raise ValueError(f"a {self.family} classifier needs its architecture name and weights file")
-        unknown = [h for h in self.heads if h not in FITTED] + [h for h in self.depth_heads if h not in (OWN, *FITTED)]
-        if unknown:
-            raise ValueError(f"heads must be among {', '.join(FITTED)} (depth heads: also {OWN!r}); got {unknown}")
 
 
 @dataclass
@@ -114,29 +60,6 @@ class Attached:
     test_total: int = 0
     seed: int = 0
     network_error: str | None = None  # why the network report was not written, where it was asked for
-
-
-def input_spec(config: AttachConfig, channels: int, source: int) -> InputSpec:
-    """The input the network was trained on: ``config.image_size`` (default ``source``) and its normalisation."""
-    default = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else ((0.5,) * channels, (0.5,) * channels)
-    mean, std = tuple(config.mean or default[0]), tuple(config.std or default[1])
-    if len(mean) != channels or len(std) != channels:
-        raise ValueError(f"mean and std need {channels} values (one per channel); got {list(mean)} and {list(std)}")
-    return InputSpec(channels, source, config.image_size or source, mean, std)
-
-
-def backbone_config(config: AttachConfig, spec: InputSpec, num_classes: int) -> BackboneConfig:
-    """The frozen backbone with the network's classifier kept and its pre-logits features as the last layer."""
-    kwargs = dict(config.model_kwargs)
-    if config.family in CLASS_COUNT_KWARG:
-        kwargs.setdefault(CLASS_COUNT_KWARG[config.family], num_classes)
-    weights = None if config.weights is None else str(Path(config.weights).resolve())
-    data = BackboneConfig(
-        name=config.family, in_channels=spec.channels, input_size=spec.size, model=config.import_path
-        if config.family == "wrapped" else config.model, model_kwargs=kwargs, pre_logits=True, weights=weights,
-        weights_by_order=config.weights_by_order, freeze=True, layers=config.layers,
-    ).to_dict()  # fmt: skip
-    return BackboneConfig.from_dict(data)  # the checks a checkpoint of it will pass
 
 
 def own_checkpoint(
@@ -299,6 +222,6 @@ def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
 
 
 __all__ = [
-    "FAMILIES", "AttachConfig", "Attached", "attach", "backbone_config", "comparison_words", "input_spec",
-    "network_lines", "own_checkpoint", "sample_words", "summary",
+    "AttachConfig", "Attached", "attach", "comparison_words", "network_lines", "own_checkpoint", "sample_words",
+    "summary",
 ]  # fmt: skip

@@ -11,6 +11,9 @@
   names both; a size the network (or its weights' position embeddings) cannot take names the sizes that work;
   any other misfit lists the missing, unexpected and mismatched keys;
 * the network ends in a linear classifier (its own head) with one output per class of the dataset.
+
+What it establishes (:class:`Checked`) is what ``attach`` goes on with: the input (:func:`input_spec`) and the
+frozen backbone's config (:func:`backbone_config`) derived from the :class:`~laya.training.attach_config.AttachConfig`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -31,11 +35,13 @@ from laya.model.own_head import own_head
 from laya.model.weights import Fit, WeightsMismatch, read_state_dict, resolve_path
 
 if TYPE_CHECKING:
-    from laya.training.attach import AttachConfig
+    from laya.training.attach_config import AttachConfig
 
 BUILD_ERRORS = (RuntimeError, AssertionError, IndexError, ZeroDivisionError, TypeError)  # a size it cannot take
 SIDES_TRIED = 10  # candidate input sides tried when the requested one fails
 MIN_SIDE = 16  # below this a network sees mostly padding (a ResNet's 1x1 input runs, and explains nothing)
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+CLASS_COUNT_KWARG = {"timm": "num_classes", "torchvision": "num_classes", "transformers": "num_labels"}
 
 
 class AttachRefused(ValueError):
@@ -52,6 +58,29 @@ class Checked:
     backbone_config: BackboneConfig
     backbone: Backbone
     seconds: float
+
+
+def input_spec(config: AttachConfig, channels: int, source: int) -> InputSpec:
+    """The input the network was trained on: ``config.image_size`` (default ``source``) and its normalisation."""
+    default = (IMAGENET_MEAN, IMAGENET_STD) if channels == 3 else ((0.5,) * channels, (0.5,) * channels)
+    mean, std = tuple(config.mean or default[0]), tuple(config.std or default[1])
+    if len(mean) != channels or len(std) != channels:
+        raise ValueError(f"mean and std need {channels} values (one per channel); got {list(mean)} and {list(std)}")
+    return InputSpec(channels, source, config.image_size or source, mean, std)
+
+
+def backbone_config(config: AttachConfig, spec: InputSpec, num_classes: int) -> BackboneConfig:
+    """The frozen backbone with the network's classifier kept and its pre-logits features as the last layer."""
+    kwargs = dict(config.model_kwargs)
+    if config.family in CLASS_COUNT_KWARG:
+        kwargs.setdefault(CLASS_COUNT_KWARG[config.family], num_classes)
+    weights = None if config.weights is None else str(Path(config.weights).resolve())
+    data = BackboneConfig(
+        name=config.family, in_channels=spec.channels, input_size=spec.size, model=config.import_path
+        if config.family == "wrapped" else config.model, model_kwargs=kwargs, pre_logits=True, weights=weights,
+        weights_by_order=config.weights_by_order, freeze=True, layers=config.layers,
+    ).to_dict()  # fmt: skip
+    return BackboneConfig.from_dict(data)  # the checks a checkpoint of it will pass
 
 
 def _classes(config: AttachConfig) -> tuple[tuple[str, ...], int, int]:
@@ -160,8 +189,6 @@ def preflight(config: AttachConfig, module: nn.Module | None = None, echo: bool 
     Raises:
         AttachRefused / ValueError / FileNotFoundError: with a message in the user's words.
     """
-    from laya.training.attach import backbone_config, input_spec
-
     start = time.perf_counter()
     shapes = _weights_state(config)
     classes, channels, side = _classes(config)
@@ -181,4 +208,4 @@ def preflight(config: AttachConfig, module: nn.Module | None = None, echo: bool 
     return Checked(classes, spec, bb_config, backbone, time.perf_counter() - start)
 
 
-__all__ = ["AttachRefused", "Checked", "build_network", "preflight"]
+__all__ = ["AttachRefused", "Checked", "backbone_config", "build_network", "input_spec", "preflight"]

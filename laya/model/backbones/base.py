@@ -2,23 +2,30 @@
 
 A backbone maps ``x: (B, C, H, W)`` to the list of per-layer hidden vectors ``[h_1, ..., h_L]``,
 ``h_i: (B, d_i)``, and exposes ``layer_dims`` and ``layer_names``. :func:`pool_hidden` is the one
-rule that turns any layer output (feature map, token sequence, vector) into ``h_i``.
+rule that turns any layer output (feature map, token sequence, vector) into ``h_i``; :meth:`Backbone.classifier`
+the one way to the network's own classifier (``pre_logits``). The helpers every family shares live here too (input
+sizes, the ``layers`` rule, :func:`accepts`): family modules import this module, the registry and the shared helper
+modules (``calls``, ``pre_logits``, ``units``), never each other.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from torch import Tensor, nn
 
+from laya.model.backbones.pre_logits import check_classifier
+from laya.model.backbones.registry import BACKBONES, family
 from laya.model.configs import construct
-from laya.model.validation import check_value, refuse
+from laya.model.validation import Rule, check_value, refuse
 
 Pool = Literal["auto", "cls", "avg"]
 SIZE_ERRORS = (AssertionError, RuntimeError, ValueError, TypeError, IndexError, KeyError, ZeroDivisionError)
 CANDIDATE_SIDES = (32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 384, 448, 512)
+LAYERS_RULE = Rule(max_items=256, max_chars=200, min_items=1)
 
 
 @dataclass
@@ -58,8 +65,6 @@ class BackboneConfig:
         Raises:
             CheckpointError: naming the field, the value and the rule.
         """
-        from laya.model.backbones.registry import BACKBONES, family
-
         if not isinstance(data, dict):
             raise refuse("backbone", data, "must be an object")
         name = data.get("name", "mlp")
@@ -75,6 +80,15 @@ class BackboneConfig:
         config.model_kwargs = dict(kwargs)
         config.widths = tuple(int(w) for w in config.widths)
         return config
+
+
+def check_layers(data: dict[str, Any], needed: bool = False) -> None:
+    """``layers``: null (the family's default layers) or 1-256 names of at most 200 characters; ``needed``: null
+    refused (a wrapped module has no default)."""
+    layers = data.get("layers")
+    if layers is None and needed:
+        raise refuse("backbone.layers", None, f"backbone {data.get('name')!r} needs the names of the layers it reads")
+    check_value("backbone.layers", layers, list[str] | None, LAYERS_RULE)
 
 
 def pool_hidden(out: Tensor | tuple[Tensor, Tensor], pool: str = "avg", prefix_tokens: int = 0) -> Tensor:
@@ -94,6 +108,20 @@ def pool_hidden(out: Tensor | tuple[Tensor, Tensor], pool: str = "avg", prefix_t
     if out.ndim == 4:
         return out.mean(dim=(2, 3))
     return out.flatten(2).mean(dim=2)
+
+
+def accepts(cls: type, argument: str) -> bool:
+    """Whether ``cls(...)`` takes the keyword ``argument``, following ``**kwargs`` up the MRO
+    (timm's ``LevitDistilled(*args, **kwargs)`` passes ``img_size`` on to ``Levit``)."""
+    for klass in cls.__mro__:
+        if klass is object or "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(klass.__init__).parameters
+        if argument in params:
+            return True
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return False
+    return False
 
 
 def candidate_sides(size: int, native: int, count: int = 10) -> list[int]:
@@ -130,6 +158,7 @@ class Backbone(nn.Module):
     takes_weights: bool = False  # whether ``config.weights`` may name pretrained weights
     from_config: bool = True  # whether the config alone rebuilds it (not so for a wrapped Python module)
     weights_mapping: tuple[tuple[str, str], ...] = ()  # (file key, model key) where weights were matched in order
+    head_name: str | None = None  # with pre_logits: the name of the network's final nn.Linear in ``self.model``
 
     def __init__(self, config: BackboneConfig) -> None:
         super().__init__()
@@ -156,8 +185,28 @@ class Backbone(nn.Module):
 
     def classifier(self) -> nn.Linear:
         """The network's own final linear layer, which reads the last layer (``pre_logits``) as its input:
-        ``logits = W h_L + b``. Families that keep their classifier override this."""
-        raise ValueError(f"backbone {self.config.name!r} has no classifier of its own (needs pre_logits and one)")
+        ``logits = W h_L + b``; checked to be an ``nn.Linear`` on ``layer_dims[-1]`` features. Which module that
+        is, a family says in :meth:`final_layer`.
+
+        Raises:
+            ValueError: no ``pre_logits``, a family without a classifier of its own, or not such a linear layer.
+        """
+        if not self.config.pre_logits:
+            raise self._no_classifier()
+        layer, what = self.final_layer()
+        return check_classifier(layer, self.layer_dims[-1], what)
+
+    def final_layer(self) -> tuple[Any, str]:
+        """The network's own classifier, unchecked, and the words an error names it by. Default: the module
+        ``self.model.<head_name>`` (:func:`~laya.model.backbones.pre_logits.final_linear` found it when the
+        family was built with ``pre_logits``), named ``<family> '<model>' <head_name>``; none without one."""
+        if self.head_name is None:
+            raise self._no_classifier()
+        what = f"{self.config.name} {self.config.model!r} {self.head_name}"
+        return self.model.get_submodule(self.head_name), what
+
+    def _no_classifier(self) -> ValueError:
+        return ValueError(f"backbone {self.config.name!r} has no classifier of its own (needs pre_logits and one)")
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:
         """Hidden state of ``layer`` (0-based) alone, ``(B, d_layer)``, running the network no deeper
@@ -184,11 +233,14 @@ class Backbone(nn.Module):
 
 __all__ = [
     "CANDIDATE_SIDES",
+    "LAYERS_RULE",
     "SIZE_ERRORS",
     "Backbone",
     "BackboneConfig",
     "Pool",
+    "accepts",
     "candidate_sides",
+    "check_layers",
     "pool_hidden",
     "size_refusal",
 ]

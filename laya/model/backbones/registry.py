@@ -2,19 +2,21 @@
 
 A family is a :class:`~laya.model.backbones.base.Backbone` subclass registered with
 :func:`register_backbone`; a checkpoint can only name a registered family, never a class path.
+The registry is a leaf: it imports nothing of :mod:`laya.model.backbones` (the base imports it), so no
+import circle can form through it; it holds the classes as ``nn.Module`` classes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from laya.model.backbones.base import Backbone, BackboneConfig
+from torch import nn
 
-B = TypeVar("B", bound=type[Backbone])
+B = TypeVar("B", bound=type[nn.Module])
 
-BACKBONES: dict[str, type[Backbone]] = {}
+BACKBONES: dict[str, type[nn.Module]] = {}  # each a laya.model.backbones.base.Backbone subclass
 
 
 def register_backbone(name: str) -> Callable[[B], B]:
@@ -29,15 +31,17 @@ def register_backbone(name: str) -> Callable[[B], B]:
     return add
 
 
-def family(name: str) -> type[Backbone]:
+def family(name: str) -> type[nn.Module]:
     """The class of a registered family."""
     if name not in BACKBONES:
         raise ValueError(f"unknown backbone {name!r}; expected one of {sorted(BACKBONES)}")
     return BACKBONES[name]
 
 
-def build_backbone(config: BackboneConfig, base_dir: Path | None = None, **options) -> Backbone:
-    """Construct the backbone family named by ``config.name``.
+def build_backbone(config: Any, base_dir: Path | None = None, **options: Any) -> nn.Module:
+    """Construct the backbone family named by ``config.name`` (``config``: a
+    :class:`~laya.model.backbones.base.BackboneConfig`; the result: that family's
+    :class:`~laya.model.backbones.base.Backbone`).
 
     ``base_dir`` resolves a relative ``config.weights`` path (a checkpoint's directory); ``options``
     go to the family (``wrapped``: ``module=``, ``allow_import=``).

@@ -19,27 +19,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from laya.model.backbones.base import SIZE_ERRORS, Backbone, BackboneConfig, candidate_sides, pool_hidden
+from laya.model.backbones.base import SIZE_ERRORS, Backbone, BackboneConfig, accepts, candidate_sides, pool_hidden
 from laya.model.backbones.base import size_refusal as refusal
 from laya.model.backbones.calls import forward_call
-from laya.model.backbones.pre_logits import PRE_LOGITS, check_classifier
+from laya.model.backbones.pre_logits import PRE_LOGITS
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import TIMM_KWARGS, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
-
-
-def accepts(cls: type, argument: str) -> bool:
-    """Whether ``cls(...)`` takes the keyword ``argument``, following ``**kwargs`` up the MRO
-    (timm's ``LevitDistilled(*args, **kwargs)`` passes ``img_size`` on to ``Levit``)."""
-    for klass in cls.__mro__:
-        if klass is object or "__init__" not in vars(klass):
-            continue
-        params = inspect.signature(klass.__init__).parameters
-        if argument in params:
-            return True
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return False
-    return False
 
 
 def native_size(name: str) -> int:
@@ -222,12 +208,9 @@ class TimmBackbone(Backbone):
             call.layers = list(outputs)
         return hidden
 
-    def classifier(self) -> nn.Linear:
+    def final_layer(self) -> tuple[Any, str]:
         """``get_classifier()``: the model's own final linear layer (``model_kwargs`` ``num_classes`` > 0)."""
-        if not self.config.pre_logits:
-            return super().classifier()
-        what = f"timm {self.config.model!r} classifier"
-        return check_classifier(self.model.get_classifier(), self.layer_dims[-1], what)
+        return self.model.get_classifier(), f"timm {self.config.model!r} classifier"
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:
         """``forward_intermediates(indices=[k], stop_early=True)``; the pre-logits layer needs the full pass."""
@@ -240,7 +223,6 @@ class TimmBackbone(Backbone):
 
 __all__ = [
     "TimmBackbone",
-    "accepts",
     "classifier_names",
     "create",
     "native_size",

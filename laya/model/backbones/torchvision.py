@@ -34,17 +34,15 @@ from torch import fx
 import torch
 from torch import Tensor, nn
 
-from laya.model.backbones.base import Backbone, BackboneConfig, pool_hidden
+from laya.model.backbones.base import Backbone, BackboneConfig, accepts, check_layers, pool_hidden
 from laya.model.backbones.calls import forward_call
-from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
+from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, final_linear
 from laya.model.backbones.registry import register_backbone
-from laya.model.backbones.timm import accepts
 from laya.model.backbones.units import unit_names
 from laya.model.validation import Rule, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
 
 HEADS = ("fc", "classifier", "head", "heads", "AuxLogits", "aux1", "aux2")  # classifiers, not stages
-LAYERS_RULE = Rule(max_items=256, max_chars=200, min_items=1)
 MODEL_KWARGS: dict[str, tuple[type, Rule]] = {"num_classes": (int, Rule(2, 100_000))}  # the classifier's outputs
 
 
@@ -53,14 +51,6 @@ def classification_models() -> list[str]:
     import torchvision
 
     return torchvision.models.list_models(module=torchvision.models)
-
-
-def check_layers(data: dict[str, Any], needed: bool = False) -> None:
-    """``layers``: null (the default stages) or 1-256 names of at most 200 characters."""
-    layers = data.get("layers")
-    if layers is None and needed:
-        raise refuse("backbone.layers", None, f"backbone {data.get('name')!r} needs the names of the layers it reads")
-    check_value("backbone.layers", layers, list[str] | None, LAYERS_RULE)
 
 
 def _params(module: nn.Module) -> int:
@@ -283,13 +273,6 @@ class TorchvisionBackbone(Backbone):
                 hidden.append(self.pre_logits.read(call))
             call.layers = layers
         return hidden
-
-    def classifier(self) -> nn.Linear:
-        """The model's final ``nn.Linear`` (``fc``, ``classifier.N``, ``heads.head``), with ``pre_logits``."""
-        if self.pre_logits is None:
-            return super().classifier()
-        linear = self.model.get_submodule(self.head_name)
-        return check_classifier(linear, self.layer_dims[-1], f"torchvision {self.config.model!r} {self.head_name}")
 
 
 def _device(module: nn.Module) -> torch.device:

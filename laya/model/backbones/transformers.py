@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from laya.extras import require
 from laya.model.backbones.base import (
@@ -30,7 +30,7 @@ from laya.model.backbones.base import (
     size_refusal,
 )
 from laya.model.backbones.calls import forward_call
-from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
+from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import Rule, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
@@ -175,13 +175,6 @@ class TransformersBackbone(Backbone):
                 hidden.append(self.pre_logits.read(call))
             call.layers = [None] * len(self.indices)  # token layers: no exact maps are read here
         return hidden
-
-    def classifier(self) -> nn.Linear:
-        """The ``...ForImageClassification`` model's final ``nn.Linear`` (``classifier``), with ``pre_logits``."""
-        if self.pre_logits is None:
-            return super().classifier()
-        linear = self.model.get_submodule(self.head_name)
-        return check_classifier(linear, self.layer_dims[-1], f"transformers {self.config.model!r} {self.head_name}")
 
 
 __all__ = ["CONFIG_KWARGS", "MODEL_TYPES", "TransformersBackbone"]

@@ -22,11 +22,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from laya.model.backbones.base import Backbone, BackboneConfig, Pool, pool_hidden
+from laya.model.backbones.base import Backbone, BackboneConfig, Pool, check_layers, pool_hidden
 from laya.model.backbones.calls import current_call, forward_call
-from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_classifier, final_linear
+from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, final_linear
 from laya.model.backbones.registry import register_backbone
-from laya.model.backbones.torchvision import check_layers
 from laya.model.hooks import forward_hook
 from laya.model.validation import Rule, check_value, refuse
 
@@ -148,11 +147,9 @@ class WrappedBackbone(Backbone):
             call.layers = layers
         return hidden
 
-    def classifier(self) -> nn.Linear:
-        """The module's final ``nn.Linear``, with ``pre_logits``."""
-        if self.pre_logits is None:
-            return super().classifier()
-        return check_classifier(self.model.get_submodule(self.head_name), self.layer_dims[-1], self.head_name)
+    def final_layer(self) -> tuple[Any, str]:
+        """The module's final ``nn.Linear``, named by its name in the module alone."""
+        return self.model.get_submodule(self.head_name), self.head_name
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:
         """Stops the module's forward pass once ``layers[layer]`` has run."""

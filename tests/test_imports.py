@@ -23,24 +23,11 @@ KNOWN_PRIVATE_IMPORTS = frozenset({  # (importer, module, name)
     ("laya.analysis.depth", "laya.analysis.evaluate", "_json_safe"),
     ("laya.analysis.measured", "laya.analysis.depth", "_subset"),
     ("laya.analysis.measured", "laya.analysis.evaluate", "_json_safe"),
-    ("laya.analysis.network.interventions", "laya.analysis.network.units", "_Streams"),
-    ("laya.analysis.network.interventions", "laya.analysis.network.units", "_root"),
-    ("laya.analysis.network.interventions", "laya.analysis.patching", "_hooks"),
-    ("laya.analysis.network.interventions", "laya.analysis.patching", "_tensor"),
-    ("laya.analysis.network.interventions", "laya.analysis.patching", "_with_first"),
-    ("laya.analysis.network.recording", "laya.analysis.patching", "_hooks"),
-    ("laya.analysis.network.recording", "laya.analysis.patching", "_tensor"),
-    ("laya.analysis.network.scores", "laya.analysis.patching", "_hooks"),
-    ("laya.analysis.network.scores", "laya.analysis.patching", "_tensor"),
-    ("laya.analysis.network.scores", "laya.analysis.patching", "_with_first"),
-    ("laya.analysis.network.units", "laya.analysis.patching", "_probe"),
-    ("laya.analysis.network.units", "laya.analysis.patching", "_tensor"),
     ("laya.analysis.pruning", "laya.analysis.exits", "_batched"),
     ("laya.analysis.sample", "laya.analysis.depth", "_has_own_readouts"),
     ("laya.app.verdicts", "laya.analysis.sample", "_slug"),
-    ("laya.cli", "laya.data.features", "_image_batches"),
 })  # fmt: skip
-KNOWN_LONG_FILES = frozenset({"laya/cli.py", "laya/analysis/depth.py", "laya/analysis/head/spatial.py"})
+KNOWN_LONG_FILES = frozenset({"laya/analysis/depth.py"})
 BACKBONES = "laya.model.backbones"
 SHARED = {f"{BACKBONES}.{name}" for name in ("base", "registry", "calls", "pre_logits", "units")}  # fmt: skip
 

@@ -202,7 +202,7 @@ def cmd_sample(args: argparse.Namespace) -> None:
 
 
 def cmd_depth(args: argparse.Namespace) -> None:
-    from laya.analysis.depth import DepthOptions, refresh_detection, run_depth
+    from laya.analysis.depth.report import DepthOptions, refresh_detection, run_depth
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
@@ -228,8 +228,8 @@ def cmd_depth(args: argparse.Namespace) -> None:
 
 
 def cmd_lens(args: argparse.Namespace) -> None:
-    from laya.analysis.depth import LensOptions, lens_report
-    from laya.analysis.lens import write_lens
+    from laya.analysis.depth.layer_lens import write_lens
+    from laya.analysis.depth.report import LensOptions, lens_report
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
@@ -268,8 +268,8 @@ def cmd_network(args: argparse.Namespace) -> None:
 
 
 def cmd_exits(args: argparse.Namespace) -> None:
-    from laya.analysis.exits import ExitRunOptions
-    from laya.analysis.measured import MeasureOptions, load_exits, measure, merge_exits, write_exits
+    from laya.analysis.depth.exits import ExitRunOptions
+    from laya.analysis.depth.measured import MeasureOptions, load_exits, measure, merge_exits, write_exits
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint)
@@ -376,7 +376,7 @@ def cmd_benchmark(args: argparse.Namespace) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    from laya.analysis.depth import run_depth
+    from laya.analysis.depth.report import run_depth
     from laya.data.datasets import load_dataset
     from laya.training.bundle import bundle, export_examples, update_model_card
     from laya.training.suite import results_table, run_suite, write_summary

@@ -8,14 +8,12 @@ reports' numbers and verdicts come from :mod:`laya.analysis.depth.report` and :m
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
-from laya.analysis.depth.measured import (  # noqa: E402
+from laya.analysis.depth.measured import (
     best_exit,
     load_exits,
     saving_noise,
@@ -23,7 +21,7 @@ from laya.analysis.depth.measured import (  # noqa: E402
     signed_percent,
     timing_conditions,
 )
-from laya.analysis.depth.report import DepthReport  # noqa: E402
+from laya.analysis.depth.report import DepthReport
 
 
 def _ci(estimate: float | None, low: float | None, high: float | None, spec: str = ".3f") -> str:

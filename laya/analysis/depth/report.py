@@ -288,8 +288,9 @@ def refresh_detection(
     checkpoint: Checkpoint, out: str | Path | None = None, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Recompute only the ``detection`` block of the ``depth.json`` in ``out`` (default: beside the checkpoint)
-    with the options it was run with, after :func:`current_fit` (a Mahalanobis by an older estimator is
-    refitted); every other block is kept as it is. Rewrites ``depth.json`` + CSVs and returns the report.
+    with the options it was run with, after :func:`~laya.analysis.depth.fit.current_fit` (a Mahalanobis by an
+    older estimator is refitted); every other block is kept as it is. Rewrites ``depth.json`` + CSVs and returns
+    the report.
 
     Raises FileNotFoundError when there is no ``depth.json`` to refresh."""
     out = Path(out or checkpoint.path)
@@ -336,8 +337,8 @@ class LensOptions:
 
 def lens_report(checkpoint: Checkpoint, options: LensOptions | None = None, progress: Progress | None = None) -> pd.DataFrame:
     """Only the lens of :func:`depth_report` (its ``lens.csv``): test hidden states once, one float64 head pass.
-    Uses the stored :class:`DepthFit`'s probes; fits probes (not saved) where the readouts need them and
-    there is no fit."""
+    Uses the stored :class:`~laya.analysis.depth.fit.DepthFit`'s probes; fits probes (not saved) where the
+    readouts need them and there is no fit."""
     options = options or LensOptions()
     if options.readout not in ("own", "probes"):
         raise ValueError(f"readout must be 'own' or 'probes', got {options.readout!r}")

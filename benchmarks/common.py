@@ -25,7 +25,7 @@ from laya.data.datasets import DatasetNotFoundError
 from laya.model.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
-    from laya.analysis.depth import DepthFit
+    from laya.analysis.depth.fit import DepthFit
 
 
 def seconds(fn: Callable[[], object], min_run_time: float = 1.0) -> float:
@@ -96,7 +96,7 @@ def write_result(folder: Path, name: str, facts: dict, **results: object) -> Pat
 def inspect_ood(checkpoint: Checkpoint, fit: DepthFit | None) -> bool | tuple[str, ...]:
     """The ``ood`` Inspect's page passes to its explanation: the scores its status shows under the checkpoint's
     depth report (``laya.app.depth_views.shown_ood_scores``), False without a report or a fit."""
-    from laya.analysis.depth import DepthReport  # the page modules, for the two benchmarks that time Inspect
+    from laya.analysis.depth.report import DepthReport  # the page modules, for the two benchmarks that time Inspect
     from laya.app.depth_views import shown_ood_scores
 
     report = DepthReport.load(checkpoint.path)

@@ -2,7 +2,7 @@
 
     python benchmarks/early_exit.py [--setting fashion-mnist-mlp] [--head laya] [--limit 1000] [--threads 1]
 
-Runs ``laya.analysis.measured.measure`` on one bundled checkpoint with a short threshold list and prints the
+Runs ``laya.analysis.depth.measured.measure`` on one bundled checkpoint with a short threshold list and prints the
 measured tables (MACs from torch.utils.flop_counter; wall clock the fastest of 3 timings of at least 0.2 s each,
 plain and early exit alternating, at batch 1, 64 and 1,024). Nothing is written; ``python -m laya exits`` writes the full report beside a
 checkpoint. Savings below zero mean the early-exit run was slower than plain inference.
@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 from common import parser
 
-from laya.analysis.exits import ExitRunOptions
-from laya.analysis.measured import MeasureOptions, alpha_card, exit_card, measure, truncation_card, write_exits
+from laya.analysis.depth.exits import ExitRunOptions
+from laya.analysis.depth.measured import MeasureOptions, measure, write_exits
 from laya.model.checkpoint import load_checkpoint
+from scripts.depth_cards import alpha_card, exit_card, truncation_card
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from common import inspect_ood, interleaved_seconds, parser
 
-from laya.analysis.depth import DepthFit
+from laya.analysis.depth.fit import DepthFit
 from laya.analysis.head.attribution import intrinsic_method
 from laya.analysis.head.explain import explain
 from laya.app.catalog import example_images, find_checkpoints

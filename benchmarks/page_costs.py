@@ -37,7 +37,8 @@ from pathlib import Path
 import torch
 from common import ROOT, inspect_ood, interleaved_seconds, parser
 
-from laya.analysis.depth import DepthFit, input_depth
+from laya.analysis.depth.fit import DepthFit
+from laya.analysis.depth.input_depth import input_depth
 from laya.analysis.head.attribution import intrinsic_method
 from laya.analysis.head.explain import explain
 from laya.analysis.network.explain import network_bytes

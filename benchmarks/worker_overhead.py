@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 from common import interleaved_seconds, parser
 
-from laya.analysis.depth import DepthFit, input_depth
+from laya.analysis.depth.fit import DepthFit
+from laya.analysis.depth.input_depth import input_depth
 from laya.analysis.head.explain import explain_bytes
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint

@@ -6,7 +6,7 @@ import math
 
 import streamlit as st
 
-from laya.analysis.detection import SCORE_LABELS
+from laya.analysis.depth.detection import SCORE_LABELS
 from laya.app import browser, labels
 from laya.app.text import shown
 from pages import common

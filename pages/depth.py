@@ -3,10 +3,10 @@ and whether depth signals flag errors and out-of-distribution inputs."""
 
 import streamlit as st
 
-from laya.analysis.detection import SCORE_LABELS
+from laya.analysis.depth.detection import SCORE_LABELS
+from laya.analysis.depth.layer_lens import METRICS, class_view, trajectory_figure
+from laya.analysis.depth.measured import load_exits
 from laya.analysis.head.logit_attribution import top_class_table
-from laya.analysis.lens import METRICS, class_view, trajectory_figure
-from laya.analysis.measured import load_exits
 from laya.app import browser, depth_plots, depth_views, explanation_views, input_images, verdicts
 from laya.app.catalog import example_images
 from laya.app.text import shown

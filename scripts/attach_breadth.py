@@ -215,7 +215,7 @@ def _layers(arch: Arch, net) -> list[str]:
 def _attach_wrapped(arch: Arch, net, data: Path, setting: Path) -> int:
     """``attach(AttachConfig(family="wrapped"))`` with laya attach's tiny flags; 2 with ``error: ...`` on a refusal,
     as the command line answers."""
-    from laya.analysis.depth import DepthOptions
+    from laya.analysis.depth.report import DepthOptions
     from laya.analysis.evaluate import EvalOptions
     from laya.training.attach import AttachConfig, attach
 

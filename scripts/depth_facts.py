@@ -6,8 +6,8 @@ Reads every ``models/<setting>/<head>/depth.json`` (``python -m laya depth``) an
 (``python -m laya exits``) and prints the bullet list the page embeds as a generated block (checked by
 ``scripts/prose_claims.py``): ranges are min–max over the checkpoints named, verdicts are the paired bootstraps
 stored in the reports (a CI covering 0 is a tie), savings are measured runs, each counted against its own
-timing noise (:func:`laya.analysis.measured.saving_noise` of its exit kind's or truncation's timings): a wall-clock
-saving or speed-up no larger than the noise is stated as "within the noise"
+timing noise (:func:`laya.analysis.depth.measured.saving_noise` of its exit kind's or truncation's timings): a
+wall-clock saving or speed-up no larger than the noise is stated as "within the noise"
 (:func:`laya.analysis.statistics.saving_verdict`), never as a figure.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
-from laya.analysis.measured import best_exit, saving_noise, saving_text
+from laya.analysis.depth.measured import best_exit, saving_noise, saving_text
 from laya.analysis.statistics import holm, holm_verdict, saving_verdict
 
 NAMES = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CNN", "cifar10-vit": "ViT",

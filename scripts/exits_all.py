@@ -3,9 +3,10 @@ of that format is skipped, so an interrupted pass continues where it stopped).
 
     nice -n 5 python scripts/exits_all.py [--models models] [--dry-run]
 
-Each report is re-run with its own recorded command plus ``--readout-only`` (:func:`laya.analysis.measured.merge_exits`:
-the trained exits and truncation, unchanged by the format, are kept). Reports without readout exits of the head's
-own (Concat/LastLayer: probes, whose head input is ``h_k`` itself) are skipped: the format does not change them.
+Each report is re-run with its own recorded command plus ``--readout-only``
+(:func:`laya.analysis.depth.measured.merge_exits`: the trained exits and truncation, unchanged by the format, are
+kept). Reports without readout exits of the head's own (Concat/LastLayer: probes, whose head input is ``h_k`` itself)
+are skipped: the format does not change them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
-from laya.analysis.measured import EXITS_FILE, EXITS_FORMAT  # noqa: E402
+from laya.analysis.depth.measured import EXITS_FILE, EXITS_FORMAT  # noqa: E402
 
 
 def stale(models: Path) -> list[tuple[Path, list[str]]]:

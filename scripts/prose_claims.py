@@ -91,7 +91,7 @@ def _checkpoints(file: str) -> list[Path]:
 
 
 def _depth_card(arg: str) -> str:
-    from laya.analysis.depth import depth_card
+    from depth_cards import depth_card
 
     return depth_card(_checkpoints("depth.json"))
 
@@ -104,9 +104,9 @@ def _model_card(arg: str) -> str:
 
 def _measured(card: str) -> Callable[[str], str]:
     def generate(arg: str) -> str:
-        import laya.analysis.measured as measured
+        import depth_cards
 
-        return getattr(measured, card)(_checkpoints("exits.json"))
+        return getattr(depth_cards, card)(_checkpoints("exits.json"))
 
     return generate
 
@@ -136,8 +136,8 @@ def _depth_facts(arg: str) -> str:
 
 
 def _depth_table(arg: str) -> str:
-    """One table of the depth card (``laya.analysis.depth.DEPTH_TABLES[arg]``) over the bundled ``depth.json``."""
-    from laya.analysis.depth import DEPTH_TABLES
+    """One table of the depth card (``depth_cards.DEPTH_TABLES[arg]``) over the bundled ``depth.json``."""
+    from depth_cards import DEPTH_TABLES
 
     return _wrapped(DEPTH_TABLES[arg](_checkpoints("depth.json")))
 

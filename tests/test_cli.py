@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from laya.analysis.measured import exit_card, truncation_card
 from laya.analysis.report import Report
 from laya.cli import main
 from laya.training.settings import SETTINGS
 from laya.training.suite import results_table, summary_table, write_summary
+from scripts.depth_cards import exit_card, truncation_card
 
 
 def test_evaluate_command_writes_a_report(tiny_models, tmp_path, capsys):

@@ -11,15 +11,16 @@ import torch
 from torch import Tensor
 
 from laya.analysis.block_ablation import BlockAblation
-from laya.analysis.depth import FIT_FILE, DepthFit, InputDepth
-from laya.analysis.detection import Mahalanobis
+from laya.analysis.depth.fit import FIT_FILE, DepthFit
+from laya.analysis.depth.input_depth import InputDepth
+from laya.analysis.depth.detection import Mahalanobis
 from laya.analysis.head.ablation import AblationResult
 from laya.analysis.head.explain import Explanation
 from laya.analysis.head.logit_attribution import LogitAttribution
 from laya.analysis.head.spatial import ClassMaps, SpatialAttribution
 from laya.analysis.network.explain import NetworkExplanation
 from laya.analysis.patching import PatchEffects
-from laya.analysis.readouts import LayerProbes, Readouts
+from laya.analysis.depth.readouts import LayerProbes, Readouts
 from laya.codec import decode, encode, stored
 
 MODELS = Path(__file__).resolve().parents[1] / "models"

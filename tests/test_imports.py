@@ -16,18 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "laya"
 MAX_LINES = 500
 
-# Today's offenders outside laya/model/ and laya/training/, being fixed elsewhere: emptied once that work is merged.
-# A circle is allowed only while every module in it is named here; an underscore import only as listed.
-KNOWN_CIRCLES = frozenset({"laya.analysis.depth", "laya.analysis.evaluate", "laya.analysis.sample"})
-KNOWN_PRIVATE_IMPORTS = frozenset({  # (importer, module, name)
-    ("laya.analysis.depth", "laya.analysis.evaluate", "_json_safe"),
-    ("laya.analysis.measured", "laya.analysis.depth", "_subset"),
-    ("laya.analysis.measured", "laya.analysis.evaluate", "_json_safe"),
-    ("laya.analysis.pruning", "laya.analysis.exits", "_batched"),
-    ("laya.analysis.sample", "laya.analysis.depth", "_has_own_readouts"),
-    ("laya.app.verdicts", "laya.analysis.sample", "_slug"),
-})  # fmt: skip
-KNOWN_LONG_FILES = frozenset({"laya/analysis/depth.py"})
 BACKBONES = "laya.model.backbones"
 SHARED = {f"{BACKBONES}.{name}" for name in ("base", "registry", "calls", "pre_logits", "units")}  # fmt: skip
 
@@ -154,14 +142,13 @@ def test_the_walk_sees_imports_inside_functions_and_relative_ones(tmp_path: Path
 
 def test_no_import_circle() -> None:
     graph, _ = imports(modules())
-    new = [sorted(c) for c in circles(graph) if not c <= KNOWN_CIRCLES]
-    assert new == [], f"import circles (strongly connected modules): {new}"
+    found = [sorted(c) for c in circles(graph)]
+    assert found == [], f"import circles (strongly connected modules): {found}"
 
 
 def test_no_module_imports_another_modules_private_name() -> None:
     _, private = imports(modules())
-    new = sorted(set(private) - KNOWN_PRIVATE_IMPORTS)
-    assert new == [], f"(importer, module, private name): {new}"
+    assert private == [], f"(importer, module, private name): {sorted(private)}"
 
 
 def _registers(path: Path) -> bool:
@@ -197,5 +184,4 @@ def test_no_file_over_500_lines() -> None:
         for path in (ROOT / PACKAGE).rglob("*.py")
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
-    new = {path: n for path, n in long.items() if path not in KNOWN_LONG_FILES}
-    assert new == {}, f"files over {MAX_LINES} lines: {new}"
+    assert long == {}, f"files over {MAX_LINES} lines: {long}"

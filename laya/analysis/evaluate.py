@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -44,6 +43,7 @@ from laya.analysis.head.faithfulness import (
     per_input_metrics,
 )
 from laya.analysis.head.profiles import class_layer_profile, layer_profile
+from laya.analysis.sample import sample_indices
 from laya.analysis.statistics import (
     Interval,
     bootstrap_ci,
@@ -52,6 +52,7 @@ from laya.analysis.statistics import (
     resample_counts,
     robust_intervals,
 )
+from laya.analysis.strict_json import json_safe
 from laya.data.datasets import Images, batch_indices
 from laya.data.features import cached_hidden_states, iter_hidden_states
 from laya.model.checkpoint import Checkpoint
@@ -112,8 +113,6 @@ def evaluate(
         raise ValueError(f"dataset classes {list(data.classes)} differ from the checkpoint's {list(meta.classes)}")
     check_precision(options.precision)
     if options.limit:  # never "the first n": a class-sorted folder would lose whole classes
-        from laya.analysis.sample import sample_indices  # sample -> depth -> evaluate: imported here
-
         data = data.subset(sample_indices(data.labels, options.limit, options.seed))
     head = model.head
     modes = [m for m in options.modes if m in head.modes]
@@ -132,7 +131,7 @@ def evaluate(
     timing["summary_s"] = time.perf_counter() - summary_started
     report["timing"] = {**timing, "n": len(data), "torch_threads": torch.get_num_threads()}  # process 0's
     progress(1.0, "done")
-    return _json_safe(report)
+    return json_safe(report)
 
 
 def _per_input(
@@ -435,19 +434,6 @@ def build_report(
             ).to_dict("records"),
         },
     }
-
-
-def _json_safe(value):
-    """Replace NaN/inf by None so the report is strict JSON."""
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (float, np.floating)):
-        return float(value) if np.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
 
 
 __all__ = ["EvalOptions", "build_report", "classification_metrics", "evaluate", "macro_f1_interval"]

@@ -3,7 +3,7 @@
 Large finite weights (1e18, say) load, but a product of such layers, or a square such as a variance, passes
 float32's 3.4e38: the logits become Inf or NaN, and so would every probability shown. The
 analyses behind every page that shows probabilities (:func:`laya.analysis.head.explain.explain`,
-:func:`laya.analysis.depth.input_depth`, :func:`laya.analysis.patching.patch_images`) call
+:func:`laya.analysis.depth.input_depth.input_depth`, :func:`laya.analysis.patching.patch_images`) call
 :func:`check_output` on the model's output, so the dashboard and a sandboxed worker's answers (a refusal of
 kind ``overflow``) say that the output overflowed instead of showing NaN. Weights that hold NaN/Inf
 themselves (loaded anyway, ``allow_nonfinite``) are not an overflow: their pages warn instead

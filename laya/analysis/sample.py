@@ -37,8 +37,9 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from torch import Tensor
 
-from laya.analysis.depth import DepthFit, _has_own_readouts, head_pass
-from laya.analysis.detection import detection_scores
+from laya.analysis.depth.detection import detection_scores
+from laya.analysis.depth.fit import DepthFit, head_pass
+from laya.analysis.depth.readouts import has_own_readouts
 from laya.analysis.head.ablation import leave_one_out
 from laya.analysis.head.attribution import DEFAULT_REDUCTION, attributions_by_reduction, intrinsic_method
 from laya.data.datasets import Images, batch_indices
@@ -122,7 +123,7 @@ def sample_arrays(
         parts.setdefault("drops", []).append(leave_one_out(head, h, mode).drops.float())
     arrays = {k: torch.cat(v).cpu() for k, v in parts.items()}
     arrays |= {"index": indices.long(), "label": subset.labels.long()}
-    if fit is not None or _has_own_readouts(head, hidden):
+    if fit is not None or has_own_readouts(head, hidden):
         passed = head_pass(checkpoint, hidden, fit.probes if fit else None)
         arrays["depth"] = passed.readouts.depth.long().cpu()
         arrays |= {f"detection/{k}": v.float().cpu() for k, v in passed.scores(fit).items()}
@@ -219,7 +220,8 @@ def refresh_sample(checkpoint: Checkpoint, out: str | Path | None = None) -> Pat
                         images_dir=(out / old.meta["images"]).parent)  # fmt: skip
 
 
-def _slug(name: str) -> str:
+def class_slug(name: str) -> str:
+    """A class name as example files spell it: ``"T-shirt/top"`` -> ``"t-shirt-top"`` (``<nn>-<slug>…png``)."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
@@ -233,8 +235,8 @@ def write_examples(sample: Sample, dest: str | Path, per_class: int = 2) -> list
         of_class = table[table["label"] == c]
         for outcome, rows in (("correct", of_class[of_class["correct"]]), ("wrong", of_class[~of_class["correct"]])):
             for k, (row, item) in enumerate(zip(rows.index[:per_class], rows.itertuples())):
-                suffix = f"-as-{_slug(classes[item.prediction])}" if outcome == "wrong" else ""
-                path = dest / f"{c:02d}-{_slug(name)}-{outcome}-{k + 1}{suffix}.png"
+                suffix = f"-as-{class_slug(classes[item.prediction])}" if outcome == "wrong" else ""
+                path = dest / f"{c:02d}-{class_slug(name)}-{outcome}-{k + 1}{suffix}.png"
                 array = sample.thumbnail(row)
                 Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array).save(path)
                 paths.append(path)
@@ -333,6 +335,7 @@ __all__ = [
     "SAMPLE_IMAGES",
     "SAMPLE_SIZE",
     "Sample",
+    "class_slug",
     "primary_method",
     "refresh_sample",
     "sample_arrays",

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from laya.analysis.detection import COVARIANCE, SCORE_LABELS, mahalanobis_trusted
+from laya.analysis.depth.detection import COVARIANCE, SCORE_LABELS, mahalanobis_trusted
 from laya.analysis.sample import Sample
 from laya.app.text import clicked_name
 
@@ -75,7 +75,7 @@ def default_layer(sample: Sample) -> str:
 
 def default_score(sample: Sample, widths: Sequence[int] | None = None) -> str | None:
     """The suspicion score Browse opens on: Mahalanobis where the sample's fit is trusted
-    (:func:`~laya.analysis.detection.mahalanobis_trusted`; an older fit only when its layers' ``widths`` are
+    (:func:`~laya.analysis.depth.detection.mahalanobis_trusted`; an older fit only when its layers' ``widths`` are
     given and no wider than its training inputs), else max softmax."""
     held, meta = detection_scores(sample), sample.meta
     covariance, n_train = meta.get("covariance"), meta.get("n_train")

@@ -93,7 +93,7 @@ def describe(path: Path) -> Entry:
 def _compute_saved(path: Path) -> float | None:
     """MACs saved by the measured readout early exit within 1 point (``exits.json``, ``python -m laya exits``);
     None without one (``depth.json``'s per-input estimate is not shown as a saving)."""
-    from laya.analysis.measured import best_exit, load_exits
+    from laya.analysis.depth.measured import best_exit, load_exits
 
     try:
         report = load_exits(path)

@@ -1,5 +1,5 @@
 """Plotly figures of depth analytics (:mod:`laya.analysis.depth`). Each returns a ``go.Figure``, never shows it
-(the lens's figure is :func:`laya.analysis.lens.trajectory_figure`; its caption is here)."""
+(the lens's figure is :func:`laya.analysis.depth.layer_lens.trajectory_figure`; its caption is here)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from laya.analysis.block_ablation import MEAN, SKIP, BlockAblation
-from laya.analysis.detection import SCORE_LABELS
-from laya.analysis.lens import SOURCES
+from laya.analysis.depth.detection import SCORE_LABELS
+from laya.analysis.depth.layer_lens import SOURCES
 from laya.app import palette
 from laya.app.text import code_plain, plain
 
 if TYPE_CHECKING:
-    from laya.analysis.depth import DepthReport
+    from laya.analysis.depth.report import DepthReport
 
 AGREE_COLOR, DISAGREE_COLOR = palette.CONFIDENCE, palette.DISAGREE
 LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0.0}

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from laya.analysis.detection import COVARIANCE, mahalanobis_trusted
+from laya.analysis.depth.detection import COVARIANCE, mahalanobis_trusted
 from laya.app.numbers import ci_cells, count_of, is_missing, number_text, percent
 from laya.app.text import plain
 
@@ -31,7 +31,7 @@ def _flags(key: str, value: float, threshold: float | None) -> tuple[float, floa
 def detection_view(scores: Mapping[str, float], depth: Mapping | None) -> pd.DataFrame:
     """This input's error/OOD scores as read: ``score, value, rule, threshold, flagged`` (max softmax as the
     probability, flagged below its threshold, never negated); thresholds from ``depth.json``."""
-    from laya.analysis.detection import SCORE_LABELS
+    from laya.analysis.depth.detection import SCORE_LABELS
 
     thresholds = (depth or {}).get("detection", {}).get("flag_thresholds", {})
     rows = []
@@ -64,7 +64,8 @@ def prediction_depth_view(table: pd.DataFrame) -> pd.DataFrame:
 def best_ood_score(depth: Mapping, widths: Sequence[int] | None = None) -> tuple[str, float, int] | None:
     """``(score key, mean AUROC, OOD sets)``: the detection score with the highest mean AUROC over the depth
     report's OOD tasks (not misclassification), or None without OOD tasks. Given the layers' ``widths``,
-    Mahalanobis is left out where its fit is not trusted (:func:`~laya.analysis.detection.mahalanobis_trusted`)."""
+    Mahalanobis is left out where its fit is not trusted
+    (:func:`~laya.analysis.depth.detection.mahalanobis_trusted`)."""
     table = pd.DataFrame(depth.get("detection", {}).get("table", []))
     if table.empty:
         return None
@@ -87,10 +88,11 @@ def false_alarm_text(rate: float) -> str:
 
 
 def ood_status(scores: Mapping[str, float], depth: Mapping, widths: Sequence[int] | None = None) -> list[str]:
-    """Markdown lines on one input's uncertainty from its scores (:class:`laya.analysis.depth.InputDepth`) and the
-    depth report: max softmax against its threshold, the best trusted OOD score (:func:`best_ood_score` for
-    layers ``widths`` wide) with its threshold, and the false-alarm rate of those thresholds in words."""
-    from laya.analysis.detection import SCORE_LABELS
+    """Markdown lines on one input's uncertainty from its scores
+    (:class:`laya.analysis.depth.input_depth.InputDepth`) and the depth report: max softmax against its threshold,
+    the best trusted OOD score (:func:`best_ood_score` for layers ``widths`` wide) with its threshold, and the
+    false-alarm rate of those thresholds in words."""
+    from laya.analysis.depth.detection import SCORE_LABELS
 
     thresholds = depth.get("detection", {}).get("flag_thresholds", {})
     rate = float(depth.get("detection", {}).get("flag_rate", 0.05))

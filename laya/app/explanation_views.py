@@ -13,7 +13,7 @@ import json
 import pandas as pd
 import torch
 
-from laya.analysis.depth import InputDepth
+from laya.analysis.depth.input_depth import InputDepth
 from laya.analysis.head.attribution import METHOD_LABELS
 from laya.analysis.head.explain import Explanation
 from laya.app.labels import is_posthoc, method_label

@@ -20,11 +20,11 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor
 
-from laya.analysis.depth import InputDepth
+from laya.analysis.depth.input_depth import InputDepth
+from laya.analysis.depth.measured import best_exit, saving_noise, saving_text
 from laya.analysis.head.faithfulness import HEADLINE_METRIC, METRIC_LABELS
-from laya.analysis.measured import best_exit, saving_noise, saving_text
 from laya.analysis.report import PER_INPUT_FILE, Report
-from laya.analysis.sample import _slug
+from laya.analysis.sample import class_slug
 from laya.analysis.statistics import BEFORE_CORRECTION, format_diff, holm, holm_reading, paired_mean_differences
 from laya.app.labels import method_label as _method_label
 from laya.app.numbers import ci_text
@@ -121,7 +121,7 @@ def example_label(name: str, classes: Sequence[str]) -> int | None:
     match = re.fullmatch(r"(\d+)-([a-z0-9-]+)\.\w+", name)
     if not match or int(match[1]) >= len(classes):
         return None
-    index, slug = int(match[1]), _slug(classes[int(match[1])])
+    index, slug = int(match[1]), class_slug(classes[int(match[1])])
     return index if match[2] == slug or match[2].startswith(f"{slug}-") else None
 
 
@@ -146,7 +146,7 @@ def exit_verdict(result: InputDepth, threshold: float, classes: Sequence[str], l
 
 
 def measured_exit_verdict(report: Mapping, tolerance: float = 0.01) -> str:
-    """One sentence per exit kind of an ``exits.json`` report (:func:`laya.analysis.measured.best_exit`): the
+    """One sentence per exit kind of an ``exits.json`` report (:func:`laya.analysis.depth.measured.best_exit`): the
     cheapest confidence threshold within ``tolerance`` of the full model's accuracy, its MACs saved (exact), and
     its wall-clock saving at each batch size where it exceeds that kind's timing noise, else "within the noise"."""
     runs = pd.DataFrame(report["runs"])

@@ -84,7 +84,7 @@ def cmd_attach(args: argparse.Namespace) -> None:
     import shlex
     import sys
 
-    from laya.analysis.depth import DepthOptions
+    from laya.analysis.depth.report import DepthOptions
     from laya.analysis.evaluate import EvalOptions
     from laya.analysis.network.report import NetworkOptions
     from laya.training.attach import AttachConfig, attach, summary

@@ -18,7 +18,7 @@ from laya.cli.options import (
 
 
 def cmd_depth(args: argparse.Namespace) -> None:
-    from laya.analysis.depth import DepthOptions, refresh_detection, run_depth
+    from laya.analysis.depth.report import DepthOptions, refresh_detection, run_depth
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
@@ -44,8 +44,8 @@ def cmd_depth(args: argparse.Namespace) -> None:
 
 
 def cmd_lens(args: argparse.Namespace) -> None:
-    from laya.analysis.depth import LensOptions, lens_report
-    from laya.analysis.lens import write_lens
+    from laya.analysis.depth.report import LensOptions, lens_report
+    from laya.analysis.depth.layer_lens import write_lens
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
@@ -64,8 +64,8 @@ def cmd_lens(args: argparse.Namespace) -> None:
 
 
 def cmd_exits(args: argparse.Namespace) -> None:
-    from laya.analysis.exits import ExitRunOptions
-    from laya.analysis.measured import MeasureOptions, load_exits, measure, merge_exits, write_exits
+    from laya.analysis.depth.exits import ExitRunOptions
+    from laya.analysis.depth.measured import MeasureOptions, load_exits, measure, merge_exits, write_exits
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint)

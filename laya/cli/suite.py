@@ -29,7 +29,7 @@ def cmd_benchmark(args: argparse.Namespace) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    from laya.analysis.depth import run_depth
+    from laya.analysis.depth.report import run_depth
     from laya.data.datasets import load_dataset
     from laya.training.bundle import bundle, export_examples, update_model_card
     from laya.training.suite import results_table, run_suite, write_summary

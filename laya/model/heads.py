@@ -162,7 +162,7 @@ class LayerHead(nn.Module):
 
     def readout_logits(self, encoded: Sequence[Tensor]) -> Tensor | None:
         """Each layer's own prediction through the head's classifier, ``(B, L, C)``; None where the
-        head has no per-layer classifier (Concat, LastLayer: see :mod:`laya.analysis.readouts`)."""
+        head has no per-layer classifier (Concat, LastLayer: see :mod:`laya.analysis.depth.readouts`)."""
         return None
 
     def _check_hidden(self, hidden: Sequence[Tensor]) -> None:

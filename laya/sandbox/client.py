@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from laya.analysis.block_ablation import BlockAblation
-from laya.analysis.depth import InputDepth
+from laya.analysis.depth.input_depth import InputDepth
 from laya.analysis.head.explain import Explanation
 from laya.analysis.head.spatial import ClassMaps
 from laya.analysis.network.explain import NetworkExplanation
@@ -75,7 +75,7 @@ class Sandboxed:
         return Explanation.from_tensors(unpack(blob), reply["values"])
 
     def depth(self, data: bytes) -> InputDepth:
-        """:func:`laya.analysis.depth.input_depth` (with the stored fit) in a worker."""
+        """:func:`laya.analysis.depth.input_depth.input_depth` (with the stored fit) in a worker."""
         reply, blob = self._call("depth", data)
         return InputDepth.from_tensors(unpack(blob), reply["values"])
 

@@ -54,7 +54,8 @@ import torch
 
 from laya import settings
 from laya.analysis.block_ablation import ablate_bytes
-from laya.analysis.depth import DepthFit, input_depth
+from laya.analysis.depth.fit import DepthFit
+from laya.analysis.depth.input_depth import input_depth
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.head.explain import explain_bytes
 from laya.analysis.head.spatial import sample_class_maps

@@ -12,7 +12,7 @@ The user's network (a timm, torchvision or transformers architecture plus their 
 
 Each is evaluated (:func:`~laya.training.bundle.bundle`: report, browser sample, expected outputs),
 the setting's summary tables are written (:func:`~laya.training.suite.write_summary`), and the depth
-analytics run (:func:`~laya.analysis.depth.run_depth`; a depth head's browser sample is written after its fit,
+analytics run (:func:`~laya.analysis.depth.report.run_depth`; a depth head's browser sample is written after its fit,
 once, with its depth and detection columns: :func:`~laya.analysis.sample.write_sample`). Beside the own head the
 network is explained by its own units (:func:`~laya.analysis.network.report.run_network`): its tuned lens, fitted
 on the training split and stored with the command that made it (``tuned_lens.safetensors`` + ``.json``), and the
@@ -30,7 +30,7 @@ from safetensors.torch import load_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from laya.analysis.depth import run_depth
+from laya.analysis.depth.report import run_depth
 from laya.analysis.network.report import load_network_report, run_network
 from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.analysis.report import PER_INPUT_FILE, Report

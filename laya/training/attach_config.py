@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from laya.analysis.depth import DepthOptions
+from laya.analysis.depth.report import DepthOptions
 from laya.analysis.evaluate import EvalOptions
 from laya.analysis.network.report import NetworkOptions
 from laya.model.own_head import OWN

@@ -10,7 +10,6 @@ a frozen backbone's weights live once in ``models/<setting>/backbone.safetensors
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from torch.nn import Module
 from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.head.explain import explain
 from laya.analysis.report import write_report
-from laya.analysis.sample import write_sample
+from laya.analysis.sample import class_slug, write_sample
 from laya.app.catalog import example_images
 from laya.data.datasets import Images
 from laya.data.images import load_image_tensor
@@ -30,10 +29,6 @@ from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_te
 
 BACKBONE_FILE = "backbone.safetensors"
 EXPECTED_FILE = "expected.json"
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def export_examples(data: Images, dest: str | Path, per_class: int = 1) -> list[Path]:
@@ -44,7 +39,7 @@ def export_examples(data: Images, dest: str | Path, per_class: int = 1) -> list[
     for c, name in enumerate(data.classes):
         for i in torch.nonzero(data.labels == c).flatten()[:per_class].tolist():
             array = data.image(i).permute(1, 2, 0).numpy()
-            path = dest / f"{len(paths):02d}-{_slug(name)}.png"
+            path = dest / f"{len(paths):02d}-{class_slug(name)}.png"
             Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array).save(path)
             paths.append(path)
     return paths

@@ -23,11 +23,13 @@ import torch
 
 from laya import settings
 from laya.analysis.block_ablation import BlockAblation, ablate_bytes
-from laya.analysis.depth import FIT_FILE, DepthFit, DepthReport, InputDepth, input_depth
+from laya.analysis.depth.fit import FIT_FILE, DepthFit
+from laya.analysis.depth.input_depth import InputDepth, input_depth
+from laya.analysis.depth.layer_lens import LENS_FILE
+from laya.analysis.depth.layer_lens import load_lens as read_lens
+from laya.analysis.depth.report import DepthReport
 from laya.analysis.head.explain import Explanation, explain_bytes
 from laya.analysis.head.spatial import ClassMaps, sample_class_maps
-from laya.analysis.lens import LENS_FILE
-from laya.analysis.lens import load_lens as read_lens
 from laya.analysis.network.explain import NetworkExplanation, network_bytes
 from laya.analysis.network.lens import LENS_CONFIG
 from laya.analysis.overflow import OutputOverflow
@@ -268,7 +270,7 @@ def seed_summary_of(setting: str | Path, head: str, values: str) -> SeedSummary 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _depth_figures(path: str, stamp: int, exits_stamp: int) -> WholeTestSetFigures | None:
-    from laya.analysis.measured import load_exits  # the training side's imports, only where a page needs them
+    from laya.analysis.depth.measured import load_exits  # the training side's imports, only where a page needs them
 
     report = _load_depth(path, stamp)  # the page's own cached read of depth.json, not a second parse
     return None if report is None else whole_test_set_figures(report, load_exits(path))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from laya.analysis.depth import input_depth
+from laya.analysis.depth.input_depth import input_depth
 from laya.analysis.head.explain import explain_bytes
 from laya.analysis.overflow import OutputOverflow, check_output
 from laya.analysis.patching import patch_bytes

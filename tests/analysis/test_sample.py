@@ -72,7 +72,7 @@ def test_bundle_writes_a_sample_equal_to_the_report(sampled: Path, image_folder:
 
 
 def test_sample_with_depth_fit_has_depth_and_ood_scores(sampled: Path) -> None:
-    from laya.analysis.depth import DepthOptions, run_depth
+    from laya.analysis.depth.report import DepthOptions, run_depth
 
     directory = sampled / "concat"
     run_depth(directory, DepthOptions(limit=12, train_limit=30, resamples=20, random_orders=2))

@@ -21,7 +21,9 @@ import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
-from laya.analysis.depth import DepthFit, DepthOptions, input_depth, run_depth
+from laya.analysis.depth.fit import DepthFit
+from laya.analysis.depth.input_depth import input_depth
+from laya.analysis.depth.report import DepthOptions, run_depth
 from laya.analysis.head.explain import Explanation, explain
 from laya.analysis.head.profiles import SUBSETS, heatmap_table
 from laya.analysis.report import Report
@@ -736,8 +738,8 @@ def test_depth_page_before_and_after_the_depth_report(
     verdict = exit_verdict(result, 0.5, checkpoint.meta.classes, checkpoint.layer_names)  # red.png: no label
     assert verdict.startswith(("Exit at t = 0.5: ", "At t = 0.5 no readout")) and any(m.value == verdict for m in at.main.markdown)
 
-    from laya.analysis.exits import ExitRunOptions
-    from laya.analysis.measured import MeasureOptions, measure, write_exits
+    from laya.analysis.depth.exits import ExitRunOptions
+    from laya.analysis.depth.measured import MeasureOptions, measure, write_exits
 
     runs = ExitRunOptions(batch_sizes=(4,), repeats=1, resamples=20, min_seconds=0)
     measured = MeasureOptions(limit=12, train_limit=30, thresholds=(0.9,), alpha_levels=(), truncation=False, runs=runs)
@@ -746,7 +748,7 @@ def test_depth_page_before_and_after_the_depth_report(
     assert_ok(at)
     assert len(charts(at)) == 3 + 5  # + the measured early-exit runs
     assert any(c["layout"]["title"]["text"].startswith("Early exit, measured runs") for c in charts(at))
-    from laya.analysis.measured import load_exits
+    from laya.analysis.depth.measured import load_exits
     from laya.app.verdicts import measured_exit_verdict
 
     said = measured_exit_verdict(load_exits(checkpoint.path))  # what the runs save, beyond the noise or not

@@ -2,8 +2,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from laya.analysis.depth.readouts import Readouts
 from laya.analysis.head.logit_attribution import class_mean_terms, logit_attribution, top_class_table
-from laya.analysis.readouts import Readouts
 from laya.app import depth_plots
 from tests.model.test_heads import hidden, make
 
@@ -97,8 +97,8 @@ def test_whole_test_set_figures_are_the_report_figures_and_follow_exits_json(tmp
     import shutil
     from pathlib import Path
 
-    from laya.analysis.depth import DepthReport
-    from laya.analysis.measured import load_exits
+    from laya.analysis.depth.measured import load_exits
+    from laya.analysis.depth.report import DepthReport
     from pages.common import loading
 
     bundled = Path(__file__).resolve().parents[2] / "models" / "cifar10-cnn" / "laya"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from laya.analysis.depth import DepthOptions, run_depth
+from laya.analysis.depth.report import DepthOptions, run_depth
 from laya.analysis.head.explain import explain
 from laya.app.catalog import example_images
 from laya.data.images import load_image_tensor

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from laya.analysis.depth import DepthOptions, run_depth
+from laya.analysis.depth.report import DepthOptions, run_depth
 from laya.analysis.sample import Sample
 from laya.app.catalog import example_images
 from laya.cli import main

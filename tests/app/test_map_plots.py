@@ -142,7 +142,7 @@ def test_class_maps_figure_shows_the_mean_maps_with_n_on_one_scale() -> None:
 
 def test_map_sums_equal_the_bars_of_the_depth_pages_logit_attribution_chart() -> None:
     """The bar a user compares with: Depth analytics' per-layer logit attribution of the same input."""
-    from laya.analysis.depth import input_depth
+    from laya.analysis.depth.input_depth import input_depth
     from laya.analysis.head.logit_attribution import top_class_table
 
     checkpoint, e = explained("cifar10-cnn", "laya", example=2)

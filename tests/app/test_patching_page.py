@@ -1,5 +1,5 @@
 """The Activation patching page and the lens on Depth analytics through AppTest: the numbers shown are
-laya.analysis.patching's / laya.analysis.lens's own, for a bundled checkpoint (in process), through a
+laya.analysis.patching's / laya.analysis.depth.layer_lens's own, for a bundled checkpoint (in process), through a
 sandboxed worker, and with a source sent from the test-set browser."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from laya.analysis.depth import DepthFit, DepthOptions, input_depth, run_depth
-from laya.analysis.lens import load_lens
+from laya.analysis.depth.fit import DepthFit
+from laya.analysis.depth.input_depth import input_depth
+from laya.analysis.depth.layer_lens import load_lens
+from laya.analysis.depth.report import DepthOptions, run_depth
 from laya.analysis.patching import pair_table, patch_bytes
 from laya.analysis.sample import Sample
 from laya.app.catalog import example_images

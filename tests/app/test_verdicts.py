@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from laya.analysis.depth import InputDepth
+from laya.analysis.depth.input_depth import InputDepth
+from laya.analysis.depth.readouts import Readouts
 from laya.analysis.head.logit_attribution import LogitAttribution
-from laya.analysis.readouts import Readouts
 from laya.analysis.report import Report
 from laya.app.text import unplain
 from laya.app.verdicts import example_label, exit_verdict, faithfulness_verdict

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from laya.analysis.depth import InputDepth, input_depth
+from laya.analysis.depth.input_depth import InputDepth, input_depth
 from laya.analysis.head.explain import Explanation, explain
 from laya.analysis.head.spatial import SUBSETS, ClassMaps, SpatialAttribution, sample_class_maps
 from laya.data.images import load_image_tensor

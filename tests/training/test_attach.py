@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from laya.analysis.depth import DepthOptions
+from laya.analysis.depth.report import DepthOptions
 from laya.analysis.evaluate import EvalOptions
 from laya.analysis.network.report import NetworkOptions, load_network_report
 from laya.analysis.sample import Sample

@@ -35,7 +35,7 @@ from laya.model.checkpoint import Checkpoint
 from laya.model.heads import DEFAULT_MODE, AblationMode
 
 if TYPE_CHECKING:
-    from laya.analysis.depth import DepthFit
+    from laya.analysis.depth.fit import DepthFit
 
 MAP_CLASSES = 10  # spatial maps are kept for this many top classes (bounded payload: L x K x H_i x W_i)
 APPROXIMATE_CLASSES = 3  # gradient x activation maps (L backward passes batched over K) for this many; NaN otherwise
@@ -57,7 +57,7 @@ class Explanation(Encoded):
     scores: dict[str, Tensor] = field(default_factory=dict, metadata=stored(index="methods"))  # method -> (L,)
     intrinsic: str | None = None
     spatial: SpatialAttribution | None = None  # batch of one: per-layer maps of the top classes; None: no layer has any
-    ood_scores: dict[str, float] | None = None  # error/OOD detection scores (laya.analysis.depth.input_scores), if asked
+    ood_scores: dict[str, float] | None = None  # error/OOD detection scores (depth.input_depth.input_scores), if asked
     seconds: dict[str, float] = field(default_factory=dict)  # model time per stage (STAGES), as this call measured it
     _metrics: dict[str, dict[str, float | None]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -240,7 +240,7 @@ def explain(
     ``approximate``: also compute the gradient x activation maps of CLS-token layers (False: those layers are
     ``deferred``; every other number is the same either way). ``ood``: also the input's error/OOD detection
     scores under depth analytics' ``fit`` (``Explanation.ood_scores``, those of
-    :func:`laya.analysis.depth.input_depth`), from this explanation's own backbone pass; names of scores
+    :func:`laya.analysis.depth.input_depth.input_depth`), from this explanation's own backbone pass; names of scores
     (``("msp", "mahalanobis")``, what a page shows): only those.
     ``Explanation.seconds``: the model time of each of :data:`STAGES` in this call.
     """
@@ -269,7 +269,8 @@ def explain(
         clock.mark("post hoc")
     ood_scores = None
     if ood:
-        from laya.analysis.depth import input_scores  # depth analytics pull in much this module does not need
+        # depth analytics pull in much this module does not need
+        from laya.analysis.depth.input_depth import input_scores
 
         only = None if ood is True else tuple(ood)
         ood_scores = input_scores(checkpoint, hidden, fit, (loo.base_logits, loo.layer_scores), only)[0]

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from laya.analysis.lens import Lens
+from laya.analysis.depth.layer_lens import Lens
 from laya.analysis.network.gradcam import unit_gradcam
 from laya.analysis.network.interventions import (
     DEFAULT,

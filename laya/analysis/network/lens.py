@@ -15,8 +15,8 @@ translated to ``T_u(v_u) = A_u v_u + b_u: (B, D)`` and read by the network itsel
   pre-logits features (``D`` its input width). Stored as ``tuned_lens.safetensors`` + ``tuned_lens.json`` (the
   config and the command that fitted it) beside a checkpoint.
 
-Either gives a :class:`laya.analysis.lens.Lens` (``log_q (B, U, K)``, ``log_p (B, K)``) from ONE forward of the
-network: per input :func:`lens_profile` (each unit's predicted class, ``p`` of the final prediction, KL to the
+Either gives a :class:`laya.analysis.depth.layer_lens.Lens` (``log_q (B, U, K)``, ``log_p (B, K)``) from ONE
+forward of the network: per input :func:`lens_profile` (each unit's predicted class, ``p`` of the final prediction, KL to the
 final distribution) and :func:`prediction_depth` (the first unit from which the lens agrees with the final
 prediction through to the end); per class :func:`class_unit_table`, a class x unit table for a heatmap.
 """
@@ -35,10 +35,10 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from laya.analysis.lens import METRICS, Lens
+from laya.analysis.depth.layer_lens import METRICS, Lens
+from laya.analysis.depth.readouts import class_groups
+from laya.analysis.depth.readouts import prediction_depth as first_agreeing
 from laya.analysis.network.recording import as_network, prefix_tokens, run_units
-from laya.analysis.readouts import class_groups
-from laya.analysis.readouts import prediction_depth as first_agreeing
 from laya.analysis.sample import sample_indices
 from laya.app import palette
 from laya.model.backbones import pool_hidden

@@ -47,7 +47,6 @@ array, a JSON field missing), never returning a half-read report.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,7 +58,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
-from laya.analysis.lens import Lens
+from laya.analysis.depth.layer_lens import Lens
+from laya.analysis.depth.readouts import class_groups
 from laya.analysis.network.interventions import (
     BRANCHES,
     DEFAULT,
@@ -84,8 +84,8 @@ from laya.analysis.network.lens import (
 )
 from laya.analysis.network.scores import IG_STEPS, SCORES, Baseline, baselines, score_agreement, unit_scores
 from laya.analysis.network.units import Unit, network_units
-from laya.analysis.readouts import class_groups
 from laya.analysis.sample import sample_indices
+from laya.analysis.strict_json import json_safe
 from laya.data.datasets import Images, batch_indices
 from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors
 from laya.model.devices import model_device
@@ -291,17 +291,6 @@ def network_report(
     return report
 
 
-def _plain(value: Any) -> Any:
-    """``value`` for strict JSON: NaN and infinities as None, numpy and torch scalars as Python numbers."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
 def _json_table(table: pd.DataFrame) -> dict[str, Any]:
     split = table.to_dict(orient="split")
     return {"index": list(split["index"]), "columns": list(split["columns"]), "data": split["data"]}
@@ -322,7 +311,7 @@ def write_network_report(checkpoint: Checkpoint | None, report: NetworkReport, d
         "shapes": {k: list(v.shape) for k, v in arrays.items()},
     }  # fmt: skip
     atomic_write_tensors(dest / REPORT_TENSORS, {k: v.contiguous() for k, v in arrays.items()})
-    atomic_write_json(dest / REPORT_JSON, _plain(record))
+    atomic_write_json(dest / REPORT_JSON, json_safe(record))
     return dest / REPORT_JSON
 
 

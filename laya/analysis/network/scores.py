@@ -41,8 +41,8 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from laya.analysis.depth.layer_lens import Lens
 from laya.analysis.head.faithfulness import spearman_rows
-from laya.analysis.lens import Lens
 from laya.analysis.network.gradcam import raw_cams
 from laya.analysis.network.recording import as_network, run_units, unit_modules
 from laya.analysis.network.units import Unit

@@ -83,7 +83,8 @@ def test_ood_scores_come_from_the_explanations_own_pass_equal_to_depth_analytics
     rounding (Inspect's come from the leave-one-out's first mask, Depth analytics' from a plain head call), without a
     second backbone pass or a second head call."""
 
-    from laya.analysis.depth import DepthFit, input_depth
+    from laya.analysis.depth.fit import DepthFit
+    from laya.analysis.depth.input_depth import input_depth
     from laya.data.images import load_image_tensor
 
     root = Path(__file__).resolve().parents[3] / "models" / setting

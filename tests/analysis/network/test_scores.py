@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from laya.analysis.lens import Lens
+from laya.analysis.depth.layer_lens import Lens
 from laya.analysis.network import network_units
 from laya.analysis.network.recording import as_network
 from laya.analysis.network.scores import (

@@ -9,7 +9,7 @@ Layers leave the head in ascending order of a criterion (least important first):
 
 Removal reuses the heads' layer masks (``keep``, :mod:`laya.analysis.head.ablation`): LAYA/ScalarMix
 renormalise their weights over the kept layers, Concat/LastLayer see a removed layer's training mean.
-The *re-fit* trains a new final classifier (:func:`laya.analysis.readouts.fit_linear`) on the head's
+The *re-fit* trains a new final classifier (:func:`laya.analysis.depth.readouts.fit_linear`) on the head's
 pooled representation under the mask (the input of ``head.output_layer``), from training hidden states.
 Where the removed layers are the deepest, the backbone can stop early. The ``speedup`` column of
 :func:`pruning_curves` is an *estimate* (``cost[L] / cost[k - 1]``, the backbone alone, no head). The
@@ -26,9 +26,9 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from laya.analysis.exits import ExitRunOptions, _batched, count_macs, fastest_pair, layer_steps, plain
+from laya.analysis.depth.exits import ExitRunOptions, batched, count_macs, fastest_pair, layer_steps, plain
+from laya.analysis.depth.readouts import fit_linear
 from laya.analysis.head.ablation import float64_head, leave_one_out
-from laya.analysis.readouts import fit_linear
 from laya.analysis.statistics import bootstrap_ci, bootstrap_cis
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead
@@ -190,8 +190,8 @@ def truncation_runs(
     options = options or ExitRunOptions()
     labels = labels.to(x.device)
     L, big = model.head.num_layers, max(options.batch_sizes)
-    full_macs = count_macs(lambda: _batched(lambda b: plain(model, b), x, big)) / len(x)
-    full = bootstrap_ci((torch.cat(_batched(lambda b: plain(model, b), x, big)) == labels).double().cpu(),
+    full_macs = count_macs(lambda: batched(lambda b: plain(model, b), x, big)) / len(x)
+    full = bootstrap_ci((torch.cat(batched(lambda b: plain(model, b), x, big)) == labels).double().cpu(),
                         resamples=options.resamples, seed=options.seed)  # fmt: skip
     rows = []
     for kept in range(L - 1, 0, -1):
@@ -205,16 +205,16 @@ def truncation_runs(
 def _time_truncated(model: LayerwiseClassifier, truncated: TruncatedModel, variant: str, x: Tensor, labels: Tensor,
                     full_accuracy: float, full_macs: float, options: ExitRunOptions) -> dict:  # fmt: skip
     big = max(options.batch_sizes)
-    predictions = torch.cat(_batched(lambda b: truncated(b).argmax(-1), x, big))
+    predictions = torch.cat(batched(lambda b: truncated(b).argmax(-1), x, big))
     ci = bootstrap_ci((predictions == labels).double().cpu(), resamples=options.resamples, seed=options.seed)
-    macs = count_macs(lambda: _batched(truncated, x, big)) / len(x)
+    macs = count_macs(lambda: batched(truncated, x, big)) / len(x)
     row = {"layers_kept": truncated.kept, "variant": variant, "accuracy": ci.estimate, "accuracy_low": ci.low,
            "accuracy_high": ci.high, "full_accuracy": full_accuracy, "macs": macs, "full_macs": full_macs,
            "macs_speedup": full_macs / macs}  # fmt: skip
     for b in options.batch_sizes:
         xb = x[: options.timing_inputs.get(b, len(x))]
-        f, t = fastest_pair(lambda: _batched(lambda c: plain(model, c), xb, b),
-                            lambda: _batched(truncated, xb, b), options.repeats, options.min_seconds)  # fmt: skip
+        f, t = fastest_pair(lambda: batched(lambda c: plain(model, c), xb, b),
+                            lambda: batched(truncated, xb, b), options.repeats, options.min_seconds)  # fmt: skip
         row.update({f"full_ms_b{b}": f * 1e3 / len(xb), f"truncated_ms_b{b}": t * 1e3 / len(xb),
                     f"speedup_b{b}": f / t})  # fmt: skip
     return row

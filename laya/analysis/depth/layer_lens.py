@@ -1,7 +1,7 @@
 """A per-layer lens (tuned-lens / logit-lens style, for image classifiers): how each layer's own
 prediction relates to the final one.
 
-From the per-layer readouts (:func:`laya.analysis.readouts.readout_logits`: the head's own classifier
+From the per-layer readouts (:func:`laya.analysis.depth.readouts.readout_logits`: the head's own classifier
 for LAYA / ScalarMix, fitted linear probes for Concat / LastLayer; :attr:`Lens.source` says which),
 per input ``b`` and layer ``i`` with readout distribution ``q_i`` and final distribution ``p``:
 
@@ -22,14 +22,15 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
+from laya.analysis.depth.readouts import LayerProbes, class_groups, readout_logits
 from laya.analysis.head.ablation import float64_head
-from laya.analysis.readouts import LayerProbes, class_groups, readout_logits
 from laya.analysis.statistics import bootstrap_ci
 from laya.model.heads import LayerHead, MixHead
 
 LENS_FILE = "lens.csv"
 SOURCES = {"head classifier": "the head's own classifier on each layer",
            "linear probes": "linear probes fitted on the training split"}  # fmt: skip
+LENS_SOURCE = {"own classifier": "head classifier", "fitted probe": "linear probes"}  # readout kind -> Lens.source
 METRICS = {"kl": "KL(final || layer) [nats]", "entropy": "entropy [nats]", "rank": "rank of final class",
            "prob": "probability of final class"}  # fmt: skip
 
@@ -209,6 +210,7 @@ def trajectory_figure(
 
 __all__ = [
     "LENS_FILE",
+    "LENS_SOURCE",
     "METRICS",
     "SOURCES",
     "Lens",

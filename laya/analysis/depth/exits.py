@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from laya.analysis.readouts import LayerProbes
+from laya.analysis.depth.readouts import LayerProbes
 from laya.analysis.statistics import bootstrap_ci, bootstrap_cis, paired_bootstrap, verdict
 from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone
 from laya.model.classifier import LayerwiseClassifier
@@ -200,7 +200,8 @@ class ExitHeads(nn.Module):
 
     * :meth:`own`: LAYA/ScalarMix's readouts, the head's classifier on the adapted layer ``W (gamma z_k) + b``,
       ``z_k = g_k(h_k)`` (the modules are shared with the head, not copied; ``adapted=True``);
-    * :meth:`from_probes`: linear probes (Concat/LastLayer readouts, :class:`~laya.analysis.readouts.LayerProbes`);
+    * :meth:`from_probes`: linear probes (Concat/LastLayer readouts,
+      :class:`~laya.analysis.depth.readouts.LayerProbes`);
     * :meth:`fit`: *trained exits*, classifiers trained for exiting on cached hidden states of the frozen trained
       model, the head fixed (the Shallow-Deep Networks comparison).
     """
@@ -290,8 +291,8 @@ def confidence_policy(threshold: float) -> Policy:
 
 def alpha_profile_policy(profile: Tensor, level: float) -> Policy:
     """LAYA's α as the exit policy: exit at layer ``k`` where the exit predicts class ``c`` and the head's mean α
-    for class ``c`` (``profile (C, L)``, :func:`laya.analysis.detection.class_alpha_profile`, fitted on the training
-    split) puts ``>= level`` of its weight on layers ``1..k``. The per-input α itself cannot decide an exit: the
+    for class ``c`` (``profile (C, L)``, :func:`laya.analysis.depth.detection.class_alpha_profile`, fitted on the
+    training split) puts ``>= level`` of its weight on layers ``1..k``. The per-input α itself cannot decide an exit: the
     scorer ``s(x) = MLP([psi(z_1); ...; psi(z_L)])`` needs every layer, so only a class-level α is known mid-network."""
     cumulative = profile.double().cumsum(dim=1)
 
@@ -349,7 +350,8 @@ def plain(model: LayerwiseClassifier, x: Tensor) -> Tensor:
     return model(x).logits.argmax(-1)
 
 
-def _batched(run: Callable[[Tensor], Any], x: Tensor, batch_size: int) -> list[Any]:
+def batched(run: Callable[[Tensor], Any], x: Tensor, batch_size: int) -> list[Any]:
+    """``run`` on ``x`` in batches of ``batch_size``: one result per batch."""
     return [run(x[i : i + batch_size]) for i in range(0, len(x), batch_size)]
 
 
@@ -427,17 +429,17 @@ def exit_runs(
     L = len(steps.advance)
     labels = labels.to(x.device)
     big = max(options.batch_sizes)
-    plain_macs = count_macs(lambda: _batched(lambda b: plain(model, b), x, big)) / len(x)
-    correct = {"full model": (torch.cat(_batched(lambda b: plain(model, b), x, big)) == labels).double().cpu()}
+    plain_macs = count_macs(lambda: batched(lambda b: plain(model, b), x, big)) / len(x)
+    correct = {"full model": (torch.cat(batched(lambda b: plain(model, b), x, big)) == labels).double().cpu()}
     rows = [{"policy": "full model", "parameter": None, "exits": exits.kind, "exited": 0.0, "mean_layers": float(L),
              "macs": plain_macs, "macs_saved": 0.0}]  # fmt: skip
     for name, (parameter, policy) in policies.items():
         def run(b: Tensor, policy: Policy = policy) -> tuple[Tensor, Tensor]:
             return early_exit(model, exits, policy, b, steps)
 
-        out = _batched(run, x, big)
+        out = batched(run, x, big)
         predictions, layers = torch.cat([p.argmax(-1) for p, _ in out]), torch.cat([k for _, k in out])
-        macs = count_macs(lambda: _batched(run, x, big)) / len(x)
+        macs = count_macs(lambda: batched(run, x, big)) / len(x)
         correct[name] = (predictions == labels).double().cpu()
         rows.append({"policy": name, "parameter": parameter, "exits": exits.kind,
                      "exited": float((layers < L).double().mean()), "mean_layers": float((layers.clamp(max=L - 1) + 1).double().mean()),
@@ -447,8 +449,8 @@ def exit_runs(
         plain_ms = []
         for row in rows[1:]:
             policy = policies[row["policy"]][1]
-            p, e = fastest_pair(lambda: _batched(lambda c: plain(model, c), xb, b),
-                                lambda policy=policy: _batched(lambda c: early_exit(model, exits, policy, c, steps), xb, b),
+            p, e = fastest_pair(lambda: batched(lambda c: plain(model, c), xb, b),
+                                lambda policy=policy: batched(lambda c: early_exit(model, exits, policy, c, steps), xb, b),
                                 options.repeats, options.min_seconds)  # fmt: skip
             plain_ms.append(p * 1e3 / len(xb))
             row.update({f"plain_ms_b{b}": plain_ms[-1], f"exit_ms_b{b}": e * 1e3 / len(xb), f"saved_b{b}": 1 - e / p})
@@ -480,5 +482,5 @@ def compare_policies(
 
 
 __all__ = ["THRESHOLDS", "ExitHeads", "ExitRunOptions", "LayerSteps", "Policy", "alpha_profile_policy",
-           "compare_policies", "compute_saved", "confidence_policy", "count_macs", "early_exit", "exit_curve",
+           "batched", "compare_policies", "compute_saved", "confidence_policy", "count_macs", "early_exit", "exit_curve",
            "exit_layers", "exit_predictions", "exit_runs", "fastest_pair", "layer_costs", "layer_steps", "plain"]  # fmt: skip

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from laya.analysis.lens import (
+from laya.analysis.depth.layer_lens import (
     Lens,
     class_trajectories,
     class_view,
@@ -17,7 +17,7 @@ from laya.analysis.lens import (
     trajectory_figure,
     write_lens,
 )
-from laya.analysis.readouts import LayerProbes
+from laya.analysis.depth.readouts import LayerProbes
 from laya.app.depth_plots import lens_caption
 from tests.model.test_heads import DIMS, hidden, make
 

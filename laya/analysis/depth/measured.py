@@ -1,15 +1,16 @@
 """Measured early exit and truncation of a checkpoint (``python -m laya exits``), end to end on the device.
 
-Data flow: test images (the seeded ``--limit`` subset :mod:`laya.analysis.depth` uses) -> preprocessed once ->
+Data flow: test images (the seeded ``--limit`` subset of :mod:`laya.analysis.depth.data`) -> preprocessed once ->
 real runs. Training hidden states (the ``--train-limit`` subset) fit the exit classifiers and the re-fit heads.
 
 * **readout exits**: the readouts of the depth analytics (LAYA/ScalarMix: the head's classifier on each adapted
   layer; Concat/LastLayer: the stored linear probes of ``depth_fit.safetensors``);
 * **trained exits**: small per-layer classifiers trained for exiting on the frozen model's hidden states, the head
-  fixed (:meth:`laya.analysis.exits.ExitHeads.fit`), the Shallow-Deep Networks comparison;
-* **α-profile exits** (heads whose α varies per input): the class-level α of :func:`~laya.analysis.exits.alpha_profile_policy`,
-  compared with the confidence threshold of nearest MACs by a paired bootstrap over inputs;
-* **truncation**: :func:`laya.analysis.pruning.truncation_runs`.
+  fixed (:meth:`laya.analysis.depth.exits.ExitHeads.fit`), the Shallow-Deep Networks comparison;
+* **α-profile exits** (heads whose α varies per input): the class-level α of
+  :func:`~laya.analysis.depth.exits.alpha_profile_policy`, compared with the confidence threshold of nearest MACs by
+  a paired bootstrap over inputs;
+* **truncation**: :func:`laya.analysis.depth.pruning.truncation_runs`.
 
 Writes ``exits.json`` + ``exits_runs.csv``, ``exits_alpha.csv``, ``exits_truncation.csv`` beside the checkpoint.
 A report of :data:`EXITS_FORMAT` 2 reuses the adapters' outputs ``z_k`` at the head (format 1 recomputed them);
@@ -30,9 +31,8 @@ import pandas as pd
 import torch
 
 from laya import __version__
-from laya.analysis.depth import DepthFit, _subset, fit_depth
-from laya.analysis.evaluate import _json_safe
-from laya.analysis.exits import (
+from laya.analysis.depth.data import split_subset
+from laya.analysis.depth.exits import (
     ExitHeads,
     ExitRunOptions,
     alpha_profile_policy,
@@ -40,8 +40,10 @@ from laya.analysis.exits import (
     confidence_policy,
     exit_runs,
 )
-from laya.analysis.pruning import truncation_runs
+from laya.analysis.depth.fit import DepthFit, fit_depth
+from laya.analysis.depth.pruning import truncation_runs
 from laya.analysis.statistics import saving_verdict
+from laya.analysis.strict_json import json_safe
 from laya.data.features import cached_hidden_states, hidden_states
 from laya.model.checkpoint import Checkpoint, atomic_write_json
 from laya.model.heads import MixHead
@@ -74,15 +76,13 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
     device = next(model.parameters()).device
     extract = cached_hidden_states if meta.backbone.freeze else hidden_states
     started, load_before = time.perf_counter(), os.getloadavg()[0]
-    train = checkpoint.load_data("train")
-    train = train.subset(_subset(len(train), options.train_limit, options.seed))
+    train = split_subset(checkpoint, "train", options.train_limit, options.seed)
     train_hidden = [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, train.images, 256, "train")]
     train_labels = train.labels.to(device)
     fit = DepthFit.load(checkpoint.path)
     if fit is None or fit.info.get("n_train") != len(train_labels):
         fit = fit_depth(checkpoint, train_hidden, train_labels)
-    test = checkpoint.load_data("test")
-    test = test.subset(_subset(len(test), options.limit, options.seed))
+    test = split_subset(checkpoint, "test", options.limit, options.seed)
     x = torch.cat([checkpoint.preprocess(test.images[i : i + 256].to(device)) for i in range(0, len(test), 256)])
     labels = test.labels.to(device)
 
@@ -125,7 +125,7 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
         "truncation": truncation.to_dict("records") if truncation is not None else None,
         "seconds": time.perf_counter() - started,
     }
-    return _json_safe(report)
+    return json_safe(report)
 
 
 def write_exits(report: dict[str, Any], out: str | Path) -> Path:
@@ -168,7 +168,7 @@ def best_exit(runs: pd.DataFrame, tolerance: float = 0.01) -> tuple[pd.Series, b
     return confidence.loc[confidence["parameter"].idxmax()], False
 
 
-def _pct(value: float) -> str:
+def signed_percent(value: float) -> str:
     """``+12%`` / ``−6%`` with a true minus; a value that rounds to zero is ``+0%``, never ``−0%``."""
     text = f"{value:+.0%}"
     return "+0%" if text == "-0%" else text.replace("-", "−")
@@ -208,116 +208,9 @@ def saving_text(saving: float, noise: float, speedup: bool = False) -> str:
     else "within the noise"."""
     if saving_verdict(saving, noise) == "within the noise":
         return "within the noise"
-    return f"{1 + saving:.2f}×" if speedup else _pct(saving)
+    return f"{1 + saving:.2f}×" if speedup else signed_percent(saving)
 
 
-def exit_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
-    """Markdown: per checkpoint with an ``exits.json`` and per exit kind, the measured run at the cheapest
-    confidence threshold (by MACs) whose accuracy is within ``tolerance`` of the full model's, else at the highest
-    threshold run; accuracy [95 % CI], share exited, MACs saved and wall-clock saved at each batch size
-    (negative: slower than plain inference; "within the noise" where it does not exceed the noise of that exit
-    kind's own timings, :func:`saving_noise`), that noise at each batch size and how it was timed
-    (:func:`timing_conditions`)."""
-    reports = [(Path(d), load_exits(d)) for d in directories]
-    reports = [(d, r) for d, r in reports if r is not None]
-    batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["runs"][0] if k.startswith("saved_b")})
-    lines = ["| setting | head | exits | threshold | accuracy [95 % CI] (full model) | exited | MACs saved | "
-             + " | ".join(f"time saved, batch {b:,}" for b in batches) + " | noise of a saving (2 × plain timings' spread) | timed with |",
-             "|---|---|---|---|---|---|---|" + "---|" * len(batches) + "---|---|"]  # fmt: skip
-    for directory, report in reports:
-        runs = pd.DataFrame(report["runs"])
-        for kind, part in runs.groupby("exits", sort=False):
-            full = part[part["policy"] == "full model"].iloc[0]
-            row, within = best_exit(part, tolerance)
-            mark = "" if within else " (none within 1 pt)"
-            noise = {b: saving_noise(part, b) for b in batches}
-            times = " | ".join(saving_text(row[f"saved_b{b}"], noise[b]) for b in batches)
-            lines.append(
-                f"| {directory.parent.name} | {directory.name} | {kind} | {row['parameter']:g}{mark} | "
-                f"{row['accuracy']:.3f} [{row['accuracy_low']:.3f}, {row['accuracy_high']:.3f}] ({full['accuracy']:.3f}) | "
-                f"{row['exited']:.0%} | {_pct(row['macs_saved'])} | {times} | "
-                + " / ".join(f"±{noise[b]:.0%}" for b in batches) + f" | {timing_conditions(report, kind)} |"
-            )
-    return "\n".join(lines) + "\n"
-
-
-def exit_curves_card(directories: list[str | Path]) -> str:
-    """Markdown: per checkpoint, every measured confidence threshold with the readouts and the trained exits side
-    by side (accuracy, MACs saved, wall clock saved at batch 64 where it exceeds that kind's timing noise, else
-    "within the noise"): the two accuracy-vs-cost curves."""
-    lines = []
-    for directory in map(Path, directories):
-        report = load_exits(directory)
-        if report is None:
-            continue
-        runs = pd.DataFrame(report["runs"])
-        kinds = list(dict.fromkeys(runs["exits"]))
-        lines += [f"**{directory.parent.name} / {directory.name}** (full model {runs['accuracy'].iloc[0]:.3f}; "
-                  "accuracy, MACs saved, time saved at batch 64)", "",
-                  "| threshold | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]  # fmt: skip
-        noise = {kind: saving_noise(part, 64) if "plain_ms_b64" in part else float("nan")
-                 for kind, part in runs.groupby("exits", sort=False)}  # fmt: skip
-        confidence = runs[runs["policy"].str.startswith("confidence")]
-        for t, part in confidence.groupby("parameter", sort=True):
-            cells = []
-            for kind in kinds:
-                row = part[part["exits"] == kind]
-                cells.append("–" if row.empty else f"{row['accuracy'].iloc[0]:.3f}, {_pct(row['macs_saved'].iloc[0])}, "
-                             f"{saving_text(row['saved_b64'].iloc[0], noise[kind]) if 'saved_b64' in row else '–'}")  # fmt: skip
-            lines.append(f"| {t:g} | " + " | ".join(cells) + " |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def truncation_card(directories: list[str | Path], tolerance: float = 0.01) -> str:
-    """Markdown: per checkpoint, each truncation (deepest layers removed) with its better variant (as pruned or
-    re-fit): accuracy [95 % CI] against the full model's, and its measured speed-up (MACs, wall clock per batch
-    size) stated only where the truncated model stays within ``tolerance`` (1 point) of the full model, a wall-clock
-    speed-up only where it exceeds the full-model timings' noise (else "within the noise")."""
-    reports = [(Path(d), load_exits(d)) for d in directories]
-    reports = [(d, r) for d, r in reports if r is not None and r.get("truncation")]
-    batches = sorted({int(k.split("_b")[1]) for _, r in reports for k in r["truncation"][0] if k.startswith("speedup_b")})
-    lines = ["| setting | head | layers kept | variant | accuracy [95 % CI] (full model) | MACs speed-up | "
-             + " | ".join(f"speed-up, batch {b:,}" for b in batches) + " | noise of a speed-up (2 × full-model timings' spread) |",
-             "|---|---|---|---|---|---|" + "---|" * len(batches) + "---|"]  # fmt: skip
-    for directory, report in reports:
-        table = pd.DataFrame(report["truncation"])
-        L = len(report["layer_names"])
-        spread = {b: saving_noise(table, b, "full_ms") for b in batches}
-        noise = " / ".join(f"±{spread[b]:.0%}" for b in batches)
-        for kept, part in table.groupby("layers_kept", sort=False):
-            row = part.loc[part["accuracy"].idxmax()]
-            within = row["accuracy"] >= row["full_accuracy"] - tolerance
-            speed = [f"{row['macs_speedup']:.2f}×",
-                     *(saving_text(row[f"speedup_b{b}"] - 1, spread[b], speedup=True) for b in batches)]
-            if not within:
-                speed = ["– (more than 1 pt lost)"] + ["–"] * len(batches)
-            lines.append(
-                f"| {directory.parent.name} | {directory.name} | {kept} of {L} | {row['variant']} | "
-                f"{row['accuracy']:.3f} [{row['accuracy_low']:.3f}, {row['accuracy_high']:.3f}] ({row['full_accuracy']:.3f}) | "
-                + " | ".join(speed) + f" | {noise} |"
-            )
-    return "\n".join(lines) + "\n"
-
-
-def alpha_card(directories: list[str | Path]) -> str:
-    """Markdown: LAYA's α-profile exit policy against the confidence threshold of nearest MACs (paired bootstrap)."""
-    lines = ["| setting | head | α level | vs | MACs per input (α / confidence) | accuracy difference [95 % CI] | verdict |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for directory in map(Path, directories):
-        report = load_exits(directory)
-        for row in (report or {}).get("alpha_vs_confidence") or []:
-            p = "p < 1/resamples" if row["p_value"] == 0 else f"p = {row['p_value']:.2g}"
-            verdict = "tie" if row["difference_low"] <= 0 <= row["difference_high"] else (
-                "α better" if row["accuracy_difference"] > 0 else "confidence better")  # fmt: skip
-            lines.append(
-                f"| {directory.parent.name} | {directory.name} | {row['policy'].split()[-1]} | {row['versus']} | "
-                f"{row['macs']:,.0f} / {row['versus_macs']:,.0f} | "
-                + f"{row['accuracy_difference']:+.3f} [{row['difference_low']:+.3f}, {row['difference_high']:+.3f}]".replace("-", "−")
-                + f" | {verdict} (paired bootstrap, {p}) |"
-            )
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXITS_FORMAT", "EXIT_THRESHOLDS", "MeasureOptions", "alpha_card", "best_exit", "exit_curves_card", "exit_card", "load_exits", "measure",
-           "merge_exits", "saving_noise", "saving_text", "timing_conditions", "timing_spread", "truncation_card", "write_exits"]  # fmt: skip
+__all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXITS_FORMAT", "EXIT_THRESHOLDS", "MeasureOptions", "best_exit", "load_exits",
+           "measure", "merge_exits", "saving_noise", "saving_text", "signed_percent", "timing_conditions",
+           "timing_spread", "write_exits"]  # fmt: skip

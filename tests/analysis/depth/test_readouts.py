@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from laya.analysis.readouts import (
+from laya.analysis.depth.readouts import (
     LayerProbes,
     Readouts,
     depth_summary,

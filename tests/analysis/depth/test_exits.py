@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 import torch
 
-from laya.analysis.exits import compute_saved, exit_curve, exit_layers, exit_predictions, layer_costs
-from laya.analysis.measured import timing_spread
+from laya.analysis.depth.exits import compute_saved, exit_curve, exit_layers, exit_predictions, layer_costs
+from laya.analysis.depth.measured import timing_spread
 from laya.analysis.statistics import bootstrap_cis
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.classifier import LayerwiseClassifier
@@ -57,7 +57,7 @@ def test_bootstrap_cis_one_interval_per_column():
 
 # --- the real early-exit run (issue 18 §1) -------------------------------------------------------------------
 
-from laya.analysis.exits import (  # noqa: E402
+from laya.analysis.depth.exits import (
     ExitHeads,
     ExitRunOptions,
     alpha_profile_policy,
@@ -70,7 +70,7 @@ from laya.analysis.exits import (  # noqa: E402
     layer_steps,
     plain,
 )
-from laya.analysis.readouts import LayerProbes  # noqa: E402
+from laya.analysis.depth.readouts import LayerProbes  # noqa: E402
 
 STEP_CONFIGS = [
     BackboneConfig(name="mlp", in_channels=1, input_size=6, widths=(10, 7, 5)),

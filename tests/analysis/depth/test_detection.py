@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from laya.analysis.detection import (
+from laya.analysis.depth.detection import (
     COVARIANCE,
     Mahalanobis,
     _ResampledAUROC,

@@ -7,7 +7,7 @@ Scores (higher = more likely an error / out of distribution), per input:
 * ``alpha_divergence``: ``|| alpha(x) - mean alpha of the predicted class ||_1`` (heads with per-input
   layer weights: LAYA; class profiles from the training split)
 * ``readout_disagreement``: share of layers whose readout differs from the final prediction
-* ``prediction_depth``: :func:`laya.analysis.readouts.prediction_depth`
+* ``prediction_depth``: :func:`laya.analysis.depth.readouts.prediction_depth`
 * ``mahalanobis``: per layer, ``min_c (h - mu_c)^T Sigma^-1 (h - mu_c)`` with class means and one shared
   covariance from the training split (Lee et al. 2018), standardised by its training mean and std and
   averaged over layers. ``Sigma`` is the Ledoit–Wolf shrinkage of the pooled within-class covariance
@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from laya.analysis.readouts import Readouts
+from laya.analysis.depth.readouts import Readouts
 from laya.analysis.statistics import bootstrap_ci, paired_bootstrap, verdict
 from laya.codec import decode, encode, stored
 

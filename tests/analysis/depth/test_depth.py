@@ -1,31 +1,26 @@
 """Depth analytics end to end on the tiny bundled models (ImageFolder data: the OOD sets are noise)."""
 
-import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
-from laya.analysis.depth import (
+from laya.analysis.depth.data import seeded_subset
+from laya.analysis.depth.detection import COVARIANCE, Mahalanobis
+from laya.analysis.depth.fit import FIT_FILE, DepthFit
+from laya.analysis.depth.input_depth import InputDepth, input_depth
+from laya.analysis.depth.layer_lens import lens, load_lens
+from laya.analysis.depth.report import (
     CSV_TABLES,
     DEPTH_FILE,
-    FIT_FILE,
-    SHORT,
-    DepthFit,
     DepthOptions,
     DepthReport,
-    InputDepth,
     LensOptions,
-    _subset,
-    depth_card,
     depth_report,
-    input_depth,
     lens_report,
     write_depth,
 )
-from laya.analysis.detection import COVARIANCE, Mahalanobis
-from laya.analysis.lens import lens, load_lens
 from laya.cli import main
 from laya.model.checkpoint import load_checkpoint
 
@@ -92,25 +87,6 @@ def test_input_depth_matches_the_model(analysed):
     assert (bare.readouts is None) == (checkpoint.meta.head.name == "concat") and "mahalanobis" not in bare.scores
 
 
-def test_depth_card_tables(analysed):
-    _, report, _, out = analysed
-    card = depth_card([out])
-    assert sum(line.startswith("| ") for line in card.splitlines()) == 3 + 3  # header + one row per table
-    assert f"| {report['accuracy']:.3f} |" in card and "OOD: uniform noise" in card
-    assert "fitted probes" in card and "12 images 3x8x8, seed 0" in card  # readout kind and OOD sets stated
-    table = DepthReport(report).table("detection")
-    noise = table[table["task"] == "OOD: uniform noise"].set_index("score")
-    best = noise.drop(index="msp")["auroc"].idxmax()  # energy included
-    row = next(line for line in card.splitlines() if "MSP" in line and line.startswith("| "))
-    assert f"best {SHORT[best]} {noise.loc[best, 'auroc']:.2f}" in row
-    if report["readout_kind"] == "own classifier":  # a report from before same-kind readouts: said, not mixed in
-        older = {k: v for k, v in report.items() if k not in ("prediction_depth_probes", "readout_kind")}
-        stale = out.parent / "older"
-        stale.mkdir(exist_ok=True)
-        (stale / DEPTH_FILE).write_text(json.dumps(older))
-        assert "– (rerun `python -m laya depth`)" in depth_card([stale])
-
-
 def test_cli_writes_the_report_and_refuses_a_missing_checkpoint(tiny_models: Path, tmp_path: Path, capsys):
     args = ["depth", "--checkpoint", str(tiny_models / "colours-mlp" / "scalarmix"), "--limit", "12"]
     assert main([*args, "--train-limit", "30", "--resamples", "20", "--out", str(tmp_path)]) == 0
@@ -126,7 +102,7 @@ def test_depth_writes_the_lens_and_lens_alone_reproduces_it(analysed, tmp_path: 
     summary = load_lens(out)
     own = checkpoint.meta.head.name == "laya"
     assert set(summary["readout"]) == {"head classifier" if own else "linear probes"}
-    test = checkpoint.load_data("test").subset(_subset(len(checkpoint.load_data("test")), 12, 0))
+    test = checkpoint.load_data("test").subset(seeded_subset(len(checkpoint.load_data("test")), 12, 0))
     hidden = checkpoint.model.backbone(checkpoint.preprocess(test.images))
     expected = lens(checkpoint.model.head, hidden, None if own else fit.probes)
     overall = summary[summary["class"] == "all"]

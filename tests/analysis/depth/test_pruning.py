@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from laya.analysis.pruning import keep_masks, pooled_features, pruning_curves, pruning_mode, removal_orders
+from laya.analysis.depth.pruning import keep_masks, pooled_features, pruning_curves, pruning_mode, removal_orders
 from tests.model.test_heads import hidden, make
 
 
@@ -45,8 +45,8 @@ def test_pruning_curves_full_head_is_the_head_and_deepest_removal_has_a_speedup(
 
 # --- the truncated model with its head, measured (issue 18 §2) -----------------------------------------------
 
-from laya.analysis.exits import ExitRunOptions, count_macs, plain  # noqa: E402
-from laya.analysis.pruning import TruncatedModel, filled, refit_output_layer, truncation_runs  # noqa: E402
+from laya.analysis.depth.exits import ExitRunOptions, count_macs, plain  # noqa: E402
+from laya.analysis.depth.pruning import TruncatedModel, filled, refit_output_layer, truncation_runs  # noqa: E402
 from laya.model.backbones import BackboneConfig, build_backbone  # noqa: E402
 from laya.model.classifier import LayerwiseClassifier  # noqa: E402
 from laya.model.heads import HeadConfig, build_head  # noqa: E402

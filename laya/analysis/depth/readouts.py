@@ -121,6 +121,13 @@ def readout_logits(
     return logits
 
 
+def has_own_readouts(head: LayerHead, hidden: Sequence[Tensor]) -> bool:
+    """Whether ``head`` reads each layer through a classifier of its own (LAYA, ScalarMix), tried on the first
+    input of ``hidden``; Concat and LastLayer need fitted probes (:class:`LayerProbes`)."""
+    with torch.inference_mode():
+        return head.readout_logits(head.encode([h[:1] for h in hidden])) is not None
+
+
 def prediction_depth(readout_classes: Tensor, final: Tensor) -> Tensor:
     """``(B,)`` 1-based first layer from which every deeper readout equals ``final``; ``L + 1`` if none."""
     agree = readout_classes == final.unsqueeze(1)  # (B, L)
@@ -215,6 +222,7 @@ __all__ = [
     "Readouts",
     "depth_summary",
     "fit_linear",
+    "has_own_readouts",
     "overthinking",
     "prediction_depth",
     "readout_logits",

@@ -1,16 +1,7 @@
 import pandas as pd
 import pytest
 
-from laya.analysis.measured import (
-    exit_card,
-    exit_curves_card,
-    merge_exits,
-    saving_noise,
-    saving_text,
-    timing_conditions,
-    truncation_card,
-    write_exits,
-)
+from laya.analysis.depth.measured import merge_exits, saving_noise, saving_text, timing_conditions
 
 
 def _run(kind, policy, parameter, accuracy, macs_saved, saved, plain_ms):
@@ -20,7 +11,7 @@ def _run(kind, policy, parameter, accuracy, macs_saved, saved, plain_ms):
             "saved_b64": saved}  # fmt: skip
 
 
-def _report(machine="cpu", kinds=("readout", "trained mlp")):
+def exits_report(machine="cpu", kinds=("readout", "trained mlp")):
     runs = {"readout": [_run("readout", "full model", None, 0.90, 0.0, 0.0, 1.0),
                         _run("readout", "confidence 0.5", 0.5, 0.85, 0.30, 0.05, 1.0),
                         _run("readout", "confidence 0.9", 0.9, 0.895, 0.17, 0.25, 1.2)],
@@ -36,31 +27,15 @@ def _report(machine="cpu", kinds=("readout", "trained mlp")):
 
 
 def test_saving_is_stated_only_beyond_its_own_noise():
-    runs = _report()["runs"][:3]  # plain timings 1.0 (full model, not counted), 1.0 and 1.2
+    runs = exits_report()["runs"][:3]  # plain timings 1.0 (full model, not counted), 1.0 and 1.2
     assert saving_noise(pd.DataFrame(runs), 64) == pytest.approx(2 * 0.2 / (2 * 1.1))
     assert saving_text(0.23, 0.22) == "+23%" and saving_text(0.21, 0.22) == "within the noise"
     assert saving_text(-0.26, 0.09) == "−26%" and saving_text(0.3, float("nan")) == "within the noise"
     assert saving_text(0.09, 0.04, speedup=True) == "1.09×" and saving_text(0.03, 0.04, speedup=True) == "within the noise"
 
 
-def test_cards_read_each_exit_kinds_saving_against_that_kinds_noise(tmp_path):
-    out = tmp_path / "setting" / "head"
-    out.mkdir(parents=True)
-    write_exits(_report(), out)
-    rows = exit_card([out]).splitlines()[2:]
-    # readout: t = 0.9 within 1 point; its plain timings 1.0 and 1.2 spread 0.2 / (2 * 1.1) = 9 %, so a saving
-    # (a ratio of two such timings) is uncertain by 18 %: +25 % stands
-    assert "| readout | 0.9 |" in rows[0] and "| +17% | +25% | ±18% |" in rows[0]
-    # trained: plain timings 1.5 and 1.0 spread 0.5 / (2 * 1.25) = 20 % -> ±40 %: +5 % is within the noise
-    assert "| trained mlp | 0.9 |" in rows[1] and "| +20% | within the noise | ±40% |" in rows[1]
-    curves = exit_curves_card([out])
-    assert "| 0.5 | 0.850, +30%, within the noise | 0.800, +40%, +50% |" in curves
-    # truncation: full-model timings 1.0 and 1.2 (±18 %): the shown variant's 1.05× is within it
-    assert "| 1.50× | within the noise | ±18% |" in truncation_card([out])
-
-
 def test_merge_keeps_the_other_kinds_and_truncation_with_where_they_were_measured():
-    old, new = _report("old machine"), _report("new machine", kinds=("readout",))
+    old, new = exits_report("old machine"), exits_report("new machine", kinds=("readout",))
     merged = merge_exits(new, old)
     assert [(r["exits"], r["policy"]) for r in merged["runs"]] == [(r["exits"], r["policy"]) for r in old["runs"]]
     assert merged["runs"][:3] == new["runs"] and merged["runs"][3:] == old["runs"][3:]
@@ -69,11 +44,12 @@ def test_merge_keeps_the_other_kinds_and_truncation_with_where_they_were_measure
                               "kinds": ["trained mlp"], "truncation": True}  # fmt: skip
     assert timing_conditions(merged, "readout") == "new machine, 1 thread"
     assert timing_conditions(merged, "trained mlp") == "old machine, 1 thread"
-    again = merge_exits(_report("third machine", kinds=("readout",)), merged)  # a second re-run keeps the first source
+    # a second re-run keeps the first source
+    again = merge_exits(exits_report("third machine", kinds=("readout",)), merged)
     assert again["kept"]["machine"] == old["machine"] and again["runs"][3:] == old["runs"][3:]
 
 
 def test_merge_replaces_only_the_kinds_measured_again():
-    merged = merge_exits(_report("new", kinds=("trained mlp",)), _report("old"))  # it measured truncation too
+    merged = merge_exits(exits_report("new", kinds=("trained mlp",)), exits_report("old"))  # it measured truncation too
     assert [r["exits"] for r in merged["runs"]] == ["trained mlp"] * 3 + ["readout"] * 3
     assert merged["kept"]["kinds"] == ["readout"] and merged["kept"]["truncation"] is False

@@ -1,0 +1,45 @@
+"""The inputs depth analytics read: a seeded subset of a checkpoint's split, and its hidden states.
+
+Every depth analysis (``laya depth``, ``laya lens``, ``laya exits``) takes the first ``limit`` inputs of one seeded
+permutation of a split, so runs with the same limit and seed read the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from laya.data.datasets import Images
+from laya.data.features import cached_hidden_states, hidden_states
+from laya.model.checkpoint import Checkpoint
+
+
+def seeded_subset(n: int, limit: int | None, seed: int) -> Tensor:
+    """The first ``limit`` of a seeded permutation (all classes represented), or everything."""
+    if limit is None or limit >= n:
+        return torch.arange(n)
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:limit]
+
+
+def split_subset(checkpoint: Checkpoint, split: str, limit: int | None, seed: int) -> Images:
+    """The checkpoint's ``split``, limited to the first ``limit`` of a seeded permutation (:func:`seeded_subset`)."""
+    images = checkpoint.load_data(split)
+    return images.subset(seeded_subset(len(images), limit, seed))
+
+
+def hidden_states_of(checkpoint: Checkpoint, batch_size: int) -> Callable[[Tensor, str], list[Tensor]]:
+    """``(images (N, ...), image set name) -> L hidden states (N, D_l)`` on the model's device; a frozen
+    backbone's are cached per image set (:func:`~laya.data.features.cached_hidden_states`)."""
+    model = checkpoint.model
+    device = next(model.parameters()).device
+    extract = cached_hidden_states if checkpoint.meta.backbone.freeze else hidden_states
+
+    def hidden_of(images: Tensor, what: str) -> list[Tensor]:
+        return [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, images, batch_size, what)]
+
+    return hidden_of
+
+
+__all__ = ["hidden_states_of", "seeded_subset", "split_subset"]

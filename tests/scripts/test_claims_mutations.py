@@ -104,7 +104,8 @@ def test_every_mutation_of_a_generated_claim_is_caught(tmp_path, cached_generato
                                    "A wheel of about 6 MB.", "It waited `300 s`.", "It ships 18 trained checkpoints.",
                                    "It covers four settings.", "The tutorial takes about two minutes.",
                                    "Its α sits on the last block in two of three seeds.", "Its α sits there in every seed.",
-                                   "The dashboard has eight pages.", "A 5-block CNN.", "It was tested on 20 test images."])
+                                   "The dashboard has eight pages.", "A 5-block CNN.", "It was tested on 20 test images.",
+                                   "It fine-tunes for six epochs.", "Its spread is ± 0.004."])
 def test_a_hand_written_claim_in_free_prose_is_caught(claim, tmp_path, cached_generators):
     text = (claims.ROOT / "docs/results.md").read_text()
     heading = text.index("\n## ")

@@ -10,7 +10,7 @@ The pages are README.md, the model card (models/README.md) and every docs page b
 ``GENERATORS[NAME](ARG)`` (``scripts/claims/``) prints from the committed files now; so must the depth card and the
 model card's table (between their own markers).
 
-**Free prose** is what is left once generated blocks, the README's results table, the tutorial's measured block,
+**Free prose** is what is left once generated blocks, the results overview table, the tutorial's measured block,
 code blocks and spans, link targets, URLs, HTML comments and tags are blanked (``masked``). It may hold no
 *figure* and no *verdict word* (``FIGURES``):
 

@@ -43,7 +43,7 @@ def install_table(arg: str) -> str:
 
 
 def install_summary(arg: str) -> str:
-    """The README's one line: each route's measured time and size (docs/install/*.json)."""
+    """The Installing page's one line: each route's measured time and size (docs/install/*.json)."""
     runs = installs(arg)
     parts = [f"{r['route'].upper()} {r['seconds']} s and {_size(r)}" for r in runs]
     loads = [x for r in runs for x in (r["load_before"], r["load_after"])]

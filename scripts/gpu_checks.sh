@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Issue 9's GPU checks as one script, for a session that is lent a GPU machine (the `device` tool).
+# The GPU checks as one script: run it on a machine with a CUDA GPU, from a checkout with laya installed.
 #
-#   bash scripts/gpu_prepare.sh                      # here, once: wheels + data into .gpu/ (ignored)
-#   mv models /tmp/laya-models                       # the checkout must travel in < 64 MiB (models/ is ~85 MB)
-#   run(command="bash scripts/gpu_checks.sh", carry=[".gpu"], timeout_s=590)
-#   mv /tmp/laya-models models
+#   bash scripts/gpu_checks.sh                 # the log: /tmp/gpu-checks/gpu-checks.log (OUT=DIR to choose)
+#   DRY_RUN=1 bash scripts/gpu_checks.sh       # print the steps only
+#
+# A machine without internet access: `bash scripts/gpu_prepare.sh` elsewhere first writes the wheels and the
+# CIFAR-10 archive into .gpu/ (ignored), which this script installs and uses when present.
 #
 # Every step's output goes to $OUT/gpu-checks.log (and the terminal); a failing step is reported and
 # the script goes on, so one run records everything. Steps are ordered cheapest-first and each has its
-# own time limit, so the whole run fits one 10-minute call. DRY_RUN=1 prints the steps instead.
+# own time limit, so the whole run stays bounded. DRY_RUN=1 prints the steps instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/gpu-checks}"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Here, before a GPU session: the wheels the GPU machine's image lacks (Python 3.12, x86-64) and the
-# CIFAR-10 JPEG archive, into .gpu/ (git-ignored), for `run(..., carry=[".gpu"])` with scripts/gpu_checks.sh.
+# Before the GPU checks on a machine without internet access: the wheels the GPU machine's image lacks (Python 3.12,
+# x86-64) and the CIFAR-10 JPEG archive, into .gpu/ (git-ignored), which scripts/gpu_checks.sh installs and uses.
 # Versions are those of this checkout's .venv (the ones the suite passes with here). Left out to keep the
-# carried tree under the device tool's 64 MiB: pydeck (11 MB, only st.pydeck_chart needs it) and the
-# EfficientNet-Lite0 weights package (17 MB; only its weight-mapping test needs it).
+# archive small: pydeck (11 MB, only st.pydeck_chart needs it) and
+# the EfficientNet-Lite0 weights package (17 MB; only its weight-mapping test needs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PACKAGES=(captum plotly streamlit altair itsdangerous jsonschema jsonschema-specifications referencing rpds-py

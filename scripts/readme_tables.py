@@ -1,15 +1,16 @@
 """Print a setting's results table (docs/results.md) and its stated comparisons, from its committed summary.
 
     python scripts/readme_tables.py models/cifar10-cnn [models/cifar10-vit ...]
-    python scripts/readme_tables.py --overview models/fashion-mnist-mlp ...   # the README's one table
+    python scripts/readme_tables.py --overview models/fashion-mnist-mlp ...   # the results page's overview
 
 The table is ``summary.csv`` (written by ``python -m laya reproduce``/``benchmark``) cut to the results
 page's columns; the comparisons are ``comparisons.csv``'s verdicts (paired t-test over seeds, paired bootstrap over
 the first seed's inputs); the depth lines are the LAYA heads' α and LOO drops over the whole test set per
 seed, from ``class_profiles.csv``; the paper's-definition line is the LAYA heads' all-layer Spearman under the
 frozen-α ``zero`` intervention over seeds, from ``results.csv``. The docs quote the files rather than
-retyping numbers; ``--overview`` prints the README's table (LAYA's accuracy and α faithfulness per
-setting, with its paired t-tests over seeds against the other heads), which tests/docs compares with README.md.
+retyping numbers; ``--overview`` prints the results page's overview (LAYA's accuracy and α faithfulness per
+setting, with its paired t-tests over seeds against the other heads), which tests/docs compares with
+docs/results.md.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def _accuracy_delta(verdict_text: str, adjusted_p: float) -> str:
 
 
 def overview(settings: list[Path], docs_page: str = "docs/results.md") -> str:
-    """The README's results table: per setting, LAYA's accuracy and α faithfulness over seeds (``summary.csv``)
+    """The results page's overview table (each setting linked to its section of ``docs_page``): per setting, LAYA's accuracy and α faithfulness over seeds (``summary.csv``)
     and LAYA − each other head's accuracy, paired t-test over seeds (``comparisons.csv``), Holm-corrected over the
     three comparisons of each row."""
     header = ["setting", "seeds", "LAYA accuracy", *(f"LAYA − {h}" for h in OTHER_HEADS),
@@ -145,7 +146,7 @@ def main() -> None:
         if missing:
             sys.exit(f"{setting}: no {', '.join(missing)} (written by `python -m laya reproduce <setting>`)")
     if summary_only:  # LAYA's accuracy and α faithfulness: no post-hoc number, never stale
-        print(overview(settings))
+        print(overview(settings, docs_page=""))  # for docs/results.md itself: links to its own sections
         return
     for setting in settings:
         note = stale_posthoc_note(setting)

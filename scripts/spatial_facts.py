@@ -7,7 +7,7 @@ occlusion reference is not better than a random map with its paired CI excluding
 check: it is stated as such, and none of its comparisons is counted or worded. Every other word that judges (wins,
 ties, loses) is the paired-bootstrap verdict of exact minus that map, Holm-corrected over one checkpoint's pooled
 comparisons on the metrics that discriminate there (``claims.spatial.holm_words``: a tie where the CI covers 0 or
-the adjusted p exceeds 0.05; the README's tally uses the same family), so rewriting the CSVs and running
+the adjusted p exceeds 0.05; the per-checkpoint tally uses the same family), so rewriting the CSVs and running
 ``python scripts/prose_claims.py --write`` rewrites the sentences, whatever the new files say. A CSV that states no
 class-balanced sample or has no per-class rows is named in a warning instead of being read as general.
 """

@@ -1,4 +1,4 @@
-"""Sentence generators: every claim in README.md and the docs is printed here from the result files.
+"""Sentence and table generators: every figure in README.md and the docs is printed here from the result files.
 
 A generator is ``(arg: str) -> str``: it reads the files named by ``arg`` (a path relative to the repository) and
 returns Markdown ending in a newline. A page embeds it as a generated block,
@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from claims import comparisons, counts, environment, paper, spatial, speed, tables
+from claims import benchmarks, breadth, comparisons, counts, depth, environment, install, paper, spatial, speed, tables
 
-CLAIMS: dict[str, Callable[[str], str]] = {**comparisons.CLAIMS, **tables.CLAIMS, **spatial.CLAIMS,
-                                               **paper.CLAIMS, **speed.CLAIMS, **counts.CLAIMS, **environment.CLAIMS}
+CLAIMS: dict[str, Callable[[str], str]] = {
+    **comparisons.CLAIMS, **tables.CLAIMS, **spatial.CLAIMS, **paper.CLAIMS, **speed.CLAIMS, **counts.CLAIMS,
+    **depth.CLAIMS, **benchmarks.CLAIMS, **breadth.CLAIMS, **install.CLAIMS, **environment.CLAIMS,
+}  # fmt: skip

@@ -97,7 +97,7 @@ def test_paper_definition_over_seeds(tmp_path):
 
 
 def test_overview_quotes_summary_and_verdicts(tmp_path):
-    """The README's one table: LAYA's row of summary.csv and its accuracy verdicts, ties unbolded."""
+    """The results page's overview: LAYA's row of summary.csv and its accuracy verdicts, ties unbolded."""
     setting = tmp_path / "my-setting"
     setting.mkdir()
     (setting / "summary.csv").write_text(

@@ -320,8 +320,8 @@ LENS_CASES = [
 REPORT_CASES = [
     FileCase("a list for the tables", "network.json", _edit("network.json", _with(tables=[])), "tables = []"),
     FileCase("a misshapen table row", "network.json", _edit("network.json", _table_row), "tables['lens_prob/true']"),
-    FileCase("NaN inputs in an agreement row", "network.json", _edit("network.json", _row(lambda r: r | {"n": math.nan})),
-             "agreement[0]"),
+    FileCase("NaN inputs in an agreement row", "network.json",
+             _edit("network.json", _row(lambda r: r | {"n": math.nan})), "agreement[0]"),
     FileCase("a list for an agreement row", "network.json", _edit("network.json", _row(lambda r: [1, 2])),
              "agreement[0] = [1, 2]"),
     FileCase("agreement not a list", "network.json", _edit("network.json", _with(agreement={"a": 1})), "agreement ="),

@@ -137,7 +137,7 @@ class TunedLensConfig:
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown or not {"units", "dims", "width", "classes"} <= set(data):
             raise AttachedFileError(LENS_CONFIG, f"{LENS_CONFIG}: not a tuned lens config: unknown "
-                                                 f"{sorted(unknown)[:5]}, needs units, dims, width, classes")  # fmt: skip
+                                                 f"{sorted(unknown)[:5]}, needs units, dims, width, classes")
         _check_config(data)
         config = cls(**data)
         params = sum(d * config.width + config.width for d in config.dims)

@@ -358,25 +358,26 @@ def _agreement(rows: Any) -> pd.DataFrame:
         if (not isinstance(row, dict) or not set(AGREEMENT) <= set(row) or not isinstance(row["score"], str)
                 or not isinstance(row["intervention"], str) or not all(_number(row[k]) for k in AGREEMENT[2:5])
                 or type(row["n"]) is not int or row["n"] < 0):  # fmt: skip
-            raise field_error(REPORT_JSON, f"agreement[{i}]", row, f"must hold {', '.join(AGREEMENT)} (texts, "
-                                                                   "numbers or null, n a non-negative integer)")  # fmt: skip
+            rule = f"must hold {', '.join(AGREEMENT)} (texts, numbers or null, n a non-negative integer)"
+            raise field_error(REPORT_JSON, f"agreement[{i}]", row, rule)
     return pd.DataFrame(rows, columns=AGREEMENT)
 
 
-def _tables(tables: Any) -> dict[str, pd.DataFrame]:
-    """The ``tables``: name -> a table in pandas' ``split`` layout (text index and columns, rows of numbers)."""
+def _tables(tables: Any, units: list[str]) -> dict[str, pd.DataFrame]:
+    """The ``tables``: name -> a class x unit table in pandas' ``split`` layout (text index, the ``units`` then
+    ``n`` as columns, rows of numbers)."""
     if not isinstance(tables, dict):
         raise field_error(REPORT_JSON, "tables", tables, "must map table names to tables")
     out = {}
     for name, t in tables.items():
         if (not isinstance(t, dict) or not {"index", "columns", "data"} <= set(t)
                 or not isinstance(t["index"], list) or not all(isinstance(v, str) for v in t["index"])
-                or not isinstance(t["columns"], list) or not all(isinstance(v, str) for v in t["columns"])
+                or t["columns"] != [*units, "n"]
                 or not isinstance(t["data"], list) or len(t["data"]) != len(t["index"])
                 or not all(isinstance(r, list) and len(r) == len(t["columns"]) and all(map(_number, r))
                            for r in t["data"])):  # fmt: skip
-            raise field_error(REPORT_JSON, f"tables[{name[:40]!r}]", t, "must hold index and columns (texts) and one "
-                                                                        "row of numbers per index")  # fmt: skip
+            rule = "must hold an index of texts, the units and n as columns, one row of numbers per index"
+            raise field_error(REPORT_JSON, f"tables[{name[:40]!r}]", t, rule)
         out[name] = pd.DataFrame(t["data"], index=pd.Index(t["index"], name="class"), columns=t["columns"])
     return out
 
@@ -405,7 +406,8 @@ def _checked_record(record: Any) -> dict[str, Any]:
         raise field_error(REPORT_JSON, "residual", record["residual"], f"must be one true/false per unit ({U})")
     for field, kind in (("method", str), ("command", str), ("lens", dict), ("options", dict)):
         if field in record and not isinstance(record[field], kind):
-            raise field_error(REPORT_JSON, field, record[field], f"must be a {'text' if kind is str else 'JSON object'}")
+            rule = f"must be a {'text' if kind is str else 'JSON object'}"
+            raise field_error(REPORT_JSON, field, record[field], rule)
     if type(record.get("references", 0)) is not int:
         raise field_error(REPORT_JSON, "references", record["references"], "must be an integer")
     shapes = record["shapes"]
@@ -430,7 +432,7 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
     if path is None:
         return None
     record = _checked_record(read_json(path, REPORT_JSON, MAX_REPORT_JSON))
-    agreement, tables = _agreement(record["agreement"]), _tables(record["tables"])
+    agreement, tables = _agreement(record["agreement"]), _tables(record["tables"], record["units"])
     tensors = attached_file(dest, REPORT_TENSORS)
     if tensors is None:
         raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS} is missing beside {REPORT_JSON}")
@@ -445,8 +447,8 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
     wrong = [k for k, (shape, _) in header.items() if list(shape) != shapes.get(k) or shape != expected[k]]
     if wrong:
         shown = {k[:40]: (list(header[k][0]), shapes.get(k), list(expected[k])) for k in wrong[:4]}
-        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: the network report's shapes do not fit its {U} "
-                                                f"units and {N} inputs (found, recorded, expected): {shown}")  # fmt: skip
+        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: the network report's shapes do not fit its "
+                                                f"{U} units and {N} inputs (found, recorded, expected): {shown}")
     def fits(name: str, dtype: torch.dtype) -> bool:
         if name in INTEGERS:
             return dtype == torch.int64
@@ -455,7 +457,7 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
     odd = [k for k, (_, dtype) in header.items() if not fits(k, dtype)]
     if odd:
         raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: {odd[:4]} are of another kind than recorded "
-                                                "(int64 indices and classes, bool agreement, floating values)")  # fmt: skip
+                                                "(int64 indices and classes, bool agreement, floating values)")
     arrays = read_tensors(tensors, REPORT_TENSORS)
     K = len(record["classes"])
     if any(bool(((arrays[k] < 0) | (arrays[k] >= K)).any()) for k in ("labels", "predictions", "lens_class")):

@@ -36,6 +36,9 @@ st.caption(
     "suspicion: the chosen error/OOD score (higher = more suspicious)."
     + ("" if sample.meta.get("depth_fit") else " Run `python -m laya depth` for the depth-based columns.")
 )
+if sample.sprite is None:
+    st.info("The sample's thumbnails (sample_images.png) are missing, unreadable or not the ones it recorded: the "
+            "inputs are listed without them.")  # fmt: skip
 
 filters = st.columns(4)
 label = switches.pick(filters[0].selectbox, "Class", [ALL, *sample.classes], "bclass", "browse_class")
@@ -78,7 +81,8 @@ for start in range(0, len(chunk), COLUMNS):
     for column, item in zip(st.columns(COLUMNS), chunk.iloc[start : start + COLUMNS].to_dict("records")):
         index = int(item["test index"])
         with column:
-            st.image(sample.thumbnail(item["row"]), width=64)
+            if sample.sprite is not None:
+                st.image(sample.thumbnail(item["row"]), width=64)
             st.caption(f"#{index:d} {shown(item['label'])} → {shown(item['prediction'])} {'✓' if item['correct'] else '✗'} {item['confidence']:.0%}")
             if st.button("Inspect", key=f"browse_open_{index}", icon=":material/search:"):
                 st.session_state[common.BROWSED] = (selection.path, index)

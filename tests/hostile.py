@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,3 +220,119 @@ def write_scaled_weights(good_dir: Path, dest: Path, factor: float = 1e18) -> Pa
 
 __all__ = ["CASES", "Case", "hostile_record", "write_case", "write_nan_weights", "write_scaled_weights",
            "write_weights"]  # fmt: skip
+
+
+# ---------------------------------------------------------------- an attached setting's stored files
+
+BUNDLED_SETTING = Path(__file__).resolve().parents[1] / "models" / "cifar10-resnet18-half"
+LENS_FILES = ("tuned_lens.json", "tuned_lens.safetensors")
+REPORT_FILES = ("network.json", "network.safetensors")
+
+
+def attached_setting(dest: Path, files: tuple[str, ...] = LENS_FILES + REPORT_FILES) -> Path:
+    """``dest/setting/own`` holding copies of the bundled own head's ``files``; returns that folder."""
+    own = dest / "setting" / "own"
+    own.mkdir(parents=True)
+    for name in files:
+        shutil.copy(BUNDLED_SETTING / "own" / name, own / name)
+    return own
+
+
+@dataclass(frozen=True)
+class FileCase:
+    """A hostile variant of one stored file: ``write`` breaks it in an own folder; ``message`` is part of the
+    :class:`~laya.model.attached_files.AttachedFileError` it must get, which names ``file``."""
+
+    name: str
+    file: str
+    write: Callable[[Path], None]
+    message: str
+
+
+def _edit(file: str, change: Callable[[Any], Any]) -> Callable[[Path], None]:
+    def write(own: Path) -> None:
+        record = json.loads((own / file).read_text())
+        (own / file).write_text(json.dumps(change(record), allow_nan=True))
+
+    return write
+
+
+def _text(file: str, text: str | bytes) -> Callable[[Path], None]:
+    def write(own: Path) -> None:
+        (own / file).write_bytes(text if isinstance(text, bytes) else text.encode())
+
+    return write
+
+
+def _missing(file: str) -> Callable[[Path], None]:
+    return lambda own: (own / file).unlink()
+
+
+def _linked_out(file: str) -> Callable[[Path], None]:
+    """The file moved outside the setting folder (a valid copy, so only the link is wrong) and linked to."""
+
+    def write(own: Path) -> None:
+        outside = own.parent.parent / "outside"
+        outside.mkdir(exist_ok=True)
+        shutil.move(own / file, outside / file)
+        (own / file).symlink_to(outside / file)
+
+    return write
+
+
+def _with(**fields: Any) -> Callable[[Any], Any]:
+    return lambda record: record | fields
+
+
+def _row(change: Callable[[dict], Any]) -> Callable[[Any], Any]:
+    def edit(record: Any) -> Any:
+        record["agreement"][0] = change(record["agreement"][0])
+        return record
+
+    return edit
+
+
+def _table_row(record: Any) -> Any:
+    record["tables"]["lens_prob/true"]["data"][0] = [0.5]
+    return record
+
+
+NESTED = "[" * 100_000 + "]" * 100_000
+LENS_CASES = [
+    FileCase("width 6000", "tuned_lens.safetensors", _edit("tuned_lens.json", _with(width=6000)),
+             "does not fit its config"),
+    FileCase("200,000 units", "tuned_lens.json",
+             _edit("tuned_lens.json", _with(units=[f"layer{i}" for i in range(200_000)], dims=[64] * 200_000)),
+             "is over 1,048,576 bytes"),
+    FileCase("width 10**12", "tuned_lens.json", _edit("tuned_lens.json", _with(width=10**12)),
+             "width = 1000000000000: must be an integer in [1, 65536]"),
+    FileCase("units an int", "tuned_lens.json", _edit("tuned_lens.json", _with(units=3)), "units = 3: must be a list"),
+    FileCase("dims of another length", "tuned_lens.json", _edit("tuned_lens.json", _with(dims=[64])), "dims = [64]"),
+    FileCase("null file", "tuned_lens.json", _text("tuned_lens.json", "null"), "must be a JSON object"),
+    FileCase("deeply nested", "tuned_lens.json", _text("tuned_lens.json", NESTED), "nested too deeply"),
+    FileCase("not JSON", "tuned_lens.json", _text("tuned_lens.json", b"\xff{"), "is not valid JSON"),
+    FileCase("missing weights", "tuned_lens.safetensors", _missing("tuned_lens.safetensors"), "is missing"),
+    FileCase("corrupt weights", "tuned_lens.safetensors", _text("tuned_lens.safetensors", b"\x10\x00" * 40),
+             "is not a valid safetensors file"),
+    FileCase("config linked out", "tuned_lens.json", _linked_out("tuned_lens.json"), "links outside"),
+    FileCase("weights linked out", "tuned_lens.safetensors", _linked_out("tuned_lens.safetensors"), "links outside"),
+]  # fmt: skip
+REPORT_CASES = [
+    FileCase("a list for the tables", "network.json", _edit("network.json", _with(tables=[])), "tables = []"),
+    FileCase("a misshapen table row", "network.json", _edit("network.json", _table_row), "tables['lens_prob/true']"),
+    FileCase("NaN inputs in an agreement row", "network.json",
+             _edit("network.json", _row(lambda r: r | {"n": math.nan})), "agreement[0]"),
+    FileCase("a list for an agreement row", "network.json", _edit("network.json", _row(lambda r: [1, 2])),
+             "agreement[0] = [1, 2]"),
+    FileCase("agreement not a list", "network.json", _edit("network.json", _with(agreement={"a": 1})), "agreement ="),
+    FileCase("units an int", "network.json", _edit("network.json", _with(units=3)), "units = 3"),
+    FileCase("residual of texts", "network.json", _edit("network.json", _with(residual=["x"] * 9)), "residual ="),
+    FileCase("null file", "network.json", _text("network.json", "null"), "must be a JSON object"),
+    FileCase("deeply nested", "network.json", _text("network.json", NESTED), "nested too deeply"),
+    FileCase("shapes of another sample", "network.safetensors",
+             _edit("network.json", lambda r: r | {"shapes": r["shapes"] | {"drops": [100, 9]}}), "do not fit its"),
+    FileCase("missing arrays", "network.safetensors", _missing("network.safetensors"), "is missing"),
+    FileCase("corrupt arrays", "network.safetensors", _text("network.safetensors", b"\x10\x00" * 40),
+             "is not a valid safetensors file"),
+    FileCase("report linked out", "network.json", _linked_out("network.json"), "links outside"),
+]  # fmt: skip

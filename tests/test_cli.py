@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from laya.cli import main
 from laya.training.settings import SETTINGS
 from laya.training.suite import results_table, summary_table, write_summary
 from scripts.depth_cards import exit_card, truncation_card
+from tests.hostile import BUNDLED_SETTING, LENS_CASES, LENS_FILES, attached_setting
 
 
 def test_evaluate_command_writes_a_report(tiny_models, tmp_path, capsys):
@@ -84,6 +86,19 @@ def test_user_errors_exit_with_status_2_and_one_line(tmp_path, capsys):
     assert "not a LAYA checkpoint" in capsys.readouterr().err
     assert main(["benchmark", "--suite", "imagenet"]) == 2
     assert "unknown setting" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", [c for c in LENS_CASES if c.name in ("units an int", "config linked out")],
+                         ids=lambda c: c.name)  # fmt: skip
+def test_network_command_answers_a_broken_lens_file_in_one_line(case, tmp_path, capsys):
+    """``laya network`` on the bundled own head with a broken ``tuned_lens.*``: one ``error:`` line naming the
+    file, status 2 (units given as an int ended in a TypeError traceback and status 1)."""
+    own = attached_setting(tmp_path, (*LENS_FILES, "model.json", "model.safetensors"))
+    shutil.copy(BUNDLED_SETTING / "backbone.safetensors", own.parent / "backbone.safetensors")
+    case.write(own)
+    assert main(["network", "--checkpoint", str(own), "--limit", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and err.startswith("error: ") and case.file in err and case.message in err
 
 
 def test_summary_table_mean_and_std_over_seeds(tiny_models, tmp_path):

@@ -44,6 +44,7 @@ from laya.analysis.head.ablation import leave_one_out
 from laya.analysis.head.attribution import DEFAULT_REDUCTION, attributions_by_reduction, intrinsic_method
 from laya.data.datasets import Images, batch_indices
 from laya.data.features import hidden_states
+from laya.model.attached_files import AttachedFileError, attached_file
 from laya.model.checkpoint import Checkpoint, atomic_write_tensors, read_meta
 from laya.model.devices import model_device
 from laya.model.heads import DEFAULT_MODE
@@ -313,19 +314,36 @@ def _table(tensors: dict[str, Tensor]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
+MAX_SPRITE_BYTES = 64 << 20  # 1,000 tiles of 64 px as PNG: about 12 MB at most
+MAX_SPRITE_PIXELS = SPRITE_COLUMNS * MAX_TILE * 64 * MAX_TILE  # 64 rows of 50 tiles: 3,200 tiles
+
+
 def _sprite(directory: Path, meta: dict[str, Any]) -> np.ndarray | None:
-    """The sprite named in ``meta`` (beside the sample or in the setting folder), if its sha256 matches."""
+    """The sprite named in ``meta`` (beside the sample or in the setting folder), if its sha256 matches; None where
+    it is missing, links outside the setting folder, is over :data:`MAX_SPRITE_BYTES` or
+    :data:`MAX_SPRITE_PIXELS`, or does not decode (the browser then shows its table without thumbnails)."""
     name = Path(meta.get("images", SAMPLE_IMAGES))
     if name.is_absolute() or any(part not in ("..", name.name) for part in name.parts) or name.parts.count("..") > 1:
         return None  # a sample file never points outside its checkpoint or setting folder
-    for candidate in (directory / name, directory / SAMPLE_IMAGES, directory.parent / SAMPLE_IMAGES):
-        if candidate.is_file():
-            data = candidate.read_bytes()
-            if hashlib.sha256(data).hexdigest() == meta.get("images_sha256"):
-                with Image.open(io.BytesIO(data)) as image:
-                    grey = image.mode in ("L", "1")
-                    array = np.asarray(image.convert("L" if grey else "RGB"))
-                return array[..., None] if grey else array
+    for folder, file in ((directory, name), (directory, SAMPLE_IMAGES), (directory.parent, SAMPLE_IMAGES)):
+        try:
+            real = attached_file(folder, str(file), directory.parent)
+        except AttachedFileError:
+            continue
+        if real is None or real.stat().st_size > MAX_SPRITE_BYTES:
+            continue
+        data = real.read_bytes()
+        if hashlib.sha256(data).hexdigest() != meta.get("images_sha256"):
+            continue
+        try:
+            with Image.open(io.BytesIO(data)) as image:
+                if image.width * image.height > MAX_SPRITE_PIXELS:
+                    return None
+                grey = image.mode in ("L", "1")
+                array = np.asarray(image.convert("L" if grey else "RGB"))
+        except (OSError, ValueError, Image.DecompressionBombError):
+            return None
+        return array[..., None] if grey else array
     return None
 
 

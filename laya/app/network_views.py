@@ -193,7 +193,7 @@ def agreement_view(agreement: pd.DataFrame) -> pd.DataFrame:
         "per-input Spearman ρ over units, mean [95% CI]": [
             "–" if pd.isna(m) else f"{number_text(m)} [{number_text(lo)}, {number_text(hi)}]"
             for m, lo, hi in zip(agreement["spearman_mean"], agreement["ci_low"], agreement["ci_high"])],
-        "inputs": [f"{int(n):,}" for n in agreement["n"]],
+        "inputs": ["–" if pd.isna(n) else f"{int(n):,}" for n in agreement["n"]],
     })  # fmt: skip
 
 

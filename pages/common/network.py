@@ -12,6 +12,7 @@ import streamlit as st
 from laya.app import network_views as nv
 from laya.app import input_images
 from laya.app.text import shown
+from laya.model.attached_files import AttachedFileError
 from laya.sandbox.info import ModelInfo
 from pages.common.loading import network
 
@@ -69,13 +70,18 @@ def unit_profile(info: ModelInfo, name: str, data: bytes, key: str, lens: bool =
 
 def load_network_report(path: str) -> Any | None:
     """The stored network report beside an own-classifier checkpoint (``network.json``), or None where there is
-    none or where this install has no reader for it yet (then an ``st.info`` says how it is computed)."""
+    none or where this install has no reader for it yet (then an ``st.info`` says how it is computed), or where its
+    files do not read or fit (then an ``st.warning`` names the file and what is wrong; the rest of the page draws)."""
     try:
         from laya.analysis.network.report import load_network_report as load  # the report's reader (laya network)
     except ImportError:
         st.info(NO_REPORT)
         return None
-    report = load(path)
+    try:
+        report = load(path)
+    except AttachedFileError as error:  # only the views of the stored report are lost
+        st.warning(shown(f"The stored network report cannot be shown: {error}"))
+        return None
     if report is None:
         st.info(NO_REPORT)
     return report

@@ -135,3 +135,21 @@ def test_evaluate_arrays_equal_sample_arrays_on_the_same_inputs(tiny_models: Pat
     evaluate(checkpoint, test, EvalOptions(ig_steps=2, resamples=10), per_input=per_input)
     sample = Sample.load(tiny_models / "colours-mlp" / "scalarmix")
     assert (sample.table["correct"].to_numpy() == per_input["correct"].numpy().astype(bool)).all()
+
+
+def test_thumbnails_linked_outside_the_setting_are_not_read(tmp_path: Path) -> None:
+    """The bundled own head's sample and its setting's sprite: read where both are in the setting folder; a sprite
+    that links outside it (even the very file) or is missing leaves the sample without thumbnails, not an error."""
+    bundled = Path(__file__).resolve().parents[2] / "models" / "cifar10-resnet18-half"
+    own = tmp_path / "setting" / "own"
+    own.mkdir(parents=True)
+    shutil.copy(bundled / "own" / SAMPLE_FILE, own / SAMPLE_FILE)
+    shutil.copy(bundled / SAMPLE_IMAGES, own.parent / SAMPLE_IMAGES)
+    sample = Sample.load(own)
+    assert sample.sprite is not None and sample.thumbnail(0).shape == (32, 32, 3)
+    (tmp_path / "outside").mkdir()
+    shutil.move(own.parent / SAMPLE_IMAGES, tmp_path / "outside" / SAMPLE_IMAGES)
+    (own.parent / SAMPLE_IMAGES).symlink_to(tmp_path / "outside" / SAMPLE_IMAGES)
+    assert Sample.load(own).sprite is None
+    (own.parent / SAMPLE_IMAGES).unlink()
+    assert Sample.load(own).sprite is None and len(Sample.load(own).table) == len(sample.table)

@@ -169,3 +169,10 @@ def test_the_unit_profile_caption_escapes_every_name_it_reads() -> None:
     caption = nv.unit_profile_caption(result, ["cat", hostile, "eel"])
     before, code, after = caption.split("`")  # the one lost unit, in one code span (where Markdown is inert)
     assert "![px](" in code and "![px](" not in before + after and plain(hostile) in before
+
+
+def test_agreement_view_shows_a_missing_n_as_a_dash() -> None:
+    """``int(NaN)`` raised on a row whose ``n`` was not a number; such a row now shows "–"."""
+    frame = pd.DataFrame({"score": ["gradient norm"], "intervention": ["resample"], "spearman_mean": [0.41],
+                          "ci_low": [0.3], "ci_high": [0.5], "n": [float("nan")]})  # fmt: skip
+    assert nv.agreement_view(frame).iloc[0, 3] == "–"

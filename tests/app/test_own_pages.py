@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -200,3 +201,37 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
         at.switch_page(f"pages/{page}.py").run()
         _ok(at, page)
         assert charts(at) or page == "browse", page
+
+
+@pytest.mark.skipif(not (BUNDLED / OWN / "network.json").is_file(), reason="the bundled attached network is not here")
+def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of the bundled attached network whose ``tuned_lens.json`` gives its units as an int, whose
+    ``network.json`` holds a list for its tables, and without ``sample_images.png``: Inspect still draws the unit
+    profile and the Grad-CAM strip and says why the lens is missing, naming the file; Faithfulness and Class-wise
+    name ``network.json`` and draw the rest; Browse lists the inputs without thumbnails. No page shows an error."""
+    setting = tmp_path / "models" / BUNDLED.name
+    shutil.copytree(BUNDLED, setting)
+    lens = json.loads((setting / OWN / "tuned_lens.json").read_text())
+    (setting / OWN / "tuned_lens.json").write_text(json.dumps(lens | {"units": 3}))
+    report = json.loads((setting / OWN / "network.json").read_text())
+    (setting / OWN / "network.json").write_text(json.dumps(report | {"tables": []}))
+    (setting / "sample_images.png").unlink()
+    monkeypatch.setenv("LAYA_MODELS", str(setting.parent))
+    at = AppTest.from_file(str(APP), default_timeout=300).run()
+    group = describe(setting / OWN).group
+    at.sidebar.selectbox(key="model_group").set_value(group).run()
+    at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting / OWN)).run()
+    _ok(at, "inspect")
+    shown = charts(at)
+    assert shown[UNIT_PROFILE_TITLE]["data"][0]["x"] == report["units"]
+    assert any(t.startswith(GRADCAM_TITLE) for t in shown) and not any(t.startswith(LENS_TITLE) for t in shown)
+    assert any("No lens for this network" in t and "tuned_lens.json: units = 3" in t for t in texts(at))
+    for page in ("faithfulness", "classwise"):
+        at.switch_page(f"pages/{page}.py").run()
+        _ok(at, page)
+        assert any("network.json: tables = []" in t for t in texts(at)), page
+    assert any(t.startswith("Confusion") for t in charts(at))  # Class-wise: the rest of the page
+    at.switch_page("pages/browse.py").run()
+    _ok(at, "browse")
+    assert at.dataframe and len(at.dataframe[0].value) > 0 and not at.get("imgs")
+    assert any("sample_images.png" in t for t in texts(at))

@@ -3,6 +3,11 @@
 raw header and body bytes),
 and :func:`attempt`, which takes one through the dashboard's sandboxed path: the upload check, a load and
 one explained image, each in a worker of a :class:`~laya.sandbox.pool.WorkerPool`.
+
+The files an attached setting stores beside its own head are fuzzed the same way: :data:`LENS_EDITS` and
+:data:`REPORT_EDITS` mutate ``tuned_lens.json`` and ``network.json`` (fields, sizes, the whole file), the weight
+edits their safetensors files; :func:`attempt_lens` explains one image by the network's units in a worker (the
+lens read there), :func:`attempt_report` reads the network report as the pages do and builds its views.
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ from hypothesis import strategies as st
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from laya.analysis.network.report import load_network_report
 from laya.analysis.overflow import OutputOverflow
+from laya.app import network_views as nv
 from laya.data.images import ImageError
+from laya.model.attached_files import AttachedFileError
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, CheckpointError, CheckpointMeta, Confinement, build_model
 from laya.model.checkpoint import save_checkpoint
 from laya.sandbox.client import ModelFailed, Sandboxed, check_upload
@@ -223,5 +231,88 @@ def attempt(pool: WorkerPool, files: dict[str, bytes], folder: Path, image: byte
     return Outcome("answered", "", time.monotonic() - start, finite)
 
 
-__all__ = ["PROBES", "RECORD_EDITS", "WEIGHT_EDITS", "Outcome", "attempt", "checkpoint_files", "edit_record",
+# ---------------------------------------------------------------- an attached setting's stored files
+
+def _units(n: int) -> list[str]:
+    return [f"layer{i}" for i in range(n)]
+
+
+SIZES = st.sampled_from([0, 1, 2, 6000, 65536, 65537, 10**12, -1])
+WHOLE = st.one_of(  # the whole file replaced
+    st.sampled_from([b"null", b"[]", b"{}", b"3", b'"x"', b"[" * 50_000 + b"]" * 50_000, b"\xff\xfe", b""]),
+    st.binary(max_size=64),
+)
+LENS_FIELDS = [("units",), ("units", 0), ("dims",), ("dims", 0), ("width",), ("classes",), ("space",), ("sample",),
+               ("lr",), ("command",), ("fit",), ("extra",)]  # fmt: skip
+LENS_PLAUSIBLE = st.one_of(  # sizes a loader must compare with the weights before it allocates
+    st.tuples(st.just(("width",)), SIZES),
+    st.tuples(st.just(("dims", 0)), SIZES),
+    st.tuples(st.just(("classes",)), SIZES),
+    st.tuples(st.just(("units",)), st.sampled_from([0, 1, 1025, 200_000]).map(_units)),
+    st.tuples(st.just(("dims",)), st.sampled_from([0, 1, 200_000]).map(lambda n: [64] * n)),
+)
+LENS_EDITS = st.one_of(
+    st.lists(st.one_of(st.tuples(st.sampled_from(LENS_FIELDS), VALUES), LENS_PLAUSIBLE), max_size=3),
+    WHOLE,
+)
+REPORT_FIELDS = [("units",), ("units", 0), ("stages",), ("stage_names",), ("residual",), ("residual", 0),
+                 ("method",), ("methods",), ("classes",), ("agreement",), ("agreement", 0),
+                 ("agreement", 0, "n"), ("agreement", 0, "spearman_mean"), ("agreement", 0, "score"), ("tables",),
+                 ("tables", "lens_prob/true"), ("tables", "lens_prob/true", "data"),
+                 ("tables", "lens_prob/true", "index"), ("tables", "drops/true", "columns"), ("shapes",),
+                 ("shapes", "drops"), ("shapes", "indices"), ("references",), ("lens",), ("options",)]  # fmt: skip
+REPORT_EDITS = st.one_of(
+    st.lists(st.tuples(st.sampled_from(REPORT_FIELDS), st.one_of(VALUES, st.just(math.nan),
+                                                                 st.lists(SIZES, max_size=3))), max_size=3),
+    WHOLE,
+)  # fmt: skip
+
+
+def stored_file(text: bytes, edits: list | bytes) -> bytes:
+    """A stored JSON file (``text``) with :data:`LENS_EDITS` / :data:`REPORT_EDITS` applied: fields set, or the
+    whole file replaced."""
+    if isinstance(edits, bytes):
+        return edits
+    return json.dumps(edit_record(json.loads(text), edits), allow_nan=True).encode("utf-8", "surrogatepass")
+
+
+@dataclass
+class FileOutcome:
+    """One stored file's fate: ``read``, or ``refused`` with the message (the AttachedFileError's, or for the lens
+    the sentence the answer gives in its place); the seconds it took."""
+
+    stage: str  # "read" or "refused"
+    message: str = ""
+    seconds: float = 0.0
+
+
+def attempt_lens(remote: Sandboxed, image: bytes) -> FileOutcome:
+    """One image explained by the network's units in a worker, whatever its stored lens: the unit profile must come
+    back (finite drops, one per bar); the lens is there, or ``lens_source`` says why not."""
+    start = time.monotonic()
+    result = remote.network(image, examples=(image,))
+    assert len(result.drops) == len(result.names) and bool(result.drops.isfinite().all()), "no unit profile"
+    assert len(result.cam) == len(result.units), "no Grad-CAM strip"
+    stage = "read" if result.log_q is not None else "refused"
+    return FileOutcome(stage, "" if stage == "read" else result.lens_source, time.monotonic() - start)
+
+
+def attempt_report(folder: Path) -> FileOutcome:
+    """The network report read as the pages read it, then the views they build of it (the agreement table, every
+    class x unit table); only an AttachedFileError may refuse it."""
+    start = time.monotonic()
+    try:
+        report = load_network_report(folder)
+    except AttachedFileError as refusal:
+        return FileOutcome("refused", str(refusal), time.monotonic() - start)
+    nv.agreement_view(report.agreement)
+    for value in nv.CLASS_UNIT_VALUES:
+        for by in nv.CLASS_GROUPS:
+            if (table := nv.stored_class_units(report, value, by)) is not None:
+                nv.class_unit_heatmap(table, value)
+    return FileOutcome("read", "", time.monotonic() - start)
+
+
+__all__ = ["LENS_EDITS", "REPORT_EDITS", "FileOutcome", "attempt_lens", "attempt_report", "stored_file",
+           "PROBES", "RECORD_EDITS", "WEIGHT_EDITS", "Outcome", "attempt", "checkpoint_files", "edit_record",
            "edit_weights", "vit_checkpoint"]  # fmt: skip

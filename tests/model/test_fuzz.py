@@ -9,14 +9,22 @@ under ``WORKER_MB`` + its imports; a refusal naming a server path reads the same
 A fresh seed each run (``LAYA_FUZZ_SEED`` repeats one), printed with the failing example;
 ``LAYA_FUZZ_SECONDS`` (default 75) bounds both properties together, once each has run its minimum examples
 whatever the time (a loaded machine is slow, never exempt): examples past it then pass without running.
+
+An attached setting's stored files (a timm ``test_vit``'s own head with its tuned lens and network report) get
+their own quarter of the box each: a mutated ``tuned_lens.*`` must cost the worker's answer only its lens (the unit
+profile and Grad-CAM still come back, in time, from the same worker under the same peak RSS); a mutated
+``network.*`` must read, with every view the pages build of it, or be refused by an ``AttachedFileError``, in
+``FILE_S`` seconds and under ``FILE_MB`` more peak RSS.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
 import os
+import resource
 import secrets
 import sys
 import time
@@ -31,27 +39,41 @@ from hypothesis import strategies as st
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-from laya.model.checkpoint import META_FILE, WEIGHTS_FILE
+from laya.analysis.network.lens import LENS_CONFIG, LENS_WEIGHTS
+from laya.analysis.network.report import REPORT_JSON, REPORT_TENSORS, run_network
+from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, Confinement, load_checkpoint
+from laya.sandbox.client import Sandboxed
 from laya.sandbox.pool import PoolConfig, WorkerError, WorkerPool
+from laya.training.attach import own_checkpoint
+from tests.analysis.network.test_report import QUICK
 from tests.model.fuzz_checkpoints import (
     HUGE,
+    LENS_EDITS,
     PROBES,
     RECORD_EDITS,
+    REPORT_EDITS,
     WEIGHT_EDITS,
     Outcome,
     attempt,
+    attempt_lens,
+    attempt_report,
     checkpoint_files,
     edit_record,
     edit_weights,
+    stored_file,
     vit_checkpoint,
 )
+from tests.model.test_own_head import _save, networks
 from tests.sandbox.test_pool import gone, wait_until
+from tests.training.test_attach import _config, _retarget
 
 BUDGET_S = float(os.environ.get("LAYA_FUZZ_SECONDS", "75"))
 SEED = int(os.environ.get("LAYA_FUZZ_SEED") or secrets.randbelow(2**32))
 EXAMPLE_S = 60.0  # one example: up to three requests on a loaded machine (each capped at 30 s by the pool)
 WORKER_MB = 1024  # RLIMIT_AS a worker may add to its imports
 IMPORTS_MB = 1024  # what a worker holds after its imports (torch, timm), generously
+FILE_S = 10.0  # one stored network report read and its views built
+FILE_MB = 256  # the most a stored network report may raise this process's peak RSS
 SETTINGS = settings(
     max_examples=int(os.environ.get("LAYA_FUZZ_EXAMPLES", "1000")),
     deadline=timedelta(seconds=2 * EXAMPLE_S),  # a backstop: the example's own time is asserted below
@@ -243,3 +265,79 @@ def test_refusals_naming_a_server_path_read_the_same_whether_it_exists(
     oracle()
     print(f"oracle: {dict(counts)}")
     assert sum(counts.values()) >= 3
+
+
+@pytest.fixture(scope="module")
+def attached(tmp_path_factory: pytest.TempPathFactory, image_folder: Path) -> Path:
+    """A timm ``test_vit``'s own head (3 classes, random weights), its tuned lens and network report beside it, and
+    its backbone weights in the same setting folder: the own head's folder."""
+    tmp = tmp_path_factory.mktemp("fuzz-attached")
+    _, network, config = next(n for n in networks(tmp) if n[0] == "timm test_vit")
+    setting = tmp / "setting"
+    setting.mkdir()
+    config.weights = _save(_retarget(network, 3).eval(), setting / "v.pth")
+    checkpoint = load_checkpoint(own_checkpoint(_config(config, image_folder, tmp), setting / "own"))
+    run_network(checkpoint, QUICK)
+    return checkpoint.path
+
+
+def peak_rss_here_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@contextlib.contextmanager
+def restored(folder: Path, *names: str) -> Iterator[dict[str, bytes]]:
+    """The files' bytes, written back afterwards whatever the examples wrote over them."""
+    stored = {name: (folder / name).read_bytes() for name in names}
+    try:
+        yield stored
+    finally:
+        for name, data in stored.items():
+            (folder / name).write_bytes(data)
+
+
+def test_fuzzed_lens_files_cost_only_the_lens_in_a_live_worker(
+    pool: WorkerPool, attached: Path, image: bytes, counts: Counter[str]
+) -> None:
+    remote = Sandboxed(pool, str(attached), confine=Confinement(attached.parent))
+    clock = {"start": time.monotonic(), "failed": 0.0}
+
+    @fuzz
+    @given(json_edits=LENS_EDITS, weight_edits=WEIGHT_EDITS)
+    @boxed(clock, 1 / 4, minimum=8)
+    def lens(json_edits: list | bytes, weight_edits: list) -> None:
+        before = live_worker(pool)
+        (attached / LENS_CONFIG).write_bytes(stored_file(stored[LENS_CONFIG], json_edits))
+        (attached / LENS_WEIGHTS).write_bytes(edit_weights(stored[LENS_WEIGHTS], weight_edits)[0])
+        outcome = attempt_lens(remote, image)
+        assert outcome.seconds < EXAMPLE_S, f"took {outcome.seconds:.1f} s"
+        assert live_worker(pool) == before and peak_rss_mb(before) < WORKER_MB + IMPORTS_MB
+        assert outcome.stage == "read" or "tuned lens" in outcome.message, outcome.message
+        counts[outcome.stage] += 1
+
+    with restored(attached, LENS_CONFIG, LENS_WEIGHTS) as stored:
+        lens()
+    print(f"lens files: {dict(counts)} in {time.monotonic() - clock['start']:.0f} s")
+    assert sum(counts.values()) >= 8 and counts["refused"]
+
+
+def test_fuzzed_report_files_are_refused_or_read_with_every_view(attached: Path, counts: Counter[str]) -> None:
+    assert attempt_report(attached).stage == "read"  # the good files, once, before the peak is taken
+    clock = {"start": time.monotonic(), "failed": 0.0}
+    peak = peak_rss_here_mb()
+
+    @fuzz
+    @given(json_edits=REPORT_EDITS, weight_edits=WEIGHT_EDITS)
+    @boxed(clock, 1 / 4, minimum=20)
+    def report(json_edits: list | bytes, weight_edits: list) -> None:
+        (attached / REPORT_JSON).write_bytes(stored_file(stored[REPORT_JSON], json_edits))
+        (attached / REPORT_TENSORS).write_bytes(edit_weights(stored[REPORT_TENSORS], weight_edits)[0])
+        outcome = attempt_report(attached)  # anything but an AttachedFileError fails here
+        assert outcome.seconds < FILE_S, f"took {outcome.seconds:.1f} s"
+        assert peak_rss_here_mb() < peak + FILE_MB
+        counts[outcome.stage] += 1
+
+    with restored(attached, REPORT_JSON, REPORT_TENSORS) as stored:
+        report()
+    print(f"report files: {dict(counts)} in {time.monotonic() - clock['start']:.0f} s")
+    assert sum(counts.values()) >= 20 and counts["refused"]

@@ -52,6 +52,7 @@ from laya.analysis.network.units import Unit, network_stages, network_units
 from laya.codec import Encoded
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import load_image_tensor
+from laya.model.attached_files import AttachedFileError
 from laya.model.checkpoint import Checkpoint, CheckpointError
 
 KEPT = 4  # recorded reference sets kept per model
@@ -155,8 +156,8 @@ def _lens(checkpoint: Checkpoint, x: Tensor, units: Sequence[str]) -> tuple[Lens
     backbone = checkpoint.model.backbone
     try:
         tuned = load_tuned_lens(checkpoint.path, backbone)
-    except ValueError as error:
-        return None, f"the tuned lens beside this checkpoint does not fit it ({error})"
+    except AttachedFileError as error:  # only the lens is lost: the profile and Grad-CAM are drawn
+        return None, f"the tuned lens beside this checkpoint cannot be used ({error})"
     if tuned is not None:
         if list(tuned.config.units) != list(units):
             return None, "the tuned lens beside this checkpoint was fitted for other units"

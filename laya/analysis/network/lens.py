@@ -23,7 +23,6 @@ prediction through to the end); per class :func:`class_unit_table`, a class x un
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,7 +31,6 @@ from typing import Any, Literal
 import pandas as pd
 import plotly.graph_objects as go
 import torch
-from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from laya.analysis.depth.layer_lens import METRICS, Lens
@@ -43,6 +41,17 @@ from laya.analysis.sample import sample_indices
 from laya.app import palette
 from laya.model.backbones import pool_hidden
 from laya.model.backbones.pre_logits import final_linear
+from laya.model.attached_files import (
+    MAX_UNITS,
+    MAX_WIDTH,
+    AttachedFileError,
+    attached_file,
+    field_error,
+    read_json,
+    read_tensors,
+    tensor_header,
+)
+from laya.model.budget import limits
 from laya.model.checkpoint import atomic_write_json, atomic_write_tensors
 
 Space = Literal["residual", "pre-logits"]
@@ -115,19 +124,56 @@ class TunedLensConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TunedLensConfig:
-        """Raises ``ValueError`` naming a field that is missing, unknown or of the wrong kind."""
-        fields = cls.__dataclass_fields__
-        unknown = set(data) - set(fields)
+    def from_dict(cls, data: Any) -> TunedLensConfig:
+        """The config stored in ``tuned_lens.json``, every field's type and range checked before anything is sized
+        by it (at most :data:`~laya.model.attached_files.MAX_UNITS` units, widths up to
+        :data:`~laya.model.attached_files.MAX_WIDTH`, the translators within ``LAYA_MAX_PARAMS``).
+
+        Raises:
+            AttachedFileError: naming the field that is missing, unknown or of the wrong kind or size.
+        """
+        if not isinstance(data, dict):
+            raise field_error(LENS_CONFIG, "(the file)", data, "must be a JSON object")
+        unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown or not {"units", "dims", "width", "classes"} <= set(data):
-            raise ValueError(f"not a tuned lens config: unknown {sorted(unknown)}, needs units, dims, width, classes")
+            raise AttachedFileError(LENS_CONFIG, f"{LENS_CONFIG}: not a tuned lens config: unknown "
+                                                 f"{sorted(unknown)[:5]}, needs units, dims, width, classes")
+        _check_config(data)
         config = cls(**data)
-        if (len(config.units) != len(config.dims) or not all(isinstance(u, str) for u in config.units)
-                or not all(isinstance(d, int) and d > 0 for d in [*config.dims, config.width, config.classes])
-                or config.space not in SPACES):  # fmt: skip
-            raise ValueError(f"tuned lens config: units (names), dims, width, classes (positive ints) and space in "
-                             f"{SPACES} must fit together; got {data}")  # fmt: skip
+        params = sum(d * config.width + config.width for d in config.dims)
+        if params > limits().params:
+            raise field_error(LENS_CONFIG, "dims x width", f"{params:,} parameters",
+                              f"over the limit of {limits().params:,} (LAYA_MAX_PARAMS)")  # fmt: skip
         return config
+
+
+def _whole(value: Any, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def _check_config(data: dict[str, Any]) -> None:
+    """The types and ranges of a stored :class:`TunedLensConfig`'s fields (see its ``from_dict``)."""
+    units, dims = data["units"], data["dims"]
+    if not isinstance(units, list) or not 1 <= len(units) <= MAX_UNITS:
+        raise field_error(LENS_CONFIG, "units", units, f"must be a list of 1 to {MAX_UNITS} unit names")
+    if not all(isinstance(u, str) and 0 < len(u) <= 200 for u in units):
+        raise field_error(LENS_CONFIG, "units", units, "must be module names (texts of 1 to 200 characters)")
+    if not isinstance(dims, list) or len(dims) != len(units) or not all(_whole(d, 1, MAX_WIDTH) for d in dims):
+        raise field_error(LENS_CONFIG, "dims", dims, f"must be one width in [1, {MAX_WIDTH}] per unit "
+                                                     f"({len(units)} units)")  # fmt: skip
+    for name in ("width", "classes"):
+        if not _whole(data[name], 1, MAX_WIDTH):
+            raise field_error(LENS_CONFIG, name, data[name], f"must be an integer in [1, {MAX_WIDTH}]")
+    if data.get("space", "pre-logits") not in SPACES:
+        raise field_error(LENS_CONFIG, "space", data.get("space"), f"must be one of {SPACES}")
+    for name in ("sample", "epochs", "batch_size", "seed"):
+        if name in data and not _whole(data[name], 0, 2**63 - 1):
+            raise field_error(LENS_CONFIG, name, data[name], "must be a non-negative integer")
+    if "lr" in data and not (isinstance(data["lr"], (int, float)) and not isinstance(data["lr"], bool)):
+        raise field_error(LENS_CONFIG, "lr", data["lr"], "must be a number")
+    if not isinstance(data.get("command", ""), str) or not isinstance(data.get("fit", {}), dict):
+        raise field_error(LENS_CONFIG, "command/fit", [data.get("command"), data.get("fit")],
+                          "command must be a text and fit an object")  # fmt: skip
 
 
 class TunedLens(nn.Module):
@@ -287,33 +333,58 @@ def save_tuned_lens(lens: TunedLens, directory: str | Path) -> Path:
     return directory / LENS_WEIGHTS
 
 
+def lens_shapes(config: TunedLensConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a :class:`TunedLens` of ``config`` by name, with its shape (no module built)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for i, d in enumerate(config.dims):
+        shapes |= {f"translators.{i}.weight": (config.width, d), f"translators.{i}.bias": (config.width,)}
+    return shapes
+
+
+MAX_LENS_JSON = 1 << 20  # a tuned_lens.json is a few KB (one name and width per unit)
+
+
 def load_tuned_lens(directory: str | Path, model: nn.Module | None = None) -> TunedLens | None:
-    """The tuned lens beside a checkpoint, or None where there is none. Every tensor's shape is checked against its
-    config (and, given ``model``, the config against the network's read-out and units, and the lens is moved to the
-    network's device).
+    """The tuned lens beside a checkpoint, or None where there is no ``tuned_lens.json``. Both files are untrusted
+    (:mod:`laya.model.attached_files`): confined to the setting folder, the config's fields checked, the weights
+    file's header compared with the config before a tensor is read or a translator built, its values finite. Given
+    ``model``, the config is checked against the network's read-out and units, and the lens is moved to the
+    network's device.
 
     Raises:
-        ValueError: a config or a weights file that does not fit.
+        AttachedFileError: a file that does not read or does not fit (its message names the file).
     """
     directory = Path(directory)
-    if not (directory / LENS_CONFIG).is_file():
+    config_path = attached_file(directory, LENS_CONFIG)
+    if config_path is None:
         return None
-    config = TunedLensConfig.from_dict(json.loads((directory / LENS_CONFIG).read_text()))
-    lens = TunedLens(config)
-    state = load_file(directory / LENS_WEIGHTS)
-    expected = {k: tuple(v.shape) for k, v in lens.state_dict().items()}
-    found = {k: tuple(v.shape) for k, v in state.items()}
-    if found != expected:
-        wrong = sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))
-        wrong = wrong[:4]
-        raise ValueError(f"{directory / LENS_WEIGHTS} does not fit its config: {wrong} expected "
-                         f"{[expected.get(k) for k in wrong]}, found {[found.get(k) for k in wrong]}")  # fmt: skip
-    lens.load_state_dict(state)
+    config = TunedLensConfig.from_dict(read_json(config_path, LENS_CONFIG, MAX_LENS_JSON))
+    weights = attached_file(directory, LENS_WEIGHTS)
+    if weights is None:
+        raise AttachedFileError(LENS_WEIGHTS, f"{LENS_WEIGHTS} is missing beside {LENS_CONFIG}")
+    expected, found = lens_shapes(config), {k: shape for k, (shape, _) in tensor_header(weights, LENS_WEIGHTS).items()}
+    if found != expected:  # before a tensor is read or a translator built
+        wrong = sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))[:4]
+        raise AttachedFileError(LENS_WEIGHTS, f"{LENS_WEIGHTS} does not fit its config: {[k[:80] for k in wrong]} "
+                                              f"expected {[expected.get(k) for k in wrong]}, found "
+                                              f"{[found.get(k) for k in wrong]}")  # fmt: skip
+    state = read_tensors(weights, LENS_WEIGHTS)
+    odd = sorted(k for k, v in state.items() if not v.is_floating_point() or not bool(torch.isfinite(v).all()))
+    if odd:
+        raise AttachedFileError(LENS_WEIGHTS, f"{LENS_WEIGHTS}: {odd[:4]} are not finite floating-point values")
+    with torch.device("meta"):
+        lens = TunedLens(config)
+    lens.load_state_dict({k: v.float() for k, v in state.items()}, assign=True)
     if model is not None:
         network = as_network(model)
-        check_fits(lens, own_readout(network), config.units)
-        if network.get_submodule(own_readout(network).classifier).out_features != config.classes:
-            raise ValueError(f"the tuned lens reads {config.classes} classes; the network has another number")
+        readout = own_readout(network)
+        try:
+            check_fits(lens, readout, config.units)
+        except ValueError as error:
+            raise AttachedFileError(LENS_CONFIG, f"{LENS_CONFIG} does not fit this network: {error}") from None
+        if network.get_submodule(readout.classifier).out_features != config.classes:
+            raise AttachedFileError(LENS_CONFIG, f"{LENS_CONFIG}: the tuned lens reads {config.classes} classes; the "
+                                                 "network has another number")  # fmt: skip
         lens.to(next(network.parameters()).device)
     return lens.eval()
 
@@ -399,6 +470,7 @@ __all__ = [
     "class_unit_table",
     "fit_tuned_lens",
     "lens_profile",
+    "lens_shapes",
     "load_tuned_lens",
     "logit_lens",
     "own_readout",

@@ -40,13 +40,13 @@ Reading (for the pages)::
     report = load_network_report(folder)   # NetworkReport, or None where network.json is absent
     report.units, report.drops, report.agreement, report.tables["lens_prob/true"], report.scores["grad_x_act"]
 
-:func:`load_network_report` raises ``ValueError`` where the files do not fit together (a missing or misshapen
-array, a JSON field missing), never returning a half-read report.
+:func:`load_network_report` reads both files as untrusted input and raises
+:class:`~laya.model.attached_files.AttachedFileError` (a ``ValueError``) where they do not fit together (a missing
+or misshapen array, a JSON field missing or of the wrong kind), never returning a half-read report.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,8 +54,6 @@ from typing import Any
 
 import pandas as pd
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 from torch import Tensor
 
 from laya.analysis.depth.layer_lens import Lens
@@ -87,6 +85,15 @@ from laya.analysis.network.units import Unit, network_units
 from laya.analysis.sample import sample_indices
 from laya.analysis.strict_json import json_safe
 from laya.data.datasets import Images, batch_indices
+from laya.model.attached_files import (
+    MAX_UNITS,
+    AttachedFileError,
+    attached_file,
+    field_error,
+    read_json,
+    read_tensors,
+    tensor_header,
+)
 from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors
 from laya.model.devices import model_device
 
@@ -315,43 +322,139 @@ def write_network_report(checkpoint: Checkpoint | None, report: NetworkReport, d
     return dest / REPORT_JSON
 
 
-def load_network_report(dest: str | Path) -> NetworkReport | None:
-    """The network report in ``dest``, or None where ``network.json`` is absent (module docstring).
+MAX_REPORT_JSON = 32 << 20  # a network.json is tens of KB (8 class x unit tables); 1,000 classes stay well inside
+INTEGERS = ("indices", "labels", "predictions", "lens_class", "prediction_depth")  # int64 arrays; lens_agrees bool
+AGREEMENT = ["score", "intervention", "spearman_mean", "ci_low", "ci_high", "n"]
 
-    Raises:
-        ValueError: a field missing, an array missing or of another shape than recorded, or shapes that do not
-            fit the units and the sample (every ``(N, U)`` array with ``U = len(units)``, one ``N`` throughout).
-    """
-    dest = Path(dest)
-    if not (dest / REPORT_JSON).is_file():
-        return None
-    try:
-        record = json.loads((dest / REPORT_JSON).read_text())
-        arrays = load_file(dest / REPORT_TENSORS)
-    except (OSError, json.JSONDecodeError, SafetensorError) as error:
-        raise ValueError(f"{dest}: unreadable network report ({error})") from error
+
+def _texts(value: Any, field: str, length: int | None = None) -> list[str]:
+    if (not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > MAX_UNITS * 4
+            or (length is not None and len(value) != length)):  # fmt: skip
+        rule = "must be a list of texts" + ("" if length is None else f", one per unit ({length})")
+        raise field_error(REPORT_JSON, field, value, rule)
+    return value
+
+
+def _number(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _agreement(rows: Any) -> pd.DataFrame:
+    """The ``agreement`` records, each a score, an intervention, a mean and CI (numbers or null), ``n`` inputs."""
+    if not isinstance(rows, list):
+        raise field_error(REPORT_JSON, "agreement", rows, "must be a list of records")
+    for i, row in enumerate(rows):
+        if (not isinstance(row, dict) or not set(AGREEMENT) <= set(row) or not isinstance(row["score"], str)
+                or not isinstance(row["intervention"], str) or not all(_number(row[k]) for k in AGREEMENT[2:5])
+                or type(row["n"]) is not int or row["n"] < 0):  # fmt: skip
+            rule = f"must hold {', '.join(AGREEMENT)} (texts, numbers or null, n a non-negative integer)"
+            raise field_error(REPORT_JSON, f"agreement[{i}]", row, rule)
+    return pd.DataFrame(rows, columns=AGREEMENT)
+
+
+def _tables(tables: Any, units: list[str]) -> dict[str, pd.DataFrame]:
+    """The ``tables``: name -> a class x unit table in pandas' ``split`` layout (text index, the ``units`` then
+    ``n`` as columns, rows of numbers)."""
+    if not isinstance(tables, dict):
+        raise field_error(REPORT_JSON, "tables", tables, "must map table names to tables")
+    out = {}
+    for name, t in tables.items():
+        if (not isinstance(t, dict) or not {"index", "columns", "data"} <= set(t)
+                or not isinstance(t["index"], list) or not all(isinstance(v, str) for v in t["index"])
+                or t["columns"] != [*units, "n"]
+                or not isinstance(t["data"], list) or len(t["data"]) != len(t["index"])
+                or not all(isinstance(r, list) and len(r) == len(t["columns"]) and all(map(_number, r))
+                           for r in t["data"])):  # fmt: skip
+            rule = "must hold an index of texts, the units and n as columns, one row of numbers per index"
+            raise field_error(REPORT_JSON, f"tables[{name[:40]!r}]", t, rule)
+        out[name] = pd.DataFrame(t["data"], index=pd.Index(t["index"], name="class"), columns=t["columns"])
+    return out
+
+
+def _checked_record(record: Any) -> dict[str, Any]:
+    """``network.json``'s fields, each of its type (module docstring), before any array is read."""
+    if not isinstance(record, dict):
+        raise field_error(REPORT_JSON, "(the file)", record, "must be a JSON object")
     needed = ("units", "stages", "stage_names", "residual", "method", "methods", "classes", "agreement", "tables",
               "shapes")  # fmt: skip
-    missing = [k for k in needed if k not in record] + [k for k in ARRAYS if k not in arrays]
-    missing += [f"scores/{k}" for k in SCORES if f"scores/{k}" not in arrays]
+    if missing := [k for k in needed if k not in record]:
+        raise AttachedFileError(REPORT_JSON, f"{REPORT_JSON}: the network report lacks {missing}")
+    units = record["units"]
+    if not isinstance(units, list) or not 1 <= len(units) <= MAX_UNITS:
+        raise field_error(REPORT_JSON, "units", units, f"must be a list of 1 to {MAX_UNITS} unit names")
+    U = len(_texts(units, "units"))
+    for field in ("stage_names", "methods"):
+        _texts(record[field], field, U)
+    _texts(record.get("skip_methods", []), "skip_methods")
+    _texts(record["classes"], "classes")
+    if not isinstance(record["stages"], list) or len(record["stages"]) != U or not all(
+            type(v) is int for v in record["stages"]):  # fmt: skip
+        raise field_error(REPORT_JSON, "stages", record["stages"], f"must be one integer per unit ({U})")
+    if not isinstance(record["residual"], list) or len(record["residual"]) != U or not all(
+            type(v) is bool for v in record["residual"]):  # fmt: skip
+        raise field_error(REPORT_JSON, "residual", record["residual"], f"must be one true/false per unit ({U})")
+    for field, kind in (("method", str), ("command", str), ("lens", dict), ("options", dict)):
+        if field in record and not isinstance(record[field], kind):
+            rule = f"must be a {'text' if kind is str else 'JSON object'}"
+            raise field_error(REPORT_JSON, field, record[field], rule)
+    if type(record.get("references", 0)) is not int:
+        raise field_error(REPORT_JSON, "references", record["references"], "must be an integer")
+    shapes = record["shapes"]
+    if not isinstance(shapes, dict) or not all(isinstance(v, list) and all(type(d) is int for d in v)
+                                               for v in shapes.values()):  # fmt: skip
+        raise field_error(REPORT_JSON, "shapes", shapes, "must map array names to lists of integers")
+    return record
+
+
+def load_network_report(dest: str | Path) -> NetworkReport | None:
+    """The network report in ``dest``, or None where ``network.json`` is absent (module docstring). Both files are
+    untrusted (:mod:`laya.model.attached_files`): confined to the setting folder, ``network.json``'s fields checked
+    (tables, agreement rows), the arrays' header against its shapes before an array is read.
+
+    Raises:
+        AttachedFileError: a file unreadable, a field missing or of the wrong kind, an array missing or of another
+            shape or kind than recorded, or shapes that do not fit the units and the sample (every ``(N, U)`` array
+            with ``U = len(units)``, one ``N`` throughout); never a half-read report.
+    """
+    dest = Path(dest)
+    path = attached_file(dest, REPORT_JSON)
+    if path is None:
+        return None
+    record = _checked_record(read_json(path, REPORT_JSON, MAX_REPORT_JSON))
+    agreement, tables = _agreement(record["agreement"]), _tables(record["tables"], record["units"])
+    tensors = attached_file(dest, REPORT_TENSORS)
+    if tensors is None:
+        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS} is missing beside {REPORT_JSON}")
+    header = tensor_header(tensors, REPORT_TENSORS)
+    missing = [k for k in ARRAYS if k not in header] + [f"scores/{k}" for k in SCORES if f"scores/{k}" not in header]
     if missing:
-        raise ValueError(f"{dest}: the network report lacks {missing}")
-    U, N = len(record["units"]), int(arrays["indices"].shape[0])
-    expected = {k: [N] if arrays[k].ndim == 1 else [N, U] for k in arrays}
-    wrong = [k for k, v in arrays.items() if list(v.shape) != record["shapes"].get(k) or list(v.shape) != expected[k]]
-    lengths = {len(record[k]) for k in ("stages", "stage_names", "residual", "methods")}
-    if wrong or lengths != {U}:
-        shown = {k: (list(arrays[k].shape), record["shapes"].get(k), expected[k]) for k in wrong[:4]}
-        raise ValueError(f"{dest}: the network report's shapes do not fit its {U} units and {N} inputs "
-                         f"(found, recorded, expected): {shown or 'per-unit lists of other lengths'}")  # fmt: skip
-    tables = {k: pd.DataFrame(t["data"], index=pd.Index(t["index"], name="class"), columns=t["columns"])
-              for k, t in record["tables"].items()}  # fmt: skip
+        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: the network report lacks {missing}")
+    U, N = len(record["units"]), header["indices"][0][0] if len(header["indices"][0]) == 1 else -1
+    expected = {k: (N,) if k in ("indices", "labels", "predictions", "probability", "prediction_depth") else (N, U)
+                for k in header}  # fmt: skip
+    shapes = record["shapes"]
+    wrong = [k for k, (shape, _) in header.items() if list(shape) != shapes.get(k) or shape != expected[k]]
+    if wrong:
+        shown = {k[:40]: (list(header[k][0]), shapes.get(k), list(expected[k])) for k in wrong[:4]}
+        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: the network report's shapes do not fit its "
+                                                f"{U} units and {N} inputs (found, recorded, expected): {shown}")
+    def fits(name: str, dtype: torch.dtype) -> bool:
+        if name in INTEGERS:
+            return dtype == torch.int64
+        return dtype == torch.bool if name == "lens_agrees" else dtype.is_floating_point
+
+    odd = [k for k, (_, dtype) in header.items() if not fits(k, dtype)]
+    if odd:
+        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: {odd[:4]} are of another kind than recorded "
+                                                "(int64 indices and classes, bool agreement, floating values)")
+    arrays = read_tensors(tensors, REPORT_TENSORS)
+    K = len(record["classes"])
+    if any(bool(((arrays[k] < 0) | (arrays[k] >= K)).any()) for k in ("labels", "predictions", "lens_class")):
+        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: a class index outside the {K} classes")
     return NetworkReport(
         units=record["units"], stages=record["stages"], stage_names=record["stage_names"], residual=record["residual"],
         method=record["method"], methods=record["methods"], classes=record["classes"],
-        **{k: arrays[k] for k in ARRAYS}, scores={k: arrays[f"scores/{k}"] for k in SCORES},
-        agreement=pd.DataFrame(record["agreement"], columns=["score", "intervention", "spearman_mean", "ci_low",
-                                                              "ci_high", "n"]),
+        **{k: arrays[k] for k in ARRAYS}, scores={k: arrays[f"scores/{k}"] for k in SCORES}, agreement=agreement,
         tables=tables, skip_drops=arrays.get("skip_drops"), skip_methods=record.get("skip_methods", []),
         references=record.get("references", 0), lens=record.get("lens", {}), options=record.get("options", {}),
         command=record.get("command", ""),
@@ -366,8 +469,8 @@ def run_network(
     then compute the network report and write it to ``dest`` (default the checkpoint's folder)."""
     options = options or NetworkOptions()
     dest = Path(dest or checkpoint.path)
+    lens = None if refit else load_tuned_lens(dest, checkpoint.model.backbone)  # a broken file: refused before any work
     train = train_images if train_images is not None else checkpoint.load_data("train")
-    lens = None if refit else load_tuned_lens(dest, checkpoint.model.backbone)
     units = [u.name for u in network_units(checkpoint.model.backbone)]
     if lens is None or lens.config.units != units:
         lens = fitted_lens(checkpoint, train, options, command)

@@ -4,6 +4,8 @@ storage and its checks."""
 from __future__ import annotations
 
 import json
+import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +20,10 @@ from laya.analysis.network.report import (
     write_network_report,
 )
 from laya.analysis.network.scores import SCORES
+from laya.model.attached_files import AttachedFileError
 from laya.model.checkpoint import load_checkpoint
 from laya.training.attach import own_checkpoint
+from tests.hostile import REPORT_CASES, REPORT_FILES, attached_setting
 from tests.model.test_own_head import _save, networks
 from tests.training.test_attach import _config, _retarget
 
@@ -105,3 +109,18 @@ def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path
     assert set(written.agreement["intervention"]) == {method, method.replace("resample", "skip")}
     assert (tmp_path / "tuned_lens.json").is_file()  # fitted anew for this folder, with its command
     assert json.loads((tmp_path / "tuned_lens.json").read_text())["command"].startswith("laya ")
+
+
+@pytest.mark.parametrize("case", REPORT_CASES, ids=lambda c: c.name)
+def test_hostile_report_files_are_refused_naming_the_file(case, tmp_path: Path) -> None:
+    """Every hostile ``network.*`` (a copy of the bundled own head's, broken one way: a list for a table, misshapen
+    or NaN agreement rows, links out of the setting folder) gets one AttachedFileError naming its file."""
+    own = attached_setting(tmp_path, REPORT_FILES)
+    assert load_network_report(own).units[0] == "bn1"  # the copy loads as it is
+    case.write(own)
+    start = time.monotonic()
+    with pytest.raises(AttachedFileError, match=re.escape(case.message)) as refused:
+        load_network_report(own)
+    assert time.monotonic() - start < 2.0
+    message = str(refused.value)
+    assert refused.value.file == case.file and case.file in message and str(tmp_path) not in message

@@ -2,6 +2,8 @@
 final distribution), per-input profiles, prediction depth, class x unit tables, storage."""
 
 import json
+import re
+import time
 
 import plotly.graph_objects as go
 import pytest
@@ -11,6 +13,7 @@ import torchvision
 from torch import nn
 
 from laya.analysis.network.lens import (
+    TunedLens,
     TunedLensConfig,
     class_unit_figure,
     class_unit_table,
@@ -24,6 +27,8 @@ from laya.analysis.network.lens import (
     save_tuned_lens,
     unit_lens,
 )
+from laya.model.attached_files import AttachedFileError
+from tests.hostile import LENS_CASES, LENS_FILES, attached_setting
 from tests.model.test_own_head import TINY_VIT
 
 VIT_UNITS = [f"blocks.{i}" for i in range(6)]
@@ -186,3 +191,24 @@ def test_figures_are_built_not_shown(vit):
     assert len(strip.data[0].x) == 6
     heatmap = class_unit_figure(class_unit_table(lens, labels, CLASSES, VIT_UNITS, "kl"), "kl")
     assert heatmap.data[0].type == "heatmap" and len(heatmap.data[0].y) == 5 and len(heatmap.data[0].x) == 6
+
+
+@pytest.mark.parametrize("case", LENS_CASES, ids=lambda c: c.name)
+def test_hostile_lens_files_are_refused_naming_the_file_before_anything_is_built(case, tmp_path, monkeypatch):
+    """Every hostile ``tuned_lens.*`` (a copy of the bundled own head's, broken one way) gets one AttachedFileError
+    naming its file, in well under a second and before a translator is allocated (a width of 6,000 took 71 s and
+    1.4 GB when the lens was built before its weights' header was compared with it)."""
+    own = attached_setting(tmp_path, LENS_FILES)
+    assert load_tuned_lens(own).config.units[0] == "bn1"  # the copy loads as it is
+    case.write(own)
+
+    def built(*args, **kwargs):
+        raise AssertionError("a TunedLens was built from a refused file")
+
+    monkeypatch.setattr(TunedLens, "__init__", built)
+    start = time.monotonic()
+    with pytest.raises(AttachedFileError, match=re.escape(case.message)) as refused:
+        load_tuned_lens(own)
+    assert time.monotonic() - start < 2.0
+    message = str(refused.value)
+    assert refused.value.file == case.file and case.file in message and str(tmp_path) not in message

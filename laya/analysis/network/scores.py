@@ -2,8 +2,10 @@
 
 For an input ``x`` with predicted class ``c`` (logit ``y_c``) and units ``u = 1..U``
 (:mod:`laya.analysis.network.units`), each score is ``(B, U)``, higher meaning "the unit matters more for ``c``".
-A unit's *contribution* ``a_u`` is what an intervention replaces: its branch ``h_u - x_u`` where the unit is
-residual (``h_u = x_u + f_u(x_u)``), its whole output ``h_u`` where not.
+A unit's *contribution* ``a_u`` is what an intervention replaces: its branch ``h_u - σ_u`` where the unit is
+residual (``h_u = σ_u + f_u``, ``σ_u`` its input or its shortcut's output through the ReLU after the addition:
+:mod:`laya.analysis.network.interventions`), its whole output ``h_u`` where not (and where the shortcut is no
+module of the network's, so that ``σ_u`` cannot be recomputed).
 
 * ``grad_x_act``, gradient x activation: ``sum_i (dy_c/dh_u)_i (a_u)_i``, every unit from ONE forward and ONE
   backward. The first-order Taylor estimate of removing the contribution (``a_u <- 0``, a skip).
@@ -70,11 +72,14 @@ def _chosen(logits: Tensor, classes: Tensor | None) -> Tensor:
     return chosen
 
 
-def _contribution(unit: Unit, out: Tensor, given: Tensor | None) -> Tensor:
-    """``a_u``: the branch ``h_u - x_u`` of a residual unit, else its output."""
-    if unit.residual and given is not None and given.shape == out.shape:
-        return out - given
-    return out
+def _contribution(network: nn.Module, unit: Unit, out: Tensor, given: Tensor | None) -> Tensor:
+    """``a_u``: the branch ``h_u - σ_u`` of a residual unit (``σ_u`` its input ``given``, or its shortcut module of
+    ``network`` run on it, through the ReLU after the addition), else its output."""
+    if not unit.residual or given is None or unit.shortcut == "":
+        return out
+    stream = given if unit.shortcut is None else network.get_submodule(unit.shortcut)(given)
+    stream = stream.relu() if unit.rectified else stream
+    return out - stream if stream.shape == out.shape else out
 
 
 def gradient_scores(
@@ -91,7 +96,7 @@ def gradient_scores(
         grads = torch.autograd.grad(run.logits.gather(1, chosen.view(-1, 1)).sum(), run.outputs, allow_unused=True)
     gxa = []
     for unit, out, given, grad in zip(units, run.outputs, run.inputs, grads):
-        a = _contribution(unit, out.detach(), None if given is None else given.detach())
+        a = _contribution(network, unit, out.detach(), None if given is None else given.detach())
         gxa.append(torch.zeros(len(x), device=x.device) if grad is None else (grad * a).flatten(1).sum(1))
     mass = [cam.sum(dim=(1, 2, 3)) for cam in raw_cams(network, run.outputs, grads)]
     return {"grad_x_act": torch.stack(gxa, 1).detach(), "gradcam_mass": torch.stack(mass, 1).detach(),
@@ -108,8 +113,9 @@ def baselines(
         raise ValueError(f"baseline must be 'mean' or 'zero'; got {kind!r}")
     if reference is None or len(reference) == 0:
         raise ValueError("integrated gradients need reference inputs (R >= 1) for the baseline")
-    run = run_units(as_network(model), reference, [u.name for u in units])
-    values = [_contribution(u, out, given).mean(0, keepdim=True)
+    network = as_network(model)
+    run = run_units(network, reference, [u.name for u in units])
+    values = [_contribution(network, u, out, given).mean(0, keepdim=True)
               for u, out, given in zip(units, run.outputs, run.inputs)]  # fmt: skip
     return values if kind == "mean" else [torch.zeros_like(v) for v in values]
 
@@ -171,11 +177,11 @@ def _ig_chunk(
     rows, values, spans = [], [], []
     for u, k in enumerate(which):
         unit, out, given = units[k], clean.outputs[k], clean.inputs[k]
-        a = _contribution(unit, out, given)  # (B, ...)
+        a = _contribution(network, unit, out, given)  # (B, ...)
         if baseline[k].shape[1:] != a.shape[1:]:
             raise ValueError(f"baseline of {unit.name} is {tuple(baseline[k].shape[1:])}, its contribution "
                              f"{tuple(a.shape[1:])}")  # fmt: skip
-        stream = out - a  # x_u where residual, else 0
+        stream = out - a  # σ_u where residual, else 0
         b = baseline[k].to(a.dtype)
         shape = (1, S) + (1,) * (a.ndim - 1)
         point = b.unsqueeze(1) + alpha.view(shape) * (a - b).unsqueeze(1)  # (B, S, ...)

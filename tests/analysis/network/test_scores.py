@@ -21,6 +21,7 @@ from laya.analysis.network.scores import (
     lens_kl_drop,
     score_agreement,
 )
+from tests.analysis.network.test_interventions import _stream
 from tests.analysis.test_block_ablation import _inputs, _own_model
 from tests.model.test_own_head import logits_of, networks
 
@@ -59,7 +60,7 @@ def test_integrated_gradients_are_the_midpoint_sum_by_hand(tmp_path: Path, famil
             logits_of(network, x)
         handle.remove()
         given, out = store[0]
-        stream = given if unit.residual else 0
+        stream = _stream(network, unit, given) if unit.residual else 0
         a, total = out - stream, 0
         for s in range(S):
             point = (stream + base[u] + (s + 0.5) / S * (a - base[u])).requires_grad_(True)
@@ -114,7 +115,7 @@ def test_gradient_x_activation_and_gradcam_mass_by_hand(tmp_path: Path, family: 
         handle.remove()
         given, out = store[0]
         grad, = torch.autograd.grad(logits.gather(1, logits.argmax(-1, keepdim=True)).sum(), out)
-        contribution = out - given if unit.residual else out
+        contribution = out - _stream(network, unit, given) if unit.residual else out
         assert torch.allclose(got["grad_x_act"][:, u], (grad * contribution).flatten(1).sum(1).detach(), atol=1e-10)
         if out.ndim == 3:  # tokens: patches only, on their grid
             prefix = network.num_prefix_tokens

@@ -120,7 +120,8 @@ def test_attach_writes_four_heads_a_summary_and_depth(
     assert "Holm-corrected over the 3" in text and text.count("Holm p = ") == 3
     assert f"laya dashboard --models {setting.parent}" in text
     assert "Tuned lens at the last unit (layer4.0) agrees with the network on 100.0%" in text
-    assert "Cheap score closest to resample" in text or "No cheap per-unit score agrees with resample" in text
+    trusted = "Cheap score to trust against resample" in text
+    assert trusted or "No cheap per-unit score is to be trusted against resample" in text
     assert len(text.splitlines()) <= 24  # one screen
     _own_head_shows_its_block_ablation_at_once(tmp_path / "models", attached.heads[OWN], monkeypatch)
 

@@ -10,7 +10,10 @@
   serve the interventions and the integrated-gradients baseline alike;
 * the tuned lens (:mod:`~laya.analysis.network.lens`): loaded from beside the checkpoint, else fitted on a seeded
   class-balanced sample of ``options.lens_sample`` training inputs (:func:`fitted_lens`);
-* the cheap per-unit scores (:mod:`~laya.analysis.network.scores`) and their agreement with the interventions.
+* the cheap per-unit scores (:mod:`~laya.analysis.network.scores`) and their agreement with the interventions over
+  the units that keep the input, beside two baselines that know nothing of the input: the per-unit mean drop of the
+  same intervention on the reference inputs, and a seeded random score; a score is trusted only where it beats the
+  better of them.
 
 Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safetensors`` + ``tuned_lens.json``:
 
@@ -30,8 +33,10 @@ Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safet
     was chosen and the units have it: ``resample of MLP``), ``methods`` and ``skip_methods`` (what each unit got),
     ``classes``, ``references`` (K), ``options`` (:class:`NetworkOptions`), ``command``; ``lens`` (``source``,
     ``command`` that fitted it, ``fit`` its training summary, ``last_unit_agreement`` on this sample);
-    ``agreement`` (records of :func:`~laya.analysis.network.scores.score_agreement`: ``score, intervention,
-    spearman_mean, ci_low, ci_high, n``); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in
+    ``agreement`` (records of :func:`~laya.analysis.network.scores.trusted_agreement`: ``score, intervention,
+    spearman_mean, ci_low, ci_high, n, kind, units, vs_baseline, vs_low, vs_high, trusted``: each cheap score and
+    the two baselines, per-input Spearman over the units that keep the input; a report written before the
+    baselines has no values in the last six); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in
     pandas' ``split`` layout, rows ``"all"`` then each class with inputs, a last column ``n``; metrics
     ``lens_prob``, ``lens_kl``, ``lens_agrees``, ``drops``); ``shapes`` (every array's shape, checked on load).
 
@@ -82,7 +87,17 @@ from laya.analysis.network.lens import (
     save_tuned_lens,
     unit_lens,
 )
-from laya.analysis.network.scores import IG_STEPS, SCORES, Baseline, baselines, score_agreement, unit_scores
+from laya.analysis.network.scores import (
+    AGREEMENT_COLUMNS,
+    IG_STEPS,
+    SCORES,
+    TRUST_COLUMNS,
+    Baseline,
+    baseline_scores,
+    baselines,
+    trusted_agreement,
+    unit_scores,
+)
 from laya.analysis.network.units import Unit, network_units
 from laya.analysis.readouts import class_groups
 from laya.analysis.sample import sample_indices
@@ -238,6 +253,10 @@ def network_report(
     baseline = baselines(backbone, reference, units, options.baseline)
     recorded = record_references(model, units, reference, options.branch)  # once, for every batch
     residual = [u.residual for u in units]
+    structure = {"main": intervene(model, reference, units, options.method, recorded, branch=options.branch).drops}
+    if any(residual):  # the per-unit mean drop over the references: what structure alone gives
+        structure["skip"] = intervene(model, reference, units, "skip", recorded, branch=options.branch).drops
+    structure = {k: v.mean(0).cpu() for k, v in structure.items()}
     index = sample_indices(test.labels, options.limit or len(test), options.seed)
     parts: dict[str, list[Tensor]] = {}
     methods: dict[str, tuple[str, ...]] = {}
@@ -266,10 +285,13 @@ def network_report(
     scores = {name: got[f"scores/{name}"] for name in SCORES}
     part = options.branch if options.branch != "block" and branched(units) else None  # a CNN: no part to name
     method = method_label(options.method, part)
-    agreement = [score_agreement(scores, got["drops"], method, None, options.resamples, options.seed)]
+    keeps = torch.tensor(residual)  # agreement over the units that keep the input, beside baselines of structure alone
+    agreement = [trusted_agreement(scores, baseline_scores(structure["main"], len(index), options.seed), got["drops"],
+                                   method, keeps, options.resamples, options.seed)]  # fmt: skip
     if "skip_drops" in got and sum(residual) >= 2:
-        agreement.append(score_agreement(scores, got["skip_drops"], method_label("skip", part), torch.tensor(residual),
-                                         options.resamples, options.seed))  # fmt: skip
+        agreement.append(trusted_agreement(scores, baseline_scores(structure["skip"], len(index), options.seed),
+                                           got["skip_drops"], method_label("skip", part), keeps, options.resamples,
+                                           options.seed))  # fmt: skip
     classes = list(checkpoint.meta.classes)
     values = {"lens_prob": whole.prob, "lens_kl": whole.kl, "lens_agrees": (lens_class == predictions.view(-1, 1)),
               "drops": got["drops"]}  # fmt: skip
@@ -361,8 +383,7 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
         units=record["units"], stages=record["stages"], stage_names=record["stage_names"], residual=record["residual"],
         method=record["method"], methods=record["methods"], classes=record["classes"],
         **{k: arrays[k] for k in ARRAYS}, scores={k: arrays[f"scores/{k}"] for k in SCORES},
-        agreement=pd.DataFrame(record["agreement"], columns=["score", "intervention", "spearman_mean", "ci_low",
-                                                              "ci_high", "n"]),
+        agreement=pd.DataFrame(record["agreement"], columns=[*AGREEMENT_COLUMNS, *TRUST_COLUMNS]),
         tables=tables, skip_drops=arrays.get("skip_drops"), skip_methods=record.get("skip_methods", []),
         references=record.get("references", 0), lens=record.get("lens", {}), options=record.get("options", {}),
         command=record.get("command", ""),

@@ -29,7 +29,10 @@ module of the network's, so that ``σ_u`` cannot be recomputed).
 :func:`score_agreement`: per input, the Spearman correlation over units (``scipy.stats.spearmanr`` semantics,
 :func:`~laya.analysis.head.faithfulness.spearman_rows`) between a score and an intervention's drops, its mean over
 inputs with a percentile bootstrap CI over inputs (:func:`~laya.analysis.statistics.mean_intervals`; all scores on
-the same resamples).
+the same resamples). :func:`trusted_agreement`: the same over the units that keep the input, beside two baselines
+that know nothing of the input (:func:`baseline_scores`: the per-unit mean drop over the references, a constant
+per unit, and a seeded random score); a cheap score is *trusted* only where it beats the better baseline on the
+same inputs (paired bootstrap over inputs of the per-input Spearman difference, its CI above 0).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from laya.analysis.lens import Lens
 from laya.analysis.network.gradcam import raw_cams
 from laya.analysis.network.recording import as_network, run_units, unit_modules
 from laya.analysis.network.units import Unit
-from laya.analysis.statistics import mean_intervals
+from laya.analysis.statistics import mean_intervals, paired_bootstrap
 from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
 
 Baseline = Literal["mean", "zero"]
@@ -58,8 +61,12 @@ SCORE_LABELS = {
     "integrated_gradients": "integrated gradients",
     "lens_kl_drop": "tuned-lens KL drop",
     "gradcam_mass": "Grad-CAM mass",
+    "unit_mean": "baseline: per-unit mean drop",
+    "random": "baseline: random",
 }
+BASELINES = ("unit_mean", "random")  # scores that know nothing of the input
 AGREEMENT_COLUMNS = ("score", "intervention", "spearman_mean", "ci_low", "ci_high", "n")
+TRUST_COLUMNS = ("kind", "units", "vs_baseline", "vs_low", "vs_high", "trusted")
 IG_STEPS = 8
 MAX_ROWS = 512  # rows of one integrated-gradients pass, at most
 GRAD_BYTES = 2**30  # what autograd may keep for one integrated-gradients pass (a ViT at 224 px keeps ~50 MB a row)
@@ -255,14 +262,60 @@ def score_agreement(
     )
 
 
+def baseline_scores(unit_means: Tensor, inputs: int, seed: int = 0) -> dict[str, Tensor]:
+    """The :data:`BASELINES`, ``(inputs, U)`` each: ``unit_mean`` the per-unit mean drop ``unit_means`` ``(U,)``
+    (of the intervention on the reference inputs) for every input, ``random`` uniform draws seeded by ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    means = unit_means.detach().double().cpu()
+    return {"unit_mean": means.expand(inputs, -1).clone(),
+            "random": torch.rand(inputs, len(means), generator=generator, dtype=torch.float64)}  # fmt: skip
+
+
+def trusted_agreement(
+    scores: dict[str, Tensor], baselines: dict[str, Tensor], drops: Tensor, intervention: str, mask: Tensor,
+    resamples: int = 1000, seed: int = 0, level: float = 0.95,
+) -> pd.DataFrame:  # fmt: skip
+    """:func:`score_agreement` of ``scores`` and of ``baselines`` (:func:`baseline_scores`) over the units of
+    ``mask`` ``(U,)`` (those that keep the input), with :data:`TRUST_COLUMNS`: ``kind`` ("score" or "baseline"),
+    ``units`` how many units each input's correlation is over, and per score ``vs_baseline`` the mean over inputs
+    of its Spearman minus the better baseline's (the baseline of the higher mean), ``vs_low``, ``vs_high`` its
+    paired bootstrap CI over the inputs where both are defined, ``trusted`` whether that CI lies above 0."""
+    mask = torch.as_tensor(mask, dtype=torch.bool).cpu()
+    table = score_agreement(scores | baselines, drops, intervention, mask, resamples, seed, level)
+    table.insert(len(table.columns), "kind", ["baseline" if k in baselines else "score" for k in table["score"]])
+    table["units"] = int(mask.sum())
+    m = mask.expand(drops.shape)
+    rho = {name: spearman_rows(value, drops, m) for name, value in (scores | baselines).items()}
+    better = max(baselines, key=lambda k: -math.inf if math.isnan(v := float(np.nanmean(rho[k]))) else v)
+    columns: dict[str, list[Any]] = {"vs_baseline": [], "vs_low": [], "vs_high": [], "trusted": []}
+    for name in table["score"]:
+        both = ~np.isnan(rho[name]) & ~np.isnan(rho[better])
+        if name in baselines or both.sum() < 2:
+            difference = None
+        else:
+            difference = paired_bootstrap(torch.from_numpy(rho[name][both]), torch.from_numpy(rho[better][both]),
+                                          resamples=resamples, seed=seed, level=level).difference  # fmt: skip
+        columns["vs_baseline"].append(math.nan if difference is None else difference.estimate)
+        columns["vs_low"].append(math.nan if difference is None else difference.low)
+        columns["vs_high"].append(math.nan if difference is None else difference.high)
+        columns["trusted"].append(difference is not None and difference.low > 0)
+    return table.assign(**columns)
+
+
 def best_score(agreement: pd.DataFrame, intervention: str) -> pd.Series | None:
-    """The row of ``agreement`` for ``intervention`` with the highest mean among scores whose CI lies above 0;
-    None where every CI includes 0 (or lies below it): no score agrees."""
-    rows = agreement[(agreement["intervention"] == intervention) & (agreement["ci_low"] > 0)]
+    """The row of ``agreement`` for ``intervention`` with the highest mean among the scores it trusts (that beat
+    the better baseline, :func:`trusted_agreement`); in a table without baselines, among those whose CI lies above
+    0. None where no score is so: none can be trusted."""
+    rows = agreement[agreement["intervention"] == intervention]
+    if "trusted" in rows and rows["trusted"].notna().any():
+        rows = rows[(rows["kind"] == "score") & rows["trusted"].fillna(False).astype(bool)]
+    else:
+        rows = rows[rows["ci_low"] > 0]
     return None if rows.empty else rows.loc[rows["spearman_mean"].idxmax()]
 
 
 __all__ = [
-    "AGREEMENT_COLUMNS", "IG_STEPS", "SCORES", "SCORE_LABELS", "Baseline", "baselines", "best_score",
-    "gradient_scores", "integrated_gradients", "lens_kl_drop", "score_agreement", "unit_scores",
+    "AGREEMENT_COLUMNS", "BASELINES", "IG_STEPS", "SCORES", "SCORE_LABELS", "TRUST_COLUMNS", "Baseline",
+    "baseline_scores", "baselines", "best_score", "gradient_scores", "integrated_gradients", "lens_kl_drop",
+    "score_agreement", "trusted_agreement", "unit_scores",
 ]  # fmt: skip

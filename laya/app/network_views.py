@@ -104,8 +104,8 @@ def unit_profile_caption(result: NetworkExplanation, classes: Sequence[str]) -> 
     lost = [n for n, keeps in zip(result.names, result.residual) if not keeps]
     if lost:
         shown = ", ".join(f"`{code_plain(n)}`" for n in lost[:6]) + (", …" if len(lost) > 6 else "")
-        text += (f" Grey bars ({shown}) are not residual: their whole output is replaced, so the network after them "
-                 "no longer sees the input.")  # fmt: skip
+        text += (f" Grey bars ({shown}) are not residual (no shortcut, as a stem): their whole output is replaced, "
+                 "so the network after them no longer sees the input.")  # fmt: skip
     return text + " Hatched: the label flips."
 
 

@@ -239,7 +239,7 @@ def agreement_summary(agreement: pd.DataFrame, intervention: str) -> str:
 
 __all__ = [
     "BAR_WORDS", "BRANCHES", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS",
-    "UNIT_PROFILE_TITLE", "agreement_summary", "agreement_view", "bar_word", "class_unit_heatmap", "depth_text", "gradcam_figure",
-    "lens_figure", "lens_table", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
-    "unit_profile_table",
+    "UNIT_PROFILE_TITLE", "agreement_summary", "agreement_view", "bar_word", "class_unit_heatmap", "depth_text",
+    "gradcam_figure", "lens_figure", "lens_table", "network_depth", "stored_class_units", "unit_profile_caption",
+    "unit_profile_figure", "unit_profile_table",
 ]  # fmt: skip

@@ -296,7 +296,8 @@ def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
     else:
         lines.append(f"Cheap score to trust against {report.method}: {SCORE_LABELS[best['score']]}, per-input "
                      f"Spearman {best['spearman_mean']:.2f} [{best['ci_low']:.2f}, {best['ci_high']:.2f}], above the "
-                     f"better baseline by {best['vs_baseline']:.2f} [{best['vs_low']:.2f}, {best['vs_high']:.2f}]")  # fmt: skip
+                     f"better baseline by {best['vs_baseline']:.2f} "
+                     f"[{best['vs_low']:.2f}, {best['vs_high']:.2f}]")  # fmt: skip
     return lines
 
 

@@ -64,11 +64,6 @@ class Unit:
     shortcut: str | None = None
     rectified: bool = False
 
-    @property
-    def keeps_input(self) -> bool:
-        """Whether an intervention on the unit leaves the network computing from the input (it is residual)."""
-        return self.residual
-
 
 @dataclass
 class _Shortcut:

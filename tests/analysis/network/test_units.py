@@ -15,7 +15,8 @@ EXPECTED = {  # family -> [(unit, stage, residual, branches, shortcut)]: every u
     "timm resnet10t": [("bn1", "bn1", False, 0, None), ("layer1.0", "layer1", True, 0, None)]
     + [(f"layer{s}.0", f"layer{s}", True, 0, f"layer{s}.0.downsample") for s in (2, 3, 4)],
     "timm test_vit": [(f"blocks.{i}", f"blocks.{i}", True, 2, None) for i in range(6)],
-    "torchvision resnet18": [(f"layer{s}.{u}", f"layer{s}", True, 0, None if u == 1 or s == 1 else f"layer{s}.0.downsample")
+    "torchvision resnet18": [(f"layer{s}.{u}", f"layer{s}", True, 0,
+                              None if u == 1 or s == 1 else f"layer{s}.0.downsample")
                              for s in (1, 2, 3, 4) for u in (0, 1)],
 }  # fmt: skip
 
@@ -82,7 +83,8 @@ def test_wrapped_module_units_are_the_children_of_its_layers() -> None:
     units = network_units(backbone)
     assert [(u.name, u.stage, u.residual, u.shortcut, u.rectified) for u in units] == [
         ("layer2.0", "layer2", True, "layer2.0.downsample", True), ("layer2.1", "layer2", True, None, False),
-        ("layer4.0", "layer4", True, "layer4.0.downsample", True), ("layer4.1", "layer4", True, None, False)]  # fmt: skip
+        ("layer4.0", "layer4", True, "layer4.0.downsample", True),
+        ("layer4.1", "layer4", True, None, False)]  # fmt: skip
 
 
 def test_a_shortcut_is_found_by_tracing_in_unknown_networks() -> None:

@@ -286,7 +286,8 @@ def trusted_agreement(
     table["units"] = int(mask.sum())
     m = mask.expand(drops.shape)
     rho = {name: spearman_rows(value, drops, m) for name, value in (scores | baselines).items()}
-    better = max(baselines, key=lambda k: -math.inf if math.isnan(v := float(np.nanmean(rho[k]))) else v)
+    defined = {k: rho[k][~np.isnan(rho[k])] for k in baselines}
+    better = max(baselines, key=lambda k: float(defined[k].mean()) if len(defined[k]) else -math.inf)
     columns: dict[str, list[Any]] = {"vs_baseline": [], "vs_low": [], "vs_high": [], "trusted": []}
     for name in table["score"]:
         both = ~np.isnan(rho[name]) & ~np.isnan(rho[better])

@@ -34,8 +34,11 @@ if own:
     if (network := load_network_report(selection.path)) is not None:
         agreement = network_views.agreement_view(network.agreement)
         common.table(agreement)
-        st.caption("Per unit, each cheap score ranked against the drops of the default intervention (resample), "
-                   "per test input: the mean Spearman ρ with its 95 % bootstrap CI over inputs.")
+        st.caption("Per test input, each cheap score ranked against the drops of the intervention over the units "
+                   "that keep the input: the mean Spearman ρ with its 95 % bootstrap CI over inputs. Two baselines "
+                   "know nothing of the input (the per-unit mean drop over the references, a random score); a score "
+                   "is trusted only where it beats the better of them on the same inputs (paired bootstrap).")
+        st.markdown(shown(network_views.agreement_summary(network.agreement, network.method)))
     report, mode, reduction = None, "mean", "signed"
 if report is not None:
     st.subheader(f"{shown(labels.head_title(head))}: methods")

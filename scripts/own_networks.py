@@ -11,7 +11,9 @@ Per network of ``NETWORKS``: ``train`` (``scripts/train_network.py``: a plain cl
 * **same-class pairs**: over the report's sample, every pair of inputs with the same predicted class, and the
   share whose unit profiles differ by more than a constant: ``std_u(drop_u(x1) - drop_u(x2)) > 1e-4``, under the
   default intervention (resample), skip, and the stage mean-ablation the pages used before (every stage's
-  output replaced by its training mean: everything after a stage that is not residual sees a constant);
+  output replaced by its training mean: everything after a stage that is not residual sees a constant); and the
+  bars such a pair shares at a unit that keeps the input (:func:`shared_bars`: none, where every unit with a
+  shortcut, a projection too, keeps it);
 * **tuned lens**: the share of the whole test split on which the lens at the last unit predicts the network's own
   class;
 * **Grad-CAM**: the largest difference between :func:`~laya.analysis.network.gradcam.unit_gradcam` and
@@ -42,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 RUNS = ROOT / "runs" / "own"
 DOCS = ROOT / "docs" / "own-networks"
 PAIR_STD = 1e-4  # profiles that differ by more than a constant offset
+SHARED = 1e-9  # a bar two inputs share: their drops differ by their probabilities' difference, to this
 CAM_SAMPLE = 20  # test inputs of the Grad-CAM check (two per class)
 SHIPPED = "resnet18-half"  # the network bundled in models/
 
@@ -102,15 +105,32 @@ def _run(command: list[str]) -> None:
     subprocess.run(command, cwd=ROOT, check=True)
 
 
+def _same_class_pairs(predictions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Every pair ``(i, j)`` of inputs with one predicted class, as two index tensors; None where there is none."""
+    pairs = [(i, j) for c in predictions.unique() for i, j in combinations((predictions == c).nonzero().flatten(), 2)]
+    return None if not pairs else tuple(torch.stack(v) for v in zip(*pairs))
+
+
 def pair_shares(drops: torch.Tensor, predictions: torch.Tensor) -> dict:
     """Over every pair of inputs with one predicted class: how many pairs, and the share whose ``(N, U)`` drops
     differ by more than a constant (``std`` over units of the difference above ``PAIR_STD``)."""
-    pairs = [(i, j) for c in predictions.unique() for i, j in combinations((predictions == c).nonzero().flatten(), 2)]
-    if not pairs:
+    if (pairs := _same_class_pairs(predictions)) is None:
         return {"pairs": 0, "differ": 0}
-    i, j = (torch.stack(v) for v in zip(*pairs))
+    i, j = pairs
     differ = (drops[i] - drops[j]).std(dim=1, unbiased=False) > PAIR_STD
-    return {"pairs": len(pairs), "differ": int(differ.sum())}
+    return {"pairs": len(i), "differ": int(differ.sum())}
+
+
+def shared_bars(drops: torch.Tensor, probability: torch.Tensor, predictions: torch.Tensor, keeps: list[bool]) -> dict:
+    """Over every pair of inputs with one predicted class and every unit that keeps the input (``keeps``): how many
+    bars the two inputs share, ``drop_u(x1) - drop_u(x2) = p(x1) - p(x2)`` to ``SHARED`` (what a unit whose whole
+    output is replaced gives: the network after it predicts ``c(u, ŷ)`` for both)."""
+    units = int(sum(keeps))
+    if (pairs := _same_class_pairs(predictions)) is None:
+        return {"pairs": 0, "units": units, "shared": 0}
+    i, j = pairs
+    gap = (drops[i] - drops[j] - (probability[i] - probability[j]).unsqueeze(1))[:, torch.tensor(keeps)]
+    return {"pairs": len(i), "units": units, "shared": int((gap.abs() < SHARED).sum())}
 
 
 def last_writers(network: torch.nn.Module, x: torch.Tensor, units: list[str]) -> dict[str, str]:
@@ -218,6 +238,7 @@ def check(name: str) -> dict:
         "accuracy": own_report["accuracy_ci"], "evaluated": own_report["dataset"]["n"], "test_n": len(test),
         "units": report.units, "residual": report.residual, "method": report.method,
         "sample": len(report.indices), "pairs": pairs,
+        "shared": shared_bars(report.drops, report.probability, report.predictions, report.residual),
         "lens": {"agree": agree, "n": total, "fit": meta["lens"].get("fit")},
         "gradcam": {"max_abs_diff": cam_diff, "n": len(cam_index), "units": len(report.units)},
         "agreement": report.agreement.to_dict(orient="records"),
@@ -262,12 +283,22 @@ def markdown(folder: Path = DOCS) -> str:
 
 def agreement_markdown(name: str, folder: Path = DOCS) -> str:
     """Which cheap per-unit score ranks the units as the interventions do, on network ``name``: the report's
-    agreement table (mean per-input Spearman over units, 95 % bootstrap CI over inputs)."""
+    agreement table (mean per-input Spearman over the units that keep the input, 95 % bootstrap CI over inputs),
+    the two baselines of structure alone, and per score its margin over the better one ("–" in a check from before
+    the baselines)."""
     r = json.loads((folder / f"{name}.json").read_text())
-    lines = ["| intervention | score | Spearman with the drops [95 % CI] | inputs |", "|---|---|---|---|"]
+
+    def interval(m: float | None, low: float | None, high: float | None) -> str:
+        return "–" if m is None else f"{m:.3f} [{low:.3f}, {high:.3f}]"
+
+    lines = ["| intervention | score | Spearman with the drops [95 % CI] | units per input | inputs | over the better "
+             "baseline [95 % CI] | trusted |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for a in r["agreement"]:
-        lines.append(f"| {a['intervention']} | {a['score']} | {a['spearman_mean']:.3f} "
-                     f"[{a['ci_low']:.3f}, {a['ci_high']:.3f}] | {a['n']} |")  # fmt: skip
+        baseline = a.get("kind") == "baseline"
+        margin = "baseline" if baseline else interval(a.get("vs_baseline"), a.get("vs_low"), a.get("vs_high"))
+        trusted = "baseline" if baseline else "–" if a.get("trusted") is None else "yes" if a["trusted"] else "no"
+        lines.append(f"| {a['intervention']} | {a['score']} | {interval(a['spearman_mean'], a['ci_low'], a['ci_high'])}"
+                     f" | {a.get('units', '–')} | {a['n']} | {margin} | {trusted} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

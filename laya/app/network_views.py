@@ -22,6 +22,7 @@ from plotly.subplots import make_subplots
 
 from laya.analysis.network.explain import GRANULARITIES, NetworkExplanation
 from laya.analysis.network.lens import class_unit_figure, lens_profile, prediction_depth, profile_figure
+from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.app import palette
 from laya.app.numbers import number_text
 from laya.app.text import code_plain, plain
@@ -103,8 +104,8 @@ def unit_profile_caption(result: NetworkExplanation, classes: Sequence[str]) -> 
     lost = [n for n, keeps in zip(result.names, result.residual) if not keeps]
     if lost:
         shown = ", ".join(f"`{code_plain(n)}`" for n in lost[:6]) + (", …" if len(lost) > 6 else "")
-        text += (f" Grey bars ({shown}) are not residual: their whole output is replaced, so the network after them "
-                 "no longer sees the input.")  # fmt: skip
+        text += (f" Grey bars ({shown}) are not residual (no shortcut, as a stem): their whole output is replaced, "
+                 "so the network after them no longer sees the input.")  # fmt: skip
     return text + " Hatched: the label flips."
 
 
@@ -186,20 +187,59 @@ def class_unit_heatmap(table: pd.DataFrame, value: str, title: str | None = None
 
 def agreement_view(agreement: pd.DataFrame) -> pd.DataFrame:
     """The report's agreement of cheap per-unit scores with an intervention's drops (``score, intervention,
-    spearman_mean, ci_low, ci_high, n``) as shown: the Spearman mean with its 95 % CI in one cell, ``n`` inputs."""
+    spearman_mean, ci_low, ci_high, n`` and, in a report with baselines, ``kind, units, vs_baseline, vs_low, vs_high,
+    trusted``) as shown: the Spearman mean with its 95 % CI in one cell, ``n`` inputs, the units each input's
+    correlation is over, and per score its margin over the better baseline and whether it is trusted ("–" in a
+    report written before the baselines)."""
+    rows = len(agreement)
+
+    def column(name: str) -> pd.Series:
+        return agreement[name] if name in agreement else pd.Series([math.nan] * rows, index=agreement.index)
+
+    def interval(m: Any, lo: Any, hi: Any) -> str:
+        return "–" if pd.isna(m) else f"{number_text(m)} [{number_text(lo)}, {number_text(hi)}]"
+
+    baseline = column("kind") == "baseline"
     return pd.DataFrame({
         "per-unit score": agreement["score"].astype(str),
         "against the drops of": agreement["intervention"].astype(str),
         "per-input Spearman ρ over units, mean [95% CI]": [
-            "–" if pd.isna(m) else f"{number_text(m)} [{number_text(lo)}, {number_text(hi)}]"
-            for m, lo, hi in zip(agreement["spearman_mean"], agreement["ci_low"], agreement["ci_high"])],
+            interval(m, lo, hi) for m, lo, hi in zip(agreement["spearman_mean"], agreement["ci_low"],
+                                                     agreement["ci_high"])],  # fmt: skip
         "inputs": ["–" if pd.isna(n) else f"{int(n):,}" for n in agreement["n"]],
+        "units per input (keep the input)": ["–" if pd.isna(u) else f"{int(u):,}" for u in column("units")],
+        "beats the better baseline by [95% CI]": [
+            "baseline" if b else interval(m, lo, hi)
+            for b, m, lo, hi in zip(baseline, column("vs_baseline"), column("vs_low"), column("vs_high"))],
+        "trusted": ["baseline" if b else "–" if pd.isna(t) else "yes" if t else "no"
+                    for b, t in zip(baseline, column("trusted"))],
     })  # fmt: skip
+
+
+def agreement_summary(agreement: pd.DataFrame, intervention: str) -> str:
+    """One sentence on which cheap score to trust for ``intervention``: the best of those that beat the better
+    baseline (:func:`~laya.analysis.network.scores.best_score`), or that none does."""
+    rows = agreement[agreement["intervention"] == intervention]
+    if rows.empty:
+        return f"No agreement was measured against {intervention}."
+    if "units" not in rows or rows["units"].isna().all():
+        return ("This report predates the baselines (a per-unit constant, a random score): rerun `laya network` "
+                "to see which cheap score, if any, beats what structure alone gives.")  # fmt: skip
+    units = int(rows["units"].iloc[0])
+    over = f"Spearman ρ over the {units} units that keep the input, within each input"
+    best = best_score(rows, intervention)
+    if best is None:
+        return (f"No cheap score beats what structure alone gives against {intervention} ({over}): none is better "
+                "than the per-unit mean drop or a random score on the same inputs, so none is to be trusted.")
+    return (f"Trusted against {intervention}: {SCORE_LABELS.get(best['score'], best['score'])}, ρ "
+            f"{number_text(best['spearman_mean'])}, beating the better baseline by {number_text(best['vs_baseline'])} "
+            f"[{number_text(best['vs_low'])}, {number_text(best['vs_high'])}] ({over}; paired bootstrap over "
+            "inputs).")  # fmt: skip
 
 
 __all__ = [
     "BAR_WORDS", "BRANCHES", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS",
-    "UNIT_PROFILE_TITLE", "agreement_view", "bar_word", "class_unit_heatmap", "depth_text", "gradcam_figure",
-    "lens_figure", "lens_table", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
-    "unit_profile_table",
+    "UNIT_PROFILE_TITLE", "agreement_summary", "agreement_view", "bar_word", "class_unit_heatmap", "depth_text",
+    "gradcam_figure", "lens_figure", "lens_table", "network_depth", "stored_class_units", "unit_profile_caption",
+    "unit_profile_figure", "unit_profile_table",
 ]  # fmt: skip

@@ -23,10 +23,12 @@ def cmd_network(args: argparse.Namespace) -> None:
     out = Path(args.out or checkpoint.path)
     report = run_network(checkpoint, options, "laya " + shlex.join(sys.argv[1:]), args.refit_lens, dest=out)
     print(f"{len(report.indices)} test inputs, {len(report.units)} units; tuned lens at the last unit agrees with the "
-          f"network on {report.last_unit_agreement:.1%}. Per-input Spearman with the interventions [95% bootstrap CI]:")
+          f"network on {report.last_unit_agreement:.1%}. Per-input Spearman with the interventions over the units "
+          "that keep the input [95% bootstrap CI]; trusted: beats both baselines (paired bootstrap):")
     for row in report.agreement.itertuples():
-        print(f"  {SCORE_LABELS[row.score]:<22} vs {row.intervention:<14} {row.spearman_mean:.3f} "
-              f"[{row.ci_low:.3f}, {row.ci_high:.3f}]  n = {row.n}")
+        print(f"  {SCORE_LABELS[row.score]:<28} vs {row.intervention:<14} {row.spearman_mean:.3f} "
+              f"[{row.ci_low:.3f}, {row.ci_high:.3f}]  n = {row.n}, {row.units} units"
+              + ("  trusted" if row.kind == "score" and bool(row.trusted) else ""))
     print(f"-> {out}")
 
 

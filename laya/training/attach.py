@@ -202,8 +202,8 @@ def summary(attached: Attached, resamples: int = 1000) -> str:
 
 def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
     """The network report in two lines: the tuned lens's last-unit agreement with the network (95 % bootstrap CI)
-    and the cheap score whose per-input Spearman with the default intervention is highest among those whose CI
-    lies above 0 (or that none does)."""
+    and the cheap score whose per-input Spearman with the default intervention is highest among those that beat the
+    better baseline of structure alone (:func:`~laya.analysis.network.scores.best_score`), or that none does."""
     if attached.network_error:
         return ["", f"Network report not written: {attached.network_error}"]
     report = load_network_report(attached.heads[OWN]) if OWN in attached.heads else None
@@ -214,10 +214,13 @@ def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
              f"[{agree.low:.1%}, {agree.high:.1%}] of {len(report.indices):,} test inputs"]  # fmt: skip
     best = best_score(report.agreement, report.method)
     if best is None:
-        lines.append(f"No cheap per-unit score agrees with {report.method} (no Spearman 95 % CI lies above 0)")
+        lines.append(f"No cheap per-unit score is to be trusted against {report.method}: none beats what structure "
+                     "alone gives (the per-unit mean drop, a random score) on the same inputs")  # fmt: skip
     else:
-        lines.append(f"Cheap score closest to {report.method}: {SCORE_LABELS[best['score']]}, per-input Spearman "
-                     f"{best['spearman_mean']:.2f} [{best['ci_low']:.2f}, {best['ci_high']:.2f}]")  # fmt: skip
+        lines.append(f"Cheap score to trust against {report.method}: {SCORE_LABELS[best['score']]}, per-input "
+                     f"Spearman {best['spearman_mean']:.2f} [{best['ci_low']:.2f}, {best['ci_high']:.2f}], above the "
+                     f"better baseline by {best['vs_baseline']:.2f} "
+                     f"[{best['vs_low']:.2f}, {best['vs_high']:.2f}]")  # fmt: skip
     return lines
 
 

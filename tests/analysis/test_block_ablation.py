@@ -133,17 +133,20 @@ def _by_hand(network, x, module, output) -> torch.Tensor:
 @pytest.mark.parametrize("family", ["torchvision resnet18", "transformers vit"])
 def test_blocks_inside_torchvision_and_transformers_match_a_hand_ablation(tmp_path: Path, family: str) -> None:
     """Mean-ablating a block (its output replaced by its mean over the reference) or skipping a residual one
-    (output := input) gives the drop in p(ŷ) that the same hook on the original network gives."""
+    (output := its stream: its input, or a downsampling stage's projection through the final ReLU) gives the drop
+    in p(ŷ) that the same hook on the original network gives."""
     name, network, config = next(n for n in networks(tmp_path) if n[0] == family)
     network = network.double().eval()
     m = _own_model(config)
     x, reference = _inputs(config, 2, 0), _inputs(config, 6, 1)
     mean_ablated = block_ablation(m, x, reference)
     skipped = block_ablation(m, x, reference, skip=True)
-    if family.startswith("torchvision"):  # layer1 keeps its shape and adds to its input; layer2..4 downsample
-        blocks, residual = [network.layer1, network.layer2, network.layer3, network.layer4], (True, False, False, False)
+    if family.startswith("torchvision"):  # layer1 adds to its input; layer2..4 to their first unit's projection
+        blocks, residual = [network.layer1, network.layer2, network.layer3, network.layer4], (True,) * 4
+        streams = [lambda inp: inp] + [lambda inp, b=b: b[0].downsample(inp).relu() for b in blocks[1:]]
     else:  # both encoder layers: x + attn(x), then + mlp(...)
         blocks, residual = list(network.vit.layers), (True, True)
+        streams = [lambda inp: inp] * 2
     assert mean_ablated.residual == (*residual, False) and mean_ablated.methods == ("mean-ablation",) * len(blocks) + (
         "mean-ablation",)  # fmt: skip
     assert skipped.methods == tuple("skip" if r else "mean-ablation" for r in residual) + ("mean-ablation",)
@@ -164,7 +167,7 @@ def test_blocks_inside_torchvision_and_transformers_match_a_hand_ablation(tmp_pa
         assert torch.allclose(mean_ablated.drops[:, i], expected, atol=1e-6, rtol=0), (name, i)
         assert torch.equal(mean_ablated.ablated_predictions[:, i], by_mean.argmax(-1)), (name, i)
         if residual[i]:
-            by_skip = _by_hand(network, x, block, lambda inp, out: inp)
+            by_skip = _by_hand(network, x, block, lambda inp, out, i=i: streams[i](inp))
             assert torch.allclose(skipped.drops[:, i], p[rows, y] - by_skip[rows, y], atol=1e-6, rtol=0), (name, i)
         else:
             assert torch.equal(skipped.drops[:, i], mean_ablated.drops[:, i]), (name, i)

@@ -176,3 +176,28 @@ def test_agreement_view_shows_a_missing_n_as_a_dash() -> None:
     frame = pd.DataFrame({"score": ["gradient norm"], "intervention": ["resample"], "spearman_mean": [0.41],
                           "ci_low": [0.3], "ci_high": [0.5], "n": [float("nan")]})  # fmt: skip
     assert nv.agreement_view(frame).iloc[0, 3] == "–"
+
+
+def test_agreement_view_names_the_baselines_and_what_is_trusted() -> None:
+    """Baseline rows say so; each score its margin over the better baseline and whether it is trusted; the summary
+    names the best trusted score, or says that none beats structure alone."""
+    frame = pd.DataFrame({"score": ["integrated_gradients", "grad_x_act", "unit_mean", "random"],
+                          "intervention": ["resample"] * 4, "spearman_mean": [0.8, 0.5, 0.6, 0.0],
+                          "ci_low": [0.7, 0.4, 0.5, -0.1], "ci_high": [0.9, 0.6, 0.7, 0.1], "n": [50] * 4,
+                          "kind": ["score", "score", "baseline", "baseline"], "units": [8] * 4,
+                          "vs_baseline": [0.2, -0.1, float("nan"), float("nan")],
+                          "vs_low": [0.1, -0.2, float("nan"), float("nan")],
+                          "vs_high": [0.3, 0.0, float("nan"), float("nan")],
+                          "trusted": [True, False, False, False]})  # fmt: skip
+    view = nv.agreement_view(frame)
+    assert view["units per input (keep the input)"].tolist() == ["8"] * 4
+    assert view["beats the better baseline by [95% CI]"].tolist() == [
+        "0.200 [0.100, 0.300]", "-0.100 [-0.200, 0]", "baseline", "baseline"]
+    assert view["trusted"].tolist() == ["yes", "no", "baseline", "baseline"]
+    summary = nv.agreement_summary(frame, "resample")
+    assert summary.startswith("Trusted against resample: integrated gradients") and "8 units" in summary
+    none = nv.agreement_summary(frame.assign(trusted=False), "resample")
+    assert none.startswith("No cheap score beats what structure alone gives")
+    old = nv.agreement_summary(frame[["score", "intervention", "spearman_mean", "ci_low", "ci_high", "n"]], "resample")
+    assert "predates the baselines" in old
+    assert nv.agreement_view(frame.iloc[:, :6])["trusted"].tolist() == ["–"] * 4  # a report from before

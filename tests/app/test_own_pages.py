@@ -92,13 +92,13 @@ def test_inspect_leads_with_the_networks_units(
     assert any(t.startswith(GRADCAM_TITLE) for t in shown)
     assert not [t for t in shown if "Which layers" in t or "leave-one-layer-out" in t.lower() or "Block ablation" in t]
     assert not at.main.table, "no per-input faithfulness table (n/a: one informative layer)"
-    assert any("downstream" in t or "no longer sees the input" in t for t in texts(at))  # layer2.0 etc. downsample
+    assert not any("no longer sees the input" in t for t in texts(at))  # layer2.0 etc. keep it through downsample
     at.radio(key="inspect_network_method").set_value("skip").run()
     at.radio(key="inspect_network_granularity").set_value("stage").run()
     _ok(at, "inspect, skip by stage")
     bars = charts(at)[UNIT_PROFILE_TITLE]["data"][0]
     assert bars["x"] == ["layer1", "layer2", "layer3", "layer4", "pre-logits"]
-    assert bars["text"] == ["skip", "resample", "resample", "resample", "resample"]  # only layer1 is residual
+    assert bars["text"] == ["skip", "skip", "skip", "skip", "resample"]  # every stage keeps the input; pre-logits
 
 
 def test_every_page_names_the_own_classifier_and_shows_nothing_trivial(

@@ -24,6 +24,18 @@ def test_profiles_that_differ_by_one_constant_do_not_count_as_different():
     assert own.pair_shares(drops, torch.tensor([0, 1, 2, 3])) == {"pairs": 0, "differ": 0}
 
 
+def test_a_bar_is_shared_where_the_drops_differ_by_the_probabilities_alone():
+    """Two inputs of class 0 whose drops at unit 1 differ by exactly ``p1 - p2`` (a unit whose whole output is
+    replaced) share that bar; units that do not keep the input are not counted."""
+    drops = torch.tensor([[0.5, 0.2, 0.1], [0.4, 0.1, 0.3], [0.5, 0.2, 0.1]], dtype=torch.float64)
+    probability = torch.tensor([0.9, 0.8, 0.7], dtype=torch.float64)
+    predictions = torch.tensor([0, 0, 1])
+    assert own.shared_bars(drops, probability, predictions, [True, True, True]) == {"pairs": 1, "units": 3,
+                                                                                     "shared": 2}  # fmt: skip
+    assert own.shared_bars(drops, probability, predictions, [False, False, True]) == {"pairs": 1, "units": 1,
+                                                                                       "shared": 0}  # fmt: skip
+
+
 def test_rounding_to_float16_is_what_ships(tmp_path: Path):
     from safetensors.torch import load_file, save_file
 
@@ -62,6 +74,8 @@ def test_each_committed_check_meets_the_issue(path: Path):
     assert resample["pairs"] > 0 and resample["differ"] == resample["pairs"]
     assert record["lens"]["agree"] >= 0.99 * record["lens"]["n"] and record["lens"]["n"] == record["test_n"]
     assert record["gradcam"]["max_abs_diff"] < 1e-5
+    if "shared" in record:  # checks written since units with a projection shortcut keep the input
+        assert record["shared"]["pairs"] > 0 and record["shared"]["shared"] == 0
 
 
 def test_the_page_blocks_are_generated_from_the_checks():

@@ -1,12 +1,16 @@
 """Interventions on the network's units (or stages), every unit at once in one batched pass.
 
 For an input ``x`` with prediction ``ŷ`` and units ``u = 1..U`` (:mod:`laya.analysis.network.units`), each unit is
-intervened on inside the network and every later module runs on from it. A **residual** unit,
-``h_u = x_u + f_u(x_u)``, is acted on through its branch ``f_u = h_u - x_u`` (the stream ``x_u`` is kept, so the rest
-of the network still computes from ``x``); a unit that is not residual (a downsampling ResNet unit, a stem) through
-its whole output, after which nothing sees ``x`` but what the head reads from earlier layers:
+intervened on inside the network and every later module runs on from it. A **residual** unit (one that keeps its
+input: :attr:`Unit.residual`), ``h_u = σ_u + f_u``, is acted on through its branch ``f_u = h_u - σ_u``, its
+*stream* ``σ_u`` kept, so the rest of the network still computes from ``x``: ``σ_u = x_u`` where the shortcut is the
+identity (``h_u = x_u + f_u(x_u)``), ``σ_u = s_u(x_u)`` where it is a module (a ResNet unit's ``downsample``:
+``h_u = s_u(x_u) + f_u(x_u)``), and ``relu(s_u(x_u))`` where a ReLU follows the addition
+(``h_u = relu(s_u(x_u) + g(x_u))``: the unit's output with its branch removed). A unit with no shortcut at all (a
+stem, a strided inverted residual, a transition) is not residual: it is acted on through its whole output, after
+which nothing sees ``x`` but what the head reads from earlier layers:
 
-* ``skip`` (residual units, exact): ``f_u <- 0``, i.e. ``h_u <- x_u``. A unit that is not residual has no branch
+* ``skip`` (residual units, exact): ``f_u <- 0``, i.e. ``h_u <- σ_u``. A unit that is not residual has no branch
   to remove: it gets the ``fallback`` (``resample`` by default) and its :attr:`UnitProfile.methods` entry says so.
 * ``resample``: ``f_u <- f_u(r_k)`` (``h_u <- h_u(r_k)`` where not residual) for each of ``K`` reference inputs ``r_k``
   (training split, class-balanced, seeded: :func:`reference_inputs`), the ``K`` results averaged:
@@ -17,7 +21,8 @@ its whole output, after which nothing sees ``x`` but what the head reads from ea
   unit is not residual, everything after it sees a constant: ``drop_u(x) = p_ŷ(x) - c(u, ŷ)``, the same for every
   input of one predicted class (:attr:`UnitProfile.keeps_input` is False there).
 
-For a post-activation unit, ``h_u = relu(x_u + g(x_u))``, the branch is ``h_u - x_u`` as measured (``x_u >= 0``), and
+For a post-activation unit, ``h_u = relu(x_u + g(x_u))`` or ``relu(s_u(x_u) + g(x_u))``, the branch is
+``h_u - σ_u`` as measured (``x_u >= 0``; ``σ_u = relu(s_u(x_u))``), not ``g`` itself, and
 ``target="output"`` replaces every unit's whole output instead (:func:`laya.analysis.block_ablation.block_ablation`).
 
 ``branch`` chooses one of a transformer block's two additions to its stream (:attr:`Unit.branches`: attention first,
@@ -145,7 +150,8 @@ def _record(
 class _Traced:
     """One recorded pass: the backbone's ``hidden`` states; per unit its module's ``outputs`` (every run), its
     ``inputs`` (where known), its ``branch`` module (``parts``, None without one) and that module's outputs
-    (``part_outputs``, every run), and whether it is ``residual``."""
+    (``part_outputs``, every run), and whether it is ``residual``; ``streams`` per residual unit its output without
+    its branch, ``σ_u``: its input, or its shortcut's output through the ReLUs after the addition."""
 
     hidden: list[Tensor]
     outputs: dict[int, list[Tensor]]
@@ -153,6 +159,7 @@ class _Traced:
     parts: list[Block | None]
     part_outputs: dict[int, list[Tensor]]
     residual: list[bool]
+    streams: dict[int, Tensor]
 
     def part(self, u: int) -> Tensor | None:
         """Unit ``u``'s branch module output where that module ran once (it can be chosen), else None."""
@@ -166,13 +173,16 @@ def _traced(model: LayerwiseClassifier, units: Sequence[Unit], branch: Branch, x
     root = network_root(model.backbone)
     parts = [None if (n := branch_of(u, branch)) is None else Block(root.get_submodule(n), None) for u in units]
     blocks = [u.block for u in units]
-    traced = _Traced([], {}, {}, parts, {}, [])
+    traced = _Traced([], {}, {}, parts, {}, [], {})
     with Hooks() as hooks:
         _record(hooks, blocks, traced.outputs, traced.inputs)
         _record(hooks, parts, traced.part_outputs, {})
         with Streams(blocks) as streams:
             traced.hidden = model.backbone(x)
     traced.residual = [bool(u.block is not None and streams.residual[i]) for i, u in enumerate(units)]
+    for i, kept in enumerate(streams.kept):
+        if traced.residual[i]:
+            traced.streams[i] = traced.inputs[i] if kept is None else kept.relu() if streams.rectified[i] else kept
     return traced
 
 
@@ -218,7 +228,7 @@ def record_references(
             values.append(part)
         elif traced.residual[u] and target == "branch":
             kinds.append("branch")
-            values.append(traced.outputs[u][0] - traced.inputs[u])
+            values.append(traced.outputs[u][0] - traced.streams[u])
         else:
             kinds.append("output")
             values.append(traced.outputs[u][0] if unit.block is not None else traced.hidden[unit.layer])
@@ -358,7 +368,7 @@ def intervene(
     at = [torch.arange(starts[u], starts[u] + B * counts[u], device=x.device) for u in range(U)]  # rows (b, k)
     values: list[Tensor] = []
     for u, m in enumerate(methods):
-        stream = traced.inputs[u].repeat_interleave(counts[u], 0) if on_stream[u] else 0
+        stream = traced.streams[u].repeat_interleave(counts[u], 0) if on_stream[u] else 0
         if m == "skip":  # residual (the stream kept) or a chosen branch (its module's output zeroed)
             values.append(stream if on_stream[u] else torch.zeros_like(traced.part(u)))
             continue

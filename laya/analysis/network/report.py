@@ -10,7 +10,10 @@
   serve the interventions and the integrated-gradients baseline alike;
 * the tuned lens (:mod:`~laya.analysis.network.lens`): loaded from beside the checkpoint, else fitted on a seeded
   class-balanced sample of ``options.lens_sample`` training inputs (:func:`fitted_lens`);
-* the cheap per-unit scores (:mod:`~laya.analysis.network.scores`) and their agreement with the interventions.
+* the cheap per-unit scores (:mod:`~laya.analysis.network.scores`) and their agreement with the interventions over
+  the units that keep the input, beside two baselines that know nothing of the input: the per-unit mean drop of the
+  same intervention on the reference inputs, and a seeded random score; a score is trusted only where it beats the
+  better of them.
 
 Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safetensors`` + ``tuned_lens.json``:
 
@@ -30,8 +33,10 @@ Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safet
     was chosen and the units have it: ``resample of MLP``), ``methods`` and ``skip_methods`` (what each unit got),
     ``classes``, ``references`` (K), ``options`` (:class:`NetworkOptions`), ``command``; ``lens`` (``source``,
     ``command`` that fitted it, ``fit`` its training summary, ``last_unit_agreement`` on this sample);
-    ``agreement`` (records of :func:`~laya.analysis.network.scores.score_agreement`: ``score, intervention,
-    spearman_mean, ci_low, ci_high, n``); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in
+    ``agreement`` (records of :func:`~laya.analysis.network.scores.trusted_agreement`: ``score, intervention,
+    spearman_mean, ci_low, ci_high, n, kind, units, vs_baseline, vs_low, vs_high, trusted``: each cheap score and
+    the two baselines, per-input Spearman over the units that keep the input; a report written before the
+    baselines has no values in the last six); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in
     pandas' ``split`` layout, rows ``"all"`` then each class with inputs, a last column ``n``; metrics
     ``lens_prob``, ``lens_kl``, ``lens_agrees``, ``drops``); ``shapes`` (every array's shape, checked on load).
 
@@ -80,7 +85,17 @@ from laya.analysis.network.lens import (
     save_tuned_lens,
     unit_lens,
 )
-from laya.analysis.network.scores import IG_STEPS, SCORES, Baseline, baselines, score_agreement, unit_scores
+from laya.analysis.network.scores import (
+    AGREEMENT_COLUMNS,
+    IG_STEPS,
+    SCORES,
+    TRUST_COLUMNS,
+    Baseline,
+    baseline_scores,
+    baselines,
+    trusted_agreement,
+    unit_scores,
+)
 from laya.analysis.network.units import Unit, network_units
 from laya.analysis.sample import sample_indices
 from laya.analysis.strict_json import json_safe
@@ -245,6 +260,10 @@ def network_report(
     baseline = baselines(backbone, reference, units, options.baseline)
     recorded = record_references(model, units, reference, options.branch)  # once, for every batch
     residual = [u.residual for u in units]
+    structure = {"main": intervene(model, reference, units, options.method, recorded, branch=options.branch).drops}
+    if any(residual):  # the per-unit mean drop over the references: what structure alone gives
+        structure["skip"] = intervene(model, reference, units, "skip", recorded, branch=options.branch).drops
+    structure = {k: v.mean(0).cpu() for k, v in structure.items()}
     index = sample_indices(test.labels, options.limit or len(test), options.seed)
     parts: dict[str, list[Tensor]] = {}
     methods: dict[str, tuple[str, ...]] = {}
@@ -273,10 +292,13 @@ def network_report(
     scores = {name: got[f"scores/{name}"] for name in SCORES}
     part = options.branch if options.branch != "block" and branched(units) else None  # a CNN: no part to name
     method = method_label(options.method, part)
-    agreement = [score_agreement(scores, got["drops"], method, None, options.resamples, options.seed)]
+    keeps = torch.tensor(residual)  # agreement over the units that keep the input, beside baselines of structure alone
+    agreement = [trusted_agreement(scores, baseline_scores(structure["main"], len(index), options.seed), got["drops"],
+                                   method, keeps, options.resamples, options.seed)]  # fmt: skip
     if "skip_drops" in got and sum(residual) >= 2:
-        agreement.append(score_agreement(scores, got["skip_drops"], method_label("skip", part), torch.tensor(residual),
-                                         options.resamples, options.seed))  # fmt: skip
+        agreement.append(trusted_agreement(scores, baseline_scores(structure["skip"], len(index), options.seed),
+                                           got["skip_drops"], method_label("skip", part), keeps, options.resamples,
+                                           options.seed))  # fmt: skip
     classes = list(checkpoint.meta.classes)
     values = {"lens_prob": whole.prob, "lens_kl": whole.kl, "lens_agrees": (lens_class == predictions.view(-1, 1)),
               "drops": got["drops"]}  # fmt: skip
@@ -324,7 +346,6 @@ def write_network_report(checkpoint: Checkpoint | None, report: NetworkReport, d
 
 MAX_REPORT_JSON = 32 << 20  # a network.json is tens of KB (8 class x unit tables); 1,000 classes stay well inside
 INTEGERS = ("indices", "labels", "predictions", "lens_class", "prediction_depth")  # int64 arrays; lens_agrees bool
-AGREEMENT = ["score", "intervention", "spearman_mean", "ci_low", "ci_high", "n"]
 
 
 def _texts(value: Any, field: str, length: int | None = None) -> list[str]:
@@ -340,16 +361,23 @@ def _number(value: Any) -> bool:
 
 
 def _agreement(rows: Any) -> pd.DataFrame:
-    """The ``agreement`` records, each a score, an intervention, a mean and CI (numbers or null), ``n`` inputs."""
+    """The ``agreement`` records: a score, an intervention, a mean and CI (numbers or null), ``n`` inputs; and, in a
+    report that has them, the baseline columns (``kind`` a text, ``units`` an integer, the margin over the better
+    baseline as numbers, ``trusted`` a boolean; each may be null)."""
     if not isinstance(rows, list):
         raise field_error(REPORT_JSON, "agreement", rows, "must be a list of records")
     for i, row in enumerate(rows):
-        if (not isinstance(row, dict) or not set(AGREEMENT) <= set(row) or not isinstance(row["score"], str)
-                or not isinstance(row["intervention"], str) or not all(_number(row[k]) for k in AGREEMENT[2:5])
-                or type(row["n"]) is not int or row["n"] < 0):  # fmt: skip
-            rule = f"must hold {', '.join(AGREEMENT)} (texts, numbers or null, n a non-negative integer)"
+        if (not isinstance(row, dict) or not set(AGREEMENT_COLUMNS) <= set(row) or not isinstance(row["score"], str)
+                or not isinstance(row["intervention"], str) or not all(_number(row[k]) for k in AGREEMENT_COLUMNS[2:5])
+                or type(row["n"]) is not int or row["n"] < 0
+                or not isinstance(row.get("kind"), (str, type(None)))
+                or not (row.get("units") is None or (type(row["units"]) is int and row["units"] >= 0))
+                or not all(_number(row.get(k)) for k in ("vs_baseline", "vs_low", "vs_high"))
+                or not isinstance(row.get("trusted"), (bool, type(None)))):  # fmt: skip
+            rule = (f"must hold {', '.join(AGREEMENT_COLUMNS)} (texts, numbers or null, n a non-negative integer) and "
+                    f"may hold {', '.join(TRUST_COLUMNS)} (a text, an integer, numbers, a boolean, or null)")
             raise field_error(REPORT_JSON, f"agreement[{i}]", row, rule)
-    return pd.DataFrame(rows, columns=AGREEMENT)
+    return pd.DataFrame(rows, columns=[*AGREEMENT_COLUMNS, *TRUST_COLUMNS])
 
 
 def _tables(tables: Any, units: list[str]) -> dict[str, pd.DataFrame]:

@@ -2,8 +2,10 @@
 
 For an input ``x`` with predicted class ``c`` (logit ``y_c``) and units ``u = 1..U``
 (:mod:`laya.analysis.network.units`), each score is ``(B, U)``, higher meaning "the unit matters more for ``c``".
-A unit's *contribution* ``a_u`` is what an intervention replaces: its branch ``h_u - x_u`` where the unit is
-residual (``h_u = x_u + f_u(x_u)``), its whole output ``h_u`` where not.
+A unit's *contribution* ``a_u`` is what an intervention replaces: its branch ``h_u - σ_u`` where the unit is
+residual (``h_u = σ_u + f_u``, ``σ_u`` its input or its shortcut's output through the ReLU after the addition:
+:mod:`laya.analysis.network.interventions`), its whole output ``h_u`` where not (and where the shortcut is no
+module of the network's, so that ``σ_u`` cannot be recomputed).
 
 * ``grad_x_act``, gradient x activation: ``sum_i (dy_c/dh_u)_i (a_u)_i``, every unit from ONE forward and ONE
   backward. The first-order Taylor estimate of removing the contribution (``a_u <- 0``, a skip).
@@ -27,7 +29,10 @@ residual (``h_u = x_u + f_u(x_u)``), its whole output ``h_u`` where not.
 :func:`score_agreement`: per input, the Spearman correlation over units (``scipy.stats.spearmanr`` semantics,
 :func:`~laya.analysis.head.faithfulness.spearman_rows`) between a score and an intervention's drops, its mean over
 inputs with a percentile bootstrap CI over inputs (:func:`~laya.analysis.statistics.mean_intervals`; all scores on
-the same resamples).
+the same resamples). :func:`trusted_agreement`: the same over the units that keep the input, beside two baselines
+that know nothing of the input (:func:`baseline_scores`: the per-unit mean drop over the references, a constant
+per unit, and a seeded random score); a cheap score is *trusted* only where it beats the better baseline on the
+same inputs (paired bootstrap over inputs of the per-input Spearman difference, its CI above 0).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from laya.analysis.head.faithfulness import spearman_rows
 from laya.analysis.network.gradcam import raw_cams
 from laya.analysis.network.recording import as_network, run_units, unit_modules
 from laya.analysis.network.units import Unit
-from laya.analysis.statistics import mean_intervals
+from laya.analysis.statistics import mean_intervals, paired_bootstrap
 from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
 
 Baseline = Literal["mean", "zero"]
@@ -56,8 +61,12 @@ SCORE_LABELS = {
     "integrated_gradients": "integrated gradients",
     "lens_kl_drop": "tuned-lens KL drop",
     "gradcam_mass": "Grad-CAM mass",
+    "unit_mean": "baseline: per-unit mean drop",
+    "random": "baseline: random",
 }
+BASELINES = ("unit_mean", "random")  # scores that know nothing of the input
 AGREEMENT_COLUMNS = ("score", "intervention", "spearman_mean", "ci_low", "ci_high", "n")
+TRUST_COLUMNS = ("kind", "units", "vs_baseline", "vs_low", "vs_high", "trusted")
 IG_STEPS = 8
 MAX_ROWS = 512  # rows of one integrated-gradients pass, at most
 GRAD_BYTES = 2**30  # what autograd may keep for one integrated-gradients pass (a ViT at 224 px keeps ~50 MB a row)
@@ -70,11 +79,14 @@ def _chosen(logits: Tensor, classes: Tensor | None) -> Tensor:
     return chosen
 
 
-def _contribution(unit: Unit, out: Tensor, given: Tensor | None) -> Tensor:
-    """``a_u``: the branch ``h_u - x_u`` of a residual unit, else its output."""
-    if unit.residual and given is not None and given.shape == out.shape:
-        return out - given
-    return out
+def _contribution(network: nn.Module, unit: Unit, out: Tensor, given: Tensor | None) -> Tensor:
+    """``a_u``: the branch ``h_u - σ_u`` of a residual unit (``σ_u`` its input ``given``, or its shortcut module of
+    ``network`` run on it, through the ReLU after the addition), else its output."""
+    if not unit.residual or given is None or unit.shortcut == "":
+        return out
+    stream = given if unit.shortcut is None else network.get_submodule(unit.shortcut)(given)
+    stream = stream.relu() if unit.rectified else stream
+    return out - stream if stream.shape == out.shape else out
 
 
 def gradient_scores(
@@ -91,7 +103,7 @@ def gradient_scores(
         grads = torch.autograd.grad(run.logits.gather(1, chosen.view(-1, 1)).sum(), run.outputs, allow_unused=True)
     gxa = []
     for unit, out, given, grad in zip(units, run.outputs, run.inputs, grads):
-        a = _contribution(unit, out.detach(), None if given is None else given.detach())
+        a = _contribution(network, unit, out.detach(), None if given is None else given.detach())
         gxa.append(torch.zeros(len(x), device=x.device) if grad is None else (grad * a).flatten(1).sum(1))
     mass = [cam.sum(dim=(1, 2, 3)) for cam in raw_cams(network, run.outputs, grads)]
     return {"grad_x_act": torch.stack(gxa, 1).detach(), "gradcam_mass": torch.stack(mass, 1).detach(),
@@ -108,8 +120,9 @@ def baselines(
         raise ValueError(f"baseline must be 'mean' or 'zero'; got {kind!r}")
     if reference is None or len(reference) == 0:
         raise ValueError("integrated gradients need reference inputs (R >= 1) for the baseline")
-    run = run_units(as_network(model), reference, [u.name for u in units])
-    values = [_contribution(u, out, given).mean(0, keepdim=True)
+    network = as_network(model)
+    run = run_units(network, reference, [u.name for u in units])
+    values = [_contribution(network, u, out, given).mean(0, keepdim=True)
               for u, out, given in zip(units, run.outputs, run.inputs)]  # fmt: skip
     return values if kind == "mean" else [torch.zeros_like(v) for v in values]
 
@@ -171,11 +184,11 @@ def _ig_chunk(
     rows, values, spans = [], [], []
     for u, k in enumerate(which):
         unit, out, given = units[k], clean.outputs[k], clean.inputs[k]
-        a = _contribution(unit, out, given)  # (B, ...)
+        a = _contribution(network, unit, out, given)  # (B, ...)
         if baseline[k].shape[1:] != a.shape[1:]:
             raise ValueError(f"baseline of {unit.name} is {tuple(baseline[k].shape[1:])}, its contribution "
                              f"{tuple(a.shape[1:])}")  # fmt: skip
-        stream = out - a  # x_u where residual, else 0
+        stream = out - a  # σ_u where residual, else 0
         b = baseline[k].to(a.dtype)
         shape = (1, S) + (1,) * (a.ndim - 1)
         point = b.unsqueeze(1) + alpha.view(shape) * (a - b).unsqueeze(1)  # (B, S, ...)
@@ -249,14 +262,61 @@ def score_agreement(
     )
 
 
+def baseline_scores(unit_means: Tensor, inputs: int, seed: int = 0) -> dict[str, Tensor]:
+    """The :data:`BASELINES`, ``(inputs, U)`` each: ``unit_mean`` the per-unit mean drop ``unit_means`` ``(U,)``
+    (of the intervention on the reference inputs) for every input, ``random`` uniform draws seeded by ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    means = unit_means.detach().double().cpu()
+    return {"unit_mean": means.expand(inputs, -1).clone(),
+            "random": torch.rand(inputs, len(means), generator=generator, dtype=torch.float64)}  # fmt: skip
+
+
+def trusted_agreement(
+    scores: dict[str, Tensor], baselines: dict[str, Tensor], drops: Tensor, intervention: str, mask: Tensor,
+    resamples: int = 1000, seed: int = 0, level: float = 0.95,
+) -> pd.DataFrame:  # fmt: skip
+    """:func:`score_agreement` of ``scores`` and of ``baselines`` (:func:`baseline_scores`) over the units of
+    ``mask`` ``(U,)`` (those that keep the input), with :data:`TRUST_COLUMNS`: ``kind`` ("score" or "baseline"),
+    ``units`` how many units each input's correlation is over, and per score ``vs_baseline`` the mean over inputs
+    of its Spearman minus the better baseline's (the baseline of the higher mean), ``vs_low``, ``vs_high`` its
+    paired bootstrap CI over the inputs where both are defined, ``trusted`` whether that CI lies above 0."""
+    mask = torch.as_tensor(mask, dtype=torch.bool).cpu()
+    table = score_agreement(scores | baselines, drops, intervention, mask, resamples, seed, level)
+    table.insert(len(table.columns), "kind", ["baseline" if k in baselines else "score" for k in table["score"]])
+    table["units"] = int(mask.sum())
+    m = mask.expand(drops.shape)
+    rho = {name: spearman_rows(value, drops, m) for name, value in (scores | baselines).items()}
+    defined = {k: rho[k][~np.isnan(rho[k])] for k in baselines}
+    better = max(baselines, key=lambda k: float(defined[k].mean()) if len(defined[k]) else -math.inf)
+    columns: dict[str, list[Any]] = {"vs_baseline": [], "vs_low": [], "vs_high": [], "trusted": []}
+    for name in table["score"]:
+        both = ~np.isnan(rho[name]) & ~np.isnan(rho[better])
+        if name in baselines or both.sum() < 2:
+            difference = None
+        else:
+            difference = paired_bootstrap(torch.from_numpy(rho[name][both]), torch.from_numpy(rho[better][both]),
+                                          resamples=resamples, seed=seed, level=level).difference  # fmt: skip
+        columns["vs_baseline"].append(math.nan if difference is None else difference.estimate)
+        columns["vs_low"].append(math.nan if difference is None else difference.low)
+        columns["vs_high"].append(math.nan if difference is None else difference.high)
+        columns["trusted"].append(difference is not None and difference.low > 0)
+    return table.assign(**columns)
+
+
 def best_score(agreement: pd.DataFrame, intervention: str) -> pd.Series | None:
-    """The row of ``agreement`` for ``intervention`` with the highest mean among scores whose CI lies above 0;
-    None where every CI includes 0 (or lies below it): no score agrees."""
-    rows = agreement[(agreement["intervention"] == intervention) & (agreement["ci_low"] > 0)]
+    """The row of ``agreement`` for ``intervention`` with the highest mean among the scores it trusts (that beat
+    the better baseline, :func:`trusted_agreement`); in a table without baselines, among those whose CI lies above
+    0. None where no score is so: none can be trusted."""
+    rows = agreement[agreement["intervention"] == intervention]
+    if "trusted" in rows and rows["trusted"].notna().any():
+        rows = rows[(rows["kind"] == "score") & rows["trusted"].fillna(False).astype(bool)]
+    else:
+        rows = rows[rows["ci_low"] > 0]
     return None if rows.empty else rows.loc[rows["spearman_mean"].idxmax()]
 
 
 __all__ = [
-    "AGREEMENT_COLUMNS", "IG_STEPS", "SCORES", "SCORE_LABELS", "Baseline", "baselines", "best_score",
-    "gradient_scores", "integrated_gradients", "lens_kl_drop", "score_agreement", "unit_scores",
+    "AGREEMENT_COLUMNS", "BASELINES", "IG_STEPS", "SCORES", "SCORE_LABELS", "TRUST_COLUMNS", "Baseline",
+    "baseline_scores", "baselines", "best_score", "gradient_scores", "integrated_gradients", "lens_kl_drop",
+    "score_agreement", "trusted_agreement", "unit_scores",
 ]  # fmt: skip

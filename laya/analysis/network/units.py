@@ -7,9 +7,19 @@ the backbone reads, by the network's name too), the hook targets that see its ou
 :class:`~laya.analysis.patching.Block`; torchvision's traced graph runs no unit as a module, so its taps) and two
 measured facts:
 
-* ``residual``: the unit's output is reached from its input through additions to it alone (and ReLUs of such sums
-  where the input is nonnegative): ``h_out = x + f(x)``, so removing the unit keeps the stream (:class:`Streams`,
-  a :class:`~torch.overrides.TorchFunctionMode` that follows the tensors by identity through one traced pass);
+* ``residual``: the unit keeps its input, its output is a *stream* plus a *branch*: reached from its input through
+  additions to it alone (and ReLUs of such sums where the input is nonnegative), ``h_out = x + f(x)``; or from a
+  *shortcut* of it, ``h_out = s(x) + f(x)`` through additions and ReLUs (a ResNet unit's ``downsample``, timm's and
+  transformers' ``shortcut``, RegNet's ``proj``). Removing the branch then keeps the input (:class:`Streams`, a
+  :class:`~torch.overrides.TorchFunctionMode` that follows the tensors by identity through one traced pass). The
+  shortcut is found by tracing, not by module names: at an addition of two tensors both computed from the input and
+  neither on a stream yet, the addend with fewer operations on its longest path from the input is ``s(x)`` (a
+  projection is one conv and its norm, the branch a stack of them), the other ``f(x)``; the unit is residual with it
+  where its output is reached from that addition. ``shortcut`` names the module that returned ``s(x)`` (None: the
+  stream is the input itself; "" no module of the unit's did) and ``rectified`` whether a ReLU lies between the
+  addition and the output: the unit's output without its branch, its *stream* ``σ(x)``, is then ``relu(s(x))``,
+  else ``s(x)`` (the input ``x`` for an identity shortcut). A unit with no shortcut at all (a stem, an inverted
+  residual with a stride, a transition) is not residual: an intervention replaces its whole output;
 * ``branches``: for a residual unit that adds to its stream more than once (a transformer block:
   ``x + attn(norm1(x))``, then ``+ mlp(norm2(·))``), per addition the unit's child with the most weights among those
   that ran since the previous one (``blocks.7.attn``, ``blocks.7.mlp``).
@@ -20,6 +30,7 @@ intervention of :mod:`laya.analysis.network.interventions` takes either granular
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,20 +61,69 @@ class Unit:
     residual: bool = False
     branches: tuple[str, ...] = ()
     block: Block | None = field(default=None, compare=False, repr=False)
+    shortcut: str | None = None
+    rectified: bool = False
+
+
+@dataclass
+class _Shortcut:
+    """A candidate stream of one unit's pass: ``value`` the shallower addend of an addition of two tensors computed
+    from the unit's input (a clone, taken before the addition), ``name`` the module that returned it ("" none);
+    ``reached`` ``{id: (tensor, rectified)}`` the tensors reached from that addition by additions and ReLUs, and
+    whether a ReLU lies on the way."""
+
+    value: Tensor
+    name: str
+    reached: dict[int, tuple[Tensor, bool]]
+
+
+@dataclass
+class _Pass:
+    """One unit's pass so far: ``stream`` the tensors reached from its input ``stream[0]`` by additions to it (and
+    ReLUs where the input is nonnegative); ``depth`` ``{id: (tensor, n)}`` every tensor computed from the input, ``n``
+    the operations on its longest path from it; ``parents`` ``{id: ids}`` the tensors each was computed from;
+    ``shortcuts`` the candidate shortcut streams."""
+
+    stream: list[Tensor]
+    nonnegative: bool
+    depth: dict[int, tuple[Tensor, int]]
+    parents: dict[int, list[int]] = field(default_factory=dict)
+    shortcuts: list[_Shortcut] = field(default_factory=list)
+
+
+def _tensors(values: Any) -> list[Tensor]:
+    """The tensors among ``values`` (a tensor, or a tuple / list holding tensors, one level deep)."""
+    if isinstance(values, Tensor):
+        return [values]
+    if isinstance(values, (tuple, list)):
+        return [v for v in values if isinstance(v, Tensor)]
+    return []
 
 
 class Streams(TorchFunctionMode):
     """While a block runs, the tensors reached from its input by additions to it (and ReLUs of them, where the
-    input is nonnegative); ``residual[i]``: whether block i's output was one of them; ``additions[i]``: per addition
-    to block i's stream, the names of ``children[i]`` (``{module: name}``, optional) that ran since the previous.
-    Its hooks (:class:`~laya.model.hooks.Hooks`) act in the calling thread and are removed on leaving the block."""
+    input is nonnegative), and from a shortcut of it (module docstring; ReLUs always); ``residual[i]``: whether
+    block i's output was one of them; ``shortcut[i]``: where it was reached from a shortcut, the module that
+    returned the shortcut ("" none), else None; ``kept[i]``: then the shortcut's output ``s(x)`` and
+    ``rectified[i]`` whether a ReLU lies between the addition and the output; ``additions[i]``: per addition to
+    block i's input stream, the names of ``children[i]`` (``{module: name}``, optional) that ran since the previous.
+    ``modules[i]`` (``{module: name}``, optional): the modules inside block i that may return its shortcut. Its hooks
+    (:class:`~laya.model.hooks.Hooks`) act in the calling thread and are removed on leaving the block."""
 
-    def __init__(self, blocks: Sequence[Block | None], children: Sequence[dict[nn.Module, str]] = ()) -> None:
+    def __init__(
+        self, blocks: Sequence[Block | None], children: Sequence[dict[nn.Module, str]] = (),
+        modules: Sequence[dict[nn.Module, str]] = (),
+    ) -> None:  # fmt: skip
         super().__init__()
-        self.open: dict[int, tuple[list[Tensor], bool]] = {}
+        self.open: dict[int, _Pass] = {}
         self.residual = [False] * len(blocks)
+        self.shortcut: list[str | None] = [None] * len(blocks)
+        self.kept: list[Tensor | None] = [None] * len(blocks)
+        self.rectified = [False] * len(blocks)
         self.additions: list[list[list[str]]] = [[] for _ in blocks]
         self.ran: dict[int, list[str]] = {}
+        self.returned: dict[int, tuple[Tensor, str, int]] = {}  # id -> (tensor, the module that returned it, its start)
+        self.calls = itertools.count()
         self.hooks = Hooks()
         for i, block in enumerate(blocks):
             if block is not None and block.entry is not None:
@@ -72,34 +132,109 @@ class Streams(TorchFunctionMode):
         for i, named in enumerate(children):
             for module, name in named.items():
                 self.hooks.before(module, lambda m, a, i=i, n=name: self._ran(i, n))
+        starts: dict[int, list[int]] = {}
+        for named in modules:
+            for module, name in named.items():
+                self.hooks.before(module, lambda m, a: starts.setdefault(id(m), []).append(next(self.calls)))
+                self.hooks.after(module, lambda m, a, out, n=name: self._returned(n, starts[id(m)].pop(), out))
 
     def _start(self, i: int, x: Tensor | None) -> None:
         if x is not None:
-            self.open[i] = ([x], bool((x >= 0).all()))
+            self.open[i] = _Pass([x], bool((x >= 0).all()), {id(x): (x, 0)})
             self.ran[i], self.additions[i] = [], []
 
     def _ran(self, i: int, name: str) -> None:
         if i in self.open:
             self.ran[i].append(name)
 
+    def _returned(self, name: str, start: int, out: Any) -> None:
+        """The first module to return a tensor names it, or the outermost of those that enclose it."""
+        if (tensor := layer_tensor(out)) is not None:
+            known = self.returned.get(id(tensor))
+            if known is None or known[0] is not tensor or start < known[2]:
+                self.returned[id(tensor)] = (tensor, name, start)
+
     def _end(self, i: int, out: Any) -> None:
-        stream, _ = self.open.pop(i, ([], False))
+        run = self.open.pop(i, None)
         output = layer_tensor(out)
-        self.residual[i] = any(t is output for t in stream[1:])
+        if run is None or output is None:
+            return
+        self.residual[i] = any(t is output for t in run.stream[1:])
+        if self.residual[i]:
+            return
+        for shortcut in reversed(run.shortcuts):  # the last addition the output is reached from
+            if (hit := shortcut.reached.get(id(output))) is not None and hit[0] is output:
+                self.residual[i], self.shortcut[i], self.kept[i], self.rectified[i] = True, shortcut.name, \
+                    shortcut.value, hit[1]  # fmt: skip
+                return
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
         name = getattr(func, "__name__", "")
-        if (name in ADDITIONS or name in RELUS) and isinstance(out, Tensor):
-            operands = [a for a in args[: 2 if name in ADDITIONS else 1] if isinstance(a, Tensor)]
-            for i, (stream, nonnegative) in self.open.items():
-                reached = any(o is t for o in operands for t in stream)
-                if reached and out.shape == stream[0].shape and (name in ADDITIONS or nonnegative):
-                    stream.append(out)
-                    if name in ADDITIONS:
-                        self.additions[i].append(self.ran[i])
-                        self.ran[i] = []
+        addition = name in ADDITIONS
+        operands = _tensors(args[:2]) if addition else _tensors(args[:1]) if name in RELUS else []
+        fresh = [self._candidate(run, operands) for run in self.open.values()] if addition and len(operands) == 2 \
+            else [None] * len(self.open)  # fmt: skip
+        out = func(*args, **(kwargs or {}))
+        if not isinstance(out, Tensor) and not _tensors(out):
+            return out
+        inputs = _tensors(args) + [v for v in (kwargs or {}).values() if isinstance(v, Tensor)]
+        for (i, run), candidate in zip(self.open.items(), fresh):
+            depths = [run.depth[id(t)][1] for t in inputs if id(t) in run.depth and run.depth[id(t)][0] is t]
+            if depths:
+                for t in _tensors(out):
+                    run.depth[id(t)] = (t, max(depths) + 1)
+                    run.parents[id(t)] = [id(t) for t in inputs if id(t) in run.depth]
+            if not isinstance(out, Tensor) or not operands:
+                continue
+            reached = any(o is t for o in operands for t in run.stream)
+            if reached and out.shape == run.stream[0].shape and (addition or run.nonnegative):
+                run.stream.append(out)
+                if addition:
+                    self.additions[i].append(self.ran[i])
+                    self.ran[i] = []
+                continue
+            for shortcut in run.shortcuts:
+                hits = [shortcut.reached[id(o)] for o in operands if id(o) in shortcut.reached]
+                if any(t is o for t, _ in hits for o in operands):
+                    shortcut.reached[id(out)] = (out, name in RELUS or any(r for _, r in hits))
+            if candidate is not None:
+                candidate.reached[id(out)] = (out, False)
+                run.shortcuts.append(candidate)
         return out
+
+    def _candidate(self, run: _Pass, operands: list[Tensor]) -> _Shortcut | None:
+        """A shortcut stream where an addition adds two tensors computed from the input, neither on a stream yet:
+        the shallower (fewer operations on its longest path from the input) is the shortcut ``s(x)``, the other
+        the branch ``f(x)``; None where they are as deep or either is not from the input."""
+        known = [run.depth.get(id(o)) for o in operands]
+        if any(k is None or k[0] is not o for k, o in zip(known, operands)) or known[0][1] == known[1][1]:
+            return None
+        if any(o is t for o in operands for t in run.stream) or any(
+            id(o) in s.reached for o in operands for s in run.shortcuts
+        ):
+            return None
+        shallow = operands[0] if known[0][1] < known[1][1] else operands[1]
+        return _Shortcut(shallow.clone(), self._module_of(run, shallow), {})
+
+    def _module_of(self, run: _Pass, tensor: Tensor) -> str:
+        """The module that computes ``tensor`` from the unit's input: the deepest module path enclosing every module
+        that returned a tensor on the way ("" none; a traced graph runs ``downsample.0``, ``downsample.1`` but not
+        ``downsample``)."""
+        names, todo, seen = [], [id(tensor)], set()
+        while todo:
+            t = todo.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            known = self.returned.get(t)
+            if known is not None and known[0] is run.depth[t][0]:
+                names.append(known[1].split("."))
+            todo.extend(p for p in run.parents.get(t, ()) if run.depth[p][1] > 0)
+        common = names[0] if names else []
+        for name in names[1:]:
+            common = list(itertools.takewhile(lambda ab: ab[0] == ab[1], zip(common, name)))
+            common = [a for a, _ in common]
+        return ".".join(common)
 
     def __exit__(self, *exc: Any) -> None:
         try:
@@ -162,14 +297,16 @@ def _measured(backbone: Backbone, x: Tensor | None) -> list[Unit]:
         modules = dict(root.named_modules())
         blocks = [Block(modules[name], modules[name]) for _, name in found]
     children: list[dict[nn.Module, str]] = []
+    inside: list[dict[nn.Module, str]] = []
     for _, name in found:
-        inside = [(n, m) for n, m in root.named_modules() if n.startswith(name + ".")]
-        children.append({m: f"{name}.{n[len(name) + 1 :].split('.')[0]}" for n, m in inside})
-    with Streams(blocks, children) as streams:
+        inside.append({m: n for n, m in root.named_modules() if n.startswith(name + ".")})
+        children.append({m: f"{name}.{n[len(name) + 1 :].split('.')[0]}" for m, n in inside[-1].items()})
+    with Streams(blocks, children, inside) as streams:
         backbone(probe_input(backbone) if x is None else x)
     return [
         Unit(name, stages[i].name, stages[i].layer, streams.residual[u],
-             _branches(root, streams.additions[u]) if streams.residual[u] else (), blocks[u])
+             _branches(root, streams.additions[u]) if streams.residual[u] else (), blocks[u], streams.shortcut[u],
+             streams.rectified[u])
         for u, (i, name) in enumerate(found)
     ]  # fmt: skip
 

@@ -33,6 +33,15 @@ def _recorded(network, x, module) -> tuple[torch.Tensor, torch.Tensor]:
     return store[0]
 
 
+def _stream(network, unit, given: torch.Tensor) -> torch.Tensor:
+    """The unit's output without its branch, by hand: its input, or its shortcut module's output (through the
+    block's final ReLU where it has one)."""
+    if unit.shortcut is None:
+        return given
+    kept = network.get_submodule(unit.shortcut)(given)
+    return kept.relu() if unit.rectified else kept
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_skip_of_a_residual_unit_is_the_network_without_its_branch(tmp_path: Path, family: str) -> None:
     network, model, units, config = _setup(tmp_path, family)
@@ -48,7 +57,7 @@ def test_skip_of_a_residual_unit_is_the_network_without_its_branch(tmp_path: Pat
             assert profile.methods[u] == "resample"  # the fallback, named
             continue
         assert profile.methods[u] == "skip" + part
-        skipped = _hand(network, x, network.get_submodule(unit.name), lambda inp, out: inp)
+        skipped = _hand(network, x, network.get_submodule(unit.name), lambda inp, out: _stream(network, unit, inp))
         assert torch.allclose(profile.drops[:, u], p[rows, y] - skipped[rows, y], atol=1e-10, rtol=0), unit.name
     assert profile.drops.abs().max() > 1e-3
 
@@ -71,8 +80,8 @@ def test_resample_is_the_mean_of_k_hand_patched_runs(tmp_path: Path, family: str
         runs = []
         for k in range(K):
             if unit.residual:
-                branch = outputs[k : k + 1] - inputs[k : k + 1]
-                runs.append(_hand(network, x, module, lambda inp, out, b=branch: inp + b))
+                branch = outputs[k : k + 1] - _stream(network, unit, inputs[k : k + 1])
+                runs.append(_hand(network, x, module, lambda inp, out, b=branch, n=unit: _stream(network, n, inp) + b))
             else:
                 runs.append(_hand(network, x, module, lambda inp, out, k=k: outputs[k : k + 1].expand_as(out)))
         expected = p[rows, y] - torch.stack(runs).mean(0)[rows, y]
@@ -107,7 +116,7 @@ def test_two_inputs_of_one_class_differ_under_resample_not_under_stage_mean_abla
     profile = intervene(model, x, units, "resample", reference)
     difference = profile.drops[0] - profile.drops[1]
     assert (difference - difference.mean()).abs().max() > 1e-4  # not a constant shift
-    assert not all(profile.keeps_input) or family == "timm test_vit"
+    assert all(profile.keeps_input)  # every unit has a shortcut (a ResNet's downsampling units a projection)
 
 
 def _zeroed(out):
@@ -365,7 +374,7 @@ def test_references_recorded_once_serve_every_input(tmp_path: Path, family: str,
     recorded = record_references(model, units, reference, branch)
     means = record_references(model, units, reference, branch, mean=True)
     assert recorded.count == means.count == 4 and all(len(v) == 1 for v in means.values)
-    assert set(recorded.kinds) == ({"part"} if branch != "block" else {"branch", "output"})  # one per unit
+    assert set(recorded.kinds) == ({"part"} if branch != "block" else {"branch"})  # one per unit; all keep the input
     for seed in (0, 1):
         x = _inputs(config, 2, seed)
         for method, given in [("resample", recorded), ("skip", recorded), ("mean", recorded), ("mean", means)]:
@@ -403,3 +412,42 @@ def test_out_of_memory_is_not_retried_with_more_rows(tmp_path: Path, monkeypatch
     with pytest.raises(torch.OutOfMemoryError):
         intervene(model, _inputs(config, 1, 0), units, "resample", _inputs(config, 2, 1))
     assert calls == [True]
+
+
+@pytest.mark.parametrize("family", ["torchvision", "timm"])
+def test_every_unit_but_the_stem_keeps_the_input_of_a_resnet18(family: str) -> None:
+    """A ResNet-18's downsampling units keep the input through their projection shortcut: skip is the network with
+    the unit's output replaced by ``relu(downsample(x))``, and no two inputs of one predicted class share a bar
+    there (``drop_i - drop_j = p_i - p_j`` only where the rest of the network no longer sees the input: the stem)."""
+    import timm
+    import torchvision
+
+    from laya.model.backbones import wrap
+    from laya.model.classifier import LayerwiseClassifier
+    from laya.model.own_head import own_head
+
+    torch.manual_seed(0)
+    network = (torchvision.models.resnet18(num_classes=3) if family == "torchvision"
+               else timm.create_model("resnet18", pretrained=False, num_classes=3)).eval()  # fmt: skip
+    backbone = wrap(network, ["bn1", "layer1", "layer2", "layer3", "layer4"], input_size=32, pre_logits=True)
+    model = LayerwiseClassifier(backbone, own_head(backbone)).double().eval()
+    network, units = network.double(), network_units(backbone, torch.zeros(1, 3, 32, 32, dtype=torch.float64))
+    assert [u.name for u in units if not u.residual] == ["bn1"]
+    assert [u.shortcut for u in units if u.shortcut] == [f"layer{s}.0.downsample" for s in (2, 3, 4)]
+    g = torch.Generator().manual_seed(0)
+    x, reference = torch.randn(6, 3, 32, 32, generator=g).double(), torch.randn(4, 3, 32, 32, generator=g).double()
+    skip = intervene(model, x, units, "skip", reference)
+    with torch.no_grad():
+        p = torch.softmax(logits_of(network, x), -1)
+    y, rows = p.argmax(-1), torch.arange(len(x))
+    for u, unit in enumerate(units):
+        if unit.shortcut:
+            module = network.get_submodule(unit.name)
+            skipped = _hand(network, x, module, lambda inp, out, n=unit: _stream(network, n, inp))
+            assert torch.allclose(skip.drops[:, u], p[rows, y] - skipped[rows, y], atol=1e-6, rtol=0), unit.name
+    profile = intervene(model, x, units, "resample", reference)
+    pairs = [(i, j) for i in range(len(x)) for j in range(i + 1, len(x)) if y[i] == y[j]]
+    assert pairs
+    for i, j in pairs:
+        shared = (profile.drops[i] - profile.drops[j] - (profile.probability[i] - profile.probability[j])).abs()
+        assert shared[0] < 1e-9 and (shared[1:] > 1e-7).all(), (i, j, shared)

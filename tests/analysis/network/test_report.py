@@ -60,7 +60,12 @@ def test_report_shapes_and_the_last_unit_lens(own) -> None:
     assert (report.drops.abs().max() > 0) and torch.isfinite(report.drops).all()
     interventions = set(report.agreement["intervention"])
     assert interventions == {"resample", "skip"} and list(report.agreement.columns) == [
-        "score", "intervention", "spearman_mean", "ci_low", "ci_high", "n"]
+        "score", "intervention", "spearman_mean", "ci_low", "ci_high", "n", "kind", "units", "vs_baseline", "vs_low",
+        "vs_high", "trusted"]  # fmt: skip
+    baselines = report.agreement[report.agreement["kind"] == "baseline"]
+    assert sorted(baselines["score"]) == ["random", "random", "unit_mean", "unit_mean"]  # per intervention
+    assert baselines["vs_baseline"].isna().all() and not baselines["trusted"].any()
+    assert (report.agreement["units"] == sum(report.residual)).all()  # over the units that keep the input
     table = report.tables["lens_prob/true"]
     assert list(table.index) == ["all", "blue", "green", "red"] and table.loc["all", "n"] == N
     assert table.loc["all", report.units[2]] == pytest.approx(float(report.lens_prob[:, 2].mean()))

@@ -21,6 +21,7 @@ from laya.analysis.network.scores import (
     lens_kl_drop,
     score_agreement,
 )
+from tests.analysis.network.test_interventions import _stream
 from tests.analysis.test_block_ablation import _inputs, _own_model
 from tests.model.test_own_head import logits_of, networks
 
@@ -59,7 +60,7 @@ def test_integrated_gradients_are_the_midpoint_sum_by_hand(tmp_path: Path, famil
             logits_of(network, x)
         handle.remove()
         given, out = store[0]
-        stream = given if unit.residual else 0
+        stream = _stream(network, unit, given) if unit.residual else 0
         a, total = out - stream, 0
         for s in range(S):
             point = (stream + base[u] + (s + 0.5) / S * (a - base[u])).requires_grad_(True)
@@ -114,7 +115,7 @@ def test_gradient_x_activation_and_gradcam_mass_by_hand(tmp_path: Path, family: 
         handle.remove()
         given, out = store[0]
         grad, = torch.autograd.grad(logits.gather(1, logits.argmax(-1, keepdim=True)).sum(), out)
-        contribution = out - given if unit.residual else out
+        contribution = out - _stream(network, unit, given) if unit.residual else out
         assert torch.allclose(got["grad_x_act"][:, u], (grad * contribution).flatten(1).sum(1).detach(), atol=1e-10)
         if out.ndim == 3:  # tokens: patches only, on their grid
             prefix = network.num_prefix_tokens
@@ -164,3 +165,35 @@ def test_agreement_is_the_mean_per_input_spearman_with_its_bootstrap_ci() -> Non
     masked = score_agreement({"mixed": scores["mixed"]}, drops, "skip", torch.tensor([True, True, False, True]), 50)
     by_hand = [spearmanr(scores["mixed"][i, [0, 1, 3]], drops[i, [0, 1, 3]]).statistic for i in range(5)]
     assert masked.loc[0, "spearman_mean"] == pytest.approx(np.nanmean(by_hand))
+
+
+@pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")
+def test_a_score_is_trusted_only_where_it_beats_what_structure_alone_gives() -> None:
+    """Drops that are mostly a per-unit constant: a score equal to that constant agrees with them (its CI above 0)
+    but is no better than the per-unit baseline, so it is not trusted; the true drops are. Agreement is over the
+    units of the mask alone, and the table says how many."""
+    from laya.analysis.network.scores import baseline_scores, trusted_agreement
+
+    g = torch.Generator().manual_seed(0)
+    N, U = 60, 6
+    structure = torch.tensor([0.6, 0.1, 0.5, 0.2, 0.4, 0.3], dtype=torch.float64)
+    drops = structure + 0.15 * torch.randn(N, U, generator=g, dtype=torch.float64)
+    drops[:, 0] = 0.72  # a unit that does not keep the input: left out
+    mask = torch.tensor([False, True, True, True, True, True])
+    base = baseline_scores(structure, N, seed=1)
+    assert torch.equal(base["unit_mean"], structure.expand(N, U)) and base["random"].shape == (N, U)
+    assert torch.equal(baseline_scores(structure, N, seed=1)["random"], base["random"])  # seeded
+    table = trusted_agreement({"constant": structure.expand(N, U).clone(), "true": drops.clone()}, base, drops,
+                              "resample", mask, resamples=300, seed=0)  # fmt: skip
+    rows = table.set_index("score")
+    assert rows["kind"].to_dict() == {"constant": "score", "true": "score", "unit_mean": "baseline",
+                                      "random": "baseline"}  # fmt: skip
+    assert (rows["units"] == 5).all()
+    assert rows.loc["constant", "ci_low"] > 0 and not rows.loc["constant", "trusted"]
+    assert rows.loc["constant", "vs_baseline"] == pytest.approx(0.0)
+    assert rows.loc["true", "trusted"] and rows.loc["true", "vs_low"] > 0
+    assert rows.loc["true", "spearman_mean"] == pytest.approx(1.0)
+    by_hand = [spearmanr(structure[1:], drops[i, 1:]).statistic for i in range(N)]
+    assert rows.loc["unit_mean", "spearman_mean"] == pytest.approx(np.mean(by_hand))
+    assert best_score(table, "resample")["score"] == "true"
+    assert best_score(table[table["score"] != "true"], "resample") is None  # agreeing is not enough

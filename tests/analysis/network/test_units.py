@@ -11,11 +11,13 @@ from laya.model.backbones import BackboneConfig, build_backbone, wrap
 from laya.model.backbones.units import unit_names
 from tests.model.test_own_head import TINY_VIT, networks
 
-EXPECTED = {  # family -> [(unit, stage, residual, branches)]
-    "timm resnet10t": [("bn1", "bn1", False, 0), ("layer1.0", "layer1", True, 0), ("layer2.0", "layer2", False, 0),
-                       ("layer3.0", "layer3", False, 0), ("layer4.0", "layer4", False, 0)],
-    "timm test_vit": [(f"blocks.{i}", f"blocks.{i}", True, 2) for i in range(6)],
-    "torchvision resnet18": [(f"layer{s}.{u}", f"layer{s}", u == 1 or s == 1, 0) for s in (1, 2, 3, 4) for u in (0, 1)],
+EXPECTED = {  # family -> [(unit, stage, residual, branches, shortcut)]: every unit but the stem keeps its input
+    "timm resnet10t": [("bn1", "bn1", False, 0, None), ("layer1.0", "layer1", True, 0, None)]
+    + [(f"layer{s}.0", f"layer{s}", True, 0, f"layer{s}.0.downsample") for s in (2, 3, 4)],
+    "timm test_vit": [(f"blocks.{i}", f"blocks.{i}", True, 2, None) for i in range(6)],
+    "torchvision resnet18": [(f"layer{s}.{u}", f"layer{s}", True, 0,
+                              None if u == 1 or s == 1 else f"layer{s}.0.downsample")
+                             for s in (1, 2, 3, 4) for u in (0, 1)],
 }  # fmt: skip
 
 
@@ -26,10 +28,11 @@ def test_units_by_family(tmp_path: Path, family: str) -> None:
     _, network, config = next(n for n in networks(tmp_path) if n[0] == family)
     backbone = build_backbone(config)
     units = network_units(backbone)
-    got = [(u.name, u.stage, u.residual, len(u.branches)) for u in units]
+    got = [(u.name, u.stage, u.residual, len(u.branches), u.shortcut) for u in units]
     if family == "transformers vit":  # the module path of the installed transformers version
         prefix = next(n for n, m in network.named_modules() if isinstance(m, nn.ModuleList))
-        assert got == [(f"{prefix}.{i}", f"{prefix}.{i}", True, 2) for i in range(TINY_VIT["num_hidden_layers"])]
+        assert got == [(f"{prefix}.{i}", f"{prefix}.{i}", True, 2, None)
+                       for i in range(TINY_VIT["num_hidden_layers"])]  # fmt: skip
     else:
         assert got == EXPECTED[family]
     names = dict(network.named_modules())
@@ -78,6 +81,49 @@ def test_wrapped_module_units_are_the_children_of_its_layers() -> None:
     network = torchvision.models.resnet18(num_classes=3).eval()
     backbone = wrap(network, ["layer2", "layer4"], input_size=32, pre_logits=True)
     units = network_units(backbone)
-    assert [(u.name, u.stage, u.residual) for u in units] == [
-        ("layer2.0", "layer2", False), ("layer2.1", "layer2", True), ("layer4.0", "layer4", False),
-        ("layer4.1", "layer4", True)]  # fmt: skip
+    assert [(u.name, u.stage, u.residual, u.shortcut, u.rectified) for u in units] == [
+        ("layer2.0", "layer2", True, "layer2.0.downsample", True), ("layer2.1", "layer2", True, None, False),
+        ("layer4.0", "layer4", True, "layer4.0.downsample", True),
+        ("layer4.1", "layer4", True, None, False)]  # fmt: skip
+
+
+def test_a_shortcut_is_found_by_tracing_in_unknown_networks() -> None:
+    """The shortcut is the shallower addend of ``s(x) + f(x)``, whatever the modules are called: transformers'
+    ``shortcut``, RegNet's ``proj``, and a network of our own whose projection is named ``side``. A unit with no
+    addition (a stem) and one whose two addends are as deep keep nothing."""
+    import torchvision
+    from transformers import ResNetConfig, ResNetModel
+
+    torch.manual_seed(0)
+    hf = ResNetModel(ResNetConfig(depths=[1, 2], hidden_sizes=[8, 16], embedding_size=8)).eval()
+    units = network_units(wrap(hf, ["encoder.stages.0", "encoder.stages.1"], input_size=32))
+    assert [(u.residual, u.shortcut) for u in units] == [
+        (True, None), (True, "encoder.stages.1.layers.0.shortcut"), (True, None)]  # fmt: skip
+    regnet = torchvision.models.regnet_y_400mf().eval()
+    units = network_units(wrap(regnet, ["trunk_output.block1"], input_size=32))
+    assert [(u.name, u.shortcut, u.rectified) for u in units] == [
+        ("trunk_output.block1.block1-0", "trunk_output.block1.block1-0.proj", True)]  # fmt: skip
+
+    class Unit(nn.Module):
+        def __init__(self, side: bool, twin: bool = False) -> None:
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.Tanh(), nn.Conv2d(4, 4, 3, padding=1))
+            self.side = nn.Sequential(nn.Conv2d(4, 4, 1), nn.Tanh(), nn.Conv2d(4, 4, 3, padding=1)) if twin \
+                else nn.Conv2d(4, 4, 1) if side else None  # fmt: skip
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.body(x) if self.side is None else self.side(x) + self.body(x)
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Conv2d(3, 4, 3, padding=1)
+            self.layer = nn.Sequential(Unit(False), Unit(True), Unit(True, twin=True))
+            self.pool, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(self.pool(self.layer(self.stem(x))).flatten(1))
+
+    units = network_units(wrap(Net().eval(), ["layer"], input_size=8), torch.randn(1, 3, 8, 8))
+    assert [(u.name, u.residual, u.shortcut, u.rectified) for u in units] == [
+        ("layer.0", False, None, False), ("layer.1", True, "layer.1.side", False), ("layer.2", False, None, False)]

@@ -35,10 +35,23 @@ def _kwargs(text: str) -> dict:
 
 
 def add_lens_flags(parser: argparse.ArgumentParser) -> None:
-    """``--lens-sample`` and ``--lens-epochs``: how a tuned lens is fitted (``attach`` and ``network``)."""
+    """``--lens-sample``, ``--lens-epochs`` and ``--lens-patience``: how a tuned lens is fitted (``attach`` and
+    ``network``; the last two default to :class:`~laya.analysis.network.lens.TunedLensConfig`'s, not imported here
+    to keep ``--help`` free of torch)."""
     parser.add_argument("--lens-sample", type=int, default=2000,
-                        help="tuned lens: training inputs it is fitted on, a class-balanced sample (default: 2000)")
-    parser.add_argument("--lens-epochs", type=int, default=20, help="tuned lens: epochs of its fit (default: 20)")
+                        help="tuned lens: training inputs it is fitted on, a class-balanced sample of which a "
+                        "class-balanced part is held out to stop the fit (default: 2000)")  # fmt: skip
+    parser.add_argument("--lens-epochs", type=int,
+                        help="tuned lens: the cap on the epochs of its fit (default: the library's, in tuned_lens.json)")
+    parser.add_argument("--lens-patience", type=int,
+                        help="tuned lens: epochs without a lower held-out KL after which a unit's translator stops "
+                        "(default: the library's, in tuned_lens.json)")  # fmt: skip
+
+
+def lens_options(args: argparse.Namespace) -> dict[str, int]:
+    """The :class:`~laya.analysis.network.report.NetworkOptions` fields of the lens flags that were given."""
+    given = {"lens_sample": args.lens_sample, "lens_epochs": args.lens_epochs, "lens_patience": args.lens_patience}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -111,7 +124,7 @@ def cmd_attach(args: argparse.Namespace) -> None:
     from laya.training.attach import AttachConfig, attach, summary
 
     network = None if args.no_network else NetworkOptions(limit=args.network_limit, resamples=args.resamples,
-                                                          lens_sample=args.lens_sample, lens_epochs=args.lens_epochs)
+                                                          **lens_options(args))
 
     config = AttachConfig(
         family=args.family, model=args.model, weights=args.weights, weights_by_order=args.match_by_order,
@@ -129,4 +142,4 @@ def cmd_attach(args: argparse.Namespace) -> None:
     print(summary(attach(config), args.resamples))
 
 
-__all__ = ["add_attach_parser", "add_lens_flags", "cmd_attach"]
+__all__ = ["add_attach_parser", "add_lens_flags", "cmd_attach", "lens_options"]

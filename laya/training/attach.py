@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from laya.analysis.depth import DepthOptions, run_depth
 from laya.analysis.evaluate import EvalOptions
-from laya.analysis.network.report import NetworkOptions, load_network_report, run_network
+from laya.analysis.network.report import NetworkOptions, lens_line, load_network_report, run_network
 from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import write_sample
@@ -278,17 +278,15 @@ def summary(attached: Attached, resamples: int = 1000) -> str:
 
 
 def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
-    """The network report in two lines: the tuned lens's last-unit agreement with the network (95 % bootstrap CI)
-    and the cheap score whose per-input Spearman with the default intervention is highest among those whose CI
-    lies above 0 (or that none does)."""
+    """The network report in two lines: the tuned lens's agreement with the network's prediction at every unit
+    (:func:`~laya.analysis.network.report.lens_line`) and the cheap score whose per-input Spearman with the default
+    intervention is highest among those whose CI lies above 0 (or that none does)."""
     if attached.network_error:
         return ["", f"Network report not written: {attached.network_error}"]
     report = load_network_report(attached.heads[OWN]) if OWN in attached.heads else None
     if report is None:
         return []
-    agree = bootstrap_ci(report.lens_agrees[:, -1].double(), resamples=resamples)
-    lines = ["", f"Tuned lens at the last unit ({report.units[-1]}) agrees with the network on {agree.estimate:.1%} "
-             f"[{agree.low:.1%}, {agree.high:.1%}] of {len(report.indices):,} test inputs"]  # fmt: skip
+    lines = ["", lens_line(report)]
     best = best_score(report.agreement, report.method)
     if best is None:
         lines.append(f"No cheap per-unit score agrees with {report.method} (no Spearman 95 % CI lies above 0)")

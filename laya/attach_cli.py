@@ -42,10 +42,11 @@ def add_lens_flags(parser: argparse.ArgumentParser) -> None:
                         help="tuned lens: training inputs it is fitted on, a class-balanced sample of which a "
                         "class-balanced part is held out to stop the fit (default: 2000)")  # fmt: skip
     parser.add_argument("--lens-epochs", type=int,
-                        help="tuned lens: the cap on the epochs of its fit (default: the library's, in tuned_lens.json)")
+                        help="tuned lens: the cap on the epochs of its fit (default: the library's, recorded in "
+                        "tuned_lens.json)")  # fmt: skip
     parser.add_argument("--lens-patience", type=int,
                         help="tuned lens: epochs without a lower held-out KL after which a unit's translator stops "
-                        "(default: the library's, in tuned_lens.json)")  # fmt: skip
+                        "(default: the library's, recorded in tuned_lens.json)")  # fmt: skip
 
 
 def lens_options(args: argparse.Namespace) -> dict[str, int]:

@@ -12,9 +12,9 @@ translated to ``T_u(v_u) = A_u v_u + b_u: (B, D)`` and read by the network itsel
   translator per unit, initialised to the identity (``A = I, b = 0`` where ``d_u = D``, else ``A = 0``), fitted
   on training inputs to minimise ``KL(p || softmax(z_u))`` to the network's own final distribution ``p`` (never
   the labels), each translator until its KL on a held-out part of the sample stops improving
-  (:func:`fit_tuned_lens`; ``docs/decisions/tuned-lens-stopping.md``). ``R`` is the residual read-out above where it exists, else the network's own classifier on
-  pre-logits features (``D`` its input width). Stored as ``tuned_lens.safetensors`` + ``tuned_lens.json`` (the
-  config and the command that fitted it) beside a checkpoint.
+  (:func:`fit_tuned_lens`; ``docs/decisions/tuned-lens-stopping.md``). ``R`` is the residual read-out above where
+  it exists, else the network's own classifier on pre-logits features (``D`` its input width). Stored as
+  ``tuned_lens.safetensors`` + ``tuned_lens.json`` (the config and the command that fitted it) beside a checkpoint.
 
 Either gives a :class:`laya.analysis.lens.Lens` (``log_q (B, U, K)``, ``log_p (B, K)``) from ONE forward of the
 network: per input :func:`lens_profile` (each unit's predicted class, ``p`` of the final prediction, KL to the
@@ -303,8 +303,7 @@ def _train(lens: TunedLens, readout: Readout, rows: list[Tensor], log_p: Tensor,
         return _kl(log_p[index], torch.log_softmax(_read(readout, translated).float(), -1)).mean(0)
 
     with torch.no_grad():  # a translator whose start is already the network (a ResNet's last unit) stays so
-        exact = [bool(_kl(log_p, torch.log_softmax(_read(readout, lens([r for r in rows])).float(), -1))[:, u].max()
-                      <= EXACT) for u in range(U)]  # fmt: skip
+        exact = (_kl(log_p, torch.log_softmax(_read(readout, lens(rows)).float(), -1)).amax(0) <= EXACT).tolist()
         best = kl(held, range(U)).tolist()
     active = [u for u in range(U) if not exact[u]]
     state = [{k: v.clone() for k, v in t.state_dict().items()} for t in lens.translators]
@@ -483,19 +482,23 @@ def class_unit_figure(table: pd.DataFrame, metric: str = "prob", title: str | No
 
 
 __all__ = [
+    "EPOCHS",
+    "HELD_OUT",
     "LENS_CONFIG",
     "LENS_WEIGHTS",
+    "LR",
+    "PATIENCE",
     "UNIT_METRICS",
     "Readout",
     "TunedLens",
     "TunedLensConfig",
     "class_unit_figure",
     "class_unit_table",
+    "constant_kl",
     "fit_tuned_lens",
+    "held_out_split",
     "lens_profile",
     "lens_summary",
-    "held_out_split",
-    "constant_kl",
     "load_tuned_lens",
     "logit_lens",
     "own_readout",

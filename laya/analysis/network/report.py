@@ -247,6 +247,7 @@ def network_report(
     units = network_units(backbone)
     names = [u.name for u in units]
     tuned = _lens_for(checkpoint, units, lens)
+    logit_applies = own_readout(as_network(backbone)).space == "residual"  # the units write where the classifier reads
     reference = checkpoint.preprocess(reference_inputs(train, options.references, options.seed)).to(device)
     baseline = baselines(backbone, reference, units, options.baseline)
     recorded = record_references(model, units, reference, options.branch)  # once, for every batch
@@ -270,7 +271,7 @@ def network_report(
             keep(skip_drops=skip.drops)
         lens_b = unit_lens(backbone, x, names, tuned)
         keep(log_q=lens_b.log_q, log_p=lens_b.log_p)
-        if own_readout(as_network(backbone)).space == "residual":  # the logit lens applies
+        if logit_applies:
             keep(logit_log_q=unit_lens(backbone, x, names).log_q)
         for name, value in unit_scores(backbone, x, units, lens_b, baseline, options.ig_steps).items():
             keep(**{f"scores/{name}": value.double()})
@@ -417,6 +418,7 @@ def run_network(
 
 
 __all__ = [
-    "REPORT_JSON", "REPORT_TENSORS", "NetworkOptions", "NetworkReport", "fitted_lens", "lens_line", "load_network_report",
+    "REPORT_JSON", "REPORT_TENSORS", "NetworkOptions", "NetworkReport", "fitted_lens", "lens_line",
+    "load_network_report",
     "network_report", "run_network", "write_network_report",
 ]  # fmt: skip

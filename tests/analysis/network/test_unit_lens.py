@@ -236,7 +236,7 @@ def test_the_best_constant_distribution_by_hand():
     log_p = torch.tensor([[0.8, 0.2], [0.4, 0.6]]).log()  # its mean, the best constant, is c = (0.6, 0.4)
     by_hand = [0.8 * math.log(0.8 / 0.6) + 0.2 * math.log(0.2 / 0.4), 0.4 * math.log(0.4 / 0.6) + 0.6 * math.log(1.5)]
     assert constant_kl(log_p, log_p.exp().mean(0)).tolist() == pytest.approx(by_hand)  # 0.0915, 0.0811
-    lens = Lens(log_p.view(2, 1, 2).expand(2, 2, 2).log_softmax(-1), log_p, "tuned lens")  # two units that read the network
+    lens = Lens(log_p.view(2, 1, 2).expand(2, 2, 2).log_softmax(-1), log_p, "tuned lens")  # 2 units, both the network
     table = lens_summary(lens, ["a", "b"], torch.tensor([0.6, 0.4]))
     assert table["constant_kl"].tolist() == pytest.approx([sum(by_hand) / 2] * 2)
     assert table["kl"].tolist() == pytest.approx([0, 0], abs=1e-7) and table["agreement"].tolist() == [1, 1]

@@ -5,7 +5,7 @@ from pathlib import Path
 import streamlit as st
 
 from laya.analysis.head.profiles import SUBSETS
-from laya.app import browser, classwise_views, labels, seed_views
+from laya.app import browser, classwise_views, labels, network_views, seed_views
 from laya.app.map_plots import class_maps_figure, no_class_maps_note
 from laya.app.plots import heatmap_figure, profile_bars_figure, seed_profiles_figure
 from laya.app.text import shown
@@ -49,6 +49,16 @@ if is_own_head(checkpoint.meta.train):  # one informative layer: the network's u
     st.subheader("Each class by the network's units")
     units = load_network_report(selection.path)
     heatmap = None if units is None else class_unit_heatmap(units, list(checkpoint.meta.classes), "classwise_units")
+    if units is not None and (lens_summary := network_views.lens_summary_view(units.lens)) is not None:
+        st.subheader("The tuned lens per unit, against what needs no input")
+        common.table(lens_summary)
+        st.caption("Over the report's test inputs: the mean KL to the network's final distribution of the tuned "
+                   "lens, of the logit lens (only where the units write into the space the classifier reads) and "
+                   "of the best constant distribution (the mean final distribution over the lens's fit sample, the "
+                   "same whatever the input: a lens that does not beat it reads nothing of the input there); the "
+                   "share whose lens class is the network's prediction; the epochs each translator trained, stopped "
+                   "once its KL on a held-out part of the fit sample had not improved for the patience in "
+                   "tuned_lens.json, and the epoch whose weights it keeps.")  # fmt: skip
     st.caption(shown(labels.OWN_NOTE))
     st.subheader("Confusion matrix")
     confusion = browser.confusion_figure(report.confusion())

@@ -266,8 +266,8 @@ def markdown(folder: Path = DOCS) -> str:
     """The table of every ``check`` result in ``folder``: what the issue's done-when asks, per network."""
     rows = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
     lines = ["| network | test accuracy | units | same-class pairs whose profiles differ (resample · skip · stage "
-             "mean-ablation) | tuned lens at the last unit = the network's class | Grad-CAM vs `pytorch_grad_cam`, "
-             "largest difference |", "|---|---|---|---|---|---|"]  # fmt: skip
+             "mean-ablation) | tuned lens at the last unit = the network's class (its identity translator: by "
+             "construction) | Grad-CAM vs `pytorch_grad_cam`, largest difference |", "|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         pairs = r["pairs"]
         cells = " · ".join(_share(pairs[k]["differ"], pairs[k]["pairs"]) if k in pairs else "n/a"

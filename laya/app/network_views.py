@@ -5,7 +5,8 @@ in :mod:`laya.app.plots`, :mod:`laya.app.map_plots` and :mod:`laya.app.explanati
 :class:`~laya.analysis.network.explain.NetworkExplanation` (one input) or the stored network report (every test
 input): the unit profile with the intervention and the part of each block it acted on (the whole block, or a
 transformer block's attention or MLP branch) named per bar, the lens per unit, the Grad-CAM strip over the image,
-the class x unit heatmap and the agreement of cheap per-unit scores with the intervention.
+the class x unit heatmap, the tuned lens against its baselines per unit, and the agreement of cheap
+per-unit scores with the intervention.
 """
 
 from __future__ import annotations
@@ -237,9 +238,38 @@ def agreement_summary(agreement: pd.DataFrame, intervention: str) -> str:
             "inputs).")  # fmt: skip
 
 
+def lens_summary_view(lens: dict[str, Any]) -> pd.DataFrame | None:
+    """The stored report's tuned-lens summary (``report.lens``: per unit on its test inputs, ``units`` records of
+    :func:`~laya.analysis.network.lens.lens_summary`, and the fit) as shown: KL of the tuned lens, of the logit lens
+    (– where it does not apply) and of the best constant distribution (– where the stored lens predates it), the
+    share agreeing with the network's prediction, and the fit's epochs (run, best; – before early stopping). None
+    for a report written before the summary."""
+    rows = lens.get("units")
+    if not rows:
+        return None
+    fit = lens.get("fit", {})
+    exact = set(fit.get("exact", []))
+    run, best = fit.get("epochs_run"), fit.get("best_epoch")
+
+    def nats(value: Any) -> str:
+        return "–" if value is None or pd.isna(value) else number_text(value)
+
+    return pd.DataFrame({
+        "unit": [r["unit"] for r in rows],
+        "tuned lens KL (nats)": [nats(r["kl"]) for r in rows],
+        "logit lens KL (nats)": [nats(r["logit_kl"]) for r in rows],
+        "best constant KL (nats)": [nats(r["constant_kl"]) for r in rows],
+        "agrees with the network": [f"{r['agreement']:.1%}" + (" (identity: by construction)" if r["unit"] in exact
+                                                              else "") for r in rows],
+        "epochs (run, best)": ["–" if run is None or r["unit"] in exact else f"{run[i]}, {best[i]}"
+                               for i, r in enumerate(rows)],
+    })  # fmt: skip
+
+
 __all__ = [
     "BAR_WORDS", "BRANCHES", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS",
     "UNIT_PROFILE_TITLE", "agreement_summary", "agreement_view", "bar_word", "class_unit_heatmap", "depth_text",
-    "gradcam_figure", "lens_figure", "lens_table", "network_depth", "stored_class_units", "unit_profile_caption",
+    "gradcam_figure", "lens_figure", "lens_summary_view", "lens_table", "network_depth", "stored_class_units",
+    "unit_profile_caption",
     "unit_profile_figure", "unit_profile_table",
 ]  # fmt: skip

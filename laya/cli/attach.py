@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from laya.cli.options import csv, csv_floats, lens_options, resamples_option
+from laya.cli.options import csv, csv_floats, lens_options, lens_settings, resamples_option
 
 FAMILY_HELP = "where the architecture comes from: timm | torchvision | transformers (a model_type)"
 
@@ -90,7 +90,7 @@ def cmd_attach(args: argparse.Namespace) -> None:
     from laya.training.attach import AttachConfig, attach, summary
 
     network = None if args.no_network else NetworkOptions(limit=args.network_limit, resamples=args.resamples,
-                                                          lens_sample=args.lens_sample, lens_epochs=args.lens_epochs)
+                                                          **lens_settings(args))
 
     config = AttachConfig(
         family=args.family, model=args.model, weights=args.weights, weights_by_order=args.match_by_order,

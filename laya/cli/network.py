@@ -6,25 +6,31 @@ import argparse
 import sys
 from pathlib import Path
 
-from laya.cli.options import allow_import_option, checkpoint_option, lens_options, out_option, resamples_option
+from laya.cli.options import (
+    allow_import_option,
+    checkpoint_option,
+    lens_options,
+    lens_settings,
+    out_option,
+    resamples_option,
+)
 
 
 def cmd_network(args: argparse.Namespace) -> None:
     import shlex
 
-    from laya.analysis.network.report import NetworkOptions, run_network
+    from laya.analysis.network.report import NetworkOptions, lens_line, run_network
     from laya.analysis.network.scores import SCORE_LABELS
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
     options = NetworkOptions(limit=args.limit, references=args.references, method=args.method, branch=args.branch,
-                             ig_steps=args.ig_steps, resamples=args.resamples, lens_sample=args.lens_sample,
-                             lens_epochs=args.lens_epochs)  # fmt: skip
+                             ig_steps=args.ig_steps, resamples=args.resamples, **lens_settings(args))
     out = Path(args.out or checkpoint.path)
     report = run_network(checkpoint, options, "laya " + shlex.join(sys.argv[1:]), args.refit_lens, dest=out)
-    print(f"{len(report.indices)} test inputs, {len(report.units)} units; tuned lens at the last unit agrees with the "
-          f"network on {report.last_unit_agreement:.1%}. Per-input Spearman with the interventions over the units "
-          "that keep the input [95% bootstrap CI]; trusted: beats both baselines (paired bootstrap):")
+    print(f"{len(report.indices)} test inputs, {len(report.units)} units.\n{lens_line(report)}\n"
+          "Per-input Spearman with the interventions over the units that keep the input [95% bootstrap CI]; trusted: "
+          "beats both baselines (paired bootstrap):")
     for row in report.agreement.itertuples():
         print(f"  {SCORE_LABELS[row.score]:<28} vs {row.intervention:<14} {row.spearman_mean:.3f} "
               f"[{row.ci_low:.3f}, {row.ci_high:.3f}]  n = {row.n}, {row.units} units"

@@ -114,12 +114,26 @@ def to_eval_options(args: argparse.Namespace) -> EvalOptions:  # noqa: F821
 
 
 def lens_options() -> argparse.ArgumentParser:
-    """``--lens-sample`` and ``--lens-epochs``: how a tuned lens is fitted (``attach`` and ``network``)."""
+    """``--lens-sample``, ``--lens-epochs`` and ``--lens-patience``: how a tuned lens is fitted (``attach`` and
+    ``network``; the last two default to :class:`~laya.analysis.network.lens.TunedLensConfig`'s, not imported here
+    to keep ``--help`` free of torch)."""
     parent = _parent()
     parent.add_argument("--lens-sample", type=int, default=2000,
-                        help="tuned lens: training inputs it is fitted on, a class-balanced sample (default: 2000)")
-    parent.add_argument("--lens-epochs", type=int, default=20, help="tuned lens: epochs of its fit (default: 20)")
+                        help="tuned lens: training inputs it is fitted on, a class-balanced sample of which a "
+                        "class-balanced part is held out to stop the fit (default: 2000)")  # fmt: skip
+    parent.add_argument("--lens-epochs", type=int,
+                        help="tuned lens: the cap on the epochs of its fit (default: the library's, recorded in "
+                        "tuned_lens.json)")  # fmt: skip
+    parent.add_argument("--lens-patience", type=int,
+                        help="tuned lens: epochs without a lower held-out KL after which a unit's translator stops "
+                        "(default: the library's, recorded in tuned_lens.json)")  # fmt: skip
     return parent
+
+
+def lens_settings(args: argparse.Namespace) -> dict[str, int]:
+    """The :class:`~laya.analysis.network.report.NetworkOptions` fields of the lens flags that were given."""
+    given = {"lens_sample": args.lens_sample, "lens_epochs": args.lens_epochs, "lens_patience": args.lens_patience}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def progress_bar(desc: str) -> Callable[[float, str], None]:

@@ -31,7 +31,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from laya.analysis.depth.report import run_depth
-from laya.analysis.network.report import load_network_report, run_network
+from laya.analysis.network.report import lens_line, load_network_report, run_network
 from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import write_sample
@@ -201,17 +201,16 @@ def summary(attached: Attached, resamples: int = 1000) -> str:
 
 
 def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
-    """The network report in two lines: the tuned lens's last-unit agreement with the network (95 % bootstrap CI)
-    and the cheap score whose per-input Spearman with the default intervention is highest among those that beat the
-    better baseline of structure alone (:func:`~laya.analysis.network.scores.best_score`), or that none does."""
+    """The network report in two lines: the tuned lens's agreement with the network's prediction at every unit
+    (:func:`~laya.analysis.network.report.lens_line`) and the cheap score whose per-input Spearman with the default
+    intervention is highest among those that beat the better baseline of structure alone
+    (:func:`~laya.analysis.network.scores.best_score`), or that none does."""
     if attached.network_error:
         return ["", f"Network report not written: {attached.network_error}"]
     report = load_network_report(attached.heads[OWN]) if OWN in attached.heads else None
     if report is None:
         return []
-    agree = bootstrap_ci(report.lens_agrees[:, -1].double(), resamples=resamples)
-    lines = ["", f"Tuned lens at the last unit ({report.units[-1]}) agrees with the network on {agree.estimate:.1%} "
-             f"[{agree.low:.1%}, {agree.high:.1%}] of {len(report.indices):,} test inputs"]  # fmt: skip
+    lines = ["", lens_line(report)]
     best = best_score(report.agreement, report.method)
     if best is None:
         lines.append(f"No cheap per-unit score is to be trusted against {report.method}: none beats what structure "

@@ -147,6 +147,17 @@ def test_agreement_view_keeps_its_interval_and_n() -> None:
     assert view.iloc[1, 1] == "skip"
 
 
+def test_lens_summary_view_names_what_does_not_apply() -> None:
+    lens = {"fit": {"exact": ["b"], "epochs_run": [37, 0], "best_epoch": [27, 0]},
+            "units": [{"unit": "a", "kl": 0.5, "logit_kl": None, "constant_kl": 1.25, "agreement": 0.625},
+                      {"unit": "b", "kl": 0.0, "logit_kl": None, "constant_kl": 1.25, "agreement": 1.0}]}  # fmt: skip
+    view = nv.lens_summary_view(lens)
+    assert view["logit lens KL (nats)"].tolist() == ["–", "–"] and view["best constant KL (nats)"][0] == "1.250"
+    assert view["agrees with the network"].tolist() == ["62.5%", "100.0% (identity: by construction)"]
+    assert view["epochs (run, best)"].tolist() == ["37, 27", "–"]
+    assert nv.lens_summary_view({"fit": {"kl": [0.5]}}) is None  # a report written before the summary
+
+
 def test_patching_without_alpha_keeps_the_layer_names() -> None:
     """A head without α (the own classifier, Concat, LastLayer) has no third row of bars: its layer names show
     under the second row instead of vanishing with the empty one."""

@@ -143,7 +143,7 @@ def test_the_stored_network_report_lights_up_faithfulness_and_classwise(
     """The network report attach wrote beside the own head: its agreement table on Faithfulness and its class x
     unit heatmap on Class-wise; where the report is absent, an info says how it is computed."""
     from laya.analysis.network.report import load_network_report
-    from laya.app.network_views import agreement_view
+    from laya.app.network_views import agreement_view, lens_summary_view
 
     report = load_network_report(attached.heads[OWN])
     assert report is not None  # attach writes it
@@ -163,6 +163,9 @@ def test_the_stored_network_report_lights_up_faithfulness_and_classwise(
     _ok(at, "classwise")
     heatmap = next(s for t, s in charts(at).items() if t.startswith("Class x unit"))
     assert heatmap["data"][0]["x"] == UNITS and heatmap["data"][0]["y"][0] == "all"
+    lens = unplain(at.main.table[0].value).reset_index()  # the tuned lens per unit beside its baselines
+    assert lens.astype(str).values.tolist() == lens_summary_view(report.lens).astype(str).values.tolist()
+    assert lens["unit"].tolist() == UNITS
 
 
 def test_an_upload_explains_its_units_in_the_sandboxed_worker(

@@ -119,7 +119,7 @@ def test_attach_writes_four_heads_a_summary_and_depth(
     assert "own head (the network as it is)" in text and "vs own" in text and "LAYA attends to" in text
     assert "Holm-corrected over the 3" in text and text.count("Holm p = ") == 3
     assert f"laya dashboard --models {setting.parent}" in text
-    assert "Tuned lens at the last unit (layer4.0) agrees with the network on 100.0%" in text
+    assert "layer4.0 100.0% (identity translator: equal by construction)" in text  # the last unit's lens
     trusted = "Cheap score to trust against resample" in text
     assert trusted or "No cheap per-unit score is to be trusted against resample" in text
     assert len(text.splitlines()) <= 24  # one screen

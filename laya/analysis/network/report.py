@@ -9,7 +9,8 @@
   the training split (:func:`~laya.analysis.network.interventions.reference_inputs`: seeded, class-balanced) and
   serve the interventions and the integrated-gradients baseline alike;
 * the tuned lens (:mod:`~laya.analysis.network.lens`): loaded from beside the checkpoint, else fitted on a seeded
-  class-balanced sample of ``options.lens_sample`` training inputs (:func:`fitted_lens`);
+  class-balanced sample of ``options.lens_sample`` training inputs (:func:`fitted_lens`), and summarised per unit
+  on the test sample beside the logit lens (where it applies) and the best constant distribution;
 * the cheap per-unit scores (:mod:`~laya.analysis.network.scores`) and their agreement with the interventions over
   the units that keep the input, beside two baselines that know nothing of the input: the per-unit mean drop of the
   same intervention on the reference inputs, and a seeded random score; a score is trusted only where it beats the
@@ -32,7 +33,9 @@ Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safet
     ``stage_names``, ``residual`` (bool per unit), ``method`` (the default intervention, with its branch where one
     was chosen and the units have it: ``resample of MLP``), ``methods`` and ``skip_methods`` (what each unit got),
     ``classes``, ``references`` (K), ``options`` (:class:`NetworkOptions`), ``command``; ``lens`` (``source``,
-    ``command`` that fitted it, ``fit`` its training summary, ``last_unit_agreement`` on this sample);
+    ``command`` that fitted it, ``fit`` its training summary, ``units``: per unit on this sample the records of
+    :func:`~laya.analysis.network.lens.lens_summary`: ``unit, kl, logit_kl, constant_kl, agreement``, None where
+    the logit lens does not apply or the stored lens has no constant);
     ``agreement`` (records of :func:`~laya.analysis.network.scores.trusted_agreement`: ``score, intervention,
     spearman_mean, ci_low, ci_high, n, kind, units, vs_baseline, vs_low, vs_high, trusted``: each cheap score and
     the two baselines, per-input Spearman over the units that keep the input; a report written before the
@@ -77,14 +80,20 @@ from laya.analysis.network.interventions import (
     reference_inputs,
 )
 from laya.analysis.network.lens import (
+    EPOCHS,
+    LR,
+    PATIENCE,
     TunedLens,
     TunedLensConfig,
     fit_tuned_lens,
+    lens_summary,
     load_tuned_lens,
+    own_readout,
     prediction_depth,
     save_tuned_lens,
     unit_lens,
 )
+from laya.analysis.network.recording import as_network
 from laya.analysis.network.scores import (
     AGREEMENT_COLUMNS,
     IG_STEPS,
@@ -125,8 +134,8 @@ class NetworkOptions:
     all), ``references`` K training inputs (resample and the IG baseline), the default intervention ``method`` and
     the ``branch`` it and skip act on (``"block"``, ``"attention"``, ``"mlp"``: a transformer block's one branch),
     ``ig_steps`` and ``baseline`` of integrated gradients, ``batch_size`` inputs per pass, ``resamples`` of every
-    bootstrap CI; the tuned lens's fit when none is stored: ``lens_sample`` training inputs, ``lens_epochs``,
-    ``lens_lr``."""
+    bootstrap CI; the tuned lens's fit when none is stored: ``lens_sample`` training inputs, ``lens_epochs`` the
+    cap on its epochs, ``lens_lr``, ``lens_patience`` (:class:`~laya.analysis.network.lens.TunedLensConfig`)."""
 
     limit: int | None = 200
     references: int = RESAMPLES
@@ -138,8 +147,9 @@ class NetworkOptions:
     resamples: int = 1000
     seed: int = 0
     lens_sample: int = 2000
-    lens_epochs: int = 20
-    lens_lr: float = 1e-3
+    lens_epochs: int = EPOCHS
+    lens_lr: float = LR
+    lens_patience: int = PATIENCE
 
     def __post_init__(self) -> None:
         if self.method not in NAMES or self.branch not in BRANCHES:
@@ -147,8 +157,9 @@ class NetworkOptions:
                              f"{self.method!r}, {self.branch!r}")  # fmt: skip
         small = {k: v for k, v in asdict(self).items()
                  if k in ("references", "ig_steps", "batch_size", "resamples", "lens_sample") and v < 1}  # fmt: skip
-        if small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0:
-            raise ValueError(f"network report sizes must be positive (lens_epochs >= 0); got {small or asdict(self)}")
+        if small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0 or self.lens_patience < 1:
+            raise ValueError(f"network report sizes must be positive (lens_epochs >= 0, lens_patience >= 1); got "
+                             f"{small or asdict(self)}")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -212,13 +223,15 @@ def _preprocessed(checkpoint: Checkpoint, data: Images, index: Tensor, batch_siz
 
 def fitted_lens(checkpoint: Checkpoint, train: Images, options: NetworkOptions, command: str = "") -> TunedLens:
     """A tuned lens of the checkpoint's network on its units, fitted on a seeded class-balanced sample of
-    ``options.lens_sample`` training inputs (:func:`~laya.analysis.network.lens.fit_tuned_lens`)."""
+    ``options.lens_sample`` training inputs, a class-balanced part of it held out to stop the fit
+    (:func:`~laya.analysis.network.lens.fit_tuned_lens`)."""
     backbone = checkpoint.model.backbone
     index = sample_indices(train.labels, options.lens_sample, options.seed)
     inputs = _preprocessed(checkpoint, train, index)
     config = TunedLensConfig([], [], 1, 1, sample=len(index), epochs=options.lens_epochs, lr=options.lens_lr,
-                             seed=options.seed)  # fmt: skip
-    return fit_tuned_lens(backbone, inputs, [u.name for u in network_units(backbone)], None, config, command)
+                             patience=options.lens_patience, seed=options.seed)  # fmt: skip
+    units = [u.name for u in network_units(backbone)]
+    return fit_tuned_lens(backbone, inputs, units, train.labels[index], config, command)
 
 
 def _lens_for(checkpoint: Checkpoint, units: Sequence[Unit], lens: TunedLens | None) -> TunedLens:
@@ -256,6 +269,7 @@ def network_report(
     units = network_units(backbone)
     names = [u.name for u in units]
     tuned = _lens_for(checkpoint, units, lens)
+    logit_applies = own_readout(as_network(backbone)).space == "residual"  # the units write where the classifier reads
     reference = checkpoint.preprocess(reference_inputs(train, options.references, options.seed)).to(device)
     baseline = baselines(backbone, reference, units, options.baseline)
     recorded = record_references(model, units, reference, options.branch)  # once, for every batch
@@ -283,6 +297,8 @@ def network_report(
             keep(skip_drops=skip.drops)
         lens_b = unit_lens(backbone, x, names, tuned)
         keep(log_q=lens_b.log_q, log_p=lens_b.log_p)
+        if logit_applies:
+            keep(logit_log_q=unit_lens(backbone, x, names).log_q)
         for name, value in unit_scores(backbone, x, units, lens_b, baseline, options.ig_steps).items():
             keep(**{f"scores/{name}": value.double()})
     got = {k: torch.cat(v) for k, v in parts.items()}
@@ -315,9 +331,22 @@ def network_report(
         skip_methods=list(methods.get("skip", ())), references=len(reference), options=options.to_dict(),
         command=command,
     )  # fmt: skip
+    logit = Lens(got["logit_log_q"], got["log_p"], "logit lens") if "logit_log_q" in got else None
+    constant = tuned.config.fit.get("constant")  # absent from a lens stored before early stopping
+    summary = lens_summary(whole, names, None if constant is None else torch.tensor(constant), logit)
     report.lens = {"source": whole.source, "command": tuned.config.command, "fit": tuned.config.fit,
-                   "last_unit_agreement": report.last_unit_agreement}  # fmt: skip
+                   "units": summary.to_dict(orient="records")}  # fmt: skip
     return report
+
+
+def lens_line(report: NetworkReport) -> str:
+    """One line: per unit the share of the report's test inputs whose tuned-lens class is the network's prediction;
+    a unit whose translator was kept at the identity because it already is the network (``fit["exact"]``) is
+    named as equal by construction."""
+    exact = set(report.lens.get("fit", {}).get("exact", []))
+    shares = [f"{unit} {share:.1%}" + (" (identity translator: equal by construction)" if unit in exact else "")
+              for unit, share in zip(report.units, report.lens_agrees.double().mean(0).tolist())]  # fmt: skip
+    return f"Tuned lens = the network's class, per unit, on {len(report.indices):,} test inputs: " + ", ".join(shares)
 
 
 def _json_table(table: pd.DataFrame) -> dict[str, Any]:
@@ -509,6 +538,7 @@ def run_network(
 
 
 __all__ = [
-    "REPORT_JSON", "REPORT_TENSORS", "NetworkOptions", "NetworkReport", "fitted_lens", "load_network_report",
+    "REPORT_JSON", "REPORT_TENSORS", "NetworkOptions", "NetworkReport", "fitted_lens", "lens_line",
+    "load_network_report",
     "network_report", "run_network", "write_network_report",
 ]  # fmt: skip

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -73,6 +74,23 @@ def test_report_shapes_and_the_last_unit_lens(own) -> None:
     assert json.loads((checkpoint.path / "tuned_lens.json").read_text())["command"] == "laya network --checkpoint own"
 
 
+def test_the_lens_beside_what_needs_no_input_at_every_unit(own, tmp_path: Path) -> None:
+    checkpoint, report = own
+    rows = pd.DataFrame(report.lens["units"])
+    assert rows["unit"].tolist() == report.units
+    assert rows["kl"].tolist() == pytest.approx(report.lens_kl.mean(0).tolist())
+    assert rows["agreement"].tolist() == pytest.approx(report.lens_agrees.double().mean(0).tolist())
+    assert rows["constant_kl"].nunique() == 1 and rows["constant_kl"].iloc[0] > 0  # one input-free distribution
+    fit = report.lens["fit"]
+    assert len(fit["constant"]) == len(report.classes) and sum(fit["constant"]) == pytest.approx(1)
+    assert report.units[-1] in fit["exact"] and rows["kl"].iloc[-1] < 1e-5  # the identity translator, the network
+    vit = report.units[0].startswith("blocks")  # the logit lens applies to a ViT's blocks, not to a ResNet's
+    assert rows["logit_kl"].notna().all() if vit else rows["logit_kl"].isna().all()
+    write_network_report(checkpoint, report, tmp_path)
+    again = load_network_report(tmp_path).lens["units"]
+    assert [r["logit_kl"] is None for r in again] == [not vit] * len(report.units)  # NaN stored as null
+
+
 def test_round_trip_and_refusals(own, tmp_path: Path) -> None:
     checkpoint, report = own
     write_network_report(checkpoint, report, tmp_path)
@@ -105,6 +123,7 @@ def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "6 test inputs" in out and "integrated gradients" in out and f"-> {tmp_path}" in out
+    assert f"{report.units[-1]} 100.0% (identity translator: equal by construction)" in out
     written = load_network_report(tmp_path)
     assert written.units == report.units and written.indices.shape == (6,)
     vit = report.units[0].startswith("blocks")  # its blocks have an MLP branch; a ResNet's units none

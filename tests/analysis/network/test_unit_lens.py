@@ -2,8 +2,10 @@
 final distribution), per-input profiles, prediction depth, class x unit tables, storage."""
 
 import json
+import math
 import re
 import time
+from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
@@ -12,13 +14,18 @@ import torch
 import torchvision
 from torch import nn
 
+from laya.analysis.depth.layer_lens import Lens
 from laya.analysis.network.lens import (
+    EPOCHS,
     TunedLens,
     TunedLensConfig,
     class_unit_figure,
     class_unit_table,
+    constant_kl,
     fit_tuned_lens,
+    held_out_split,
     lens_profile,
+    lens_summary,
     load_tuned_lens,
     logit_lens,
     own_readout,
@@ -27,6 +34,10 @@ from laya.analysis.network.lens import (
     save_tuned_lens,
     unit_lens,
 )
+from laya.analysis.network.units import network_units
+from laya.analysis.sample import sample_indices
+from laya.data.datasets import DatasetNotFoundError
+from laya.model.checkpoint import load_checkpoint
 from laya.model.attached_files import AttachedFileError
 from tests.hostile import LENS_CASES, LENS_FILES, attached_setting
 from tests.model.test_own_head import TINY_VIT
@@ -34,6 +45,7 @@ from tests.model.test_own_head import TINY_VIT
 VIT_UNITS = [f"blocks.{i}" for i in range(6)]
 CNN_UNITS = ["blocks.0", "blocks.1", "blocks.2"]
 CLASSES = ["a", "b", "c", "d"]
+BUNDLED = Path(__file__).resolve().parents[3] / "models" / "cifar10-resnet18-half" / "own"
 
 
 class SmallCNN(nn.Module):
@@ -130,7 +142,7 @@ def test_tuned_lens_last_unit_reproduces_the_network(cnn):
     assert agreement >= 0.99
     kl = lens.kl.mean(0)
     assert kl[-1] < 0.05 and kl[-1] <= kl[0]  # deeper units read closer to the final distribution
-    assert tuned.config.fit["last_unit_agreement"] >= 0.99
+    assert tuned.config.fit["agreement"][-1] >= 0.99
 
 
 def test_tuned_lens_of_a_vit_starts_at_the_logit_lens(vit):
@@ -212,3 +224,84 @@ def test_hostile_lens_files_are_refused_naming_the_file_before_anything_is_built
     assert time.monotonic() - start < 2.0
     message = str(refused.value)
     assert refused.value.file == case.file and case.file in message and str(tmp_path) not in message
+
+
+def test_fit_stops_when_the_held_out_kl_stops_improving_and_keeps_the_best(cnn, tmp_path):
+    x, y = images(400, 7)
+    config = TunedLensConfig([], [], 1, 1, sample=400, epochs=500, patience=4, lr=3e-2, batch_size=64)
+    tuned = fit_tuned_lens(cnn, x, CNN_UNITS, y, config)
+    fit = tuned.config.fit
+    trained = [i for i, u in enumerate(CNN_UNITS) if u not in fit["exact"]]
+    assert trained and fit["split"] == "class-balanced" and (fit["train"], fit["held_out"]) == (320, 80)
+    for i in trained:  # each translator stopped on its own, `patience` epochs after its best, long before the cap
+        assert 0 < fit["best_epoch"][i] and fit["epochs_run"][i] == fit["best_epoch"][i] + 4 < 500
+    chosen = sample_indices(y, 400, 0)
+    _, held = held_out_split(400, 0.2, 0, y[chosen])
+    lens = unit_lens(cnn, x[chosen][held], CNN_UNITS, tuned)  # the returned lens is the best one recorded
+    assert lens.kl.mean(0).tolist() == pytest.approx(fit["kl"], rel=1e-5, abs=1e-7)
+    assert fit["agreement"] == pytest.approx((lens.log_q.argmax(-1) == lens.final[:, None]).double().mean(0).tolist())
+    assert fit["logit_kl"] is None  # a CNN's units are not in its classifier's space
+    save_tuned_lens(tuned, tmp_path)
+    record = json.loads((tmp_path / "tuned_lens.json").read_text())
+    assert (record["patience"], record["epochs"], record["held_out"]) == (4, 500, 0.2)
+    assert record["fit"]["best_epoch"] == fit["best_epoch"] and record["fit"]["epochs_run"] == fit["epochs_run"]
+
+
+def test_held_out_split_is_seeded_and_class_balanced():
+    labels = torch.arange(40) % 4
+    train, held = held_out_split(40, 0.2, 3, labels)
+    assert torch.bincount(labels[held]).tolist() == [2, 2, 2, 2] and len(train) == 32
+    assert sorted([*train.tolist(), *held.tolist()]) == list(range(40))
+    assert torch.equal(held, held_out_split(40, 0.2, 3, labels)[1]) and len(held_out_split(40, 0.25, 3)[1]) == 10
+    for share in (0.0, 1.0, 0.01):
+        with pytest.raises(ValueError, match="held-out share"):
+            held_out_split(40, share, 0)
+
+
+def test_the_best_constant_distribution_by_hand():
+    log_p = torch.tensor([[0.8, 0.2], [0.4, 0.6]]).log()  # its mean, the best constant, is c = (0.6, 0.4)
+    by_hand = [0.8 * math.log(0.8 / 0.6) + 0.2 * math.log(0.2 / 0.4), 0.4 * math.log(0.4 / 0.6) + 0.6 * math.log(1.5)]
+    assert constant_kl(log_p, log_p.exp().mean(0)).tolist() == pytest.approx(by_hand)  # 0.0915, 0.0811
+    lens = Lens(log_p.view(2, 1, 2).expand(2, 2, 2).log_softmax(-1), log_p, "tuned lens")  # 2 units, both the network
+    table = lens_summary(lens, ["a", "b"], torch.tensor([0.6, 0.4]))
+    assert table["constant_kl"].tolist() == pytest.approx([sum(by_hand) / 2] * 2)
+    assert table["kl"].tolist() == pytest.approx([0, 0], abs=1e-7) and table["agreement"].tolist() == [1, 1]
+    assert table["logit_kl"].isna().all() and lens_summary(lens, ["a", "b"])["constant_kl"].isna().all()
+
+
+def test_the_fit_records_the_mean_final_distribution_of_its_training_part(cnn):
+    x, y = images(40, 8)
+    tuned = fit_tuned_lens(cnn, x, CNN_UNITS, y, TunedLensConfig([], [], 1, 1, sample=40, epochs=1))
+    train, held = held_out_split(40, 0.2, 0, y)
+    with torch.no_grad():
+        p = cnn(x).softmax(-1)
+    assert tuned.config.fit["constant"] == pytest.approx(p[train].mean(0).tolist(), abs=1e-6)
+    c = p[train].mean(0)
+    assert tuned.config.fit["constant_kl"] == pytest.approx(float((p[held] * (p[held] / c).log()).sum(-1).mean()),
+                                                            rel=1e-4)  # fmt: skip
+
+
+def test_a_lens_stored_before_early_stopping_still_loads():
+    record = json.loads((BUNDLED / "tuned_lens.json").read_text())
+    lens = load_tuned_lens(BUNDLED)
+    assert lens.config.epochs == record["epochs"] and lens.config.fit == record["fit"]
+
+
+@pytest.mark.data
+def test_on_the_bundled_network_twice_the_cap_lowers_held_out_kl_by_under_2_percent():
+    """The default fit on the bundled ResNet-18 (a class-balanced sample of 500 CIFAR-10 training inputs, to stay
+    fast; ``laya attach`` fits on 2000): with the cap doubled, no unit's held-out KL drops by 2 % or more."""
+    checkpoint = load_checkpoint(BUNDLED)
+    try:
+        train = checkpoint.load_data("train", stream=True)
+    except DatasetNotFoundError as error:
+        pytest.skip(f"dataset not on this machine: {error}")
+    index = sample_indices(train.labels, 500, 0)
+    x = torch.cat([checkpoint.preprocess(batch) for batch in train.iter_batches(index.split(250))])
+    units = [u.name for u in network_units(checkpoint.model.backbone)]
+    fits = [fit_tuned_lens(checkpoint.model.backbone, x, units, train.labels[index],
+                           TunedLensConfig([], [], 1, 1, sample=500, epochs=cap)).config.fit
+            for cap in (EPOCHS, 2 * EPOCHS)]  # fmt: skip
+    for unit, at_cap, at_twice in zip(units, fits[0]["kl"], fits[1]["kl"]):
+        assert at_twice >= 0.98 * at_cap, unit
+    assert fits[0]["kl"][0] < fits[0]["constant_kl"]  # even the first unit reads more than no input at all

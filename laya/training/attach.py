@@ -61,9 +61,11 @@ class AttachConfig:
 
     ``family``/``model``: e.g. ``timm``/``resnet18``, ``torchvision``/``resnet18``, ``transformers``/``vit``
     (a ``model_type``, its config arguments in ``model_kwargs``), or ``wrapped`` (the module from Python,
-    ``layers`` naming the submodules read). ``weights``: the user's ``.safetensors`` or ``.pth``/``.pt`` state
-    dict (read with ``torch.load(weights_only=True)``), fitted to the architecture exactly by name unless
-    ``weights_by_order``. ``mean``/``std``: the normalisation the network was
+    ``layers`` naming the submodules read). ``weights``: the user's ``.safetensors`` or ``.pth``/``.pt``/``.ckpt``
+    state dict or training checkpoint (read with ``torch.load(weights_only=True)``; an entry named after ``#``:
+    :func:`~laya.model.weights.split_entry`), fitted to the architecture exactly by name (a shared key prefix
+    stripped where the rest then fits) unless ``weights_by_order``; for ``transformers`` also a Trainer's output
+    folder (``config.json`` + ``model.safetensors``), which sets ``model`` and ``model_kwargs``. ``mean``/``std``: the normalisation the network was
     trained with (default: ImageNet's for 3 channels, 0.5 otherwise).
     """
 
@@ -96,11 +98,29 @@ class AttachConfig:
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {self.family!r}")
+        if self.family == "transformers" and self.weights and Path(self.weights).is_dir():
+            self._read_trainer_folder()
         if self.family != "wrapped" and not (self.model and self.weights):
             raise ValueError(f"a {self.family} classifier needs its architecture name and weights file")
         unknown = [h for h in self.heads if h not in FITTED] + [h for h in self.depth_heads if h not in (OWN, *FITTED)]
         if unknown:
             raise ValueError(f"heads must be among {', '.join(FITTED)} (depth heads: also {OWN!r}); got {unknown}")
+
+    def _read_trainer_folder(self) -> None:
+        """``weights`` a Hugging Face Trainer's output folder: its model_type, config arguments and input side
+        (:func:`~laya.model.backbones.transformers.trainer_folder`) fill ``model``, ``model_kwargs`` and an unset
+        ``image_size`` (its weights are read from the folder by the backbone). Arguments given that differ from the
+        folder's are refused."""
+        from laya.model.backbones.transformers import trainer_folder
+
+        found = trainer_folder(Path(self.weights), self.model)  # type: ignore[arg-type]
+        clash = {k: (v, found.kwargs[k]) for k, v in self.model_kwargs.items() if found.kwargs.get(k, v) != v}
+        if clash:
+            shown = ", ".join(f"{k}: given {a!r}, config.json {b!r}" for k, (a, b) in clash.items())
+            raise ValueError(f"model_kwargs differ from the weights folder's config.json ({shown}); leave them out")
+        self.model = found.model_type
+        self.model_kwargs = {**found.kwargs, **self.model_kwargs}
+        self.image_size = self.image_size or found.image_size
 
 
 @dataclass
@@ -148,11 +168,17 @@ def own_checkpoint(
     checked = checked or preflight(config, module)
     data = load_dataset(config.dataset, "train", config.image_size)
     spec, bb_config, backbone = checked.spec, checked.backbone_config, checked.backbone
+    from laya.model.weights import split_entry
+
     model = LayerwiseClassifier(backbone, own_head(backbone)).eval()
     features = cached_hidden_states(backbone, Preprocess(spec), data, 256, "features (train split)")
     train_idx, _ = split_indices(len(data), config.val_fraction, 0)
     model.head.set_references([h[train_idx].double().mean(0).float() for h in features])
-    weights = Path(config.weights) if config.weights else None
+    weights = Path(split_entry(config.weights)[0]) if config.weights else None
+    if weights is not None and weights.is_dir():  # a Trainer's output folder: its weights file
+        from laya.model.backbones.transformers import WEIGHTS_FILE
+
+        weights = weights / WEIGHTS_FILE
     source = {"family": config.family, "model": config.model, "weights": weights.name if weights else None,
               "weights_sha256": sha256_file(weights) if weights else None}  # fmt: skip
     meta = CheckpointMeta(

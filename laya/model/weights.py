@@ -250,10 +250,15 @@ def read_weights(
     except WeightsError:
         raise
     except pickle.UnpicklingError as error:
+        import re
+
+        named = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
         reason = str(error).split("\n\n")[-1].strip().splitlines()[0][:200] if str(error) else ""
+        reason = f"it holds a {named.group(1)}" if named else reason
         raise WeightsError(
             f"weights file {path.name} holds pickled Python objects, not only tensors (a whole model saved with "
-            "torch.save(model)?). Only tensors are read here; nothing in the file was executed"
+            "torch.save(model), or a training checkpoint's other objects?). Only tensors are read here; nothing in "
+            "the file was executed"
             + (f" ({reason})" if reason else "")
             + ". Save its state dict alone instead (where you trust the file): safetensors.torch.save_file("
             "model.state_dict(), 'w.safetensors'), or of a training checkpoint, torch.save(checkpoint['state_dict'], "

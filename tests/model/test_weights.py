@@ -225,3 +225,12 @@ def test_a_prefix_that_does_not_fit_is_refused_with_the_keys(tmp_path: Path) -> 
     torch.save({"state_dict": {f"model.{k}": v for k, v in _net(classes=10).state_dict().items()}}, tmp_path / "w.ckpt")
     with pytest.raises(WeightsMismatch, match="4 not in the architecture \\(model.0.weight.*a prefix all keys share"):
         load_weights(_net(), str(tmp_path / "w.ckpt"))
+
+
+def test_a_checkpoint_holding_python_objects_is_refused_with_the_class_named(tmp_path: Path) -> None:
+    import argparse
+
+    torch.save({"state_dict": _net().state_dict(), "args": argparse.Namespace(lr=0.1)}, tmp_path / "timm.pth")
+    with pytest.raises(WeightsError, match="holds pickled Python objects.*argparse.Namespace.*torch.save\\("
+                       "checkpoint\\['state_dict'\\]"):  # fmt: skip
+        read_state_dict(tmp_path / "timm.pth")

@@ -11,11 +11,11 @@ A weights spec is either a name in :data:`SOURCES` (a pip package that ships a w
   A file that holds pickled Python objects (a whole ``nn.Module``, a training checkpoint's ``argparse``
   arguments) is refused with the reason.
 
-Checkpoints as training code keeps them are read as they are (:func:`unwrap`, ``docs/decisions/checkpoint-prefixes.md``):
-a training checkpoint's state dict is taken from its entry (:data:`ENTRIES`: Lightning's and timm's
-``state_dict``, ``model``; their EMA copies only when named, ``last.pth#state_dict_ema``, or alone), and a prefix
-every key shares (``model.``, DDP's ``module.``, ``torch.compile``'s ``_orig_mod.``, nested ones) is stripped
-only when the stripped keys then fit the architecture exactly.
+Checkpoints as training code keeps them are read as they are (``docs/decisions/checkpoint-prefixes.md``): a
+training checkpoint's state dict is taken from its entry (:data:`ENTRIES`: Lightning's and timm's ``state_dict``,
+``model``; their EMA copies only when named, ``last.pth#state_dict_ema``, or alone), and a prefix every key shares
+(``model.``, DDP's ``module.``, ``torch.compile``'s ``_orig_mod.``, nested ones) is stripped (:func:`unwrap`) only
+when the stripped keys then fit the architecture exactly.
 
 The tensors must fit the architecture **exactly, by name** (:func:`fit_state_dict`): missing, unexpected and
 shape-mismatched keys are listed (a few of each, with their counts) in a :class:`WeightsMismatch`. Tensors are
@@ -295,7 +295,9 @@ def _entry(state: object, name: str, entry: str | None = None) -> tuple[dict[str
     elif held:
         chosen = next((k for k in held if k not in EMA_ENTRIES), held[0])
     else:
-        kind = f"a dict of {', '.join(map(repr, list(state)[:6]))}" if isinstance(state, dict) else type(state).__name__
+        kind = repr(state)[:40]
+        if state and isinstance(state, dict):
+            kind = f"a dict of {', '.join(map(repr, list(state)[:6]))}"
         raise WeightsError(
             f"weights file {name} does not hold a state dict of tensors (found {kind}); a training checkpoint's is "
             f"read from one of its entries {', '.join(ENTRIES)}"

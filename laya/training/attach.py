@@ -65,8 +65,8 @@ class AttachConfig:
     state dict or training checkpoint (read with ``torch.load(weights_only=True)``; an entry named after ``#``:
     :func:`~laya.model.weights.split_entry`), fitted to the architecture exactly by name (a shared key prefix
     stripped where the rest then fits) unless ``weights_by_order``; for ``transformers`` also a Trainer's output
-    folder (``config.json`` + ``model.safetensors``), which sets ``model`` and ``model_kwargs``. ``mean``/``std``: the normalisation the network was
-    trained with (default: ImageNet's for 3 channels, 0.5 otherwise).
+    folder (``config.json`` + ``model.safetensors``), which sets ``model`` and ``model_kwargs``. ``mean``/``std``:
+    the normalisation the network was trained with (default: ImageNet's for 3 channels, 0.5 otherwise).
     """
 
     family: str

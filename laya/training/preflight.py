@@ -96,7 +96,7 @@ def _weights_state(config: AttachConfig) -> dict[str, tuple[int, ...]] | None:
         return None
     from laya.model.weights import split_entry, weights_folder
 
-    if weights_folder(config.weights) is not None:  # a Trainer's folder: read (size-checked) as the network is built
+    if config.family == "transformers" and weights_folder(config.weights):  # a Trainer's folder: read as it is built
         return None
     file, entry = split_entry(config.weights)
     return {k: tuple(v.shape) for k, v in read_state_dict(resolve_path(file), entry=entry).items()}

@@ -115,7 +115,7 @@ def trainer_folder(folder: Path, model: str | None = None) -> TrainerFolder:
 
     path = folder / "config.json"
     if not path.is_file():
-        raise FileNotFoundError(f"weights folder {folder.name!r} has no config.json (a Trainer's output folder has one)")
+        raise FileNotFoundError(f"weights folder {folder.name!r} has no config.json (a Trainer's output folder has it)")
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise ValueError(f"{folder.name}/config.json is over {MAX_CONFIG_BYTES:,} bytes: not a model config")
     try:

@@ -173,8 +173,9 @@ def _trainer_folder(folder: Path, **changes) -> nn.Module:
     from transformers import ViTConfig, ViTForImageClassification
 
     torch.manual_seed(0)
-    config = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32,
-                       patch_size=8, num_labels=3, **changes)  # fmt: skip
+    settings = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+                "image_size": 32, "patch_size": 8, "num_labels": 3}  # fmt: skip
+    config = ViTConfig(**{**settings, **changes})
     network = ViTForImageClassification(config).eval()
     network.save_pretrained(folder)
     return network
@@ -207,3 +208,12 @@ def test_a_trainer_folder_with_a_setting_no_kwarg_records_is_refused(tmp_path: P
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="weights folder 'empty' has no config.json"):
         AttachConfig(family="transformers", model="vit", weights=str(tmp_path / "empty"), dataset=str(image_folder))
+
+
+def test_a_trainer_folder_of_another_class_count_is_refused_with_both(tmp_path: Path, image_folder: Path) -> None:
+    from laya.training.preflight import preflight
+
+    _trainer_folder(tmp_path / "five", num_labels=5)
+    config = AttachConfig(family="transformers", model="vit", weights=str(tmp_path / "five"), dataset=str(image_folder))
+    with pytest.raises(ValueError, match="the weights' classifier has 5 outputs; the dataset .* has 3 classes"):
+        preflight(config, echo=False)

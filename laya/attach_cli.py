@@ -55,7 +55,7 @@ def add_attach_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     a.add_argument("--weights", required=True,
                    help="your weights: a .safetensors file, or a .pth/.pt/.ckpt state dict or training checkpoint "
                    "(tensors only are read; a pickled model is refused; FILE#state_dict_ema reads that entry; a key "
-                   "prefix such as 'module.' is stripped where the rest fits exactly), or with --family transformers "
+                   "prefix such as 'module.' is stripped where the rest fits by name), or with --family transformers "
                    "a Trainer's output folder (config.json + model.safetensors)")
     a.add_argument("--match-by-order", action="store_true",
                    help="match the file's tensors to the architecture's in order, not by name, and print the mapping "

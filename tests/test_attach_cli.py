@@ -157,7 +157,7 @@ def test_a_lightning_checkpoint_attaches_with_its_prefix_stripped_and_says_so(tm
     assert torch.equal(checked.backbone.eval().model(x), network(x))
 
 
-def test_a_prefix_that_is_not_shared_by_every_key_is_refused(tmp_path: Path, image_folder: Path, capsys,
+def test_a_prefix_is_stripped_only_when_shared_and_a_misfit_is_named(tmp_path: Path, image_folder: Path, capsys,
                                                              no_long_step) -> None:  # fmt: skip
     import timm
 
@@ -166,6 +166,12 @@ def test_a_prefix_that_is_not_shared_by_every_key_is_refused(tmp_path: Path, ima
     torch.save(state, tmp_path / "ddp.pt")
     line = _refusal(_attach(str(tmp_path / "ddp.pt"), image_folder, tmp_path, "--image-size", "32"), capsys)
     assert "missing from the file (conv1.0.weight" in line and "not in the architecture (module.conv1.0.weight" in line
+    state.pop("criterion.weight")
+    state["module.fc.weight"] = torch.zeros(10, state["module.fc.weight"].shape[1])  # shared, 10 classes
+    state["module.fc.bias"] = torch.zeros(10)
+    torch.save(state, tmp_path / "ten.pt")
+    line = _refusal(_attach(str(tmp_path / "ten.pt"), image_folder, tmp_path, "--image-size", "32"), capsys)
+    assert "the weights' classifier has 10 outputs" in line and "has 3 classes (blue, green, red)" in line
 
 
 def test_an_unknown_architecture_is_answered_at_once_with_the_closest_names(tmp_path: Path, image_folder: Path,

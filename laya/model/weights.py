@@ -15,7 +15,7 @@ Checkpoints as training code keeps them are read as they are (``docs/decisions/c
 training checkpoint's state dict is taken from its entry (:data:`ENTRIES`: Lightning's and timm's ``state_dict``,
 ``model``; their EMA copies only when named, ``last.pth#state_dict_ema``, or alone), and a prefix every key shares
 (``model.``, DDP's ``module.``, ``torch.compile``'s ``_orig_mod.``, nested ones) is stripped (:func:`unwrap`) only
-when the stripped keys then fit the architecture exactly.
+when the stripped names are exactly the architecture's; the shapes must then fit as well.
 
 The tensors must fit the architecture **exactly, by name** (:func:`fit_state_dict`): missing, unexpected and
 shape-mismatched keys are listed (a few of each, with their counts) in a :class:`WeightsMismatch`. Tensors are
@@ -318,17 +318,22 @@ def unwrap(
     model: dict[str, tuple[int, ...]], state: dict[str, Tensor], ignore: Sequence[str] = ()
 ) -> tuple[dict[str, Tensor], str]:
     """``state`` without the longest dotted prefix every key shares (``module._orig_mod.``, then ``module.``, ...)
-    whose removal makes its ``name -> shape`` fit ``model`` exactly (:func:`compare_keys`), and that prefix;
-    ``state`` and '' when it fits as it is or no shared prefix makes it fit (nothing is guessed)."""
-    shapes = {k: tuple(v.shape) for k, v in state.items()}
-    if not state or compare_keys(model, shapes, ignore).exact:
+    whose removal gives it exactly ``model``'s key names (:func:`compare_keys`: none missing, none unexpected), and
+    that prefix; ``state`` and '' when its names fit as they are or no shared prefix makes them fit (nothing is
+    guessed). The shapes are :func:`fit_state_dict`'s to check: a classifier of another class count is then named."""
+
+    def named(candidate: dict[str, Tensor]) -> bool:
+        fit = compare_keys(model, {k: tuple(v.shape) for k, v in candidate.items()}, ignore)
+        return not (fit.missing or fit.unexpected)
+
+    if not state or named(state):
         return state, ""
     parts = next(iter(state)).split(".")[:-1]
     for end in range(len(parts), 0, -1):
         prefix = ".".join(parts[:end]) + "."
         if all(k.startswith(prefix) for k in state):
             stripped = {k[len(prefix):]: v for k, v in state.items()}
-            if compare_keys(model, {k: tuple(v.shape) for k, v in stripped.items()}, ignore).exact:
+            if named(stripped):
                 return stripped, prefix
     return state, ""
 
@@ -362,7 +367,7 @@ def fit_state_dict(
         raise WeightsMismatch(
             f"the weights do not fit the architecture: {fit.describe()}. Are they this architecture's (and its "
             "class count)? Tensors are matched by name (a prefix all keys share, such as 'module.' or 'model.', is "
-            "stripped where the rest then fits exactly); to match them in order, ask for it explicitly "
+            "stripped where the rest then fits by name); to match them in order, ask for it explicitly "
             "(attach --match-by-order)",
             fit,
         )
@@ -393,7 +398,12 @@ def load_weights(
     current = model.state_dict()
     state, prefix = unwrap({k: tuple(v.shape) for k, v in current.items()}, state, ignore)
     notes = [entry_note, _prefix_note(prefix, len(state)) if prefix else ""]
-    state, pairs = fit_state_dict(model, state, by_order, ignore)
+    try:
+        state, pairs = fit_state_dict(model, state, by_order, ignore)
+    except WeightsMismatch as error:
+        if not prefix:
+            raise
+        raise WeightsMismatch(f"{error} (the prefix {prefix!r} every key shares stripped)", error.fit) from None
     model.load_state_dict({k: v.to(current[k].dtype) for k, v in state.items()})
     return Loaded(tuple(pairs), "; ".join(n for n in notes if n))
 

@@ -64,7 +64,7 @@ class AttachConfig:
     ``layers`` naming the submodules read). ``weights``: the user's ``.safetensors`` or ``.pth``/``.pt``/``.ckpt``
     state dict or training checkpoint (read with ``torch.load(weights_only=True)``; an entry named after ``#``:
     :func:`~laya.model.weights.split_entry`), fitted to the architecture exactly by name (a shared key prefix
-    stripped where the rest then fits) unless ``weights_by_order``; for ``transformers`` also a Trainer's output
+    stripped where the rest then fits by name) unless ``weights_by_order``; for ``transformers`` also a Trainer's output
     folder (``config.json`` + ``model.safetensors``), which sets ``model`` and ``model_kwargs``. ``mean``/``std``:
     the normalisation the network was trained with (default: ImageNet's for 3 channels, 0.5 otherwise).
     """

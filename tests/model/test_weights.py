@@ -145,15 +145,13 @@ def test_a_prefix_every_key_shares_is_stripped_when_the_rest_fits_exactly(prefix
     assert all(stripped[k] is state[prefix + k] for k in stripped)
 
 
-def test_a_prefix_is_not_stripped_unless_the_keys_then_fit_exactly() -> None:
+def test_a_prefix_is_not_stripped_unless_the_names_then_fit_exactly() -> None:
     model = _net()
     state = {f"model.{k}": v for k, v in model.state_dict().items()}
     mixed = {**state, "loss.weight": torch.zeros(3)}  # not every key shares the prefix
     assert unwrap(_shapes(model), mixed) == (mixed, "")
     short = {k: v for k, v in state.items() if k != "model.0.bias"}  # shared, but one tensor short
     assert unwrap(_shapes(model), short) == (short, "")
-    other = {f"model.{k}": v for k, v in _net(classes=10).state_dict().items()}  # shared, other shapes
-    assert unwrap(_shapes(model), other) == (other, "")
     plain = model.state_dict()
     assert unwrap(_shapes(model), plain) == (plain, "")  # fits as it is
 
@@ -222,9 +220,19 @@ def test_a_checkpoint_with_no_state_dict_names_what_it_holds(tmp_path: Path) -> 
 
 
 def test_a_prefix_that_does_not_fit_is_refused_with_the_keys(tmp_path: Path) -> None:
-    torch.save({"state_dict": {f"model.{k}": v for k, v in _net(classes=10).state_dict().items()}}, tmp_path / "w.ckpt")
-    with pytest.raises(WeightsMismatch, match="4 not in the architecture \\(model.0.weight.*a prefix all keys share"):
-        load_weights(_net(), str(tmp_path / "w.ckpt"))
+    model = _net()
+    short = {f"model.{k}": v for k, v in model.state_dict().items() if k != "0.bias"}
+    torch.save({"state_dict": short}, tmp_path / "short.ckpt")  # shared, one tensor short: nothing stripped
+    with pytest.raises(WeightsMismatch, match="4 missing from the file \\(0.weight.*3 not in the architecture "
+                       "\\(model.0.weight.*a prefix all keys share"):  # fmt: skip
+        load_weights(model, str(tmp_path / "short.ckpt"))
+    other = {f"model.{k}": v for k, v in _net(classes=10).state_dict().items()}  # shared, another class count
+    torch.save({"state_dict": other}, tmp_path / "other.ckpt")
+    with pytest.raises(WeightsMismatch, match="2 with another shape \\(3.weight: file \\(10, 4\\), model \\(3, "
+                       "4\\).*\\(the prefix 'model.' every key shares stripped\\)") as caught:  # fmt: skip
+        load_weights(model, str(tmp_path / "other.ckpt"))
+    assert set(caught.value.fit.mismatched) == {"3.weight", "3.bias"} and not caught.value.fit.missing
+    assert torch.equal(model.state_dict()["3.bias"], _net().state_dict()["3.bias"])  # nothing was loaded
 
 
 def test_a_checkpoint_holding_python_objects_is_refused_with_the_class_named(tmp_path: Path) -> None:

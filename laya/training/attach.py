@@ -64,9 +64,10 @@ class AttachConfig:
     ``layers`` naming the submodules read). ``weights``: the user's ``.safetensors`` or ``.pth``/``.pt``/``.ckpt``
     state dict or training checkpoint (read with ``torch.load(weights_only=True)``; an entry named after ``#``:
     :func:`~laya.model.weights.split_entry`), fitted to the architecture exactly by name (a shared key prefix
-    stripped where the rest then fits by name) unless ``weights_by_order``; for ``transformers`` also a Trainer's output
-    folder (``config.json`` + ``model.safetensors``), which sets ``model`` and ``model_kwargs``. ``mean``/``std``:
-    the normalisation the network was trained with (default: ImageNet's for 3 channels, 0.5 otherwise).
+    stripped where the rest then fits by name) unless ``weights_by_order``; for ``transformers`` also a Trainer's
+    output folder (``config.json`` + ``model.safetensors``), which sets ``model`` and ``model_kwargs``.
+    ``mean``/``std``: the normalisation the network was trained with (default: ImageNet's for 3 channels, 0.5
+    otherwise).
     """
 
     family: str
@@ -165,19 +166,18 @@ def own_checkpoint(
     """The network with its own classifier as a LastLayer head (no training), reference vectors from the training
     split (the same cached features the fitted heads train on), written to ``out``. ``checked``: what
     :func:`~laya.training.preflight.preflight` built (run here when not given); ``module``: a wrapped network."""
+    from laya.model.backbones.transformers import WEIGHTS_FILE
+    from laya.model.weights import split_entry
+
     checked = checked or preflight(config, module)
     data = load_dataset(config.dataset, "train", config.image_size)
     spec, bb_config, backbone = checked.spec, checked.backbone_config, checked.backbone
-    from laya.model.weights import split_entry
-
     model = LayerwiseClassifier(backbone, own_head(backbone)).eval()
     features = cached_hidden_states(backbone, Preprocess(spec), data, 256, "features (train split)")
     train_idx, _ = split_indices(len(data), config.val_fraction, 0)
     model.head.set_references([h[train_idx].double().mean(0).float() for h in features])
     weights = Path(split_entry(config.weights)[0]) if config.weights else None
     if weights is not None and weights.is_dir():  # a Trainer's output folder: its weights file
-        from laya.model.backbones.transformers import WEIGHTS_FILE
-
         weights = weights / WEIGHTS_FILE
     source = {"family": config.family, "model": config.model, "weights": weights.name if weights else None,
               "weights_sha256": sha256_file(weights) if weights else None}  # fmt: skip

@@ -136,6 +136,67 @@ def test_match_by_order_maps_renamed_weights_and_prints_the_mapping(tmp_path: Pa
     assert torch.equal(checked.backbone.eval().model(x), network(x))
 
 
+def test_a_lightning_checkpoint_attaches_with_its_prefix_stripped_and_says_so(tmp_path: Path, image_folder: Path,
+                                                                             capsys) -> None:  # fmt: skip
+    import timm
+
+    from laya.training.attach import AttachConfig
+    from laya.training.preflight import preflight
+
+    network = timm.create_model("resnet10t", num_classes=3).eval()
+    state = {f"model.{k}": v for k, v in network.state_dict().items()}
+    torch.save({"state_dict": state, "epoch": 3, "optimizer_states": [{"state": {}, "param_groups": [{"lr": 0.1}]}],
+                "lr_schedulers": []}, tmp_path / "last.ckpt")  # fmt: skip
+    config = AttachConfig(family="timm", model="resnet10t", weights=str(tmp_path / "last.ckpt"),
+                          dataset=str(image_folder), image_size=32)  # fmt: skip
+    checked = preflight(config)
+    assert capsys.readouterr().err.splitlines() == [
+        f"weights: read the entry 'state_dict' of last.ckpt; stripped the prefix 'model.' from {len(state)} keys"
+    ]
+    x = torch.randn(2, 3, 32, 32)
+    assert torch.equal(checked.backbone.eval().model(x), network(x))
+
+
+def test_a_prefix_is_stripped_only_when_shared_and_a_misfit_is_named(tmp_path: Path, image_folder: Path, capsys,
+                                                             no_long_step) -> None:  # fmt: skip
+    import timm
+
+    state = {f"module.{k}": v for k, v in timm.create_model("resnet10t", num_classes=3).state_dict().items()}
+    state["criterion.weight"] = torch.ones(3)  # one key outside the wrapper: nothing is stripped
+    torch.save(state, tmp_path / "ddp.pt")
+    line = _refusal(_attach(str(tmp_path / "ddp.pt"), image_folder, tmp_path, "--image-size", "32"), capsys)
+    assert "missing from the file (conv1.0.weight" in line and "not in the architecture (module.conv1.0.weight" in line
+    state.pop("criterion.weight")
+    state["module.fc.weight"] = torch.zeros(10, state["module.fc.weight"].shape[1])  # shared, 10 classes
+    state["module.fc.bias"] = torch.zeros(10)
+    torch.save(state, tmp_path / "ten.pt")
+    line = _refusal(_attach(str(tmp_path / "ten.pt"), image_folder, tmp_path, "--image-size", "32"), capsys)
+    assert "the weights' classifier has 10 outputs" in line and "has 3 classes (blue, green, red)" in line
+
+
+def test_an_unknown_architecture_is_answered_at_once_with_the_closest_names(tmp_path: Path, image_folder: Path,
+                                                                            capsys, monkeypatch) -> None:  # fmt: skip
+    import time
+
+    import laya.training.preflight as preflight_module
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("a dataset was opened before the name was checked")
+
+    monkeypatch.setattr(preflight_module, "load_dataset", no_data)
+    (tmp_path / "w.pt").write_bytes(b"not read")
+    start = time.perf_counter()
+    line = _refusal(_attach(str(tmp_path / "w.pt"), image_folder, tmp_path, model="resnet_18"), capsys)
+    assert time.perf_counter() - start < 30  # seconds, generous on 2 shared cores; the goal is under 10
+    assert line.startswith("error: timm has no architecture 'resnet_18'; the closest names: 'resnet18'")
+    assert line.endswith("(all: timm.list_models())")
+    argv = ["attach", "--family", "torchvision", "--model", "resnet_18", "--weights", str(tmp_path / "w.pt"),
+            "--dataset", str(image_folder)]  # fmt: skip
+    assert "the closest names: 'resnet18'" in _refusal(argv, capsys)
+    argv[2], argv[4] = "transformers", "vitt"
+    assert "has no architecture 'vitt'; the closest names: 'vit'" in _refusal(argv, capsys)
+
+
 def test_attach_help_describes_every_option_with_its_default() -> None:
     from laya.cli import build_parser
 

@@ -35,8 +35,10 @@ def add_attach(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--family", required=True, choices=["timm", "torchvision", "transformers"], help=FAMILY_HELP)
     a.add_argument("--model", required=True, help="architecture name (timm/torchvision) or model_type (transformers)")
     a.add_argument("--weights", required=True,
-                   help="your weights: a .safetensors file, or a .pth/.pt state dict (tensors only are read; a pickled "
-                   "model is refused)")
+                   help="your weights: a .safetensors file, or a .pth/.pt/.ckpt state dict or training checkpoint "
+                   "(tensors only are read; a pickled model is refused; FILE#state_dict_ema reads that entry; a key "
+                   "prefix such as 'module.' is stripped where the rest fits by name), or with --family transformers "
+                   "a Trainer's output folder (config.json + model.safetensors)")
     a.add_argument("--match-by-order", action="store_true",
                    help="match the file's tensors to the architecture's in order, not by name, and print the mapping "
                    "(default: by name; any missing, unexpected or mismatched key is refused)")

@@ -49,6 +49,18 @@ def refuse(field: str, value: Any, rule: str) -> CheckpointError:
     return CheckpointError(f"{field} = {_short_repr(value)}: {rule}")
 
 
+def closest(name: object, names: typing.Iterable[str], count: int = 5) -> str:
+    """``"; the closest names: 'resnet18', 'resnet18d'"``: the known names nearest a misspelt ``name``
+    (:func:`difflib.get_close_matches`, case ignored), or ``""`` when none is near."""
+    import difflib
+
+    if not isinstance(name, str) or not name:
+        return ""
+    lowered = {n.lower(): n for n in names}
+    near = difflib.get_close_matches(name.lower()[:100], list(lowered), n=count, cutoff=0.6)
+    return f"; the closest names: {', '.join(repr(lowered[n]) for n in near)}" if near else ""
+
+
 @dataclass(frozen=True)
 class Rule:
     """Range of a number (or of every number in a list), allowed values, list and text lengths."""
@@ -317,6 +329,7 @@ __all__ = [
     "check_plain",
     "check_record",
     "check_value",
+    "closest",
     "describe",
     "parse_int",
     "refuse",

@@ -8,7 +8,14 @@ A weights spec is either a name in :data:`SOURCES` (a pip package that ships a w
 * ``.pth`` / ``.pt``: must be ``torch.save``'s zip archive (the legacy format only from a named source); the
   archive's uncompressed size is checked first (a 2 MB zip bomb cannot ask for 3 GB), then
   ``torch.load(weights_only=True)`` reads tensors only.
-  A file that holds pickled Python objects (a whole ``nn.Module``) is refused with the reason.
+  A file that holds pickled Python objects (a whole ``nn.Module``, a training checkpoint's ``argparse``
+  arguments) is refused with the reason.
+
+Checkpoints as training code keeps them are read as they are (``docs/decisions/checkpoint-prefixes.md``): a
+training checkpoint's state dict is taken from its entry (:data:`ENTRIES`: Lightning's and timm's ``state_dict``,
+``model``; their EMA copies only when named, ``last.pth#state_dict_ema``, or alone), and a prefix every key shares
+(``model.``, DDP's ``module.``, ``torch.compile``'s ``_orig_mod.``, nested ones) is stripped (:func:`unwrap`) only
+when the stripped names are exactly the architecture's; the shapes must then fit as well.
 
 The tensors must fit the architecture **exactly, by name** (:func:`fit_state_dict`): missing, unexpected and
 shape-mismatched keys are listed (a few of each, with their counts) in a :class:`WeightsMismatch`. Tensors are
@@ -32,6 +39,9 @@ from torch import Tensor, nn
 from laya.model.limits import limits
 from laya.paths import PathRefused, canonical_path
 
+ENTRIES = ("state_dict", "model", "state_dict_ema", "model_ema")  # a training checkpoint's, preferred first
+EMA_ENTRIES = ("state_dict_ema", "model_ema")  # read when named or alone
+WRAPPERS = {"module.": "DistributedDataParallel's", "_orig_mod.": "torch.compile's"}  # prefixes and their makers
 MAX_ZIP_RATIO = 20  # torch.save stores tensors uncompressed: a higher ratio is a bomb, not a checkpoint
 SHOWN = 4  # keys named per kind of mismatch
 
@@ -114,6 +124,15 @@ class Fit:
         return "; ".join(parts)
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """How a weights file was fitted: ``pairs`` (file key, model key) matched in order (empty when by name) and
+    ``note``, one line on what was unwrapped on the way (a checkpoint's entry, a stripped prefix; '' when none)."""
+
+    pairs: tuple[tuple[str, str], ...] = ()
+    note: str = ""
+
+
 def compare_keys(
     model: dict[str, tuple[int, ...]], file: dict[str, tuple[int, ...]], ignore: Sequence[str] = ()
 ) -> Fit:
@@ -158,6 +177,30 @@ def _too_big(name: str, size: int, limit: int, what: str) -> WeightsError:
     )
 
 
+def check_safetensors_size(path: Path, limit: int | None = None) -> None:
+    """Refuse a ``.safetensors`` file whose tensors hold over ``limit`` bytes (default :func:`max_weight_bytes`),
+    from its header alone."""
+    from laya.model.header import read_header
+
+    limit = max_weight_bytes() if limit is None else limit
+    header = read_header(path, path.name)
+    total = sum(torch.Size(shape).numel() * dtype.itemsize for shape, dtype in header.values())
+    if total > limit:
+        raise _too_big(path.name, total, limit, "its tensors hold")
+
+
+def weights_folder(spec: str, base_dir: Path | None = None) -> Path | None:
+    """The folder a weights spec names (a Hugging Face Trainer's output: :mod:`~laya.model.backbones.transformers`),
+    or None when it names a file or a source."""
+    if spec in SOURCES:
+        return None
+    try:
+        path = canonical_path(spec, base_dir)
+    except PathRefused:
+        return None
+    return path if path.is_dir() else None
+
+
 def _check_zip(path: Path, limit: int, trusted: bool) -> None:
     """A ``torch.save`` zip archive whose uncompressed size is within ``limit`` (checked from its directory).
     The legacy format (before PyTorch 1.6) declares its storages' sizes inside the pickle, unchecked before
@@ -184,10 +227,14 @@ def _check_zip(path: Path, limit: int, trusted: bool) -> None:
         )
 
 
-def read_state_dict(path: Path, limit: int | None = None, trusted: bool = False) -> dict[str, Tensor]:
-    """A state dict of tensors from ``path``, within ``limit`` bytes (default :func:`max_weight_bytes`),
+def read_weights(
+    path: Path, limit: int | None = None, trusted: bool = False, entry: str | None = None
+) -> tuple[dict[str, Tensor], str]:
+    """A state dict of tensors from ``path`` and a note on the training checkpoint's entry it came from ('' when
+    the file is the state dict), within ``limit`` bytes (default :func:`max_weight_bytes`),
     without unpickling arbitrary objects (see the module docstring). ``trusted``: a named source's file, which
-    may be in the legacy ``torch.save`` format.
+    may be in the legacy ``torch.save`` format. ``entry``: a training checkpoint's entry to read (default: the
+    first of :data:`ENTRIES` that holds tensors, EMA copies last).
 
     Raises:
         WeightsError: over budget, not a weights file, or holding pickled objects, with the reason.
@@ -195,32 +242,106 @@ def read_state_dict(path: Path, limit: int | None = None, trusted: bool = False)
     limit = max_weight_bytes() if limit is None else limit
     try:
         if path.suffix == ".safetensors":
-            from laya.model.header import read_header
-
-            header = read_header(path, path.name)
-            total = sum(torch.Size(shape).numel() * dtype.itemsize for shape, dtype in header.values())
-            if total > limit:
-                raise _too_big(path.name, total, limit, "its tensors hold")
-            return load_file(str(path))
+            check_safetensors_size(path, limit)
+            return _entry(load_file(str(path)), path.name, entry)
         _check_zip(path, limit, trusted)
         state = torch.load(path, map_location="cpu", weights_only=True)
     except WeightsError:
         raise
     except pickle.UnpicklingError as error:
+        import re
+
+        named = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
         reason = str(error).split("\n\n")[-1].strip().splitlines()[0][:200] if str(error) else ""
+        reason = f"it holds a {named.group(1)}" if named else reason
         raise WeightsError(
             f"weights file {path.name} holds pickled Python objects, not only tensors (a whole model saved with "
-            "torch.save(model)?). Only tensors are read here; nothing in the file was executed"
+            "torch.save(model), or a training checkpoint's other objects?). Only tensors are read here; nothing in "
+            "the file was executed"
             + (f" ({reason})" if reason else "")
-            + ". Save its state dict instead: safetensors.torch.save_file(model.state_dict(), 'w.safetensors')"
+            + ". Save its state dict alone instead (where you trust the file): safetensors.torch.save_file("
+            "model.state_dict(), 'w.safetensors'), or of a training checkpoint, torch.save(checkpoint['state_dict'], "
+            "'w.pt')"
         ) from None
     except Exception as error:  # noqa: BLE001 - any malformed file: one message, never a traceback
         raise WeightsError(f"cannot read weights file {path.name}: {type(error).__name__}: {str(error)[:200]}") from None
-    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
-        raise WeightsError(f"weights file {path.name} does not hold a state dict of tensors")
-    return state
+    return _entry(state, path.name, entry)
+
+
+def read_state_dict(
+    path: Path, limit: int | None = None, trusted: bool = False, entry: str | None = None
+) -> dict[str, Tensor]:
+    """The state dict of :func:`read_weights` (same arguments, same refusals)."""
+    return read_weights(path, limit, trusted, entry)[0]
+
+
+def _is_state(value: object) -> bool:
+    return isinstance(value, dict) and bool(value) and all(isinstance(v, Tensor) for v in value.values())
+
+
+def _entry(state: object, name: str, entry: str | None = None) -> tuple[dict[str, Tensor], str]:
+    """The state dict in what ``torch.load`` returned, and the note naming the entry read ('' when the file is
+    the state dict): ``entry`` where named, else the first of :data:`ENTRIES` holding tensors (an EMA copy only
+    when no other is there)."""
+    if entry is None and _is_state(state):
+        return state, ""  # type: ignore[return-value]
+    held = [k for k in ENTRIES if isinstance(state, dict) and _is_state(state.get(k))]
+    if entry is not None:
+        if entry not in held:
+            found = f"its state dicts: {', '.join(held)}" if held else "no state dict of tensors in it"
+            raise WeightsError(f"weights file {name} has no entry {entry!r} of tensors ({found})")
+        chosen = entry
+    elif held:
+        chosen = next((k for k in held if k not in EMA_ENTRIES), held[0])
+    else:
+        kind = repr(state)[:40]
+        if state and isinstance(state, dict):
+            kind = f"a dict of {', '.join(map(repr, list(state)[:6]))}"
+        raise WeightsError(
+            f"weights file {name} does not hold a state dict of tensors (found {kind}); a training checkpoint's is "
+            f"read from one of its entries {', '.join(ENTRIES)}"
+        )
+    others = [k for k in held if k != chosen]
+    also = f"; it also holds {', '.join(others)} (name one to read it: {name}#{others[0]})" if others else ""
+    return state[chosen], f"read the entry {chosen!r} of {name}{also}"  # type: ignore[index]
+
+
+def split_entry(spec: str) -> tuple[str, str | None]:
+    """``"last.ckpt#state_dict_ema"`` -> ``("last.ckpt", "state_dict_ema")``: a checkpoint's entry named after
+    ``#`` (one of :data:`ENTRIES`); any other spec is returned whole."""
+    path, _, entry = spec.rpartition("#")
+    return (path, entry) if path and entry in ENTRIES else (spec, None)
+
+
+def unwrap(
+    model: dict[str, tuple[int, ...]], state: dict[str, Tensor], ignore: Sequence[str] = ()
+) -> tuple[dict[str, Tensor], str]:
+    """``state`` without the longest dotted prefix every key shares (``module._orig_mod.``, then ``module.``, ...)
+    whose removal gives it exactly ``model``'s key names (:func:`compare_keys`: none missing, none unexpected), and
+    that prefix; ``state`` and '' when its names fit as they are or no shared prefix makes them fit (nothing is
+    guessed). The shapes are :func:`fit_state_dict`'s to check: a classifier of another class count is then named."""
+
+    def named(candidate: dict[str, Tensor]) -> bool:
+        fit = compare_keys(model, {k: tuple(v.shape) for k, v in candidate.items()}, ignore)
+        return not (fit.missing or fit.unexpected)
+
+    if not state or named(state):
+        return state, ""
+    parts = next(iter(state)).split(".")[:-1]
+    for end in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:end]) + "."
+        if all(k.startswith(prefix) for k in state):
+            stripped = {k[len(prefix):]: v for k, v in state.items()}
+            if named(stripped):
+                return stripped, prefix
+    return state, ""
+
+
+def _prefix_note(prefix: str, count: int) -> str:
+    makers = [WRAPPERS.get(f"{part}.", None) for part in prefix.rstrip(".").split(".")]
+    known = [m for m in makers if m]
+    origin = f" ({' and '.join(known)} wrapper{'s' if len(known) > 1 else ''})" if known else ""
+    return f"stripped the prefix {prefix!r} from {count} keys{origin}"
 
 
 def fit_state_dict(
@@ -244,7 +365,8 @@ def fit_state_dict(
     if not by_order:
         raise WeightsMismatch(
             f"the weights do not fit the architecture: {fit.describe()}. Are they this architecture's (and its "
-            "class count)? Tensors are matched by name; to match them in order, ask for it explicitly "
+            "class count)? Tensors are matched by name (a prefix all keys share, such as 'module.' or 'model.', is "
+            "stripped where the rest then fits by name); to match them in order, ask for it explicitly "
             "(attach --match-by-order)",
             fit,
         )
@@ -264,27 +386,44 @@ def fit_state_dict(
 
 def load_weights(
     model: nn.Module, spec: str, base_dir: Path | None = None, by_order: bool = False, ignore: Sequence[str] = ()
-) -> tuple[tuple[str, str], ...]:
-    """Load the weights named by ``spec`` into ``model`` (every model tensor set; see :func:`fit_state_dict`);
-    returns the in-order mapping where one was used. A named source brings its own ``by_order``."""
-    path = resolve_path(spec, base_dir)
+) -> Loaded:
+    """Load the weights named by ``spec`` (a training checkpoint's entry after ``#``: :func:`split_entry`) into
+    ``model``, every model tensor set: the state dict :func:`unwrap`-ped, then :func:`fit_state_dict`. Returns
+    the in-order mapping where one was used and the note on what was unwrapped. A named source brings its own
+    ``by_order``."""
+    file, entry = split_entry(spec)
     by_order = by_order or (spec in SOURCES and SOURCES[spec].by_order)
-    state, pairs = fit_state_dict(model, read_state_dict(path, trusted=spec in SOURCES), by_order, ignore)
+    state, entry_note = read_weights(resolve_path(file, base_dir), trusted=spec in SOURCES, entry=entry)
     current = model.state_dict()
+    state, prefix = unwrap({k: tuple(v.shape) for k, v in current.items()}, state, ignore)
+    notes = [entry_note, _prefix_note(prefix, len(state)) if prefix else ""]
+    try:
+        state, pairs = fit_state_dict(model, state, by_order, ignore)
+    except WeightsMismatch as error:
+        if not prefix:
+            raise
+        raise WeightsMismatch(f"{error} (the prefix {prefix!r} every key shares stripped)", error.fit) from None
     model.load_state_dict({k: v.to(current[k].dtype) for k, v in state.items()})
-    return tuple(pairs)
+    return Loaded(tuple(pairs), "; ".join(n for n in notes if n))
 
 
 __all__ = [
+    "ENTRIES",
     "SOURCES",
     "Fit",
+    "Loaded",
     "WeightSource",
     "WeightsError",
     "WeightsMismatch",
+    "check_safetensors_size",
     "compare_keys",
     "fit_state_dict",
     "load_weights",
     "max_weight_bytes",
     "read_state_dict",
+    "read_weights",
     "resolve_path",
+    "split_entry",
+    "unwrap",
+    "weights_folder",
 ]

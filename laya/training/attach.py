@@ -68,6 +68,9 @@ def own_checkpoint(
     """The network with its own classifier as a LastLayer head (no training), reference vectors from the training
     split (the same cached features the fitted heads train on), written to ``out``. ``checked``: what
     :func:`~laya.training.preflight.preflight` built (run here when not given); ``module``: a wrapped network."""
+    from laya.model.backbones.transformers import WEIGHTS_FILE
+    from laya.model.weights import split_entry
+
     checked = checked or preflight(config, module)
     data = load_dataset(config.dataset, "train", config.image_size)
     spec, bb_config, backbone = checked.spec, checked.backbone_config, checked.backbone
@@ -75,7 +78,9 @@ def own_checkpoint(
     features = cached_hidden_states(backbone, Preprocess(spec), data, 256, "features (train split)")
     train_idx, _ = split_indices(len(data), config.val_fraction, 0)
     model.head.set_references([h[train_idx].double().mean(0).float() for h in features])
-    weights = Path(config.weights) if config.weights else None
+    weights = Path(split_entry(config.weights)[0]) if config.weights else None
+    if weights is not None and weights.is_dir():  # a Trainer's output folder: its weights file
+        weights = weights / WEIGHTS_FILE
     source = {"family": config.family, "model": config.model, "weights": weights.name if weights else None,
               "weights_sha256": sha256_file(weights) if weights else None}  # fmt: skip
     meta = CheckpointMeta(

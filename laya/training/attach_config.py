@@ -7,6 +7,7 @@ before any long step, and ``attach`` both import it and neither imports the othe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from laya.analysis.depth.report import DepthOptions
@@ -24,10 +25,13 @@ class AttachConfig:
 
     ``family``/``model``: e.g. ``timm``/``resnet18``, ``torchvision``/``resnet18``, ``transformers``/``vit``
     (a ``model_type``, its config arguments in ``model_kwargs``), or ``wrapped`` (the module from Python,
-    ``layers`` naming the submodules read). ``weights``: the user's ``.safetensors`` or ``.pth``/``.pt`` state
-    dict (read with ``torch.load(weights_only=True)``), fitted to the architecture exactly by name unless
-    ``weights_by_order``. ``mean``/``std``: the normalisation the network was
-    trained with (default: ImageNet's for 3 channels, 0.5 otherwise).
+    ``layers`` naming the submodules read). ``weights``: the user's ``.safetensors`` or ``.pth``/``.pt``/``.ckpt``
+    state dict or training checkpoint (read with ``torch.load(weights_only=True)``; an entry named after ``#``:
+    :func:`~laya.model.weights.split_entry`), fitted to the architecture exactly by name (a shared key prefix
+    stripped where the rest then fits by name) unless ``weights_by_order``; for ``transformers`` also a Trainer's
+    output folder (``config.json`` + ``model.safetensors``), which sets ``model`` and ``model_kwargs``.
+    ``mean``/``std``: the normalisation the network was trained with (default: ImageNet's for 3 channels, 0.5
+    otherwise).
     """
 
     family: str
@@ -59,11 +63,29 @@ class AttachConfig:
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {self.family!r}")
+        if self.family == "transformers" and self.weights and Path(self.weights).is_dir():
+            self._read_trainer_folder()
         if self.family != "wrapped" and not (self.model and self.weights):
             raise ValueError(f"a {self.family} classifier needs its architecture name and weights file")
         unknown = [h for h in self.heads if h not in FITTED] + [h for h in self.depth_heads if h not in (OWN, *FITTED)]
         if unknown:
             raise ValueError(f"heads must be among {', '.join(FITTED)} (depth heads: also {OWN!r}); got {unknown}")
+
+    def _read_trainer_folder(self) -> None:
+        """``weights`` a Hugging Face Trainer's output folder: its model_type, config arguments and input side
+        (:func:`~laya.model.backbones.transformers.trainer_folder`) fill ``model``, ``model_kwargs`` and an unset
+        ``image_size`` (its weights are read from the folder by the backbone). Arguments given that differ from the
+        folder's are refused."""
+        from laya.model.backbones.transformers import trainer_folder
+
+        found = trainer_folder(Path(self.weights), self.model)  # type: ignore[arg-type]
+        clash = {k: (v, found.kwargs[k]) for k, v in self.model_kwargs.items() if found.kwargs.get(k, v) != v}
+        if clash:
+            shown = ", ".join(f"{k}: given {a!r}, config.json {b!r}" for k, (a, b) in clash.items())
+            raise ValueError(f"model_kwargs differ from the weights folder's config.json ({shown}); leave them out")
+        self.model = found.model_type
+        self.model_kwargs = {**found.kwargs, **self.model_kwargs}
+        self.image_size = self.image_size or found.image_size
 
 
 __all__ = ["FAMILIES", "FITTED", "AttachConfig"]

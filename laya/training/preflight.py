@@ -3,6 +3,7 @@
 :func:`preflight` runs before a feature is computed or a progress bar starts, and raises :class:`AttachRefused`
 (a ``ValueError``: the command line prints it on its own line and exits with status 2, no traceback):
 
+* the architecture's name is one its family knows (else the closest names are suggested);
 * the weights file is found, within budget and holds tensors only (:func:`laya.model.weights.read_state_dict`:
   a pickled model is refused with the reason; nothing in it is executed);
 * the dataset is found, has at least two classes, and the same ones in ``train/`` and ``test/``;
@@ -102,11 +103,32 @@ def _classes(config: AttachConfig) -> tuple[tuple[str, ...], int, int]:
     return tuple(train.classes), train.channels, train.image_size
 
 
+def _check_model(config: AttachConfig) -> None:
+    """An architecture name the family knows; an unknown one is refused with the closest names, before any file
+    or dataset is read."""
+    from laya.model.backbones import family
+
+    names = family(config.family).model_names() if config.model else None
+    if names is not None and config.model not in names:
+        listed = {"timm": "timm.list_models()", "torchvision": "torchvision.models.list_models()"}
+        where = listed.get(config.family, ", ".join(names))
+        raise AttachRefused(
+            f"{config.family} has no architecture {config.model!r}{family(config.family).closest(config.model)} "
+            f"(all: {where})"
+        )
+
+
 def _weights_state(config: AttachConfig) -> dict[str, tuple[int, ...]] | None:
-    """``name -> shape`` of the user's weights file, read safely and within budget (None: a wrapped module's own)."""
+    """``name -> shape`` of the user's weights file, read safely and within budget (None: a wrapped module's own,
+    or a Trainer folder's, read as the network is built)."""
     if config.weights is None:
         return None
-    return {k: tuple(v.shape) for k, v in read_state_dict(resolve_path(config.weights)).items()}
+    from laya.model.weights import split_entry, weights_folder
+
+    if config.family == "transformers" and weights_folder(config.weights):  # a Trainer's folder: read as it is built
+        return None
+    file, entry = split_entry(config.weights)
+    return {k: tuple(v.shape) for k, v in read_state_dict(resolve_path(file), entry=entry).items()}
 
 
 def _class_count(fit: Fit, classes: int) -> int | None:
@@ -184,17 +206,21 @@ def build_network(
 
 def preflight(config: AttachConfig, module: nn.Module | None = None, echo: bool = True) -> Checked:
     """Every check :mod:`laya.training.attach` can make before a long step (see the module docstring).
-    ``echo``: print a weights mapping matched in order (``--match-by-order``) to stderr.
+    ``echo``: print to stderr how the weights were fitted: a training checkpoint's entry read, a key prefix
+    stripped (one line), a mapping matched in order (``--match-by-order``).
 
     Raises:
         AttachRefused / ValueError / FileNotFoundError: with a message in the user's words.
     """
     start = time.perf_counter()
+    _check_model(config)
     shapes = _weights_state(config)
     classes, channels, side = _classes(config)
     spec = input_spec(config, channels, side)
     bb_config = backbone_config(config, spec, len(classes))
     backbone = build_network(bb_config, classes, config.dataset, module, shapes)
+    if backbone.weights_note and echo:
+        print(f"weights: {backbone.weights_note}", file=sys.stderr)
     if backbone.weights_mapping and echo:
         pairs = backbone.weights_mapping
         shown = "\n".join(f"  {src} -> {dst}" for src, dst in pairs)

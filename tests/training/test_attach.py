@@ -168,3 +168,54 @@ def test_a_wrapped_module_as_it_is(tmp_path: Path, image_folder: Path) -> None:
         assert torch.allclose(checkpoint.model(x).logits, network(x), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="exactly when family='wrapped'"):
         attach(config)
+
+
+def _trainer_folder(folder: Path, **changes) -> nn.Module:
+    """A tiny ViT classifier of 3 classes saved as a Hugging Face Trainer saves it (config.json + model.safetensors)."""
+    from transformers import ViTConfig, ViTForImageClassification
+
+    torch.manual_seed(0)
+    settings = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+                "image_size": 32, "patch_size": 8, "num_labels": 3}  # fmt: skip
+    config = ViTConfig(**{**settings, **changes})
+    network = ViTForImageClassification(config).eval()
+    network.save_pretrained(folder)
+    return network
+
+
+def test_a_trainer_folder_attaches_by_its_folder(tmp_path: Path, image_folder: Path, capsys) -> None:
+    network = _trainer_folder(tmp_path / "trainer-out")
+    config = AttachConfig(family="transformers", model=None, weights=str(tmp_path / "trainer-out"),
+                          dataset=str(image_folder))  # fmt: skip
+    assert (config.model, Path(config.weights).name, config.image_size) == ("vit", "trainer-out", 32)
+    assert config.model_kwargs == {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+                                   "intermediate_size": 64, "patch_size": 8}  # fmt: skip
+    checkpoint = load_checkpoint(own_checkpoint(config, tmp_path / "own"))
+    printed = capsys.readouterr().err
+    assert "weights: read the Trainer folder trainer-out/ (model.safetensors with config.json's settings)" in printed
+    assert "LOAD REPORT" not in printed and "Loading weights" not in printed
+    x = checkpoint.preprocess(checkpoint.load_data("test").images[:4])
+    with torch.no_grad():
+        got, expected = checkpoint.model(x).logits, network(pixel_values=x).logits
+    assert torch.allclose(got, expected, atol=1e-5, rtol=0), f"{(got - expected).abs().max():.2e}"
+
+
+def test_a_trainer_folder_with_a_setting_no_kwarg_records_is_refused(tmp_path: Path, image_folder: Path) -> None:
+    _trainer_folder(tmp_path / "eps", layer_norm_eps=1e-6)
+    with pytest.raises(ValueError, match=r"config.json sets layer_norm_eps=1e-06 \(default 1e-12\), which a "
+                       "transformers backbone cannot record"):  # fmt: skip
+        AttachConfig(family="transformers", model="vit", weights=str(tmp_path / "eps"), dataset=str(image_folder))
+    with pytest.raises(ValueError, match="--model 'deit' but eps/config.json is of model_type 'vit'"):
+        AttachConfig(family="transformers", model="deit", weights=str(tmp_path / "eps"), dataset=str(image_folder))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="weights folder 'empty' has no config.json"):
+        AttachConfig(family="transformers", model="vit", weights=str(tmp_path / "empty"), dataset=str(image_folder))
+
+
+def test_a_trainer_folder_of_another_class_count_is_refused_with_both(tmp_path: Path, image_folder: Path) -> None:
+    from laya.training.preflight import preflight
+
+    _trainer_folder(tmp_path / "five", num_labels=5)
+    config = AttachConfig(family="transformers", model="vit", weights=str(tmp_path / "five"), dataset=str(image_folder))
+    with pytest.raises(ValueError, match="the weights' classifier has 5 outputs; the dataset .* has 3 classes"):
+        preflight(config, echo=False)

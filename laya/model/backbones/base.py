@@ -159,6 +159,7 @@ class Backbone(nn.Module):
     from_config: bool = True  # whether the config alone rebuilds it (not so for a wrapped Python module)
     weights_mapping: tuple[tuple[str, str], ...] = ()  # (file key, model key) where weights were matched in order
     head_name: str | None = None  # with pre_logits: the name of the network's final nn.Linear in ``self.model``
+    weights_note: str = ""  # what was unwrapped to fit them: a checkpoint's entry, a stripped key prefix
 
     def __init__(self, config: BackboneConfig) -> None:
         super().__init__()
@@ -167,6 +168,21 @@ class Backbone(nn.Module):
         if config.weights and not self.takes_weights:
             raise ValueError(f"backbone {config.name!r} has no pretrained weights; got weights={config.weights!r}")
         self.config = config
+
+    @classmethod
+    def model_names(cls) -> list[str] | None:
+        """The architecture names ``model`` may take (an unknown one is answered with the closest), or None
+        where the family takes no name from a list."""
+        return None
+
+    @classmethod
+    def closest(cls, name: object) -> str:
+        """``"; the closest names: ..."`` for an unknown ``name`` (:func:`laya.model.validation.closest` over
+        :meth:`model_names`), or ``""``."""
+        from laya.model.validation import closest
+
+        names = cls.model_names()
+        return closest(name, names) if names else ""
 
     @classmethod
     def check_config(cls, data: dict[str, Any]) -> None:

@@ -124,12 +124,18 @@ class TimmBackbone(Backbone):
         check_value("backbone.model_kwargs", kwargs, dict[str, Any])
         check_kwargs("backbone.model_kwargs", kwargs, TIMM_KWARGS)
 
+    @classmethod
+    def model_names(cls) -> list[str]:
+        import timm
+
+        return timm.list_models()
+
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
         import timm
 
         if config.model not in timm.list_models():
-            raise ValueError(f"timm has no model {config.model!r} (see timm.list_models())")
+            raise ValueError(f"timm has no model {config.model!r}{self.closest(config.model)} (see timm.list_models())")
         pretrained = config.weights == "timm"
         size, channels = config.input_size, config.in_channels
         try:
@@ -148,7 +154,8 @@ class TimmBackbone(Backbone):
         if config.weights and not pretrained:  # a classifier the backbone dropped (num_classes=0) may be in the file
             dropped = () if config.pre_logits else classifier_names(config.model)
             by_order = config.weights_by_order
-            self.weights_mapping = load_weights(self.model, config.weights, base_dir, by_order, dropped)
+            loaded = load_weights(self.model, config.weights, base_dir, by_order, dropped)
+            self.weights_mapping, self.weights_note = loaded.pairs, loaded.note
         options = inspect.signature(self.model.forward_intermediates).parameters
         # token models whose forward_intermediates can return the prefix (CLS) tokens; CaiT, for one, cannot
         tokens = getattr(self.model, "num_prefix_tokens", 0) > 0 and "return_prefix_tokens" in options

@@ -216,9 +216,14 @@ class TorchvisionBackbone(Backbone):
         check_value("backbone.model", name, str, Rule(max_chars=100))
         if name not in classification_models():
             raise refuse(
-                "backbone.model", name, "not a torchvision classification model (torchvision.models.list_models())"
-            )
+                "backbone.model", name,
+                f"not a torchvision classification model{cls.closest(name)} (torchvision.models.list_models())",
+            )  # fmt: skip
         check_layers(data)
+
+    @classmethod
+    def model_names(cls) -> list[str]:
+        return classification_models()
 
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
@@ -226,14 +231,15 @@ class TorchvisionBackbone(Backbone):
         from torchvision.models.feature_extraction import create_feature_extractor
 
         if config.model not in classification_models():
-            raise ValueError(f"torchvision has no classification model {config.model!r}")
+            raise ValueError(f"torchvision has no classification model {config.model!r}{self.closest(config.model)}")
         builder = torchvision.models.get_model_builder(config.model)
         model = build(builder, **config.model_kwargs)
         if accepts(type(model), "image_size") and getattr(model, "image_size", None) != config.input_size:
             # ViT: position embeddings follow the size
             model = build(builder, image_size=config.input_size, **config.model_kwargs)
         if config.weights:
-            self.weights_mapping = load_weights(model, config.weights, base_dir, config.weights_by_order)
+            loaded = load_weights(model, config.weights, base_dir, config.weights_by_order)
+            self.weights_mapping, self.weights_note = loaded.pairs, loaded.note
         names = {training: qualnames(model, training) for training in (False, True)}
         nodes = list(names[False].values())  # the eval graph's, as get_graph_node_names gives them
         layers = list(config.layers or default_layers(model, nodes))

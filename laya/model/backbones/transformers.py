@@ -10,10 +10,16 @@ cannot take (Swin's windows at 64 px) is refused with the sizes that work, found
 PyTorch's ``meta`` device, as timm's are. With ``pre_logits`` the model is
 ``AutoModelForImageClassification`` (``model_kwargs`` ``num_labels``: its classes), and the input of its
 final linear classifier is the last layer (:mod:`~laya.model.backbones.pre_logits`).
+
+A Hugging Face ``Trainer``'s output folder (``config.json`` + ``model.safetensors``) is ``weights`` itself:
+:func:`trainer_folder` reads its ``model_type`` and the config arguments it sets (for ``model`` and
+``model_kwargs``; a setting no ``model_kwargs`` can record is refused by name), and its weights are read by
+transformers' own loading from safetensors (its checkpoint format's key conversions), fitted exactly.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +39,7 @@ from laya.model.backbones.calls import forward_call
 from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, final_linear
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import Rule, check_kwargs, check_value, refuse
-from laya.model.weights import load_weights
+from laya.model.weights import load_weights, weights_folder
 
 # model_type -> whether its token outputs start with a CLS token
 MODEL_TYPES: dict[str, bool] = {
@@ -46,6 +52,13 @@ MODEL_TYPES: dict[str, bool] = {
     "resnet": False,
     "regnet": False,
 }
+# config.json entries a backbone needs not record: bookkeeping, labels (the dataset's), the input (the backbone's),
+# and what an eval-mode forward of loaded weights never reads (dropout, initialisation)
+UNRECORDED = ("architectures", "dtype", "torch_dtype", "transformers_version", "_name_or_path", "model_type",
+              "id2label", "label2id", "num_labels", "problem_type", "image_size", "num_channels")  # fmt: skip
+UNREAD = ("dropout", "drop_path", "initializer")
+WEIGHTS_FILE = "model.safetensors"  # a Trainer's output folder's (beside config.json)
+MAX_CONFIG_BYTES = 2**20
 _INTS = Rule(1, 8192, max_items=16, min_items=1)
 CONFIG_KWARGS: dict[str, tuple[Any, Rule]] = {
     "hidden_size": (int, Rule(1, 8192)),
@@ -68,6 +81,109 @@ CONFIG_KWARGS: dict[str, tuple[Any, Rule]] = {
 }
 
 
+def _with_stages(model_type: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with ConvNeXt's and RegNet's ``num_stages`` following their ``depths``."""
+    kwargs = dict(kwargs)
+    if "depths" in kwargs and model_type in ("convnext", "regnet"):
+        kwargs.setdefault("num_stages", len(kwargs["depths"]))
+    return kwargs
+
+
+@dataclass(frozen=True)
+class TrainerFolder:
+    """What a Hugging Face ``Trainer``'s output folder's ``config.json`` sets: ``model_type``, the config arguments
+    (``kwargs``, within :data:`CONFIG_KWARGS`) and the input side it was configured for."""
+
+    model_type: str
+    kwargs: dict[str, Any]
+    image_size: int | None
+
+
+def trainer_folder(folder: Path, model: str | None = None) -> TrainerFolder:
+    """Read ``folder/config.json`` (JSON only, at most 1 MiB; nothing is imported) beside its one
+    ``model.safetensors``. ``model``: the ``model_type`` asked for, checked against the file's.
+
+    Raises:
+        FileNotFoundError: no ``config.json`` or no ``model.safetensors`` in the folder.
+        ValueError: another or an unsupported ``model_type``, sharded weights, or a setting that ``model_kwargs``
+            cannot record (the entries named, with their values and the defaults).
+    """
+    import json
+
+    require("transformers", "a transformers Trainer folder")
+    from transformers import AutoConfig
+
+    path = folder / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"weights folder {folder.name!r} has no config.json (a Trainer's output folder has it)")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ValueError(f"{folder.name}/config.json is over {MAX_CONFIG_BYTES:,} bytes: not a model config")
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{folder.name}/config.json is not JSON ({error})") from None
+    if not isinstance(found, dict):
+        raise ValueError(f"{folder.name}/config.json holds {type(found).__name__}, not a config object")
+    model_type = found.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise ValueError(
+            f"{folder.name}/config.json has model_type {model_type!r}; the transformers family takes "
+            f"{', '.join(MODEL_TYPES)}"
+        )
+    if model and model != model_type:
+        raise ValueError(f"--model {model!r} but {folder.name}/config.json is of model_type {model_type!r}")
+    if not (folder / WEIGHTS_FILE).is_file():
+        sharded = (folder / f"{WEIGHTS_FILE}.index.json").is_file()
+        raise (ValueError if sharded else FileNotFoundError)(
+            f"weights folder {folder.name!r} has "
+            + ("sharded weights: save them as one file, model.save_pretrained(folder, max_shard_size='100GB')"
+               if sharded else f"no {WEIGHTS_FILE} (a Trainer writes it with save_safetensors=True, the default)")
+        )  # fmt: skip
+    base = AutoConfig.for_model(model_type).to_dict()
+    kwargs = {k: found[k] for k in CONFIG_KWARGS if k in found and k not in UNRECORDED and found[k] != base.get(k)}
+    built = json.loads(json.dumps(AutoConfig.for_model(model_type, **_with_stages(model_type, kwargs)).to_dict()))
+    unrecorded = {
+        k: (v, built.get(k, "absent")) for k, v in found.items()
+        if k not in UNRECORDED and not any(word in k for word in UNREAD) and built.get(k, "absent") != v
+    }  # fmt: skip
+    if unrecorded:
+        shown = ", ".join(f"{k}={v!r} (default {d!r})" for k, (v, d) in list(unrecorded.items())[:6])
+        raise ValueError(
+            f"{folder.name}/config.json sets {shown}, which a transformers backbone cannot record (its "
+            f"model_kwargs: {', '.join(CONFIG_KWARGS)}); attaching it would build another network"
+        )
+    side = found.get("image_size")
+    return TrainerFolder(model_type, kwargs, side if isinstance(side, int) and side > 0 else None)
+
+
+def _from_folder(model_class: Any, hf_config: Any, folder: Path) -> nn.Module:
+    """The model of ``hf_config`` with ``folder``'s ``model.safetensors`` (size-checked first), read by transformers'
+    own loading, whose key conversions follow its checkpoint format; a key missing, unexpected or of another shape
+    is refused as a file's would be (:class:`~laya.model.weights.WeightsMismatch`)."""
+    from transformers.utils import logging
+
+    from laya.model.weights import Fit, WeightsMismatch, check_safetensors_size
+
+    check_safetensors_size(folder / WEIGHTS_FILE)
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()  # its load report: refused below instead, in our words
+    logging.disable_progress_bar()
+    try:
+        model, info = model_class.from_pretrained(
+            folder, config=hf_config, local_files_only=True, use_safetensors=True, output_loading_info=True,
+            ignore_mismatched_sizes=True, dtype=torch.float32,
+        )  # fmt: skip
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+    fit = Fit(sorted(info["missing_keys"]), sorted(info["unexpected_keys"]),
+              {k: (tuple(a), tuple(b)) for k, a, b in sorted(info["mismatched_keys"])})  # fmt: skip
+    if not fit.exact:
+        raise WeightsMismatch(f"the weights do not fit the architecture: {fit.describe()}", fit)
+    return model
+
+
 @register_backbone("transformers")
 class TransformersBackbone(Backbone):
     """``AutoModel.from_config(AutoConfig.for_model(model_type, ...))``; ``h_i`` = pooled ``hidden_states[i]``."""
@@ -78,10 +194,15 @@ class TransformersBackbone(Backbone):
     def check_config(cls, data: dict[str, Any]) -> None:
         name = data.get("model")
         if name not in MODEL_TYPES:
-            raise refuse("backbone.model", name, f"must be a transformers model_type among {', '.join(MODEL_TYPES)}")
+            raise refuse("backbone.model", name,
+                         f"must be a transformers model_type among {', '.join(MODEL_TYPES)}{cls.closest(name)}")
         kwargs = data.get("model_kwargs", {})
         check_value("backbone.model_kwargs", kwargs, dict[str, Any])
         check_kwargs("backbone.model_kwargs", kwargs, CONFIG_KWARGS)
+
+    @classmethod
+    def model_names(cls) -> list[str]:
+        return list(MODEL_TYPES)
 
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
@@ -92,13 +213,18 @@ class TransformersBackbone(Backbone):
             raise ValueError(
                 f"transformers model_type {config.model!r} is not supported; use one of {list(MODEL_TYPES)}"
             )
-        kwargs = dict(config.model_kwargs)
-        if "depths" in kwargs and config.model in ("convnext", "regnet"):
-            kwargs.setdefault("num_stages", len(kwargs["depths"]))
+        kwargs = _with_stages(config.model, config.model_kwargs)
         model_class = ForClassification if config.pre_logits else AutoModel
-        self.model = model_class.from_config(self._hf_config(kwargs, config.input_size))
-        if config.weights:
-            self.weights_mapping = load_weights(self.model, config.weights, base_dir, config.weights_by_order)
+        hf_config = self._hf_config(kwargs, config.input_size)
+        folder = weights_folder(config.weights, base_dir) if config.weights else None
+        if folder is not None:  # a Trainer's output folder
+            self.model = _from_folder(model_class, hf_config, folder)
+            self.weights_note = f"read the Trainer folder {folder.name}/ ({WEIGHTS_FILE} with config.json's settings)"
+        else:
+            self.model = model_class.from_config(hf_config)
+        if config.weights and folder is None:
+            loaded = load_weights(self.model, config.weights, base_dir, config.weights_by_order)
+            self.weights_mapping, self.weights_note = loaded.pairs, loaded.note
         self.head_name = final_linear(self.model) if config.pre_logits else None
         self.pre_logits = PreLogits(self.model, self.head_name, self) if config.pre_logits else None
         has_cls = MODEL_TYPES[config.model]
@@ -177,4 +303,4 @@ class TransformersBackbone(Backbone):
         return hidden
 
 
-__all__ = ["CONFIG_KWARGS", "MODEL_TYPES", "TransformersBackbone"]
+__all__ = ["CONFIG_KWARGS", "MODEL_TYPES", "WEIGHTS_FILE", "TrainerFolder", "TransformersBackbone", "trainer_folder"]

@@ -240,7 +240,7 @@ def agreement_summary(agreement: pd.DataFrame, intervention: str) -> str:
 
 def lens_summary_view(lens: dict[str, Any]) -> pd.DataFrame | None:
     """The stored report's tuned-lens summary (``report.lens``: per unit on its test inputs, ``units`` records of
-    :func:`~laya.analysis.network.lens.lens_summary`, and the fit) as shown: KL of the tuned lens, of the logit lens
+    :func:`~laya.analysis.network.lens_fit.lens_summary`, and the fit) as shown: KL of the tuned lens, of the logit lens
     (– where it does not apply) and of the best constant distribution (– where the stored lens predates it), the
     share agreeing with the network's prediction, and the fit's epochs (run, best; – before early stopping). None
     for a report written before the summary."""

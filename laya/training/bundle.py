@@ -261,10 +261,14 @@ def model_card(models: str | Path) -> str:
 
 def _command(setting: Path) -> str:
     """What made a bundled setting: ``laya reproduce`` for the paper's settings; for an attached network, the
-    ``laya attach`` command its network report records (``own/network.json``)."""
+    ``laya attach`` command its network report records (``own/network.json``), then the command that rewrote the
+    report where another one did (``laya network``)."""
     network = setting / "own" / "network.json"
     if network.is_file():
-        return "python -m " + json.loads(network.read_text())["command"]
+        record = json.loads(network.read_text())
+        made = record.get("setting_command") or record["command"]
+        later = f"`, then `python -m {record['command']}" if made != record["command"] else ""
+        return f"python -m {made}{later}"
     return f"python -m laya reproduce {setting.name}"
 
 

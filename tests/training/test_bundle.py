@@ -109,3 +109,18 @@ def test_refresh_setting_keeps_a_multi_seed_summary(image_folder, tmp_path):
     results.to_csv(setting / "results.csv", index=False)  # rebuilt: the note goes
     refresh_setting(setting, options, resume=True)
     assert (setting / "summary.md").read_text() == "# three seeds\n"
+
+
+def test_an_attached_setting_is_reproduced_by_its_attach_command_then_the_one_that_rewrote_its_report(tmp_path):
+    """The model card's command: ``laya attach`` alone where its report is the attach's; where ``laya network``
+    rewrote the report, the attach command it carried over (``setting_command``), then that one."""
+    from laya.training.bundle import _command
+
+    own = tmp_path / "net" / "own"
+    own.mkdir(parents=True)
+    (own / "network.json").write_text(json.dumps({"command": "laya attach --model m"}))
+    assert _command(tmp_path / "net") == "python -m laya attach --model m"
+    (own / "network.json").write_text(json.dumps({"command": "laya network --refit-lens",
+                                                   "setting_command": "laya attach --model m"}))  # fmt: skip
+    assert _command(tmp_path / "net") == "python -m laya attach --model m`, then `python -m laya network --refit-lens"
+    assert _command(tmp_path / "paper") == "python -m laya reproduce paper"

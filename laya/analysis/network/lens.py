@@ -24,7 +24,7 @@ prediction through to the end); per class :func:`class_unit_table`, a class x un
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +38,6 @@ from laya.analysis.depth.layer_lens import METRICS, Lens
 from laya.analysis.depth.readouts import class_groups
 from laya.analysis.depth.readouts import prediction_depth as first_agreeing
 from laya.analysis.network.recording import as_network, prefix_tokens, run_units
-from laya.analysis.sample import sample_indices
 from laya.app import palette
 from laya.model.backbones import pool_hidden
 from laya.model.backbones.pre_logits import final_linear
@@ -200,13 +199,13 @@ class TunedLens(nn.Module):
         return torch.stack([t(v) for t, v in zip(self.translators, pooled)], 1)
 
 
-def _read(readout: Readout, translated: Tensor) -> Tensor:
+def read_translated(readout: Readout, translated: Tensor) -> Tensor:
     """``(B, U, D)`` -> logits ``(B, U, K)``, the read-out applied once to all units' rows."""
     B, U, D = translated.shape
     return readout.read(translated.reshape(B * U, D)).reshape(B, U, -1)
 
 
-def _pooled(network: nn.Module, readout: Readout, x: Tensor, units: Sequence[str]) -> tuple[list[Tensor], Tensor]:
+def pooled_units(network: nn.Module, readout: Readout, x: Tensor, units: Sequence[str]) -> tuple[list[Tensor], Tensor]:
     run = run_units(network, x, units, readout.classifier)
     return [readout.pooled(network, out) for out in run.outputs], run.logits
 
@@ -229,9 +228,9 @@ def unit_lens(model: nn.Module, x: Tensor, units: Sequence[str], tuned: TunedLen
                          "tuned lens (fit_tuned_lens)")  # fmt: skip
     if tuned is not None:
         check_fits(tuned, readout, units)
-    pooled, logits = _pooled(network, readout, x, units)
+    pooled, logits = pooled_units(network, readout, x, units)
     translated = torch.stack(pooled, 1) if tuned is None else tuned(pooled)
-    z = _read(readout, translated)
+    z = read_translated(readout, translated)
     source = "logit lens" if tuned is None else "tuned lens"
     return Lens(torch.log_softmax(z.double(), -1), torch.log_softmax(logits.double(), -1), source)
 
@@ -247,172 +246,6 @@ def check_fits(tuned: TunedLens, readout: Readout, units: Sequence[str]) -> None
     if list(units) != list(c.units) or (c.space, c.width) != (readout.space, readout.width):
         raise ValueError(f"the tuned lens was fitted for units {c.units} read in {c.space} ({c.width}-d); "
                          f"given units {list(units)} read in {readout.space} ({readout.width}-d)")  # fmt: skip
-
-
-def _batches(inputs: Tensor, size: int) -> Iterator[Tensor]:
-    for start in range(0, len(inputs), size):
-        yield inputs[start : start + size]
-
-
-def held_out_split(n: int, share: float, seed: int, labels: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Sorted ``(train, held)`` positions in ``range(n)``: a seeded share ``share`` held out, per class where
-    ``labels (n,)`` are given (``round(share * n_c)`` of each class's ``n_c``), else of all ``n``.
-
-    Raises:
-        ValueError: ``share`` outside (0, 1), or a split that leaves either part empty.
-    """
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    groups = [order] if labels is None else [order[labels[order] == c] for c in torch.unique(labels)]
-    held = torch.cat([g[: round(share * len(g))] for g in groups])
-    chosen = torch.zeros(n, dtype=torch.bool)
-    chosen[held] = True
-    if not 0 < share < 1 or not 0 < int(chosen.sum()) < n:
-        raise ValueError(f"the tuned lens needs a held-out share in (0, 1) that leaves inputs on both sides; got "
-                         f"{share} of {n} inputs ({int(chosen.sum())} held out)")  # fmt: skip
-    return torch.nonzero(~chosen)[:, 0], torch.nonzero(chosen)[:, 0]
-
-
-def fit_tuned_lens(
-    model: nn.Module, inputs: Tensor, units: Sequence[str], labels: Tensor | None = None,
-    config: TunedLensConfig | None = None, command: str = "",
-) -> TunedLens:  # fmt: skip
-    """Fit a :class:`TunedLens` on training ``inputs (N, C, H, W)`` (preprocessed; ``labels (N,)``, where given,
-    make the sample of ``config.sample`` and its held-out part class-balanced, both drawn with ``config.seed``):
-    the network runs once per batch on its device, then Adam minimises ``sum_u mean_b KL(p_b || q_{b,u})`` over
-    the cached pooled outputs of the training part. After every epoch each translator's mean KL on the held-out
-    part is measured; a translator whose KL has not improved for ``config.patience`` epochs stops (the translators
-    are independent: one unit's stopping changes no other's gradient), and each keeps its best state by held-out
-    KL; ``config.epochs`` caps them all. The network's weights get no gradient (``torch.autograd.grad`` on the
-    translators only). ``config`` gives the fitting options (its shape fields are taken from the network);
-    ``config.fit`` records the fit (:func:`_train`)."""
-    network = as_network(model)
-    readout = own_readout(network)
-    options = {} if config is None else {k: v for k, v in config.to_dict().items() if k in FIT_OPTIONS}
-    shape = TunedLensConfig([], [], 1, 1, **options)
-    if labels is not None:
-        chosen = sample_indices(labels, shape.sample, shape.seed)
-    else:
-        chosen = torch.randperm(len(inputs), generator=torch.Generator().manual_seed(shape.seed))[: shape.sample]
-        chosen = chosen.sort().values
-    train, held = held_out_split(len(chosen), shape.held_out, shape.seed, None if labels is None else labels[chosen])
-    device = next(network.parameters()).device
-    pooled, log_p = [], []  # per batch: U tensors (b, d_u); (b, K)
-    with torch.no_grad():
-        for batch in _batches(inputs[chosen], shape.batch_size):
-            vectors, logits = _pooled(network, readout, batch.to(device), units)
-            pooled.append(vectors)
-            log_p.append(torch.log_softmax(logits.float(), -1))
-    rows = [torch.cat(unit) for unit in zip(*pooled)]  # U tensors (N, d_u)
-    dims, classes = [r.shape[1] for r in rows], log_p[0].shape[1]
-    config = TunedLensConfig(list(units), dims, readout.width, classes, readout.space, command=command, **options)
-    lens = TunedLens(config).to(device)
-    _train(lens, readout, rows, torch.cat(log_p), train.to(device), held.to(device))
-    config.fit["split"] = "class-balanced" if labels is not None else "random"
-    return lens.eval()
-
-
-FIT_OPTIONS = ("sample", "held_out", "epochs", "patience", "batch_size", "lr", "seed")
-EXACT = 1e-6  # nats: the largest KL on the fit sample at which an identity-started translator is kept as it is
-
-
-def _kl(log_p: Tensor, log_q: Tensor) -> Tensor:
-    """``KL(p || q)`` over the last axis; ``log_p (b, K)``, ``log_q (b, U, K)`` -> ``(b, U)``."""
-    p = log_p.unsqueeze(1)
-    return (p.exp() * (p - log_q)).sum(-1)
-
-
-def constant_kl(log_p: Tensor, constant: Tensor) -> Tensor:
-    """``(b,)`` ``KL(p_b || c)`` of the final distributions ``log_p (b, K)`` to one constant distribution
-    ``c (K,)``: what a predictor that never sees the input scores, the bar a lens must beat."""
-    return _kl(log_p, constant.clamp_min(torch.finfo(constant.dtype).tiny).log().view(1, 1, -1))[:, 0]
-
-
-def _train(lens: TunedLens, readout: Readout, rows: list[Tensor], log_p: Tensor, train: Tensor, held: Tensor) -> None:
-    """Adam on ``lens``'s translators over cached pooled ``rows`` (U tensors ``(N, d_u)``) and final ``log_p (N, K)``
-    at positions ``train``, each translator stopped and rewound to its best by mean KL at positions ``held``
-    (:func:`fit_tuned_lens`). A translator whose identity start already gives the final distribution on every
-    fitted input (KL at most :data:`EXACT`; a ResNet's last unit, whose mean is the pre-logits, a ViT's last block
-    read through its own norm and head) is left at the identity: Adam's first steps, of size ``lr`` whatever the
-    gradient, would otherwise move it off the network (``fit["exact"]`` names those units).
-
-    ``lens.config.fit``, all on the held-out part, per unit where a list: ``train``, ``held_out`` (inputs),
-    ``epochs_run``, ``best_epoch`` (0: the start), ``kl`` (mean KL at the best), ``agreement`` (share whose lens
-    class is the network's prediction), ``logit_kl`` (the logit lens's KL; None where it does not apply),
-    ``constant`` (the mean final distribution over the training part, ``(K,)``) and ``constant_kl`` (its KL),
-    ``exact``."""
-    config = lens.config
-    generator = torch.Generator().manual_seed(config.seed)
-    U = len(rows)
-
-    def kl(index: Tensor, units: Sequence[int]) -> Tensor:  # (len(units),) mean KL(p || q_u) over the rows
-        translated = torch.stack([lens.translators[u](rows[u][index]) for u in units], 1)
-        return _kl(log_p[index], torch.log_softmax(_read(readout, translated).float(), -1)).mean(0)
-
-    with torch.no_grad():  # a translator whose start is already the network (a ResNet's last unit) stays so
-        exact = (_kl(log_p, torch.log_softmax(_read(readout, lens(rows)).float(), -1)).amax(0) <= EXACT).tolist()
-        best = kl(held, range(U)).tolist()
-    active = [u for u in range(U) if not exact[u]]
-    state = [{k: v.clone() for k, v in t.state_dict().items()} for t in lens.translators]
-    best_epoch, epochs_run, waited = [0] * U, [0] * U, [0] * U
-    optimizer = torch.optim.Adam(lens.parameters(), lr=config.lr)  # a parameter whose grad is None is not stepped
-    for epoch in range(1, config.epochs + 1):
-        if not active:
-            break
-        params = [p for u in active for p in lens.translators[u].parameters()]
-        for index in train[torch.randperm(len(train), generator=generator).to(train.device)].split(config.batch_size):
-            with torch.enable_grad():
-                grads = torch.autograd.grad(kl(index, active).sum(), params)
-            for p, g in zip(params, grads):
-                p.grad = g
-            optimizer.step()
-        with torch.no_grad():
-            now = kl(held, active).tolist()
-        for u, value in zip(list(active), now):
-            epochs_run[u], waited[u] = epoch, waited[u] + 1
-            if value < best[u]:
-                best[u], best_epoch[u], waited[u] = value, epoch, 0
-                state[u] = {k: v.clone() for k, v in lens.translators[u].state_dict().items()}
-            elif waited[u] >= config.patience:
-                active.remove(u)
-                for p in lens.translators[u].parameters():
-                    p.grad = None
-    for t, kept in zip(lens.translators, state):
-        t.load_state_dict(kept)
-        for p in t.parameters():
-            p.grad = None
-    with torch.no_grad():
-        read = Lens(torch.log_softmax(_read(readout, lens([r[held] for r in rows])).float(), -1), log_p[held],
-                    "tuned lens")  # fmt: skip
-        logit = None
-        if readout.space == "residual":
-            logit = Lens(torch.log_softmax(_read(readout, torch.stack([r[held] for r in rows], 1)).float(), -1),
-                         log_p[held], "logit lens")  # fmt: skip
-        constant = log_p[train].exp().mean(0)
-        summary = lens_summary(read, config.units, constant, logit)
-    config.fit = {"train": len(train), "held_out": len(held), "epochs_run": epochs_run, "best_epoch": best_epoch,
-                  "kl": best, "agreement": summary["agreement"].tolist(),
-                  "logit_kl": None if logit is None else summary["logit_kl"].tolist(), "constant": constant.tolist(),
-                  "constant_kl": float(summary["constant_kl"].iloc[0]),
-                  "exact": [u for u, fixed in zip(config.units, exact) if fixed]}  # fmt: skip
-
-
-def lens_summary(
-    lens: Lens, units: Sequence[str], constant: Tensor | None = None, logit: Lens | None = None
-) -> pd.DataFrame:  # fmt: skip
-    """Per unit, means over ``lens``'s inputs: ``kl`` (its KL to the final distribution, nats), ``logit_kl`` (the
-    ``logit`` lens's on the same inputs; NaN where none is given: it does not apply), ``constant_kl`` (of the one
-    distribution ``constant (K,)`` whatever the input, :func:`constant_kl`: a lens that does not beat it reads
-    nothing of the input at that unit; NaN where none is given), ``agreement`` (share of inputs whose lens class is
-    the network's prediction)."""
-    nan = [float("nan")] * len(units)
-    floor = nan if constant is None else [float(constant_kl(lens.log_p, constant.to(lens.log_p)).mean())] * len(units)
-    return pd.DataFrame({
-        "unit": list(units),
-        "kl": lens.kl.double().mean(0).tolist(),
-        "logit_kl": nan if logit is None else logit.kl.double().mean(0).tolist(),
-        "constant_kl": floor,
-        "agreement": (lens.log_q.argmax(-1) == lens.final.unsqueeze(1)).double().mean(0).tolist(),
-    })  # fmt: skip
 
 
 def save_tuned_lens(lens: TunedLens, directory: str | Path) -> Path:
@@ -565,17 +398,15 @@ __all__ = [
     "TunedLensConfig",
     "class_unit_figure",
     "class_unit_table",
-    "constant_kl",
-    "fit_tuned_lens",
-    "held_out_split",
     "lens_profile",
     "lens_shapes",
-    "lens_summary",
     "load_tuned_lens",
     "logit_lens",
     "own_readout",
+    "pooled_units",
     "prediction_depth",
     "profile_figure",
+    "read_translated",
     "save_tuned_lens",
     "unit_lens",
 ]

@@ -34,7 +34,7 @@ Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safet
     was chosen and the units have it: ``resample of MLP``), ``methods`` and ``skip_methods`` (what each unit got),
     ``classes``, ``references`` (K), ``options`` (:class:`NetworkOptions`), ``command``; ``lens`` (``source``,
     ``command`` that fitted it, ``fit`` its training summary, ``units``: per unit on this sample the records of
-    :func:`~laya.analysis.network.lens.lens_summary`: ``unit, kl, logit_kl, constant_kl, agreement``, None where
+    :func:`~laya.analysis.network.lens_fit.lens_summary`: ``unit, kl, logit_kl, constant_kl, agreement``, None where
     the logit lens does not apply or the stored lens has no constant);
     ``agreement`` (records of :func:`~laya.analysis.network.scores.trusted_agreement`: ``score, intervention,
     spearman_mean, ci_low, ci_high, n, kind, units, vs_baseline, vs_low, vs_high, trusted``: each cheap score and
@@ -85,35 +85,37 @@ from laya.analysis.network.lens import (
     PATIENCE,
     TunedLens,
     TunedLensConfig,
-    fit_tuned_lens,
-    lens_summary,
     load_tuned_lens,
     own_readout,
     prediction_depth,
     save_tuned_lens,
     unit_lens,
 )
+from laya.analysis.network.lens_fit import fit_tuned_lens, lens_summary
 from laya.analysis.network.recording import as_network
 from laya.analysis.network.scores import (
-    AGREEMENT_COLUMNS,
     IG_STEPS,
     SCORES,
-    TRUST_COLUMNS,
     Baseline,
     baseline_scores,
     baselines,
     trusted_agreement,
     unit_scores,
 )
+from laya.analysis.network.report_record import (
+    MAX_REPORT_JSON,
+    REPORT_JSON,
+    agreement_records,
+    checked_record,
+    class_unit_tables,
+)
 from laya.analysis.network.units import Unit, network_units
 from laya.analysis.sample import sample_indices
 from laya.analysis.strict_json import json_safe
 from laya.data.datasets import Images, batch_indices
 from laya.model.attached_files import (
-    MAX_UNITS,
     AttachedFileError,
     attached_file,
-    field_error,
     read_json,
     read_tensors,
     tensor_header,
@@ -121,7 +123,8 @@ from laya.model.attached_files import (
 from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors
 from laya.model.devices import model_device
 
-REPORT_JSON, REPORT_TENSORS = "network.json", "network.safetensors"
+REPORT_TENSORS = "network.safetensors"
+INTEGERS = ("indices", "labels", "predictions", "lens_class", "prediction_depth")  # int64 arrays; lens_agrees bool
 VERSION = 1
 ARRAYS = ("indices", "labels", "predictions", "probability", "drops", "lens_kl", "lens_prob", "lens_class",
           "lens_agrees", "prediction_depth")  # fmt: skip
@@ -202,6 +205,7 @@ class NetworkReport:
     lens: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     command: str = ""
+    setting_command: str = ""  # the command that made the attached setting (``laya attach``); "" where it is this one
 
     @property
     def last_unit_agreement(self) -> float:
@@ -224,7 +228,7 @@ def _preprocessed(checkpoint: Checkpoint, data: Images, index: Tensor, batch_siz
 def fitted_lens(checkpoint: Checkpoint, train: Images, options: NetworkOptions, command: str = "") -> TunedLens:
     """A tuned lens of the checkpoint's network on its units, fitted on a seeded class-balanced sample of
     ``options.lens_sample`` training inputs, a class-balanced part of it held out to stop the fit
-    (:func:`~laya.analysis.network.lens.fit_tuned_lens`)."""
+    (:func:`~laya.analysis.network.lens_fit.fit_tuned_lens`)."""
     backbone = checkpoint.model.backbone
     index = sample_indices(train.labels, options.lens_sample, options.seed)
     inputs = _preprocessed(checkpoint, train, index)
@@ -363,7 +367,8 @@ def write_network_report(checkpoint: Checkpoint | None, report: NetworkReport, d
         "version": VERSION,
         "checkpoint": None if checkpoint is None else str(checkpoint.path),
         **{k: getattr(report, k) for k in ("units", "stages", "stage_names", "residual", "method", "methods",
-                                           "skip_methods", "classes", "references", "lens", "options", "command")},
+                                           "skip_methods", "classes", "references", "lens", "options", "command",
+                                           "setting_command")},
         "agreement": report.agreement.to_dict(orient="records"),
         "tables": {k: _json_table(v) for k, v in report.tables.items()},
         "shapes": {k: list(v.shape) for k, v in arrays.items()},
@@ -371,96 +376,6 @@ def write_network_report(checkpoint: Checkpoint | None, report: NetworkReport, d
     atomic_write_tensors(dest / REPORT_TENSORS, {k: v.contiguous() for k, v in arrays.items()})
     atomic_write_json(dest / REPORT_JSON, json_safe(record))
     return dest / REPORT_JSON
-
-
-MAX_REPORT_JSON = 32 << 20  # a network.json is tens of KB (8 class x unit tables); 1,000 classes stay well inside
-INTEGERS = ("indices", "labels", "predictions", "lens_class", "prediction_depth")  # int64 arrays; lens_agrees bool
-
-
-def _texts(value: Any, field: str, length: int | None = None) -> list[str]:
-    if (not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > MAX_UNITS * 4
-            or (length is not None and len(value) != length)):  # fmt: skip
-        rule = "must be a list of texts" + ("" if length is None else f", one per unit ({length})")
-        raise field_error(REPORT_JSON, field, value, rule)
-    return value
-
-
-def _number(value: Any) -> bool:
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
-
-
-def _agreement(rows: Any) -> pd.DataFrame:
-    """The ``agreement`` records: a score, an intervention, a mean and CI (numbers or null), ``n`` inputs; and, in a
-    report that has them, the baseline columns (``kind`` a text, ``units`` an integer, the margin over the better
-    baseline as numbers, ``trusted`` a boolean; each may be null)."""
-    if not isinstance(rows, list):
-        raise field_error(REPORT_JSON, "agreement", rows, "must be a list of records")
-    for i, row in enumerate(rows):
-        if (not isinstance(row, dict) or not set(AGREEMENT_COLUMNS) <= set(row) or not isinstance(row["score"], str)
-                or not isinstance(row["intervention"], str) or not all(_number(row[k]) for k in AGREEMENT_COLUMNS[2:5])
-                or type(row["n"]) is not int or row["n"] < 0
-                or not isinstance(row.get("kind"), (str, type(None)))
-                or not (row.get("units") is None or (type(row["units"]) is int and row["units"] >= 0))
-                or not all(_number(row.get(k)) for k in ("vs_baseline", "vs_low", "vs_high"))
-                or not isinstance(row.get("trusted"), (bool, type(None)))):  # fmt: skip
-            rule = (f"must hold {', '.join(AGREEMENT_COLUMNS)} (texts, numbers or null, n a non-negative integer) and "
-                    f"may hold {', '.join(TRUST_COLUMNS)} (a text, an integer, numbers, a boolean, or null)")
-            raise field_error(REPORT_JSON, f"agreement[{i}]", row, rule)
-    return pd.DataFrame(rows, columns=[*AGREEMENT_COLUMNS, *TRUST_COLUMNS])
-
-
-def _tables(tables: Any, units: list[str]) -> dict[str, pd.DataFrame]:
-    """The ``tables``: name -> a class x unit table in pandas' ``split`` layout (text index, the ``units`` then
-    ``n`` as columns, rows of numbers)."""
-    if not isinstance(tables, dict):
-        raise field_error(REPORT_JSON, "tables", tables, "must map table names to tables")
-    out = {}
-    for name, t in tables.items():
-        if (not isinstance(t, dict) or not {"index", "columns", "data"} <= set(t)
-                or not isinstance(t["index"], list) or not all(isinstance(v, str) for v in t["index"])
-                or t["columns"] != [*units, "n"]
-                or not isinstance(t["data"], list) or len(t["data"]) != len(t["index"])
-                or not all(isinstance(r, list) and len(r) == len(t["columns"]) and all(map(_number, r))
-                           for r in t["data"])):  # fmt: skip
-            rule = "must hold an index of texts, the units and n as columns, one row of numbers per index"
-            raise field_error(REPORT_JSON, f"tables[{name[:40]!r}]", t, rule)
-        out[name] = pd.DataFrame(t["data"], index=pd.Index(t["index"], name="class"), columns=t["columns"])
-    return out
-
-
-def _checked_record(record: Any) -> dict[str, Any]:
-    """``network.json``'s fields, each of its type (module docstring), before any array is read."""
-    if not isinstance(record, dict):
-        raise field_error(REPORT_JSON, "(the file)", record, "must be a JSON object")
-    needed = ("units", "stages", "stage_names", "residual", "method", "methods", "classes", "agreement", "tables",
-              "shapes")  # fmt: skip
-    if missing := [k for k in needed if k not in record]:
-        raise AttachedFileError(REPORT_JSON, f"{REPORT_JSON}: the network report lacks {missing}")
-    units = record["units"]
-    if not isinstance(units, list) or not 1 <= len(units) <= MAX_UNITS:
-        raise field_error(REPORT_JSON, "units", units, f"must be a list of 1 to {MAX_UNITS} unit names")
-    U = len(_texts(units, "units"))
-    for field in ("stage_names", "methods"):
-        _texts(record[field], field, U)
-    _texts(record.get("skip_methods", []), "skip_methods")
-    _texts(record["classes"], "classes")
-    if not isinstance(record["stages"], list) or len(record["stages"]) != U or not all(
-            type(v) is int for v in record["stages"]):  # fmt: skip
-        raise field_error(REPORT_JSON, "stages", record["stages"], f"must be one integer per unit ({U})")
-    if not isinstance(record["residual"], list) or len(record["residual"]) != U or not all(
-            type(v) is bool for v in record["residual"]):  # fmt: skip
-        raise field_error(REPORT_JSON, "residual", record["residual"], f"must be one true/false per unit ({U})")
-    for field, kind in (("method", str), ("command", str), ("lens", dict), ("options", dict)):
-        if field in record and not isinstance(record[field], kind):
-            rule = f"must be a {'text' if kind is str else 'JSON object'}"
-            raise field_error(REPORT_JSON, field, record[field], rule)
-    if type(record.get("references", 0)) is not int:
-        raise field_error(REPORT_JSON, "references", record["references"], "must be an integer")
-    shapes = record["shapes"]
-    if not isinstance(shapes, dict) or not all(isinstance(v, list) and all(type(d) is int for d in v)
-                                               for v in shapes.values()):  # fmt: skip
-        raise field_error(REPORT_JSON, "shapes", shapes, "must map array names to lists of integers")
-    return record
 
 
 def load_network_report(dest: str | Path) -> NetworkReport | None:
@@ -477,8 +392,8 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
     path = attached_file(dest, REPORT_JSON)
     if path is None:
         return None
-    record = _checked_record(read_json(path, REPORT_JSON, MAX_REPORT_JSON))
-    agreement, tables = _agreement(record["agreement"]), _tables(record["tables"], record["units"])
+    record = checked_record(read_json(path, REPORT_JSON, MAX_REPORT_JSON))
+    agreement, tables = agreement_records(record["agreement"]), class_unit_tables(record["tables"], record["units"])
     tensors = attached_file(dest, REPORT_TENSORS)
     if tensors is None:
         raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS} is missing beside {REPORT_JSON}")
@@ -514,7 +429,7 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
         **{k: arrays[k] for k in ARRAYS}, scores={k: arrays[f"scores/{k}"] for k in SCORES}, agreement=agreement,
         tables=tables, skip_drops=arrays.get("skip_drops"), skip_methods=record.get("skip_methods", []),
         references=record.get("references", 0), lens=record.get("lens", {}), options=record.get("options", {}),
-        command=record.get("command", ""),
+        command=record.get("command", ""), setting_command=record.get("setting_command", ""),
     )  # fmt: skip
 
 
@@ -532,13 +447,18 @@ def run_network(
     if lens is None or lens.config.units != units:
         lens = fitted_lens(checkpoint, train, options, command)
         save_tuned_lens(lens, dest)
+    earlier = _earlier(dest)
     report = network_report(checkpoint, test_images, train, options, lens, command)
+    if earlier is not None:  # a report rewritten in a setting made by another command keeps that command
+        report.setting_command = earlier.setting_command or earlier.command
     write_network_report(checkpoint, report, dest)
     return report
 
 
-__all__ = [
-    "REPORT_JSON", "REPORT_TENSORS", "NetworkOptions", "NetworkReport", "fitted_lens", "lens_line",
-    "load_network_report",
-    "network_report", "run_network", "write_network_report",
-]  # fmt: skip
+def _earlier(dest: Path) -> NetworkReport | None:
+    """The report already in ``dest`` (None where there is none, or where it is broken: it is being replaced)."""
+    try:
+        return load_network_report(dest)
+    except AttachedFileError:
+        return None
+

@@ -21,11 +21,7 @@ from laya.analysis.network.lens import (
     TunedLensConfig,
     class_unit_figure,
     class_unit_table,
-    constant_kl,
-    fit_tuned_lens,
-    held_out_split,
     lens_profile,
-    lens_summary,
     load_tuned_lens,
     logit_lens,
     own_readout,
@@ -34,6 +30,7 @@ from laya.analysis.network.lens import (
     save_tuned_lens,
     unit_lens,
 )
+from laya.analysis.network.lens_fit import constant_kl, fit_tuned_lens, held_out_split, lens_summary
 from laya.analysis.network.units import network_units
 from laya.analysis.sample import sample_indices
 from laya.data.datasets import DatasetNotFoundError

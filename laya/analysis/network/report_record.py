@@ -1,0 +1,104 @@
+"""The fields of a stored ``network.json`` (:mod:`laya.analysis.network.report`), each checked for its kind before
+any array is read: the file is untrusted (:mod:`laya.model.attached_files`), and a field of the wrong kind is refused
+with an :class:`~laya.model.attached_files.AttachedFileError` that names it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from laya.analysis.network.scores import AGREEMENT_COLUMNS, TRUST_COLUMNS
+from laya.model.attached_files import MAX_UNITS, AttachedFileError, field_error
+
+REPORT_JSON = "network.json"
+MAX_REPORT_JSON = 32 << 20  # a network.json is tens of KB (8 class x unit tables); 1,000 classes stay well inside
+
+
+def _texts(value: Any, field: str, length: int | None = None) -> list[str]:
+    if (not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > MAX_UNITS * 4
+            or (length is not None and len(value) != length)):  # fmt: skip
+        rule = "must be a list of texts" + ("" if length is None else f", one per unit ({length})")
+        raise field_error(REPORT_JSON, field, value, rule)
+    return value
+
+
+def _number(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def agreement_records(rows: Any) -> pd.DataFrame:
+    """The ``agreement`` records: a score, an intervention, a mean and CI (numbers or null), ``n`` inputs; and, in a
+    report that has them, the baseline columns (``kind`` a text, ``units`` an integer, the margin over the better
+    baseline as numbers, ``trusted`` a boolean; each may be null)."""
+    if not isinstance(rows, list):
+        raise field_error(REPORT_JSON, "agreement", rows, "must be a list of records")
+    for i, row in enumerate(rows):
+        if (not isinstance(row, dict) or not set(AGREEMENT_COLUMNS) <= set(row) or not isinstance(row["score"], str)
+                or not isinstance(row["intervention"], str) or not all(_number(row[k]) for k in AGREEMENT_COLUMNS[2:5])
+                or type(row["n"]) is not int or row["n"] < 0
+                or not isinstance(row.get("kind"), (str, type(None)))
+                or not (row.get("units") is None or (type(row["units"]) is int and row["units"] >= 0))
+                or not all(_number(row.get(k)) for k in ("vs_baseline", "vs_low", "vs_high"))
+                or not isinstance(row.get("trusted"), (bool, type(None)))):  # fmt: skip
+            rule = (f"must hold {', '.join(AGREEMENT_COLUMNS)} (texts, numbers or null, n a non-negative integer) and "
+                    f"may hold {', '.join(TRUST_COLUMNS)} (a text, an integer, numbers, a boolean, or null)")
+            raise field_error(REPORT_JSON, f"agreement[{i}]", row, rule)
+    return pd.DataFrame(rows, columns=[*AGREEMENT_COLUMNS, *TRUST_COLUMNS])
+
+
+def class_unit_tables(tables: Any, units: list[str]) -> dict[str, pd.DataFrame]:
+    """The ``tables``: name -> a class x unit table in pandas' ``split`` layout (text index, the ``units`` then
+    ``n`` as columns, rows of numbers)."""
+    if not isinstance(tables, dict):
+        raise field_error(REPORT_JSON, "tables", tables, "must map table names to tables")
+    out = {}
+    for name, t in tables.items():
+        if (not isinstance(t, dict) or not {"index", "columns", "data"} <= set(t)
+                or not isinstance(t["index"], list) or not all(isinstance(v, str) for v in t["index"])
+                or t["columns"] != [*units, "n"]
+                or not isinstance(t["data"], list) or len(t["data"]) != len(t["index"])
+                or not all(isinstance(r, list) and len(r) == len(t["columns"]) and all(map(_number, r))
+                           for r in t["data"])):  # fmt: skip
+            rule = "must hold an index of texts, the units and n as columns, one row of numbers per index"
+            raise field_error(REPORT_JSON, f"tables[{name[:40]!r}]", t, rule)
+        out[name] = pd.DataFrame(t["data"], index=pd.Index(t["index"], name="class"), columns=t["columns"])
+    return out
+
+
+def checked_record(record: Any) -> dict[str, Any]:
+    """``network.json``'s fields, each of its type (module docstring), before any array is read."""
+    if not isinstance(record, dict):
+        raise field_error(REPORT_JSON, "(the file)", record, "must be a JSON object")
+    needed = ("units", "stages", "stage_names", "residual", "method", "methods", "classes", "agreement", "tables",
+              "shapes")  # fmt: skip
+    if missing := [k for k in needed if k not in record]:
+        raise AttachedFileError(REPORT_JSON, f"{REPORT_JSON}: the network report lacks {missing}")
+    units = record["units"]
+    if not isinstance(units, list) or not 1 <= len(units) <= MAX_UNITS:
+        raise field_error(REPORT_JSON, "units", units, f"must be a list of 1 to {MAX_UNITS} unit names")
+    U = len(_texts(units, "units"))
+    for field in ("stage_names", "methods"):
+        _texts(record[field], field, U)
+    _texts(record.get("skip_methods", []), "skip_methods")
+    _texts(record["classes"], "classes")
+    if not isinstance(record["stages"], list) or len(record["stages"]) != U or not all(
+            type(v) is int for v in record["stages"]):  # fmt: skip
+        raise field_error(REPORT_JSON, "stages", record["stages"], f"must be one integer per unit ({U})")
+    if not isinstance(record["residual"], list) or len(record["residual"]) != U or not all(
+            type(v) is bool for v in record["residual"]):  # fmt: skip
+        raise field_error(REPORT_JSON, "residual", record["residual"], f"must be one true/false per unit ({U})")
+    for field, kind in (("method", str), ("command", str), ("setting_command", str), ("lens", dict), ("options", dict)):
+        if field in record and not isinstance(record[field], kind):
+            rule = f"must be a {'text' if kind is str else 'JSON object'}"
+            raise field_error(REPORT_JSON, field, record[field], rule)
+    if type(record.get("references", 0)) is not int:
+        raise field_error(REPORT_JSON, "references", record["references"], "must be an integer")
+    shapes = record["shapes"]
+    if not isinstance(shapes, dict) or not all(isinstance(v, list) and all(type(d) is int for d in v)
+                                               for v in shapes.values()):  # fmt: skip
+        raise field_error(REPORT_JSON, "shapes", shapes, "must map array names to lists of integers")
+    return record
+
+
+__all__ = ["MAX_REPORT_JSON", "REPORT_JSON", "agreement_records", "checked_record", "class_unit_tables"]

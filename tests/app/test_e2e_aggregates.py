@@ -20,7 +20,7 @@ from laya.app.browser import browse_table, confusion_query, heatmap_query
 from laya.cli import main
 from laya.training.train import train
 from scripts.screenshots import CHROMIUM, browser_page, open_app, serve, wait_for_charts, wait_idle
-from tests.app.test_e2e_links import ARTIFACTS, query
+from tests.app.test_e2e_links import ARTIFACTS, wait_for_query
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.e2e
@@ -94,10 +94,7 @@ def heatmap_to_browser(page, url: str, model: str, sample: Sample, row: int, col
     assert len(expected) and set(expected["label"]) == {label}
     assert np.all(np.diff(expected["score"].to_numpy()) <= 0)  # highest score of that layer first
     expect_browser(page, expected)
-    switches = query(page)
-    assert (switches.get("bclass"), switches.get("layer"), switches.get("sort"), switches.get("order")) == (
-        label, layer, "score", "desc",
-    )  # fmt: skip
+    wait_for_query(page, bclass=label, layer=layer, sort="score", order="desc")
 
 
 def test_heatmap_and_confusion_cells_open_the_browser_on_a_bundled_checkpoint() -> None:
@@ -136,9 +133,7 @@ def test_heatmap_and_confusion_cells_open_the_browser_on_a_bundled_checkpoint() 
         assert np.all(np.diff(expected["confidence"].to_numpy()) <= 0)  # most confident first
         expect_browser(page, expected)
         assert {(lab, pred) for _, lab, pred in shown_inputs(page)} == {(label, prediction)}
-        switches = query(page)
-        assert (switches.get("bclass"), switches.get("bpred"), switches.get("outcome")) == (label, prediction, "wrong")
-        assert (switches.get("sort"), switches.get("order")) == ("confidence", "desc")
+        wait_for_query(page, bclass=label, bpred=prediction, outcome="wrong", sort="confidence", order="desc")
 
 
 def test_the_browser_works_on_a_freshly_evaluated_own_checkpoint(own_models: Path) -> None:

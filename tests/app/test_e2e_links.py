@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -34,8 +33,22 @@ def models(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def query(page) -> dict[str, str]:
-    return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
+#: true once the address bar's query holds every expected parameter (the last value of each)
+HOLDS = """(expected) => {
+    const query = new URLSearchParams(window.location.search);
+    return Object.entries(expected).every(([name, value]) => query.getAll(name).at(-1) === value);
+}"""
+
+
+def wait_for_query(page, **expected: str) -> None:
+    """Wait until the URL's query holds ``expected``: Streamlit writes the query after the run that draws the
+    page, so the heading can show before it; bounded at ``TIMEOUT_MS``, then fails naming the URL."""
+    from playwright.sync_api import Error
+
+    try:
+        page.wait_for_function(HOLDS, arg=expected, timeout=TIMEOUT_MS)
+    except Error as error:
+        raise AssertionError(f"{page.url} does not hold {expected}") from error
 
 
 def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
@@ -87,7 +100,7 @@ def test_browser_opens_inputs_on_inspect_and_is_reached_from_detection(models: P
         expect(main_area.get_by_text(f"Test input #{first}")).to_be_visible()
         predicted = sample.classes[int(sample.table["prediction"].iloc[0])]
         expect(main_area.locator('[data-testid="stMetricValue"]').first).to_have_text(predicted)
-        assert query(page).get("input") == str(first)
+        wait_for_query(page, input=str(first))
 
         open_page(page, "depth")
         table = main_area.locator('[data-testid="stDataFrame"]').last
@@ -98,4 +111,4 @@ def test_browser_opens_inputs_on_inspect_and_is_reached_from_detection(models: P
         expect(button).to_be_visible()
         button.click()
         expect(main_area.locator("h1").first).to_have_text("Browse the test set")
-        assert query(page).get("sort") == "suspicion" and query(page).get("order") == "desc"
+        wait_for_query(page, sort="suspicion", order="desc")

@@ -129,7 +129,7 @@ def _own_head_shows_its_block_ablation_at_once(models: Path, own: Path, monkeypa
     """The dashboard opens the attached folder with the own head first, and Inspect shows that unchanged network
     explained by its units at once (resample, each bar named by module and by its intervention), never the stage
     mean-ablation that made two inputs predicted alike differ by one constant; resnet10t's one residual unit is
-    skipped on request, and its bar says so (tests/app/test_own_pages.py: every page)."""
+    skipped on request, and its bar says so (tests/pages/test_own_pages.py: every page)."""
     from streamlit.testing.v1 import AppTest
 
     from laya.app.network_views import UNIT_PROFILE_TITLE

@@ -102,7 +102,7 @@ def test_a_vit_s_unit_profile_chooses_its_branch(
     from laya.app.catalog import example_images
     from laya.app.network_views import UNIT_PROFILE_TITLE
     from laya.model.checkpoint import load_checkpoint
-    from tests.app.test_own_pages import _start, charts, values
+    from tests.pages.test_own_pages import _start, charts, values
 
     at = _start(attached, image_folder, monkeypatch)
     assert charts(at)[UNIT_PROFILE_TITLE]["data"][0]["text"] == ["resample of the whole block"] * 2

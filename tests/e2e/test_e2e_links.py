@@ -13,17 +13,14 @@ from laya.analysis.depth import DepthOptions, run_depth
 from laya.analysis.sample import Sample
 from laya.app.catalog import example_images
 from laya.cli import main
-from scripts.screenshots import CHROMIUM, TIMEOUT_MS, browser_page, open_app, open_page, serve, upload_image
+from scripts.screenshots import TIMEOUT_MS, browser_page, open_app, open_page, upload_image
 
-pytestmark = pytest.mark.e2e
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 
 
 @pytest.fixture(scope="module")
 def models(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny setting plus a second LAYA checkpoint of the same group; LAYA with depth analytics."""
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     root = tmp_path_factory.mktemp("linked") / "models"
     shutil.copytree(tiny_models / "colours-mlp", root / "colours-mlp")
     laya = root / "colours-mlp" / "laya"
@@ -51,14 +48,13 @@ def wait_for_query(page, **expected: str) -> None:
         raise AssertionError(f"{page.url} does not hold {expected}") from error
 
 
-def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
+def test_links_restore_the_checkpoint_and_every_switch(models: Path, server: str) -> None:
     from playwright.sync_api import expect
 
-    ARTIFACTS.mkdir(exist_ok=True)
     expect.set_options(timeout=TIMEOUT_MS)
-    with serve(models, log=ARTIFACTS / "e2e-links-streamlit.log") as url, browser_page() as page:
-        open_app(page, url)  # a fresh server knows its url paths after its first run (app.py's docstring)
-        page.goto(f"{url}/class-depth?model=colours-mlp/laya-seed1&class=red&values=loo&inputs=correct")
+    with browser_page() as page:
+        open_app(page, server)  # a fresh server knows its url paths after its first run (app.py's docstring)
+        page.goto(f"{server}/class-depth?model=colours-mlp/laya-seed1&class=red&values=loo&inputs=correct")
         main_area = page.locator('[data-testid="stMain"]')
         expect(main_area.locator("h1").first).to_have_text("Class-wise depth patterns")
         sidebar = page.locator('[data-testid="stSidebar"]')
@@ -73,7 +69,7 @@ def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
         open_page(page, "classwise")
         expect(main_area.get_by_role("combobox", name="Class", exact=True)).to_have_value("red")
 
-        page.goto(f"{url}/depth-analytics?model=colours-mlp/laya&threshold=0.8")
+        page.goto(f"{server}/depth-analytics?model=colours-mlp/laya&threshold=0.8")
         expect(main_area.locator("h1").first).to_have_text("Depth analytics")
         expect(main_area.locator('[data-testid="stSlider"]').first).to_contain_text("0.80")
 
@@ -84,13 +80,13 @@ def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
         expect(page).not_to_have_url(re.compile("example="))
 
 
-def test_browser_opens_inputs_on_inspect_and_is_reached_from_detection(models: Path) -> None:
+def test_browser_opens_inputs_on_inspect_and_is_reached_from_detection(models: Path, server: str) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
     sample = Sample.load(models / "colours-mlp" / "laya")
-    with serve(models, log=ARTIFACTS / "e2e-browse-streamlit.log") as url, browser_page() as page:
-        open_app(page, url)
+    with browser_page() as page:
+        open_app(page, server)
         main_area = page.locator('[data-testid="stMain"]')
         open_page(page, "browse")
         expect(main_area.locator('[data-testid="stImage"]')).to_have_count(len(sample.table))

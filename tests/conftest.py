@@ -89,3 +89,11 @@ def example(setting: Path) -> bytes:
     """The setting's first example image, as uploaded."""
     return example_images(setting / "laya")[0].read_bytes()
 
+
+@pytest.fixture(scope="session")
+def attached_resnet(tmp_path_factory: pytest.TempPathFactory, image_folder: Path):
+    """A torchvision ResNet-18 attached on the tiny image folder (its own head first, the tuned lens and the network
+    report beside it): one run for the attach-family tests and the own-network pages, which only read it."""
+    from tests.training.test_attach_families import attach_family
+
+    return attach_family("torchvision", tmp_path_factory.mktemp("attach-torchvision"), image_folder)

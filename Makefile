@@ -30,8 +30,9 @@ docs: $(VENV)/.docs  ## build the docs site (MkDocs Material, strict: broken lin
 system-deps:  ## Debian packages for the browser test and the data tests (chromium, dataset-fashion-mnist)
 	bash scripts/install-system-deps.sh
 
-test: $(VENV)/.dev system-deps  ## install everything and run the whole test suite
-	$(PY) -m pytest
+test: $(VENV)/.dev system-deps  ## install everything and run the whole test suite (its 30 slowest tests and duration last)
+	@start=$$(date +%s); status=0; $(PY) -m pytest --durations=30 || status=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s"; exit $$status
 
 test-fast: $(VENV)/.dev  ## unit tests only (no browser, no real datasets, no install, no tutorial run)
 	$(PY) -m pytest -m "not e2e and not data and not install and not slow"

@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 
 from laya.analysis.evaluate import EvalOptions
+from laya.app.catalog import example_images
 from laya.data.datasets import load_dataset
 from laya.model.backbones import BackboneConfig
 from laya.model.heads import HeadConfig
@@ -75,3 +76,24 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory, image_folder: Path) ->
         train(tiny_config(image_folder, runs / head, head))
         bundle(runs / head, setting / head, test, EvalOptions(ig_steps=4))
     return root
+
+
+@pytest.fixture(scope="module")
+def setting(tiny_models: Path) -> Path:
+    """The tiny models' one setting: four heads on one MLP."""
+    return tiny_models / "colours-mlp"
+
+
+@pytest.fixture(scope="module")
+def example(setting: Path) -> bytes:
+    """The setting's first example image, as uploaded."""
+    return example_images(setting / "laya")[0].read_bytes()
+
+
+@pytest.fixture(scope="session")
+def attached_resnet(tmp_path_factory: pytest.TempPathFactory, image_folder: Path):
+    """A torchvision ResNet-18 attached on the tiny image folder (its own head first, the tuned lens and the network
+    report beside it): one run for the attach-family tests and the own-network pages, which only read it."""
+    from tests.training.test_attach_families import attach_family
+
+    return attach_family("torchvision", tmp_path_factory.mktemp("attach-torchvision"), image_folder)

@@ -2,8 +2,8 @@
 
 Each case is a function of a valid ``model.json`` record (an MLP checkpoint of the test fixtures)
 returning the hostile record, and the text the refusal must contain. The library, AppTest and the
-browser tests all use this one list (tests/model/test_hostile.py, tests/app/test_app.py,
-tests/app/test_e2e_browser.py).
+browser tests all use this one list (tests/model/test_hostile.py, tests/pages/test_app.py,
+tests/e2e/test_e2e_browser.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Screenshot comparison for the browser tests, pixelmatch-style, robust to font and antialias noise.
 
 A screenshot is halved (2 x 2 box average, which also smooths subpixel text) and compared with its
-reference in ``tests/app/screenshots/``. A pixel differs when its largest channel difference exceeds
+reference in ``tests/e2e/screenshots/``. A pixel differs when its largest channel difference exceeds
 ``threshold`` (a fraction of 255) against *every* reference pixel in its 3 x 3 neighbourhood, so edges
 moved by one pixel (antialiasing, hinting) do not count; the screenshots match when at most
 ``max_fraction`` of the pixels differ. On a mismatch the actual image, the reference and a diff
@@ -9,7 +9,7 @@ moved by one pixel (antialiasing, hinting) do not count; the screenshots match w
 
 Regenerate the references after an intended change (then review and commit the PNGs)::
 
-    LAYA_UPDATE_SCREENSHOTS=1 .venv/bin/python -m pytest tests/app/test_e2e_browser.py -k looks
+    LAYA_UPDATE_SCREENSHOTS=1 .venv/bin/python -m pytest tests/e2e/test_e2e_browser.py -k looks
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCES = REPO / "tests" / "app" / "screenshots"
+REFERENCES = REPO / "tests" / "e2e" / "screenshots"
 ARTIFACTS = REPO / "test-artifacts" / "screenshots"
 UPDATE = "LAYA_UPDATE_SCREENSHOTS"
 
@@ -92,6 +92,6 @@ def assert_matches(png: bytes, name: str, max_fraction: float = 0.01, threshold:
         diff_image(reference, result.mask).save(ARTIFACTS / f"{name}-diff.png")
         raise AssertionError(
             f"{name}: {result.fraction:.2%} of pixels differ (> {max_fraction:.2%}); actual, reference and diff in "
-            f"{ARTIFACTS}. If the change is intended: {UPDATE}=1 pytest tests/app/test_e2e_browser.py -k looks"
+            f"{ARTIFACTS}. If the change is intended: {UPDATE}=1 pytest tests/e2e/test_e2e_browser.py -k looks"
         )
     return result

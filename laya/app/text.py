@@ -18,7 +18,7 @@ with the markup of the place it goes to (``docs/decisions/untrusted-text.md``):
 ``![x](http://host/pixel.png)`` as a class name then shows those characters instead of making every
 visitor's browser fetch the image. All three also go through :func:`public`, which names an uploaded
 checkpoint "the uploaded checkpoint" and, in deploy mode (``LAYA_ALLOW_PATHS=0``), replaces the server's
-folders by their last name (``models``). ``tests/app/test_untrusted_text.py`` fails on any page text
+folders by their last name (``models``). ``tests/pages/test_untrusted_text.py`` fails on any page text
 that reaches Markdown without :func:`shown`.
 """
 

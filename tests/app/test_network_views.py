@@ -171,7 +171,7 @@ def test_patching_without_alpha_keeps_the_layer_names() -> None:
 
 
 def test_the_unit_profile_caption_escapes_every_name_it_reads() -> None:
-    """A trusted Markdown builder (tests/app/test_untrusted_text.py): class, unit and source names read from a
+    """A trusted Markdown builder (tests/pages/test_untrusted_text.py): class, unit and source names read from a
     checkpoint come out plain; its own code spans stay."""
     from laya.app.text import plain
 

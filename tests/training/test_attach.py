@@ -131,7 +131,7 @@ def _own_head_shows_its_block_ablation_at_once(models: Path, own: Path, monkeypa
     explained by its units at once (resample, each bar named by module and by its intervention), never the stage
     mean-ablation that made two inputs predicted alike differ by one constant; resnet10t's residual units (all
     but the stem, three through a projection shortcut) are skipped on request, and their bars
-    say so (tests/app/test_own_pages.py: every page)."""
+    say so (tests/pages/test_own_pages.py: every page)."""
     from streamlit.testing.v1 import AppTest
 
     from laya.app.network_views import UNIT_PROFILE_TITLE

@@ -61,16 +61,21 @@ def _weights(family: str, folder: Path) -> tuple[str | None, dict]:
     return None, {"model": None, "layers": ["stem", "stage"], "import_path": f"{__name__}:make_net"}
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
-def attached(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, image_folder: Path) -> Attached:
-    family = request.param
-    folder = tmp_path_factory.mktemp(f"attach-{family}")
+def attach_family(family: str, folder: Path, image_folder: Path) -> Attached:
+    """``attach`` a tiny 3-class network of ``family`` on ``image_folder`` into ``folder``, one epoch, QUICK."""
     weights, model = _weights(family, folder)
     config = AttachConfig(family=family, weights=weights, dataset=str(image_folder), out=str(folder / "models"),
                           setting=f"colours-{family}", image_size=32, max_epochs=1, patience=1, **model,
                           **QUICK)  # fmt: skip
     torch.manual_seed(0)
     return attach(config, **({"module": make_net()} if family == "wrapped" else {}))
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def attached(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, image_folder: Path) -> Attached:
+    if request.param == "torchvision":  # the run the own-network pages read too (tests/conftest.py)
+        return request.getfixturevalue("attached_resnet")
+    return attach_family(request.param, tmp_path_factory.mktemp(f"attach-{request.param}"), image_folder)
 
 
 def test_every_page_renders_for_the_own_head_and_laya(
@@ -102,7 +107,7 @@ def test_a_vit_s_unit_profile_chooses_its_branch(
     from laya.app.catalog import example_images
     from laya.app.network_views import UNIT_PROFILE_TITLE
     from laya.model.checkpoint import load_checkpoint
-    from tests.app.test_own_pages import _start, charts, values
+    from tests.pages.test_own_pages import _start, charts, values
 
     at = _start(attached, image_folder, monkeypatch)
     assert charts(at)[UNIT_PROFILE_TITLE]["data"][0]["text"] == ["resample of the whole block"] * 2

@@ -1,5 +1,5 @@
 """The Streamlit workaround (pages/common/upstream.py): a rerun's queue clear keeps the replies to the browser's
-requests, so a file dropped while a rerun starts still gets its upload URLs (tests/app/test_e2e_deploy.py lost one
+requests, so a file dropped while a rerun starts still gets its upload URLs (tests/e2e/test_e2e_deploy.py lost one
 without it: the upload never started and its alert never came)."""
 
 from __future__ import annotations

@@ -4,12 +4,13 @@ A click on a class × layer heatmap cell offers "Browse the test inputs of <clas
 the Browse page it opens shows that class only, in :func:`laya.app.browser.browse_table`'s order for
 :func:`laya.app.browser.heatmap_query`. A click on a confusion cell opens those errors, most confident first
 (:func:`laya.app.browser.confusion_query`). Both on a bundled checkpoint; the heatmap path also on a checkpoint
-trained and evaluated by the test (``laya train`` + ``laya evaluate``, as a user's own).
+trained and evaluated by the test (``laya train`` + ``laya evaluate``, as a user's own), beside it on one server.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,26 +20,22 @@ from laya.analysis.sample import Sample
 from laya.app.browser import browse_table, confusion_query, heatmap_query
 from laya.cli import main
 from laya.training.train import train
-from scripts.screenshots import CHROMIUM, browser_page, open_app, serve, wait_for_charts, wait_idle
-from tests.app.test_e2e_links import ARTIFACTS, query
+from scripts.screenshots import browser_page, open_app, wait_for_charts, wait_idle
+from tests.e2e.test_e2e_links import wait_for_query
 from tests.conftest import tiny_config
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 ROOT = Path(__file__).resolve().parents[2]
 PER_PAGE = 40  # pages/browse.py's thumbnails per page
 CAPTION = re.compile(r"^#(\d+) (.+) → (.+) [✓✗] \d+%$")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def chromium() -> None:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
-
-
 @pytest.fixture(scope="module")
-def own_models(image_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A models folder holding one tiny LAYA checkpoint trained and then evaluated like a user's own."""
+def models(image_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A models folder holding the bundled Fashion-MNIST MLP and one tiny LAYA checkpoint trained and then
+    evaluated like a user's own."""
     root = tmp_path_factory.mktemp("own") / "models"
+    shutil.copytree(ROOT / "models" / "fashion-mnist-mlp", root / "fashion-mnist-mlp")
     checkpoint = root / "mine" / "laya"
     train(tiny_config(image_folder, checkpoint))
     assert main(["evaluate", "--checkpoint", str(checkpoint), "--ig-steps", "4", "--resamples", "20"]) == 0
@@ -94,24 +91,19 @@ def heatmap_to_browser(page, url: str, model: str, sample: Sample, row: int, col
     assert len(expected) and set(expected["label"]) == {label}
     assert np.all(np.diff(expected["score"].to_numpy()) <= 0)  # highest score of that layer first
     expect_browser(page, expected)
-    switches = query(page)
-    assert (switches.get("bclass"), switches.get("layer"), switches.get("sort"), switches.get("order")) == (
-        label, layer, "score", "desc",
-    )  # fmt: skip
+    wait_for_query(page, bclass=label, layer=layer, sort="score", order="desc")
 
 
-def test_heatmap_and_confusion_cells_open_the_browser_on_a_bundled_checkpoint() -> None:
+def test_heatmap_and_confusion_cells_open_the_browser_on_a_bundled_checkpoint(models: Path, server: str) -> None:
     from playwright.sync_api import expect
 
-    ARTIFACTS.mkdir(exist_ok=True)
     expect.set_options(timeout=120_000)
-    models = ROOT / "models"
     sample = Sample.load(models / "fashion-mnist-mlp" / "laya")
     classes = sample.classes
-    with serve(models, log=ARTIFACTS / "e2e-aggregates-streamlit.log") as url, browser_page() as page:
-        open_app(page, url)
+    with browser_page() as page:
+        open_app(page, server)
         # (a) a heatmap cell: the second class (not the default, the first), the last layer
-        heatmap_to_browser(page, url, "fashion-mnist-mlp/laya", sample, 1, len(sample.layer_names) - 1)
+        heatmap_to_browser(page, server, "fashion-mnist-mlp/laya", sample, 1, len(sample.layer_names) - 1)
 
         # (b) a confusion cell: the sample's most frequent error
         t = sample.table
@@ -120,7 +112,7 @@ def test_heatmap_and_confusion_cells_open_the_browser_on_a_bundled_checkpoint() 
         np.fill_diagonal(pairs, -1)
         true, predicted = np.unravel_index(pairs.argmax(), pairs.shape)
         label, prediction = classes[true], classes[predicted]
-        page.goto(f"{url}/class-depth?model=fashion-mnist-mlp/laya")
+        page.goto(f"{server}/class-depth?model=fashion-mnist-mlp/laya")
         main_area = page.locator('[data-testid="stMain"]')
         expect(main_area.locator("h1").first).to_have_text("Class-wise depth patterns")
         wait_idle(page)
@@ -136,17 +128,14 @@ def test_heatmap_and_confusion_cells_open_the_browser_on_a_bundled_checkpoint() 
         assert np.all(np.diff(expected["confidence"].to_numpy()) <= 0)  # most confident first
         expect_browser(page, expected)
         assert {(lab, pred) for _, lab, pred in shown_inputs(page)} == {(label, prediction)}
-        switches = query(page)
-        assert (switches.get("bclass"), switches.get("bpred"), switches.get("outcome")) == (label, prediction, "wrong")
-        assert (switches.get("sort"), switches.get("order")) == ("confidence", "desc")
+        wait_for_query(page, bclass=label, bpred=prediction, outcome="wrong", sort="confidence", order="desc")
 
 
-def test_the_browser_works_on_a_freshly_evaluated_own_checkpoint(own_models: Path) -> None:
+def test_the_browser_works_on_a_freshly_evaluated_own_checkpoint(models: Path, server: str) -> None:
     from playwright.sync_api import expect
 
-    ARTIFACTS.mkdir(exist_ok=True)
     expect.set_options(timeout=120_000)
-    sample = Sample.load(own_models / "mine" / "laya")
-    with serve(own_models, log=ARTIFACTS / "e2e-aggregates-own-streamlit.log") as url, browser_page() as page:
-        open_app(page, url)
-        heatmap_to_browser(page, url, "mine/laya", sample, len(sample.classes) - 1, 0)
+    sample = Sample.load(models / "mine" / "laya")
+    with browser_page() as page:
+        open_app(page, server)
+        heatmap_to_browser(page, server, "mine/laya", sample, len(sample.classes) - 1, 0)

@@ -26,7 +26,6 @@ import pytest
 from laya.app.catalog import example_images
 from pages.common import upload_digest
 from scripts.screenshots import (
-    CHROMIUM,
     TIMEOUT_MS,
     browser_page,
     full_screenshot,
@@ -38,7 +37,7 @@ from scripts.screenshots import (
 )
 from tests.hostile import CASES, hostile_record
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
@@ -67,8 +66,6 @@ def server_rss_kb() -> int:
 def test_deployment_mode_hostile_uploads_and_links(
     tiny_models: Path, image_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)  # a loaded machine is slow, never wrong: wait for the content itself

@@ -16,7 +16,6 @@ import pytest
 from laya.app.catalog import example_images
 from scripts.procfs import server_pid, workers
 from scripts.screenshots import (
-    CHROMIUM,
     TIMEOUT_MS,
     browser_page,
     open_app,
@@ -26,7 +25,7 @@ from scripts.screenshots import (
     wait_idle,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 GRACE_S, SWEEP_S, BOUND_S = 5, 1, 60
 
 
@@ -43,8 +42,6 @@ def wait_until(condition, timeout: float, what: str) -> float:
 def test_a_closed_browsers_upload_and_model_are_gone(
     tiny_models: Path, image_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)  # a loaded machine is slow, never wrong: wait for the content itself

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 from laya.analysis.network.explain import network_bytes
@@ -19,9 +18,7 @@ from laya.app.network_views import GRADCAM_TITLE, LENS_TITLE, UNIT_PROFILE_TITLE
 from laya.app.text import unplain
 from laya.model.checkpoint import load_checkpoint
 from laya.model.own_head import OWN
-from laya.training.attach import AttachConfig, Attached, attach
-from tests.training.test_attach import QUICK
-from tests.training.test_attach_families import _weights
+from laya.training.attach import Attached
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "browse", "patching")
@@ -29,15 +26,9 @@ UNITS = ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1",
 
 
 @pytest.fixture(scope="module")
-def attached(tmp_path_factory: pytest.TempPathFactory, image_folder: Path) -> Attached:
+def attached(attached_resnet: Attached) -> Attached:
     """A torchvision ResNet-18 attached (own head first), its tuned lens and network report beside its own head."""
-    folder = tmp_path_factory.mktemp("own-pages")
-    weights, model = _weights("torchvision", folder)
-    config = AttachConfig(family="torchvision", weights=weights, dataset=str(image_folder), out=str(folder / "models"),
-                          setting="colours-resnet", image_size=32, max_epochs=1, patience=1, **model,
-                          **QUICK)  # fmt: skip
-    torch.manual_seed(0)
-    return attach(config)  # the tuned lens and the network report written beside the own head
+    return attached_resnet
 
 
 def _start(attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:

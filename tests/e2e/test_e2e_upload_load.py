@@ -10,17 +10,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.upload_load import measure, parse
-from scripts.screenshots import CHROMIUM
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 MODELS = Path(__file__).resolve().parents[2] / "models"
 BOUND_S = 240  # each session's wait for one outcome; a loaded 2-core machine takes tens of seconds
-
-
-@pytest.fixture(autouse=True)
-def _chromium() -> None:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
 
 
 def test_three_sessions_uploading_at_once_all_take_effect(monkeypatch: pytest.MonkeyPatch) -> None:

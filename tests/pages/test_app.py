@@ -523,7 +523,7 @@ def test_no_models_explains_how_to_get_them(monkeypatch: pytest.MonkeyPatch, tmp
 
 
 BUNDLED_MODELS = APP.parent / "models"
-# the paper's settings (their four heads); the bundled attached network's pages: tests/app/test_own_pages.py
+# the paper's settings (their four heads); the bundled attached network's pages: tests/pages/test_own_pages.py
 BUNDLED_SETTINGS = sorted(p.parent.parent for p in BUNDLED_MODELS.glob("*/lastlayer/model.json"))
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -14,17 +13,14 @@ from laya.analysis.depth.report import DepthOptions, run_depth
 from laya.analysis.sample import Sample
 from laya.app.catalog import example_images
 from laya.cli import main
-from scripts.screenshots import CHROMIUM, TIMEOUT_MS, browser_page, open_app, open_page, serve, upload_image
+from scripts.screenshots import TIMEOUT_MS, browser_page, open_app, open_page, upload_image
 
-pytestmark = pytest.mark.e2e
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 
 
 @pytest.fixture(scope="module")
 def models(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny setting plus a second LAYA checkpoint of the same group; LAYA with depth analytics."""
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     root = tmp_path_factory.mktemp("linked") / "models"
     shutil.copytree(tiny_models / "colours-mlp", root / "colours-mlp")
     laya = root / "colours-mlp" / "laya"
@@ -34,18 +30,31 @@ def models(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def query(page) -> dict[str, str]:
-    return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
+#: true once the address bar's query holds every expected parameter (the last value of each)
+HOLDS = """(expected) => {
+    const query = new URLSearchParams(window.location.search);
+    return Object.entries(expected).every(([name, value]) => query.getAll(name).at(-1) === value);
+}"""
 
 
-def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
+def wait_for_query(page, **expected: str) -> None:
+    """Wait until the URL's query holds ``expected``: Streamlit writes the query after the run that draws the
+    page, so the heading can show before it; bounded at ``TIMEOUT_MS``, then fails naming the URL."""
+    from playwright.sync_api import Error
+
+    try:
+        page.wait_for_function(HOLDS, arg=expected, timeout=TIMEOUT_MS)
+    except Error as error:
+        raise AssertionError(f"{page.url} does not hold {expected}") from error
+
+
+def test_links_restore_the_checkpoint_and_every_switch(models: Path, server: str) -> None:
     from playwright.sync_api import expect
 
-    ARTIFACTS.mkdir(exist_ok=True)
     expect.set_options(timeout=TIMEOUT_MS)
-    with serve(models, log=ARTIFACTS / "e2e-links-streamlit.log") as url, browser_page() as page:
-        open_app(page, url)  # a fresh server knows its url paths after its first run (app.py's docstring)
-        page.goto(f"{url}/class-depth?model=colours-mlp/laya-seed1&class=red&values=loo&inputs=correct")
+    with browser_page() as page:
+        open_app(page, server)  # a fresh server knows its url paths after its first run (app.py's docstring)
+        page.goto(f"{server}/class-depth?model=colours-mlp/laya-seed1&class=red&values=loo&inputs=correct")
         main_area = page.locator('[data-testid="stMain"]')
         expect(main_area.locator("h1").first).to_have_text("Class-wise depth patterns")
         sidebar = page.locator('[data-testid="stSidebar"]')
@@ -60,7 +69,7 @@ def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
         open_page(page, "classwise")
         expect(main_area.get_by_role("combobox", name="Class", exact=True)).to_have_value("red")
 
-        page.goto(f"{url}/depth-analytics?model=colours-mlp/laya&threshold=0.8")
+        page.goto(f"{server}/depth-analytics?model=colours-mlp/laya&threshold=0.8")
         expect(main_area.locator("h1").first).to_have_text("Depth analytics")
         expect(main_area.locator('[data-testid="stSlider"]').first).to_contain_text("0.80")
 
@@ -71,13 +80,13 @@ def test_links_restore_the_checkpoint_and_every_switch(models: Path) -> None:
         expect(page).not_to_have_url(re.compile("example="))
 
 
-def test_browser_opens_inputs_on_inspect_and_is_reached_from_detection(models: Path) -> None:
+def test_browser_opens_inputs_on_inspect_and_is_reached_from_detection(models: Path, server: str) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
     sample = Sample.load(models / "colours-mlp" / "laya")
-    with serve(models, log=ARTIFACTS / "e2e-browse-streamlit.log") as url, browser_page() as page:
-        open_app(page, url)
+    with browser_page() as page:
+        open_app(page, server)
         main_area = page.locator('[data-testid="stMain"]')
         open_page(page, "browse")
         expect(main_area.locator('[data-testid="stImage"]')).to_have_count(len(sample.table))
@@ -87,7 +96,7 @@ def test_browser_opens_inputs_on_inspect_and_is_reached_from_detection(models: P
         expect(main_area.get_by_text(f"Test input #{first}")).to_be_visible()
         predicted = sample.classes[int(sample.table["prediction"].iloc[0])]
         expect(main_area.locator('[data-testid="stMetricValue"]').first).to_have_text(predicted)
-        assert query(page).get("input") == str(first)
+        wait_for_query(page, input=str(first))
 
         open_page(page, "depth")
         table = main_area.locator('[data-testid="stDataFrame"]').last
@@ -98,4 +107,4 @@ def test_browser_opens_inputs_on_inspect_and_is_reached_from_detection(models: P
         expect(button).to_be_visible()
         button.click()
         expect(main_area.locator("h1").first).to_have_text("Browse the test set")
-        assert query(page).get("sort") == "suspicion" and query(page).get("order") == "desc"
+        wait_for_query(page, sort="suspicion", order="desc")

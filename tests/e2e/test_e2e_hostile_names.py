@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from laya.app.catalog import example_images
-from scripts.screenshots import CHROMIUM, PAGES, TIMEOUT_MS, browser_page, open_app, open_page, serve, upload_image
+from scripts.screenshots import PAGES, TIMEOUT_MS, browser_page, open_app, open_page, serve, upload_image
 from scripts.screenshots import wait_for_content
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 FOUND = """(port) => {
     const attributes = ['src', 'href', 'xlink:href', 'srcset', 'poster', 'data', 'action', 'style'];
@@ -87,8 +87,6 @@ class Counter(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def bait() -> Iterator[ThreadingHTTPServer]:
     """A local server on the port the hostile names point at, counting the requests that reach it."""
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     server = ThreadingHTTPServer(("127.0.0.1", 0), Counter)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server

@@ -4,7 +4,7 @@ Uploads an image through the real file input, waits for the charts and the LOO t
 prediction against laya, refuses a broken upload, walks every page through the top-bar navigation
 and saves screenshots to ``test-artifacts/``. ``test_every_page_looks_as_reviewed`` compares each page
 on the bundled models with its reference screenshot (tests/visual.py; regenerate with
-``LAYA_UPDATE_SCREENSHOTS=1 .venv/bin/python -m pytest tests/app/test_e2e_browser.py -k looks``).
+``LAYA_UPDATE_SCREENSHOTS=1 .venv/bin/python -m pytest tests/e2e/test_e2e_browser.py -k looks``).
 
 Every step waits for the element its action produces (the uploader's chip naming the file, the
 metric with the new value, charts drawn at their container's width), never for a fixed delay; every wait is bounded at ``TIMEOUT_MS`` (300 s). Run beside two busy processes
@@ -25,7 +25,6 @@ from laya.app.catalog import example_images
 from laya.data.images import load_image_tensor
 from laya.model.checkpoint import load_checkpoint
 from scripts.screenshots import (
-    CHROMIUM,
     PAGES,
     REPO,
     TIMEOUT_MS,
@@ -41,20 +40,11 @@ from scripts.screenshots import (
 )
 from tests import visual
 
-pytestmark = pytest.mark.e2e
-
-
-def needs_chromium() -> None:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
-
-
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 def test_dashboard_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)  # a loaded machine is slow, never wrong: wait for the content itself
@@ -97,7 +87,6 @@ def test_dashboard_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
 
 def test_depth_page_in_a_browser(tiny_models: Path, tmp_path: Path) -> None:
     """Depth analytics with a depth report: an upload gives laya's prediction, the global charts render."""
-    needs_chromium()
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
@@ -133,13 +122,18 @@ VISUAL_PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "bro
 VISUAL_CHECKPOINTS = {"fashion-mnist-mlp": None, "own-network": "cifar10-resnet18-half/own"}
 
 
+@pytest.fixture(scope="module")
+def models() -> Path:
+    """The bundled models/: the module's server, for every visual reference."""
+    return REPO / "models"
+
+
 @pytest.mark.parametrize("reference", list(VISUAL_CHECKPOINTS))
-def test_every_page_looks_as_reviewed(reference: str) -> None:
+def test_every_page_looks_as_reviewed(server: str, reference: str) -> None:
     """Visual regression: every page on the bundled models, on the default checkpoint (Fashion-MNIST MLP, LAYA head)
     and on the bundled attached network's own classifier, opened by its link (``?model=``), at its first example:
-    a full-page screenshot each, compared with tests/app/screenshots/ within the tolerance of
+    a full-page screenshot each, compared with tests/e2e/screenshots/ within the tolerance of
     :func:`tests.visual.assert_matches` (mismatches leave actual, reference and diff in test-artifacts/)."""
-    needs_chromium()
     model = VISUAL_CHECKPOINTS[reference]
     if model is not None and not (REPO / "models" / model / "model.json").is_file():
         pytest.skip(f"models/{model} is not here (python scripts/own_networks.py --ship)")
@@ -148,9 +142,9 @@ def test_every_page_looks_as_reviewed(reference: str) -> None:
     expect.set_options(timeout=TIMEOUT_MS)
     ARTIFACTS.mkdir(exist_ok=True)
     failures = []
-    with serve(REPO / "models", log=ARTIFACTS / f"e2e-visual-{reference}.log") as url, browser_page(1280, 900) as page:
+    with browser_page(1280, 900) as page:
         page.emulate_media(reduced_motion="reduce")
-        open_app(page, url if model is None else f"{url}/?model={model}")
+        open_app(page, server if model is None else f"{server}/?model={model}")
         for name in VISUAL_PAGES:
             if name != "inspect":
                 open_page(page, name)

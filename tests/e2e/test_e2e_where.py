@@ -2,7 +2,7 @@
 Activation patching page and the per-layer lens on Depth analytics — drawn by a real browser.
 
 The numbers in these views are tested without a browser (``tests/app/test_map_plots.py``,
-``test_app_maps.py``, ``test_patching_page.py``); here the browser must draw them: every wait is for the chart
+``tests/pages/test_app_maps.py``, ``tests/pages/test_patching_page.py``); here the browser must draw them: every wait is for the chart
 itself (``scripts.screenshots.wait_for_charts``), bounded at ``TIMEOUT_MS``, never a fixed delay.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from scripts.screenshots import CHROMIUM, TIMEOUT_MS, browser_page, open_app, open_page, serve, wait_for_charts, wait_idle
+from scripts.screenshots import TIMEOUT_MS, browser_page, open_app, open_page, serve, wait_for_charts, wait_idle
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 LAYERS = [f"block {i}" for i in range(1, 6)]  # the bundled CIFAR-10 CNN's five blocks
@@ -32,8 +32,6 @@ def wait_for_title(page, text: str) -> None:
 
 
 def test_maps_patching_and_lens_are_drawn_for_a_bundled_cnn() -> None:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps) to run the browser test")
     from playwright.sync_api import expect
 
     ARTIFACTS.mkdir(exist_ok=True)

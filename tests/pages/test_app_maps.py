@@ -16,7 +16,7 @@ from laya.app.map_plots import UNIT, no_maps_note
 from laya.app.text import unplain
 from laya.model.checkpoint import load_checkpoint
 from pages.common import loading
-from tests.app.test_app import array, assert_ok, charts, expected, start
+from tests.pages.test_app import array, assert_ok, charts, expected, start
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 CNN = MODELS / "cifar10-cnn"

@@ -71,7 +71,7 @@ def test_switches_survive_leaving_and_coming_back(tiny_models: Path) -> None:
 
 
 def test_heatmap_confusion_and_detection_open_the_browser(tiny_models: Path, tmp_path: Path, monkeypatch) -> None:
-    from laya.analysis.depth import DepthOptions, run_depth
+    from laya.analysis.depth.report import DepthOptions, run_depth
     from laya.cli import main
 
     models = tmp_path / "models"

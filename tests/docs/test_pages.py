@@ -21,6 +21,20 @@ def test_library_page_lists_every_module():
         assert listed == present, f"docs/library.md, {package}: missing {present - listed}, gone {listed - present}"
 
 
+def test_the_layout_record_draws_every_folder_of_the_package_once():
+    """docs/decisions/package-layout.md's tree has one line per folder of ``laya/`` (a package: its
+    ``__init__.py``), none that is gone, and the library page a row for each of them but the backbone families
+    (listed as ``backbones`` under ``laya.model``)."""
+    text = (ROOT / "docs" / "decisions" / "package-layout.md").read_text()
+    tree = re.search(r"```\n(laya/ .*?)```", text, re.S).group(1)
+    drawn = [line.split()[0] for line in tree.splitlines() if line.startswith("laya/")]
+    folders = sorted(f"{p.parent.relative_to(ROOT).as_posix()}/" for p in (ROOT / "laya").rglob("__init__.py"))
+    assert sorted(drawn) == folders and len(drawn) == len(set(drawn))
+    library = (ROOT / "docs" / "library.md").read_text()
+    rows = set(re.findall(r"^\| `(laya(?:\.\w+)+)` \|", library, re.M))
+    assert rows == {f[:-1].replace("/", ".") for f in folders} - {"laya", "laya.model.backbones"}
+
+
 def test_dashboard_page_lists_every_page():
     text = (ROOT / "docs" / "dashboard.md").read_text()
     titles = {re.search(r'st\.title\("([^"]+)"\)', p.read_text()).group(1) for p in (ROOT / "pages").glob("*.py")

@@ -16,7 +16,7 @@ from laya.app.catalog import Entry, catalog_table, describe, group_entries
 from laya.app.export import Provenance, weights_sha256
 from laya.app.labels import entry_label
 from laya.app.text import shown
-from laya.app.upload_files import sort_upload
+from laya.app.uploads import sort_upload
 from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, CheckpointError
 from laya.sandbox.client import check_upload as check_in_worker
 from laya.sandbox.info import ModelInfo

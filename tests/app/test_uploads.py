@@ -1,10 +1,10 @@
-"""Which uploaded files make a checkpoint upload (laya/app/upload_files.py): every other file is named, with why."""
+"""Which uploaded files make a checkpoint upload (laya/app/uploads.py): every other file is named, with why."""
 
 from __future__ import annotations
 
 import pytest
 
-from laya.app.upload_files import ignored_reason, sort_upload
+from laya.app.uploads import ignored_reason, sort_upload
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE
 
 

@@ -36,6 +36,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from laya.app import deploy
+from laya.app.uploads import upload_store
 
 # ASCII punctuation that Markdown, GitHub-flavoured Markdown or Streamlit's extensions give a meaning
 # (images, links, emphasis, code, HTML, tables, strike-through, LaTeX, :emoji: and :color[...] directives)
@@ -121,7 +122,7 @@ def public(text: object, upload_root: Path | None = None) -> str:
 
 def _scrubber(upload_root: Path | None = None) -> Callable[[str], str]:
     """:func:`public` for many texts: the folders and their real paths (system calls) worked out once."""
-    root = upload_root if upload_root is not None else deploy.upload_store().root
+    root = upload_root if upload_root is not None else upload_store().root
     uploads = [re.compile(re.escape(v) + r"(/[^/\s'\"`);,]+)?(/[^\s'\"`);,]*)?") for v in _variants(root)]
     pairs: list[tuple[str, str]] = []
     if not deploy.allow_paths():

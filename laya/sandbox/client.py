@@ -118,8 +118,8 @@ class Sandboxed:
         self.pool.forget(self.path)
 
 
-def check_upload(pool: WorkerPool, files: Mapping[str, bytes]) -> None:
-    """:func:`laya.app.deploy.check_upload` in a worker. Raises :class:`CheckpointError` naming the problem."""
+def check_upload_in_worker(pool: WorkerPool, files: Mapping[str, bytes]) -> None:
+    """:func:`laya.app.uploads.check_upload` in a worker. Raises :class:`CheckpointError` naming the problem."""
     index, blob = join_files(dict(files))
     try:
         pool.call({"op": "check", "files": index}, blob)
@@ -127,5 +127,5 @@ def check_upload(pool: WorkerPool, files: Mapping[str, bytes]) -> None:
         raise (ModelFailed if refusal.kind == "error" else CheckpointError)(str(refusal)) from None
 
 
-__all__ = ["ModelFailed", "Sandboxed", "check_upload"]
+__all__ = ["ModelFailed", "Sandboxed", "check_upload_in_worker"]
 

@@ -62,7 +62,8 @@ from laya.analysis.head.spatial import sample_class_maps
 from laya.analysis.network.explain import network_bytes
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import NoLayerModules, patch_bytes
-from laya.app.deploy import check_upload, release_memory
+from laya.app.deploy import release_memory
+from laya.app.uploads import check_upload
 from laya.data.datasets import DatasetNotFoundError
 from laya.data.images import ImageError, load_image_tensor
 from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, Confinement, load_checkpoint

@@ -36,7 +36,7 @@ from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import PatchEffects, patch_bytes
 from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
-from laya.app import classwise_views, deploy, verdicts
+from laya.app import classwise_views, deploy, uploads, verdicts
 from laya.app.catalog import Entry, example_images, find_checkpoints
 from laya.app.depth_plots import WholeTestSetFigures, whole_test_set_figures
 from laya.app.seed_views import SeedSummary, seed_summary
@@ -83,7 +83,7 @@ def _load_model(path: str, stamp: int, allow_nonfinite: bool = False) -> Checkpo
 
 
 def _sandboxed(path: str, allow_nonfinite: bool) -> Sandboxed:
-    return Sandboxed(worker_pool(), path, allow_nonfinite, deploy.confinement(path, deploy.upload_store().root))
+    return Sandboxed(worker_pool(), path, allow_nonfinite, deploy.confinement(path, uploads.upload_store().root))
 
 
 @st.cache_data(max_entries=256, show_spinner="Loading the model…")

@@ -16,9 +16,9 @@ from laya.app.catalog import Entry, catalog_table, describe, group_entries
 from laya.app.export import Provenance, weights_sha256
 from laya.app.labels import entry_label
 from laya.app.text import shown
-from laya.app.upload_files import sort_upload
+from laya.app.uploads import sort_upload, upload_store
 from laya.model.checkpoint import META_FILE, NONFINITE, WEIGHTS_FILE, CheckpointError
-from laya.sandbox.client import check_upload as check_in_worker
+from laya.sandbox.client import check_upload_in_worker
 from laya.sandbox.info import ModelInfo
 from laya.sandbox.pool import WorkerError, worker_pool
 from pages.common.loading import ALLOW_NONFINITE, anyway, catalog, load_model
@@ -131,13 +131,13 @@ def _upload_checkpoint() -> str | None:
         return None
     contents = upload.files
     digest = upload_digest(contents)
-    store = deploy.upload_store()
+    store = upload_store()
     store.alive = session_alive  # the sweeper deletes a closed browser's uploads (and their models)
     store.on_gone = close_gone_session  # ... and the session Streamlit holds for it
     uploads = st.session_state.setdefault("laya_uploads", {})
     if digest not in uploads or not Path(uploads[digest]).is_dir():
         try:
-            check = partial(check_in_worker, worker_pool())  # the upload's JSON is checked in a sandboxed worker
+            check = partial(check_upload_in_worker, worker_pool())  # the upload's JSON is checked in a sandboxed worker
             with st.spinner(shown(CHECKING.format(digest=digest[:12]))):  # a wait for a free worker is never silent
                 uploads[digest] = str(store.store(contents, owner=session_id(), check=check))
         except (CheckpointError, WorkerError) as error:

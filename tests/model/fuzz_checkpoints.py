@@ -32,7 +32,7 @@ from laya.data.images import ImageError
 from laya.model.attached_files import AttachedFileError
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, CheckpointError, CheckpointMeta, Confinement, build_model
 from laya.model.checkpoint import save_checkpoint
-from laya.sandbox.client import ModelFailed, Sandboxed, check_upload
+from laya.sandbox.client import ModelFailed, Sandboxed, check_upload_in_worker
 from laya.sandbox.pool import WorkerPool
 
 HUGE = 1e18  # weights this large may overflow to Inf in a forward pass (a square, such as a variance, passes float32's
@@ -212,7 +212,7 @@ def attempt(pool: WorkerPool, files: dict[str, bytes], folder: Path, image: byte
     start = time.monotonic()
     stage = "check"
     try:
-        check_upload(pool, files)
+        check_upload_in_worker(pool, files)
         folder.mkdir(parents=True)
         for name, data in files.items():
             (folder / name).write_bytes(data)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from laya.app.deploy import check_upload
+from laya.app.uploads import check_upload
 from laya.model.budget import estimate
 from laya.model.checkpoint import (
     META_FILE,

@@ -41,6 +41,7 @@ from laya.app import (
 from laya.app.catalog import describe, example_images
 from laya.app.numbers import ci_text, number_text
 from laya.app.text import unplain
+from laya.app.uploads import upload_store
 from laya.app.verdicts import exit_verdict, faithfulness_verdict, load_per_input
 from laya.data.images import MAX_BYTES, ImageError, load_image_tensor, open_image
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, load_checkpoint
@@ -493,7 +494,7 @@ def test_checkpoint_from_path_and_upload(app: AppTest, setting: Path) -> None:
     app.file_uploader(key="inspect_upload").set_value(("blue.png", example, "image/png")).run()
     assert_inspect_shows(app, expected(setting, "scalarmix", example))
     uploaded = Path(app.session_state["laya_selection"].path)
-    assert uploaded.parent == deploy.upload_store().root and uploaded.name.startswith("upload-")
+    assert uploaded.parent == upload_store().root and uploaded.name.startswith("upload-")
     assert sorted(p.name for p in uploaded.iterdir()) == [META_FILE, WEIGHTS_FILE]
 
 
@@ -561,7 +562,7 @@ def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: A
     good = setting / "laya"
     weights = (good / WEIGHTS_FILE).read_bytes()
     app.sidebar.radio[0].set_value("Upload a checkpoint").run()
-    written = set(deploy.upload_store().root.iterdir())
+    written = set(upload_store().root.iterdir())
     for case in (c for c in CASES if c.on_load):
         record = hostile_record(json.loads((good / META_FILE).read_text()), case)
         files = [(META_FILE, json.dumps(record).encode(), "application/json"), (WEIGHTS_FILE, weights, "application/x")]
@@ -570,7 +571,7 @@ def test_hostile_checkpoint_uploads_are_refused_and_the_app_stays_healthy(app: A
         errors = [unplain(e.value) for e in app.sidebar.error]
         assert len(errors) == 1 and case.message in errors[0], (case.name, errors)
         assert "Traceback" not in errors[0] and str(setting) not in errors[0]
-    assert set(deploy.upload_store().root.iterdir()) == written  # refused uploads never reach the disk
+    assert set(upload_store().root.iterdir()) == written  # refused uploads never reach the disk
     app.sidebar.radio[0].set_value("Models folder").run()
     example = example_images(good)[0].read_bytes()
     assert_inspect_shows(app, expected(setting, "laya", example))

@@ -11,8 +11,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from laya.app import deploy
 from laya.app.text import unplain
+from laya.app.uploads import check_upload
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE
 from pages.common import sidebar, upload_digest
 
@@ -44,10 +44,10 @@ def test_the_upload_check_runs_under_a_spinner_naming_the_upload(
 
     def check(pool, files) -> None:  # a sandboxed worker's check, as seen from the server: it waits
         seen.append(list(showing))
-        deploy.check_upload(files)
+        check_upload(files)
 
     monkeypatch.setattr(st, "spinner", recorded)
-    monkeypatch.setattr(sidebar, "check_in_worker", check)
+    monkeypatch.setattr(sidebar, "check_upload_in_worker", check)
     monkeypatch.setenv("LAYA_MODELS", str(tiny_models))
     good = tiny_models / "colours-mlp" / "laya"
     files = {name: (good / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}
@@ -64,7 +64,7 @@ def test_the_upload_check_runs_under_a_spinner_naming_the_upload(
 def test_every_ignored_upload_file_is_named_in_the_sidebar(monkeypatch: pytest.MonkeyPatch, tiny_models: Path) -> None:
     """``../model.json`` with ``model.safetensors`` was ignored with no message; a file of another kind ended the
     page with Streamlit's redacted error; a second ``model.json`` was dropped silently."""
-    monkeypatch.setattr(sidebar, "check_in_worker", lambda pool, files: deploy.check_upload(files))
+    monkeypatch.setattr(sidebar, "check_upload_in_worker", lambda pool, files: check_upload(files))
     monkeypatch.setenv("LAYA_MODELS", str(tiny_models))
     good = tiny_models / "colours-mlp" / "laya"
     meta, weights = (good / META_FILE).read_bytes(), (good / WEIGHTS_FILE).read_bytes()

@@ -31,7 +31,7 @@ from laya.model.checkpoint import (
     save_checkpoint,
 )
 from laya.sandbox import child
-from laya.sandbox.client import Sandboxed, check_upload
+from laya.sandbox.client import Sandboxed, check_upload_in_worker
 from laya.sandbox.pool import PoolConfig, Refused, WorkerError, WorkerPool, death
 from tests.model.fuzz_checkpoints import vit_checkpoint
 from tests.sandbox.test_protocol import same
@@ -93,13 +93,13 @@ def test_refusals_come_back_as_the_in_process_errors(pool: WorkerPool, good: Pat
     with pytest.raises(ImageError):
         remote.explain(b"not an image")
     with pytest.raises(CheckpointError, match="upload exactly two files"):
-        check_upload(pool, {META_FILE: b"{}"})
+        check_upload_in_worker(pool, {META_FILE: b"{}"})
     files = {name: (good / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}
-    check_upload(pool, files)
+    check_upload_in_worker(pool, files)
     record = json.loads(files[META_FILE])
     record["backbone"]["widths"] = [10**9]
     with pytest.raises(CheckpointError, match="backbone"):
-        check_upload(pool, {**files, META_FILE: json.dumps(record).encode()})
+        check_upload_in_worker(pool, {**files, META_FILE: json.dumps(record).encode()})
     missing = tmp_path / "nothing"
     with pytest.raises(CheckpointError):
         Sandboxed(pool, str(missing)).info()
@@ -245,7 +245,7 @@ def test_a_checkpoint_whose_layers_repeat_is_refused_at_load_and_the_worker_live
         Sandboxed(pool, str(path)).info()
     files = {name: (path / name).read_bytes() for name in (META_FILE, WEIGHTS_FILE)}
     with pytest.raises(CheckpointError, match="backbone.indices"):
-        check_upload(pool, files)
+        check_upload_in_worker(pool, files)
     assert pool.pids() == pid and Sandboxed(pool, str(good)).explain(image).label
     fine = vit_checkpoint(good, tmp_path / "vit01", indices=[0, 1])  # distinct layers still load and explain
     assert Sandboxed(pool, str(fine)).info().layer_names == ("block 1", "block 2")

@@ -11,7 +11,7 @@ from laya.app.text import shown
 from laya.model.checkpoint import CheckpointError
 from laya.model.own_head import OWN, is_own_head
 from pages import common
-from pages.common.network import unit_profile
+from pages.common.network import stage_summed, unit_profile
 
 selection = common.selected()
 st.title("Compare heads")
@@ -104,6 +104,9 @@ if any(c.meta.head.name == "lastlayer" for c in loaded.values()):
             elif ablation := common.block_ablation_chart(c, name, data, f"compare_block_ablation_{i}"):
                 posthoc_sections.append((f"{head_title(h)}: block ablation (post hoc)", ablation))
     with alpha_col:
+        for i, (h, c) in enumerate(zip(heads, loaded.values())):
+            if h == OWN and (summed := stage_summed(c, name, data, f"compare_network_{i}")) is not None:
+                posthoc_sections.append((head_comparison.STAGE_SUM_TITLE, summed))
         if intrinsic:
             alpha = layer_scores_figure(intrinsic[0][1])
             st.plotly_chart(shown(alpha, "plotly"), key="compare_laya_alpha")

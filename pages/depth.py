@@ -8,13 +8,16 @@ from laya.analysis.depth.layer_lens import METRICS, class_view, trajectory_figur
 from laya.analysis.depth.measured import load_exits
 from laya.analysis.head.logit_attribution import top_class_table
 from laya.app import browser, depth_plots, depth_views, explanation_views, input_images, verdicts
+from laya.app import network_views as nv
 from laya.app.catalog import example_images
 from laya.app.text import shown
+from laya.model.own_head import is_own_head
 from pages import common
 from pages.common import switches
 
 checkpoint, selection = common.current()
 classes, layers = checkpoint.meta.classes, list(checkpoint.layer_names)
+own = is_own_head(checkpoint.meta.train)  # reads one layer: no per-layer logit terms, no pruning; the lens's depth
 st.title("Depth analytics")
 report = common.load_depth(selection.path)
 if report is None:
@@ -39,16 +42,26 @@ threshold = switches.number(st.slider, "Early-exit confidence threshold t", "thr
 
 label_col, depth_col, exit_col = st.columns(3)
 label_col.metric("Prediction", shown(classes[result.prediction]))
+if own:  # the one prediction depth of every own-classifier page: its tuned lens's, over the network's units
+    units = common.network(str(selection.path), name, data)
+    lensed = None if isinstance(units, str) else nv.network_depth(units)
+    depth_col.metric(*depth_views.depth_metric(lensed, 0 if isinstance(units, str) else len(units.units), "tuned lens"))
 if result.readouts is not None:
     depth, stop = int(result.readouts.depth[0]), result.exit_layer(threshold)
-    depth_col.metric("Prediction depth", f"{depth:d} of {len(layers)}" if depth <= len(layers) else "only the full head")
+    if not own:
+        depth_col.metric("Prediction depth", f"{depth:d} of {len(layers)}" if depth <= len(layers) else "only the full head")
     exit_col.metric(f"Exit at t = {threshold:g}", shown(layers[stop]) if stop < len(layers) else "full model")
     st.markdown(verdicts.exit_verdict(result, threshold, classes, layers, verdicts.example_label(name, classes)))
-attribution = depth_plots.attribution_figure(top_class_table(result.attribution, 0, classes, layers))
-st.plotly_chart(shown(attribution, "plotly"), key="depth_attr")
-sections = [(f"{name}: per-layer logit attribution", attribution)]
+sections = []
+if own:
+    st.caption(depth_views.ONE_LAYER_NOTE)
+else:
+    attribution = depth_plots.attribution_figure(top_class_table(result.attribution, 0, classes, layers))
+    st.plotly_chart(shown(attribution, "plotly"), key="depth_attr")
+    sections.append((f"{name}: per-layer logit attribution", attribution))
 if result.readouts is not None:
-    path = depth_plots.readout_path_figure(result.readouts.path(0, classes, layers), depth, stop)
+    path = depth_plots.readout_path_figure(result.readouts.path(0, classes, layers), depth, stop,
+                                           "probes' prediction depth" if own else "prediction depth")  # fmt: skip
     st.plotly_chart(shown(path, "plotly"), key="depth_path")
     sections.append(("Readout path", path))
 if ablation := common.block_ablation_chart(checkpoint, name, data, "depth_block_ablation"):
@@ -99,7 +112,7 @@ st.caption(
 )
 saved = report.data["early_exit"]["at_1pt"]
 figures = common.depth_figures(selection.path)  # the same for every input: built once per checkpoint
-exit_col, prune_col = st.columns(2)
+exit_col, prune_col = st.columns(2) if not own else (st.container(), None)
 exit_curve = figures.exit_curve
 exit_col.plotly_chart(shown(exit_curve, "plotly"), key="depth_exit")
 exit_col.caption(f"Estimated compute saved at ≤ 1 point accuracy loss: {saved['saved']:.1%} (t = {saved['threshold']:g}): "
@@ -112,12 +125,14 @@ if measured is not None and (measured_fig := figures.measured) is not None:
     st.caption(f"Measured runs (`{shown(measured['command'], 'code')}`), {measured['n_test']:,} test inputs; readouts and trained exits. "
                "Hover for wall-clock savings (negative: slower than plain inference).")  # fmt: skip
     sections.append(("Early exit, measured runs", measured_fig))
-pruning = figures.pruning
-prune_col.plotly_chart(shown(pruning, "plotly"), key="depth_pruning")
-class_terms = figures.class_terms
-st.plotly_chart(shown(class_terms, "plotly"), key="depth_class_terms")
+if prune_col is not None:
+    prune_col.plotly_chart(shown(figures.pruning, "plotly"), key="depth_pruning")
+    st.plotly_chart(shown(figures.class_terms, "plotly"), key="depth_class_terms")
+    per_layer = [("Pruning", figures.pruning), ("Logit attribution by class", figures.class_terms)]
+else:  # the note above says why
+    per_layer = []
 kind = report.data.get("readout_kind", report.data["readout_source"])
-depth_title = f"Prediction depth and overthinking by class (readouts: {kind})"
+depth_title = f"{'The probes’ prediction' if own else 'Prediction'} depth and overthinking by class (readouts: {kind})"
 st.subheader(shown(depth_title))
 depth_table = depth_views.prediction_depth_view(report.table("prediction_depth"))
 st.dataframe(depth_table, hide_index=True)
@@ -142,8 +157,7 @@ roc = report.table("roc")
 task = switches.pick(st.selectbox, "ROC curves for", list(dict.fromkeys(roc["task"])), "task", "depth_task")
 roc_figure = depth_plots.roc_figure(roc, task)
 st.plotly_chart(shown(roc_figure, "plotly"), key="depth_roc")
-sections += [("Whole test set: early exit", exit_curve), ("Pruning", pruning), ("Logit attribution by class", class_terms),
-             (depth_title, depth_table),
+sections += [("Whole test set: early exit", exit_curve), *per_layer, (depth_title, depth_table),
              ("Detection AUROC [95 % CI]", report.auroc_table()), (f"ROC: {task}", roc_figure)]  # fmt: skip
 common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name,
                      common.provenance(checkpoint, (name, input_images.input_pixels(data, checkpoint.meta.input)),

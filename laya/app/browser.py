@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 from laya.analysis.depth.detection import COVARIANCE, SCORE_LABELS, mahalanobis_trusted
 from laya.analysis.sample import Sample
 from laya.app.text import clicked_name
+from laya.model.own_head import is_own_head
 
 Outcome = Literal["all", "correct", "wrong"]
 OUTCOMES: tuple[Outcome, ...] = ("all", "correct", "wrong")
@@ -143,6 +144,15 @@ def browse_table(sample: Sample, query: Query = Query()) -> pd.DataFrame:
     return by_index.sort_values(column, ascending=not query.descending, kind="stable").reset_index(drop=True)
 
 
+def depth_words(train: dict) -> str:
+    """How Browse names its ``prediction depth`` column for a checkpoint with this ``train`` record: for an attached
+    network's own classifier it comes from the depth report's linear probes, so it is named as theirs (the depth its
+    other pages show is the tuned lens's)."""
+    if is_own_head(train):
+        return "prediction depth (the probes': linear probes on the network's layers, not the tuned lens)"
+    return "prediction depth"
+
+
 def heatmap_query(label: str, layer: str) -> Query:
     """A class × layer heatmap cell: the inputs of ``label``, highest score of ``layer`` first."""
     return Query(label=label, layer=layer, sort="score", descending=True)
@@ -249,6 +259,7 @@ __all__ = [
     "confusion_figure",
     "confusion_query",
     "default_score",
+    "depth_words",
     "detection_query",
     "detection_scores",
     "heatmap_query",

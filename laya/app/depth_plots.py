@@ -58,10 +58,12 @@ def class_terms_figure(table: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def readout_path_figure(path: pd.DataFrame, depth: int, exit_layer: int | None = None) -> go.Figure:
+def readout_path_figure(
+    path: pd.DataFrame, depth: int, exit_layer: int | None = None, depth_name: str = "prediction depth"
+) -> go.Figure:
     """One input's readout confidence per layer (text: the readout's class; teal: agrees with the final
-    prediction, red: disagrees, both in the legend), a dashed line at the prediction depth and a star where
-    the exit policy stops."""
+    prediction, red: disagrees, both in the legend), a dashed line at the prediction depth (``depth_name``: the
+    probes' where another depth is shown beside) and a star where the exit policy stops."""
     fig = go.Figure()
     for agrees, color, name in ((True, AGREE_COLOR, "readout agrees with the final prediction"),
                                 (False, DISAGREE_COLOR, "readout disagrees with the final prediction")):
@@ -73,7 +75,7 @@ def readout_path_figure(path: pd.DataFrame, depth: int, exit_layer: int | None =
     fig.update_xaxes(categoryorder="array", categoryarray=list(path["layer"]))
     L = len(path)
     if depth <= L:
-        fig.add_vline(x=depth - 1.5, line_dash="dash", annotation_text=f"prediction depth {depth}")
+        fig.add_vline(x=depth - 1.5, line_dash="dash", annotation_text=f"{depth_name} {depth}")
     if exit_layer is not None and exit_layer < L:
         fig.add_trace(go.Scatter(x=[path["layer"].iloc[exit_layer]], y=[path["confidence"].iloc[exit_layer]],
                                  mode="markers", marker={"symbol": "star", "size": 18, "color": "gold"},

@@ -17,6 +17,11 @@ from laya.app.numbers import ci_cells, count_of, is_missing, number_text, percen
 from laya.app.text import plain
 
 HUGE_MAHALANOBIS = 1e3  # standardised by its training mean and std: typical in-distribution values are O(1)
+ONE_LAYER_NOTE = (
+    "Not drawn for the own classifier: it reads the pre-logits layer alone, so its logit contributions per layer "
+    "are one bar (that layer's, the whole logit) and removing any other layer leaves it unchanged (a flat pruning "
+    "panel). Inspect and Class-wise explain the network by its units instead."
+)
 
 
 def _flags(key: str, value: float, threshold: float | None) -> tuple[float, float | None, str, bool]:
@@ -59,6 +64,16 @@ def prediction_depth_view(table: pd.DataFrame) -> pd.DataFrame:
             "errors a shallower layer got right [95% CI]": rate("overthought_errors"),
         }
     )
+
+
+def depth_metric(depth: int | None, layers: int, readout: str) -> tuple[str, str]:
+    """``(label, value)`` of a prediction-depth metric named for its ``readout`` (``tuned lens``, ``probes``):
+    ``depth`` is 1-based over ``layers`` read, ``layers + 1`` where even the last one disagrees, None where
+    there is no such readout."""
+    label = f"Prediction depth ({readout})"
+    if depth is None:
+        return label, "–"
+    return label, f"{depth:d} of {layers}" if depth <= layers else "never (even the last disagrees)"
 
 
 def best_ood_score(depth: Mapping, widths: Sequence[int] | None = None) -> tuple[str, float, int] | None:
@@ -143,7 +158,9 @@ def mahalanobis_warning(
 
 __all__ = [
     "HUGE_MAHALANOBIS",
+    "ONE_LAYER_NOTE",
     "best_ood_score",
+    "depth_metric",
     "detection_view",
     "false_alarm_text",
     "mahalanobis_warning",

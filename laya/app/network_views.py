@@ -133,14 +133,16 @@ def lens_figure(result: NetworkExplanation, classes: Sequence[str]) -> go.Figure
 
 
 def depth_text(result: NetworkExplanation) -> str | None:
-    """One sentence on the network's own prediction depth, or None without a lens."""
+    """One sentence on the network's own prediction depth, named for its lens (the one depth every page of the own
+    classifier shows; the depth report's probes give theirs under their name), or None without a lens."""
     depth = network_depth(result)
     if depth is None:
         return None
+    named = f"Prediction depth ({result.lens_source})"
     if depth > len(result.units):
-        return "Prediction depth: even the last unit's lens reads another class than the network's prediction."
-    return (f"Prediction depth {depth} of {len(result.units)}: from unit {result.units[depth - 1]} on, every unit's "
-            f"lens reads the final prediction ({result.lens_source}).")  # fmt: skip
+        return f"{named}: even the last unit's lens reads another class than the network's prediction."
+    return (f"{named} {depth} of {len(result.units)}: from unit {result.units[depth - 1]} on, every unit's "
+            "lens reads the final prediction.")  # fmt: skip
 
 
 def gradcam_figure(result: NetworkExplanation, pixels: np.ndarray, classes: Sequence[str]) -> go.Figure:

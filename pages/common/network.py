@@ -9,8 +9,8 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
+from laya.app import head_comparison, input_images
 from laya.app import network_views as nv
-from laya.app import input_images
 from laya.app.text import shown
 from laya.model.attached_files import AttachedFileError
 from laya.sandbox.info import ModelInfo
@@ -68,6 +68,25 @@ def unit_profile(info: ModelInfo, name: str, data: bytes, key: str, lens: bool =
     return [*sections, (nv.GRADCAM_TITLE, strip)]
 
 
+def stage_summed(info: ModelInfo, name: str, data: bytes, key: str) -> go.Figure | None:
+    """The unit profile that :func:`unit_profile` drew under ``key`` (its switches' values), summed by the heads'
+    layer its units make (:func:`~laya.app.head_comparison.stage_sums`), drawn; None where it is not shown."""
+    state = st.session_state
+    result = network(str(info.path), name, data, state.get(f"{key}_method", next(iter(nv.METHODS))),
+                     state.get(f"{key}_granularity", next(iter(nv.GRANULARITIES))),
+                     branch=state.get(f"{key}_branch", "block"))  # fmt: skip
+    if isinstance(result, str):
+        return None
+    table = head_comparison.stage_sums(result, list(info.layer_names))
+    figure = head_comparison.stage_sum_figure(table, info.meta.classes[result.prediction])
+    st.plotly_chart(shown(figure, "plotly"), key=f"{key}_stages")
+    units = ", ".join(f"{row.layer}: {row.units or 'none that keeps the input'}" for row in table.itertuples())
+    st.caption(shown(f"Each of the heads' layers is made of the network's units ({units}); the bar sums their drops "
+                     "on this input, on the same axis as LAYA's α. A unit that replaces its whole output (no "
+                     "shortcut) is left out: its drop does not depend on the input."))  # fmt: skip
+    return figure
+
+
 def load_network_report(path: str) -> Any | None:
     """The stored network report beside an own-classifier checkpoint (``network.json``), or None where there is
     none or where this install has no reader for it yet (then an ``st.info`` says how it is computed), or where its
@@ -103,4 +122,4 @@ def class_unit_heatmap(report: Any, classes: list[str], key: str) -> go.Figure |
     return figure
 
 
-__all__ = ["NO_REPORT", "class_unit_heatmap", "load_network_report", "unit_profile"]
+__all__ = ["NO_REPORT", "class_unit_heatmap", "load_network_report", "stage_summed", "unit_profile"]

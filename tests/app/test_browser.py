@@ -100,3 +100,8 @@ def test_every_bundled_checkpoint_has_a_browsable_sample(setting_dir: Path) -> N
         assert len(browse_table(sample)) == 1000 and sample.thumbnail(999).shape[0] == sample.meta["tile"]
     total = sum(f.stat().st_size for f in BUNDLED.rglob("*") if f.is_file() and f.name != "per_input.safetensors")
     assert total < MODELS_BUDGET, f"models/ holds {total / 2**20:.1f} MiB"
+
+
+def test_the_own_classifiers_sample_depth_is_named_as_the_probes() -> None:
+    assert browser.depth_words({"own": {"network": "resnet18"}}).startswith("prediction depth (the probes'")
+    assert browser.depth_words({"epochs": 3}) == "prediction depth"  # a head's readouts: its only depth

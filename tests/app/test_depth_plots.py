@@ -31,6 +31,9 @@ def test_readout_path_marks_disagreement_depth_and_exit():
     assert disagree.marker.color == depth_plots.DISAGREE_COLOR and list(disagree.x) == ["x"]
     assert list(fig.layout.xaxis.categoryarray) == LAYERS  # layers stay in depth order
     assert fig.layout.shapes[0].x0 == 0.5 and fig.data[2].x == ("y",)
+    assert fig.layout.annotations[0].text == "prediction depth 2"
+    named = depth_plots.readout_path_figure(path, depth=2, depth_name="probes' prediction depth")
+    assert named.layout.annotations[0].text == "probes' prediction depth 2"  # where the tuned lens's is the one shown
 
 
 def test_curves():

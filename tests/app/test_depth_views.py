@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from laya.app.depth_views import best_ood_score, detection_view, mahalanobis_warning, ood_status, shown_ood_scores
+from laya.app.depth_views import (
+    best_ood_score,
+    depth_metric,
+    detection_view,
+    mahalanobis_warning,
+    ood_status,
+    shown_ood_scores,
+)
 
 
 DEPTH = {
@@ -51,3 +58,10 @@ def test_inspect_asks_only_for_the_ood_scores_its_status_shows() -> None:
     best = best_ood_score(depth)
     assert shown_ood_scores(depth) == ("msp", best[0]) and best[0] != "msp"
     assert shown_ood_scores({}) == ("msp",)  # no detection table: max softmax alone
+
+
+def test_a_prediction_depth_is_named_for_its_readout() -> None:
+    assert depth_metric(8, 9, "tuned lens") == ("Prediction depth (tuned lens)", "8 of 9")
+    assert depth_metric(10, 9, "tuned lens") == ("Prediction depth (tuned lens)", "never (even the last disagrees)")
+    assert depth_metric(4, 6, "probes") == ("Prediction depth (probes)", "4 of 6")
+    assert depth_metric(None, 0, "tuned lens") == ("Prediction depth (tuned lens)", "–")  # no lens beside the head

@@ -83,7 +83,7 @@ def test_lens_table_depth_and_figure() -> None:
           ([0.5, 0.3, 0.2], [0.2, 0.5, 0.3], [0.1, 0.8, 0.1], [0.2, 0.6, 0.2])]  # fmt: skip
     assert table["kl"].tolist() == pytest.approx(kl, abs=1e-6)
     assert nv.network_depth(result) == 2  # from layer2.0 on every unit reads dog
-    assert "Prediction depth 2 of 4" in nv.depth_text(result) and "layer2.0" in nv.depth_text(result)
+    assert "Prediction depth (tuned lens) 2 of 4" in nv.depth_text(result) and "layer2.0" in nv.depth_text(result)
     assert list(nv.lens_figure(result, CLASSES).data[0].x) == list(result.units)
     none = explanation(log_q=None, log_p=None, lens_source="no tuned lens")
     assert nv.lens_table(none, CLASSES) is None and nv.lens_figure(none, CLASSES) is None

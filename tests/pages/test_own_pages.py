@@ -14,7 +14,9 @@ from streamlit.testing.v1 import AppTest
 
 from laya.analysis.network.explain import network_bytes
 from laya.app.catalog import describe, example_images
-from laya.app.network_views import GRADCAM_TITLE, LENS_TITLE, UNIT_PROFILE_TITLE
+from laya.app.depth_views import ONE_LAYER_NOTE, depth_metric
+from laya.app.head_comparison import STAGE_SUM_TITLE, stage_sums
+from laya.app.network_views import GRADCAM_TITLE, LENS_TITLE, UNIT_PROFILE_TITLE, network_depth
 from laya.app.text import unplain
 from laya.model.checkpoint import load_checkpoint
 from laya.model.own_head import OWN
@@ -39,6 +41,21 @@ def _start(attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPat
     at.sidebar.selectbox(key="model_group").set_value(group).run()
     at.sidebar.radio(key=f"model_head_{group}").set_value(str(attached.heads[OWN])).run()
     return at
+
+
+def _on_page(attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch, page: str) -> AppTest:
+    """The app on ``page`` for the own head, at its first example; no error shown."""
+    at = _start(attached, image_folder, monkeypatch)
+    at.switch_page(f"pages/{page}.py").run()
+    _ok(at, page)
+    return at
+
+
+def _first_example(path: Path):
+    """The own head at ``path`` and its units on its first example (the input every page opens on), in this process."""
+    own = load_checkpoint(path)
+    examples = [p.read_bytes() for p in example_images(path)]
+    return own, network_bytes(own, examples[0], examples=examples)
 
 
 def charts(at: AppTest) -> dict[str, dict]:
@@ -128,6 +145,45 @@ def test_browse_and_patching_open_on_views_that_differ_between_inputs(
     assert figure["layout"]["xaxis2"]["showticklabels"] is True  # no α row: the names stay under the second row
 
 
+def test_compare_sums_the_unit_profile_by_the_heads_layers_beside_alpha(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unit profile summed by the heads' layer its units make, on LAYA's α's axis, from the same input."""
+    at = _on_page(attached, image_folder, monkeypatch, "compare")
+    shown = charts(at)
+    own, expected = _first_example(attached.heads[OWN])
+    table = stage_sums(expected, list(own.layer_names))
+    summed = shown[STAGE_SUM_TITLE]["data"][0]
+    assert summed["x"] == list(own.layer_names)
+    assert values(summed["y"]) == pytest.approx(table["drop"].tolist(), abs=1e-6, nan_ok=True)
+    assert table["drop"].notna().sum() >= 4  # every stage of residual blocks has a bar
+    alpha = next(s for t, s in shown.items() if t.endswith("layer scores and LOO drops"))
+    assert alpha["data"][0]["x"] == summed["x"]  # the same axis as LAYA's α
+    assert any("Each of the heads' layers is made of the network's units" in t for t in texts(at))
+
+
+ONE_LAYER_CHARTS = ("Per-layer contributions", "Mean contribution of each layer", "Pruning")
+
+
+def test_depth_analytics_names_its_depths_and_draws_nothing_fixed_by_one_layer(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one prediction depth shown is the tuned lens's over the network's units, named so; the probes' depth is
+    named as theirs; no one-bar logit contributions and no flat pruning panel, and a sentence says why."""
+    at = _on_page(attached, image_folder, monkeypatch, "depth")
+    _, expected = _first_example(attached.heads[OWN])  # the input carried from Inspect
+    metrics = {m.label: m.value for m in at.metric}
+    label, value = depth_metric(network_depth(expected), len(expected.units), "tuned lens")
+    assert metrics.get(label) == value and value != "–", metrics
+    assert "Prediction depth" not in metrics  # no second, unnamed depth
+    shown = charts(at)
+    assert not [t for t in shown if t.startswith(ONE_LAYER_CHARTS)]
+    assert any(ONE_LAYER_NOTE in t for t in texts(at))
+    if path := shown.get("Readout path: each layer's own prediction"):  # where the depth report has probes
+        named = [a["text"] for a in path["layout"].get("annotations", []) if "prediction depth" in a["text"]]
+        assert all(t.startswith("probes' prediction depth") for t in named)
+
+
 def test_the_stored_network_report_lights_up_faithfulness_and_classwise(
     attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -195,6 +251,9 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
         at.switch_page(f"pages/{page}.py").run()
         _ok(at, page)
         assert charts(at) or page == "browse", page
+        if page == "depth":  # the depth report's pruning and logit terms, fixed by the head reading one layer
+            assert not [t for t in charts(at) if t.startswith(ONE_LAYER_CHARTS)]
+            assert "Prediction depth (tuned lens)" in [m.label for m in at.metric]
 
 
 @pytest.mark.skipif(not (BUNDLED / OWN / "network.json").is_file(), reason="the bundled attached network is not here")

@@ -72,7 +72,8 @@ class NetworkExplanation(Encoded):
     (module names): ``log_q (U', K)``/``log_p (K,)`` (None without a lens; ``lens_source`` then says why),
     ``cam (U', H, W)`` in ``[0, 1]`` of class ``cam_class``. ``branch``: what of each bar was intervened on
     (``"block"``, ``"attention"``, ``"mlp"``; ``methods`` says what each bar got); ``branched``: some bar has an
-    attention and an MLP branch to choose."""
+    attention and an MLP branch to choose. ``layers``: per bar, the index of its stage among the backbone's layers
+    (:attr:`Unit.layer`: which of the heads' layers the bar is part of)."""
 
     names: tuple[str, ...]
     stages: tuple[str, ...]
@@ -93,6 +94,7 @@ class NetworkExplanation(Encoded):
     lens_source: str
     branch: str = "block"
     branched: bool = False
+    layers: tuple[int, ...] = ()
 
     @property
     def lens(self) -> Lens | None:
@@ -106,7 +108,8 @@ class NetworkExplanation(Encoded):
         """Inverse of :meth:`to_tensors`. Raises ``ValueError`` for a reply that does not fit."""
         explanation = super().from_tensors(tensors, values)
         names, units = explanation.names, explanation.units
-        if explanation.drops.shape != (len(names),) or explanation.cam.shape[0] != len(units):
+        if (explanation.drops.shape != (len(names),) or explanation.cam.shape[0] != len(units)
+                or len(explanation.layers) not in (0, len(names))):  # fmt: skip
             raise ValueError(f"a network reply of {len(names)} bars and {len(units)} units does not fit its tensors")
         return explanation
 
@@ -216,7 +219,7 @@ def explain_network(
         profile.ablated_predictions[0], int(profile.prediction[0]), float(profile.probability[0]), profile.references,
         reference_source, tuple(names), cam.maps[0].float(), int(cam.classes[0]),
         None if lens is None else lens.log_q[0].float(), None if lens is None else lens.log_p[0].float(), source,
-        branch, branched(bars),
+        branch, branched(bars), tuple({u.name: u.layer for u in bars}[n] for n in profile.units),
     )  # fmt: skip
 
 

@@ -45,6 +45,11 @@ def test_a_network_without_branches_offers_none() -> None:
     chosen = explain_network(checkpoint, image, references, branch="mlp")
     assert not block.branched and set(block.methods) == {"resample"}
     assert set(chosen.methods) == {"resample of the whole block"} and torch.equal(chosen.drops, block.drops)
+    units = {u.name: u.layer for u in profile_units(checkpoint, "unit")}
+    assert block.layers == tuple(units[n] for n in block.names)  # each bar's layer among the heads' layers
+    assert list(block.layers) == sorted(block.layers) and len(set(block.layers)) > 1
+    stages = explain_network(checkpoint, image, references, granularity="stage")
+    assert stages.layers == tuple(range(len(stages.names)))  # a stage is its own layer
 
 
 def test_a_checkpoint_records_its_references_once(monkeypatch) -> None:

@@ -65,7 +65,7 @@ def test_a_no_op_unit_drops_nothing_and_the_decisive_unit_drops_to_chance(setup)
     model, x, labels, units = setup
     skip = intervene(model, x, units, "skip")
     masks = torch.eye(2, dtype=torch.bool)
-    assert torch.equal(skipped_predictions(model, x, units, masks), skip.ablated_predictions.T)  # one pass, as intervene
+    assert torch.equal(skipped_predictions(model, x, units, masks), skip.ablated_predictions.T)  # as intervene
     study = lesion_study(labels, skip.prediction, {"skip": skip.ablated_predictions}, {"skip": skip.methods}, None,
                          None, [u.name for u in units], CLASSES, resamples=200)  # fmt: skip
     assert study.intact == [1.0, 1.0, 1.0]
@@ -89,8 +89,9 @@ def test_the_k_curve_starts_at_the_intact_accuracy_and_ends_at_chance(setup) -> 
     assert points.loc[0, "mean"] == study.intact[0] == 1.0 and points.loc[0, "sd"] == 0.0
     assert points.loc[2, "mean"] == pytest.approx(1 / 3) and points.loc[2, "draws"] == 4
     hit = (curve[1:5] == labels).double().mean(1)  # k = 1: no-op draws keep 1.0, decisive draws 1/3
-    assert points.loc[1, "min"] == pytest.approx(float(hit.min())) and points.loc[1, "max"] == pytest.approx(float(hit.max()))
+    assert (points.loc[1, "min"], points.loc[1, "max"]) == pytest.approx((float(hit.min()), float(hit.max())))
     assert points.loc[1, "mean"] == pytest.approx(float(hit.mean()))
+    assert sorted(set(hit.tolist())) == pytest.approx([1 / 3, 1.0])  # both units drawn
 
 
 def test_the_per_class_table_sums_to_the_whole(setup) -> None:

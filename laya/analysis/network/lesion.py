@@ -32,6 +32,7 @@ from laya.model.classifier import LayerwiseClassifier
 from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
 
 DRAWS = 5  # random sets per k
+ROWS = 512  # rows (inputs x settings) per pass of the k-curve
 SINGLE_COLUMNS = ("intervention", "unit", "method", "accuracy", "low", "high", "drop", "drop_low", "drop_high",
                   "p_value")  # fmt: skip
 CURVE_COLUMNS = ("k", "draws", "mean", "sd", "min", "max")
@@ -55,15 +56,21 @@ def lesion_masks(residual: Sequence[bool], draws: int = DRAWS, seed: int = 0) ->
     return torch.stack(masks), torch.tensor(ks)
 
 
-@torch.inference_mode()
-def skipped_predictions(model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit], masks: Tensor) -> Tensor:
+def skipped_predictions(
+    model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit], masks: Tensor, rows: int = ROWS
+) -> Tensor:
     """``(M, B)`` the class predicted for each input of ``x`` ``(B, C, H, W)`` (preprocessed) with, in setting
     ``m``, every unit ``u`` where ``masks[m, u]`` skipped at once: its output replaced by its stream (module
-    docstring). One pass of ``M·B`` rows. Raises ``ValueError`` for a mask of another width, or one that skips a
-    unit that does not keep its input in this pass."""
-    M, B = masks.shape[0], len(x)
+    docstring); passes of about ``rows`` rows (whole settings of ``B``). Raises ``ValueError`` for a mask of another
+    width, or one that skips a unit that does not keep its input in this pass."""
     if masks.ndim != 2 or masks.shape[1] != len(units):
         raise ValueError(f"masks must be (M, {len(units)}), one column per unit; got {tuple(masks.shape)}")
+    return torch.cat([_skipped(model, x, units, m) for m in masks.split(max(1, rows // max(1, len(x))))])
+
+
+@torch.inference_mode()
+def _skipped(model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit], masks: Tensor) -> Tensor:
+    M, B = masks.shape[0], len(x)
     inputs: dict[int, Tensor] = {}
     with Streams([u.block for u in units]) as streams, Hooks() as hooks:  # its hooks first: kept is known in ours
         for u, unit in enumerate(units):
@@ -142,5 +149,5 @@ def lesion_study(
                        pd.DataFrame(points, columns=list(CURVE_COLUMNS)))  # fmt: skip
 
 
-__all__ = ["CURVE_COLUMNS", "DRAWS", "INTACT", "SINGLE_COLUMNS", "LesionStudy", "lesion_masks", "lesion_study",
+__all__ = ["CURVE_COLUMNS", "DRAWS", "INTACT", "ROWS", "SINGLE_COLUMNS", "LesionStudy", "lesion_masks", "lesion_study",
            "skipped_predictions"]  # fmt: skip

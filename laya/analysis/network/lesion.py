@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from laya.analysis.depth.readouts import class_groups
 from laya.analysis.head.ablation import float64_head
@@ -81,7 +82,7 @@ def _skipped(model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit], masks
             on_input(hooks, unit.block, lambda t, u=u: inputs.__setitem__(u, t.clone()))
             where = masks[:, u].to(x.device).repeat_interleave(B)
 
-            def skip(m: object, a: object, out: object, u: int = u, where: Tensor = where) -> object:
+            def skip(m: nn.Module, a: tuple, out: Any, u: int = u, where: Tensor = where) -> Any:
                 if not streams.residual[u]:
                     raise ValueError(f"unit {units[u].name!r} did not keep its input in this pass")
                 kept = streams.kept[u]

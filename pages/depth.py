@@ -13,6 +13,7 @@ from laya.app.catalog import example_images
 from laya.app.text import shown
 from laya.model.own_head import is_own_head
 from pages import common
+from pages.common.network import load_network_report
 from pages.common import switches
 
 checkpoint, selection = common.current()
@@ -100,6 +101,23 @@ else:
         by_class = trajectory_figure(class_view(lens_summary, metric), metric, str(lens_summary["readout"].iloc[0]))
         st.plotly_chart(shown(by_class, "plotly"), key="depth_lens_classes")
         sections.append((f"Per-layer lens by true class: {METRICS[metric]}", by_class))
+
+if is_own_head(checkpoint.meta.train) and (network := load_network_report(selection.path)) is not None:
+    st.subheader("Which units can the network do without? The lesion study over the report's test inputs")
+    if network.lesion is None:
+        st.info("This network report predates the lesion study: `python -m laya network --checkpoint "
+                f"{shown(selection.path, 'code')}` computes it again.")
+    else:
+        done = [k for k in nv.LESIONED if k in set(network.lesion.single["intervention"])]
+        lesion_by = st.radio("Units removed by", done, format_func=nv.LESIONED.__getitem__,
+                             horizontal=True, key="depth_lesion_by")  # fmt: skip
+        lesion = nv.lesion_figure(network.lesion, lesion_by)
+        st.plotly_chart(shown(lesion, "plotly"), key="depth_lesion")
+        st.caption("Left: test accuracy with one unit removed, the rest of the network unchanged (skip keeps its "
+                   "stream; a hatched bar could not be skipped and got resample, as its hover says), 95 % bootstrap "
+                   "CIs over inputs; the hover gives the drop from intact with its paired CI. Right: units that keep "
+                   "the input skipped k at a time, seeded random sets (`laya network --lesion-draws`).")
+        sections.append((f"Lesion study ({nv.LESIONED[lesion_by]})", lesion))
 
 if report is None:
     common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name,

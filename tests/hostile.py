@@ -297,6 +297,22 @@ def _table_row(record: Any) -> Any:
     return record
 
 
+def _lesion(**change: Any) -> Callable[[Any], Any]:
+    """The record with a well-formed ``lesion`` section for its units, the fields in ``change`` replaced (a callable
+    gets the section)."""
+
+    def edit(record: Any) -> Any:
+        units = record["units"]
+        row = {"intervention": "skip", "unit": units[1], "method": "skip", "accuracy": 0.5, "low": 0.4, "high": 0.6,
+               "drop": 0.1, "drop_low": 0.0, "drop_high": 0.2, "p_value": 0.05}
+        table = {"index": ["all"], "columns": ["intact", *units, "n"], "data": [[0.6] * (len(units) + 1) + [10]]}
+        lesion = {"n": 10, "intact": [0.6, 0.5, 0.7], "single": [row], "classes": {"skip": table},
+                  "curve": [{"k": 0, "draws": 1, "mean": 0.6, "sd": 0.0, "min": 0.6, "max": 0.6}]}
+        return record | {"lesion": lesion | {k: v(lesion) if callable(v) else v for k, v in change.items()}}
+
+    return edit
+
+
 NESTED = "[" * 100_000 + "]" * 100_000
 LENS_CASES = [
     FileCase("width 6000", "tuned_lens.safetensors", _edit("tuned_lens.json", _with(width=6000)),
@@ -335,4 +351,17 @@ REPORT_CASES = [
     FileCase("corrupt arrays", "network.safetensors", _text("network.safetensors", b"\x10\x00" * 40),
              "is not a valid safetensors file"),
     FileCase("report linked out", "network.json", _linked_out("network.json"), "links outside"),
+    FileCase("a list for the lesion", "network.json", _edit("network.json", _with(lesion=[])), "lesion = []"),
+    FileCase("NaN inputs in the lesion", "network.json", _edit("network.json", _lesion(n=math.nan)), "lesion.n"),
+    FileCase("a lesion row of another unit", "network.json",
+             _edit("network.json", _lesion(single=lambda l: [l["single"][0] | {"unit": "nowhere"}])),
+             "lesion.single = ['nowhere']"),
+    FileCase("a text accuracy in a lesion row", "network.json",
+             _edit("network.json", _lesion(single=lambda l: [l["single"][0] | {"accuracy": "high"}])),
+             "lesion.single[0]"),
+    FileCase("a negative k on the lesion curve", "network.json",
+             _edit("network.json", _lesion(curve=lambda l: [l["curve"][0] | {"k": -1}])), "lesion.curve[0]"),
+    FileCase("a lesion table of other columns", "network.json",
+             _edit("network.json", _lesion(classes={"skip": {"index": ["all"], "columns": ["n"], "data": [[1]]}})),
+             "lesion.classes['skip']"),
 ]  # fmt: skip

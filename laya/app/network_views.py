@@ -22,6 +22,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from laya.analysis.network.explain import GRANULARITIES, NetworkExplanation
+from laya.analysis.network.lesion import LesionStudy
 from laya.analysis.network.lens import class_unit_figure, lens_profile, prediction_depth, profile_figure
 from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.app import palette
@@ -31,6 +32,8 @@ from laya.app.text import code_plain, plain
 UNIT_PROFILE_TITLE = "The network by its units: drop in p(ŷ) per intervention"
 LENS_TITLE = "What each unit predicts, read through the network's own classifier"
 GRADCAM_TITLE = "Where each unit looked (Grad-CAM)"
+LESION_TITLE = "Lesion study: test accuracy with units removed"
+LESIONED = {"skip": "skipped", "resample": "resampled"}  # how a lesion study's intervention is read on a bar
 METHODS = {"resample": "resample (keeps the input)", "skip": "skip (residual units; resample elsewhere)",
            "mean": "mean (a constant where a unit is not residual)"}  # fmt: skip
 BRANCHES = {"block": "whole block", "attention": "attention", "mlp": "MLP"}  # the part of each block intervened on
@@ -268,10 +271,43 @@ def lens_summary_view(lens: dict[str, Any]) -> pd.DataFrame | None:
     })  # fmt: skip
 
 
+
+def lesion_figure(study: LesionStudy, intervention: str) -> go.Figure:
+    """The stored lesion study (:class:`~laya.analysis.network.lesion.LesionStudy`) in two panels: per unit its
+    test accuracy with ``intervention`` (``skip``, ``resample``) acting on it alone, with its bootstrap CI (a unit
+    that got a fallback is hatched and its hover names the method), beside the intact accuracy; and accuracy over
+    ``k`` units skipped at once, the mean over the draws and their range as a band."""
+    rows = study.single[study.single["intervention"] == intervention]
+    word = LESIONED.get(intervention, intervention)
+    figure = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], subplot_titles=(
+        f"Each unit {word} alone [95 % CI]", "k units that keep the input skipped at once (draws: mean, range)"))
+    fallback = [m.split(" of ")[0] != intervention for m in rows["method"]]
+    figure.add_bar(x=rows["unit"], y=rows["accuracy"], name=f"{word} (95 % CI)", marker_color=palette.ACCURACY,
+                   marker_pattern_shape=[palette.FLIP_PATTERN if f else "" for f in fallback],
+                   error_y={"type": "data", "symmetric": False, "array": rows["high"] - rows["accuracy"],
+                            "arrayminus": rows["accuracy"] - rows["low"]},
+                   hovertext=[f"{m}; drop {d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for m, d, lo, hi in
+                              zip(rows["method"], rows["drop"], rows["drop_low"], rows["drop_high"])],
+                   row=1, col=1)  # fmt: skip
+    figure.add_hline(y=study.intact[0], line_dash="dash", line_color=palette.NEUTRAL, annotation_text="intact",
+                     row=1, col=1)  # fmt: skip
+    curve = study.curve
+    if len(curve):
+        figure.add_scatter(x=[*curve["k"], *curve["k"][::-1]], y=[*curve["max"], *curve["min"][::-1]], fill="toself",
+                           line_width=0, fillcolor="rgba(84, 162, 75, 0.25)", name="range over the draws",
+                           hoverinfo="skip", row=1, col=2)  # fmt: skip
+        figure.add_scatter(x=curve["k"], y=curve["mean"], mode="lines+markers", line_color=palette.ACCURACY,
+                           name="mean over the draws", row=1, col=2)  # fmt: skip
+    figure.update_yaxes(title_text="test accuracy", rangemode="tozero")
+    figure.update_xaxes(title_text="k", row=1, col=2)
+    figure.update_layout(title=plain(f"{LESION_TITLE} ({word}; {study.n:,} test inputs)"), height=380)
+    return figure
+
+
 __all__ = [
-    "BAR_WORDS", "BRANCHES", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "METHODS",
-    "UNIT_PROFILE_TITLE", "agreement_summary", "agreement_view", "bar_word", "class_unit_heatmap", "depth_text",
-    "gradcam_figure", "lens_figure", "lens_summary_view", "lens_table", "network_depth", "stored_class_units",
-    "unit_profile_caption",
-    "unit_profile_figure", "unit_profile_table",
+    "BAR_WORDS", "BRANCHES", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "LESIONED",
+    "LESION_TITLE", "METHODS", "UNIT_PROFILE_TITLE", "agreement_summary", "agreement_view", "bar_word",
+    "class_unit_heatmap", "depth_text", "gradcam_figure", "lens_figure", "lens_summary_view", "lens_table",
+    "lesion_figure", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
+    "unit_profile_table",
 ]  # fmt: skip

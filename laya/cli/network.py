@@ -25,7 +25,8 @@ def cmd_network(args: argparse.Namespace) -> None:
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
     options = NetworkOptions(limit=args.limit, references=args.references, method=args.method, branch=args.branch,
-                             ig_steps=args.ig_steps, resamples=args.resamples, **lens_settings(args))
+                             ig_steps=args.ig_steps, resamples=args.resamples, lesion_draws=args.lesion_draws,
+                             **lens_settings(args))  # fmt: skip
     out = Path(args.out or checkpoint.path)
     report = run_network(checkpoint, options, "laya " + shlex.join(sys.argv[1:]), args.refit_lens, dest=out)
     print(f"{len(report.indices)} test inputs, {len(report.units)} units.\n{lens_line(report)}\n"
@@ -35,6 +36,14 @@ def cmd_network(args: argparse.Namespace) -> None:
         print(f"  {SCORE_LABELS[row.score]:<28} vs {row.intervention:<14} {row.spearman_mean:.3f} "
               f"[{row.ci_low:.3f}, {row.ci_high:.3f}]  n = {row.n}, {row.units} units"
               + ("  trusted" if row.kind == "score" and bool(row.trusted) else ""))
+    lesion = report.lesion
+    print(f"Lesion study: accuracy {lesion.intact[0]:.3f} intact; per unit, skipped alone (the method named) "
+          "[95% bootstrap CI], the drop from intact (paired bootstrap):")
+    for row in lesion.single.itertuples():
+        print(f"  {row.intervention:<9}{row.unit:<28}{row.method:<14}{row.accuracy:.3f} [{row.low:.3f}, "
+              f"{row.high:.3f}]  drop {row.drop:+.3f} [{row.drop_low:+.3f}, {row.drop_high:+.3f}]")
+    print("k units that keep the input skipped at once, accuracy over the draws (mean, min to max): " + ", ".join(
+        f"k={p.k} {p.mean:.3f} ({p.min:.3f} to {p.max:.3f})" for p in lesion.curve.itertuples()))  # fmt: skip
     print(f"-> {out}")
 
 
@@ -55,6 +64,8 @@ def add_network(sub: argparse._SubParsersAction) -> None:
                     help="what of each transformer block the interventions act on: the whole block, or its attention "
                     "or MLP branch alone (units without it: the whole block, named so); default: block")  # fmt: skip
     nw.add_argument("--ig-steps", type=int, default=8, help="integrated-gradients steps per unit (default: 8)")
+    nw.add_argument("--lesion-draws", type=int, default=5,
+                    help="lesion study: random sets of k units skipped at once, per k (default: 5)")
     nw.add_argument("--refit-lens", action="store_true",
                     help="fit the tuned lens again (default: the stored one, fitted only where none fits)")
     nw.set_defaults(func=cmd_network)

@@ -212,3 +212,24 @@ def test_agreement_view_names_the_baselines_and_what_is_trusted() -> None:
     old = nv.agreement_summary(frame[["score", "intervention", "spearman_mean", "ci_low", "ci_high", "n"]], "resample")
     assert "predates the baselines" in old
     assert nv.agreement_view(frame.iloc[:, :6])["trusted"].tolist() == ["–"] * 4  # a report from before
+
+
+def test_the_lesion_figure_names_the_intervention_and_hatches_the_fallback() -> None:
+    from laya.analysis.network.lesion import CURVE_COLUMNS, SINGLE_COLUMNS, LesionStudy
+
+    single = pd.DataFrame([["skip", "bn1", "resample", 0.2, 0.1, 0.3, 0.6, 0.5, 0.7, 0.0],
+                           ["skip", "layer1.0", "skip", 0.7, 0.6, 0.8, 0.1, 0.0, 0.2, 0.1],
+                           ["resample", "bn1", "resample", 0.2, 0.1, 0.3, 0.6, 0.5, 0.7, 0.0],
+                           ["resample", "layer1.0", "resample", 0.5, 0.4, 0.6, 0.3, 0.2, 0.4, 0.0]],
+                          columns=list(SINGLE_COLUMNS))  # fmt: skip
+    curve = pd.DataFrame([[0, 1, 0.8, 0.0, 0.8, 0.8], [1, 3, 0.7, 0.0, 0.7, 0.7]], columns=list(CURVE_COLUMNS))
+    study = LesionStudy(20, [0.8, 0.6, 0.9], single, {}, curve)
+    figure = nv.lesion_figure(study, "skip")
+    bars, band, mean = figure.data
+    assert "skipped" in figure.layout.title.text and list(bars.x) == ["bn1", "layer1.0"]
+    assert list(bars.y) == [0.2, 0.7] and list(bars.error_y.array) == pytest.approx([0.1, 0.1])
+    assert list(bars.marker.pattern.shape) == [palette.FLIP_PATTERN, ""]  # bn1 could not be skipped
+    assert list(mean.x) == [0, 1] and list(mean.y) == [0.8, 0.7] and list(band.y) == [0.8, 0.7, 0.7, 0.8]
+    resampled = nv.lesion_figure(study, "resample")
+    assert "resampled" in resampled.layout.title.text and list(resampled.data[0].y) == [0.2, 0.5]
+    assert list(resampled.data[0].marker.pattern.shape) == ["", ""]

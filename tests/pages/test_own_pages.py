@@ -288,3 +288,28 @@ def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeyp
     _ok(at, "browse")
     assert at.dataframe and len(at.dataframe[0].value) > 0 and not at.get("imgs")
     assert any("sample_images.png" in t for t in texts(at))
+
+
+def test_the_depth_page_shows_the_lesion_study_of_the_own_head(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lesion study attach stored: a bar per unit (accuracy with it skipped, its CI) and the curve over k, the
+    intervention named in the title; switching to resample shows the resample rows."""
+    from laya.analysis.network.report import load_network_report
+    from laya.app.network_views import LESION_TITLE
+
+    lesion = load_network_report(attached.heads[OWN]).lesion
+    at = _start(attached, image_folder, monkeypatch)
+    at.switch_page("pages/depth.py").run()
+    _ok(at, "depth")
+    title, spec = next((t, s) for t, s in charts(at).items() if t.startswith(LESION_TITLE))
+    assert "skipped" in title
+    skip = lesion.single[lesion.single["intervention"] == "skip"]
+    bars, band, mean = spec["data"]
+    assert bars["x"] == UNITS == skip["unit"].tolist()
+    assert np.allclose(values(bars["y"]), skip["accuracy"].to_numpy())
+    assert np.allclose(values(mean["y"]), lesion.curve["mean"].to_numpy()) and values(mean["x"])[0] == 0
+    at.radio(key="depth_lesion_by").set_value("resample").run()
+    title, spec = next((t, s) for t, s in charts(at).items() if t.startswith(LESION_TITLE))
+    resample = lesion.single[lesion.single["intervention"] == "resample"]
+    assert "resampled" in title and np.allclose(values(spec["data"][0]["y"]), resample["accuracy"].to_numpy())

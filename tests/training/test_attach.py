@@ -105,6 +105,7 @@ def test_attach_writes_four_heads_a_summary_and_depth(
     report = load_network_report(attached.heads[OWN])
     assert report.units[-1] == "layer4.0" and report.drops.shape == (6, len(report.units))
     assert report.last_unit_agreement >= 0.99 and attached.network_error is None
+    assert report.lesion.n == 6 and report.lesion.curve["k"].iloc[-1] == sum(report.residual)  # the lesion study too
     own = load_checkpoint(attached.heads[OWN])
     x = own.preprocess(own.load_data("test").images)
     with torch.no_grad():

@@ -41,7 +41,9 @@ Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safet
     the two baselines, per-input Spearman over the units that keep the input; a report written before the
     baselines has no values in the last six); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in
     pandas' ``split`` layout, rows ``"all"`` then each class with inputs, a last column ``n``; metrics
-    ``lens_prob``, ``lens_kl``, ``lens_agrees``, ``drops``); ``shapes`` (every array's shape, checked on load).
+    ``lens_prob``, ``lens_kl``, ``lens_agrees``, ``drops``); ``lesion`` the lesion study on the same inputs
+    (:class:`~laya.analysis.network.lesion.LesionStudy`: ``n``, ``intact``, ``single`` and ``curve`` records,
+    ``classes`` tables; absent before it); ``shapes`` (every array's shape, checked on load).
 
 Reading (for the pages)::
 
@@ -92,6 +94,7 @@ from laya.analysis.network.lens import (
     unit_lens,
 )
 from laya.analysis.network.lens_fit import fit_tuned_lens, lens_summary
+from laya.analysis.network.lesion import DRAWS, LesionStudy, lesion_masks, lesion_study, skipped_predictions
 from laya.analysis.network.recording import as_network
 from laya.analysis.network.scores import (
     IG_STEPS,
@@ -108,6 +111,7 @@ from laya.analysis.network.report_record import (
     agreement_records,
     checked_record,
     class_unit_tables,
+    lesion_record,
 )
 from laya.analysis.network.units import Unit, network_units
 from laya.analysis.sample import sample_indices
@@ -138,7 +142,8 @@ class NetworkOptions:
     the ``branch`` it and skip act on (``"block"``, ``"attention"``, ``"mlp"``: a transformer block's one branch),
     ``ig_steps`` and ``baseline`` of integrated gradients, ``batch_size`` inputs per pass, ``resamples`` of every
     bootstrap CI; the tuned lens's fit when none is stored: ``lens_sample`` training inputs, ``lens_epochs`` the
-    cap on its epochs, ``lens_lr``, ``lens_patience`` (:class:`~laya.analysis.network.lens.TunedLensConfig`)."""
+    cap on its epochs, ``lens_lr``, ``lens_patience`` (:class:`~laya.analysis.network.lens.TunedLensConfig`);
+    ``lesion_draws`` random sets of units per ``k`` in the lesion study (:mod:`~laya.analysis.network.lesion`)."""
 
     limit: int | None = 200
     references: int = RESAMPLES
@@ -153,13 +158,14 @@ class NetworkOptions:
     lens_epochs: int = EPOCHS
     lens_lr: float = LR
     lens_patience: int = PATIENCE
+    lesion_draws: int = DRAWS
 
     def __post_init__(self) -> None:
         if self.method not in NAMES or self.branch not in BRANCHES:
             raise ValueError(f"method must be one of {sorted(NAMES)} and branch one of {sorted(BRANCHES)}; got "
                              f"{self.method!r}, {self.branch!r}")  # fmt: skip
-        small = {k: v for k, v in asdict(self).items()
-                 if k in ("references", "ig_steps", "batch_size", "resamples", "lens_sample") and v < 1}  # fmt: skip
+        sizes = ("references", "ig_steps", "batch_size", "resamples", "lens_sample", "lesion_draws")
+        small = {k: v for k, v in asdict(self).items() if k in sizes and v < 1}
         if small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0 or self.lens_patience < 1:
             raise ValueError(f"network report sizes must be positive (lens_epochs >= 0, lens_patience >= 1); got "
                              f"{small or asdict(self)}")  # fmt: skip
@@ -206,6 +212,7 @@ class NetworkReport:
     options: dict[str, Any] = field(default_factory=dict)
     command: str = ""
     setting_command: str = ""  # the command that made the attached setting (``laya attach``); "" where it is this one
+    lesion: LesionStudy | None = None  # absent from a report written before the lesion study
 
     @property
     def last_unit_agreement(self) -> float:
@@ -278,6 +285,7 @@ def network_report(
     baseline = baselines(backbone, reference, units, options.baseline)
     recorded = record_references(model, units, reference, options.branch)  # once, for every batch
     residual = [u.residual for u in units]
+    masks, ks = lesion_masks(residual, options.lesion_draws, options.seed)
     structure = {"main": intervene(model, reference, units, options.method, recorded, branch=options.branch).drops}
     if any(residual):  # the per-unit mean drop over the references: what structure alone gives
         structure["skip"] = intervene(model, reference, units, "skip", recorded, branch=options.branch).drops
@@ -295,10 +303,15 @@ def network_report(
         profile = intervene(model, x, units, options.method, recorded, branch=options.branch)
         methods["main"] = profile.methods
         keep(drops=profile.drops, predictions=profile.prediction, probability=profile.probability)
+        resample = profile if options.method == "resample" else intervene(model, x, units, "resample", recorded,
+                                                                          branch=options.branch)  # fmt: skip
+        methods["resample"] = resample.methods
+        keep(lesion_resample=resample.ablated_predictions)
         if any(residual):
             skip = intervene(model, x, units, "skip", recorded, branch=options.branch)
             methods["skip"] = skip.methods
-            keep(skip_drops=skip.drops)
+            keep(skip_drops=skip.drops, lesion_skip=skip.ablated_predictions,
+                 lesion_curve=skipped_predictions(model, x, units, masks).T)  # (B, M)
         lens_b = unit_lens(backbone, x, names, tuned)
         keep(log_q=lens_b.log_q, log_p=lens_b.log_p)
         if logit_applies:
@@ -338,6 +351,10 @@ def network_report(
     logit = Lens(got["logit_log_q"], got["log_p"], "logit lens") if "logit_log_q" in got else None
     constant = tuned.config.fit.get("constant")  # absent from a lens stored before early stopping
     summary = lens_summary(whole, names, None if constant is None else torch.tensor(constant), logit)
+    lesioned = {k: got[f"lesion_{k}"] for k in ("skip", "resample") if f"lesion_{k}" in got}
+    curve = got["lesion_curve"].T if "lesion_curve" in got else None  # (M, N)
+    report.lesion = lesion_study(labels, predictions, lesioned, methods, curve, ks, names, classes, options.resamples,
+                                 options.seed)  # fmt: skip
     report.lens = {"source": whole.source, "command": tuned.config.command, "fit": tuned.config.fit,
                    "units": summary.to_dict(orient="records")}  # fmt: skip
     return report
@@ -371,6 +388,10 @@ def write_network_report(checkpoint: Checkpoint | None, report: NetworkReport, d
                                            "setting_command")},
         "agreement": report.agreement.to_dict(orient="records"),
         "tables": {k: _json_table(v) for k, v in report.tables.items()},
+        "lesion": None if (lesion := report.lesion) is None else {
+            "n": lesion.n, "intact": lesion.intact, "single": lesion.single.to_dict(orient="records"),
+            "classes": {k: _json_table(v) for k, v in lesion.classes.items()},
+            "curve": lesion.curve.to_dict(orient="records")},
         "shapes": {k: list(v.shape) for k, v in arrays.items()},
     }  # fmt: skip
     atomic_write_tensors(dest / REPORT_TENSORS, {k: v.contiguous() for k, v in arrays.items()})
@@ -394,6 +415,7 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
         return None
     record = checked_record(read_json(path, REPORT_JSON, MAX_REPORT_JSON))
     agreement, tables = agreement_records(record["agreement"]), class_unit_tables(record["tables"], record["units"])
+    lesion = lesion_record(record.get("lesion"), record["units"])
     tensors = attached_file(dest, REPORT_TENSORS)
     if tensors is None:
         raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS} is missing beside {REPORT_JSON}")
@@ -429,7 +451,7 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
         **{k: arrays[k] for k in ARRAYS}, scores={k: arrays[f"scores/{k}"] for k in SCORES}, agreement=agreement,
         tables=tables, skip_drops=arrays.get("skip_drops"), skip_methods=record.get("skip_methods", []),
         references=record.get("references", 0), lens=record.get("lens", {}), options=record.get("options", {}),
-        command=record.get("command", ""), setting_command=record.get("setting_command", ""),
+        command=record.get("command", ""), setting_command=record.get("setting_command", ""), lesion=lesion,
     )  # fmt: skip
 
 

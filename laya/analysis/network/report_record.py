@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from laya.analysis.network.lesion import CURVE_COLUMNS, INTACT, SINGLE_COLUMNS, LesionStudy
 from laya.analysis.network.scores import AGREEMENT_COLUMNS, TRUST_COLUMNS
 from laya.model.attached_files import MAX_UNITS, AttachedFileError, field_error
 
@@ -47,11 +48,11 @@ def agreement_records(rows: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*AGREEMENT_COLUMNS, *TRUST_COLUMNS])
 
 
-def class_unit_tables(tables: Any, units: list[str]) -> dict[str, pd.DataFrame]:
-    """The ``tables``: name -> a class x unit table in pandas' ``split`` layout (text index, the ``units`` then
-    ``n`` as columns, rows of numbers)."""
+def class_unit_tables(tables: Any, units: list[str], field: str = "tables") -> dict[str, pd.DataFrame]:
+    """The ``tables`` (at ``field``): name -> a class x unit table in pandas' ``split`` layout (text index, the
+    ``units`` then ``n`` as columns, rows of numbers)."""
     if not isinstance(tables, dict):
-        raise field_error(REPORT_JSON, "tables", tables, "must map table names to tables")
+        raise field_error(REPORT_JSON, field, tables, "must map table names to tables")
     out = {}
     for name, t in tables.items():
         if (not isinstance(t, dict) or not {"index", "columns", "data"} <= set(t)
@@ -61,9 +62,46 @@ def class_unit_tables(tables: Any, units: list[str]) -> dict[str, pd.DataFrame]:
                 or not all(isinstance(r, list) and len(r) == len(t["columns"]) and all(map(_number, r))
                            for r in t["data"])):  # fmt: skip
             rule = "must hold an index of texts, the units and n as columns, one row of numbers per index"
-            raise field_error(REPORT_JSON, f"tables[{name[:40]!r}]", t, rule)
+            raise field_error(REPORT_JSON, f"{field}[{str(name)[:40]!r}]", t, rule)
         out[name] = pd.DataFrame(t["data"], index=pd.Index(t["index"], name="class"), columns=t["columns"])
     return out
+
+
+def _records(rows: Any, field: str, columns: tuple[str, ...], texts: int, counts: int) -> pd.DataFrame:
+    """Records of exactly ``columns``: the first ``texts`` texts, the next ``counts`` non-negative integers, the rest
+    numbers or null."""
+    rule = (f"must be a list of records of {', '.join(columns)} ({texts} texts, {counts} non-negative integers, "
+            "then numbers or null)")
+    if not isinstance(rows, list) or len(rows) > MAX_UNITS * 4:
+        raise field_error(REPORT_JSON, field, rows, rule)
+    for i, row in enumerate(rows):
+        if (not isinstance(row, dict) or set(row) != set(columns)
+                or not all(isinstance(row[k], str) for k in columns[:texts])
+                or not all(type(row[k]) is int and row[k] >= 0 for k in columns[texts : texts + counts])
+                or not all(_number(row[k]) for k in columns[texts + counts :])):  # fmt: skip
+            raise field_error(REPORT_JSON, f"{field}[{i}]", row, rule)
+    return pd.DataFrame(rows, columns=list(columns))
+
+
+def lesion_record(lesion: Any, units: list[str]) -> LesionStudy | None:
+    """The ``lesion`` section (None where the report has none): ``n`` inputs, ``intact`` (estimate, low, high),
+    ``single`` records of units of ``units``, ``classes`` class x (intact, units) tables, ``curve`` records."""
+    if lesion is None:
+        return None
+    if not isinstance(lesion, dict) or set(lesion) != {"n", "intact", "single", "classes", "curve"}:
+        raise field_error(REPORT_JSON, "lesion", lesion, "must hold n, intact, single, classes and curve")
+    if type(lesion["n"]) is not int or lesion["n"] < 0:
+        raise field_error(REPORT_JSON, "lesion.n", lesion["n"], "must be a non-negative integer")
+    intact = lesion["intact"]
+    if not isinstance(intact, list) or len(intact) != 3 or not all(map(_number, intact)):
+        raise field_error(REPORT_JSON, "lesion.intact", intact, "must be three numbers (estimate, low, high)")
+    single = _records(lesion["single"], "lesion.single", SINGLE_COLUMNS, 3, 0)
+    if not set(single["unit"]) <= set(units):
+        raise field_error(REPORT_JSON, "lesion.single", sorted(set(single["unit"]) - set(units)),
+                          "must name units of the report")  # fmt: skip
+    curve = _records(lesion["curve"], "lesion.curve", CURVE_COLUMNS, 0, 2)
+    classes = class_unit_tables(lesion["classes"], [INTACT, *units], "lesion.classes")
+    return LesionStudy(lesion["n"], intact, single, classes, curve)
 
 
 def checked_record(record: Any) -> dict[str, Any]:
@@ -101,4 +139,5 @@ def checked_record(record: Any) -> dict[str, Any]:
     return record
 
 
-__all__ = ["MAX_REPORT_JSON", "REPORT_JSON", "agreement_records", "checked_record", "class_unit_tables"]
+__all__ = ["MAX_REPORT_JSON", "REPORT_JSON", "agreement_records", "checked_record", "class_unit_tables",
+           "lesion_record"]  # fmt: skip

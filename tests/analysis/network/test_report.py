@@ -70,6 +70,18 @@ def test_report_shapes_and_the_last_unit_lens(own) -> None:
     table = report.tables["lens_prob/true"]
     assert list(table.index) == ["all", "blue", "green", "red"] and table.loc["all", "n"] == N
     assert table.loc["all", report.units[2]] == pytest.approx(float(report.lens_prob[:, 2].mean()))
+    lesion, correct = report.lesion, (report.predictions == report.labels).double()
+    assert lesion.n == N and lesion.intact[0] == pytest.approx(float(correct.mean()))
+    assert lesion.curve["k"].tolist() == list(range(sum(report.residual) + 1))  # k = 0 .. U'
+    assert lesion.curve.loc[0, "mean"] == lesion.intact[0] and lesion.curve.loc[0, "sd"] == 0  # k = 0: intact
+    assert (lesion.curve["draws"].iloc[1:] == QUICK.lesion_draws).all()
+    skip = lesion.single[lesion.single["intervention"] == "skip"].set_index("unit")
+    assert list(skip.index) == report.units and set(lesion.single["intervention"]) == {"skip", "resample"}
+    assert [m.startswith("skip") for m in skip["method"]] == report.residual  # else the fallback, named
+    drop = lesion.intact[0] - skip["accuracy"]
+    assert np.allclose(skip["drop"], drop) and (skip["drop_low"] <= skip["drop"] + 1e-12).all()
+    table = lesion.classes["resample"]
+    assert list(table.columns) == ["intact", *report.units, "n"] and table.loc["all", "n"] == N
     assert (checkpoint.path / "tuned_lens.safetensors").is_file()
     assert json.loads((checkpoint.path / "tuned_lens.json").read_text())["command"] == "laya network --checkpoint own"
 
@@ -103,6 +115,11 @@ def test_round_trip_and_refusals(own, tmp_path: Path) -> None:
                        report.agreement[["spearman_mean", "ci_low", "ci_high"]].to_numpy(dtype=float), equal_nan=True)
     assert loaded.tables["drops/predicted"].equals(report.tables["drops/predicted"].astype(float)) or np.allclose(
         loaded.tables["drops/predicted"].to_numpy(dtype=float), report.tables["drops/predicted"].to_numpy(dtype=float))
+    assert loaded.lesion.n == report.lesion.n and loaded.lesion.intact == report.lesion.intact
+    for name in ("single", "curve"):
+        assert getattr(loaded.lesion, name).equals(getattr(report.lesion, name)), name
+    assert np.allclose(loaded.lesion.classes["skip"].to_numpy(dtype=float),
+                       report.lesion.classes["skip"].to_numpy(dtype=float))  # fmt: skip
     assert load_network_report(tmp_path / "absent") is None
     arrays = load_file(tmp_path / "network.safetensors")
     save_file({**arrays, "drops": arrays["drops"][:, :-1].contiguous()}, tmp_path / "network.safetensors")
@@ -119,13 +136,15 @@ def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path
     checkpoint, report = own
     args = ["network", "--checkpoint", str(checkpoint.path), "--out", str(tmp_path), "--limit", "6",
             "--references", "2", "--ig-steps", "2", "--resamples", "50", "--lens-sample", "24", "--lens-epochs", "1",
-            "--branch", "mlp"]  # fmt: skip
+            "--branch", "mlp", "--lesion-draws", "2"]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "6 test inputs" in out and "integrated gradients" in out and f"-> {tmp_path}" in out
     assert f"{report.units[-1]} 100.0% (identity translator: equal by construction)" in out
     written = load_network_report(tmp_path)
     assert written.units == report.units and written.indices.shape == (6,)
+    assert "Lesion study: accuracy" in out and "k=0 " in out and written.lesion.n == 6
+    assert (written.lesion.curve["draws"].iloc[1:] == 2).all() and written.options["lesion_draws"] == 2
     vit = report.units[0].startswith("blocks")  # its blocks have an MLP branch; a ResNet's units none
     method = "resample of MLP" if vit else "resample"
     assert written.method == method and written.options["branch"] == "mlp"

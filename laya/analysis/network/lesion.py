@@ -1,0 +1,154 @@
+"""The lesion study of a network by its own units (Veit, Wilber and Belongie, NeurIPS 2016, §4), over test inputs.
+
+* **One unit at a time**: test accuracy with each unit skipped (``h_u <- σ_u``, its branch removed, the stream kept:
+  :mod:`~laya.analysis.network.interventions`) and, separately, resampled (its branch from ``K`` reference inputs,
+  the class of the ``K``-averaged probabilities), each with a percentile bootstrap CI over the inputs and its paired
+  difference to the intact network (paired bootstrap over the same inputs: ``drop = acc(intact) - acc(lesioned)``);
+  the same per true class. A unit that does not keep its input (no shortcut: a stem, a transition) cannot be
+  skipped: its skip entry is the resample fallback, and ``method`` says so.
+* **k units at once**: ``k = 0 .. U'`` of the ``U'`` units that keep the input skipped together, ``draws`` seeded
+  random sets per ``k`` (``k = 0`` the intact network, ``k = U'`` every such unit): accuracy per draw, its mean,
+  standard deviation and range over the draws. Units that do not keep the input are never deleted (removing one
+  leaves nothing of the input after it). Every draw of one batch runs in ONE pass: the batch is repeated per draw,
+  and each skipped unit's rows of its output are replaced by its stream, measured in that pass
+  (:class:`~laya.analysis.network.units.Streams`: the input, or the projection shortcut's output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from laya.analysis.depth.readouts import class_groups
+from laya.analysis.head.ablation import float64_head
+from laya.analysis.network.units import Streams, Unit
+from laya.analysis.patching import on_input
+from laya.analysis.statistics import bootstrap_ci, paired_bootstrap
+from laya.model.classifier import LayerwiseClassifier
+from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
+
+DRAWS = 5  # random sets per k
+ROWS = 512  # rows (inputs x settings) per pass of the k-curve
+SINGLE_COLUMNS = ("intervention", "unit", "method", "accuracy", "low", "high", "drop", "drop_low", "drop_high",
+                  "p_value")  # fmt: skip
+CURVE_COLUMNS = ("k", "draws", "mean", "sd", "min", "max")
+INTACT = "intact"
+
+
+def lesion_masks(residual: Sequence[bool], draws: int = DRAWS, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """The sets of units the k-curve skips: ``masks (M, U)`` bool and ``ks (M,)``: one row for ``k = 0``, then for
+    ``k = 1 .. U'`` (``U'`` the units that keep the input) ``draws`` sets of ``k`` of them drawn with ``seed``."""
+    if draws < 1:
+        raise ValueError(f"the draws per k must be at least 1, got {draws}")
+    kept = torch.tensor([u for u, r in enumerate(residual) if r], dtype=torch.long)
+    generator = torch.Generator().manual_seed(seed)
+    masks, ks = [torch.zeros(len(residual), dtype=torch.bool)], [0]
+    for k in range(1, len(kept) + 1):
+        for _ in range(draws):
+            mask = torch.zeros(len(residual), dtype=torch.bool)
+            mask[kept[torch.randperm(len(kept), generator=generator)[:k]]] = True
+            masks.append(mask)
+            ks.append(k)
+    return torch.stack(masks), torch.tensor(ks)
+
+
+def skipped_predictions(
+    model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit], masks: Tensor, rows: int = ROWS
+) -> Tensor:
+    """``(M, B)`` the class predicted for each input of ``x`` ``(B, C, H, W)`` (preprocessed) with, in setting
+    ``m``, every unit ``u`` where ``masks[m, u]`` skipped at once: its output replaced by its stream (module
+    docstring); passes of about ``rows`` rows (whole settings of ``B``). Raises ``ValueError`` for a mask of another
+    width, or one that skips a unit that does not keep its input in this pass."""
+    if masks.ndim != 2 or masks.shape[1] != len(units):
+        raise ValueError(f"masks must be (M, {len(units)}), one column per unit; got {tuple(masks.shape)}")
+    return torch.cat([_skipped(model, x, units, m) for m in masks.split(max(1, rows // max(1, len(x))))])
+
+
+@torch.inference_mode()
+def _skipped(model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit], masks: Tensor) -> Tensor:
+    M, B = masks.shape[0], len(x)
+    inputs: dict[int, Tensor] = {}
+    with Streams([u.block for u in units]) as streams, Hooks() as hooks:  # its hooks first: kept is known in ours
+        for u, unit in enumerate(units):
+            if not bool(masks[:, u].any()):
+                continue
+            if not unit.residual or unit.block is None:
+                raise ValueError(f"unit {unit.name!r} does not keep its input: it cannot be skipped")
+            on_input(hooks, unit.block, lambda t, u=u: inputs.__setitem__(u, t.clone()))
+            where = masks[:, u].to(x.device).repeat_interleave(B)
+
+            def skip(m: nn.Module, a: tuple, out: Any, u: int = u, where: Tensor = where) -> Any:
+                if not streams.residual[u]:
+                    raise ValueError(f"unit {units[u].name!r} did not keep its input in this pass")
+                kept = streams.kept[u]
+                stream = inputs[u] if kept is None else kept.relu() if streams.rectified[u] else kept
+                new = layer_tensor(out).clone()
+                new[where] = stream[where].to(new.dtype)
+                return with_layer_tensor(out, new)
+
+            hooks.after(unit.block.module, skip)
+        hidden = model.backbone(x.repeat(M, *[1] * (x.ndim - 1)))
+    logits = float64_head(model.head)([h.double() for h in hidden]).logits
+    return logits.argmax(-1).view(M, B)
+
+
+@dataclass
+class LesionStudy:
+    """The lesion study over ``n`` test inputs: ``intact`` accuracy (estimate, low, high); ``single`` one row per
+    intervention (``skip``, ``resample``) and unit (:data:`SINGLE_COLUMNS`); ``classes`` per intervention a class x
+    (``intact``, units) accuracy table, rows ``all`` then each true class with inputs, a last column ``n``;
+    ``curve`` one row per ``k`` (:data:`CURVE_COLUMNS`: the mean, sd and range of accuracy over the draws)."""
+
+    n: int
+    intact: list[float]
+    single: pd.DataFrame
+    classes: dict[str, pd.DataFrame]
+    curve: pd.DataFrame
+
+
+def _class_table(correct: dict[str, Tensor], labels: Tensor, classes: Sequence[str]) -> pd.DataFrame:
+    rows = {name: [*(float(c[chosen].double().mean()) for c in correct.values()), int(chosen.sum())]
+            for name, chosen in class_groups(labels, classes)}  # fmt: skip
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[*correct, "n"]).rename_axis("class")
+
+
+def lesion_study(
+    labels: Tensor, predictions: Tensor, lesioned: dict[str, Tensor], methods: dict[str, Sequence[str]],
+    curve: Tensor | None, ks: Tensor | None, units: Sequence[str], classes: Sequence[str], resamples: int = 1000,
+    seed: int = 0,
+) -> LesionStudy:  # fmt: skip
+    """The lesion study from predictions on the same ``N`` inputs: ``labels``, intact ``predictions`` ``(N,)``;
+    ``lesioned`` per intervention ``(N, U)`` the class with each unit intervened on alone and ``methods`` what each
+    unit got (:attr:`~laya.analysis.network.interventions.UnitProfile.methods`); ``curve`` ``(M, N)`` the classes
+    under the k-curve's sets of ``ks`` ``(M,)`` (:func:`lesion_masks`; None where no unit keeps its input)."""
+    base = (predictions == labels).double()
+    intact = bootstrap_ci(base, resamples=resamples, seed=seed)
+    rows, tables = [], {}
+    for name, lesion in lesioned.items():
+        correct = {INTACT: base}
+        for u, unit in enumerate(units):
+            hit = (lesion[:, u] == labels).double()
+            correct[unit] = hit
+            acc = bootstrap_ci(hit, resamples=resamples, seed=seed)
+            drop = paired_bootstrap(base, hit, resamples=resamples, seed=seed)
+            rows.append([name, unit, methods[name][u], acc.estimate, acc.low, acc.high, drop.difference.estimate,
+                         drop.difference.low, drop.difference.high, drop.p_value])  # fmt: skip
+        tables[name] = _class_table(correct, labels, classes)
+    points = []
+    if curve is not None and ks is not None:
+        accuracy = (curve == labels).double().mean(1)  # (M,)
+        for k in ks.unique().tolist():
+            a = accuracy[ks == k]
+            points.append([k, len(a), float(a.mean()), float(a.std(unbiased=False)), float(a.min()), float(a.max())])
+    return LesionStudy(len(labels), [intact.estimate, intact.low, intact.high],
+                       pd.DataFrame(rows, columns=list(SINGLE_COLUMNS)), tables,
+                       pd.DataFrame(points, columns=list(CURVE_COLUMNS)))  # fmt: skip
+
+
+__all__ = ["CURVE_COLUMNS", "DRAWS", "INTACT", "ROWS", "SINGLE_COLUMNS", "LesionStudy", "lesion_masks", "lesion_study",
+           "skipped_predictions"]  # fmt: skip

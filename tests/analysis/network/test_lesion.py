@@ -1,0 +1,115 @@
+"""The lesion study on tiny networks built to have a known answer: a unit whose branch is zero, and a unit the
+prediction depends on alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from laya.analysis.network import intervene, network_units
+from laya.analysis.network.lesion import INTACT, lesion_masks, lesion_study, skipped_predictions
+
+CLASSES = ["a", "b", "c"]
+
+
+class _Unit(torch.nn.Module):
+    """``s(x) + f(x)``, a 1x1 projection ``s`` and a branch ``f`` of two 1x1 convolutions, each the identity or 0."""
+
+    def __init__(self, shortcut: bool) -> None:
+        super().__init__()
+        self.downsample = torch.nn.Conv2d(3, 3, 1, bias=False)
+        self.branch = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 1, bias=False), torch.nn.Conv2d(3, 3, 1, bias=False))
+        for conv, kept in ((self.downsample, shortcut), *((c, not shortcut) for c in self.branch)):
+            conv.weight.data = torch.eye(3).view(3, 3, 1, 1) * float(kept)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.downsample(x) + self.branch(x)
+
+
+class _Net(torch.nn.Module):
+    """The class is the channel with the largest mean, read by an identity classifier after the two units."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Sequential(_Unit(True), _Unit(False))  # a no-op, then decisive
+        self.fc = torch.nn.Linear(3, 3)
+        self.fc.weight.data, self.fc.bias.data = torch.eye(3), torch.tensor([0.0, 0.0, 1e-3])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.body(x).mean((2, 3)))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    from laya.model.backbones.wrapped import wrap
+    from laya.model.classifier import LayerwiseClassifier
+    from laya.model.own_head import own_head
+
+    backbone = wrap(_Net().eval(), ["body"], input_size=4, pre_logits=True)
+    model = LayerwiseClassifier(backbone, own_head(backbone)).double().eval()
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(3).repeat(10)  # 10 inputs per class
+    x = torch.randn(30, 3, 4, 4, generator=g, dtype=torch.float64)
+    x[torch.arange(30), labels] += 5.0
+    units = network_units(model.backbone, x)
+    return model, x, labels, units
+
+
+def test_units_are_measured_as_built(setup) -> None:
+    _, _, _, units = setup
+    assert [u.name for u in units] == ["body.0", "body.1"] and all(u.residual for u in units)
+    assert [u.shortcut for u in units] == ["body.0.downsample", "body.1.downsample"]
+
+
+def test_a_no_op_unit_drops_nothing_and_the_decisive_unit_drops_to_chance(setup) -> None:
+    model, x, labels, units = setup
+    skip = intervene(model, x, units, "skip")
+    masks = torch.eye(2, dtype=torch.bool)
+    assert torch.equal(skipped_predictions(model, x, units, masks), skip.ablated_predictions.T)  # as intervene
+    study = lesion_study(labels, skip.prediction, {"skip": skip.ablated_predictions}, {"skip": skip.methods}, None,
+                         None, [u.name for u in units], CLASSES, resamples=200)  # fmt: skip
+    assert study.intact == [1.0, 1.0, 1.0]
+    rows = study.single.set_index("unit")
+    assert rows.loc["body.0", "accuracy"] == 1.0 and rows.loc["body.0", "drop"] == 0.0
+    assert rows.loc["body.0", "drop_low"] == rows.loc["body.0", "drop_high"] == 0.0
+    assert rows.loc["body.1", "accuracy"] == pytest.approx(1 / 3)  # every input the bias's class: chance
+    assert rows.loc["body.1", "drop"] == pytest.approx(2 / 3) and rows.loc["body.1", "drop_low"] > 0.4
+    assert list(rows["method"]) == ["skip", "skip"]
+
+
+def test_the_k_curve_starts_at_the_intact_accuracy_and_ends_at_chance(setup) -> None:
+    model, x, labels, units = setup
+    masks, ks = lesion_masks([u.residual for u in units], draws=4, seed=1)
+    assert masks.shape == (9, 2) and ks.tolist() == [0, 1, 1, 1, 1, 2, 2, 2, 2]
+    assert (masks.sum(1) == ks).all()
+    curve = skipped_predictions(model, x, units, masks)
+    prediction = skipped_predictions(model, x, units, masks[:1])[0]
+    study = lesion_study(labels, prediction, {}, {}, curve, ks, [u.name for u in units], CLASSES, resamples=50)
+    points = study.curve.set_index("k")
+    assert points.loc[0, "mean"] == study.intact[0] == 1.0 and points.loc[0, "sd"] == 0.0
+    assert points.loc[2, "mean"] == pytest.approx(1 / 3) and points.loc[2, "draws"] == 4
+    hit = (curve[1:5] == labels).double().mean(1)  # k = 1: no-op draws keep 1.0, decisive draws 1/3
+    assert (points.loc[1, "min"], points.loc[1, "max"]) == pytest.approx((float(hit.min()), float(hit.max())))
+    assert points.loc[1, "mean"] == pytest.approx(float(hit.mean()))
+    assert sorted(set(hit.tolist())) == pytest.approx([1 / 3, 1.0])  # both units drawn
+
+
+def test_the_per_class_table_sums_to_the_whole(setup) -> None:
+    model, x, labels, units = setup
+    skip = intervene(model, x, units, "skip")
+    study = lesion_study(labels, skip.prediction, {"skip": skip.ablated_predictions}, {"skip": skip.methods}, None,
+                         None, [u.name for u in units], CLASSES, resamples=50)  # fmt: skip
+    table = study.classes["skip"]
+    assert list(table.index) == ["all", *CLASSES] and list(table.columns) == [INTACT, "body.0", "body.1", "n"]
+    per_class = table.loc[CLASSES]
+    assert per_class["n"].sum() == table.loc["all", "n"] == 30
+    for column in (INTACT, "body.0", "body.1"):
+        weighted = (per_class[column] * per_class["n"]).sum() / per_class["n"].sum()
+        assert weighted == pytest.approx(table.loc["all", column])
+    assert table.loc["c", "body.1"] == 1.0 and table.loc["a", "body.1"] == 0.0  # the bias's class keeps every input
+
+
+def test_a_unit_that_does_not_keep_its_input_is_not_skipped() -> None:
+    assert lesion_masks([False, True, False], draws=2)[0][:, [0, 2]].any().item() is False
+    with pytest.raises(ValueError, match="at least 1"):
+        lesion_masks([True], draws=0)

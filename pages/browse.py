@@ -32,7 +32,7 @@ mode = labels.mode_label(sample.meta["mode"])
 st.caption(
     f"{len(sample.table)} of {sample.meta['n_test']:,} test inputs (class-balanced, seed {sample.meta['seed']:d}). "
     f"Score: {shown(method)} of the chosen layer; LOO drop: p(ŷ) lost when that layer is removed ({shown(mode)}); "
-    f"{browser.depth_words(checkpoint.meta.train)}: the first layer from which every readout agrees with the "
+    f"{shown(browser.depth_words(checkpoint.meta.train))}: the first layer from which every readout agrees with the "
     "prediction (L + 1: never); "
     "suspicion: the chosen error/OOD score (higher = more suspicious)."
     + ("" if sample.meta.get("depth_fit") else " Run `python -m laya depth` for the depth-based columns.")

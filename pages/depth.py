@@ -46,7 +46,9 @@ label_col.metric("Prediction", shown(classes[result.prediction]))
 if own:  # the one prediction depth of every own-classifier page: its tuned lens's, over the network's units
     units = common.network(str(selection.path), name, data)
     lensed = None if isinstance(units, str) else nv.network_depth(units)
-    depth_col.metric(*depth_views.depth_metric(lensed, 0 if isinstance(units, str) else len(units.units), "tuned lens"))
+    depth_label, depth_value = depth_views.depth_metric(lensed, 0 if isinstance(units, str) else len(units.units),
+                                                        "tuned lens")  # fmt: skip
+    depth_col.metric(shown(depth_label), shown(depth_value))
 if result.readouts is not None:
     depth, stop = int(result.readouts.depth[0]), result.exit_layer(threshold)
     if not own:
@@ -109,7 +111,7 @@ if is_own_head(checkpoint.meta.train) and (network := load_network_report(select
                 f"{shown(selection.path, 'code')}` computes it again.")
     else:
         done = [k for k in nv.LESIONED if k in set(network.lesion.single["intervention"])]
-        lesion_by = st.radio("Units removed by", done, format_func=nv.LESIONED.__getitem__,
+        lesion_by = st.radio("Units removed by", done, format_func=lambda k: nv.LESIONED[k],
                              horizontal=True, key="depth_lesion_by")  # fmt: skip
         lesion = nv.lesion_figure(network.lesion, lesion_by)
         st.plotly_chart(shown(lesion, "plotly"), key="depth_lesion")

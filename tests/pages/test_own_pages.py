@@ -172,7 +172,7 @@ def test_depth_analytics_names_its_depths_and_draws_nothing_fixed_by_one_layer(
     named as theirs; no one-bar logit contributions and no flat pruning panel, and a sentence says why."""
     at = _on_page(attached, image_folder, monkeypatch, "depth")
     _, expected = _first_example(attached.heads[OWN])  # the input carried from Inspect
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = {unplain(m.label): unplain(m.value) for m in at.metric}  # shown escapes Markdown
     label, value = depth_metric(network_depth(expected), len(expected.units), "tuned lens")
     assert metrics.get(label) == value and value != "–", metrics
     assert "Prediction depth" not in metrics  # no second, unnamed depth
@@ -253,7 +253,7 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
         assert charts(at) or page == "browse", page
         if page == "depth":  # the depth report's pruning and logit terms, fixed by the head reading one layer
             assert not [t for t in charts(at) if t.startswith(ONE_LAYER_CHARTS)]
-            assert "Prediction depth (tuned lens)" in [m.label for m in at.metric]
+            assert "Prediction depth (tuned lens)" in [unplain(m.label) for m in at.metric]
 
 
 @pytest.mark.skipif(not (BUNDLED / OWN / "network.json").is_file(), reason="the bundled attached network is not here")

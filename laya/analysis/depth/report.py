@@ -34,7 +34,7 @@ from laya.analysis.statistics import bootstrap_cis
 from laya.analysis.strict_json import json_safe
 from laya.data.ood import ood_sets
 from laya.analysis.depth.report_record import DEPTH_FILE, MAX_DEPTH_JSON, checked_depth
-from laya.model.attached_files import attached_file, read_json
+from laya.model.attached_files import attached_file, field_error, read_json
 from laya.model.checkpoint import Checkpoint, atomic_write_json
 
 Progress = Callable[[float, str], None]
@@ -302,12 +302,15 @@ def refresh_detection(
 
     Raises FileNotFoundError when there is no ``depth.json`` to refresh."""
     out = Path(out or checkpoint.path)
-    stored = DepthReport.load(out)
-    if stored is None:
+    path = attached_file(out, DEPTH_FILE)  # read as untrusted; only its options are used, its detection replaced
+    if path is None:
         raise FileNotFoundError(f"no {DEPTH_FILE} in {out} to refresh; run `python -m laya depth --checkpoint "
                                 f"{checkpoint.path}` for the whole report")  # fmt: skip
     progress = progress or (lambda fraction, message: None)
-    report = stored.data
+    report = read_json(path, DEPTH_FILE, MAX_DEPTH_JSON)
+    if not isinstance(report, dict) or not isinstance(report.get("options"), dict):
+        raise field_error(DEPTH_FILE, "options", report.get("options") if isinstance(report, dict) else report,
+                          "must be a JSON object")  # fmt: skip
     options = DepthOptions(**{k: v for k, v in report["options"].items() if k in DepthOptions.__dataclass_fields__})
     hidden_of, started = hidden_states_of(checkpoint, options.batch_size), time.perf_counter()
     progress(0.0, "training hidden states")

@@ -256,6 +256,16 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
             assert "Prediction depth (tuned lens)" in [unplain(m.label) for m in at.metric]
 
 
+def _on_own_head(setting: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The app on a copy of a bundled setting (``setting``), its own head selected."""
+    monkeypatch.setenv("LAYA_MODELS", str(setting.parent))
+    at = AppTest.from_file(str(APP), default_timeout=300).run()
+    group = describe(setting / OWN).group
+    at.sidebar.selectbox(key="model_group").set_value(group).run()
+    at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting / OWN)).run()
+    return at
+
+
 @pytest.mark.skipif(not (BUNDLED / OWN / "network.json").is_file(), reason="the bundled attached network is not here")
 def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A copy of the bundled attached network whose ``tuned_lens.json`` gives its units as an int, whose
@@ -269,11 +279,7 @@ def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeyp
     report = json.loads((setting / OWN / "network.json").read_text())
     (setting / OWN / "network.json").write_text(json.dumps(report | {"tables": []}))
     (setting / "sample_images.png").unlink()
-    monkeypatch.setenv("LAYA_MODELS", str(setting.parent))
-    at = AppTest.from_file(str(APP), default_timeout=300).run()
-    group = describe(setting / OWN).group
-    at.sidebar.selectbox(key="model_group").set_value(group).run()
-    at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting / OWN)).run()
+    at = _on_own_head(setting, monkeypatch)
     _ok(at, "inspect")
     shown = charts(at)
     assert shown[UNIT_PROFILE_TITLE]["data"][0]["x"] == report["units"]
@@ -307,11 +313,7 @@ def test_every_other_broken_stored_file_costs_only_its_own_view(tmp_path: Path, 
     (setting / OWN / "sample.safetensors").write_bytes(b"\x10\x00" * 40)
     depth = json.loads((setting / OWN / "depth.json").read_text())
     (setting / OWN / "depth.json").write_text(json.dumps(depth | {"layer_names": 3}))
-    monkeypatch.setenv("LAYA_MODELS", str(setting.parent))
-    at = AppTest.from_file(str(APP), default_timeout=300).run()
-    group = describe(setting / OWN).group
-    at.sidebar.selectbox(key="model_group").set_value(group).run()
-    at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting / OWN)).run()
+    at = _on_own_head(setting, monkeypatch)
     _ok(at, "inspect")
     shown = charts(at)
     assert shown[UNIT_PROFILE_TITLE]["data"][0]["x"] == report["units"]

@@ -313,6 +313,25 @@ def _lesion(**change: Any) -> Callable[[Any], Any]:
     return edit
 
 
+def _fit(**fields: Any) -> Callable[[Any], Any]:
+    """A ``tuned_lens.json`` record with these fields of its ``fit`` replaced."""
+    return lambda record: record | {"fit": record["fit"] | fields}
+
+
+def _lens(**change: Any) -> Callable[[Any], Any]:
+    """A ``network.json`` record with these fields of its ``lens`` section replaced (a callable gets the field)."""
+    return lambda record: record | {"lens": record["lens"] | {k: v(record["lens"][k]) if callable(v) else v
+                                                               for k, v in change.items()}}
+
+
+def _lens_row(change: Callable[[dict], Any]) -> Callable[[Any], Any]:
+    def edit(record: Any) -> Any:
+        record["lens"]["units"][0] = change(record["lens"]["units"][0])
+        return record
+
+    return edit
+
+
 NESTED = "[" * 100_000 + "]" * 100_000
 LENS_CASES = [
     FileCase("width 6000", "tuned_lens.safetensors", _edit("tuned_lens.json", _with(width=6000)),
@@ -332,6 +351,22 @@ LENS_CASES = [
              "is not a valid safetensors file"),
     FileCase("config linked out", "tuned_lens.json", _linked_out("tuned_lens.json"), "links outside"),
     FileCase("weights linked out", "tuned_lens.safetensors", _linked_out("tuned_lens.safetensors"), "links outside"),
+    # issue 43: the fit summary was read unchecked (torch.tensor(fit["constant"]) raised a TypeError in `laya network`)
+    FileCase("a text in the fit's constant", "tuned_lens.json", _edit("tuned_lens.json", _fit(constant=["x"] * 10)),
+             "fit.constant = ['x', 'x',"),
+    FileCase("a nested fit constant", "tuned_lens.json", _edit("tuned_lens.json", _fit(constant=[[0.1] * 10])),
+             "must be 10 finite non-negative numbers, one per class"),
+    FileCase("a fit constant of another length", "tuned_lens.json", _edit("tuned_lens.json", _fit(constant=[0.5] * 2)),
+             "fit.constant = [0.5, 0.5]"),
+    FileCase("a fit of a list", "tuned_lens.json", _edit("tuned_lens.json", _with(fit=[1])), "fit = [1]"),
+    FileCase("epochs run of another length", "tuned_lens.json", _edit("tuned_lens.json", _fit(epochs_run=[1])),
+             "fit.epochs_run = [1]: must be one non-negative integer per unit (9)"),
+    FileCase("a text held-out share", "tuned_lens.json", _edit("tuned_lens.json", _with(held_out="0.2")),
+             "held_out = '0.2': must be a share in [0, 1)"),
+    FileCase("a fractional patience", "tuned_lens.json", _edit("tuned_lens.json", _with(patience=2.5)),
+             "patience = 2.5: must be a non-negative integer"),
+    FileCase("a NaN learning rate", "tuned_lens.json", _edit("tuned_lens.json", _with(lr=math.nan)),
+             "lr = nan: must be a finite number"),
 ]  # fmt: skip
 REPORT_CASES = [
     FileCase("a list for the tables", "network.json", _edit("network.json", _with(tables=[])), "tables = []"),
@@ -364,4 +399,151 @@ REPORT_CASES = [
     FileCase("a lesion table of other columns", "network.json",
              _edit("network.json", _lesion(classes={"skip": {"index": ["all"], "columns": ["n"], "data": [[1]]}})),
              "lesion.classes['skip']"),
+    FileCase("a lesion row of another intervention", "network.json",
+             _edit("network.json", _lesion(single=lambda l: [l["single"][0] | {"intervention": "zap"}])),
+             "lesion.single = ['zap']: interventions must be among"),
+    # issue 43: the lens section was only checked to be an object, and Class-wise read it unchecked
+    FileCase("a lens row without its agreement", "network.json",
+             _edit("network.json", _lens_row(lambda r: {k: v for k, v in r.items() if k != "agreement"})),
+             "lens.units[0]"),
+    FileCase("a text agreement in the lens", "network.json",
+             _edit("network.json", _lens_row(lambda r: r | {"agreement": "high"})), "lens.units[0]"),
+    FileCase("lens rows of other units", "network.json",
+             _edit("network.json", _lens_row(lambda r: r | {"unit": "nowhere"})), "lens.units = ['nowhere'"),
+    FileCase("a lens fit of a list", "network.json", _edit("network.json", _lens(fit=[1, 2])), "lens.fit = [1, 2]"),
+    FileCase("a lens fit's epochs of texts", "network.json",
+             _edit("network.json", _lens(fit=lambda f: f | {"epochs_run": ["x"] * 9})), "lens.fit.epochs_run"),
+    FileCase("a lens fit's constant of texts", "network.json",
+             _edit("network.json", _lens(fit=lambda f: f | {"constant": "flat"})), "lens.fit.constant = 'flat'"),
+    FileCase("a lens of unknown fields", "network.json", _edit("network.json", _lens(extra=1)), "lens = {"),
 ]  # fmt: skip
+
+
+# ---------------------------------------------------------------- every other file a setting stores beside a head
+# (issue 43): the files a page reads back, each read by its loader as untrusted input
+
+
+def _sample(change: Callable[[dict, dict], Any]) -> Callable[[Path], None]:
+    """``sample.safetensors`` rewritten with ``change(tensors, meta)`` applied (in place)."""
+
+    def write(own: Path) -> None:
+        from safetensors import safe_open
+        from safetensors.torch import load_file, save_file
+
+        with safe_open(str(own / "sample.safetensors"), "pt") as handle:
+            meta = json.loads(handle.metadata()["laya"])
+        tensors = load_file(str(own / "sample.safetensors"))
+        change(tensors, meta)
+        save_file(tensors, str(own / "sample.safetensors"), {"laya": json.dumps(meta)})
+
+    return write
+
+
+def _csv(file: str, change: Callable[[Any], Any]) -> Callable[[Path], None]:
+    def write(folder: Path) -> None:
+        import pandas as pd
+
+        change(pd.read_csv(folder / file)).to_csv(folder / file, index=False)
+
+    return write
+
+
+def _per_input(own: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"correct": torch.ones(4), "faithfulness/x": torch.zeros(4, 2)}, str(own / "per_input.safetensors"))
+
+
+def _set_meta(**fields: Any) -> Callable[[dict, dict], None]:
+    return lambda tensors, meta: meta.update(fields)
+
+
+def _set_tensor(name: str, make: Callable[[Any], Any]) -> Callable[[dict, dict], None]:
+    def change(tensors: dict, meta: dict) -> None:
+        tensors[name] = make(tensors[name])
+
+    return change
+
+
+@dataclass(frozen=True)
+class StoredCase:
+    """A hostile variant of a file a setting stores: ``write`` breaks it in a copy of the bundled own head's folder
+    (``own``; its setting folder is ``own.parent``); ``read`` is the loader the pages use, called on ``own``;
+    ``message`` is part of the AttachedFileError it must raise, which names ``file``."""
+
+    name: str
+    file: str
+    write: Callable[[Path], None]
+    read: str  # "sample", "depth", "depth_fit", "report", "per_input", "lens_csv", "class_profiles", "model_card"
+    message: str
+
+
+STORED_CASES = [
+    StoredCase("a sample's mode a number", "sample.safetensors", _sample(_set_meta(mode=3)), "sample",
+               "sample.safetensors: mode = 3: must be a text"),
+    StoredCase("a sample without its classes", "sample.safetensors", _sample(_set_meta(classes=None)), "sample",
+               "classes = None: must be a list of 1 to 1024 texts"),
+    StoredCase("a sample's n_test a text", "sample.safetensors", _sample(_set_meta(n_test="all")), "sample",
+               "n_test = 'all': must be an integer"),
+    StoredCase("a sample's tile of 10**6 px", "sample.safetensors", _sample(_set_meta(tile=10**6)), "sample",
+               "tile = 1000000: must be an integer in [0, 64]"),
+    StoredCase("sample scores of another width", "sample.safetensors",
+               _sample(_set_tensor("scores", lambda t: t[:, :2].contiguous())), "sample", "another shape or kind"),
+    StoredCase("sample scores in bfloat16", "sample.safetensors",
+               _sample(_set_tensor("scores", lambda t: t.bfloat16())), "sample", "another shape or kind ['scores']"),
+    StoredCase("a sample label of another class", "sample.safetensors",
+               _sample(_set_tensor("label", lambda t: t + 100)), "sample", "a class index outside the 10 classes"),
+    StoredCase("a corrupt sample", "sample.safetensors", _text("sample.safetensors", b"\x10\x00" * 40), "sample",
+               "is not a valid safetensors file"),
+    StoredCase("a sample linked out", "sample.safetensors", _linked_out("sample.safetensors"), "sample",
+               "links outside"),
+    StoredCase("depth.json's layers a number", "depth.json", _edit("depth.json", _with(layer_names=3)), "depth",
+               "depth.json: layer_names = 3: must be a list"),
+    StoredCase("a depth table row of texts", "depth.json",
+               _edit("depth.json", lambda r: r | {"pruning": [r["pruning"][0] | {"accuracy": "high"}]}), "depth",
+               "depth.json: pruning[0] = "),
+    StoredCase("the early exit without its threshold", "depth.json",
+               _edit("depth.json", lambda r: r | {"early_exit": r["early_exit"] | {"at_1pt": {}}}), "depth",
+               "early_exit.at_1pt.threshold"),
+    StoredCase("detection's ROC a text", "depth.json",
+               _edit("depth.json", lambda r: r | {"detection": r["detection"] | {"roc": "x"}}), "depth",
+               "detection.roc = 'x'"),
+    StoredCase("depth.json nested deeply", "depth.json", _text("depth.json", NESTED), "depth", "nested too deeply"),
+    StoredCase("depth.json linked out", "depth.json", _linked_out("depth.json"), "depth", "links outside"),
+    StoredCase("a depth fit's provenance a list", "depth_fit.json", _text("depth_fit.json", "[]"), "depth_fit",
+               "depth_fit.json: (the file) = []: must be a JSON object"),
+    StoredCase("corrupt depth fit tensors", "depth_fit.safetensors", _text("depth_fit.safetensors", b"\x10\x00" * 40),
+               "depth_fit", "is not a valid safetensors file"),
+    StoredCase("report.json's accuracy a text", "report.json", _edit("report.json", _with(accuracy="high")),
+               "report", "report.json: accuracy = 'high': must be a number or null"),
+    StoredCase("report.json's layers of numbers", "report.json", _edit("report.json", _with(layer_names=[1, 2])),
+               "report", "layer_names = [1, 2]"),
+    StoredCase("report.json's faithfulness a list", "report.json", _edit("report.json", _with(faithfulness=[])),
+               "report", "faithfulness = []: must be a JSON object"),
+    StoredCase("report.json nested deeply", "report.json", _text("report.json", NESTED), "report", "nested too deeply"),
+    StoredCase("report.json linked out", "report.json", _linked_out("report.json"), "report", "links outside"),
+    StoredCase("per-input arrays of two columns", "per_input.safetensors", _per_input, "per_input",
+               "['faithfulness/x'] are not arrays of one length"),
+    StoredCase("lens.csv without its KL", "lens.csv", _csv("lens.csv", lambda t: t.drop(columns="kl")), "lens_csv",
+               "lens.csv is not a lens summary: no column ['kl']"),
+    StoredCase("lens.csv's KL of texts", "lens.csv", _csv("lens.csv", lambda t: t.assign(kl="high")), "lens_csv",
+               "lens.csv: the columns ['kl'] are not numbers"),
+    StoredCase("lens.csv of binary", "lens.csv", _text("lens.csv", b"\xff\xfe\x00" * 10), "lens_csv",
+               "lens.csv is not a CSV table"),
+    StoredCase("class_profiles.csv's means of texts", "class_profiles.csv",
+               lambda own: _csv("class_profiles.csv", lambda t: t.assign(mean="x"))(own.parent), "class_profiles",
+               "class_profiles.csv: no column [], or the columns ['mean'] are not numbers"),
+    StoredCase("network.json's command a number", "network.json", _edit("network.json", _with(command=3)),
+               "model_card", "network.json: command = 3: must be a text"),
+]  # fmt: skip
+STORED_FILES = ("sample.safetensors", "depth.json", "depth_fit.json", "depth_fit.safetensors", "report.json",
+                "lens.csv", "model.json", "model.safetensors", "network.json")  # fmt: skip
+
+
+def stored_setting(dest: Path) -> Path:
+    """``dest/setting/own`` holding copies of the bundled own head's :data:`STORED_FILES`, the setting's
+    ``class_profiles.csv`` beside it; returns the head's folder."""
+    own = attached_setting(dest, STORED_FILES)
+    shutil.copy(BUNDLED_SETTING / "class_profiles.csv", own.parent / "class_profiles.csv")
+    return own

@@ -88,11 +88,15 @@ def test_user_errors_exit_with_status_2_and_one_line(tmp_path, capsys):
     assert "unknown setting" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case", [c for c in LENS_CASES if c.name in ("units an int", "config linked out")],
-                         ids=lambda c: c.name)  # fmt: skip
+CLI_LENS_CASES = ("units an int", "config linked out", "a text in the fit's constant", "a nested fit constant",
+                  "a fit constant of another length")  # fmt: skip
+
+
+@pytest.mark.parametrize("case", [c for c in LENS_CASES if c.name in CLI_LENS_CASES], ids=lambda c: c.name)
 def test_network_command_answers_a_broken_lens_file_in_one_line(case, tmp_path, capsys):
     """``laya network`` on the bundled own head with a broken ``tuned_lens.*``: one ``error:`` line naming the
-    file, status 2 (units given as an int ended in a TypeError traceback and status 1)."""
+    file, status 2 (units given as an int, and a fit's constant of texts or nested lists, ended in a TypeError or
+    RuntimeError traceback and status 1), before any data is read."""
     own = attached_setting(tmp_path, (*LENS_FILES, "model.json", "model.safetensors"))
     shutil.copy(BUNDLED_SETTING / "backbone.safetensors", own.parent / "backbone.safetensors")
     case.write(own)

@@ -6,7 +6,6 @@ with :func:`write_report`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,11 @@ import pandas as pd
 
 from laya.analysis.head.attribution import DEFAULT_REDUCTION, METHOD_LABELS
 from laya.analysis.head.faithfulness import HEADLINE_METRIC, REPORTED_METRICS
+from laya.analysis.report_record import MAX_REPORT_JSON, PER_INPUT_FILE, REPORT_FILE, checked_report
+from laya.model.attached_files import attached_file, read_json
 from laya.model.checkpoint import atomic_write_json, atomic_write_tensors
 from laya.model.heads import DEFAULT_MODE
 
-REPORT_FILE = "report.json"
-PER_INPUT_FILE = "per_input.safetensors"
 
 
 @dataclass
@@ -30,22 +29,21 @@ class Report:
 
     @classmethod
     def load(cls, path: str | Path) -> Report:
+        """The ``report.json`` in the folder ``path`` (or the file ``path``). The file is untrusted
+        (:mod:`laya.model.attached_files`): confined to the setting folder, at most :data:`MAX_REPORT_JSON` bytes,
+        its sections checked for their kinds (:func:`~laya.analysis.report_record.checked_report`).
+
+        Raises:
+            FileNotFoundError: there is none.
+            AttachedFileError: a file that does not read, a section of the wrong kind, or a report of an older
+                laya (its message names the file and what is wrong).
+        """
         path = Path(path)
-        if path.is_dir():
-            path = path / REPORT_FILE
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError as error:
-            raise FileNotFoundError(f"no evaluation report at {path}; run `python -m laya evaluate`") from error
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON: {error}") from error
-        if not isinstance(data, dict) or "faithfulness" not in data or "accuracy" not in data:
-            raise ValueError(f"{path} is not a LAYA evaluation report")
-        if "reductions" not in data:
-            raise ValueError(
-                f"{path} was written by an older laya (no CIs or reductions); rerun `python -m laya evaluate`"
-            )
-        return cls(data)
+        directory = path if path.is_dir() else path.parent
+        real = attached_file(directory, REPORT_FILE if path.is_dir() else path.name)
+        if real is None:
+            raise FileNotFoundError(f"no evaluation report at {path}; run `python -m laya evaluate`")
+        return cls(checked_report(read_json(real, REPORT_FILE, MAX_REPORT_JSON)))
 
     @property
     def accuracy(self) -> float:

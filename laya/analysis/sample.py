@@ -34,7 +34,6 @@ import pandas as pd
 import torch
 from PIL import Image
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file
 from torch import Tensor
 
 from laya.analysis.depth.detection import detection_scores
@@ -44,9 +43,19 @@ from laya.analysis.head.ablation import leave_one_out
 from laya.analysis.head.attribution import DEFAULT_REDUCTION, attributions_by_reduction, intrinsic_method
 from laya.data.datasets import Images, batch_indices
 from laya.data.features import hidden_states
-from laya.model.attached_files import AttachedFileError, attached_file
+from laya.model.attached_files import (
+    MAX_UNITS,
+    AttachedFileError,
+    attached_file,
+    field_error,
+    parse_json,
+    read_bytes,
+    read_tensors,
+    tensor_header,
+)
 from laya.model.checkpoint import Checkpoint, atomic_write_tensors, read_meta
 from laya.model.devices import model_device
+from laya.model.header import Header
 from laya.model.heads import DEFAULT_MODE
 
 SAMPLE_FILE = "sample.safetensors"
@@ -262,20 +271,26 @@ class Sample:
 
     @classmethod
     def load(cls, directory: str | Path) -> Sample | None:
-        """The sample beside a checkpoint, or None if there is none. Raises ValueError for a damaged file."""
+        """The sample beside a checkpoint, or None if there is none. The file is untrusted
+        (:mod:`laya.model.attached_files`): confined to the setting folder, its header's arrays checked for their
+        names, shapes and kinds (one ``n`` throughout, ``L`` layers as its metadata names) before one is read, the
+        metadata's fields for their kinds, the classes within the metadata's.
+
+        Raises:
+            AttachedFileError: a file that does not read or does not fit (its message names the file and field).
+        """
         directory = Path(directory)
-        path = directory / SAMPLE_FILE
-        if not path.is_file():
+        path = attached_file(directory, SAMPLE_FILE)
+        if path is None:
             return None
-        try:
-            with safe_open(str(path), "pt") as handle:
-                meta = json.loads((handle.metadata() or {}).get("laya", "{}"))
-            tensors = load_file(str(path))
-        except (SafetensorError, OSError, ValueError) as error:
-            raise ValueError(f"{path} is not a readable sample file: {error}") from error
-        if meta.get("format") != "laya-sample" or not {"index", "label", "prediction", "scores"} <= set(tensors):
-            raise ValueError(f"{path} is not a LAYA sample file (run `python -m laya evaluate`)")
-        return cls(_table(tensors), meta, _sprite(directory, meta))
+        header = tensor_header(path, SAMPLE_FILE)
+        meta = _checked_meta(path)
+        _check_arrays(header, len(meta["layer_names"]))
+        tensors = read_tensors(path, SAMPLE_FILE)
+        if any(bool(((tensors[k] < 0) | (tensors[k] >= len(meta["classes"]))).any()) for k in ("label", "prediction")):
+            raise AttachedFileError(SAMPLE_FILE, f"{SAMPLE_FILE}: a class index outside the "
+                                                 f"{len(meta['classes'])} classes")  # fmt: skip
+        return cls(_table(tensors), meta, _sprite(directory, meta, len(tensors["index"])))
 
     def thumbnail(self, row: int) -> np.ndarray:
         """``uint8 (t, t, C)`` image of table row ``row``."""
@@ -300,6 +315,54 @@ class Sample:
         return buffer.getvalue()
 
 
+FLOATS = (torch.float16, torch.float32, torch.float64)  # the table's values (numpy has no bfloat16)
+META_TEXTS = ("method", "mode", "images")  # the metadata's texts a page reads
+MAX_META = 1 << 20  # bytes of the metadata's JSON (a few KB: class and layer names)
+
+
+def _checked_meta(path: Path) -> dict[str, Any]:
+    """The ``laya`` metadata of a ``sample.safetensors`` whose header has been read (so bounded), each field a page
+    reads of its kind: ``format``, ``classes`` and ``layer_names`` (texts), ``method``, ``mode``, ``images`` (texts),
+    ``n_test``, ``seed``, ``tile`` (non-negative integers, a tile of 1 to :data:`MAX_TILE` px)."""
+    try:
+        with safe_open(str(path), "pt") as handle:
+            text = (handle.metadata() or {}).get("laya", "{}")
+    except (SafetensorError, OSError, ValueError) as error:
+        raise AttachedFileError(SAMPLE_FILE, f"{SAMPLE_FILE} is not a readable sample file "
+                                             f"({type(error).__name__})") from None  # fmt: skip
+    meta = parse_json(text[:MAX_META], SAMPLE_FILE) if len(text) <= MAX_META else None
+    if not isinstance(meta, dict) or meta.get("format") != "laya-sample":
+        raise AttachedFileError(SAMPLE_FILE, f"{SAMPLE_FILE} is not a LAYA sample file (run `python -m laya evaluate`)")
+    for field in ("classes", "layer_names"):
+        value = meta.get(field)
+        if not isinstance(value, list) or not 1 <= len(value) <= MAX_UNITS or not all(isinstance(v, str)
+                                                                                      for v in value):  # fmt: skip
+            raise field_error(SAMPLE_FILE, field, value, f"must be a list of 1 to {MAX_UNITS} texts")
+    for field in META_TEXTS:
+        if not isinstance(meta.get(field), str):
+            raise field_error(SAMPLE_FILE, field, meta.get(field), "must be a text")
+    for field, high in (("n_test", 2**63 - 1), ("seed", 2**63 - 1), ("tile", MAX_TILE)):
+        if type(meta.get(field)) is not int or not 0 <= meta[field] <= high:
+            raise field_error(SAMPLE_FILE, field, meta.get(field), f"must be an integer in [0, {high}]")
+    return meta
+
+
+def _check_arrays(header: Header, layers: int) -> None:
+    """``index``, ``label``, ``prediction`` (and ``depth``) int64 ``(n,)``; ``confidence`` and ``detection/*`` floating
+    ``(n,)``; ``scores``, ``drops`` floating ``(n, L)``; nothing else."""
+    n = header["index"][0][0] if "index" in header and len(header["index"][0]) == 1 else -1
+    expected = {k: ((n, layers) if k in ("scores", "drops") else (n,)) for k in header}
+    missing = [k for k in ("index", "label", "prediction", "scores", "drops") if k not in header]
+    odd = [k for k in header if k not in ("index", "label", "prediction", "depth", "confidence", "scores", "drops")
+           and not k.startswith("detection/")]  # fmt: skip
+    wrong = [k for k, (shape, dtype) in header.items() if shape != expected[k] or (
+        dtype != torch.int64 if k in ("index", "label", "prediction", "depth") else dtype not in FLOATS)]
+    if missing or odd or wrong:
+        raise AttachedFileError(SAMPLE_FILE, f"{SAMPLE_FILE}: arrays missing {missing}, unknown {odd[:4]}, or of "
+                                             f"another shape or kind {[k[:40] for k in wrong[:4]]} (one n = {n}; "
+                                             f"{layers} layers; int64 indices and classes, floating values)")
+
+
 def _table(tensors: dict[str, Tensor]) -> pd.DataFrame:
     columns: dict[str, np.ndarray] = {k: tensors[k].numpy() for k in ("index", "label", "prediction")}
     columns["correct"] = columns["label"] == columns["prediction"]
@@ -318,10 +381,11 @@ MAX_SPRITE_BYTES = 64 << 20  # 1,000 tiles of 64 px as PNG: about 12 MB at most
 MAX_SPRITE_PIXELS = SPRITE_COLUMNS * MAX_TILE * 64 * MAX_TILE  # 64 rows of 50 tiles: 3,200 tiles
 
 
-def _sprite(directory: Path, meta: dict[str, Any]) -> np.ndarray | None:
+def _sprite(directory: Path, meta: dict[str, Any], n: int) -> np.ndarray | None:
     """The sprite named in ``meta`` (beside the sample or in the setting folder), if its sha256 matches; None where
     it is missing, links outside the setting folder, is over :data:`MAX_SPRITE_BYTES` or
-    :data:`MAX_SPRITE_PIXELS`, or does not decode (the browser then shows its table without thumbnails)."""
+    :data:`MAX_SPRITE_PIXELS`, does not decode or holds fewer than the ``n`` tiles of ``meta["tile"]`` px (the
+    browser then shows its table without thumbnails)."""
     name = Path(meta.get("images", SAMPLE_IMAGES))
     if name.is_absolute() or any(part not in ("..", name.name) for part in name.parts) or name.parts.count("..") > 1:
         return None  # a sample file never points outside its checkpoint or setting folder
@@ -330,9 +394,12 @@ def _sprite(directory: Path, meta: dict[str, Any]) -> np.ndarray | None:
             real = attached_file(folder, str(file), directory.parent)
         except AttachedFileError:
             continue
-        if real is None or real.stat().st_size > MAX_SPRITE_BYTES:
+        try:
+            data = None if real is None else read_bytes(real, SAMPLE_IMAGES, MAX_SPRITE_BYTES)
+        except AttachedFileError:
             continue
-        data = real.read_bytes()
+        if data is None:
+            continue
         if hashlib.sha256(data).hexdigest() != meta.get("images_sha256"):
             continue
         try:
@@ -342,6 +409,9 @@ def _sprite(directory: Path, meta: dict[str, Any]) -> np.ndarray | None:
                 grey = image.mode in ("L", "1")
                 array = np.asarray(image.convert("L" if grey else "RGB"))
         except (OSError, ValueError, Image.DecompressionBombError):
+            return None
+        t = meta["tile"]
+        if n and (t < 1 or array.shape[0] < -(-n // SPRITE_COLUMNS) * t or array.shape[1] < min(n, SPRITE_COLUMNS) * t):
             return None
         return array[..., None] if grey else array
     return None

@@ -15,6 +15,8 @@ import pandas as pd
 
 from laya.analysis.report import REPORT_FILE, Report
 from laya.data.datasets import dataset_label
+from laya.data.images import MAX_BYTES, ImageError
+from laya.model.attached_files import AttachedFileError, read_bytes
 from laya.model.checkpoint import META_FILE, CheckpointError, read_meta
 from laya.model.own_head import OWN, is_own_head
 from laya.paths import canonical_path, inside
@@ -158,6 +160,20 @@ def example_images(checkpoint_dir: str | Path) -> list[Path]:
     return []
 
 
+def read_example(path: Path) -> bytes:
+    """The bytes of a bundled example image (a path of :func:`example_images`), its size checked before a byte is
+    read (:func:`laya.model.attached_files.read_bytes`): at most :data:`laya.data.images.MAX_BYTES`, the limit an
+    upload has.
+
+    Raises:
+        ImageError: an example over the limit or unreadable (its message names the file, never its server path).
+    """
+    try:
+        return read_bytes(path, path.name, MAX_BYTES)
+    except AttachedFileError as error:
+        raise ImageError(str(error)) from None
+
+
 def group_entries(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
     """Readable entries by group (dataset · backbone), in catalog order."""
     groups: dict[str, list[Entry]] = {}
@@ -175,4 +191,5 @@ __all__ = [
     "example_images",
     "find_checkpoints",
     "group_entries",
+    "read_example",
 ]

@@ -259,17 +259,19 @@ def lens_summary_view(lens: dict[str, Any]) -> pd.DataFrame | None:
     def nats(value: Any) -> str:
         return "–" if value is None or pd.isna(value) else number_text(value)
 
+    def share(value: Any) -> str:
+        return "–" if value is None or pd.isna(value) else f"{value:.1%}"
+
     return pd.DataFrame({
         "unit": [r["unit"] for r in rows],
         "tuned lens KL (nats)": [nats(r["kl"]) for r in rows],
         "logit lens KL (nats)": [nats(r["logit_kl"]) for r in rows],
         "best constant KL (nats)": [nats(r["constant_kl"]) for r in rows],
-        "agrees with the network": [f"{r['agreement']:.1%}" + (" (identity: by construction)" if r["unit"] in exact
-                                                              else "") for r in rows],
-        "epochs (run, best)": ["–" if run is None or r["unit"] in exact else f"{run[i]}, {best[i]}"
+        "agrees with the network": [share(r["agreement"]) + (" (identity: by construction)" if r["unit"] in exact
+                                                             else "") for r in rows],
+        "epochs (run, best)": ["–" if run is None or best is None or r["unit"] in exact else f"{run[i]}, {best[i]}"
                                for i, r in enumerate(rows)],
     })  # fmt: skip
-
 
 
 def lesion_figure(study: LesionStudy, intervention: str) -> go.Figure:

@@ -8,14 +8,41 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
 from laya.analysis.head.profiles import seed_table
 from laya.app.numbers import count_of, number_text
+from laya.model.attached_files import AttachedFileError, attached_file, read_table
 
 SEED_PROFILE_COLUMNS = ["seed", "class", "class_index", "layer", "layer_index", "mean", "count"]
 ALL_CLASSES = "all classes"
+
+
+CLASS_PROFILES = "class_profiles.csv"  # laya.training.suite.CLASS_PROFILES_FILE, read here without its imports
+MAX_CLASS_PROFILES = 64 << 20  # a setting's is a few hundred KB (heads x seeds x classes x layers rows)
+
+
+def read_class_profiles(setting: str | Path) -> pd.DataFrame | None:
+    """A setting's ``class_profiles.csv``, or None where it has none. The file is untrusted
+    (:mod:`laya.model.attached_files`): confined to the setting folder, at most :data:`MAX_CLASS_PROFILES` bytes,
+    the columns :func:`seed_profiles` reads there, the counts and means numbers.
+
+    Raises:
+        AttachedFileError: a file that does not read or does not fit (its message names the file).
+    """
+    path = attached_file(Path(setting), CLASS_PROFILES, Path(setting))
+    if path is None:
+        return None
+    table = read_table(path, CLASS_PROFILES, MAX_CLASS_PROFILES)
+    missing = {*SEED_PROFILE_COLUMNS, "head", "values"} - set(table.columns)
+    odd = [c for c in ("seed", "class_index", "layer_index", "mean", "count")
+           if c in table and not pd.api.types.is_numeric_dtype(table[c])]  # fmt: skip
+    if missing or odd:
+        raise AttachedFileError(CLASS_PROFILES, f"{CLASS_PROFILES}: no column {sorted(missing)}, or the columns "
+                                                f"{odd[:4]} are not numbers")  # fmt: skip
+    return table
 
 
 def seed_profiles(table: pd.DataFrame, head: str, values: str = "scores") -> pd.DataFrame:
@@ -74,8 +101,11 @@ def seed_summary(table: pd.DataFrame, head: str, values: str = "scores") -> Seed
 
 __all__ = [
     "ALL_CLASSES",
+    "CLASS_PROFILES",
+    "MAX_CLASS_PROFILES",
     "SEED_PROFILE_COLUMNS",
     "SeedSummary",
+    "read_class_profiles",
     "seed_global_profile",
     "seed_profiles",
     "seed_stability",

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from safetensors.torch import load_file
 from torch import Tensor
 
 from laya.analysis.depth.input_depth import InputDepth
 from laya.analysis.depth.measured import best_exit, saving_noise, saving_text
 from laya.analysis.head.faithfulness import HEADLINE_METRIC, METRIC_LABELS
-from laya.analysis.report import PER_INPUT_FILE, Report
+from laya.analysis.report import Report
+from laya.analysis.report_record import read_per_input
 from laya.analysis.sample import class_slug
 from laya.analysis.statistics import BEFORE_CORRECTION, format_diff, holm, holm_reading, paired_mean_differences
 from laya.app.labels import method_label as _method_label
@@ -73,10 +73,11 @@ def faithfulness_verdict(report: Report, mode: str, reduction: str, metric: str 
 
 
 def load_per_input(directory: str | Path) -> dict[str, Tensor] | None:
-    """The evaluation's per-input arrays (``per_input.safetensors`` beside ``report.json``, never pickled), or
-    None where the checkpoint has none (the bundled ones do not ship them)."""
-    path = Path(directory) / PER_INPUT_FILE
-    return load_file(path) if path.is_file() else None
+    """The evaluation's per-input arrays (``per_input.safetensors`` beside ``report.json``, never pickled, read as
+    untrusted: :func:`laya.analysis.report_record.read_per_input`), or None where the checkpoint has none (the
+    bundled ones do not ship them). Raises :class:`~laya.model.attached_files.AttachedFileError` where they do not
+    read."""
+    return read_per_input(directory)
 
 
 def _adjacent(ranked: list[str], primary: str, per_input: Mapping[str, Tensor] | None, mode: str, reduction: str,

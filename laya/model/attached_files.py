@@ -1,14 +1,19 @@
-"""The files an attached setting stores beside a checkpoint, read as untrusted input, as checkpoints are.
+"""The files a setting stores beside a checkpoint, read as untrusted input, as checkpoints are.
 
-``laya attach`` and ``laya network`` write the tuned lens (``tuned_lens.json`` + ``.safetensors``), the network
-report (``network.json`` + ``.safetensors``) and the sample's thumbnails (``sample_images.png``) beside a head; a
-visitor can upload them and a shared models folder can hold anything. Each is read here:
+``laya attach`` (and ``laya evaluate``, ``depth``, ``network``, ``reproduce`` for the bundled settings) write beside a
+head: the evaluation report (``report.json``, ``per_input.safetensors``), depth analytics (``depth.json``,
+``depth_fit.json`` + ``.safetensors``, ``lens.csv``), the test-set sample (``sample.safetensors`` and its thumbnails
+``sample_images.png``), the tuned lens (``tuned_lens.json`` + ``.safetensors``) and the network report
+(``network.json`` + ``.safetensors``); the setting folder holds ``class_profiles.csv`` and the bundled example
+images. A visitor can upload them and a shared models folder can hold anything. Each is read here, one mechanism
+for an attached setting and a bundled one:
 
 * confined (:func:`attached_file`): its real path (symlinks and ``..`` resolved, :func:`laya.paths.canonical_path`)
   must lie inside the setting folder (the checkpoint folder's parent), the rule of the bundled examples;
-* bounded: a JSON file's bytes before it is read (:func:`read_json`: depth and integer digits too), a safetensors
-  file's header (:mod:`laya.model.header`) against the shapes its JSON implies, and its element count against
-  ``LAYA_MAX_PARAMS``, before a tensor is read or a module built (:func:`read_tensors`).
+* bounded: a file's size before a byte is read (:func:`read_bytes`; JSON by :func:`read_json`, with its depth and
+  integer digits, CSV by :func:`read_table`), a safetensors file's header (:mod:`laya.model.header`) against the
+  shapes its JSON implies, and its element count against ``LAYA_MAX_PARAMS``, before a tensor is read or a module
+  built (:func:`read_tensors`); an ``OSError`` is the file's refusal too (:func:`unreadable`).
 
 Every refusal is an :class:`AttachedFileError` (a ``ValueError``) whose message names the file by its name (never
 its server path) and what is wrong, so that a caller degrades exactly the view that needs the file.
@@ -16,12 +21,15 @@ its server path) and what is wrong, so that a caller degrades exactly the view t
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
@@ -67,16 +75,45 @@ def attached_file(directory: str | Path, name: str, setting: str | Path | None =
     return real
 
 
+def unreadable(name: str, error: OSError) -> AttachedFileError:
+    """The refusal of a file the operating system would not read (permissions, a device error), naming its kind of
+    error, never the server path the ``OSError`` holds."""
+    return AttachedFileError(name, f"{name} cannot be read ({type(error).__name__})")
+
+
+def read_bytes(path: Path, name: str, max_bytes: int) -> bytes:
+    """The bytes of ``path`` (a real path from :func:`attached_file`), refused unread past ``max_bytes``.
+
+    Raises:
+        AttachedFileError: unreadable, or over ``max_bytes``.
+    """
+    try:
+        if path.stat().st_size > max_bytes:
+            raise AttachedFileError(name, f"{name} is over {max_bytes:,} bytes; it is not read")
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as error:
+        raise unreadable(name, error) from None
+    if len(data) > max_bytes:  # grown since its size was taken
+        raise AttachedFileError(name, f"{name} is over {max_bytes:,} bytes; it is not read")
+    return data
+
+
 def read_json(path: Path, name: str, max_bytes: int) -> Any:
     """The JSON value of ``path`` (a real path from :func:`attached_file`), at most ``max_bytes`` read.
 
     Raises:
-        AttachedFileError: over ``max_bytes``, not JSON, nested too deeply, an integer of too many digits.
+        AttachedFileError: unreadable, over ``max_bytes``, not JSON, nested too deeply, an integer of too many digits.
     """
-    with open(path, "rb") as f:
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise AttachedFileError(name, f"{name} is over {max_bytes:,} bytes; it is not read")
+    return parse_json(read_bytes(path, name, max_bytes), name)
+
+
+def parse_json(data: bytes | str, name: str) -> Any:
+    """``data`` (already bounded) as JSON, integers of at most ``MAX_INT_DIGITS`` digits.
+
+    Raises:
+        AttachedFileError: not JSON, nested too deeply, an integer of too many digits.
+    """
     try:
         return json.loads(data, parse_int=parse_int)
     except RecursionError:
@@ -85,6 +122,49 @@ def read_json(path: Path, name: str, max_bytes: int) -> Any:
         raise AttachedFileError(name, f"{name}: {str(error).removeprefix('model.json ')}") from None
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
         raise AttachedFileError(name, f"{name} is not valid JSON ({type(error).__name__})") from None
+
+
+KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "text": (lambda v: isinstance(v, str), "a text"),
+    "integer": (lambda v: type(v) is int, "an integer"),
+    "number": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)), "a number or null"),
+    "flag": (lambda v: isinstance(v, bool), "true or false"),
+}  # a stored field's kinds (JSON), for check_value and check_records
+
+
+def check_value(value: Any, file: str, field: str, kind: str) -> Any:
+    """``value`` if it is of ``kind`` (:data:`KINDS`), else the refusal naming ``file`` and ``field``."""
+    fits, rule = KINDS[kind]
+    if not fits(value):
+        raise field_error(file, field, value, f"must be {rule}")
+    return value
+
+
+def check_records(rows: Any, file: str, field: str, columns: dict[str, str]) -> list[dict[str, Any]]:
+    """``rows`` if a list of records (JSON objects) each holding ``columns`` (name -> kind of :data:`KINDS`); other
+    fields of a record are kept and never read. Refused naming ``file``, ``field`` and the first record that does
+    not fit."""
+    rule = f"must be a list of records of {', '.join(f'{c} ({KINDS[k][1]})' for c, k in columns.items())}"
+    if not isinstance(rows, list):
+        raise field_error(file, field, rows, rule)
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not all(c in row and KINDS[k][0](row[c]) for c, k in columns.items()):
+            raise field_error(file, f"{field}[{i}]", row, rule)
+    return rows
+
+
+def read_table(path: Path, name: str, max_bytes: int, **options: Any) -> pd.DataFrame:
+    """The CSV table of ``path`` (a real path from :func:`attached_file`), at most ``max_bytes`` read, parsed by
+    ``pandas.read_csv(**options)``.
+
+    Raises:
+        AttachedFileError: unreadable, over ``max_bytes``, not a CSV table.
+    """
+    data = read_bytes(path, name, max_bytes)
+    try:
+        return pd.read_csv(io.BytesIO(data), **options)
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:  # UnicodeDecodeError too
+        raise AttachedFileError(name, f"{name} is not a CSV table ({type(error).__name__})") from None
 
 
 def tensor_header(path: Path, name: str) -> Header:
@@ -98,6 +178,8 @@ def tensor_header(path: Path, name: str) -> Header:
         header = read_header(path, name)
     except CheckpointError as error:
         raise AttachedFileError(name, str(error)) from None
+    except OSError as error:
+        raise unreadable(name, error) from None
     total, limit = sum(math.prod(shape) for shape, _ in header.values()), limits().params
     if total > limit:
         raise AttachedFileError(name, f"{name} holds {total:,} elements, over the limit of {limit:,} "
@@ -117,5 +199,6 @@ def read_tensors(path: Path, name: str) -> dict[str, torch.Tensor]:
         raise AttachedFileError(name, f"{name} is not a readable safetensors file ({type(error).__name__})") from None
 
 
-__all__ = ["MAX_UNITS", "MAX_WIDTH", "AttachedFileError", "attached_file", "field_error", "read_json", "read_tensors",
-           "tensor_header"]
+__all__ = ["KINDS", "MAX_UNITS", "MAX_WIDTH", "AttachedFileError", "attached_file", "check_records", "check_value",
+           "field_error", "parse_json", "read_bytes", "read_json", "read_table", "read_tensors", "tensor_header",
+           "unreadable"]

@@ -152,11 +152,11 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         ood = tuple(str(k) for k in raw) if isinstance(raw, list) else bool(raw)
         result = explain_bytes(checkpoint, blob, mode=str(request["mode"]), posthoc=tuple(request["posthoc"]),
                                approximate=bool(request.get("approximate", True)), ood=ood,
-                               fit=DepthFit.load(checkpoint.path) if ood else None)  # fmt: skip
+                               fit=DepthFit.usable(checkpoint.path)[0] if ood else None)  # fmt: skip
     elif op == "depth":
         spec = checkpoint.meta.input
         image = load_image_tensor(blob, spec.channels, spec.source_size)
-        result = input_depth(checkpoint, image, DepthFit.load(checkpoint.path))
+        result = input_depth(checkpoint, image, DepthFit.usable(checkpoint.path)[0])
     elif op == "patch":
         images = split_files(request["files"], blob)
         if set(images) != {"target", "source"}:

@@ -262,14 +262,27 @@ def model_card(models: str | Path) -> str:
 def _command(setting: Path) -> str:
     """What made a bundled setting: ``laya reproduce`` for the paper's settings; for an attached network, the
     ``laya attach`` command its network report records (``own/network.json``), then the command that rewrote the
-    report where another one did (``laya network``)."""
-    network = setting / "own" / "network.json"
-    if network.is_file():
-        record = json.loads(network.read_text())
-        made = record.get("setting_command") or record["command"]
-        later = f"`, then `python -m {record['command']}" if made != record["command"] else ""
-        return f"python -m {made}{later}"
-    return f"python -m laya reproduce {setting.name}"
+    report where another one did (``laya network``). ``network.json`` is read as the untrusted file it is
+    (:mod:`laya.model.attached_files`: confined, bounded, the two fields checked).
+
+    Raises:
+        AttachedFileError: ``network.json`` unreadable, or its commands not texts (naming the field).
+    """
+    from laya.analysis.network.report_record import MAX_REPORT_JSON, REPORT_JSON
+    from laya.model.attached_files import attached_file, field_error, read_json
+
+    network = attached_file(setting / "own", REPORT_JSON)
+    if network is None:
+        return f"python -m laya reproduce {setting.name}"
+    record = read_json(network, REPORT_JSON, MAX_REPORT_JSON)
+    if not isinstance(record, dict) or not isinstance(record.get("command"), str):
+        raise field_error(REPORT_JSON, "command", record.get("command") if isinstance(record, dict) else record,
+                          "must be a text")  # fmt: skip
+    if not isinstance(record.get("setting_command", ""), str):
+        raise field_error(REPORT_JSON, "setting_command", record["setting_command"], "must be a text")
+    made = record.get("setting_command") or record["command"]
+    later = f"`, then `python -m {record['command']}" if made != record["command"] else ""
+    return f"python -m {made}{later}"
 
 
 CARD_START, CARD_END = "<!-- model-card:start -->", "<!-- model-card:end -->"

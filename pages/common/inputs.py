@@ -7,10 +7,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from laya.app.catalog import Entry
+from laya.app.catalog import Entry, read_example
 from laya.app.labels import head_title
 from laya.app.text import shown
-from laya.data.images import FORMATS, MAX_BYTES
+from laya.data.images import FORMATS, MAX_BYTES, ImageError
 from pages.common.loading import load_sample
 from pages.common.sharing import opened_link, option_index, share
 from pages.common.sidebar import SELECTION, Selection
@@ -47,7 +47,17 @@ def image_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None:
     index = option_index(list(by_name), opened_link().example)
     name = st.selectbox("…or pick a bundled example", list(by_name), index=index, key=f"{key}_example")
     share(example=name)
-    return name, by_name[name].read_bytes()
+    return _example(name, by_name[name])
+
+
+def _example(name: str, path: Path) -> tuple[str, bytes] | None:
+    """``(name, bytes)`` of a bundled example, or None with a warning naming it where it is over the image size
+    limit or unreadable (its size checked before a byte is read)."""
+    try:
+        return name, read_example(path)
+    except ImageError as error:
+        st.warning(shown(f"Cannot use the example {name!r}: {error}"))
+        return None
 
 
 def browsed_input() -> tuple[str, bytes] | None:
@@ -91,7 +101,7 @@ def source_input(key: str, examples: Sequence[Path]) -> tuple[str, bytes] | None
         by_name = {p.name: p for p in examples}
         names = list(by_name)
         name = st.selectbox("Source example", names, index=min(1, len(names) - 1), key=f"{key}_example")
-        return name, by_name[name].read_bytes()
+        return _example(name, by_name[name])
     if kind == "upload":
         upload = st.file_uploader("Upload the source image", type=IMAGE_TYPES, key=f"{key}_upload",
                                   max_upload_size=MAX_BYTES // 2**20)  # fmt: skip

@@ -28,20 +28,22 @@ from laya.analysis.depth.input_depth import InputDepth, input_depth
 from laya.analysis.depth.layer_lens import LENS_FILE
 from laya.analysis.depth.layer_lens import load_lens as read_lens
 from laya.analysis.depth.report import DepthReport
+from laya.analysis.depth.report_record import DEPTH_FILE
 from laya.analysis.head.explain import Explanation, explain_bytes
 from laya.analysis.head.spatial import ClassMaps, sample_class_maps
 from laya.analysis.network.explain import NetworkExplanation, network_bytes
-from laya.analysis.network.lens import LENS_CONFIG
+from laya.analysis.network.lens import LENS_CONFIG, LENS_WEIGHTS
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import PatchEffects, patch_bytes
 from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report
 from laya.analysis.sample import SAMPLE_FILE, Sample
 from laya.app import classwise_views, deploy, uploads, verdicts
-from laya.app.catalog import Entry, example_images, find_checkpoints
+from laya.app.catalog import Entry, example_images, find_checkpoints, read_example
 from laya.app.depth_plots import WholeTestSetFigures, whole_test_set_figures
-from laya.app.seed_views import SeedSummary, seed_summary
-from laya.app.text import shown
+from laya.app.seed_views import CLASS_PROFILES, SeedSummary, read_class_profiles, seed_summary
+from laya.app.text import plain, shown
 from laya.data.images import ImageError, load_image_tensor
+from laya.model.attached_files import AttachedFileError
 from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
 from laya.sandbox.client import Sandboxed
 from laya.sandbox.failures import FailureMemory
@@ -68,6 +70,21 @@ def _stamp(path: str | Path) -> int:
         return Path(path).stat().st_mtime_ns
     except OSError:
         return 0
+
+
+def _versions(*paths: str | Path) -> tuple[tuple[int, int], ...]:
+    """Each file's modification time and size ((0, 0) if missing): a cache key of files read together, so that a
+    change to any of them is reread (a rewrite within the file system's time resolution too, where its size
+    differs)."""
+    versions = []
+    for path in paths:
+        try:
+            stat = Path(path).stat()
+        except OSError:
+            versions.append((0, 0))
+        else:
+            versions.append((stat.st_mtime_ns, stat.st_size))
+    return tuple(versions)
 
 
 @st.cache_data(ttl=60, show_spinner=False)
@@ -213,7 +230,7 @@ def _explain(
 ) -> Explanation:  # fmt: skip
     if deploy.sandboxed(path):
         return _sandboxed(path, anyway).explain(data, mode, posthoc, approximate, ood)
-    fit = _depth_fit(path, stamps[1]) if ood else None
+    fit = _depth_fit(path, stamps[1])[0] if ood else None
     return explain_bytes(_load_model(path, stamps[0], anyway), data, mode=mode, posthoc=posthoc,
                          approximate=approximate, ood=ood, fit=fit)  # fmt: skip
 
@@ -227,6 +244,8 @@ def explain(
     ``ood``: the input's detection scores (True: all; names: only those) from the same backbone pass, under the
     depth fit beside the checkpoint (``laya.analysis.head.explain``)."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
+    if ood:
+        _fit_note(path, stamps[1])
     with _model_call(path, f"Running {Path(path).name} on {name}…", repr(name)):
         result = _explain(path, stamps, anyway(), data, mode, posthoc, approximate, ood)
     return result
@@ -250,22 +269,30 @@ def _load_depth(path: str, stamp: int) -> DepthReport | None:
 
 
 def load_depth(path: str | Path) -> DepthReport | None:
-    """``depth.json`` beside a checkpoint (``python -m laya depth``), or None."""
-    return _load_depth(str(path), _stamp(Path(path) / "depth.json"))
+    """``depth.json`` beside a checkpoint (``python -m laya depth``), or None: where there is none, or where it does
+    not read (then an ``st.warning`` names the file and what is wrong; the rest of the page draws)."""
+    try:
+        return _load_depth(str(path), _stamp(Path(path) / DEPTH_FILE))
+    except AttachedFileError as error:
+        st.warning(shown(f"The depth report cannot be shown: {error}"))
+        return None
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _seed_summary(path: str, stamp: int, head: str, values: str) -> SeedSummary | None:
-    return seed_summary(pd.read_csv(path), head, values) if stamp else None
+    table = read_class_profiles(path)
+    return None if table is None else seed_summary(table, head, values)
 
 
 def seed_summary_of(setting: str | Path, head: str, values: str) -> SeedSummary | None:
     """A setting's per-seed profiles of ``head`` (its ``class_profiles.csv``, written by ``laya reproduce``) as
-    the Class-wise page shows them, or None without that file; computed once per file version and kind."""
-    from laya.training.suite import CLASS_PROFILES_FILE  # the training side's imports, only where a page needs them
-
-    path = Path(setting) / CLASS_PROFILES_FILE
-    return _seed_summary(str(path), _stamp(path), head, values)
+    the Class-wise page shows them, or None without that file or where it does not read (then an ``st.warning``
+    names it); computed once per file version and kind."""
+    try:
+        return _seed_summary(str(setting), _stamp(Path(setting) / CLASS_PROFILES), head, values)
+    except AttachedFileError as error:
+        st.warning(shown(f"The per-seed profiles cannot be shown: {error}"))
+        return None
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -278,14 +305,18 @@ def _depth_figures(path: str, stamp: int, exits_stamp: int) -> WholeTestSetFigur
 
 def depth_figures(path: str | Path) -> WholeTestSetFigures | None:
     """The Depth page's whole-test-set figures of a checkpoint (``depth.json`` and ``exits.json``), or None: built
-    once per process and shared by every session, so shown only through ``shown`` (a copy), never changed."""
-    return _depth_figures(str(path), _stamp(Path(path) / "depth.json"), _stamp(Path(path) / "exits.json"))
+    once per process and shared by every session, so shown only through ``shown`` (a copy), never changed. Called
+    once :func:`load_depth` has read the report."""
+    return _depth_figures(str(path), _stamp(Path(path) / DEPTH_FILE), _stamp(Path(path) / "exits.json"))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _faithfulness_verdict(path: str, stamps: tuple[int, int], mode: str, reduction: str) -> str:
-    return verdicts.faithfulness_verdict(_load_report(path, stamps[0]), mode, reduction,
-                                         per_input=verdicts.load_per_input(path))  # fmt: skip
+    try:
+        per_input, note = verdicts.load_per_input(path), ""
+    except AttachedFileError as error:  # only the per-input paired tests are lost
+        per_input, note = None, f" ({plain(str(error))}: the per-input paired tests are left out.)"
+    return verdicts.faithfulness_verdict(_load_report(path, stamps[0]), mode, reduction, per_input=per_input) + note
 
 
 def faithfulness_verdict(path: str | Path, mode: str, reduction: str) -> str:
@@ -304,14 +335,20 @@ def load_lens(path: str | Path) -> pd.DataFrame | None:
     """``lens.csv`` beside a checkpoint (``python -m laya lens`` or ``depth``), or None (a warning if unreadable)."""
     try:
         return _load_lens(str(path), _stamp(Path(path) / LENS_FILE))
-    except (ValueError, OSError) as error:
+    except AttachedFileError as error:
         st.warning(shown(error))
         return None
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _depth_fit(path: str, stamp: int) -> DepthFit | None:
-    return DepthFit.load(path)
+def _depth_fit(path: str, stamp: int) -> tuple[DepthFit | None, str | None]:
+    return DepthFit.usable(path)
+
+
+def _fit_note(path: str, stamp: int) -> None:
+    """The warning that the stored depth fit cannot be used, where it cannot (the rest of the page is drawn)."""
+    if not deploy.sandboxed(path) and (why := _depth_fit(path, stamp)[1]) is not None:
+        st.warning(shown(why))
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
@@ -321,7 +358,7 @@ def _input_depth(path: str, stamp: int, fit_stamp: int, anyway: bool, data: byte
     checkpoint = _load_model(path, stamp, anyway)
     spec = checkpoint.meta.input
     return input_depth(
-        checkpoint, load_image_tensor(data, spec.channels, spec.source_size), _depth_fit(path, fit_stamp)
+        checkpoint, load_image_tensor(data, spec.channels, spec.source_size), _depth_fit(path, fit_stamp)[0]
     )
 
 
@@ -329,6 +366,7 @@ def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
     """Depth analytics of an uploaded or example image; an unusable image, an output that overflowed or a failed
     worker shows ``st.error`` and stops the page."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
+    _fit_note(path, stamps[1])
     with _model_call(path, f"Running {Path(path).name} on {name}…", repr(name)):
         result = _input_depth(path, *stamps, anyway(), data)
     return result
@@ -364,7 +402,10 @@ def block_ablation(path: str, name: str, data: bytes, skip: bool = False) -> Blo
     checkpoint's bundled example images (:func:`laya.analysis.block_ablation.ablate_bytes`), here or in a worker, or
     the sentence saying why it is not shown: none bundled, or a backbone whose layers have no modules to hook. An
     unusable image or a failed worker shows ``st.error`` and stops the page."""
-    references = tuple(p.read_bytes() for p in example_images(path))
+    try:
+        references = tuple(read_example(p) for p in example_images(path))
+    except ImageError as error:  # an example over the size limit: its size checked before a byte is read
+        return f"Block ablation needs the bundled examples as references: {error}"
     if not references:
         return "Block ablation needs reference images for its means; this checkpoint has no bundled examples."
     try:
@@ -377,10 +418,10 @@ def block_ablation(path: str, name: str, data: bytes, skip: bool = False) -> Blo
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _network(
-    path: str, stamps: tuple[int, int], anyway: bool, data: bytes, method: str, granularity: str, cam_class: int | None,
-    branch: str,
+    path: str, stamps: tuple[int, tuple[tuple[int, int], ...]], anyway: bool, data: bytes, method: str,
+    granularity: str, cam_class: int | None, branch: str,
 ) -> NetworkExplanation:  # fmt: skip
-    examples = tuple(p.read_bytes() for p in example_images(path))  # references where the training split is absent
+    examples = tuple(read_example(p) for p in example_images(path))  # references where the training split is absent
     if deploy.sandboxed(path):
         return _sandboxed(path, anyway).network(data, method, granularity, cam_class, examples, branch)
     return network_bytes(_load_model(path, stamps[0], anyway), data, method, granularity, cam_class, examples, branch)
@@ -393,7 +434,7 @@ def network(
     """An attached network's own units on one image (:func:`laya.analysis.network.explain.network_bytes`: unit
     profile on ``branch``, lens, Grad-CAM), here or in a worker, or the sentence saying why it is not shown. An
     unusable image or a failed worker shows ``st.error`` and stops the page."""
-    stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / LENS_CONFIG)
+    stamps = _stamp(Path(path) / WEIGHTS_FILE), _versions(*(Path(path) / name for name in (LENS_CONFIG, LENS_WEIGHTS)))
     try:
         with _model_call(path, f"Explaining the network's units on {name}…", repr(name)):
             result = _network(path, stamps, anyway(), data, method, granularity, cam_class, branch)
@@ -408,8 +449,14 @@ def _load_sample(path: str, stamp: int) -> Sample | None:
 
 
 def load_sample(path: str | Path) -> Sample | None:
-    """The test-set browser's sample beside a checkpoint (``python -m laya evaluate``), or None."""
-    return _load_sample(str(path), _stamp(Path(path) / SAMPLE_FILE))
+    """The test-set browser's sample beside a checkpoint (``python -m laya evaluate``), or None: where there is
+    none, or where it does not read (then an ``st.warning`` names the file and what is wrong; the rest of the page
+    draws)."""
+    try:
+        return _load_sample(str(path), _stamp(Path(path) / SAMPLE_FILE))
+    except AttachedFileError as error:
+        st.warning(shown(f"The test-set sample cannot be shown: {error}"))
+        return None
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

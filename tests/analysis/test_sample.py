@@ -93,7 +93,7 @@ def test_sample_file_is_safetensors_and_damage_is_a_clear_error(sampled: Path, t
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / SAMPLE_FILE).write_bytes(b"not safetensors")
-    with pytest.raises(ValueError, match="not a readable sample"):
+    with pytest.raises(ValueError, match="^sample.safetensors is not a valid safetensors file"):
         Sample.load(bad)
     assert Sample.load(tmp_path) is None
     moved = tmp_path / "moved"

@@ -242,8 +242,10 @@ WHOLE = st.one_of(  # the whole file replaced
     st.sampled_from([b"null", b"[]", b"{}", b"3", b'"x"', b"[" * 50_000 + b"]" * 50_000, b"\xff\xfe", b""]),
     st.binary(max_size=64),
 )
+FIT_FIELDS = [("fit",), ("fit", "constant"), ("fit", "constant", 0), ("fit", "epochs_run"), ("fit", "best_epoch"),
+              ("fit", "exact"), ("fit", "kl"), ("fit", "logit_kl"), ("fit", "agreement")]  # fmt: skip
 LENS_FIELDS = [("units",), ("units", 0), ("dims",), ("dims", 0), ("width",), ("classes",), ("space",), ("sample",),
-               ("lr",), ("command",), ("fit",), ("extra",)]  # fmt: skip
+               ("lr",), ("held_out",), ("patience",), ("command",), ("extra",), *FIT_FIELDS]  # fmt: skip
 LENS_PLAUSIBLE = st.one_of(  # sizes a loader must compare with the weights before it allocates
     st.tuples(st.just(("width",)), SIZES),
     st.tuples(st.just(("dims", 0)), SIZES),
@@ -260,7 +262,15 @@ REPORT_FIELDS = [("units",), ("units", 0), ("stages",), ("stage_names",), ("resi
                  ("agreement", 0, "n"), ("agreement", 0, "spearman_mean"), ("agreement", 0, "score"), ("tables",),
                  ("tables", "lens_prob/true"), ("tables", "lens_prob/true", "data"),
                  ("tables", "lens_prob/true", "index"), ("tables", "drops/true", "columns"), ("shapes",),
-                 ("shapes", "drops"), ("shapes", "indices"), ("references",), ("lens",), ("options",)]  # fmt: skip
+                 ("shapes", "drops"), ("shapes", "indices"), ("references",), ("lens",), ("options",),
+                 ("lens", "source"), ("lens", "units"), ("lens", "units", 0), ("lens", "units", 0, "agreement"),
+                 ("lens", "units", 0, "kl"), ("lens", "units", 0, "unit"), *(("lens", *f) for f in FIT_FIELDS),
+                 ("lesion",), ("lesion", "n"), ("lesion", "intact"), ("lesion", "intact", 0), ("lesion", "single"),
+                 ("lesion", "single", 0), ("lesion", "single", 0, "unit"), ("lesion", "single", 0, "intervention"),
+                 ("lesion", "single", 0, "method"), ("lesion", "single", 0, "accuracy"),
+                 ("lesion", "single", 0, "drop"), ("lesion", "curve"), ("lesion", "curve", 0, "k"),
+                 ("lesion", "curve", 0, "mean"), ("lesion", "classes"), ("lesion", "classes", "skip"),
+                 ("lesion", "classes", "skip", "data")]  # fmt: skip
 REPORT_EDITS = st.one_of(
     st.lists(st.tuples(st.sampled_from(REPORT_FIELDS), st.one_of(VALUES, st.just(math.nan),
                                                                  st.lists(SIZES, max_size=3))), max_size=3),
@@ -298,18 +308,25 @@ def attempt_lens(remote: Sandboxed, image: bytes) -> FileOutcome:
 
 
 def attempt_report(folder: Path) -> FileOutcome:
-    """The network report read as the pages read it, then the views they build of it (the agreement table, every
-    class x unit table); only an AttachedFileError may refuse it."""
+    """The network report read as the pages read it, then the views they build of it (the agreement table and its
+    summary, every class x unit table, the tuned lens's summary, the lesion study of each intervention it holds);
+    only an AttachedFileError may refuse it."""
     start = time.monotonic()
     try:
         report = load_network_report(folder)
     except AttachedFileError as refusal:
         return FileOutcome("refused", str(refusal), time.monotonic() - start)
     nv.agreement_view(report.agreement)
+    for intervention in set(report.agreement["intervention"]):
+        nv.agreement_summary(report.agreement, intervention)
     for value in nv.CLASS_UNIT_VALUES:
         for by in nv.CLASS_GROUPS:
             if (table := nv.stored_class_units(report, value, by)) is not None:
                 nv.class_unit_heatmap(table, value)
+    nv.lens_summary_view(report.lens)
+    if report.lesion is not None:
+        for intervention in set(report.lesion.single["intervention"]):
+            nv.lesion_figure(report.lesion, intervention)
     return FileOutcome("read", "", time.monotonic() - start)
 
 

@@ -3,13 +3,22 @@ safetensors header checked before any tensor is read."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from laya.model.attached_files import AttachedFileError, attached_file, read_json, read_tensors, tensor_header
+from laya.model.attached_files import (
+    AttachedFileError,
+    attached_file,
+    read_bytes,
+    read_json,
+    read_tensors,
+    tensor_header,
+)
+from tests.hostile import STORED_CASES, stored_setting
 
 
 @pytest.fixture
@@ -58,3 +67,82 @@ def test_a_safetensors_header_is_read_alone_and_bounded(own: Path, monkeypatch: 
     path.write_bytes(path.read_bytes()[:-8])  # the body cut short
     with pytest.raises(AttachedFileError, match="x.safetensors is not a valid safetensors file"):
         tensor_header(path, "x.safetensors")
+
+
+def test_a_file_the_system_will_not_read_is_refused_naming_it(own: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``OSError`` (permissions, a device error) escaped as itself and took the unit profile down with the lens
+    (issue 43): it is the file's refusal now, naming the file and the kind of error, never the server path."""
+    from laya.model import attached_files, header
+
+    (own / "x.json").write_text("{}")
+    save_file({"a": torch.zeros(2)}, own / "x.safetensors")
+
+    def denied(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    for module in (attached_files, header):
+        monkeypatch.setattr(module, "open", denied, raising=False)
+    for read, name in ((lambda: read_json(own / "x.json", "x.json", 100), "x.json"),
+                       (lambda: tensor_header(own / "x.safetensors", "x.safetensors"), "x.safetensors")):  # fmt: skip
+        with pytest.raises(AttachedFileError, match=rf"^{name} cannot be read \(PermissionError\)$") as refused:
+            read()
+        assert refused.value.file == name and str(own) not in str(refused.value)
+
+
+def test_a_file_over_its_bound_is_refused_before_it_is_read(own: Path) -> None:
+    path = own / "big.bin"
+    path.write_bytes(b"x" * 101)
+    with pytest.raises(AttachedFileError, match="big.bin is over 100 bytes; it is not read"):
+        read_bytes(path, "big.bin", 100)
+    assert read_bytes(path, "big.bin", 101) == b"x" * 101
+
+
+def _read(kind: str, own: Path) -> object:
+    """The loader a page uses for ``kind`` (tests/hostile.py ``StoredCase.read``), on the head folder ``own``."""
+    from laya.analysis.depth.fit import DepthFit
+    from laya.analysis.depth.layer_lens import load_lens
+    from laya.analysis.depth.report import DepthReport
+    from laya.analysis.report import Report
+    from laya.analysis.sample import Sample
+    from laya.app.seed_views import read_class_profiles
+    from laya.app.verdicts import load_per_input
+    from laya.training.bundle import _command
+
+    return {"sample": Sample.load, "depth": DepthReport.load, "depth_fit": DepthFit.load, "report": Report.load,
+            "per_input": load_per_input, "lens_csv": load_lens, "class_profiles": lambda o: read_class_profiles(o.parent),
+            "model_card": lambda o: _command(o.parent)}[kind](own)  # fmt: skip
+
+
+def test_every_stored_file_reads_as_it_is(tmp_path: Path) -> None:
+    """The bundled own head's files, copied into a setting folder, read with the same loaders (one mechanism for a
+    bundled setting and an attached one)."""
+    own = stored_setting(tmp_path)
+    for kind in ("sample", "depth", "depth_fit", "report", "lens_csv", "class_profiles"):
+        assert _read(kind, own) is not None, kind
+    assert _read("per_input", own) is None  # the bundled heads do not ship them
+    assert _read("model_card", own).startswith("python -m laya attach")
+
+
+@pytest.mark.parametrize("case", STORED_CASES, ids=lambda c: c.name)
+def test_every_stored_file_is_read_as_untrusted_input(case, tmp_path: Path) -> None:
+    """Every file a setting stores beside its head and a page reads back (sample, depth report and fit, evaluation
+    report and its per-input arrays, lens.csv, class_profiles.csv, network.json for the model card), broken one
+    way: one AttachedFileError naming the file and what is wrong, never its server path, never another error (they
+    were read with ``json.loads(read_text())``, ``load_file`` and ``pd.read_csv``, unbounded and unchecked)."""
+    own = stored_setting(tmp_path)
+    case.write(own)
+    with pytest.raises(AttachedFileError, match=re.escape(case.message)) as refused:
+        _read(case.read, own)
+    assert refused.value.file == case.file and case.file in str(refused.value)
+    assert str(tmp_path) not in str(refused.value)
+
+
+def test_an_example_image_is_sized_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from laya.app import catalog
+    from laya.data.images import ImageError
+
+    path = tmp_path / "big.png"
+    path.write_bytes(b"x" * 101)
+    monkeypatch.setattr(catalog, "MAX_BYTES", 100)
+    with pytest.raises(ImageError, match=r"^big.png is over 100 bytes; it is not read$"):
+        catalog.read_example(path)

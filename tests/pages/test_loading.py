@@ -3,6 +3,7 @@ remembered by the process, and a checkpoint that fails on a session's first imag
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,24 @@ def test_a_checkpoint_failing_on_its_first_image_is_broken_for_the_session(
     assert loading.load_model(works) == "info"
     loading.st.session_state.pop(loading.BROKEN)  # another session
     assert loading.load_model(broken) == "info"
+
+
+def test_the_network_explanation_is_keyed_on_both_lens_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A changed ``tuned_lens.safetensors`` beside an unchanged ``tuned_lens.json`` (same modification time) is not
+    served from the cache: the explanation's key holds both files' versions (issue 43: it held the JSON's alone)."""
+    keys: list[tuple] = []
+
+    def explained(path: str, stamps: tuple, *args: object) -> str:
+        keys.append(stamps)
+        return "explanation"
+
+    monkeypatch.setattr(loading, "_network", explained)
+    (tmp_path / "tuned_lens.json").write_text("{}")
+    weights = tmp_path / "tuned_lens.safetensors"
+    weights.write_bytes(b"1" * 8)
+    loading.network(str(tmp_path), "x.png", b"")
+    when = weights.stat().st_mtime_ns
+    weights.write_bytes(b"2" * 16)
+    os.utime(weights, ns=(when, when))  # the same time: only its size tells the new file
+    loading.network(str(tmp_path), "x.png", b"")
+    assert len(keys) == 2 and keys[0] != keys[1]

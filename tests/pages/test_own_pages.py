@@ -256,6 +256,16 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
             assert "Prediction depth (tuned lens)" in [unplain(m.label) for m in at.metric]
 
 
+def _on_own_head(setting: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The app on a copy of a bundled setting (``setting``), its own head selected."""
+    monkeypatch.setenv("LAYA_MODELS", str(setting.parent))
+    at = AppTest.from_file(str(APP), default_timeout=300).run()
+    group = describe(setting / OWN).group
+    at.sidebar.selectbox(key="model_group").set_value(group).run()
+    at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting / OWN)).run()
+    return at
+
+
 @pytest.mark.skipif(not (BUNDLED / OWN / "network.json").is_file(), reason="the bundled attached network is not here")
 def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A copy of the bundled attached network whose ``tuned_lens.json`` gives its units as an int, whose
@@ -269,11 +279,7 @@ def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeyp
     report = json.loads((setting / OWN / "network.json").read_text())
     (setting / OWN / "network.json").write_text(json.dumps(report | {"tables": []}))
     (setting / "sample_images.png").unlink()
-    monkeypatch.setenv("LAYA_MODELS", str(setting.parent))
-    at = AppTest.from_file(str(APP), default_timeout=300).run()
-    group = describe(setting / OWN).group
-    at.sidebar.selectbox(key="model_group").set_value(group).run()
-    at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting / OWN)).run()
+    at = _on_own_head(setting, monkeypatch)
     _ok(at, "inspect")
     shown = charts(at)
     assert shown[UNIT_PROFILE_TITLE]["data"][0]["x"] == report["units"]
@@ -288,6 +294,42 @@ def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeyp
     _ok(at, "browse")
     assert at.dataframe and len(at.dataframe[0].value) > 0 and not at.get("imgs")
     assert any("sample_images.png" in t for t in texts(at))
+
+
+@pytest.mark.skipif(not (BUNDLED / OWN / "network.json").is_file(), reason="the bundled attached network is not here")
+def test_every_other_broken_stored_file_costs_only_its_own_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43: a copy of the bundled attached network whose lens fit's constant is texts (a TypeError in
+    ``laya network``), whose report's lens section has a text agreement (Class-wise raised), whose sample and
+    depth report are damaged (Browse and Depth raised): Inspect draws the unit profile and names
+    ``tuned_lens.json``'s field where the lens was; Class-wise, Browse and Depth each name their file and draw the
+    rest. No page shows an error or an exception."""
+    setting = tmp_path / "models" / BUNDLED.name
+    shutil.copytree(BUNDLED, setting)
+    lens = json.loads((setting / OWN / "tuned_lens.json").read_text())
+    (setting / OWN / "tuned_lens.json").write_text(json.dumps(lens | {"fit": lens["fit"] | {"constant": ["x"] * 10}}))
+    report = json.loads((setting / OWN / "network.json").read_text())
+    report["lens"]["units"][0]["agreement"] = "high"
+    (setting / OWN / "network.json").write_text(json.dumps(report))
+    (setting / OWN / "sample.safetensors").write_bytes(b"\x10\x00" * 40)
+    depth = json.loads((setting / OWN / "depth.json").read_text())
+    (setting / OWN / "depth.json").write_text(json.dumps(depth | {"layer_names": 3}))
+    at = _on_own_head(setting, monkeypatch)
+    _ok(at, "inspect")
+    shown = charts(at)
+    assert shown[UNIT_PROFILE_TITLE]["data"][0]["x"] == report["units"]
+    assert any(t.startswith(GRADCAM_TITLE) for t in shown) and not any(t.startswith(LENS_TITLE) for t in shown)
+    assert any("No lens for this network" in t and "tuned_lens.json: fit.constant = ['x'" in t for t in texts(at))
+    at.switch_page("pages/classwise.py").run()
+    _ok(at, "classwise")
+    assert any("network.json: lens.units[0]" in t for t in texts(at))
+    assert any(t.startswith("Confusion") for t in charts(at))  # the rest of the page
+    at.switch_page("pages/browse.py").run()
+    _ok(at, "browse")
+    assert any("sample.safetensors is not a valid safetensors file" in t for t in texts(at))
+    at.switch_page("pages/depth.py").run()
+    _ok(at, "depth")
+    assert any("depth.json: layer_names = 3" in t for t in texts(at))
+    assert charts(at)  # this input's views are drawn
 
 
 def test_the_depth_page_shows_the_lesion_study_of_the_own_head(

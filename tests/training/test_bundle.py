@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -124,3 +125,25 @@ def test_an_attached_setting_is_reproduced_by_its_attach_command_then_the_one_th
                                                    "setting_command": "laya attach --model m"}))  # fmt: skip
     assert _command(tmp_path / "net") == "python -m laya attach --model m`, then `python -m laya network --refit-lens"
     assert _command(tmp_path / "paper") == "python -m laya reproduce paper"
+
+
+def test_the_model_card_reads_network_json_as_an_untrusted_file(tmp_path):
+    """``network.json`` for the model card went through ``json.loads(read_text())`` unbounded and unchecked
+    (``record["command"]`` a KeyError, a link out followed): it is the attached files' reader now (issue 43)."""
+    from laya.model.attached_files import AttachedFileError
+    from laya.training.bundle import _command
+
+    own = tmp_path / "net" / "own"
+    own.mkdir(parents=True)
+    for text, message in (('{"command": 3}', "network.json: command = 3: must be a text"),
+                          ("[]", "network.json: command = []: must be a text"),
+                          ('{"command": "laya attach", "setting_command": [1]}', "setting_command = [1]"),
+                          ("{", "network.json is not valid JSON")):  # fmt: skip
+        (own / "network.json").write_text(text)
+        with pytest.raises(AttachedFileError, match=re.escape(message)):
+            _command(tmp_path / "net")
+    (tmp_path / "outside.json").write_text(json.dumps({"command": "laya attach --model m"}))
+    (own / "network.json").unlink()
+    (own / "network.json").symlink_to(tmp_path / "outside.json")
+    with pytest.raises(AttachedFileError, match="network.json links outside its setting folder"):
+        _command(tmp_path / "net")

@@ -8,24 +8,31 @@ per-layer readouts, from which readouts, detection scores and the lens are read.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 from torch import Tensor
 
 from laya import __version__
 from laya.analysis.depth.detection import COVARIANCE, Mahalanobis, class_alpha_profile, detection_scores
 from laya.analysis.depth.readouts import LayerProbes, Readouts, readout_logits
 from laya.analysis.head.ablation import float64_head
+from laya.model.attached_files import (
+    AttachedFileError,
+    attached_file,
+    field_error,
+    read_json,
+    read_tensors,
+    tensor_header,
+)
 from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors, read_meta
 
 FIT_FILE = "depth_fit.safetensors"
 FIT_META_FILE = "depth_fit.json"
+MAX_FIT_JSON = 1 << 20  # a depth_fit.json is a few hundred bytes (the fit's provenance)
 
 
 @dataclass
@@ -46,17 +53,42 @@ class DepthFit:
         atomic_write_json(Path(directory) / FIT_META_FILE, self.info)
 
     @classmethod
+    def usable(cls, directory: str | Path) -> tuple[DepthFit | None, str | None]:
+        """:meth:`load`, a broken fit given as None with the refusal's message (the analyses then run as without a
+        fit: no probes, no Mahalanobis), so that only what needs the fit is lost."""
+        try:
+            return cls.load(directory), None
+        except AttachedFileError as error:
+            return None, f"The stored depth fit cannot be used ({error}): shown without its probes and statistics."
+
+    @classmethod
     def load(cls, directory: str | Path) -> DepthFit | None:
-        """The stored fit, or None if there is none or it belongs to other weights than the checkpoint's."""
+        """The stored fit, or None if there is none or it belongs to other weights than the checkpoint's. Both
+        files are untrusted (:mod:`laya.model.attached_files`): confined to the setting folder, ``depth_fit.json``
+        at most :data:`MAX_FIT_JSON` bytes and an object, the tensors' header within ``LAYA_MAX_PARAMS`` and
+        floating-point before one is read, the statistics and probes all there.
+
+        Raises:
+            AttachedFileError: a file that does not read or does not fit (its message names the file).
+        """
         directory = Path(directory)
-        if not (directory / FIT_FILE).is_file() or not (directory / FIT_META_FILE).is_file():
+        meta_path, weights = attached_file(directory, FIT_META_FILE), attached_file(directory, FIT_FILE)
+        if meta_path is None or weights is None:
             return None
-        info = json.loads((directory / FIT_META_FILE).read_text())
+        info = read_json(meta_path, FIT_META_FILE, MAX_FIT_JSON)
+        if not isinstance(info, dict):
+            raise field_error(FIT_META_FILE, "(the file)", info, "must be a JSON object")
         if info.get("weights_sha256") != read_meta(directory).get("weights", {}).get("sha256"):
             return None
-        tensors = {k: v.double() for k, v in load_file(str(directory / FIT_FILE)).items()}
-        return cls(Mahalanobis.from_tensors(tensors), LayerProbes.from_tensors(tensors), tensors.get("alpha_profile"),
-                   info)  # fmt: skip
+        odd = [k for k, (_, dtype) in tensor_header(weights, FIT_FILE).items() if not dtype.is_floating_point]
+        if odd:
+            raise AttachedFileError(FIT_FILE, f"{FIT_FILE}: {[k[:40] for k in odd[:4]]} are not floating-point")
+        tensors = {k: v.double() for k, v in read_tensors(weights, FIT_FILE).items()}
+        try:
+            return cls(Mahalanobis.from_tensors(tensors), LayerProbes.from_tensors(tensors),
+                       tensors.get("alpha_profile"), info)  # fmt: skip
+        except ValueError as error:  # a statistic or probe missing
+            raise AttachedFileError(FIT_FILE, f"{FIT_FILE}: {error}") from None
 
 
 @dataclass

@@ -25,9 +25,12 @@ from torch import Tensor
 from laya.analysis.depth.readouts import LayerProbes, class_groups, readout_logits
 from laya.analysis.head.ablation import float64_head
 from laya.analysis.statistics import bootstrap_ci
+from laya.model.attached_files import AttachedFileError, attached_file, read_table
 from laya.model.heads import LayerHead, MixHead
 
 LENS_FILE = "lens.csv"
+MAX_LENS_CSV = 32 << 20  # a lens.csv is a few KB (classes x layers rows)
+MAX_LENS_CSV = 32 << 20  # a lens.csv is a few KB (classes x layers rows)
 SOURCES = {"head classifier": "the head's own classifier on each layer",
            "linear probes": "linear probes fitted on the training split"}  # fmt: skip
 LENS_SOURCE = {"own classifier": "head classifier", "fitted probe": "linear probes"}  # readout kind -> Lens.source
@@ -159,15 +162,23 @@ def write_lens(table: pd.DataFrame, out: str | Path) -> Path:
 
 
 def load_lens(directory: str | Path) -> pd.DataFrame | None:
-    """``lens.csv`` beside a checkpoint, or None. Raises ``ValueError`` for a file that is not a lens summary."""
-    path = Path(directory) / LENS_FILE
-    if not path.is_file():
+    """``lens.csv`` beside a checkpoint, or None. The file is untrusted (:mod:`laya.model.attached_files`):
+    confined to the setting folder, at most :data:`MAX_LENS_CSV` bytes, its columns there and the metrics numbers.
+
+    Raises:
+        AttachedFileError: a file that does not read or is not a lens summary (its message names the file).
+    """
+    path = attached_file(Path(directory), LENS_FILE)
+    if path is None:
         return None
-    table = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    missing = {"class", "layer", "n", "readout", *METRICS, *(f"{m}_{e}" for m in METRICS for e in ("low", "high"))}
-    missing -= set(table.columns)
+    table = read_table(path, LENS_FILE, MAX_LENS_CSV, keep_default_na=False, na_values=[""])
+    numbers = ["n", *METRICS, *(f"{m}_{e}" for m in METRICS for e in ("low", "high"))]
+    missing = {"class", "layer", "readout", *numbers} - set(table.columns)
     if missing:
-        raise ValueError(f"{path} is not a lens summary: no column {sorted(missing)} (rerun `python -m laya lens`)")
+        raise AttachedFileError(LENS_FILE, f"{LENS_FILE} is not a lens summary: no column {sorted(missing)} (rerun "
+                                           "`python -m laya lens`)")  # fmt: skip
+    if odd := [c for c in numbers if not pd.api.types.is_numeric_dtype(table[c])]:
+        raise AttachedFileError(LENS_FILE, f"{LENS_FILE}: the columns {odd[:4]} are not numbers")
     table["class"] = table["class"].astype(str)
     return table
 

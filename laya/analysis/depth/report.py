@@ -11,7 +11,6 @@ The results go to ``depth.json`` + CSVs beside the checkpoint's report.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -34,9 +33,10 @@ from laya.analysis.head.logit_attribution import class_mean_terms, logit_attribu
 from laya.analysis.statistics import bootstrap_cis
 from laya.analysis.strict_json import json_safe
 from laya.data.ood import ood_sets
+from laya.analysis.depth.report_record import DEPTH_FILE, MAX_DEPTH_JSON, checked_depth
+from laya.model.attached_files import attached_file, field_error, read_json
 from laya.model.checkpoint import Checkpoint, atomic_write_json
 
-DEPTH_FILE = "depth.json"
 Progress = Callable[[float, str], None]
 
 
@@ -230,8 +230,16 @@ class DepthReport:
 
     @classmethod
     def load(cls, directory: str | Path) -> DepthReport | None:
-        path = Path(directory) / DEPTH_FILE
-        return cls(json.loads(path.read_text())) if path.is_file() else None
+        """The ``depth.json`` beside a checkpoint, or None where there is none. The file is untrusted
+        (:mod:`laya.model.attached_files`): confined to the setting folder, at most
+        :data:`~laya.analysis.depth.report_record.MAX_DEPTH_JSON` bytes, every field the pages read checked
+        (:func:`~laya.analysis.depth.report_record.checked_depth`).
+
+        Raises:
+            AttachedFileError: a file that does not read or a field of the wrong kind (its message names both).
+        """
+        path = attached_file(Path(directory), DEPTH_FILE)
+        return None if path is None else cls(checked_depth(read_json(path, DEPTH_FILE, MAX_DEPTH_JSON)))
 
     def table(self, key: str) -> pd.DataFrame:
         """``prediction_depth``, ``logit_attribution``, ``pruning``, ``exit_curve``, ``detection``, ``roc``
@@ -294,11 +302,15 @@ def refresh_detection(
 
     Raises FileNotFoundError when there is no ``depth.json`` to refresh."""
     out = Path(out or checkpoint.path)
-    if not (out / DEPTH_FILE).is_file():
+    path = attached_file(out, DEPTH_FILE)  # read as untrusted; only its options are used, its detection replaced
+    if path is None:
         raise FileNotFoundError(f"no {DEPTH_FILE} in {out} to refresh; run `python -m laya depth --checkpoint "
                                 f"{checkpoint.path}` for the whole report")  # fmt: skip
     progress = progress or (lambda fraction, message: None)
-    report = json.loads((out / DEPTH_FILE).read_text())
+    report = read_json(path, DEPTH_FILE, MAX_DEPTH_JSON)
+    if not isinstance(report, dict) or not isinstance(report.get("options"), dict):
+        raise field_error(DEPTH_FILE, "options", report.get("options") if isinstance(report, dict) else report,
+                          "must be a JSON object")  # fmt: skip
     options = DepthOptions(**{k: v for k, v in report["options"].items() if k in DepthOptions.__dataclass_fields__})
     hidden_of, started = hidden_states_of(checkpoint, options.batch_size), time.perf_counter()
     progress(0.0, "training hidden states")

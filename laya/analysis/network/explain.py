@@ -158,12 +158,10 @@ def references_for(
 def _lens(checkpoint: Checkpoint, x: Tensor, units: Sequence[str]) -> tuple[Lens | None, str]:
     backbone = checkpoint.model.backbone
     try:
-        tuned = load_tuned_lens(checkpoint.path, backbone)
+        tuned = load_tuned_lens(checkpoint.path, backbone, units)
     except AttachedFileError as error:  # only the lens is lost: the profile and Grad-CAM are drawn
         return None, f"the tuned lens beside this checkpoint cannot be used ({error})"
     if tuned is not None:
-        if list(tuned.config.units) != list(units):
-            return None, "the tuned lens beside this checkpoint was fitted for other units"
         return unit_lens(backbone, x, units, tuned), "tuned lens"
     if own_readout(as_network(backbone)).space == "residual":
         return unit_lens(backbone, x, units), "logit lens"

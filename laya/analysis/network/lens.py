@@ -37,13 +37,12 @@ from torch import Tensor, nn
 from laya.analysis.depth.layer_lens import METRICS, Lens
 from laya.analysis.depth.readouts import class_groups
 from laya.analysis.depth.readouts import prediction_depth as first_agreeing
+from laya.analysis.network.lens_record import LENS_CONFIG, SPACES, check_config
 from laya.analysis.network.recording import as_network, prefix_tokens, run_units
 from laya.app import palette
 from laya.model.backbones import pool_hidden
 from laya.model.backbones.pre_logits import final_linear
 from laya.model.attached_files import (
-    MAX_UNITS,
-    MAX_WIDTH,
     AttachedFileError,
     attached_file,
     field_error,
@@ -55,8 +54,7 @@ from laya.model.budget import limits
 from laya.model.checkpoint import atomic_write_json, atomic_write_tensors
 
 Space = Literal["residual", "pre-logits"]
-SPACES = ("residual", "pre-logits")
-LENS_WEIGHTS, LENS_CONFIG = "tuned_lens.safetensors", "tuned_lens.json"
+LENS_WEIGHTS = "tuned_lens.safetensors"
 UNIT_METRICS = {**METRICS, "agrees": "share agreeing with the final prediction"}
 HELD_OUT, EPOCHS, PATIENCE, LR = 0.2, 400, 25, 3e-3  # the tuned lens's fit: docs/decisions/tuned-lens-stopping.md
 
@@ -132,8 +130,9 @@ class TunedLensConfig:
     @classmethod
     def from_dict(cls, data: Any) -> TunedLensConfig:
         """The config stored in ``tuned_lens.json``, every field's type and range checked before anything is sized
-        by it (at most :data:`~laya.model.attached_files.MAX_UNITS` units, widths up to
-        :data:`~laya.model.attached_files.MAX_WIDTH`, the translators within ``LAYA_MAX_PARAMS``).
+        by it (:func:`~laya.analysis.network.lens_record.check_config`: at most
+        :data:`~laya.model.attached_files.MAX_UNITS` units, widths up to :data:`~laya.model.attached_files.MAX_WIDTH`,
+        the fit's summary of the units and classes), the translators within ``LAYA_MAX_PARAMS``.
 
         Raises:
             AttachedFileError: naming the field that is missing, unknown or of the wrong kind or size.
@@ -144,42 +143,13 @@ class TunedLensConfig:
         if unknown or not {"units", "dims", "width", "classes"} <= set(data):
             raise AttachedFileError(LENS_CONFIG, f"{LENS_CONFIG}: not a tuned lens config: unknown "
                                                  f"{sorted(unknown)[:5]}, needs units, dims, width, classes")
-        _check_config(data)
+        check_config(data)
         config = cls(**data)
         params = sum(d * config.width + config.width for d in config.dims)
         if params > limits().params:
             raise field_error(LENS_CONFIG, "dims x width", f"{params:,} parameters",
                               f"over the limit of {limits().params:,} (LAYA_MAX_PARAMS)")  # fmt: skip
         return config
-
-
-def _whole(value: Any, low: int, high: int) -> bool:
-    return type(value) is int and low <= value <= high
-
-
-def _check_config(data: dict[str, Any]) -> None:
-    """The types and ranges of a stored :class:`TunedLensConfig`'s fields (see its ``from_dict``)."""
-    units, dims = data["units"], data["dims"]
-    if not isinstance(units, list) or not 1 <= len(units) <= MAX_UNITS:
-        raise field_error(LENS_CONFIG, "units", units, f"must be a list of 1 to {MAX_UNITS} unit names")
-    if not all(isinstance(u, str) and 0 < len(u) <= 200 for u in units):
-        raise field_error(LENS_CONFIG, "units", units, "must be module names (texts of 1 to 200 characters)")
-    if not isinstance(dims, list) or len(dims) != len(units) or not all(_whole(d, 1, MAX_WIDTH) for d in dims):
-        raise field_error(LENS_CONFIG, "dims", dims, f"must be one width in [1, {MAX_WIDTH}] per unit "
-                                                     f"({len(units)} units)")  # fmt: skip
-    for name in ("width", "classes"):
-        if not _whole(data[name], 1, MAX_WIDTH):
-            raise field_error(LENS_CONFIG, name, data[name], f"must be an integer in [1, {MAX_WIDTH}]")
-    if data.get("space", "pre-logits") not in SPACES:
-        raise field_error(LENS_CONFIG, "space", data.get("space"), f"must be one of {SPACES}")
-    for name in ("sample", "epochs", "batch_size", "seed"):
-        if name in data and not _whole(data[name], 0, 2**63 - 1):
-            raise field_error(LENS_CONFIG, name, data[name], "must be a non-negative integer")
-    if "lr" in data and not (isinstance(data["lr"], (int, float)) and not isinstance(data["lr"], bool)):
-        raise field_error(LENS_CONFIG, "lr", data["lr"], "must be a number")
-    if not isinstance(data.get("command", ""), str) or not isinstance(data.get("fit", {}), dict):
-        raise field_error(LENS_CONFIG, "command/fit", [data.get("command"), data.get("fit")],
-                          "command must be a text and fit an object")  # fmt: skip
 
 
 class TunedLens(nn.Module):
@@ -270,12 +240,15 @@ def lens_shapes(config: TunedLensConfig) -> dict[str, tuple[int, ...]]:
 MAX_LENS_JSON = 1 << 20  # a tuned_lens.json is a few KB (one name and width per unit)
 
 
-def load_tuned_lens(directory: str | Path, model: nn.Module | None = None) -> TunedLens | None:
+def load_tuned_lens(
+    directory: str | Path, model: nn.Module | None = None, units: Sequence[str] | None = None
+) -> TunedLens | None:
     """The tuned lens beside a checkpoint, or None where there is no ``tuned_lens.json``. Both files are untrusted
     (:mod:`laya.model.attached_files`): confined to the setting folder, the config's fields checked, the weights
     file's header compared with the config before a tensor is read or a translator built, its values finite. Given
-    ``model``, the config is checked against the network's read-out and units, and the lens is moved to the
-    network's device.
+    ``model``, the config is checked against the network's read-out (space, width, classes) and the lens is moved to
+    the network's device; given ``units`` (the network's, :func:`~laya.analysis.network.units.network_units`), the
+    lens must have been fitted for exactly those.
 
     Raises:
         AttachedFileError: a file that does not read or does not fit (its message names the file).
@@ -301,11 +274,14 @@ def load_tuned_lens(directory: str | Path, model: nn.Module | None = None) -> Tu
     with torch.device("meta"):
         lens = TunedLens(config)
     lens.load_state_dict({k: v.float() for k, v in state.items()}, assign=True)
+    if units is not None and list(units) != config.units:
+        raise AttachedFileError(LENS_CONFIG, f"{LENS_CONFIG} was fitted for units {config.units[:12]}; the network's "
+                                             f"are {list(units)[:12]} (refit it: `laya network --refit-lens`)")
     if model is not None:
         network = as_network(model)
         readout = own_readout(network)
         try:
-            check_fits(lens, readout, config.units)
+            check_fits(lens, readout, config.units)  # the read-out's space and width
         except ValueError as error:
             raise AttachedFileError(LENS_CONFIG, f"{LENS_CONFIG} does not fit this network: {error}") from None
         if network.get_submodule(readout.classifier).out_features != config.classes:

@@ -246,10 +246,10 @@ def fitted_lens(checkpoint: Checkpoint, train: Images, options: NetworkOptions, 
 
 
 def _lens_for(checkpoint: Checkpoint, units: Sequence[Unit], lens: TunedLens | None) -> TunedLens:
-    lens = lens or load_tuned_lens(checkpoint.path, checkpoint.model.backbone)
+    lens = lens or load_tuned_lens(checkpoint.path, checkpoint.model.backbone, [u.name for u in units])
     if lens is None:
         raise ValueError(f"no tuned lens beside {checkpoint.path}: fit one (fitted_lens, or `laya network`)")
-    if lens.config.units != [u.name for u in units]:
+    if lens.config.units != [u.name for u in units]:  # a lens given, not read
         raise ValueError(f"the tuned lens was fitted for units {lens.config.units}; the network's are "
                          f"{[u.name for u in units]} (refit it: `laya network --refit-lens`)")  # fmt: skip
     return lens.to(model_device(checkpoint.model))
@@ -463,10 +463,10 @@ def run_network(
     then compute the network report and write it to ``dest`` (default the checkpoint's folder)."""
     options = options or NetworkOptions()
     dest = Path(dest or checkpoint.path)
-    lens = None if refit else load_tuned_lens(dest, checkpoint.model.backbone)  # a broken file: refused before any work
-    train = train_images if train_images is not None else checkpoint.load_data("train")
     units = [u.name for u in network_units(checkpoint.model.backbone)]
-    if lens is None or lens.config.units != units:
+    lens = None if refit else load_tuned_lens(dest, checkpoint.model.backbone, units)  # refused before any work
+    train = train_images if train_images is not None else checkpoint.load_data("train")
+    if lens is None:
         lens = fitted_lens(checkpoint, train, options, command)
         save_tuned_lens(lens, dest)
     earlier = _earlier(dest)

@@ -8,11 +8,14 @@ from typing import Any
 
 import pandas as pd
 
+from laya.analysis.network.lens_record import check_fit
 from laya.analysis.network.lesion import CURVE_COLUMNS, INTACT, SINGLE_COLUMNS, LesionStudy
 from laya.analysis.network.scores import AGREEMENT_COLUMNS, TRUST_COLUMNS
 from laya.model.attached_files import MAX_UNITS, AttachedFileError, field_error
 
 REPORT_JSON = "network.json"
+LENS_COLUMNS = ("unit", "kl", "logit_kl", "constant_kl", "agreement")  # lens_fit.lens_summary's records
+LESIONS = ("skip", "resample")  # the interventions of a lesion study
 MAX_REPORT_JSON = 32 << 20  # a network.json is tens of KB (8 class x unit tables); 1,000 classes stay well inside
 
 
@@ -80,7 +83,9 @@ def _records(rows: Any, field: str, columns: tuple[str, ...], texts: int, counts
                 or not all(type(row[k]) is int and row[k] >= 0 for k in columns[texts : texts + counts])
                 or not all(_number(row[k]) for k in columns[texts + counts :])):  # fmt: skip
             raise field_error(REPORT_JSON, f"{field}[{i}]", row, rule)
-    return pd.DataFrame(rows, columns=list(columns))
+    frame = pd.DataFrame(rows, columns=list(columns))
+    numbers = list(columns[texts + counts :])
+    return frame.astype(dict.fromkeys(numbers, float))  # null as NaN, never None in a number column
 
 
 def lesion_record(lesion: Any, units: list[str]) -> LesionStudy | None:
@@ -96,12 +101,33 @@ def lesion_record(lesion: Any, units: list[str]) -> LesionStudy | None:
     if not isinstance(intact, list) or len(intact) != 3 or not all(map(_number, intact)):
         raise field_error(REPORT_JSON, "lesion.intact", intact, "must be three numbers (estimate, low, high)")
     single = _records(lesion["single"], "lesion.single", SINGLE_COLUMNS, 3, 0)
+    if not set(single["intervention"]) <= set(LESIONS):
+        raise field_error(REPORT_JSON, "lesion.single", sorted(set(single["intervention"]) - set(LESIONS)),
+                          f"interventions must be among {LESIONS}")  # fmt: skip
     if not set(single["unit"]) <= set(units):
         raise field_error(REPORT_JSON, "lesion.single", sorted(set(single["unit"]) - set(units)),
                           "must name units of the report")  # fmt: skip
     curve = _records(lesion["curve"], "lesion.curve", CURVE_COLUMNS, 0, 2)
     classes = class_unit_tables(lesion["classes"], [INTACT, *units], "lesion.classes")
     return LesionStudy(lesion["n"], intact, single, classes, curve)
+
+
+def lens_section(lens: Any, units: list[str], classes: int) -> dict[str, Any]:
+    """The ``lens`` section (``{}`` where the report has none): ``source`` and ``command`` texts, ``fit`` the lens's
+    fit summary (:func:`~laya.analysis.network.lens_record.check_fit`), ``units`` one record per unit of the
+    report, in its order (:data:`LENS_COLUMNS`: the unit, then numbers or null); each optional."""
+    if not isinstance(lens, dict) or not set(lens) <= {"source", "command", "fit", "units"}:
+        raise field_error(REPORT_JSON, "lens", lens, "must be a JSON object of source, command, fit and units")
+    for field in ("source", "command"):
+        if not isinstance(lens.get(field, ""), str):
+            raise field_error(REPORT_JSON, f"lens.{field}", lens[field], "must be a text")
+    check_fit(lens.get("fit", {}), REPORT_JSON, "lens.fit", units, classes)
+    if lens.get("units") is not None:
+        rows = _records(lens["units"], "lens.units", LENS_COLUMNS, 1, 0)
+        if list(rows["unit"]) != units:
+            raise field_error(REPORT_JSON, "lens.units", list(rows["unit"]), "must be one record per unit of the "
+                                                                             "report, in its order")  # fmt: skip
+    return lens
 
 
 def checked_record(record: Any) -> dict[str, Any]:
@@ -126,7 +152,8 @@ def checked_record(record: Any) -> dict[str, Any]:
     if not isinstance(record["residual"], list) or len(record["residual"]) != U or not all(
             type(v) is bool for v in record["residual"]):  # fmt: skip
         raise field_error(REPORT_JSON, "residual", record["residual"], f"must be one true/false per unit ({U})")
-    for field, kind in (("method", str), ("command", str), ("setting_command", str), ("lens", dict), ("options", dict)):
+    lens_section(record.get("lens", {}), units, len(record["classes"]))
+    for field, kind in (("method", str), ("command", str), ("setting_command", str), ("options", dict)):
         if field in record and not isinstance(record[field], kind):
             rule = f"must be a {'text' if kind is str else 'JSON object'}"
             raise field_error(REPORT_JSON, field, record[field], rule)
@@ -139,5 +166,5 @@ def checked_record(record: Any) -> dict[str, Any]:
     return record
 
 
-__all__ = ["MAX_REPORT_JSON", "REPORT_JSON", "agreement_records", "checked_record", "class_unit_tables",
-           "lesion_record"]  # fmt: skip
+__all__ = ["LENS_COLUMNS", "LESIONS", "MAX_REPORT_JSON", "REPORT_JSON", "agreement_records", "checked_record",
+           "class_unit_tables", "lens_section", "lesion_record"]  # fmt: skip

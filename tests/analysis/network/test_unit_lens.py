@@ -155,8 +155,12 @@ def test_stored_beside_a_checkpoint_and_checked_on_load(cnn, tmp_path):
     x, y = images(64, 5)
     tuned = fit_tuned_lens(cnn, x, CNN_UNITS, y, TunedLensConfig([], [], 1, 1, epochs=2), command="laya attach …")
     save_tuned_lens(tuned, tmp_path)
-    loaded = load_tuned_lens(tmp_path, cnn)
+    loaded = load_tuned_lens(tmp_path, cnn, CNN_UNITS)
     assert loaded.config.to_dict() == tuned.config.to_dict()
+    other = re.escape("tuned_lens.json was fitted for units ['blocks.0', 'blocks.1', 'blocks.2']; the network's are "
+                      "['blocks.0', 'blocks.1']")  # the network's units, not the config's compared with themselves
+    with pytest.raises(AttachedFileError, match=f"^{other}"):
+        load_tuned_lens(tmp_path, cnn, CNN_UNITS[:2])
     assert torch.equal(unit_lens(cnn, x, CNN_UNITS, loaded).log_q, unit_lens(cnn, x, CNN_UNITS, tuned).log_q)
     assert json.loads((tmp_path / "tuned_lens.json").read_text())["command"] == "laya attach …"
     assert load_tuned_lens(tmp_path / "none") is None

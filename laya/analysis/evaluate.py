@@ -56,8 +56,9 @@ from laya.analysis.strict_json import json_safe
 from laya.data.datasets import Images, batch_indices
 from laya.data.features import cached_hidden_states, iter_hidden_states
 from laya.model.checkpoint import Checkpoint
-from laya.model.devices import check_precision, gather_batches, model_device, process_rank
+from laya.model.devices import check_precision, model_device
 from laya.model.heads import ABLATION_MODES, DEFAULT_MODE
+from laya.model.sharding import Shard
 
 Progress = Callable[[float, str], None]
 
@@ -151,10 +152,9 @@ def _per_input(
     under ``torchrun`` the arrays are gathered in batch order, so every process returns the same arrays.
     """
     model, head, preprocess = checkpoint.model, checkpoint.model.head, checkpoint.preprocess
-    rank, world = process_rank()
     batches = batch_indices(len(data), options.batch_size)
-    mine = list(range(rank, len(batches), world))
-    run = mine or [0]  # a process without a batch runs batch 0 for the arrays' shapes, then keeps no row
+    shard = Shard.of(batches)
+    run = shard.run  # a process without a batch runs batch 0 for the arrays' shapes, then keeps no row
     timing = {"hidden_states_s": 0.0, "head_s": 0.0, "deletion_curves_s": 0.0}
     timing.update({f"attribution_{m}_s": 0.0 for m in methods} | {f"loo_{m}_s": 0.0 for m in modes})
 
@@ -167,7 +167,7 @@ def _per_input(
     progress(0.0, "hidden states")
     if checkpoint.meta.backbone.freeze:  # cached features, memory-mapped from disk
         features = cached_hidden_states(
-            model.backbone, preprocess, data, options.batch_size, precision=options.precision
+            model.backbone, preprocess, data, options.batch_size, precision=options.precision, shard=True
         )
         hidden_batches = ([x[batches[b]] for x in features] for b in run)
     else:
@@ -206,10 +206,8 @@ def _per_input(
                 curve = deletion_curve(head, h, scores[reductions[0], method], mode)
                 parts.setdefault(f"curve/{mode}/{reductions[0]}/{method}", []).append(curve)
             t = tick("deletion_curves_s", t)
-    local = {k: torch.cat(v)[: sum(len(batches[b]) for b in mine)] for k, v in parts.items()}
-    if world > 1:
-        local = {k: gather_batches(v, [len(b) for b in batches], device) for k, v in sorted(local.items())}
-    return {k: v.cpu() for k, v in local.items()}, timing
+    gathered = {k: shard.gather(parts[k]) for k in sorted(parts)}  # the same order in every process
+    return {k: gathered[k].cpu() for k in parts}, timing
 
 
 def _interval(ci: Interval) -> dict[str, float]:

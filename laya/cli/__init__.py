@@ -10,6 +10,7 @@ it runs (``cmd_<command>(args)``); the options several commands take are parent 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -73,11 +74,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = user_errors()
     try:
         args.func(args)
-    except errors as error:
+    except errors as error:  # under torchrun the process exits, and torchrun ends the others
         sys.stderr.flush()
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error{process_words()}: {error}", file=sys.stderr)
         return 2
+    from laya.model.sharding import end_distributed
+
+    end_distributed()
     return 0
+
+
+def process_words() -> str:
+    """`` (torchrun process r of W)`` under ``torchrun``, else nothing: which process an error comes from."""
+    world = os.environ.get("WORLD_SIZE", "1")
+    return f" (torchrun process {os.environ.get('RANK', '0')} of {world})" if world.isdigit() and int(world) > 1 else ""
 
 
 __all__ = ["build_parser", "main", "read_config_file", "train_config_from_args", "user_errors"]

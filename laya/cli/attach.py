@@ -89,6 +89,7 @@ def cmd_attach(args: argparse.Namespace) -> None:
     from laya.analysis.depth.report import DepthOptions
     from laya.analysis.evaluate import EvalOptions
     from laya.analysis.network.report import NetworkOptions
+    from laya.model.sharding import quiet_unless_main, torchrun_placement
     from laya.training.attach import AttachConfig, attach, summary
 
     network = None if args.no_network else NetworkOptions(limit=args.network_limit, resamples=args.resamples,
@@ -107,7 +108,11 @@ def cmd_attach(args: argparse.Namespace) -> None:
                            timing_repeats=args.timing_repeats),
         network=network, command="laya " + shlex.join(sys.argv[1:]),
     )  # fmt: skip
-    print(summary(attach(config), args.resamples))
+    place = torchrun_placement()  # under torchrun: the passes that grow with the data split between the processes
+    with quiet_unless_main(place):
+        attached = attach(config)
+    if place.main:
+        print(summary(attached, args.resamples))
 
 
 __all__ = ["add_attach", "cmd_attach"]

@@ -22,13 +22,19 @@ def cmd_network(args: argparse.Namespace) -> None:
     from laya.analysis.network.report import NetworkOptions, lens_line, run_network
     from laya.analysis.network.scores import SCORE_LABELS
     from laya.model.checkpoint import load_checkpoint
+    from laya.model.sharding import quiet_unless_main, torchrun_placement
 
-    checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
+    place = torchrun_placement()  # under torchrun: the lens sample and the test inputs split between the processes
+    checkpoint = load_checkpoint(args.checkpoint, map_location=place.device, allow_import=args.allow_import)
     options = NetworkOptions(limit=args.limit, references=args.references, method=args.method, branch=args.branch,
                              ig_steps=args.ig_steps, resamples=args.resamples, lesion_draws=args.lesion_draws,
                              **lens_settings(args))  # fmt: skip
     out = Path(args.out or checkpoint.path)
-    report = run_network(checkpoint, options, "laya " + shlex.join(sys.argv[1:]), args.refit_lens, dest=out)
+    with quiet_unless_main(place):  # the main process alone writes and prints
+        report = run_network(checkpoint, options, "laya " + shlex.join(sys.argv[1:]), args.refit_lens, dest=out,
+                             write=place.main)  # fmt: skip
+    if not place.main:
+        return
     print(f"{len(report.indices)} test inputs, {len(report.units)} units.\n{lens_line(report)}\n"
           "Per-input Spearman with the interventions over the units that keep the input [95% bootstrap CI]; trusted: "
           "beats both baselines (paired bootstrap):")

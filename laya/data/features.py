@@ -14,15 +14,18 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from laya.data.datasets import Images, Preprocess, batch_indices, cache_dir
 from laya.model.backbones import Backbone
 from laya.model.devices import autocast, model_device
+from laya.model.sharding import Shard, main_says
 
 
 def image_batches(images: Images | Tensor, batches: list[Tensor]) -> Iterator[Tensor]:
@@ -93,35 +96,71 @@ def cached_hidden_states(
     batch_size: int = 256,
     desc: str | None = None,
     precision: str = "float32",
+    shard: bool = False,
 ) -> list[Tensor]:
     """:func:`hidden_states`, read from / written to the on-disk feature cache: L CPU tensors ``(N, d_i)``
-    backed by memory-mapped files (rows are read from disk as they are indexed)."""
+    backed by memory-mapped files (rows are read from disk as they are indexed).
+
+    ``shard``: every process of a ``torchrun`` group calls this with the same arguments, and the pass is split
+    between them (:class:`~laya.model.sharding.Shard`: process ``r`` computes batches ``r, r + W, ...``, exactly as
+    one process would); the main process writes the rows, gathered round by round, and every process reads the
+    cache it wrote, which must therefore be on a filesystem they all see (``$LAYA_CACHE``).
+    """
     directory = cache_dir() / "features" / _cache_key(backbone, preprocess, images, precision)
     layers = len(backbone.layer_dims)
-    if not (directory / "done").is_file():
-        tmp = directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
+    batches = batch_indices(len(images), batch_size)
+    whole = Shard.of(batches, shard)
+    done = (directory / "done").is_file()
+    if not (main_says(done) if whole.world > 1 else done):  # every process of the group takes the same branch
+        _write_cache(directory, backbone, preprocess, images, batches, whole, desc, precision)
+    if whole.world > 1:
+        dist.barrier()
+        if not (directory / "done").is_file():
+            raise FileNotFoundError(
+                f"process {whole.rank} cannot see the feature cache the main process wrote ({directory}): under "
+                "torchrun on several machines, LAYA_CACHE must be a folder every machine shares"
+            )
+    # copy-on-write mapping: torch wants writable memory; nothing is ever written back to the file
+    return [torch.from_numpy(np.load(directory / f"layer_{i}.npy", mmap_mode="c")) for i in range(layers)]
+
+
+def _write_cache(
+    directory: Path, backbone: Backbone, preprocess: Preprocess, images: Images | Tensor, batches: list[Tensor],
+    whole: Shard, desc: str | None, precision: str,
+) -> None:  # fmt: skip
+    """Compute this process's batches of ``whole`` and, in the main process, write every batch's rows (gathered
+    round by round) into ``directory``'s memory-mapped ``layer_<i>.npy`` files; the folder appears complete or not
+    at all (written under a temporary name, then renamed)."""
+    dims = list(backbone.layer_dims)
+    mine = iter_hidden_states(backbone, preprocess, images, desc=desc, precision=precision,
+                              batches=[batches[b] for b in whole.owned])  # fmt: skip
+    arrays, tmp = [], directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
+    if whole.rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         arrays = [
             np.lib.format.open_memmap(tmp / f"layer_{i}.npy", mode="w+", dtype=np.float32, shape=(len(images), d))
-            for i, d in enumerate(backbone.layer_dims)
+            for i, d in enumerate(dims)
         ]
-        start = 0
-        for hidden in iter_hidden_states(backbone, preprocess, images, batch_size, desc, precision):
-            for array, h in zip(arrays, hidden):
-                array[start : start + len(h)] = h.cpu().numpy()
-            start += len(hidden[0])
-        for array in arrays:
-            array.flush()
-        del arrays
-        (tmp / "done").write_text("")
-        if (directory / "done").is_file():  # another process (a torchrun rank) finished first
-            shutil.rmtree(tmp)
-        else:
-            shutil.rmtree(directory, ignore_errors=True)  # a half-written cache from a killed run
-            os.replace(tmp, directory)
-    # copy-on-write mapping: torch wants writable memory; nothing is ever written back to the file
-    return [torch.from_numpy(np.load(directory / f"layer_{i}.npy", mmap_mode="c")) for i in range(layers)]
+    start = 0
+    for part in whole.rounds():
+        local = torch.cat([h.cpu() for h in next(mine)], 1) if part.owned else torch.empty(0, sum(dims))
+        rows = part.gather([local])  # (this round's inputs, sum of d_i), in batch order
+        for array, h in zip(arrays, rows.split(dims, 1)):
+            array[start : start + len(h)] = h.numpy()
+        start += len(rows)
+    mine.close()  # the backbone back in its mode
+    if whole.rank != 0:
+        return
+    for array in arrays:
+        array.flush()
+    del arrays
+    (tmp / "done").write_text("")
+    if (directory / "done").is_file():  # another run finished first
+        shutil.rmtree(tmp)
+    else:
+        shutil.rmtree(directory, ignore_errors=True)  # a half-written cache from a killed run
+        os.replace(tmp, directory)
 
 
 __all__ = ["cached_hidden_states", "hidden_states", "image_batches", "iter_hidden_states"]

@@ -18,7 +18,6 @@ from typing import Literal
 
 import torch
 import torch.distributed as dist
-from torch import Tensor
 
 from laya import settings
 
@@ -139,33 +138,6 @@ def process_rank() -> tuple[int, int]:
     return 0, 1
 
 
-def gather_batches(local: Tensor, sizes: list[int], device: torch.device) -> Tensor:
-    """Every process's rows of one per-input array, in batch order; the inverse of a round-robin batch split.
-
-    Process ``r`` of ``W`` holds the rows of batches ``r, r + W, ...`` (sizes ``sizes[b]``) concatenated:
-    ``local (n_r, ...)``. All processes receive the full ``(sum(sizes), ...)`` array (``all_gather`` of
-    tensors padded to the largest share: no pickling; NCCL needs ``device`` to be this process's GPU).
-    """
-    rank, world = process_rank()
-    owned = [list(range(r, len(sizes), world)) for r in range(world)]
-    counts = [sum(sizes[b] for b in batches) for batches in owned]
-    if len(local) != counts[rank]:
-        raise ValueError(f"process {rank} holds {len(local)} rows, its batches have {counts[rank]}")
-    dtype = local.dtype  # gloo has no bool all_gather: bools travel as uint8
-    wire = torch.uint8 if dtype == torch.bool else dtype
-    padded = torch.zeros((max(counts), *local.shape[1:]), dtype=wire, device=device)
-    padded[: counts[rank]] = local.to(device=device, dtype=wire)
-    received = [torch.empty_like(padded) for _ in range(world)]
-    if world > 1:
-        dist.all_gather(received, padded)
-    else:
-        received = [padded]
-    pieces: dict[int, Tensor] = {}
-    for r, batches in enumerate(owned):
-        pieces.update(zip(batches, received[r][: counts[r]].split([sizes[b] for b in batches])))
-    return torch.cat([pieces[b] for b in range(len(sizes))]).to(dtype)
-
-
 def model_device(module: torch.nn.Module) -> torch.device:
     """The device of a module's first parameter or buffer (CPU for a module with neither)."""
     for tensor in module.parameters():
@@ -183,7 +155,6 @@ __all__ = [
     "autocast",
     "check_precision",
     "env_device",
-    "gather_batches",
     "model_device",
     "process_rank",
     "resolve_device",

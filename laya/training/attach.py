@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from safetensors.torch import load_file
 from torch import nn
 from tqdm.auto import tqdm
@@ -40,8 +41,10 @@ from laya.data.datasets import Preprocess, load_dataset, split_indices
 from laya.data.features import cached_hidden_states
 from laya.model.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint, sha256_file
 from laya.model.classifier import LayerwiseClassifier
+from laya.model.devices import Placement
 from laya.model.heads import HEAD_LABELS, HeadConfig
 from laya.model.own_head import OWN, own_head
+from laya.model.sharding import scratch_unless_main, torchrun_placement
 from laya.training.attach_config import AttachConfig
 from laya.training.bundle import bundle, export_examples
 from laya.training.preflight import Checked, preflight
@@ -63,10 +66,12 @@ class Attached:
 
 
 def own_checkpoint(
-    config: AttachConfig, out: str | Path, module: nn.Module | None = None, checked: Checked | None = None
-) -> Path:
+    config: AttachConfig, out: str | Path, module: nn.Module | None = None, checked: Checked | None = None,
+    device: str | torch.device = "cpu",
+) -> Path:  # fmt: skip
     """The network with its own classifier as a LastLayer head (no training), reference vectors from the training
-    split (the same cached features the fitted heads train on), written to ``out``. ``checked``: what
+    split (the same cached features the fitted heads train on, computed on ``device``; under ``torchrun`` the pass
+    is split between the processes), written to ``out``. ``checked``: what
     :func:`~laya.training.preflight.preflight` built (run here when not given); ``module``: a wrapped network."""
     from laya.model.backbones.transformers import WEIGHTS_FILE
     from laya.model.weights import split_entry
@@ -74,8 +79,9 @@ def own_checkpoint(
     checked = checked or preflight(config, module)
     data = load_dataset(config.dataset, "train", config.image_size)
     spec, bb_config, backbone = checked.spec, checked.backbone_config, checked.backbone
-    model = LayerwiseClassifier(backbone, own_head(backbone)).eval()
-    features = cached_hidden_states(backbone, Preprocess(spec), data, 256, "features (train split)")
+    model = LayerwiseClassifier(backbone, own_head(backbone)).eval().to(device)
+    features = cached_hidden_states(backbone, Preprocess(spec).to(device), data, 256, "features (train split)",
+                                    shard=True)  # fmt: skip
     train_idx, _ = split_indices(len(data), config.val_fraction, 0)
     model.head.set_references([h[train_idx].double().mean(0).float() for h in features])
     weights = Path(split_entry(config.weights)[0]) if config.weights else None
@@ -92,28 +98,50 @@ def own_checkpoint(
 
 def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
     """Write ``config.out/<setting>/{own,laya,scalarmix,concat}`` (see the module docstring); ``module``:
-    the network for ``family="wrapped"``. Progress bars (tqdm) show each long step with its ETA."""
+    the network for ``family="wrapped"``. Progress bars (tqdm) show each long step with its ETA.
+
+    Under ``torchrun`` every process runs every step on its device (:func:`~laya.model.sharding.torchrun_placement`)
+    and the passes that grow with the data are split between them: the feature pass, the evaluations' per-input
+    work, the tuned lens's activations, the network report's inputs (:mod:`laya.model.sharding`). What follows
+    them (the heads' fits on the cached features, the depth fits, the bootstraps) each process computes alike from
+    the gathered rows; the main process writes ``config.out``, the others a temporary folder they delete, and all
+    return the main process's folder once it is written."""
     if (config.family == "wrapped") != (module is not None):
         raise ValueError("pass the nn.Module exactly when family='wrapped'")
     checked = preflight(config, module)  # seconds: every refusal before the first long step
-    spec, bb_config = checked.spec, checked.backbone_config
     test = load_dataset(config.dataset, "test", config.image_size)
     name = config.setting or f"{Path(config.dataset).name}-{config.model or type(module).__name__}".lower()
+    place = torchrun_placement()
+    with scratch_unless_main(place, config.out) as out:
+        heads, network_error = _write_setting(config, module, checked, test, Path(out) / name, place)
+    place.barrier()  # the main process's folder is complete
     setting = Path(config.out) / name
-    steps = tqdm(total=2 + len(config.heads) + len(config.depth_heads), desc=f"attach {name}", unit="step")
+    limit = config.evaluation.limit
+    return Attached(setting, {h: setting / h for h in heads}, min(limit or len(test), len(test)), len(test),
+                    config.evaluation.seed, network_error)  # fmt: skip
+
+
+def _write_setting(
+    config: AttachConfig, module: nn.Module | None, checked: Checked, test: Any, setting: Path, place: Placement
+) -> tuple[list[str], str | None]:
+    """Every step of :func:`attach` into ``setting`` on ``place.device``: the heads written (``own`` first) and why
+    the network report was not written, where it was asked for and could not be."""
+    spec, bb_config, device = checked.spec, checked.backbone_config, place.device
+    alone = None if place.world == 1 else Placement(device=device)  # each process fits the heads by itself
+    steps = tqdm(total=2 + len(config.heads) + len(config.depth_heads), desc=f"attach {setting.name}", unit="step")
     heads: dict[str, Path] = {}
     network_error = None
     try:  # the bar is closed (its line ended) before any error is printed
         with tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
             export_examples(test, setting / "examples")  # before any head is bundled: its expected.json reads them
             steps.set_postfix_str("own head")
-            run = own_checkpoint(config, Path(runs) / OWN, module, checked)
+            run = own_checkpoint(config, Path(runs) / OWN, module, checked, device)
             heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, module=module,
-                                sample=OWN not in config.depth_heads)  # a depth head's: after its fit, once
+                                sample=OWN not in config.depth_heads, device=device)  # a depth head's: after its fit
             steps.update()
             if config.network is not None:
                 steps.set_postfix_str("tuned lens and network report")
-                network_error = _network(config, heads[OWN], test, module)
+                network_error = _network(config, heads[OWN], test, module, device)
             for head in config.heads:
                 steps.set_postfix_str(f"fitting {head}")
                 recipe = TrainConfig(
@@ -122,32 +150,32 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
                     val_fraction=config.val_fraction, batch_size=config.batch_size, image_size=config.image_size,
                     mean=list(spec.mean), std=list(spec.std),
                 )  # fmt: skip
-                fitted = train(recipe, module=module)
+                fitted = train(recipe, module=module, alone=alone)
                 heads[head] = bundle(fitted, setting / head, test, config.evaluation, module=module,
-                                     sample=head not in config.depth_heads)  # fmt: skip
+                                     sample=head not in config.depth_heads, device=device)  # fmt: skip
                 steps.update()
-        write_summary(results_table(list(heads.values())), setting, f"{name}: the network's own head and LAYA, "
-                      "ScalarMix, Concat on its frozen features", list(heads.values()))  # fmt: skip
+        write_summary(results_table(list(heads.values())), setting, f"{setting.name}: the network's own head and "
+                      "LAYA, ScalarMix, Concat on its frozen features", list(heads.values()))  # fmt: skip
         steps.update()
         for head in config.depth_heads:
             steps.set_postfix_str(f"depth analytics of {head}")
-            checkpoint = load_checkpoint(heads[head], module=module)
+            checkpoint = load_checkpoint(heads[head], map_location=device, module=module)
             run_depth(checkpoint, config.depth)
             mode = Report.load(heads[head]).data["headline"]["mode"]
             write_sample(checkpoint, test, mode=mode, images_dir=setting)  # with depth and detection columns
             steps.update()
     finally:
         steps.close()
-    limit = config.evaluation.limit
-    return Attached(setting, heads, min(limit or len(test), len(test)), len(test), config.evaluation.seed,
-                    network_error)  # fmt: skip
+    return list(heads), network_error
 
 
-def _network(config: AttachConfig, own: Path, test: Any, module: nn.Module | None) -> str | None:
+def _network(
+    config: AttachConfig, own: Path, test: Any, module: nn.Module | None, device: str | torch.device = "cpu"
+) -> str | None:
     """The tuned lens and the network report in the own head's folder; the reason where the network cannot be
     read unit by unit (the rest of ``attach`` goes on)."""
     command = config.command or f"laya.training.attach.attach(family={config.family!r}, model={config.model!r})"
-    checkpoint = load_checkpoint(own, module=module)
+    checkpoint = load_checkpoint(own, map_location=device, module=module)
     try:
         run_network(checkpoint, config.network, command, refit=True, test_images=test,
                     train_images=load_dataset(config.dataset, "train", config.image_size))  # fmt: skip

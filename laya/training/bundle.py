@@ -68,8 +68,9 @@ def bundle(
     progress=None,
     module: Module | None = None,
     sample: bool = True,
+    device: str | torch.device = "cpu",
 ) -> Path:
-    """Copy the checkpoint in ``run`` to ``dest``, evaluate it on ``test``, record expected outputs.
+    """Copy the checkpoint in ``run`` to ``dest``, evaluate it on ``test`` on ``device``, record expected outputs.
 
     A frozen backbone is written once to ``dest/../backbone.safetensors`` and referenced from the
     head's ``model.json``. ``module``: the network of a ``wrapped`` checkpoint. ``sample``: False leaves the
@@ -85,22 +86,22 @@ def bundle(
         meta = replace(meta, backbone=replace(meta.backbone, weights=f"../{BACKBONE_FILE}"))
     dtype = getattr(torch, json.loads((Path(run) / "model.json").read_text())["weights"]["dtype"])
     save_checkpoint(checkpoint.model, meta, dest, dtype=dtype)
-    return refresh(dest, test, options, progress, module, sample)
+    return refresh(dest, test, options, progress, module, sample, device)
 
 
 def refresh(
     dest: str | Path, test: Images, options: EvalOptions | None = None, progress=None, module: Module | None = None,
-    sample: bool = True,
+    sample: bool = True, device: str | torch.device = "cpu",
 ) -> Path:  # fmt: skip
     """(Re-)evaluate the bundled checkpoint in ``dest`` exactly as it ships: its report, its per-input arrays
     (``per_input.safetensors``, for paired comparisons between heads; not committed), the test-set browser's
     sample (``sample.safetensors``; the thumbnails once per setting, ``../sample_images.png``) and ``expected.json``.
 
-    ``python -m laya evaluate --checkpoint dest`` with the same options reproduces the report. ``sample``: as
-    :func:`bundle`.
+    ``python -m laya evaluate --checkpoint dest`` with the same options reproduces the report. ``sample``, ``device``:
+    as :func:`bundle`.
     """
     dest = Path(dest)
-    checkpoint = load_checkpoint(dest, module=module)
+    checkpoint = load_checkpoint(dest, map_location=device, module=module)
     per_input: dict = {}
     report = evaluate(checkpoint, test, options, progress, per_input=per_input)
     write_report(report, dest, per_input)

@@ -49,6 +49,7 @@ from laya.model.classifier import LayerwiseClassifier
 from laya.model.configs import construct
 from laya.model.devices import Placement, autocast, check_precision, model_device, setup_distributed
 from laya.model.heads import HeadConfig, build_head
+from laya.model.sharding import broadcast_module
 from laya.training import small_data
 from laya.model.weights import SOURCES
 from laya.training.lock import output_lock
@@ -215,12 +216,16 @@ def _load_state(out: Path, net: nn.Module, optimizer: torch.optim.Optimizer) -> 
 
 
 def train(
-    config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None = None, module: nn.Module | None = None
-) -> Path:
+    config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None = None, module: nn.Module | None = None,
+    alone: Placement | None = None,
+) -> Path:  # fmt: skip
     """Train as ``config`` says; returns the output directory holding the final checkpoint.
 
     ``module``: the user's ``nn.Module`` for a ``wrapped`` backbone (``config.backbone.layers`` names
-    the submodules read; see :mod:`laya.model.backbones.wrapped`).
+    the submodules read; see :mod:`laya.model.backbones.wrapped`). ``alone``: this process trains the whole run
+    by itself on ``alone.device``, no DDP, even under ``torchrun`` (``laya attach``: every process fits the same
+    head from the same cached features, the feature pass still split between them, and all go on with the main
+    process's weights).
 
     ``on_epoch_end(epoch, record)`` is called after each epoch's state is saved (tests use it to
     simulate an interruption). The main process holds ``config.out``'s lock (:mod:`laya.training.lock`).
@@ -229,15 +234,16 @@ def train(
         OutputLockedError: another live ``train`` is writing ``config.out``.
     """
     if int(os.environ.get("RANK", "0")) != 0:
-        return _train(config, on_epoch_end, module)
+        return _train(config, on_epoch_end, module, alone)
     with output_lock(config.out):
-        return _train(config, on_epoch_end, module)
+        return _train(config, on_epoch_end, module, alone)
 
 
 def _train(
-    config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None, module: nn.Module | None = None
-) -> Path:
-    env = setup_distributed(config.device)
+    config: TrainConfig, on_epoch_end: Callable[[int, dict], None] | None, module: nn.Module | None = None,
+    alone: Placement | None = None,
+) -> Path:  # fmt: skip
+    env = alone or setup_distributed(config.device)
     out = Path(config.out)
     if config.resume and (out / META_FILE).is_file() and not (out / STATE_META).is_file():
         if env.main:
@@ -267,7 +273,7 @@ def _train(
     frozen = bb_config.freeze
     if frozen:  # heads train on per-layer features computed once
         inputs: Images | list[Tensor] = cached_hidden_states(
-            backbone, preprocess, data, config.eval_batch_size, "features (train split)", config.precision
+            backbone, preprocess, data, config.eval_batch_size, "features (train split)", config.precision, shard=True
         )
         net: nn.Module = _Logits(model, None)
     else:
@@ -344,6 +350,8 @@ def _train(
             on_epoch_end(epoch, record)
 
     net.load_state_dict(best)
+    if alone is not None:
+        broadcast_module(net)  # under torchrun: every process's copy is the main process's
     if env.main and (message := small_data.stopping_warning(best_acc, data.labels[val_idx], len(data.classes), epoch)):
         small_data.warn(message)
     if env.main:

@@ -84,12 +84,3 @@ def test_torchrun_with_more_processes_than_gpus(monkeypatch):
     with pytest.warns(UserWarning, match="Falling back to the CPU with gloo"):
         place = setup_distributed("auto")
     assert joined == [{"backend": "gloo"}] and place.device == torch.device("cpu") and place.rank == 3
-
-
-def test_gather_batches_in_one_process_is_the_identity_and_checks_its_share():
-    local = torch.arange(12).view(6, 2)
-    assert devices.gather_batches(local, [4, 2], torch.device("cpu")).equal(local)
-    flags = torch.tensor([True, False, True])
-    assert devices.gather_batches(flags, [3], torch.device("cpu")).equal(flags)
-    with pytest.raises(ValueError, match="holds 6 rows, its batches have 5"):
-        devices.gather_batches(local, [4, 1], torch.device("cpu"))

@@ -31,13 +31,18 @@ def split_subset(checkpoint: Checkpoint, split: str, limit: int | None, seed: in
 
 def hidden_states_of(checkpoint: Checkpoint, batch_size: int) -> Callable[[Tensor, str], list[Tensor]]:
     """``(images (N, ...), image set name) -> L hidden states (N, D_l)`` on the model's device; a frozen
-    backbone's are cached per image set (:func:`~laya.data.features.cached_hidden_states`)."""
+    backbone's are cached per image set (:func:`~laya.data.features.cached_hidden_states`; under ``torchrun``,
+    where every process runs the depth analytics, the pass is split between them)."""
     model = checkpoint.model
     device = next(model.parameters()).device
-    extract = cached_hidden_states if checkpoint.meta.backbone.freeze else hidden_states
+    frozen = checkpoint.meta.backbone.freeze
 
     def hidden_of(images: Tensor, what: str) -> list[Tensor]:
-        return [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, images, batch_size, what)]
+        if frozen:
+            hidden = cached_hidden_states(model.backbone, checkpoint.preprocess, images, batch_size, what, shard=True)
+        else:
+            hidden = hidden_states(model.backbone, checkpoint.preprocess, images, batch_size, what)
+        return [h.to(device) for h in hidden]
 
     return hidden_of
 

@@ -6,7 +6,7 @@ beside the logit lens and the best constant distribution. The lens itself, its s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import torch
@@ -23,10 +23,8 @@ from laya.analysis.network.lens import (
 )
 from laya.analysis.network.recording import as_network
 from laya.analysis.sample import sample_indices
-
-def _batches(inputs: Tensor, size: int) -> Iterator[Tensor]:
-    for start in range(0, len(inputs), size):
-        yield inputs[start : start + size]
+from laya.data.datasets import batch_indices
+from laya.model.sharding import Shard, broadcast_module
 
 
 def held_out_split(n: int, share: float, seed: int, labels: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -71,17 +69,20 @@ def fit_tuned_lens(
         chosen = chosen.sort().values
     train, held = held_out_split(len(chosen), shape.held_out, shape.seed, None if labels is None else labels[chosen])
     device = next(network.parameters()).device
+    sample, batches = inputs[chosen], batch_indices(len(chosen), shape.batch_size)
+    shard = Shard.of(batches)  # under torchrun: this process's batches, gathered back in order below
     pooled, log_p = [], []  # per batch: U tensors (b, d_u); (b, K)
     with torch.no_grad():
-        for batch in _batches(inputs[chosen], shape.batch_size):
-            vectors, logits = pooled_units(network, readout, batch.to(device), units)
+        for b in shard.run:
+            vectors, logits = pooled_units(network, readout, sample[batches[b]].to(device), units)
             pooled.append(vectors)
             log_p.append(torch.log_softmax(logits.float(), -1))
-    rows = [torch.cat(unit) for unit in zip(*pooled)]  # U tensors (N, d_u)
+    rows = [shard.gather(unit) for unit in zip(*pooled)]  # U tensors (N, d_u)
     dims, classes = [r.shape[1] for r in rows], log_p[0].shape[1]
     config = TunedLensConfig(list(units), dims, readout.width, classes, readout.space, command=command, **options)
     lens = TunedLens(config).to(device)
-    _train(lens, readout, rows, torch.cat(log_p), train.to(device), held.to(device))
+    _train(lens, readout, rows, shard.gather(log_p), train.to(device), held.to(device))
+    broadcast_module(lens)  # every process fitted the same lens; the main one's is the one they all go on with
     config.fit["split"] = "class-balanced" if labels is not None else "random"
     return lens.eval()
 

@@ -126,6 +126,7 @@ from laya.model.attached_files import (
 )
 from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors
 from laya.model.devices import model_device
+from laya.model.sharding import Shard
 
 REPORT_TENSORS = "network.safetensors"
 INTEGERS = ("indices", "labels", "predictions", "lens_class", "prediction_depth")  # int64 arrays; lens_agrees bool
@@ -298,7 +299,9 @@ def network_report(
         for k, v in tensors.items():
             parts.setdefault(k, []).append(v.detach().cpu())
 
-    for batch in batch_indices(len(index), options.batch_size):
+    batches = batch_indices(len(index), options.batch_size)
+    shard = Shard.of(batches)  # under torchrun: this process's batches, gathered back in order below
+    for batch in (batches[b] for b in shard.run):
         x = _preprocessed(checkpoint, test, index[batch]).to(device)
         profile = intervene(model, x, units, options.method, recorded, branch=options.branch)
         methods["main"] = profile.methods
@@ -318,7 +321,7 @@ def network_report(
             keep(logit_log_q=unit_lens(backbone, x, names).log_q)
         for name, value in unit_scores(backbone, x, units, lens_b, baseline, options.ig_steps).items():
             keep(**{f"scores/{name}": value.double()})
-    got = {k: torch.cat(v) for k, v in parts.items()}
+    got = {k: shard.gather(parts[k]) for k in sorted(parts)}
     whole = Lens(got["log_q"], got["log_p"], lens_b.source)
     predictions, labels = got["predictions"].long(), test.labels[index].long()
     lens_class = whole.log_q.argmax(-1)
@@ -458,9 +461,11 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
 def run_network(
     checkpoint: Checkpoint, options: NetworkOptions | None = None, command: str = "", refit: bool = False,
     test_images: Images | None = None, train_images: Images | None = None, dest: str | Path | None = None,
+    write: bool = True,
 ) -> NetworkReport:  # fmt: skip
     """Fit the tuned lens where none is stored (or ``refit``) and save it beside the checkpoint with ``command``,
-    then compute the network report and write it to ``dest`` (default the checkpoint's folder)."""
+    then compute the network report and write it to ``dest`` (default the checkpoint's folder). ``write=False``:
+    compute only (the other processes of a ``torchrun`` run, whose main process writes)."""
     options = options or NetworkOptions()
     dest = Path(dest or checkpoint.path)
     units = [u.name for u in network_units(checkpoint.model.backbone)]
@@ -468,12 +473,14 @@ def run_network(
     train = train_images if train_images is not None else checkpoint.load_data("train")
     if lens is None:
         lens = fitted_lens(checkpoint, train, options, command)
-        save_tuned_lens(lens, dest)
+        if write:
+            save_tuned_lens(lens, dest)
     earlier = _earlier(dest)
     report = network_report(checkpoint, test_images, train, options, lens, command)
     if earlier is not None:  # a report rewritten in a setting made by another command keeps that command
         report.setting_command = earlier.setting_command or earlier.command
-    write_network_report(checkpoint, report, dest)
+    if write:
+        write_network_report(checkpoint, report, dest)
     return report
 
 

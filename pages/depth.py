@@ -113,12 +113,13 @@ if is_own_head(checkpoint.meta.train) and (network := load_network_report(select
         done = [k for k in nv.LESIONED if k in set(network.lesion.single["intervention"])]
         lesion_by = st.radio("Units removed by", done, format_func=lambda k: nv.LESIONED[k],
                              horizontal=True, key="depth_lesion_by")  # fmt: skip
-        lesion = nv.lesion_figure(network.lesion, lesion_by)
+        lesion = nv.lesion_figure(network.lesion, lesion_by, network.residual)
         st.plotly_chart(shown(lesion, "plotly"), key="depth_lesion")
         st.caption("Left: test accuracy with one unit removed, the rest of the network unchanged (skip keeps its "
                    "stream; a hatched bar could not be skipped and got resample, as its hover says), 95 % bootstrap "
-                   "CIs over inputs; the hover gives the drop from intact with its paired CI. Right: units that keep "
-                   "the input skipped k at a time, seeded random sets (`laya network --lesion-draws`).")
+                   "CIs over inputs; the hover gives the drop from intact with its paired CI. A unit without a "
+                   "shortcut has its own panel: its whole output is replaced. Right: units that keep the input "
+                   "skipped k at a time, seeded random sets (`laya network --lesion-draws`).")
         sections.append((f"Lesion study ({nv.LESIONED[lesion_by]})", lesion))
 
 if report is None:

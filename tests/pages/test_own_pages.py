@@ -13,10 +13,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from laya.analysis.network.explain import network_bytes
+from laya.analysis.network.unit_patching import patch_units_bytes, unit_patch_table
 from laya.app.catalog import describe, example_images
 from laya.app.depth_views import ONE_LAYER_NOTE, depth_metric
 from laya.app.head_comparison import STAGE_SUM_TITLE, stage_sums
 from laya.app.network_views import GRADCAM_TITLE, LENS_TITLE, UNIT_PROFILE_TITLE, network_depth
+from laya.app.patching_plots import UNITS_TITLE
 from laya.app.text import unplain
 from laya.model.checkpoint import load_checkpoint
 from laya.model.own_head import OWN
@@ -139,10 +141,15 @@ def test_browse_and_patching_open_on_views_that_differ_between_inputs(
     assert table["LOO drop"].nunique() > 1 and table["score"].nunique() > 1
     at.switch_page("pages/patching.py").run()
     _ok(at, "patching")
-    assert at.radio(key="patch_where").value == "backbone"
-    [figure] = [s for t, s in charts(at).items() if t.startswith("Patching each layer")]
-    assert figure["data"][0]["x"] == ["layer1", "layer2", "layer3", "layer4"]  # the stages patched inside the network
-    assert figure["layout"]["xaxis2"]["showticklabels"] is True  # no α row: the names stay under the second row
+    assert "patch_where" not in [r.key for r in at.radio]  # whole layers: every row but one fixed; units instead
+    figure = charts(at)[UNITS_TITLE]
+    prob, logit = figure["data"]
+    assert prob["x"] == logit["x"] == UNITS  # every unit of the network patched inside it, each its own row
+    own = load_checkpoint(attached.heads[OWN])
+    examples = [p.read_bytes() for p in example_images(attached.heads[OWN])]
+    expected = unit_patch_table(patch_units_bytes(own, examples[0], examples[1]), list(own.meta.classes), 0, 1)
+    assert values(prob["y"]) == pytest.approx(expected["prob_change"].tolist(), abs=1e-6)
+    assert np.ptp(values(logit["y"])) > 1e-4  # rows differ where the network differs (whole stages gave one)
 
 
 def test_compare_sums_the_unit_profile_by_the_heads_layers_beside_alpha(
@@ -246,7 +253,10 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
     at.sidebar.radio(key=f"model_head_{group}").set_value(str(BUNDLED / OWN)).run()
     _ok(at, "inspect")
     units = json.loads((BUNDLED / OWN / "network.json").read_text())["units"]
-    assert charts(at)[UNIT_PROFILE_TITLE]["data"][0]["x"] == units
+    kept, apart = charts(at)[UNIT_PROFILE_TITLE]["data"]  # bn1, the stem, has no shortcut: a panel of its own
+    residual = json.loads((BUNDLED / OWN / "network.json").read_text())["residual"]
+    assert kept["x"] == [u for u, r in zip(units, residual) if r] and apart["x"] == ["bn1"] == units[:1]
+    assert (kept["yaxis"], apart["yaxis"]) == ("y", "y2")  # never on one axis
     for page in PAGES[1:]:
         at.switch_page(f"pages/{page}.py").run()
         _ok(at, page)
@@ -254,6 +264,13 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
         if page == "depth":  # the depth report's pruning and logit terms, fixed by the head reading one layer
             assert not [t for t in charts(at) if t.startswith(ONE_LAYER_CHARTS)]
             assert "Prediction depth (tuned lens)" in [unplain(m.label) for m in at.metric]
+        if page == "patching":  # bn1's row is the source's own output by construction: not drawn, said why
+            assert charts(at)[UNITS_TITLE]["data"][0]["x"] == units[1:]
+            assert any("Not drawn: `bn1`" in t and "by construction" in t for t in texts(at))
+        if page == "faithfulness":  # bn1 left out of the agreement, named, with its own numbers
+            assert any("Reported apart" in t and "`bn1`" in t for t in texts(at))
+            assert any("bn1 reported apart" in t for t in texts(at))
+            assert unplain(at.main.table[1].value).reset_index()["unit"].tolist() == ["bn1"]
 
 
 @pytest.mark.skipif(not (BUNDLED / OWN / "network.json").is_file(), reason="the bundled attached network is not here")
@@ -276,7 +293,7 @@ def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeyp
     at.sidebar.radio(key=f"model_head_{group}").set_value(str(setting / OWN)).run()
     _ok(at, "inspect")
     shown = charts(at)
-    assert shown[UNIT_PROFILE_TITLE]["data"][0]["x"] == report["units"]
+    assert [x for bars in shown[UNIT_PROFILE_TITLE]["data"] for x in bars["x"]] == report["units"][1:] + ["bn1"]
     assert any(t.startswith(GRADCAM_TITLE) for t in shown) and not any(t.startswith(LENS_TITLE) for t in shown)
     assert any("No lens for this network" in t and "tuned_lens.json: units = 3" in t for t in texts(at))
     for page in ("faithfulness", "classwise"):

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from laya.analysis.network.explain import network_bytes
 from laya.analysis.network.unit_patching import patch_units_bytes, unit_patch_table
+from laya.app import browser
 from laya.app.catalog import describe, example_images
 from laya.app.depth_views import ONE_LAYER_NOTE, depth_metric
 from laya.app.head_comparison import STAGE_SUM_TITLE, stage_sums
@@ -136,9 +137,12 @@ def test_browse_and_patching_open_on_views_that_differ_between_inputs(
     at = _start(attached, image_folder, monkeypatch)
     at.switch_page("pages/browse.py").run()
     _ok(at, "browse")
-    assert at.selectbox(key="browse_layer").value == "pre-logits"
+    keys = [s.key for s in at.selectbox]  # every layer but pre-logits 0 by construction: no picker, no top layer
+    assert "browse_layer" not in keys and "browse_top" not in keys
+    assert "top layer" not in at.selectbox(key="browse_sort").options
+    assert any(browser.ONE_LAYER_NOTE in t for t in texts(at))
     table = at.dataframe[0].value
-    assert table["LOO drop"].nunique() > 1 and table["score"].nunique() > 1
+    assert "top layer" not in table and table["LOO drop"].nunique() > 1 and table["score"].nunique() > 1
     at.switch_page("pages/patching.py").run()
     _ok(at, "patching")
     assert "patch_where" not in [r.key for r in at.radio]  # whole layers: every row but one fixed; units instead
@@ -330,3 +334,56 @@ def test_the_depth_page_shows_the_lesion_study_of_the_own_head(
     title, spec = next((t, s) for t, s in charts(at).items() if t.startswith(LESION_TITLE))
     resample = lesion.single[lesion.single["intervention"] == "resample"]
     assert "resampled" in title and np.allclose(values(spec["data"][0]["y"]), resample["accuracy"].to_numpy())
+
+
+BLOCKS = [f"blocks.{k}" for k in range(6)]
+
+
+def test_an_attached_vit_s_units_patching_and_depth(
+    attached_vit: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """timm's test_vit attached: every block keeps the input (one panel), while the stage bars' pre-logits (no
+    module: replaced whole) is drawn apart on its own axis; Patching takes each block's branch from the source, the
+    attention branch alone once chosen, as computed in this process; Depth analytics names the tuned lens's depth,
+    draws the lesion study over the six blocks and leaves the pre-logits readout (the network's own classifier,
+    the prediction itself) out of the lens."""
+    from laya.analysis.network.report import load_network_report
+    from laya.app.depth_views import FIXED_LENS_NOTE
+    from laya.app.network_views import APART_PANEL, LESION_TITLE
+
+    at = _start(attached_vit, image_folder, monkeypatch)
+    _ok(at, "inspect")
+    [bars] = charts(at)[UNIT_PROFILE_TITLE]["data"]  # every block keeps the input: no panel apart
+    assert bars["x"] == BLOCKS
+    at.radio(key="inspect_network_granularity").set_value("stage").run()
+    _ok(at, "inspect by stage")
+    profile = charts(at)[UNIT_PROFILE_TITLE]
+    kept, apart = profile["data"]
+    assert apart["x"] == ["pre-logits"] and (kept["yaxis"], apart["yaxis"]) == ("y", "y2")
+    assert APART_PANEL in [a["text"] for a in profile["layout"]["annotations"]]
+    assert any("`pre-logits`" in t and "no longer sees the input" in t for t in texts(at))
+
+    at.switch_page("pages/patching.py").run()
+    _ok(at, "patching")
+    own = load_checkpoint(attached_vit.heads[OWN])
+    examples = [p.read_bytes() for p in example_images(attached_vit.heads[OWN])]
+    for branch in ("block", "attention"):
+        if branch != "block":
+            at.radio(key="patch_branch").set_value(branch).run()
+            _ok(at, f"patching {branch}")
+        prob, _ = charts(at)[UNITS_TITLE]["data"]
+        expected = unit_patch_table(patch_units_bytes(own, examples[0], examples[1], branch), list(own.meta.classes),
+                                    0, 1)  # fmt: skip
+        assert prob["x"] == BLOCKS and values(prob["y"]) == pytest.approx(expected["prob_change"].tolist(), abs=1e-6)
+        assert set(expected["intervention"]) == {f"resample of {'the whole block' if branch == 'block' else branch}"}
+
+    at.switch_page("pages/depth.py").run()
+    _ok(at, "depth")
+    assert any(unplain(m.label) == "Prediction depth (tuned lens)" for m in at.metric)
+    shown = charts(at)
+    lesion = next(s for t, s in shown.items() if t.startswith(LESION_TITLE))
+    single = load_network_report(attached_vit.heads[OWN]).lesion.single
+    assert lesion["data"][0]["x"] == BLOCKS == single["unit"][:6].tolist()  # one panel: every block keeps the input
+    lens = next(s for t, s in shown.items() if t.startswith("Per-layer lens"))
+    assert "pre-logits" not in [x for trace in lens["data"] for x in trace.get("x", [])]
+    assert any(FIXED_LENS_NOTE in t for t in texts(at))

@@ -33,6 +33,8 @@ the same resamples). :func:`trusted_agreement`: the same over the units that kee
 that know nothing of the input (:func:`baseline_scores`: the per-unit mean drop over the references, a constant
 per unit, and a seeded random score); a cheap score is *trusted* only where it beats the better baseline on the
 same inputs (paired bootstrap over inputs of the per-input Spearman difference, its CI above 0).
+:func:`apart_agreement`: the units left out (they do not keep the input), each on its own numbers: its mean drop
+and each score's Spearman correlation over the inputs with that unit's drop, with bootstrap CIs.
 """
 
 from __future__ import annotations

@@ -37,13 +37,16 @@ with target_col:
     else:
         target = common.image_input("patch", examples)
 with source_col:
-    st.subheader("Source (the layers patched in)")
+    st.subheader("Source (its units' branches patched in)" if own else "Source (the layers patched in)")
     source = common.source_input("patch_source", examples)
 if target is None or source is None:
     st.info("Pick or upload both a target and a source image.")
     st.stop()
 if own:  # whole layers of a network read at its last layer: every row but one fixed; its units instead
     units = common.patch_units(selection.path, target, source, st.session_state.get("patch_branch", "block"))
+    if isinstance(units, str):
+        st.info(shown(units))
+        st.stop()
     if units.branched:
         st.radio("Branch", nv.BRANCHES, format_func=lambda b: nv.BRANCHES[b], horizontal=True, key="patch_branch")
     effects = units.effects

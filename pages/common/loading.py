@@ -358,13 +358,19 @@ def _patch_units(path: str, stamp: int, anyway: bool, target: bytes, source: byt
     return patch_units_bytes(_load_model(path, stamp, anyway), target, source, branch)
 
 
-def patch_units(path: str, target: tuple[str, bytes], source: tuple[str, bytes], branch: str = "block") -> UnitPatch:
+def patch_units(
+    path: str, target: tuple[str, bytes], source: tuple[str, bytes], branch: str = "block"
+) -> UnitPatch | str:
     """An attached network's own units patched one at a time from ``source`` into ``target`` (``(name, bytes)``
-    each, :func:`laya.analysis.network.unit_patching.patch_units_bytes` on ``branch``), here or in a worker; an
-    unusable image, an output that overflowed or a failed worker shows ``st.error`` and stops the page."""
+    each, :func:`laya.analysis.network.unit_patching.patch_units_bytes` on ``branch``), here or in a worker, or the
+    sentence saying why it is not shown; an unusable image, an output that overflowed or a failed worker shows
+    ``st.error`` and stops the page."""
     doing = f"Patching {target[0]} with the units of {source[0]}…"
-    with _model_call(path, doing, f"{target[0]!r} or {source[0]!r}"):
-        result = _patch_units(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), target[1], source[1], branch)
+    try:
+        with _model_call(path, doing, f"{target[0]!r} or {source[0]!r}"):
+            result = _patch_units(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), target[1], source[1], branch)
+    except ValueError as error:  # no units to hook
+        return f"The network's units cannot be patched here: {error}"
     return result
 
 

@@ -43,11 +43,13 @@ def _reports(directories: Sequence[str | Path]) -> list[tuple[str, DepthReport]]
 
 def prediction_depth_card(directories: Sequence[str | Path]) -> str:
     """Markdown: prediction depth and overthinking of every checkpoint in ``directories`` (fitted probes, and
-    LAYA/ScalarMix's own classifier where they have one)."""
+    LAYA/ScalarMix's own classifier, or an attached network's probes ending at its classifier, where they have
+    one)."""
     reports = _reports(directories)
     lines = [("Prediction depth and overthinking: readouts through linear probes fitted on the training split for "
               "every head (the same kind of readout, so heads compare); the last column reads LAYA/ScalarMix through "
-              "their own classifier instead (depth; overthinking rate), where they have one."), "",
+              "their own classifier instead, and an attached network's own classifier through probes that end at "
+              "that classifier (depth; overthinking rate), where they have one."), "",
              ("| setting | head | test / train inputs | accuracy | prediction depth (of L), fitted probes | overthinking "
               "rate, fitted probes | overthought errors, fitted probes | own classifier: depth; overthinking |"), "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, r in reports:

@@ -107,9 +107,9 @@ def test_inspect_leads_with_the_networks_units(
     at.radio(key="inspect_network_method").set_value("skip").run()
     at.radio(key="inspect_network_granularity").set_value("stage").run()
     _ok(at, "inspect, skip by stage")
-    bars = charts(at)[UNIT_PROFILE_TITLE]["data"][0]
-    assert bars["x"] == ["layer1", "layer2", "layer3", "layer4", "pre-logits"]
-    assert bars["text"] == ["skip", "skip", "skip", "skip", "resample"]  # every stage keeps the input; pre-logits
+    bars, apart = charts(at)[UNIT_PROFILE_TITLE]["data"]  # every stage keeps the input; pre-logits, replaced whole,
+    assert bars["x"] == ["layer1", "layer2", "layer3", "layer4"] and bars["text"] == ["skip"] * 4  # on its own axis
+    assert apart["x"] == ["pre-logits"] and apart["text"] == ["resample"] and apart["yaxis"] == "y2"
 
 
 def test_every_page_names_the_own_classifier_and_shows_nothing_trivial(

@@ -41,19 +41,24 @@ if sample.sprite is None:
     st.info("The sample's thumbnails (sample_images.png) are missing, unreadable or not the ones it recorded: the "
             "inputs are listed without them.")  # fmt: skip
 
-filters = st.columns(4)
+only = browser.one_layer(checkpoint.meta.train, sample)  # the own classifier: every other layer 0 by construction
+filters = st.columns(3 if only else 4)
 label = switches.pick(filters[0].selectbox, "Class", [ALL, *sample.classes], "bclass", "browse_class")
 predicted = switches.pick(filters[1].selectbox, "Predicted", [ALL, *sample.classes], "bpred", "browse_pred")
 outcome = switches.pick(filters[2].radio, "Outcome", browser.OUTCOMES, "outcome", "browse_outcome", horizontal=True)
-top = switches.pick(filters[3].selectbox, "Top layer", [ALL, *sample.layer_names], "top", "browse_top")
+top = ALL if only else switches.pick(filters[3].selectbox, "Top layer", [ALL, *sample.layer_names], "top",
+                                     "browse_top")  # fmt: skip
 pickers = st.columns(4)
-layer = switches.pick(pickers[0].selectbox, "Layer of the score and LOO drop", sample.layer_names, "layer", "browse_layer",
-                      index=sample.layer_names.index(browser.default_layer(sample)))  # fmt: skip
+layer = only or switches.pick(pickers[0].selectbox, "Layer of the score and LOO drop", sample.layer_names, "layer",
+                              "browse_layer", index=sample.layer_names.index(browser.default_layer(sample)))  # fmt: skip
+if only:
+    pickers[0].caption(browser.ONE_LAYER_NOTE)
 scores = browser.detection_scores(sample)
 default = browser.default_score(sample, checkpoint.layer_dims)  # Mahalanobis only where its fit is trusted
 score = switches.pick(pickers[1].selectbox, "Suspicion score", scores, "score", "browse_score",
                       format_func=SCORE_LABELS.__getitem__, index=scores.index(default) if scores else 0)  # fmt: skip
-sorts = [k for k, c in browser.SORTS.items() if c != "prediction depth" or "depth" in sample.table]
+sorts = [k for k, c in browser.SORTS.items() if (c != "prediction depth" or "depth" in sample.table)
+         and (c != "top layer" or not only)]  # fmt: skip
 sort = switches.pick(pickers[2].selectbox, "Sort by", sorts, "sort", "browse_sort", format_func=browser.SORTS.__getitem__)
 order = switches.pick(pickers[3].radio, "Order", ["asc", "desc"], "order", "browse_order", horizontal=True,
                      format_func=lambda o: ORDERS[o])  # fmt: skip
@@ -95,7 +100,7 @@ for start in range(0, len(chunk), COLUMNS):
                 st.switch_page("pages/patching.py")
 
 st.dataframe(
-    table.drop(columns="row"),
+    table.drop(columns=["row", "top layer"] if only else "row"),
     hide_index=True,
     column_config={
         "score": st.column_config.NumberColumn(f"{method}: {layer}", format="%.3f"),

@@ -88,13 +88,17 @@ if lens_ is None:
     st.info("No per-layer readouts for this head yet: `python -m laya depth` fits the linear probes the lens reads.")
 else:
     metric = st.selectbox("Lens metric", list(METRICS), format_func=METRICS.__getitem__, key="depth_lens_metric")
-    trajectory = lens_.table(0, classes, layers)
+    trajectory = depth_views.lens_rows(lens_.table(0, classes, layers), lens_.source, layers[-1])
+    if lens_summary is not None:  # the row fixed by construction left out (an attached network's pre-logits)
+        lens_summary = depth_views.lens_rows(lens_summary, str(lens_summary["readout"].iloc[0]), layers[-1])
     predicted = classes[result.prediction]
     means = None if lens_summary is None else class_view(lens_summary, metric, ["all", predicted])
     lens_figure = trajectory_figure(trajectory if means is None else means, metric, lens_.source,
                                     None if means is None else trajectory)  # fmt: skip
     st.plotly_chart(shown(lens_figure, "plotly"), key="depth_lens")
     st.caption(depth_plots.lens_caption(lens_.source, lens_summary, predicted))
+    if len(trajectory) < len(layers):
+        st.caption(depth_views.FIXED_LENS_NOTE)
     st.dataframe(trajectory, hide_index=True, column_config={m: st.column_config.NumberColumn(METRICS[m], format="%.3f")
                                                               for m in METRICS})  # fmt: skip
     sections += [(f"Per-layer lens ({lens_.source}): {METRICS[metric]}", lens_figure),
@@ -113,12 +117,13 @@ if is_own_head(checkpoint.meta.train) and (network := load_network_report(select
         done = [k for k in nv.LESIONED if k in set(network.lesion.single["intervention"])]
         lesion_by = st.radio("Units removed by", done, format_func=lambda k: nv.LESIONED[k],
                              horizontal=True, key="depth_lesion_by")  # fmt: skip
-        lesion = nv.lesion_figure(network.lesion, lesion_by)
+        lesion = nv.lesion_figure(network.lesion, lesion_by, network.residual)
         st.plotly_chart(shown(lesion, "plotly"), key="depth_lesion")
         st.caption("Left: test accuracy with one unit removed, the rest of the network unchanged (skip keeps its "
                    "stream; a hatched bar could not be skipped and got resample, as its hover says), 95 % bootstrap "
-                   "CIs over inputs; the hover gives the drop from intact with its paired CI. Right: units that keep "
-                   "the input skipped k at a time, seeded random sets (`laya network --lesion-draws`).")
+                   "CIs over inputs; the hover gives the drop from intact with its paired CI. A unit without a "
+                   "shortcut has its own panel: its whole output is replaced. Right: units that keep the input "
+                   "skipped k at a time, seeded random sets (`laya network --lesion-draws`).")
         sections.append((f"Lesion study ({nv.LESIONED[lesion_by]})", lesion))
 
 if report is None:
@@ -152,11 +157,12 @@ if prune_col is not None:
 else:  # the note above says why
     per_layer = []
 kind = report.data.get("readout_kind", report.data["readout_source"])
-depth_title = f"{'The probes’ prediction' if own else 'Prediction'} depth and overthinking by class (readouts: {kind})"
+depth_title = (f"{'The probes’ prediction' if own else 'Prediction'} depth and overthinking by class "
+               f"(readouts: {kind})")  # an attached network's: probes, its own classifier at pre-logits
 st.subheader(shown(depth_title))
 depth_table = depth_views.prediction_depth_view(report.table("prediction_depth"))
 st.dataframe(depth_table, hide_index=True)
-if kind == "own classifier" and "prediction_depth_probes" in report.data:
+if kind != "fitted probe" and "prediction_depth_probes" in report.data:  # a classifier of its own in the readouts
     st.caption("The same through linear probes fitted on the training split, the readout every head gets: compare "
                "heads on these (the Depth analytics docs explain why).")  # fmt: skip
     st.dataframe(depth_views.prediction_depth_view(report.table("prediction_depth_probes")), hide_index=True)

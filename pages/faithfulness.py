@@ -38,7 +38,11 @@ if own:
                    "that keep the input: the mean Spearman ρ with its 95 % bootstrap CI over inputs. Two baselines "
                    "know nothing of the input (the per-unit mean drop over the references, a random score); a score "
                    "is trusted only where it beats the better of them on the same inputs (paired bootstrap).")
-        st.markdown(shown(network_views.agreement_summary(network.agreement, network.method)))
+        st.markdown(shown(network_views.agreement_summary(network.agreement, network.method,
+                                                          network_views.apart_units(network))))
+        if (apart := network_views.apart_view(network)) is not None:
+            st.markdown(network_views.apart_text(network))
+            common.table(apart)
     report, mode, reduction = None, "mean", "signed"
 if report is not None:
     st.subheader(f"{shown(labels.head_title(head))}: methods")

@@ -43,16 +43,19 @@ def _reports(directories: Sequence[str | Path]) -> list[tuple[str, DepthReport]]
 
 def prediction_depth_card(directories: Sequence[str | Path]) -> str:
     """Markdown: prediction depth and overthinking of every checkpoint in ``directories`` (fitted probes, and
-    LAYA/ScalarMix's own classifier where they have one)."""
+    LAYA/ScalarMix's own classifier, or an attached network's probes ending at its classifier, where they have
+    one)."""
     reports = _reports(directories)
     lines = [("Prediction depth and overthinking: readouts through linear probes fitted on the training split for "
               "every head (the same kind of readout, so heads compare); the last column reads LAYA/ScalarMix through "
-              "their own classifier instead (depth; overthinking rate), where they have one."), "",
+              "their own classifier instead, and an attached network's own classifier through probes that end at "
+              "that classifier (depth; overthinking rate), where they have one."), "",
              ("| setting | head | test / train inputs | accuracy | prediction depth (of L), fitted probes | overthinking "
               "rate, fitted probes | overthought errors, fitted probes | own classifier: depth; overthinking |"), "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, r in reports:
-        own_kind = r.data.get("readout_kind", "own classifier" if r.data["readout_source"] == "the head's classifier"
-                              else "fitted probe") == "own classifier"  # fmt: skip
+        kind = r.data.get("readout_kind", "own classifier" if r.data["readout_source"] == "the head's classifier"
+                          else "fitted probe")  # fmt: skip
+        own_kind = kind != "fitted probe"  # a classifier of its own in the readouts: LAYA's, a network's at the end
         own = r.table("prediction_depth").set_index("class").loc["all"]
         own_cell = f"{own['prediction_depth']:.2f}; {own['overthinking_rate']:.3f}" if own_kind else "–"
         if "prediction_depth_probes" not in r.data and own_kind:  # older report: no same-kind readouts

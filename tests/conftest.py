@@ -97,3 +97,12 @@ def attached_resnet(tmp_path_factory: pytest.TempPathFactory, image_folder: Path
     from tests.training.test_attach_families import attach_family
 
     return attach_family("torchvision", tmp_path_factory.mktemp("attach-torchvision"), image_folder)
+
+
+@pytest.fixture(scope="session")
+def attached_vit(tmp_path_factory: pytest.TempPathFactory, image_folder: Path):
+    """timm's ``test_vit`` (six blocks, each with an attention and an MLP branch) attached on the tiny image folder,
+    as :func:`attached_resnet`: for the own-network pages of a transformer."""
+    from tests.training.test_attach_families import attach_family
+
+    return attach_family("timm vit", tmp_path_factory.mktemp("attach-vit"), image_folder)

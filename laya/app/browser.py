@@ -153,6 +153,18 @@ def depth_words(train: dict) -> str:
     return "prediction depth"
 
 
+ONE_LAYER_NOTE = ("The own classifier reads the pre-logits layer alone: every other layer's score and LOO drop is 0 "
+                  "by construction, so both columns are pre-logits' and there is no layer to pick, nor a top layer "
+                  "to filter or sort by (it would be pre-logits for every input).")  # fmt: skip
+
+
+def one_layer(train: dict, sample: Sample) -> str | None:
+    """The only layer whose score and LOO drop are not 0 by construction, for a checkpoint with this ``train``
+    record: the last (pre-logits) for an attached network's own classifier, which reads it alone
+    (:data:`ONE_LAYER_NOTE`); None for a head over several layers (its layer is picked, its top layer shown)."""
+    return sample.layer_names[-1] if is_own_head(train) else None
+
+
 def heatmap_query(label: str, layer: str) -> Query:
     """A class × layer heatmap cell: the inputs of ``label``, highest score of ``layer`` first."""
     return Query(label=label, layer=layer, sort="score", descending=True)
@@ -250,6 +262,7 @@ def summary(table: pd.DataFrame) -> dict[str, float]:
 
 
 __all__ = [
+    "ONE_LAYER_NOTE",
     "OUTCOMES",
     "SORTS",
     "Query",
@@ -263,6 +276,7 @@ __all__ = [
     "detection_query",
     "detection_scores",
     "heatmap_query",
+    "one_layer",
     "query_from_switches",
     "query_switches",
     "summary",

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from laya.analysis.depth.detection import COVARIANCE, mahalanobis_trusted
+from laya.analysis.depth.layer_lens import LENS_SOURCE
+from laya.analysis.depth.readouts import NETWORK
 from laya.app.numbers import ci_cells, count_of, is_missing, number_text, percent
 from laya.app.text import plain
 
@@ -22,6 +24,18 @@ ONE_LAYER_NOTE = (
     "are one bar (that layer's, the whole logit) and removing any other layer leaves it unchanged (a flat pruning "
     "panel). Inspect and Class-wise explain the network by its units instead."
 )
+
+FIXED_LENS_NOTE = ("Pre-logits is not drawn in the lens: the network's own classifier reads it, so its readout is the "
+                   "final prediction itself (KL 0, rank 1) by construction; the layers before read through linear "
+                   "probes.")  # fmt: skip
+
+
+def lens_rows(table: pd.DataFrame, source: str, last: str) -> pd.DataFrame:
+    """A lens table (``layer`` column, :mod:`laya.analysis.depth.layer_lens`) without the row fixed by
+    construction: where the readouts are an attached network's probes ending at its own classifier (Lens source
+    ``linear probes, network classifier``), the ``last`` layer's is the final distribution itself
+    (:data:`FIXED_LENS_NOTE`); every row otherwise."""
+    return table[table["layer"] != last] if source == LENS_SOURCE[NETWORK] else table
 
 
 def _flags(key: str, value: float, threshold: float | None) -> tuple[float, float | None, str, bool]:
@@ -157,12 +171,14 @@ def mahalanobis_warning(
 
 
 __all__ = [
+    "FIXED_LENS_NOTE",
     "HUGE_MAHALANOBIS",
     "ONE_LAYER_NOTE",
     "best_ood_score",
     "depth_metric",
     "detection_view",
     "false_alarm_text",
+    "lens_rows",
     "mahalanobis_warning",
     "ood_status",
     "prediction_depth_view",

@@ -24,7 +24,7 @@ from plotly.subplots import make_subplots
 from laya.analysis.network.explain import GRANULARITIES, NetworkExplanation
 from laya.analysis.network.lesion import LesionStudy
 from laya.analysis.network.lens import class_unit_figure, lens_profile, prediction_depth, profile_figure
-from laya.analysis.network.scores import SCORE_LABELS, best_score
+from laya.analysis.network.scores import SCORE_LABELS, apart_agreement, best_score
 from laya.app import palette
 from laya.app.numbers import number_text
 from laya.app.text import code_plain, plain
@@ -42,6 +42,22 @@ CLASS_GROUPS = {"labels": "true class", "predictions": "predicted class"}  # how
 CLASS_UNIT_VALUES = {"agrees": "lens agrees with the final prediction (share)", "kl": "lens KL to the final (nats)",
                      "drop": "drop in p(ŷ) under the intervention"}  # fmt: skip
 PER_ROW = 8  # Grad-CAM maps per row of the strip, at most (rows balanced: 9 units are 5 + 4, not 8 + 1)
+KEPT_PANEL = "Keep the input: branch replaced"
+APART_PANEL = "No shortcut: whole output replaced"
+APART_REASON = ("no shortcut (a stem, a strided inverted residual, a transition; at stage granularity a layer "
+                "without a module): an intervention replaces its whole output, so the network after it no longer "
+                "sees the input and its drop is set by the prediction and the references more than by the input")
+
+
+def kept_and_apart(keeps: Sequence[bool]) -> tuple[list[int], list[int]]:
+    """The positions of the bars that keep the input and of those that do not (drawn apart, on their own axis)."""
+    return [i for i, k in enumerate(keeps) if k], [i for i, k in enumerate(keeps) if not k]
+
+
+def panel_widths(counts: Sequence[int], least: float = 0.15) -> list[float]:
+    """Column widths of panels of ``counts`` bars each, in proportion to them, none under ``least``."""
+    widths = [max(least, n / sum(counts)) for n in counts]
+    return [w / sum(widths) for w in widths]
 
 
 def bar_word(method: str) -> str:
@@ -68,20 +84,30 @@ def unit_profile_table(result: NetworkExplanation, classes: Sequence[str]) -> pd
 
 
 def unit_profile_figure(result: NetworkExplanation, classes: Sequence[str]) -> go.Figure:
-    """Bars of the drop in ``p(ŷ)`` per unit, named by module, each labelled with its intervention; grey where
-    the unit is not residual (after it nothing sees the input), hatched where the label flips."""
+    """Bars of the drop in ``p(ŷ)`` per unit, named by module, each labelled with its intervention, hatched where the
+    label flips; the bars that do not keep the input (their whole output replaced, :data:`APART_REASON`) in a panel
+    of their own, on their own axis, grey."""
     table = unit_profile_table(result, classes)
     name = table.columns[0]
-    colours = [palette.LOO_DROP if keeps else palette.NEUTRAL for keeps in table["keeps input"]]
-    figure = go.Figure(go.Bar(
-        x=table[name], y=table["drop"], text=table["intervention"], textposition="outside", marker_color=colours,
-        marker_pattern_shape=[palette.FLIP_PATTERN if f else "" for f in table["label flips"]],
-        customdata=np.stack([table["prediction after"], table["stage"]], axis=-1),
-        hovertemplate="%{x} (%{customdata[1]}, %{text}): drop %{y:+.4f}, then predicts %{customdata[0]}<extra></extra>",
-    ))  # fmt: skip
-    figure.update_xaxes(categoryorder="array", categoryarray=list(table[name]), tickangle=-45 if len(table) > 12 else 0)
-    figure.update_layout(title=UNIT_PROFILE_TITLE, xaxis_title=GRANULARITIES[result.granularity],
-                         yaxis_title=f"drop in p({classes[result.prediction]})")  # fmt: skip
+    panels = [(rows, title, colour) for rows, title, colour in
+              zip(kept_and_apart(table["keeps input"]), (KEPT_PANEL, APART_PANEL), (palette.LOO_DROP, palette.NEUTRAL))
+              if rows]  # fmt: skip
+    figure = make_subplots(rows=1, cols=len(panels), column_widths=panel_widths([len(r) for r, _, _ in panels]),
+                           subplot_titles=[t for _, t, _ in panels] if len(panels) > 1 else None,
+                           horizontal_spacing=0.1)  # fmt: skip
+    for column, (rows, _, colour) in enumerate(panels, start=1):
+        part = table.iloc[rows]
+        figure.add_bar(
+            x=part[name], y=part["drop"], text=part["intervention"], textposition="outside", marker_color=colour,
+            marker_pattern_shape=[palette.FLIP_PATTERN if f else "" for f in part["label flips"]],
+            customdata=np.stack([part["prediction after"], part["stage"]], axis=-1), showlegend=False,
+            hovertemplate="%{x} (%{customdata[1]}, %{text}): drop %{y:+.4f}, then predicts %{customdata[0]}"
+                          "<extra></extra>", row=1, col=column,
+        )  # fmt: skip
+        figure.update_xaxes(categoryorder="array", categoryarray=list(part[name]), row=1, col=column,
+                            tickangle=-45 if len(part) > 12 else 0, title_text=GRANULARITIES[result.granularity])
+        figure.update_yaxes(title_text=f"drop in p({classes[result.prediction]})", row=1, col=column)
+    figure.update_layout(title=UNIT_PROFILE_TITLE)
     return figure
 
 
@@ -108,8 +134,8 @@ def unit_profile_caption(result: NetworkExplanation, classes: Sequence[str]) -> 
     lost = [n for n, keeps in zip(result.names, result.residual) if not keeps]
     if lost:
         shown = ", ".join(f"`{code_plain(n)}`" for n in lost[:6]) + (", …" if len(lost) > 6 else "")
-        text += (f" Grey bars ({shown}) are not residual (no shortcut, as a stem): their whole output is replaced, "
-                 "so the network after them no longer sees the input.")  # fmt: skip
+        text += (f" Drawn apart, grey, on an axis of their own ({shown}): {APART_REASON}; their bars do not compare "
+                 "with those that keep the input.")  # fmt: skip
     return text + " Hatched: the label flips."
 
 
@@ -182,12 +208,35 @@ def stored_class_units(report: Any, value: str, by: str = "labels") -> pd.DataFr
     return getattr(report, "tables", {}).get(f"{field}/{'true' if by == 'labels' else 'predicted'}")
 
 
-def class_unit_heatmap(table: pd.DataFrame, value: str, title: str | None = None) -> go.Figure:
+def class_unit_heatmap(
+    table: pd.DataFrame, value: str, title: str | None = None, apart: Sequence[str] = ()
+) -> go.Figure:
     """The class x unit heatmap (:func:`laya.analysis.network.lens.class_unit_figure`), its colour bar naming
-    ``value``."""
-    figure = class_unit_figure(table, "agrees" if value == "agrees" else "kl", title)
-    figure.update_traces(colorbar={"title": CLASS_UNIT_VALUES[value]},
-                         colorscale=palette.HEATMAP_SCALES["loo" if value == "drop" else "scores"])  # fmt: skip
+    ``value``; for the drops, the units of ``apart`` (those that do not keep the input, :data:`APART_REASON`) in a
+    heatmap of their own beside it, on their own colour scale."""
+    split = [u for u in apart if u in table.columns] if value == "drop" else []
+    units = [c for c in table.columns if c != "n"]
+    parts = [p for p in ([u for u in units if u not in split], split) if p]
+
+    def heatmap(columns: list[str]) -> go.BaseTraceType:
+        trace = class_unit_figure(table[[*columns, "n"]], "agrees" if value == "agrees" else "kl").data[0]
+        return trace.update(colorbar={"title": CLASS_UNIT_VALUES[value]},
+                            colorscale=palette.HEATMAP_SCALES["loo" if value == "drop" else "scores"])  # fmt: skip
+
+    if len(parts) == 1:
+        figure = go.Figure(heatmap(parts[0]))
+    else:
+        figure = make_subplots(rows=1, cols=2, column_widths=panel_widths([len(p) for p in parts]),
+                               subplot_titles=(KEPT_PANEL, APART_PANEL), horizontal_spacing=0.12)  # fmt: skip
+        for column, part in enumerate(parts, start=1):
+            trace = heatmap(part)
+            trace.colorbar.update(x=figure.layout[f"xaxis{column if column > 1 else ''}"].domain[1] + 0.01,
+                                  len=0.9, title_text="" if column > 1 else CLASS_UNIT_VALUES[value])  # fmt: skip
+            figure.add_trace(trace, row=1, col=column)
+        figure.update_yaxes(showticklabels=False, row=1, col=2)
+    figure.update_yaxes(autorange="reversed")
+    figure.update_layout(title=title, yaxis_title="class")
+    figure.update_xaxes(title_text="unit")
     return figure
 
 
@@ -222,9 +271,10 @@ def agreement_view(agreement: pd.DataFrame) -> pd.DataFrame:
     })  # fmt: skip
 
 
-def agreement_summary(agreement: pd.DataFrame, intervention: str) -> str:
+def agreement_summary(agreement: pd.DataFrame, intervention: str, apart: Sequence[str] = ()) -> str:
     """One sentence on which cheap score to trust for ``intervention``: the best of those that beat the better
-    baseline (:func:`~laya.analysis.network.scores.best_score`), or that none does."""
+    baseline (:func:`~laya.analysis.network.scores.best_score`), or that none does; the units of ``apart`` (those
+    that do not keep the input) named as left out."""
     rows = agreement[agreement["intervention"] == intervention]
     if rows.empty:
         return f"No agreement was measured against {intervention}."
@@ -233,6 +283,8 @@ def agreement_summary(agreement: pd.DataFrame, intervention: str) -> str:
                 "to see which cheap score, if any, beats what structure alone gives.")  # fmt: skip
     units = int(rows["units"].iloc[0])
     over = f"Spearman ρ over the {units} units that keep the input, within each input"
+    if apart:
+        over += f"; {', '.join(apart)} reported apart"
     best = best_score(rows, intervention)
     if best is None:
         return (f"No cheap score beats what structure alone gives against {intervention} ({over}): none is better "
@@ -241,6 +293,51 @@ def agreement_summary(agreement: pd.DataFrame, intervention: str) -> str:
             f"{number_text(best['spearman_mean'])}, beating the better baseline by {number_text(best['vs_baseline'])} "
             f"[{number_text(best['vs_low'])}, {number_text(best['vs_high'])}] ({over}; paired bootstrap over "
             "inputs).")  # fmt: skip
+
+
+def apart_units(report: Any) -> list[str]:
+    """The units of a stored network report that do not keep the input (left out of the agreement)."""
+    return [u for u, keeps in zip(report.units, report.residual) if not keeps]
+
+
+def apart_view(report: Any) -> pd.DataFrame | None:
+    """The units a stored network report's agreement leaves out, each on its own numbers
+    (:func:`~laya.analysis.network.scores.apart_agreement` on its drops under its intervention): per unit its mean
+    drop over the report's inputs and, per cheap score, its Spearman ρ over the inputs with that unit's drop, each
+    with its 95 % bootstrap CI; None where every unit keeps the input."""
+    if not apart_units(report):
+        return None
+    options = getattr(report, "options", {}) or {}
+    table = apart_agreement(report.scores, report.drops, report.method, torch.tensor(report.residual), report.units,
+                            options.get("resamples", 1000), options.get("seed", 0))  # fmt: skip
+
+    def interval(m: float, lo: float, hi: float) -> str:
+        return "–" if pd.isna(m) else f"{number_text(m)} [{number_text(lo)}, {number_text(hi)}]"
+
+    rows = []
+    for unit, part in table.groupby("unit", sort=False):
+        first = part.iloc[0]
+        row = {"unit": unit, f"mean drop under {report.method} [95% CI]": interval(first["drop"], first["drop_low"],
+                                                                                  first["drop_high"]),
+               "inputs": f"{int(first['n']):,}"}  # fmt: skip
+        for r in part.itertuples():
+            row[f"{SCORE_LABELS.get(r.score, r.score)}: ρ over inputs [95% CI]"] = interval(r.spearman, r.ci_low,
+                                                                                             r.ci_high)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def apart_text(report: Any) -> str | None:
+    """Why the units of :func:`apart_view` are left out of the agreement and what their own numbers are, or None
+    where every unit keeps the input. Markdown, the unit names escaped here."""
+    apart = apart_units(report)
+    if not apart:
+        return None
+    names = ", ".join(f"`{code_plain(u)}`" for u in apart)
+    return (f"Reported apart, not ranked with the others: {names}. Each has {APART_REASON}. Below, per such unit, "
+            "its own mean drop over the report's inputs and, per cheap score, the Spearman ρ over the inputs of the "
+            "score at that unit with its drop (does the score follow that unit's effect from input to input?), "
+            "with 95 % bootstrap CIs over inputs.")
 
 
 def lens_summary_view(lens: dict[str, Any]) -> pd.DataFrame | None:
@@ -274,42 +371,52 @@ def lens_summary_view(lens: dict[str, Any]) -> pd.DataFrame | None:
     })  # fmt: skip
 
 
-def lesion_figure(study: LesionStudy, intervention: str) -> go.Figure:
-    """The stored lesion study (:class:`~laya.analysis.network.lesion.LesionStudy`) in two panels: per unit its
-    test accuracy with ``intervention`` (``skip``, ``resample``) acting on it alone, with its bootstrap CI (a unit
-    that got a fallback is hatched and its hover names the method), beside the intact accuracy; and accuracy over
-    ``k`` units skipped at once, the mean over the draws and their range as a band."""
-    rows = study.single[study.single["intervention"] == intervention]
+
+def lesion_figure(study: LesionStudy, intervention: str, residual: Sequence[bool]) -> go.Figure:
+    """The stored lesion study (:class:`~laya.analysis.network.lesion.LesionStudy`) in panels: per unit its test
+    accuracy with ``intervention`` (``skip``, ``resample``) acting on it alone, with its bootstrap CI (a unit that got
+    a fallback is hatched and its hover names the method), beside the intact accuracy; the units that do not keep the
+    input (``residual`` False per unit, :data:`APART_REASON`) in a panel of their own; and accuracy over ``k`` units
+    skipped at once, the mean over the draws and their range as a band."""
+    rows = study.single[study.single["intervention"] == intervention].reset_index(drop=True)
     word = LESIONED.get(intervention, intervention)
-    figure = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], subplot_titles=(
-        f"Each unit {word} alone [95 % CI]", "k units that keep the input skipped at once (draws: mean, range)"))
-    fallback = [m.split(" of ")[0] != intervention for m in rows["method"]]
-    figure.add_bar(x=rows["unit"], y=rows["accuracy"], name=f"{word} (95 % CI)", marker_color=palette.ACCURACY,
-                   marker_pattern_shape=[palette.FLIP_PATTERN if f else "" for f in fallback],
-                   error_y={"type": "data", "symmetric": False, "array": rows["high"] - rows["accuracy"],
-                            "arrayminus": rows["accuracy"] - rows["low"]},
-                   hovertext=[f"{m}; drop {d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for m, d, lo, hi in
-                              zip(rows["method"], rows["drop"], rows["drop_low"], rows["drop_high"])],
-                   row=1, col=1)  # fmt: skip
-    figure.add_hline(y=study.intact[0], line_dash="dash", line_color=palette.NEUTRAL, annotation_text="intact",
-                     row=1, col=1)  # fmt: skip
-    curve = study.curve
+    groups = [g for g in kept_and_apart(residual) if g]
+    titles = [f"Each unit that keeps the input {word} alone [95 % CI]", f"{APART_PANEL}, alone [95 % CI]"]
+    widths = [0.6 * w for w in panel_widths([len(g) for g in groups])] + [0.4]
+    figure = make_subplots(rows=1, cols=len(groups) + 1, column_widths=widths, subplot_titles=(
+        *[t for g, t in zip(kept_and_apart(residual), titles) if g],
+        "k units that keep the input skipped at once (draws: mean, range)"))  # fmt: skip
+    for column, group in enumerate(groups, start=1):
+        part = rows.iloc[group]
+        fallback = [m.split(" of ")[0] != intervention for m in part["method"]]
+        figure.add_bar(x=part["unit"], y=part["accuracy"], name=f"{word} (95 % CI)", showlegend=column == 1,
+                       marker_color=palette.ACCURACY if residual[group[0]] else palette.NEUTRAL,
+                       marker_pattern_shape=[palette.FLIP_PATTERN if f else "" for f in fallback],
+                       error_y={"type": "data", "symmetric": False, "array": part["high"] - part["accuracy"],
+                                "arrayminus": part["accuracy"] - part["low"]},
+                       hovertext=[f"{m}; drop {d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for m, d, lo, hi in
+                                  zip(part["method"], part["drop"], part["drop_low"], part["drop_high"])],
+                       row=1, col=column)  # fmt: skip
+        figure.add_hline(y=study.intact[0], line_dash="dash", line_color=palette.NEUTRAL, annotation_text="intact",
+                         row=1, col=column)  # fmt: skip
+    curve, last = study.curve, len(groups) + 1
     if len(curve):
         figure.add_scatter(x=[*curve["k"], *curve["k"][::-1]], y=[*curve["max"], *curve["min"][::-1]], fill="toself",
                            line_width=0, fillcolor="rgba(84, 162, 75, 0.25)", name="range over the draws",
-                           hoverinfo="skip", row=1, col=2)  # fmt: skip
+                           hoverinfo="skip", row=1, col=last)  # fmt: skip
         figure.add_scatter(x=curve["k"], y=curve["mean"], mode="lines+markers", line_color=palette.ACCURACY,
-                           name="mean over the draws", row=1, col=2)  # fmt: skip
+                           name="mean over the draws", row=1, col=last)  # fmt: skip
     figure.update_yaxes(title_text="test accuracy", rangemode="tozero")
-    figure.update_xaxes(title_text="k", row=1, col=2)
+    figure.update_xaxes(title_text="k", row=1, col=last)
     figure.update_layout(title=plain(f"{LESION_TITLE} ({word}; {study.n:,} test inputs)"), height=380)
     return figure
 
 
 __all__ = [
-    "BAR_WORDS", "BRANCHES", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE", "LENS_TITLE", "LESIONED",
-    "LESION_TITLE", "METHODS", "UNIT_PROFILE_TITLE", "agreement_summary", "agreement_view", "bar_word",
-    "class_unit_heatmap", "depth_text", "gradcam_figure", "lens_figure", "lens_summary_view", "lens_table",
-    "lesion_figure", "network_depth", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
+    "APART_PANEL", "APART_REASON", "BAR_WORDS", "BRANCHES", "CLASS_GROUPS", "CLASS_UNIT_VALUES", "GRADCAM_TITLE",
+    "KEPT_PANEL", "LENS_TITLE", "LESIONED", "LESION_TITLE", "METHODS", "UNIT_PROFILE_TITLE", "agreement_summary",
+    "agreement_view", "apart_text", "apart_units", "apart_view", "bar_word", "class_unit_heatmap", "depth_text",
+    "gradcam_figure", "kept_and_apart", "lens_figure", "lens_summary_view", "lens_table", "lesion_figure",
+    "network_depth", "panel_widths", "stored_class_units", "unit_profile_caption", "unit_profile_figure",
     "unit_profile_table",
 ]  # fmt: skip

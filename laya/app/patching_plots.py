@@ -9,6 +9,8 @@ from plotly.subplots import make_subplots
 
 from laya.analysis.patching import WHERE
 from laya.app import palette
+from laya.app.network_views import APART_PANEL, KEPT_PANEL, kept_and_apart, panel_widths
+from laya.app.text import code_plain
 
 ROWS = ("prob_change", "logit_diff_change", "alpha_change")
 
@@ -75,6 +77,67 @@ def effects_figure(table: pd.DataFrame, where: str, predicted: str, a: str, b: s
     return figure
 
 
+UNITS_TITLE = "Patching each unit inside the network: the target with that unit's branch from the source"
+UNIT_ROWS = ("prob_change", "logit_diff_change")
+
+
+def unit_effects_figure(table: pd.DataFrame, predicted: str, a: str, b: str) -> go.Figure:
+    """Two bar rows over the units of :func:`~laya.analysis.network.unit_patching.unit_patch_table` whose rows are
+    not fixed by construction (those are left out: :func:`unit_patching_caption` says why): the change in the
+    target's predicted-class probability and in ``logit_a - logit_b``; units that do not keep the input (their
+    whole output taken from the source) in a column of their own, on their own axes."""
+    drawn = table[~table["constructed"]].reset_index(drop=True)
+    groups = [g for g in kept_and_apart(drawn["keeps input"]) if g] or [[]]
+    figure = make_subplots(rows=2, cols=len(groups), shared_xaxes="columns", vertical_spacing=0.08,
+                           column_widths=panel_widths([max(1, len(g)) for g in groups]),
+                           subplot_titles=(KEPT_PANEL, APART_PANEL) if len(groups) > 1 else None)  # fmt: skip
+    titles = axis_titles(predicted, a, b)[:2]
+    for column, group in enumerate(groups, start=1):
+        part = drawn.iloc[group]
+        for r, (name, title, colour) in enumerate(zip(UNIT_ROWS, titles, (palette.CONFIDENCE, palette.DISAGREE)), 1):
+            figure.add_bar(x=part["unit"], y=part[name], name=title, customdata=part["prediction"],
+                           marker_color=colour if part["keeps input"].all() else palette.NEUTRAL,
+                           hovertemplate="%{x}: %{y:+.4f}<br>prediction after the patch: %{customdata}"
+                                         "<extra></extra>", row=r, col=column)  # fmt: skip
+            figure.update_yaxes(title_text=title, title_font_size=11, zeroline=True, row=r, col=column)
+        figure.update_xaxes(title_text="patched unit", row=2, col=column)
+    if not len(drawn):
+        figure.add_annotation(text="every row is fixed by construction", xref="x domain", yref="y domain", x=0.5,
+                              y=0.5, showarrow=False)  # fmt: skip
+    figure.update_layout(title=UNITS_TITLE, showlegend=False, height=560)
+    return figure
+
+
+def unit_patching_caption(table: pd.DataFrame, head: str) -> str:
+    """What the per-unit sweep ran, and which rows are not drawn because they are fixed by construction (Markdown,
+    every unit name escaped here)."""
+    text = ("Each bar: the target run with one unit's branch (its output minus its stream; a transformer block's "
+            "chosen branch module) taken from the source, the target's stream kept, so the rest of the network "
+            f"still computes from the target; every unit in one batched pass; changes are patched − unpatched target "
+            f"(float64 {head}).")  # fmt: skip
+    fixed = table[table["constructed"]]
+    if len(fixed):
+        names = ", ".join(f"`{code_plain(u)}`" for u in fixed["unit"])
+        text += (f" Not drawn: {names}. With no shortcut, such a unit's whole output is taken from the source and "
+                 "the network after it computes from the source alone: its row is the source's own output by "
+                 f"construction, whatever the pair (here Δ p(ŷ) {float(fixed['prob_change'].iloc[0]):+.4f}).")
+    if (~table["constructed"] & ~table["keeps input"]).any():
+        text += " Drawn apart, on their own axes: units without a shortcut whose whole output was taken."
+    return text
+
+
+def unit_display_table(table: pd.DataFrame, titles: tuple[str, str, str]) -> pd.DataFrame:
+    """:func:`~laya.analysis.network.unit_patching.unit_patch_table` as shown: changes signed to 4 decimals under
+    ``titles``, ``p(prediction after)`` to 3, and per row whether it is drawn or fixed by construction."""
+    shown = table.rename(columns=dict(zip(UNIT_ROWS, titles)) | {"probability": "p(prediction after)"})
+    for title in titles[:2]:
+        shown[title] = shown[title].map(lambda v: format(v, "+.4f"))
+    shown["p(prediction after)"] = shown["p(prediction after)"].map(lambda v: format(v, ".3f"))
+    fixed = "the source's own output by construction: not drawn"
+    shown["row"] = [fixed if c else "drawn" for c in shown["constructed"]]
+    return shown.drop(columns="constructed")
+
+
 def image_figure(pixels: np.ndarray, title: str) -> go.Figure:
     """An input as a figure (``uint8 (H, W)`` or ``(H, W, 3)``), so the HTML export carries the source image."""
     z = np.repeat(pixels[..., None], 3, axis=-1) if pixels.ndim == 2 else pixels
@@ -96,4 +159,5 @@ def patching_caption(where: str, head: str, layers: int, patched: int) -> str:
             f"changes are patched − unpatched target (float64 {head} head). Cost: {cost}.")
 
 
-__all__ = ["ROWS", "alpha_note", "axis_titles", "effects_figure", "image_figure", "patching_caption"]
+__all__ = ["ROWS", "UNITS_TITLE", "UNIT_ROWS", "alpha_note", "axis_titles", "effects_figure", "image_figure",
+           "patching_caption", "unit_display_table", "unit_effects_figure", "unit_patching_caption"]  # fmt: skip

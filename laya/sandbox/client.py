@@ -19,6 +19,7 @@ from laya.analysis.depth.input_depth import InputDepth
 from laya.analysis.head.explain import Explanation
 from laya.analysis.head.spatial import ClassMaps
 from laya.analysis.network.explain import NetworkExplanation
+from laya.analysis.network.unit_patching import UnitPatch
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import NoLayerModules, PatchEffects
 from laya.analysis.report import Report
@@ -84,6 +85,13 @@ class Sandboxed:
         index, blob = join_files({"target": target, "source": source})
         reply, tensors = self._call("patch", blob, where=where, files=index)
         return PatchEffects.from_tensors(unpack(tensors), reply["values"])
+
+    def patch_units(self, target: bytes, source: bytes, branch: str = "block") -> UnitPatch:
+        """:func:`laya.analysis.network.unit_patching.patch_units_bytes` in a worker. Raises :class:`ImageError` for
+        a bad image."""
+        index, blob = join_files({"target": target, "source": source})
+        reply, tensors = self._call("units", blob, branch=branch, files=index)
+        return UnitPatch.from_tensors(unpack(tensors), reply["values"])
 
     def ablate(self, data: bytes, references: Sequence[bytes], skip: bool = False) -> BlockAblation:
         """:func:`laya.analysis.block_ablation.ablate_bytes` in a worker. Raises :class:`ImageError` for a bad image,

@@ -18,6 +18,9 @@ depth    model fields, image bytes in the blob :meth:`InputDepth.to_tensors`
 patch    model fields, ``where``, ``files``    :meth:`PatchEffects.to_tensors`
          index (``target``, ``source``) + both
          images in the blob
+units    model fields, ``branch``, ``files``   :meth:`UnitPatch.to_tensors`
+         index (``target``, ``source``) + both
+         images in the blob
 ablate   model fields, ``skip``, ``files``     :meth:`BlockAblation.to_tensors`
          index (``input``, then the reference
          images) + the images in the blob
@@ -60,6 +63,7 @@ from laya.analysis.evaluate import EvalOptions, evaluate
 from laya.analysis.head.explain import explain_bytes
 from laya.analysis.head.spatial import sample_class_maps
 from laya.analysis.network.explain import network_bytes
+from laya.analysis.network.unit_patching import patch_units_bytes
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import NoLayerModules, patch_bytes
 from laya.app.deploy import release_memory
@@ -73,7 +77,8 @@ from laya.sandbox.protocol import ProtocolError, pack, read_frame, split_files, 
 REFUSALS = {CheckpointError: "checkpoint", ImageError: "image", DatasetNotFoundError: "dataset",
             OutputOverflow: "overflow", NoLayerModules: "no-layer-modules"}  # fmt: skip
 DOING = {"check": "checking the upload", "load": "loading", "explain": "explaining the image",
-         "depth": "analysing the image's depth", "patch": "patching the images", "ablate": "ablating the blocks",
+         "depth": "analysing the image's depth", "patch": "patching the images",
+         "units": "patching the images unit by unit", "ablate": "ablating the blocks",
          "network": "explaining the network by its units", "maps": "mapping the test-set sample",
          "evaluate": "evaluating on the test set"}  # fmt: skip
 PACKAGE = Path(__file__).resolve().parents[1]  # laya/
@@ -142,7 +147,7 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         return {}, b""
     if op == "forget":
         return {"models": models.forget(str(request["path"]))}, b""
-    if op not in ("load", "explain", "depth", "patch", "ablate", "network", "maps", "evaluate"):
+    if op not in ("load", "explain", "depth", "patch", "units", "ablate", "network", "maps", "evaluate"):
         raise ProtocolError(f"unknown op {op!r}")
     checkpoint = models.get(request)
     if op == "load":
@@ -157,11 +162,14 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
         spec = checkpoint.meta.input
         image = load_image_tensor(blob, spec.channels, spec.source_size)
         result = input_depth(checkpoint, image, DepthFit.usable(checkpoint.path)[0])
-    elif op == "patch":
+    elif op in ("patch", "units"):
         images = split_files(request["files"], blob)
         if set(images) != {"target", "source"}:
-            raise ProtocolError("a patch request carries exactly a target and a source image")
-        result = patch_bytes(checkpoint, images["target"], images["source"], str(request["where"]))
+            raise ProtocolError(f"a {op} request carries exactly a target and a source image")
+        if op == "patch":
+            result = patch_bytes(checkpoint, images["target"], images["source"], str(request["where"]))
+        else:
+            result = patch_units_bytes(checkpoint, images["target"], images["source"], str(request["branch"]))
     elif op == "ablate":
         images = split_files(request["files"], blob)
         data = images.pop("input", None)

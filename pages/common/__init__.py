@@ -50,6 +50,7 @@ from pages.common.loading import (
     load_sample,
     network,
     patch,
+    patch_units,
     seed_summary_of,
 )
 from pages.common.page_guard import LOG, guard
@@ -117,6 +118,7 @@ __all__ = [
     "opened_link",
     "option_index",
     "patch",
+    "patch_units",
     "pick_model",
     "provenance",
     "report_button",

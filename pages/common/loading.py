@@ -33,6 +33,7 @@ from laya.analysis.head.explain import Explanation, explain_bytes
 from laya.analysis.head.spatial import ClassMaps, sample_class_maps
 from laya.analysis.network.explain import NetworkExplanation, network_bytes
 from laya.analysis.network.lens import LENS_CONFIG, LENS_WEIGHTS
+from laya.analysis.network.unit_patching import UnitPatch, patch_units_bytes
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import PatchEffects, patch_bytes
 from laya.analysis.report import PER_INPUT_FILE, REPORT_FILE, Report
@@ -385,6 +386,29 @@ def patch(path: str, target: tuple[str, bytes], source: tuple[str, bytes], where
     doing = f"Patching {target[0]} with layers of {source[0]} ({where})…"
     with _model_call(path, doing, f"{target[0]!r} or {source[0]!r}"):
         result = _patch(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), target[1], source[1], where)
+    return result
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _patch_units(path: str, stamp: int, anyway: bool, target: bytes, source: bytes, branch: str) -> UnitPatch:
+    if deploy.sandboxed(path):
+        return _sandboxed(path, anyway).patch_units(target, source, branch)
+    return patch_units_bytes(_load_model(path, stamp, anyway), target, source, branch)
+
+
+def patch_units(
+    path: str, target: tuple[str, bytes], source: tuple[str, bytes], branch: str = "block"
+) -> UnitPatch | str:
+    """An attached network's own units patched one at a time from ``source`` into ``target`` (``(name, bytes)``
+    each, :func:`laya.analysis.network.unit_patching.patch_units_bytes` on ``branch``), here or in a worker, or the
+    sentence saying why it is not shown; an unusable image, an output that overflowed or a failed worker shows
+    ``st.error`` and stops the page."""
+    doing = f"Patching {target[0]} with the units of {source[0]}…"
+    try:
+        with _model_call(path, doing, f"{target[0]!r} or {source[0]!r}"):
+            result = _patch_units(path, _stamp(Path(path) / WEIGHTS_FILE), anyway(), target[1], source[1], branch)
+    except ValueError as error:  # no units to hook
+        return f"The network's units cannot be patched here: {error}"
     return result
 
 

@@ -117,8 +117,12 @@ def class_unit_heatmap(report: Any, classes: list[str], key: str) -> go.Figure |
     if table is None:
         st.info("The stored network report has no per-input values of this kind.")
         return None
-    figure = nv.class_unit_heatmap(table, value, f"Class x unit: {nv.CLASS_UNIT_VALUES[value]}")
+    apart = nv.apart_units(report)
+    figure = nv.class_unit_heatmap(table, value, f"Class x unit: {nv.CLASS_UNIT_VALUES[value]}", apart)
     st.plotly_chart(shown(figure, "plotly"), key=f"{key}_heatmap")
+    if value == "drop" and apart:
+        st.caption(shown(f"Drawn apart, on a colour scale of their own: {', '.join(apart)}. Each has "
+                         f"{nv.APART_REASON}."))  # fmt: skip
     return figure
 
 

@@ -105,3 +105,12 @@ def test_every_bundled_checkpoint_has_a_browsable_sample(setting_dir: Path) -> N
 def test_the_own_classifiers_sample_depth_is_named_as_the_probes() -> None:
     assert browser.depth_words({"own": {"network": "resnet18"}}).startswith("prediction depth (the probes'")
     assert browser.depth_words({"epochs": 3}) == "prediction depth"  # a head's readouts: its only depth
+
+
+def test_the_own_classifier_browses_its_one_layer() -> None:
+    """The own classifier reads pre-logits alone: Browse shows that layer's score and drop, no picker, no top layer."""
+    from types import SimpleNamespace
+
+    sample = SimpleNamespace(layer_names=["stage 1", "stage 2", "pre-logits"])
+    assert browser.one_layer({"own": {"network": "resnet18"}}, sample) == "pre-logits"
+    assert browser.one_layer({}, sample) is None and "0 by construction" in browser.ONE_LAYER_NOTE

@@ -65,3 +65,14 @@ def test_a_prediction_depth_is_named_for_its_readout() -> None:
     assert depth_metric(10, 9, "tuned lens") == ("Prediction depth (tuned lens)", "never (even the last disagrees)")
     assert depth_metric(4, 6, "probes") == ("Prediction depth (probes)", "4 of 6")
     assert depth_metric(None, 0, "tuned lens") == ("Prediction depth (tuned lens)", "–")  # no lens beside the head
+
+
+def test_the_lens_leaves_out_a_row_fixed_by_construction() -> None:
+    """An attached network's readouts end at its own classifier: that row is the final distribution itself."""
+    import pandas as pd
+
+    from laya.app.depth_views import lens_rows
+
+    table = pd.DataFrame({"layer": ["stage 1", "pre-logits"], "kl": [0.4, 0.0]})
+    assert lens_rows(table, "linear probes, network classifier", "pre-logits")["layer"].tolist() == ["stage 1"]
+    assert lens_rows(table, "linear probes", "pre-logits")["layer"].tolist() == ["stage 1", "pre-logits"]

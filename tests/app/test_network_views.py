@@ -41,11 +41,15 @@ def test_unit_profile_names_each_bar_by_module_and_intervention() -> None:
     assert table["drop"].tolist() == pytest.approx([0.1, -0.05, 0.3, 0.0])
     assert list(table["label flips"]) == [False, False, True, False]  # layer2.1 turns dog into cat
     figure = nv.unit_profile_figure(result, CLASSES)
-    bar = figure.data[0]
-    assert list(bar.x) == list(table["unit"]) and list(bar.text) == list(table["intervention"])
-    assert list(bar.marker.color) == [palette.LOO_DROP, palette.NEUTRAL, palette.LOO_DROP, palette.LOO_DROP]
-    assert list(bar.marker.pattern.shape) == ["", "", palette.FLIP_PATTERN, ""]
+    kept, apart = figure.data  # layer2.0 has no shortcut: a panel of its own, never on the others' axis
+    assert list(kept.x) == ["layer1.0", "layer2.1", "layer3.0"] and list(kept.text) == ["skip", "skip", "skip"]
+    assert list(apart.x) == ["layer2.0"] and list(apart.text) == ["resample"] and apart.marker.color == palette.NEUTRAL
+    assert kept.marker.color == palette.LOO_DROP and (kept.yaxis, apart.yaxis) == ("y", "y2")
+    assert list(kept.marker.pattern.shape) == ["", palette.FLIP_PATTERN, ""]
+    assert [a.text for a in figure.layout.annotations] == [nv.KEPT_PANEL, nv.APART_PANEL]
     assert figure.layout.title.text == nv.UNIT_PROFILE_TITLE and figure.layout.yaxis.title.text == "drop in p(dog)"
+    whole = nv.unit_profile_figure(explanation(residual=(True,) * 4), CLASSES)  # every unit keeps the input
+    assert len(whole.data) == 1 and list(whole.data[0].x) == list(table["unit"]) and not whole.layout.annotations
     stages = nv.unit_profile_table(explanation(granularity="stage"), CLASSES)
     assert stages.columns[0] == "stage"
 
@@ -54,7 +58,7 @@ def test_each_bar_names_the_part_of_the_block_it_acted_on() -> None:
     """A ViT's profile on one branch: every bar's label names intervention and part, a unit without the branch the
     whole block; the caption says which branch was replaced."""
     methods = ("resample of attention", "mean-ablation of attention", "resample of the whole block", "skip of MLP")
-    result = explanation(methods=methods, branch="attention", branched=True)
+    result = explanation(methods=methods, branch="attention", branched=True, residual=(True,) * 4)
     table = nv.unit_profile_table(result, CLASSES)
     assert list(table["intervention"]) == ["resample of attention", "mean of attention", "resample of the whole block",
                                            "skip of MLP"]  # fmt: skip
@@ -133,8 +137,13 @@ def test_class_unit_table_from_the_stored_report() -> None:
     assert table is agrees
     assert nv.stored_class_units(report, "drop", "predictions") is drops
     assert nv.stored_class_units(report, "kl") is None and nv.stored_class_units(SimpleNamespace(), "kl") is None
-    figure = nv.class_unit_heatmap(table, "agrees", "t")
+    figure = nv.class_unit_heatmap(table, "agrees", "t", apart=["b"])  # a lens reads every unit alike
     assert list(figure.data[0].x) == ["a", "b"] and figure.data[0].colorbar.title.text == nv.CLASS_UNIT_VALUES["agrees"]
+    split = nv.class_unit_heatmap(drops, "drop", "t", apart=["a"])  # a's drops: whole output replaced, apart
+    kept, apart = split.data
+    assert list(kept.x) == ["b"] and list(apart.x) == ["a"] and (kept.xaxis, apart.xaxis) == ("x", "x2")
+    assert apart.z.tolist() == [[0.3], [0.1], [0.3], [0.5]] and kept.colorbar.x != apart.colorbar.x
+    assert [a.text for a in split.layout.annotations] == [nv.KEPT_PANEL, nv.APART_PANEL]
 
 
 def test_agreement_view_keeps_its_interval_and_n() -> None:
@@ -224,12 +233,38 @@ def test_the_lesion_figure_names_the_intervention_and_hatches_the_fallback() -> 
                           columns=list(SINGLE_COLUMNS))  # fmt: skip
     curve = pd.DataFrame([[0, 1, 0.8, 0.0, 0.8, 0.8], [1, 3, 0.7, 0.0, 0.7, 0.7]], columns=list(CURVE_COLUMNS))
     study = LesionStudy(20, [0.8, 0.6, 0.9], single, {}, curve)
-    figure = nv.lesion_figure(study, "skip")
-    bars, band, mean = figure.data
-    assert "skipped" in figure.layout.title.text and list(bars.x) == ["bn1", "layer1.0"]
-    assert list(bars.y) == [0.2, 0.7] and list(bars.error_y.array) == pytest.approx([0.1, 0.1])
-    assert list(bars.marker.pattern.shape) == [palette.FLIP_PATTERN, ""]  # bn1 could not be skipped
+    figure = nv.lesion_figure(study, "skip", [False, True])
+    kept, apart, band, mean = figure.data  # bn1 has no shortcut: its own panel, never on layer1.0's axis
+    assert "skipped" in figure.layout.title.text and list(kept.x) == ["layer1.0"] and list(apart.x) == ["bn1"]
+    assert (kept.yaxis, apart.yaxis, mean.yaxis) == ("y", "y2", "y3")
+    assert list(kept.y) == [0.7] and list(apart.y) == [0.2] and list(apart.error_y.array) == pytest.approx([0.1])
+    assert list(apart.marker.pattern.shape) == [palette.FLIP_PATTERN]  # bn1 could not be skipped
     assert list(mean.x) == [0, 1] and list(mean.y) == [0.8, 0.7] and list(band.y) == [0.8, 0.7, 0.7, 0.8]
-    resampled = nv.lesion_figure(study, "resample")
+    resampled = nv.lesion_figure(study, "resample", [True, True])  # every unit kept: one panel of bars
     assert "resampled" in resampled.layout.title.text and list(resampled.data[0].y) == [0.2, 0.5]
-    assert list(resampled.data[0].marker.pattern.shape) == ["", ""]
+    assert list(resampled.data[0].marker.pattern.shape) == ["", ""] and resampled.data[1].yaxis == "y2"
+
+
+def test_the_units_that_do_not_keep_the_input_are_reported_apart_from_the_agreement() -> None:
+    """Named in the summary, with their own numbers: the mean drop and each score's Spearman over inputs with it."""
+    g = torch.Generator().manual_seed(0)
+    drops = torch.rand(40, 3, generator=g, dtype=torch.float64)
+    scores = {"grad_x_act": drops * 2 + 1, "gradcam_mass": -drops}  # at bn1: ρ over inputs 1 and -1
+    report = SimpleNamespace(units=["bn1", "layer1.0", "layer1.1"], residual=[False, True, True], method="resample",
+                             drops=drops, scores=scores, options={"resamples": 200, "seed": 0})  # fmt: skip
+    assert nv.apart_units(report) == ["bn1"]
+    view = nv.apart_view(report)
+    assert view["unit"].tolist() == ["bn1"] and view["inputs"].tolist() == ["40"]
+    mean = float(drops[:, 0].mean())
+    assert view["mean drop under resample [95% CI]"].iloc[0].startswith(nv.number_text(mean) + " [")
+    assert view["gradient x activation: ρ over inputs [95% CI]"].iloc[0] == "1.000 [1.000, 1.000]"
+    assert view["Grad-CAM mass: ρ over inputs [95% CI]"].iloc[0] == "-1.000 [-1.000, -1.000]"
+    assert "`bn1`" in nv.apart_text(report) and "no shortcut" in nv.apart_text(report)
+    kept = SimpleNamespace(**{**vars(report), "residual": [True] * 3})
+    assert nv.apart_view(kept) is None and nv.apart_text(kept) is None
+    frame = pd.DataFrame({"score": ["grad_x_act", "unit_mean"], "intervention": ["resample"] * 2,
+                          "spearman_mean": [0.8, 0.6], "ci_low": [0.7, 0.5], "ci_high": [0.9, 0.7], "n": [40] * 2,
+                          "kind": ["score", "baseline"], "units": [2] * 2, "vs_baseline": [0.2, float("nan")],
+                          "vs_low": [0.1, float("nan")], "vs_high": [0.3, float("nan")], "trusted": [True, False]})
+    assert "2 units that keep the input, within each input; bn1 reported apart" in nv.agreement_summary(
+        frame, "resample", ["bn1"])  # fmt: skip

@@ -64,3 +64,33 @@ def test_display_table_formats_and_says_n_a():
     assert list(shown[titles[2]]) == ["+0.1000", "n/a", "-0.2000", "n/a"]
     assert list(shown["p(prediction after)"]) == ["0.600", "n/a", "0.700", "0.900"]
     assert list(shown["prediction"]) == ["cat", "n/a", "dog", "frog"]
+
+
+UNITS = pd.DataFrame({
+    "unit": ["bn1", "layer1.0", "layer2.0", "stem2"], "stage": ["bn1", "layer1", "layer2", "x"],
+    "keeps input": [False, True, True, False], "intervention": ["resample"] * 4,
+    "prob_change": [-0.5, -0.25, 0.125, 0.01], "logit_diff_change": [-3.0, -1.5, 0.75, 0.1],
+    "prediction": ["frog", "cat", "dog", "cat"], "probability": [0.9, 0.6, 0.7, 0.5],
+    "constructed": [True, False, False, False],
+})  # fmt: skip
+
+
+def test_the_unit_figure_leaves_out_rows_fixed_by_construction_and_draws_the_rest_apart():
+    """bn1's row is the source's own output by construction: not drawn, named in the caption with its value; a unit
+    without a shortcut whose row is not fixed (a head that reads a layer before it) gets its own axes."""
+    from laya.app.patching_plots import unit_display_table, unit_effects_figure, unit_patching_caption
+
+    figure = unit_effects_figure(UNITS, "cat", "cat", "dog")
+    prob, logit, apart_prob, apart_logit = figure.data
+    assert list(prob.x) == list(logit.x) == ["layer1.0", "layer2.0"] and list(apart_prob.x) == ["stem2"]
+    assert list(prob.y) == [-0.25, 0.125] and list(logit.y) == [-1.5, 0.75] and list(apart_logit.y) == [0.1]
+    assert len({prob.yaxis, logit.yaxis, apart_prob.yaxis, apart_logit.yaxis}) == 4  # no axis shared across them
+    caption = unit_patching_caption(UNITS, "own classifier")
+    assert "Not drawn: `bn1`" in caption and "by construction" in caption and "-0.5000" in caption
+    assert "Drawn apart" in caption
+    kept = UNITS.iloc[1:3]
+    assert len(unit_effects_figure(kept, "cat", "cat", "dog").data) == 2
+    assert "Not drawn" not in unit_patching_caption(kept, "own classifier")
+    shown = unit_display_table(UNITS, axis_titles("cat", "cat", "dog"))
+    assert shown["row"].tolist()[:2] == ["the source's own output by construction: not drawn", "drawn"]
+    assert shown["Δ p(cat)"].tolist()[0] == "-0.5000" and "constructed" not in shown

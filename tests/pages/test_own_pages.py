@@ -13,10 +13,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from laya.analysis.network.explain import network_bytes
+from laya.analysis.network.unit_patching import patch_units_bytes, unit_patch_table
+from laya.app import browser
 from laya.app.catalog import describe, example_images
 from laya.app.depth_views import ONE_LAYER_NOTE, depth_metric
 from laya.app.head_comparison import STAGE_SUM_TITLE, stage_sums
 from laya.app.network_views import GRADCAM_TITLE, LENS_TITLE, UNIT_PROFILE_TITLE, network_depth
+from laya.app.patching_plots import UNITS_TITLE
 from laya.app.text import unplain
 from laya.model.checkpoint import load_checkpoint
 from laya.model.own_head import OWN
@@ -104,9 +107,9 @@ def test_inspect_leads_with_the_networks_units(
     at.radio(key="inspect_network_method").set_value("skip").run()
     at.radio(key="inspect_network_granularity").set_value("stage").run()
     _ok(at, "inspect, skip by stage")
-    bars = charts(at)[UNIT_PROFILE_TITLE]["data"][0]
-    assert bars["x"] == ["layer1", "layer2", "layer3", "layer4", "pre-logits"]
-    assert bars["text"] == ["skip", "skip", "skip", "skip", "resample"]  # every stage keeps the input; pre-logits
+    bars, apart = charts(at)[UNIT_PROFILE_TITLE]["data"]  # every stage keeps the input; pre-logits, replaced whole,
+    assert bars["x"] == ["layer1", "layer2", "layer3", "layer4"] and bars["text"] == ["skip"] * 4  # on its own axis
+    assert apart["x"] == ["pre-logits"] and apart["text"] == ["resample"] and apart["yaxis"] == "y2"
 
 
 def test_every_page_names_the_own_classifier_and_shows_nothing_trivial(
@@ -134,15 +137,23 @@ def test_browse_and_patching_open_on_views_that_differ_between_inputs(
     at = _start(attached, image_folder, monkeypatch)
     at.switch_page("pages/browse.py").run()
     _ok(at, "browse")
-    assert at.selectbox(key="browse_layer").value == "pre-logits"
+    keys = [s.key for s in at.selectbox]  # every layer but pre-logits 0 by construction: no picker, no top layer
+    assert "browse_layer" not in keys and "browse_top" not in keys
+    assert "top layer" not in at.selectbox(key="browse_sort").options
+    assert any(browser.ONE_LAYER_NOTE in t for t in texts(at))
     table = at.dataframe[0].value
-    assert table["LOO drop"].nunique() > 1 and table["score"].nunique() > 1
+    assert "top layer" not in table and table["LOO drop"].nunique() > 1 and table["score"].nunique() > 1
     at.switch_page("pages/patching.py").run()
     _ok(at, "patching")
-    assert at.radio(key="patch_where").value == "backbone"
-    [figure] = [s for t, s in charts(at).items() if t.startswith("Patching each layer")]
-    assert figure["data"][0]["x"] == ["layer1", "layer2", "layer3", "layer4"]  # the stages patched inside the network
-    assert figure["layout"]["xaxis2"]["showticklabels"] is True  # no α row: the names stay under the second row
+    assert "patch_where" not in [r.key for r in at.radio]  # whole layers: every row but one fixed; units instead
+    figure = charts(at)[UNITS_TITLE]
+    prob, logit = figure["data"]
+    assert prob["x"] == logit["x"] == UNITS  # every unit of the network patched inside it, each its own row
+    own = load_checkpoint(attached.heads[OWN])
+    examples = [p.read_bytes() for p in example_images(attached.heads[OWN])]
+    expected = unit_patch_table(patch_units_bytes(own, examples[0], examples[1]), list(own.meta.classes), 0, 1)
+    assert values(prob["y"]) == pytest.approx(expected["prob_change"].tolist(), abs=1e-6)
+    assert np.ptp(values(logit["y"])) > 1e-4  # rows differ where the network differs (whole stages gave one)
 
 
 def test_compare_sums_the_unit_profile_by_the_heads_layers_beside_alpha(
@@ -246,7 +257,10 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
     at.sidebar.radio(key=f"model_head_{group}").set_value(str(BUNDLED / OWN)).run()
     _ok(at, "inspect")
     units = json.loads((BUNDLED / OWN / "network.json").read_text())["units"]
-    assert charts(at)[UNIT_PROFILE_TITLE]["data"][0]["x"] == units
+    kept, apart = charts(at)[UNIT_PROFILE_TITLE]["data"]  # bn1, the stem, has no shortcut: a panel of its own
+    residual = json.loads((BUNDLED / OWN / "network.json").read_text())["residual"]
+    assert kept["x"] == [u for u, r in zip(units, residual) if r] and apart["x"] == ["bn1"] == units[:1]
+    assert (kept["yaxis"], apart["yaxis"]) == ("y", "y2")  # never on one axis
     for page in PAGES[1:]:
         at.switch_page(f"pages/{page}.py").run()
         _ok(at, page)
@@ -254,6 +268,13 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
         if page == "depth":  # the depth report's pruning and logit terms, fixed by the head reading one layer
             assert not [t for t in charts(at) if t.startswith(ONE_LAYER_CHARTS)]
             assert "Prediction depth (tuned lens)" in [unplain(m.label) for m in at.metric]
+        if page == "patching":  # bn1's row is the source's own output by construction: not drawn, said why
+            assert charts(at)[UNITS_TITLE]["data"][0]["x"] == units[1:]
+            assert any("Not drawn: `bn1`" in t and "by construction" in t for t in texts(at))
+        if page == "faithfulness":  # bn1 left out of the agreement, named, with its own numbers
+            assert any("Reported apart" in t and "`bn1`" in t for t in texts(at))
+            assert any("bn1 reported apart" in t for t in texts(at))
+            assert unplain(at.main.table[1].value).reset_index()["unit"].tolist() == ["bn1"]
 
 
 def _on_own_head(setting: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
@@ -282,7 +303,7 @@ def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeyp
     at = _on_own_head(setting, monkeypatch)
     _ok(at, "inspect")
     shown = charts(at)
-    assert shown[UNIT_PROFILE_TITLE]["data"][0]["x"] == report["units"]
+    assert [x for bars in shown[UNIT_PROFILE_TITLE]["data"] for x in bars["x"]] == report["units"][1:] + ["bn1"]
     assert any(t.startswith(GRADCAM_TITLE) for t in shown) and not any(t.startswith(LENS_TITLE) for t in shown)
     assert any("No lens for this network" in t and "tuned_lens.json: units = 3" in t for t in texts(at))
     for page in ("faithfulness", "classwise"):
@@ -355,3 +376,56 @@ def test_the_depth_page_shows_the_lesion_study_of_the_own_head(
     title, spec = next((t, s) for t, s in charts(at).items() if t.startswith(LESION_TITLE))
     resample = lesion.single[lesion.single["intervention"] == "resample"]
     assert "resampled" in title and np.allclose(values(spec["data"][0]["y"]), resample["accuracy"].to_numpy())
+
+
+BLOCKS = [f"blocks.{k}" for k in range(6)]
+
+
+def test_an_attached_vit_s_units_patching_and_depth(
+    attached_vit: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """timm's test_vit attached: every block keeps the input (one panel), while the stage bars' pre-logits (no
+    module: replaced whole) is drawn apart on its own axis; Patching takes each block's branch from the source, the
+    attention branch alone once chosen, as computed in this process; Depth analytics names the tuned lens's depth,
+    draws the lesion study over the six blocks and leaves the pre-logits readout (the network's own classifier,
+    the prediction itself) out of the lens."""
+    from laya.analysis.network.report import load_network_report
+    from laya.app.depth_views import FIXED_LENS_NOTE
+    from laya.app.network_views import APART_PANEL, LESION_TITLE
+
+    at = _start(attached_vit, image_folder, monkeypatch)
+    _ok(at, "inspect")
+    [bars] = charts(at)[UNIT_PROFILE_TITLE]["data"]  # every block keeps the input: no panel apart
+    assert bars["x"] == BLOCKS
+    at.radio(key="inspect_network_granularity").set_value("stage").run()
+    _ok(at, "inspect by stage")
+    profile = charts(at)[UNIT_PROFILE_TITLE]
+    kept, apart = profile["data"]
+    assert apart["x"] == ["pre-logits"] and (kept["yaxis"], apart["yaxis"]) == ("y", "y2")
+    assert APART_PANEL in [a["text"] for a in profile["layout"]["annotations"]]
+    assert any("`pre-logits`" in t and "no longer sees the input" in t for t in texts(at))
+
+    at.switch_page("pages/patching.py").run()
+    _ok(at, "patching")
+    own = load_checkpoint(attached_vit.heads[OWN])
+    examples = [p.read_bytes() for p in example_images(attached_vit.heads[OWN])]
+    for branch in ("block", "attention"):
+        if branch != "block":
+            at.radio(key="patch_branch").set_value(branch).run()
+            _ok(at, f"patching {branch}")
+        prob, _ = charts(at)[UNITS_TITLE]["data"]
+        expected = unit_patch_table(patch_units_bytes(own, examples[0], examples[1], branch), list(own.meta.classes),
+                                    0, 1)  # fmt: skip
+        assert prob["x"] == BLOCKS and values(prob["y"]) == pytest.approx(expected["prob_change"].tolist(), abs=1e-6)
+        assert set(expected["intervention"]) == {f"resample of {'the whole block' if branch == 'block' else branch}"}
+
+    at.switch_page("pages/depth.py").run()
+    _ok(at, "depth")
+    assert any(unplain(m.label) == "Prediction depth (tuned lens)" for m in at.metric)
+    shown = charts(at)
+    lesion = next(s for t, s in shown.items() if t.startswith(LESION_TITLE))
+    single = load_network_report(attached_vit.heads[OWN]).lesion.single
+    assert lesion["data"][0]["x"] == BLOCKS == single["unit"][:6].tolist()  # one panel: every block keeps the input
+    lens = next(s for t, s in shown.items() if t.startswith("Per-layer lens"))
+    assert "pre-logits" not in [x for trace in lens["data"] for x in trace.get("x", [])]
+    assert any(FIXED_LENS_NOTE in t for t in texts(at))

@@ -94,7 +94,8 @@ def safe(node: ast.AST, bound: frozenset[str] = frozenset()) -> bool:
 # laya functions that return page Markdown (bold, code) built from code text and numbers, with any text read from a
 # file escaped by laya.app.text: test_markdown_builders_escape_what_they_read feeds them hostile text
 MARKDOWN_BUILDERS = frozenset({"ood_status", "maps_caption", "lens_caption", "exit_verdict", "faithfulness_verdict",
-                               "measured_exit_verdict", "unit_profile_caption"})
+                               "measured_exit_verdict", "unit_profile_caption", "apart_text",
+                               "unit_patching_caption"})  # fmt: skip
 
 
 def _markdown_builder(node: ast.AST) -> bool:
@@ -246,6 +247,16 @@ def test_markdown_builders_escape_what_they_read() -> None:
     lines = ood_status({"msp": -0.5, HOSTILE: 1.0}, depth)
     assert any(plain(HOSTILE) in line for line in lines) and not any("![px]" in line for line in lines)
     assert any("**" in line for line in lines), "the builders' own Markdown stays"
+    from types import SimpleNamespace
+
+    from laya.app.network_views import apart_text
+    from laya.app.patching_plots import unit_patching_caption
+
+    apart = apart_text(SimpleNamespace(units=[HOSTILE, "b"], residual=[False, True]))
+    table = pd.DataFrame({"unit": [HOSTILE, "b"], "keeps input": [False, True], "constructed": [True, False],
+                          "prob_change": [-0.5, 0.1]})  # fmt: skip
+    for text in (apart, unit_patching_caption(table, "own classifier")):  # the unit names: code spans, inert
+        assert "![px]" in "".join(text.split("`")[1::2]) and "![px]" not in "".join(text.split("`")[::2]), text
 
 
 def test_shown_escapes_a_figure_and_keeps_its_own_tags() -> None:

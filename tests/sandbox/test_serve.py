@@ -160,3 +160,24 @@ def test_network_op_answers_the_unit_profile_on_the_branch_asked(tmp_path: Path,
     assert got.branch == expected.branch == "mlp" and got.branched and got.methods == expected.methods
     assert set(got.methods) == {"resample of MLP"} and len(got.methods) == 6
     assert torch.allclose(got.drops, expected.drops, atol=1e-6) and got.drops.abs().max() > 1e-6
+
+
+def test_units_op_answers_the_patching_by_unit_of_an_upload(tiny_models: Path) -> None:
+    """Patching by unit asked of a worker (:meth:`Sandboxed.patch_units`) is the one computed in process. The MLP's
+    blocks have no shortcut and the LastLayer head reads none before them: every row is the source's own output, by
+    construction; LAYA reads every layer, so only the first block's is."""
+    import torch
+
+    from laya.analysis.network.unit_patching import patch_units_bytes
+    from laya.model.checkpoint import load_checkpoint
+    from laya.sandbox.client import Sandboxed
+
+    images = [p.read_bytes() for p in sorted((tiny_models / "colours-mlp" / "examples").iterdir())]
+    for head, fixed in (("lastlayer", [True, True, True]), ("laya", [True, False, False])):
+        path = str(tiny_models / "colours-mlp" / head)
+        got = Sandboxed(InProcess(), path).patch_units(images[0], images[1])
+        expected = patch_units_bytes(load_checkpoint(path), images[0], images[1])
+        assert got.units == expected.units and list(got.constructed) == list(expected.constructed) == fixed
+        assert torch.allclose(got.effects.logits, expected.effects.logits, atol=1e-12)
+        same = (got.effects.logits[0] - got.effects.source_logits).abs().amax(-1) < 1e-5  # the source's, float32
+        assert same.tolist() == fixed

@@ -43,8 +43,14 @@ def make_net() -> Net:
 
 
 def _weights(family: str, folder: Path) -> tuple[str | None, dict]:
-    """The weights file of a tiny 3-class network of ``family`` and the config's ``model`` / ``model_kwargs``."""
+    """The weights file of a tiny 3-class network of ``family`` (``"timm vit"``: timm's ``test_vit``, six blocks,
+    4 patches at 32 px) and the config's ``model`` / ``model_kwargs``."""
     torch.manual_seed(0)
+    if family == "timm vit":
+        import timm
+
+        network = timm.create_model("test_vit", num_classes=3, img_size=32)
+        return _save(network, folder / "vit.pth"), {"model": "test_vit", "model_kwargs": {"img_size": 32}}
     if family == "timm":
         import timm
 
@@ -64,9 +70,9 @@ def _weights(family: str, folder: Path) -> tuple[str | None, dict]:
 def attach_family(family: str, folder: Path, image_folder: Path) -> Attached:
     """``attach`` a tiny 3-class network of ``family`` on ``image_folder`` into ``folder``, one epoch, QUICK."""
     weights, model = _weights(family, folder)
-    config = AttachConfig(family=family, weights=weights, dataset=str(image_folder), out=str(folder / "models"),
-                          setting=f"colours-{family}", image_size=32, max_epochs=1, patience=1, **model,
-                          **QUICK)  # fmt: skip
+    config = AttachConfig(family=family.split()[0], weights=weights, dataset=str(image_folder),
+                          out=str(folder / "models"), setting=f"colours-{family.replace(' ', '-')}", image_size=32,
+                          max_epochs=1, patience=1, **model, **QUICK)  # fmt: skip
     torch.manual_seed(0)
     return attach(config, **({"module": make_net()} if family == "wrapped" else {}))
 

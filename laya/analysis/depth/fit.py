@@ -18,7 +18,7 @@ from torch import Tensor
 
 from laya import __version__
 from laya.analysis.depth.detection import COVARIANCE, Mahalanobis, class_alpha_profile, detection_scores
-from laya.analysis.depth.readouts import LayerProbes, Readouts, readout_logits
+from laya.analysis.depth.readouts import LayerProbes, Readouts, readout_kind, readout_logits
 from laya.analysis.head.ablation import float64_head
 from laya.model.attached_files import (
     AttachedFileError,
@@ -29,6 +29,7 @@ from laya.model.attached_files import (
     tensor_header,
 )
 from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors, read_meta
+from laya.model.own_head import is_own_head
 
 FIT_FILE = "depth_fit.safetensors"
 FIT_META_FILE = "depth_fit.json"
@@ -94,12 +95,14 @@ class DepthFit:
 @dataclass
 class HeadPass:
     """One image set through the head once (float64): ``logits (B, C)``, ``readout_probs (B, L, C)``,
-    ``layer_scores (B, L)`` or None, and the hidden states it came from."""
+    ``layer_scores (B, L)`` or None, the hidden states it came from, and the readouts' kind
+    (:data:`~laya.analysis.depth.readouts.KINDS`)."""
 
     logits: Tensor
     readout_probs: Tensor
     layer_scores: Tensor | None
     hidden: list[Tensor]
+    readout_kind: str
 
     @property
     def readouts(self) -> Readouts:
@@ -120,17 +123,23 @@ def head_pass(
     own: bool = True,
 ) -> HeadPass:
     """:class:`HeadPass` of ``hidden`` in batches (the backbone does not run); ``own=False``: readouts
-    through ``probes`` even where the head has its own classifier."""
-    head64 = float64_head(checkpoint.model.head)
+    through ``probes`` even where the head has its own classifier (or is an attached network's own classifier,
+    whose last layer otherwise reads through it: :func:`~laya.analysis.depth.readouts.readout_source`).
+
+    Raises:
+        ValueError: the head needs probes and none were given."""
+    head, network = checkpoint.model.head, is_own_head(checkpoint.meta.train)
+    head64 = float64_head(head)
     logits, readouts, scores = [], [], []
     for start in range(0, len(hidden[0]), batch_size):
         h = [x[start : start + batch_size].double() for x in hidden]
         out = head64(h)
         logits.append(out.logits)
-        readouts.append(torch.softmax(readout_logits(checkpoint.model.head, h, probes, own), -1))
+        readouts.append(torch.softmax(readout_logits(head, h, probes, own, network), -1))
         scores.append(out.layer_scores)
     layer_scores = torch.cat(scores) if scores[0] is not None else None
-    return HeadPass(torch.cat(logits), torch.cat(readouts), layer_scores, list(hidden))
+    kind = readout_kind(head, hidden, own, network)
+    return HeadPass(torch.cat(logits), torch.cat(readouts), layer_scores, list(hidden), kind)
 
 
 def fit_depth(checkpoint: Checkpoint, hidden: Sequence[Tensor], labels: Tensor) -> DepthFit:

@@ -21,6 +21,7 @@ from laya.analysis.head.logit_attribution import LogitAttribution, logit_attribu
 from laya.analysis.overflow import check_output
 from laya.codec import Encoded
 from laya.model.checkpoint import Checkpoint
+from laya.model.own_head import is_own_head
 
 
 @dataclass
@@ -30,7 +31,7 @@ class InputDepth(Encoded):
     attribution: LogitAttribution
     readouts: Readouts | None
     scores: dict[str, float]
-    readout_kind: str | None = None  # "own classifier" / "fitted probe" (as depth.json's), None without readouts
+    readout_kind: str | None = None  # a kind of laya.analysis.depth.readouts.KINDS (as depth.json's), None: none
 
     @property
     def prediction(self) -> int:
@@ -107,7 +108,8 @@ def input_scores(
     wanted = set(SCORE_LABELS) if only is None else set(only)
     readouts, kind = None, None
     if wanted & {"readout_disagreement", "prediction_depth"}:
-        readout, kind = readout_source(checkpoint.model.head, hidden, fit.probes if fit else None)
+        readout, kind = readout_source(checkpoint.model.head, hidden, fit.probes if fit else None,
+                                       network=is_own_head(checkpoint.meta.train))  # fmt: skip
         readouts = None if readout is None else Readouts.of(readout, logits.argmax(-1))
     scores = detection_scores(logits, None if readouts is None else readouts.probs, hidden,
                               fit.mahalanobis if fit and "mahalanobis" in wanted else None, layer_scores,

@@ -22,18 +22,29 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
-from laya.analysis.depth.readouts import LayerProbes, class_groups, readout_logits
+from laya.analysis.depth.readouts import (
+    NETWORK,
+    OWN,
+    PROBES,
+    LayerProbes,
+    class_groups,
+    readout_kind,
+    readout_logits,
+)
 from laya.analysis.head.ablation import float64_head
 from laya.analysis.statistics import bootstrap_ci
 from laya.model.attached_files import AttachedFileError, attached_file, read_table
-from laya.model.heads import LayerHead, MixHead
+from laya.model.heads import LayerHead
 
 LENS_FILE = "lens.csv"
 MAX_LENS_CSV = 32 << 20  # a lens.csv is a few KB (classes x layers rows)
 MAX_LENS_CSV = 32 << 20  # a lens.csv is a few KB (classes x layers rows)
 SOURCES = {"head classifier": "the head's own classifier on each layer",
-           "linear probes": "linear probes fitted on the training split"}  # fmt: skip
-LENS_SOURCE = {"own classifier": "head classifier", "fitted probe": "linear probes"}  # readout kind -> Lens.source
+           "linear probes": "linear probes fitted on the training split",
+           "linear probes, network classifier": "linear probes fitted on the training split, the network's own "
+                                                "classifier at pre-logits"}  # fmt: skip
+LENS_SOURCE = {OWN: "head classifier", PROBES: "linear probes",
+               NETWORK: "linear probes, network classifier"}  # readout kind -> Lens.source
 METRICS = {"kl": "KL(final || layer) [nats]", "entropy": "entropy [nats]", "rank": "rank of final class",
            "prob": "probability of final class"}  # fmt: skip
 
@@ -109,11 +120,12 @@ def from_readouts(readout_probs: Tensor, logits: Tensor, source: str) -> Lens:
 
 
 @torch.inference_mode()
-def lens(head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None) -> Lens:
-    """The lens of ``head`` on ``hidden`` (L tensors ``(B, d_i)``); ``probes`` needed for Concat/LastLayer."""
-    readout = readout_logits(head, hidden, probes)  # (B, L, C) float64
+def lens(head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None, network: bool = False) -> Lens:
+    """The lens of ``head`` on ``hidden`` (L tensors ``(B, d_i)``); ``probes`` needed for Concat/LastLayer;
+    ``network``: the head is an attached network's own classifier (its last layer read through it)."""
+    readout = readout_logits(head, hidden, probes, network=network)  # (B, L, C) float64
     final = float64_head(head)([h.double() for h in hidden]).logits
-    source = "head classifier" if isinstance(head, MixHead) else "linear probes"
+    source = LENS_SOURCE[readout_kind(head, hidden, network=network)]
     return Lens(torch.log_softmax(readout, -1), torch.log_softmax(final, -1), source)
 
 

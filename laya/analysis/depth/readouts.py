@@ -5,6 +5,10 @@
 * Concat / LastLayer: a linear probe per layer (multinomial logistic regression, :func:`fit_linear`)
   trained on hidden states of the training split; stored beside the checkpoint (see
   :mod:`laya.analysis.depth`).
+* An attached network's own classifier (a LastLayer head holding the network's exact classifier on its
+  pre-logits layer): the probes on every layer but the last, which the network's classifier itself reads, so the
+  last readout is the network's prediction exactly (:data:`NETWORK`; a probe there would be a second, fitted
+  classifier of the same features).
 
 Per input, with readout classes ``r_1..r_L`` and the head's final prediction ``y_hat``:
 
@@ -26,6 +30,10 @@ from laya.analysis.head.ablation import float64_head
 from laya.analysis.statistics import bootstrap_ci
 from laya.codec import decode, encode, stored
 from laya.model.heads import LayerHead
+
+OWN, PROBES, NETWORK = "own classifier", "fitted probe", "fitted probe; the network's classifier at pre-logits"
+KINDS = {OWN: "the head's classifier", PROBES: "linear probes (training split)",
+         NETWORK: "linear probes (training split); pre-logits: the network's own classifier"}  # kind -> its source
 
 
 @torch.enable_grad()
@@ -92,27 +100,37 @@ class LayerProbes:
 
 @torch.inference_mode()
 def readout_source(
-    head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None, own: bool = True
+    head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None, own: bool = True,
+    network: bool = False,
 ) -> tuple[Tensor | None, str | None]:
     """``(logits (B, L, C) float64, kind)``: each layer's own logits through the head's classifier where it has a
-    shared one (``"own classifier"``; unless ``own=False``: the same kind of readout for every head), else through
-    ``probes`` (``"fitted probe"``); ``(None, None)`` where the head has no shared classifier and no probes are given."""
+    shared one (:data:`OWN`; unless ``own=False``: the same kind of readout for every head), else through
+    ``probes`` (:data:`PROBES`), the last layer through the head itself where ``network`` (the head is an
+    attached network's own classifier on its last layer, :data:`NETWORK`; unless ``own=False``); ``(None, None)``
+    where the head has no shared classifier and no probes are given."""
     head64 = float64_head(head)
     shared = head64.readout_logits(head64.encode([h.double() for h in hidden])) if own else None
     if shared is not None:
-        return shared, "own classifier"
-    return (None, None) if probes is None else (probes.logits(hidden), "fitted probe")
+        return shared, OWN
+    if probes is None:
+        return None, None
+    logits = probes.logits(hidden)
+    if not (network and own):
+        return logits, PROBES
+    logits[:, -1] = head64([h.double() for h in hidden]).logits  # the network's prediction, exactly
+    return logits, NETWORK
 
 
 def readout_logits(
-    head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None, own: bool = True
+    head: LayerHead, hidden: Sequence[Tensor], probes: LayerProbes | None = None, own: bool = True,
+    network: bool = False,
 ) -> Tensor:
     """The logits of :func:`readout_source`.
 
     Raises:
         ValueError: the head needs probes and none were given.
     """
-    logits, _ = readout_source(head, hidden, probes, own)
+    logits, _ = readout_source(head, hidden, probes, own, network)
     if logits is None:
         raise ValueError(
             f"{type(head).__name__} has no shared classifier: its per-layer readouts need linear probes "
@@ -126,6 +144,14 @@ def has_own_readouts(head: LayerHead, hidden: Sequence[Tensor]) -> bool:
     input of ``hidden``; Concat and LastLayer need fitted probes (:class:`LayerProbes`)."""
     with torch.inference_mode():
         return head.readout_logits(head.encode([h[:1] for h in hidden])) is not None
+
+
+def readout_kind(head: LayerHead, hidden: Sequence[Tensor], own: bool = True, network: bool = False) -> str:
+    """The kind of the readouts :func:`readout_source` gives (with probes) for these arguments: :data:`OWN`,
+    :data:`PROBES` or :data:`NETWORK`."""
+    if own and has_own_readouts(head, hidden):
+        return OWN
+    return NETWORK if own and network else PROBES
 
 
 def prediction_depth(readout_classes: Tensor, final: Tensor) -> Tensor:
@@ -218,6 +244,10 @@ def depth_summary(
 
 
 __all__ = [
+    "KINDS",
+    "NETWORK",
+    "OWN",
+    "PROBES",
     "LayerProbes",
     "Readouts",
     "depth_summary",
@@ -225,6 +255,7 @@ __all__ = [
     "has_own_readouts",
     "overthinking",
     "prediction_depth",
+    "readout_kind",
     "readout_logits",
     "readout_source",
 ]

@@ -28,7 +28,7 @@ from laya.analysis.depth.exits import THRESHOLDS, compute_saved, exit_curve, lay
 from laya.analysis.depth.fit import DepthFit, HeadPass, current_fit, head_pass
 from laya.analysis.depth.layer_lens import LENS_SOURCE, from_readouts, lens_summary, write_lens
 from laya.analysis.depth.pruning import pruning_curves, removal_orders
-from laya.analysis.depth.readouts import LayerProbes, depth_summary, has_own_readouts
+from laya.analysis.depth.readouts import KINDS, LayerProbes, depth_summary, has_own_readouts
 from laya.analysis.head.logit_attribution import class_mean_terms, logit_attribution
 from laya.analysis.statistics import bootstrap_cis
 from laya.analysis.strict_json import json_safe
@@ -160,7 +160,7 @@ def depth_report(
 
     progress(0.95, "summaries")
     readout_cis = bootstrap_cis(layer_correct, resamples=options.resamples, seed=options.seed)
-    kind = "own classifier" if own and has_own_readouts(model.head, passed.hidden) else "fitted probe"
+    kind = passed.readout_kind
     lens_ = from_readouts(passed.readout_probs, passed.logits, LENS_SOURCE[kind])
     lens_table = lens_summary(lens_, labels, classes, layer_names, f"python -m laya lens --checkpoint {checkpoint.path} "
                               f"--limit {options.limit}" + (" --readout probes" if not own else ""),
@@ -189,7 +189,7 @@ def depth_report(
         "layer_names": layer_names,
         "accuracy": full_accuracy,
         "readout_kind": kind,
-        "readout_source": "the head's classifier" if kind == "own classifier" else "linear probes (training split)",
+        "readout_source": KINDS[kind],
         "readout_accuracy": [ci.to_dict() for ci in readout_cis],
         "prediction_depth": _records(depth_summary(readouts, labels, classes, options.resamples, options.seed)),
         "prediction_depth_probes": _records(
@@ -373,7 +373,7 @@ def lens_report(checkpoint: Checkpoint, options: LensOptions | None = None, prog
         fitted = f" --train-limit {options.train_limit}"
     progress(0.8, "lens")
     passed = head_pass(checkpoint, hidden, probes, options.batch_size, own=own)
-    kind = "own classifier" if own and has_own_readouts(model.head, hidden) else "fitted probe"
+    kind = passed.readout_kind
     command = (f"python -m laya lens --checkpoint {checkpoint.path} --limit {options.limit}{fitted}"
                + (" --readout probes" if not own else ""))  # fmt: skip
     table = lens_summary(from_readouts(passed.readout_probs, passed.logits, LENS_SOURCE[kind]), test.labels,

@@ -3,8 +3,8 @@ on every unit at once that keep the input (:mod:`~laya.analysis.network.interven
 unit (:mod:`~laya.analysis.network.recording`), Grad-CAM at every unit (:mod:`~laya.analysis.network.gradcam`),
 the network's own logit and tuned lens (:mod:`~laya.analysis.network.lens`), cheap per-unit scores and their agreement
 with the interventions (:mod:`~laya.analysis.network.scores`), the lesion study over test inputs
-(:mod:`~laya.analysis.network.lesion`) and the network report that ``laya attach`` writes
-beside the own head (:mod:`~laya.analysis.network.report`)."""
+(:mod:`~laya.analysis.network.lesion`), activation patching by unit (:mod:`~laya.analysis.network.unit_patching`) and
+the network report that ``laya attach`` writes beside the own head (:mod:`~laya.analysis.network.report`)."""
 
 from laya.analysis.network.interventions import (
     DEFAULT,

@@ -82,7 +82,9 @@ class UnitProfile:
     ``ablated_predictions`` ``(B, U)`` the class of the (K-averaged) intervened probabilities; ``prediction`` and
     ``probability`` ``(B,)`` unablated. ``units``, ``stages``: names as the network gives them; ``methods``: the
     intervention applied to each unit; ``residual``: measured in this pass; ``references``: ``K`` (resample) or
-    ``R`` (mean) inputs, 0 for skip alone."""
+    ``R`` (mean) inputs, 0 for skip alone. ``base_logits`` ``(B, C)`` and ``logits`` ``(B, U, C)`` float64: the
+    unablated and the intervened logits (the mean over the ``K`` rows of a resampled unit; its one row where
+    ``paired``: activation patching)."""
 
     drops: Tensor
     ablated_predictions: Tensor
@@ -94,6 +96,8 @@ class UnitProfile:
     branches: tuple[str, ...]
     residual: tuple[bool, ...]
     references: int
+    base_logits: Tensor
+    logits: Tensor
 
     @property
     def keeps_input(self) -> tuple[bool, ...]:
@@ -316,6 +320,7 @@ def intervene(
     fallback: Method = "resample",
     target: Target = "branch",
     branch: Branch = "block",
+    paired: bool = False,
 ) -> UnitProfile:
     """Every unit of ``units`` intervened on for each input of ``x`` ``(B, C, H, W)`` by ``method`` (module
     docstring). One pass of ``x`` records every unit (and, for resample and mean and where skip falls back, one pass
@@ -324,10 +329,12 @@ def intervene(
     the network after u)`` forwards. ``target``: ``"branch"`` replaces a residual unit's branch ``h_u - x_u`` (the
     stream kept), ``"output"`` its whole output. ``branch``: ``"attention"`` or ``"mlp"`` acts on that one branch
     of each unit that has it (:func:`branch_of`), the whole block elsewhere; ``"block"`` on the whole block.
+    ``paired`` (resample): input ``b`` takes reference ``b`` alone (``R = B``, one row per unit and input), the
+    activation patching of each unit from a source input into a target.
 
     Raises ``ValueError`` for an unknown method or branch, a skip fallback that is skip, a branch with
-    ``target="output"``, a missing or misshapen reference, or a unit whose module runs more than once in a pass (no
-    single output to replace)."""
+    ``target="output"``, a missing or misshapen reference, a pairing of other than resample or of ``R != B``, or a
+    unit whose module runs more than once in a pass (no single output to replace)."""
     if method not in NAMES or fallback not in NAMES or fallback == "skip":
         raise ValueError(f"method must be one of {sorted(NAMES)} and fallback resample or mean; "
                          f"got {method!r}, {fallback!r}")  # fmt: skip
@@ -345,6 +352,9 @@ def intervene(
         raise ValueError(f"reference must be (R, {', '.join(map(str, x.shape[1:]))}), got {tuple(reference.shape)}")
     R = reference.count if isinstance(reference, References) else len(reference)
     B, U = len(x), len(units)
+    if paired and (method != "resample" or R != B):
+        raise ValueError(f"pairs need resample and one reference per input; got {method!r}, {R} references for "
+                         f"{B} inputs")  # fmt: skip
     head = float64_head(model.head)
     names = [branch_of(u, branch) for u in units]
     traced = _traced(model, units, branch, x)
@@ -362,7 +372,7 @@ def intervene(
         raise ValueError("resample needs every reference's value; these references keep only their means")
     if any(m != "skip" for m in methods) and not isinstance(reference, References):
         reference = record_references(model, units, reference, branch, target=target)
-    counts = [R if m == "resample" else 1 for m in methods]  # K_u rows per input for unit u
+    counts = [R if m == "resample" and not paired else 1 for m in methods]  # K_u rows per input for unit u
     order = [u for u in range(U) if units[u].block is not None] + [u for u in range(U) if units[u].block is None]
     starts = dict(zip(order, (B + B * torch.tensor([0] + [counts[u] for u in order]).cumsum(0)).tolist()))
     at = [torch.arange(starts[u], starts[u] + B * counts[u], device=x.device) for u in range(U)]  # rows (b, k)
@@ -376,8 +386,8 @@ def intervene(
         if reference.kinds[u] != needed:  # measured on other inputs: a residual unit that was not so there
             raise ValueError(f"the references hold unit {units[u].name!r}'s {reference.kinds[u]}, not its {needed}")
         ref = reference.values[u]
-        ref = ref if m == "resample" else ref.mean(0, keepdim=True)  # (K_u, ...)
-        values.append(stream + ref.repeat(B, *[1] * (ref.ndim - 1)))  # (B·K_u, ...), row (b, k) = value k
+        ref = ref if m == "resample" else ref.mean(0, keepdim=True)  # (K_u, ...), or (B, ...) paired
+        values.append(stream + (ref if paired else ref.repeat(B, *[1] * (ref.ndim - 1))))  # row (b, k) = value k
     targets = [p if c else u.block for u, p, c in zip(units, traced.parts, chosen)]
     grow = [u.block if c else None for u, c in zip(units, chosen)]  # a branch's rows join at the block's input
     layers = [u.layer for u in units]
@@ -391,9 +401,11 @@ def intervene(
     for u, unit in enumerate(units):
         if unit.block is None:  # no module (never residual, so a value): the head reads the replacement
             hidden[unit.layer][at[u]] = values[u].double()
-    probs = torch.softmax(head(hidden).logits, -1)  # (rows, C)
+    logits = head(hidden).logits  # (rows, C)
+    probs = torch.softmax(logits, -1)
     base, prediction = probs[:B], probs[:B].argmax(-1)
     p = torch.stack([probs[at[u]].view(B, counts[u], -1).mean(1) for u in range(U)], 1)  # (B, U, C), K-averaged
+    intervened = torch.stack([logits[at[u]].view(B, counts[u], -1).mean(1) for u in range(U)], 1)
     kept = p.gather(2, prediction.view(-1, 1, 1).expand(-1, U, 1))[..., 0]
     probability = base.gather(1, prediction.view(-1, 1))[:, 0]
     references = R if any(m != "skip" for m in methods) else 0
@@ -401,7 +413,8 @@ def intervene(
     labels = tuple(method_label(m, (branch if c else "block") if named else None) for m, c in zip(methods, chosen))
     return UnitProfile(probability.unsqueeze(1) - kept, p.argmax(-1), prediction, probability,
                        tuple(u.name for u in units), tuple(u.stage for u in units), labels,
-                       tuple(n if c else "" for n, c in zip(names, chosen)), residual, references)  # fmt: skip
+                       tuple(n if c else "" for n, c in zip(names, chosen)), residual, references, logits[:B],
+                       intervened)  # fmt: skip
 
 
 __all__ = ["BRANCHES", "DEFAULT", "MEAN", "REFERENCES", "RESAMPLE", "RESAMPLES", "SKIP", "Branch", "Kind", "Method",

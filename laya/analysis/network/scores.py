@@ -33,6 +33,8 @@ the same resamples). :func:`trusted_agreement`: the same over the units that kee
 that know nothing of the input (:func:`baseline_scores`: the per-unit mean drop over the references, a constant
 per unit, and a seeded random score); a cheap score is *trusted* only where it beats the better baseline on the
 same inputs (paired bootstrap over inputs of the per-input Spearman difference, its CI above 0).
+:func:`apart_agreement`: the units left out (they do not keep the input), each on its own numbers: its mean drop
+and each score's Spearman correlation over the inputs with that unit's drop, with bootstrap CIs.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from laya.analysis.head.faithfulness import spearman_rows
 from laya.analysis.network.gradcam import raw_cams
 from laya.analysis.network.recording import as_network, run_units, unit_modules
 from laya.analysis.network.units import Unit
-from laya.analysis.statistics import mean_intervals, paired_bootstrap
+from laya.analysis.statistics import bootstrap_cis, mean_intervals, paired_bootstrap
 from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
 
 Baseline = Literal["mean", "zero"]
@@ -303,6 +305,43 @@ def trusted_agreement(
     return table.assign(**columns)
 
 
+def _apart_statistic(rows: Tensor) -> Tensor:
+    """``(R, n, 1 + S) -> (R, 1 + S)``: per resample the mean of the first column (a unit's drop) and the Spearman
+    correlation over the ``n`` rows of each other column (a score) with it (ties at their average rank,
+    ``scipy.stats.spearmanr``; NaN where either is constant)."""
+    from scipy.stats import rankdata  # lazily: scipy.stats costs about a CPU-second to import
+
+    values = rows.double().cpu().numpy()
+    centred = rankdata(values, axis=1)
+    centred -= centred.mean(1, keepdims=True)
+    squares = (centred**2).sum(1)  # (R, 1 + S)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = (centred[..., :1] * centred[..., 1:]).sum(1) / np.sqrt(squares[:, :1] * squares[:, 1:])
+    return torch.from_numpy(np.concatenate([values[..., 0].mean(1, keepdims=True), np.clip(rho, -1.0, 1.0)], 1))
+
+
+APART_COLUMNS = ("unit", "intervention", "score", "drop", "drop_low", "drop_high", "spearman", "ci_low", "ci_high",
+                 "n")  # fmt: skip
+
+
+def apart_agreement(
+    scores: dict[str, Tensor], drops: Tensor, intervention: str, mask: Tensor, units: Sequence[str],
+    resamples: int = 1000, seed: int = 0, level: float = 0.95,
+) -> pd.DataFrame:  # fmt: skip
+    """The units :func:`trusted_agreement` leaves out (``mask`` ``(U,)`` False: they do not keep the input), each
+    on its own (:data:`APART_COLUMNS`): per unit and score, the unit's mean ``drop`` ``(N,)`` over the inputs with its
+    bootstrap CI, and ``spearman``, the Spearman correlation over the ``n`` inputs of the score at that unit with
+    its drop, with its bootstrap CI (NaN where either is constant over the inputs). Empty where every unit keeps
+    the input."""
+    rows = []
+    for u in torch.nonzero(~torch.as_tensor(mask, dtype=torch.bool).cpu())[:, 0].tolist():
+        columns = torch.stack([drops[:, u], *(s[:, u] for s in scores.values())], 1).double().cpu()  # (N, 1 + S)
+        drop, *rho = bootstrap_cis(columns, _apart_statistic, resamples, seed, level)
+        rows += [(units[u], intervention, name, drop.estimate, drop.low, drop.high, r.estimate, r.low, r.high,
+                  len(columns)) for name, r in zip(scores, rho)]  # fmt: skip
+    return pd.DataFrame(rows, columns=list(APART_COLUMNS))
+
+
 def best_score(agreement: pd.DataFrame, intervention: str) -> pd.Series | None:
     """The row of ``agreement`` for ``intervention`` with the highest mean among the scores it trusts (that beat
     the better baseline, :func:`trusted_agreement`); in a table without baselines, among those whose CI lies above
@@ -316,7 +355,7 @@ def best_score(agreement: pd.DataFrame, intervention: str) -> pd.Series | None:
 
 
 __all__ = [
-    "AGREEMENT_COLUMNS", "BASELINES", "IG_STEPS", "SCORES", "SCORE_LABELS", "TRUST_COLUMNS", "Baseline",
-    "baseline_scores", "baselines", "best_score", "gradient_scores", "integrated_gradients", "lens_kl_drop",
-    "score_agreement", "trusted_agreement", "unit_scores",
+    "AGREEMENT_COLUMNS", "APART_COLUMNS", "BASELINES", "IG_STEPS", "SCORES", "SCORE_LABELS", "TRUST_COLUMNS",
+    "Baseline", "apart_agreement", "baseline_scores", "baselines", "best_score", "gradient_scores",
+    "integrated_gradients", "lens_kl_drop", "score_agreement", "trusted_agreement", "unit_scores",
 ]  # fmt: skip

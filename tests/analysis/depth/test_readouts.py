@@ -62,3 +62,36 @@ def test_readouts_and_summary():
     assert overall["prediction_depth"] == pytest.approx(2.0) and overall["overthinking_rate"] == pytest.approx(1 / 3)
     assert overall["overthought_errors"] == 1.0 and overall["errors"] == 1
     assert table.set_index("class").loc["a", "n"] == 1
+
+
+def test_an_attached_networks_pre_logits_readout_is_its_own_classifier(attached_resnet, image_folder):
+    """The own head's last readout is the network's classifier: its prediction is the network's on every input
+    (the probe it replaces, a second classifier fitted to the same features, disagreed); the layers before read
+    through the probes; the depth report attach wrote says so, its pre-logits readout as accurate as the network."""
+    from laya.analysis.depth.fit import DepthFit, head_pass
+    from laya.analysis.depth.input_depth import input_depth
+    from laya.analysis.depth.readouts import KINDS, NETWORK, PROBES, readout_source
+    from laya.analysis.depth.report import DepthReport
+    from laya.data.datasets import load_dataset
+    from laya.model.checkpoint import load_checkpoint
+    from laya.model.own_head import OWN
+
+    own = load_checkpoint(attached_resnet.heads[OWN])
+    test = load_dataset(str(image_folder), "test", image_size=32)
+    x = own.preprocess(torch.stack([test.image(i) for i in range(len(test.labels))]))
+    with torch.no_grad():
+        hidden = own.model.backbone(x)
+        network = own.model(x).logits.argmax(-1)
+    probes = DepthFit.load(own.path).probes
+    logits, kind = readout_source(own.model.head, hidden, probes, network=True)
+    assert kind == NETWORK and torch.equal(logits[:, -1].argmax(-1), network)
+    assert torch.equal(logits[:, :-1], probes.logits(hidden)[:, :-1])
+    assert readout_source(own.model.head, hidden, probes, own=False, network=True)[1] == PROBES  # every head alike
+    passed = head_pass(own, hidden, probes)
+    assert passed.readout_kind == NETWORK and torch.equal(passed.readouts.classes[:, -1], network)
+    assert (passed.readouts.depth <= len(hidden)).all()  # the last readout is the prediction: depth at most L
+    one = input_depth(own, test.image(0), DepthFit.load(own.path))
+    assert one.readout_kind == NETWORK and int(one.readouts.classes[0, -1]) == one.prediction
+    report = DepthReport.load(own.path).data
+    assert report["readout_kind"] == NETWORK and report["readout_source"] == KINDS[NETWORK]
+    assert report["readout_accuracy"][-1]["estimate"] == pytest.approx(report["accuracy"])

@@ -14,6 +14,8 @@ from laya.analysis.depth.layer_lens import Lens
 from laya.analysis.network import network_units
 from laya.analysis.network.recording import as_network
 from laya.analysis.network.scores import (
+    APART_COLUMNS,
+    apart_agreement,
     baselines,
     best_score,
     gradient_scores,
@@ -197,3 +199,19 @@ def test_a_score_is_trusted_only_where_it_beats_what_structure_alone_gives() -> 
     assert rows.loc["unit_mean", "spearman_mean"] == pytest.approx(np.mean(by_hand))
     assert best_score(table, "resample")["score"] == "true"
     assert best_score(table[table["score"] != "true"], "resample") is None  # agreeing is not enough
+
+
+def test_units_left_out_of_the_agreement_get_their_own_numbers_over_inputs() -> None:
+    """A unit that does not keep the input: its mean drop and each score's Spearman over the inputs (scipy's) with
+    its drop, each with a bootstrap CI; the units that keep the input give no row."""
+    g = torch.Generator().manual_seed(1)
+    drops = torch.rand(30, 3, generator=g, dtype=torch.float64)
+    scores = {"a": torch.rand(30, 3, generator=g, dtype=torch.float64), "b": drops.round(decimals=1)}  # b: ties
+    table = apart_agreement(scores, drops, "resample", torch.tensor([True, False, True]), ["x", "y", "z"], 300, 0)
+    assert list(table.columns) == list(APART_COLUMNS) and table["unit"].tolist() == ["y", "y"]
+    assert table["drop"].tolist() == pytest.approx([float(drops[:, 1].mean())] * 2)
+    for row, name in zip(table.itertuples(), scores):
+        assert row.spearman == pytest.approx(spearmanr(scores[name][:, 1], drops[:, 1]).statistic, abs=1e-12)
+        assert row.ci_low <= row.spearman <= row.ci_high and row.ci_low < row.ci_high and row.n == 30
+    assert row.drop_low < row.drop < row.drop_high
+    assert apart_agreement(scores, drops, "resample", torch.ones(3, dtype=torch.bool), ["x", "y", "z"]).empty

@@ -31,6 +31,9 @@ from laya.analysis.depth.report import DepthReport
 from laya.analysis.head.explain import Explanation, explain_bytes
 from laya.analysis.head.spatial import ClassMaps, sample_class_maps
 from laya.analysis.network.explain import NetworkExplanation, network_bytes
+from laya.analysis.network.gradcam_choice import GradcamChoice
+from laya.analysis.network.report import load_network_report
+from laya.analysis.network.report_record import REPORT_JSON
 from laya.analysis.network.lens import LENS_CONFIG
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import PatchEffects, patch_bytes
@@ -42,6 +45,7 @@ from laya.app.depth_plots import WholeTestSetFigures, whole_test_set_figures
 from laya.app.seed_views import SeedSummary, seed_summary
 from laya.app.text import shown
 from laya.data.images import ImageError, load_image_tensor
+from laya.model.attached_files import AttachedFileError
 from laya.model.checkpoint import WEIGHTS_FILE, Checkpoint, CheckpointError, load_checkpoint
 from laya.sandbox.client import Sandboxed
 from laya.sandbox.failures import FailureMemory
@@ -410,6 +414,22 @@ def _load_sample(path: str, stamp: int) -> Sample | None:
 def load_sample(path: str | Path) -> Sample | None:
     """The test-set browser's sample beside a checkpoint (``python -m laya evaluate``), or None."""
     return _load_sample(str(path), _stamp(Path(path) / SAMPLE_FILE))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _gradcam_choice(path: str, stamp: int) -> GradcamChoice | None:
+    report = load_network_report(path)
+    return None if report is None else report.gradcam
+
+
+def gradcam_choice(path: str | Path) -> GradcamChoice | None:
+    """Which unit's Grad-CAM the stored network report beside an own-classifier checkpoint says to use (its
+    ``gradcam`` section), or None: no report, one written before the test, or one whose files do not read (the
+    stored-report views say what is wrong)."""
+    try:
+        return _gradcam_choice(str(path), _stamp(Path(path) / REPORT_JSON))
+    except AttachedFileError:
+        return None
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -313,7 +313,7 @@ def _lesion(**change: Any) -> Callable[[Any], Any]:
     return edit
 
 
-def _gradcam(**change: Any) -> Callable[[Any], Any]:
+def with_gradcam(**change: Any) -> Callable[[Any], Any]:
     """The record with a well-formed ``gradcam`` section for its units (one unit's rows, every difference a tie, so
     no unit is chosen), the fields in ``change`` replaced (a callable gets the section)."""
 
@@ -330,7 +330,7 @@ def _gradcam(**change: Any) -> Callable[[Any], Any]:
     return edit
 
 
-def _beating(gradcam: dict) -> list[dict]:
+def beating_rows(gradcam: dict) -> list[dict]:
     """The section's rows with its first row beating random (a positive insertion difference, Holm p 0)."""
     return [gradcam["rows"][0] | {"diff": 0.2, "diff_low": 0.1, "diff_high": 0.3, "p_value": 0.0, "holm_p": 0.0},
             *gradcam["rows"][1:]]
@@ -412,30 +412,31 @@ REPORT_CASES = [
              "lesion.by_class ="),
     FileCase("a list for the Grad-CAM section", "network.json", _edit("network.json", _with(gradcam=[])),
              "gradcam = []"),
-    FileCase("an unknown field in the Grad-CAM section", "network.json", _edit("network.json", _gradcam(extra=1)),
+    FileCase("an unknown field in the Grad-CAM section", "network.json", _edit("network.json", with_gradcam(extra=1)),
              "gradcam = "),
-    FileCase("NaN images in the Grad-CAM section", "network.json", _edit("network.json", _gradcam(n=math.nan)),
+    FileCase("NaN images in the Grad-CAM section", "network.json", _edit("network.json", with_gradcam(n=math.nan)),
              "gradcam.n"),
     FileCase("a text time in the Grad-CAM section", "network.json",
-             _edit("network.json", _gradcam(all_seconds="fast")), "gradcam.all_seconds"),
+             _edit("network.json", with_gradcam(all_seconds="fast")), "gradcam.all_seconds"),
     FileCase("a Grad-CAM row of another unit", "network.json",
-             _edit("network.json", _gradcam(rows=lambda g: [g["rows"][0] | {"unit": "nowhere"}])),
+             _edit("network.json", with_gradcam(rows=lambda g: [g["rows"][0] | {"unit": "nowhere"}])),
              "gradcam.rows = ['nowhere insertion']"),
     FileCase("a Grad-CAM row of another metric", "network.json",
-             _edit("network.json", _gradcam(rows=lambda g: [g["rows"][0] | {"metric": "pointing game"}])),
+             _edit("network.json", with_gradcam(rows=lambda g: [g["rows"][0] | {"metric": "pointing game"}])),
              "gradcam.rows"),
     FileCase("a Grad-CAM row twice", "network.json",
-             _edit("network.json", _gradcam(rows=lambda g: [g["rows"][0], g["rows"][0]])), "each pair once"),
+             _edit("network.json", with_gradcam(rows=lambda g: [g["rows"][0], g["rows"][0]])), "each pair once"),
     FileCase("a text difference in a Grad-CAM row", "network.json",
-             _edit("network.json", _gradcam(rows=lambda g: [g["rows"][0] | {"diff": "large"}])), "gradcam.rows[0]"),
+             _edit("network.json", with_gradcam(rows=lambda g: [g["rows"][0] | {"diff": "large"}])), "gradcam.rows[0]"),
     FileCase("Grad-CAM costs of units in another order", "network.json",
-             _edit("network.json", _gradcam(units=lambda g: g["units"][::-1])), "gradcam.units"),
+             _edit("network.json", with_gradcam(units=lambda g: g["units"][::-1])), "gradcam.units"),
     FileCase("a negative Grad-CAM grid", "network.json",
-             _edit("network.json", _gradcam(units=lambda g: [g["units"][0] | {"h": -1}, *g["units"][1:]])),
+             _edit("network.json", with_gradcam(units=lambda g: [g["units"][0] | {"h": -1}, *g["units"][1:]])),
              "gradcam.units[0]"),
     FileCase("a chosen unit its rows do not choose", "network.json",
-             _edit("network.json", _gradcam(chosen=lambda g: g["units"][0]["unit"])),
+             _edit("network.json", with_gradcam(chosen=lambda g: g["units"][0]["unit"])),
              "gradcam.chosen = 'bn1': must be the unit its rows choose (None)"),
     FileCase("no unit chosen where one beats random", "network.json",
-             _edit("network.json", _gradcam(rows=_beating)), "gradcam.chosen = None: must be the unit its rows choose"),
+             _edit("network.json", with_gradcam(rows=beating_rows)),
+             "gradcam.chosen = None: must be the unit its rows choose"),
 ]  # fmt: skip

@@ -70,7 +70,8 @@ def test_the_unit_that_sees_the_region_beats_random_and_is_chosen(images: torch.
     assert rows.loc[("region", "road"), "random"] == rows.loc[("stem", "road"), "random"]  # one grid: one random map
     assert list(choice.units[["h", "w"]].itertuples(index=False, name=None)) == [(SIZE, SIZE)] * 2
     assert (choice.units["seconds"] > 0).all() and choice.forward_seconds > 0
-    assert choice.units["x_forward"].tolist() == pytest.approx((choice.units["seconds"] / choice.forward_seconds).tolist())
+    ratio = choice.units["seconds"] / choice.forward_seconds
+    assert choice.units["x_forward"].tolist() == pytest.approx(ratio.tolist())
     assert gc.choice_line(choice).startswith("Grad-CAM to use: region, beats random on insertion, road, deletion (12 ")
 
 

@@ -136,6 +136,7 @@ def test_per_class_rows_carry_a_ci_and_the_paired_drop_from_intact(setup) -> Non
     mixed = skip.ablated_predictions.clone()
     mixed[:5, 1] = labels[:5]  # five inputs of classes a, b, c kept: a class's CI now has width
     wide = lesion_study(labels, skip.prediction, {"skip": mixed}, {"skip": skip.methods}, None, None,
-                        [u.name for u in units], CLASSES, resamples=200).by_class.set_index(["class", "unit"])  # fmt: skip
+                        [u.name for u in units], CLASSES, resamples=200).by_class  # fmt: skip
+    wide = wide.set_index(["class", "unit"])
     row = wide.loc[("a", "body.1")]
     assert row["drop_low"] < row["drop"] < row["drop_high"] and row["low"] < row["accuracy"] < row["high"]

@@ -25,7 +25,7 @@ and the class the network predicts for each:
 * **cost**: per unit the seconds per image of its Grad-CAM alone (one forward, the backward down to that unit, its
   map: pytorch-grad-cam's work with that unit as its one target layer), beside one forward and every unit's map from
   the one pass, on one batch of at most :data:`COST_BATCH` images, the fastest of ``repeats`` round-robin timings on
-  the model's device (:func:`~laya.analysis.timing.fastest_seconds`).
+  the model's device, each at least :data:`MIN_SECONDS` long (:func:`~laya.analysis.timing.fastest_seconds`).
 
 A unit that beats random on ROAD ranks the pixels the network's output is sensitive to better than chance; it says
 nothing of whether the map outlines the object.
@@ -56,7 +56,8 @@ FRACTIONS = (0.2, 0.4, 0.6, 0.8)  # ROAD's removed fractions
 SAMPLE = 50  # test images, class-balanced (``laya attach --gradcam-sample``)
 ALPHA = 0.05
 COST_BATCH = 8  # images of the timed batch
-REPEATS = 3
+REPEATS = 5
+MIN_SECONDS = 0.05  # each timing repeats its run until it lasts this long
 ROW_COLUMNS = ("unit", "metric", "mean", "low", "high", "random", "random_low", "random_high", "diff", "diff_low",
                "diff_high", "p_value", "holm_p")  # fmt: skip
 UNIT_COLUMNS = ("unit", "h", "w", "seconds", "x_forward")
@@ -169,7 +170,7 @@ def unit_costs(network: nn.Module, x: Tensor, units: Sequence[str], classes: Ten
 
     runs = [forward, lambda: unit_gradcam(network, x, units, classes),
             *(lambda u=u: unit_gradcam(network, x, [u], classes) for u in units)]  # fmt: skip
-    seconds = [s / len(x) for s in fastest_seconds(runs, repeats, x.device)]
+    seconds = [s / len(x) for s in fastest_seconds(runs, repeats, x.device, MIN_SECONDS)]
     return seconds[2:], seconds[0], seconds[1]
 
 
@@ -233,6 +234,6 @@ def sampled_gradcam_choice(
     return gradcam_choice(model, preprocess, images, units, resamples, seed, batch_size)
 
 
-__all__ = ["ALPHA", "COST_BATCH", "FRACTIONS", "METRICS", "REPEATS", "ROW_COLUMNS", "SAMPLE", "STEPS", "TIE_BREAK",
+__all__ = ["ALPHA", "COST_BATCH", "FRACTIONS", "METRICS", "MIN_SECONDS", "REPEATS", "ROW_COLUMNS", "SAMPLE", "STEPS", "TIE_BREAK",
            "UNIT_COLUMNS", "GradcamChoice", "choice_line", "choose", "gradcam_choice", "metric_values", "random_maps",
            "sampled_gradcam_choice", "unit_costs"]  # fmt: skip

@@ -53,6 +53,8 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, interleaved_seconds, parser
 
+from laya.analysis.pixel_faithfulness import to_frame
+
 HEADS = ("laya", "lastlayer", "concat", "scalarmix")
 ANCHORS = ("Grad-CAM", "HiResCAM", "LayerCAM")
 METRICS = {"deletion": "lower", "insertion": "higher", "road": "higher"}  # which direction is better
@@ -109,14 +111,6 @@ def token_reshape(prefix: int):
         return patches.transpose(1, 2).reshape(patches.shape[0], -1, side, side)
 
     return reshape
-
-
-def to_frame(maps: Tensor, size: int) -> Tensor:
-    """``(B, h, w) -> (B, size, size)``: bilinear up, area-averaged down (a density's ranking is kept)."""
-    if maps.shape[-1] == size:
-        return maps
-    mode = "area" if maps.shape[-1] > size else "bilinear"
-    return torch.nn.functional.interpolate(maps.unsqueeze(1), size=(size, size), mode=mode).squeeze(1)
 
 
 def exact_maps(model: nn.Module, x: Tensor, target: Tensor, size: int) -> dict[str, Tensor]:

@@ -7,7 +7,7 @@ from laya.analysis.depth.detection import SCORE_LABELS
 from laya.analysis.depth.layer_lens import METRICS, class_view, trajectory_figure
 from laya.analysis.depth.measured import load_exits
 from laya.analysis.head.logit_attribution import top_class_table
-from laya.app import browser, depth_plots, depth_views, explanation_views, input_images, verdicts
+from laya.app import browser, depth_plots, depth_views, explanation_views, input_images, lesion_views, verdicts
 from laya.app import network_views as nv
 from laya.app.catalog import example_images
 from laya.app.text import shown
@@ -125,6 +125,22 @@ if is_own_head(checkpoint.meta.train) and (network := load_network_report(select
                    "shortcut has its own panel: its whole output is replaced. Right: units that keep the input "
                    "skipped k at a time, seeded random sets (`laya network --lesion-draws`).")
         sections.append((f"Lesion study ({nv.LESIONED[lesion_by]})", lesion))
+        lesioned_units = lesion_views.lesion_class_units(network.lesion, lesion_by)
+        if not lesioned_units:
+            st.caption("This network report predates the per-class lesion rows: `laya network` computes them again.")
+        else:
+            with st.expander("Per true class: the drop with one unit removed [95 % CIs]"):
+                lesion_unit = st.selectbox("Unit removed", lesioned_units, format_func=lambda u: shown(u, "text"),
+                                           key="depth_lesion_unit")  # fmt: skip
+                by_class = lesion_views.lesion_class_figure(network.lesion, lesion_by, lesion_unit,
+                                                            nv.LESIONED[lesion_by])  # fmt: skip
+                st.plotly_chart(shown(by_class, "plotly"), key="depth_lesion_classes")
+                st.dataframe(lesion_views.lesion_class_table(network.lesion, lesion_by, lesion_unit), hide_index=True)
+                st.caption("Per true class, over that class's test inputs alone: accuracy intact and with the unit "
+                           "removed (95 % bootstrap CIs), the drop with a paired bootstrap over the same inputs. A "
+                           "class's few inputs give wide intervals; each row is its own test, not corrected for the "
+                           "number of classes.")  # fmt: skip
+            sections.append((f"Lesion study per class: {lesion_unit} ({nv.LESIONED[lesion_by]})", by_class))
 
 if report is None:
     common.report_button("Depth analytics", sections, f"{checkpoint.meta.head.name}-depth", checkpoint.name,

@@ -332,6 +332,42 @@ def _lens_row(change: Callable[[dict], Any]) -> Callable[[Any], Any]:
     return edit
 
 
+def with_gradcam(**change: Any) -> Callable[[Any], Any]:
+    """The record with a well-formed ``gradcam`` section for its units (one unit's rows, every difference a tie, so
+    no unit is chosen), the fields in ``change`` replaced (a callable gets the section)."""
+
+    def edit(record: Any) -> Any:
+        units = record["units"]
+        rows = [{"unit": units[1], "metric": metric, "mean": 0.5, "low": 0.4, "high": 0.6, "random": 0.5,
+                 "random_low": 0.4, "random_high": 0.6, "diff": 0.0, "diff_low": -0.1, "diff_high": 0.1,
+                 "p_value": 1.0, "holm_p": 1.0} for metric in ("insertion", "road", "deletion")]
+        costs = [{"unit": u, "h": 4, "w": 4, "seconds": 0.01, "x_forward": 2.0} for u in units]
+        gradcam = {"n": 10, "seed": 0, "rows": rows, "units": costs, "forward_seconds": 0.005, "all_seconds": 0.01,
+                   "chosen": None}
+        return record | {"gradcam": gradcam | {k: v(gradcam) if callable(v) else v for k, v in change.items()}}
+
+    return edit
+
+
+def beating_rows(gradcam: dict) -> list[dict]:
+    """The section's rows with its first row beating random (a positive insertion difference, Holm p 0)."""
+    return [gradcam["rows"][0] | {"diff": 0.2, "diff_low": 0.1, "diff_high": 0.3, "p_value": 0.0, "holm_p": 0.0},
+            *gradcam["rows"][1:]]
+
+
+def _class_rows(**change: Any) -> Callable[[Any], Any]:
+    """The record with a well-formed lesion section whose ``by_class`` holds one row of its first class, the fields in
+    ``change`` replaced in that row."""
+
+    def edit(record: Any) -> Any:
+        row = {"intervention": "skip", "class": record["classes"][0], "unit": record["units"][1], "n": 2,
+               "accuracy": 0.5, "low": 0.0, "high": 1.0, "drop": 0.5, "drop_low": 0.0, "drop_high": 1.0,
+               "p_value": 0.5} | change
+        return _lesion(by_class=[row])(record)
+
+    return edit
+
+
 NESTED = "[" * 100_000 + "]" * 100_000
 LENS_CASES = [
     FileCase("width 6000", "tuned_lens.safetensors", _edit("tuned_lens.json", _with(width=6000)),
@@ -416,6 +452,45 @@ REPORT_CASES = [
     FileCase("a lens fit's constant of texts", "network.json",
              _edit("network.json", _lens(fit=lambda f: f | {"constant": "flat"})), "lens.fit.constant = 'flat'"),
     FileCase("a lens of unknown fields", "network.json", _edit("network.json", _lens(extra=1)), "lens = {"),
+    FileCase("a lesion class row of another class", "network.json",
+             _edit("network.json", _class_rows(**{"class": "nowhere"})), "lesion.by_class = ['nowhere']"),
+    FileCase("a lesion class row of another unit", "network.json", _edit("network.json", _class_rows(unit="x")),
+             "lesion.by_class = ['x']"),
+    FileCase("NaN inputs in a lesion class row", "network.json", _edit("network.json", _class_rows(n=math.nan)),
+             "lesion.by_class[0]"),
+    FileCase("a text drop in a lesion class row", "network.json", _edit("network.json", _class_rows(drop="all")),
+             "lesion.by_class[0]"),
+    FileCase("lesion class rows not a list", "network.json", _edit("network.json", _lesion(by_class={"a": 1})),
+             "lesion.by_class ="),
+    FileCase("a list for the Grad-CAM section", "network.json", _edit("network.json", _with(gradcam=[])),
+             "gradcam = []"),
+    FileCase("an unknown field in the Grad-CAM section", "network.json", _edit("network.json", with_gradcam(extra=1)),
+             "gradcam = "),
+    FileCase("NaN images in the Grad-CAM section", "network.json", _edit("network.json", with_gradcam(n=math.nan)),
+             "gradcam.n"),
+    FileCase("a text time in the Grad-CAM section", "network.json",
+             _edit("network.json", with_gradcam(all_seconds="fast")), "gradcam.all_seconds"),
+    FileCase("a Grad-CAM row of another unit", "network.json",
+             _edit("network.json", with_gradcam(rows=lambda g: [g["rows"][0] | {"unit": "nowhere"}])),
+             "gradcam.rows = ['nowhere insertion']"),
+    FileCase("a Grad-CAM row of another metric", "network.json",
+             _edit("network.json", with_gradcam(rows=lambda g: [g["rows"][0] | {"metric": "pointing game"}])),
+             "gradcam.rows"),
+    FileCase("a Grad-CAM row twice", "network.json",
+             _edit("network.json", with_gradcam(rows=lambda g: [g["rows"][0], g["rows"][0]])), "each pair once"),
+    FileCase("a text difference in a Grad-CAM row", "network.json",
+             _edit("network.json", with_gradcam(rows=lambda g: [g["rows"][0] | {"diff": "large"}])), "gradcam.rows[0]"),
+    FileCase("Grad-CAM costs of units in another order", "network.json",
+             _edit("network.json", with_gradcam(units=lambda g: g["units"][::-1])), "gradcam.units"),
+    FileCase("a negative Grad-CAM grid", "network.json",
+             _edit("network.json", with_gradcam(units=lambda g: [g["units"][0] | {"h": -1}, *g["units"][1:]])),
+             "gradcam.units[0]"),
+    FileCase("a chosen unit its rows do not choose", "network.json",
+             _edit("network.json", with_gradcam(chosen=lambda g: g["units"][0]["unit"])),
+             "gradcam.chosen = 'bn1': must be the unit its rows choose (None)"),
+    FileCase("no unit chosen where one beats random", "network.json",
+             _edit("network.json", with_gradcam(rows=beating_rows)),
+             "gradcam.chosen = None: must be the unit its rows choose"),
 ]  # fmt: skip
 
 

@@ -13,7 +13,8 @@ SHARED = {"--checkpoint": {"lens", "network", "evaluate", "depth", "exits", "pat
           "--resamples": {"lens", "network", "evaluate", "benchmark", "depth", "exits", "patch", "reproduce", "bundle",
                           "attach"},
           "--device": {"train", "evaluate", "benchmark", "reproduce", "bundle"},
-          "--lens-sample": {"network", "attach"}}  # fmt: skip
+          "--lens-sample": {"network", "attach"},
+          "--gradcam-sample": {"network", "attach"}}  # fmt: skip
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:
@@ -23,7 +24,8 @@ def commands() -> dict[str, argparse.ArgumentParser]:
 def test_each_shared_option_is_written_once_in_the_package() -> None:
     sources = "".join(p.read_text() for p in sorted(CLI.glob("*.py")))
     written = {name: len(re.findall(rf'add_argument\(\s*"{name}"', sources)) for name in SHARED}
-    assert written == {"--checkpoint": 1, "--allow-import": 2, "--resamples": 1, "--device": 1, "--lens-sample": 1}
+    assert written == {"--checkpoint": 1, "--allow-import": 2, "--resamples": 1, "--device": 1, "--lens-sample": 1,
+                       "--gradcam-sample": 1}
     # --allow-import twice: the dashboard's says "in --models ... (never uploads)", not the checkpoint's wording
 
 
@@ -37,3 +39,13 @@ def test_the_commands_that_take_a_shared_option_get_it_from_its_parent() -> None
         "checkpoint directory (model.json + model.safetensors)")  # fmt: skip
     assert evaluate["--checkpoint"].required and depth["--resamples"].default == 1000
     assert parsers["network"]._option_string_actions["--checkpoint"].help.startswith("the own head's checkpoint")
+
+
+def test_the_gradcam_sample_defaults_to_the_library_s() -> None:
+    """Written as a number to keep ``--help`` free of torch: it must stay the library's default."""
+    from laya.analysis.network.gradcam_choice import SAMPLE
+    from laya.analysis.network.report import NetworkOptions
+
+    for command in ("network", "attach"):
+        assert commands()[command]._option_string_actions["--gradcam-sample"].default == SAMPLE, command
+    assert NetworkOptions().gradcam_sample == SAMPLE

@@ -13,9 +13,10 @@ before it is ranked.
   curve is the target class's softmax probability; its AUC (trapezoid over the removed fraction in
   [0, 1]) is **lower** for a more faithful map.
 * **Insertion**: the reverse, from the baseline towards the image; AUC **higher** is better.
-* **ROAD**: at each removed fraction ``q``, the removed pixels are imputed by pytorch-grad-cam's
-  ``NoisyLinearImputer`` (each pixel the weighted mean of its 8 neighbours plus noise 0.01, a sparse
-  linear solve, so the shape of the removed region does not leak through a constant fill), once most
+* **ROAD**: at each removed fraction ``q``, the removed pixels are imputed by noisy linear imputation
+  (:func:`~laya.analysis.noisy_imputer.noisy_linear_impute`, pytorch-grad-cam's ``NoisyLinearImputer`` ported:
+  each pixel the weighted mean of its 8 neighbours plus noise 0.01, a sparse linear solve, so the shape of the
+  removed region does not leak through a constant fill), once most
   relevant first (MoRF) and once least relevant first (LeRF); ``road = mean_q (p_LeRF(q) - p_MoRF(q)) / 2``,
   pytorch-grad-cam's ``ROADCombined``; **higher** is better.
 
@@ -34,6 +35,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
+
+from laya.analysis.noisy_imputer import noisy_linear_impute
 
 Score = Callable[[Tensor], Tensor]  # images (N, C, H, W) -> logits (N, K)
 
@@ -65,6 +68,15 @@ def sum_maps(maps: Sequence[Tensor]) -> Tensor:
     for m in maps:
         total += m.double()
     return total
+
+
+def to_frame(maps: Tensor, size: int) -> Tensor:
+    """``(B, h, w) -> (B, size, size)``: maps brought to the frame whose pixels are perturbed, bilinear up (half-pixel
+    centres), area-averaged down (a density's ranking is kept)."""
+    if maps.shape[-1] == size and maps.shape[-2] == size:
+        return maps
+    mode = "area" if maps.shape[-1] > size else "bilinear"
+    return torch.nn.functional.interpolate(maps.unsqueeze(1), size=(size, size), mode=mode).squeeze(1)
 
 
 def _target_prob(score: Score, images: Tensor, target: Tensor) -> Tensor:
@@ -129,13 +141,11 @@ def road(
     ``combined = (lerf - morf) / 2`` (pytorch-grad-cam's ``ROADCombined``; higher = more faithful).
 
     ``imputer(image (C, H, W), keep (H, W)) -> image`` fills the pixels where ``keep == 0`` (default:
-    pytorch-grad-cam's ``NoisyLinearImputer``, imported lazily). Its noise is drawn from a forked RNG seeded
-    with ``seed``, so every map of the same images faces the same noise (paired comparisons).
+    :func:`~laya.analysis.noisy_imputer.noisy_linear_impute`, equal to pytorch-grad-cam's ``NoisyLinearImputer``).
+    Its noise is drawn from a forked RNG seeded with ``seed``, so every map of the same images faces the same noise
+    (paired comparisons).
     """
-    if imputer is None:
-        from pytorch_grad_cam.metrics.road import NoisyLinearImputer  # dev dependency (grad-cam), lazily
-
-        imputer = NoisyLinearImputer()
+    imputer = imputer or noisy_linear_impute
     if not all(0 < q < 1 for q in fractions):
         raise ValueError(f"fractions must lie in (0, 1), got {list(fractions)}")
     B, _, H, W = images.shape
@@ -184,4 +194,5 @@ def occlusion_map(
     return drops.view(B, h, w)
 
 
-__all__ = ["auc", "deletion_auc", "insertion_auc", "occlusion_map", "perturbation_curve", "pixel_order", "road", "sum_maps"]
+__all__ = ["auc", "deletion_auc", "insertion_auc", "occlusion_map", "perturbation_curve", "pixel_order", "road", "sum_maps",
+           "to_frame"]  # fmt: skip

@@ -19,4 +19,11 @@ def json_safe(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-__all__ = ["json_safe"]
+def split_table(table: Any) -> dict[str, Any]:
+    """A DataFrame in pandas' ``split`` layout as plain lists (``index``, ``columns``, ``data``), the form the
+    reports store tables in."""
+    split = table.to_dict(orient="split")
+    return {"index": list(split["index"]), "columns": list(split["columns"]), "data": split["data"]}
+
+
+__all__ = ["json_safe", "split_table"]

@@ -26,6 +26,7 @@ from laya.analysis.network.lesion import LesionStudy
 from laya.analysis.network.lens import class_unit_figure, lens_profile, prediction_depth, profile_figure
 from laya.analysis.network.scores import SCORE_LABELS, apart_agreement, best_score
 from laya.app import palette
+from laya.app.gradcam_views import CHOSEN_MARK
 from laya.app.numbers import number_text
 from laya.app.text import code_plain, plain
 
@@ -174,14 +175,18 @@ def depth_text(result: NetworkExplanation) -> str | None:
             "lens reads the final prediction.")  # fmt: skip
 
 
-def gradcam_figure(result: NetworkExplanation, pixels: np.ndarray, classes: Sequence[str]) -> go.Figure:
+def gradcam_figure(
+    result: NetworkExplanation, pixels: np.ndarray, classes: Sequence[str], chosen: str | None = None
+) -> go.Figure:
     """The Grad-CAM strip: one panel per unit, the map (``[0, 1]``) over the input (``uint8 (H, W)`` or
-    ``(H, W, 3)``, the model's view), in rows of at most :data:`PER_ROW`, filled evenly."""
+    ``(H, W, 3)``, the model's view), in rows of at most :data:`PER_ROW`, filled evenly; the ``chosen`` unit (the
+    network report's, :mod:`laya.app.gradcam_views`) framed and its title marked :data:`CHOSEN_MARK`."""
     maps = result.cam.numpy()
     U = len(result.units)
     rows = math.ceil(U / PER_ROW)
     cols = math.ceil(U / rows)
-    figure = make_subplots(rows=rows, cols=cols, subplot_titles=list(result.units), horizontal_spacing=0.01,
+    titles = [f"{u}{CHOSEN_MARK}" if u == chosen else u for u in result.units]
+    figure = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.01,
                            vertical_spacing=0.08)  # fmt: skip
     image = np.repeat(pixels[..., None], 3, axis=-1) if pixels.ndim == 2 else pixels
     for u in range(U):
@@ -192,6 +197,10 @@ def gradcam_figure(result: NetworkExplanation, pixels: np.ndarray, classes: Sequ
         figure.add_trace(go.Heatmap(z=cam, colorscale="Jet", zmin=0, zmax=1, opacity=0.45, showscale=u == 0,
                                     colorbar={"title": "Grad-CAM"}, hovertemplate=f"{result.units[u]}: %{{z:.2f}}"
                                     "<extra></extra>"), row=r, col=c)  # fmt: skip
+        if result.units[u] == chosen:  # framed: the panel's axes' domain, the image's box
+            axis = "" if u == 0 else str(u + 1)
+            figure.add_shape(type="rect", xref=f"x{axis} domain", yref=f"y{axis} domain", x0=0, x1=1, y0=0, y1=1,
+                             line={"color": palette.ACCURACY, "width": 4})  # fmt: skip
     figure.update_xaxes(visible=False, constrain="domain")  # square pixels by narrowing a panel, never cropping it
     figure.update_yaxes(visible=False, autorange="reversed", constrain="domain")
     figure.for_each_yaxis(lambda axis: axis.update(scaleanchor=axis.anchor))  # each panel on its own x axis

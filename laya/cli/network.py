@@ -5,21 +5,27 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from laya.cli.options import (
     allow_import_option,
     checkpoint_option,
+    gradcam_option,
     lens_options,
     lens_settings,
     out_option,
     resamples_option,
 )
 
+if TYPE_CHECKING:
+    from laya.analysis.network.gradcam_choice import GradcamChoice
+
 
 def cmd_network(args: argparse.Namespace) -> None:
     import shlex
 
-    from laya.analysis.network.report import NetworkOptions, lens_line, run_network
+    from laya.analysis.network.lens_fit import lens_line
+    from laya.analysis.network.report import NetworkOptions, run_network
     from laya.analysis.network.scores import SCORE_LABELS
     from laya.model.checkpoint import load_checkpoint
     from laya.model.sharding import quiet_unless_main, torchrun_placement
@@ -28,14 +34,15 @@ def cmd_network(args: argparse.Namespace) -> None:
     checkpoint = load_checkpoint(args.checkpoint, map_location=place.device, allow_import=args.allow_import)
     options = NetworkOptions(limit=args.limit, references=args.references, method=args.method, branch=args.branch,
                              ig_steps=args.ig_steps, resamples=args.resamples, lesion_draws=args.lesion_draws,
-                             **lens_settings(args))  # fmt: skip
+                             gradcam_sample=args.gradcam_sample, **lens_settings(args))  # fmt: skip
     out = Path(args.out or checkpoint.path)
     with quiet_unless_main(place):  # the main process alone writes and prints
         report = run_network(checkpoint, options, "laya " + shlex.join(sys.argv[1:]), args.refit_lens, dest=out,
                              write=place.main)  # fmt: skip
     if not place.main:
         return
-    print(f"{len(report.indices)} test inputs, {len(report.units)} units.\n{lens_line(report)}\n"
+    lens = lens_line(report.units, report.lens_agrees, report.lens.get("fit", {}))
+    print(f"{len(report.indices)} test inputs, {len(report.units)} units.\n{lens}\n"
           "Per-input Spearman with the interventions over the units that keep the input [95% bootstrap CI]; trusted: "
           "beats both baselines (paired bootstrap):")
     for row in report.agreement.itertuples():
@@ -50,7 +57,27 @@ def cmd_network(args: argparse.Namespace) -> None:
               f"{row.high:.3f}]  drop {row.drop:+.3f} [{row.drop_low:+.3f}, {row.drop_high:+.3f}]")
     print("k units that keep the input skipped at once, accuracy over the draws (mean, min to max): " + ", ".join(
         f"k={p.k} {p.mean:.3f} ({p.min:.3f} to {p.max:.3f})" for p in lesion.curve.itertuples()))  # fmt: skip
+    if report.gradcam is not None:
+        print_gradcam(report.gradcam)
     print(f"-> {out}")
+
+
+def print_gradcam(choice: GradcamChoice) -> None:
+    """Per unit its Grad-CAM minus a random map of its grid on each metric [95 % paired CI] (``*``: beats random),
+    the seconds per image of its map alone (and over one forward); then the unit to use."""
+    from laya.analysis.network.gradcam_choice import choice_line
+
+    print("Grad-CAM of the predicted class, each unit's map minus a random map of its grid [95% paired bootstrap CI] "
+          "(insertion and road: higher is better, deletion: lower; * beats random, Holm-corrected); seconds per image "
+          "of the unit's map alone (x one forward):")  # fmt: skip
+    beats = choice.beats
+    for cost in choice.units.itertuples():
+        rows = choice.rows[choice.rows["unit"] == cost.unit]
+        cells = [f"{r.metric} {r.diff:+.3f} [{r.diff_low:+.3f}, {r.diff_high:+.3f}]{'*' if beats[r.Index] else ' '}"
+                 for r in rows.itertuples()]  # fmt: skip
+        print(f"  {cost.unit:<28}{f'{cost.h}x{cost.w}':<7}" + "  ".join(cells)
+              + f"  {cost.seconds:.4f} s ({cost.x_forward:.1f}x)")
+    print(choice_line(choice))
 
 
 def add_network(sub: argparse._SubParsersAction) -> None:
@@ -58,7 +85,8 @@ def add_network(sub: argparse._SubParsersAction) -> None:
     nw = sub.add_parser(
         "network", help="an attached network by its own units: tuned lens + network report beside its own head",
         parents=[checkpoint_option("the own head's checkpoint directory (laya attach's own/)"), out_option(),
-                 allow_import_option(), resamples_option("bootstrap resamples (default: 1000)"), lens_options()],
+                 allow_import_option(), resamples_option("bootstrap resamples (default: 1000)"), lens_options(),
+                 gradcam_option()],
     )  # fmt: skip
     nw.add_argument("--limit", type=int, default=200,
                     help="test inputs, a class-balanced sample drawn with seed 0 (default: 200)")
@@ -77,4 +105,4 @@ def add_network(sub: argparse._SubParsersAction) -> None:
     nw.set_defaults(func=cmd_network)
 
 
-__all__ = ["add_network", "cmd_network"]
+__all__ = ["add_network", "cmd_network", "print_gradcam"]

@@ -130,6 +130,18 @@ def lens_options() -> argparse.ArgumentParser:
     return parent
 
 
+def gradcam_option() -> argparse.ArgumentParser:
+    """``--gradcam-sample``: test images of the network report's per-unit Grad-CAM test (``attach`` and ``network``;
+    the default is :data:`~laya.analysis.network.gradcam_choice.SAMPLE`, not imported here to keep ``--help`` free of
+    torch)."""
+    parent = _parent()
+    parent.add_argument("--gradcam-sample", type=int, default=50,
+                        help="network report: test images on which every unit's Grad-CAM is tested against a random "
+                        "map of its grid (insertion, ROAD, deletion), a class-balanced sample drawn with seed 0; 0 "
+                        "skips the test (default: 50)")  # fmt: skip
+    return parent
+
+
 def lens_settings(args: argparse.Namespace) -> dict[str, int]:
     """The :class:`~laya.analysis.network.report.NetworkOptions` fields of the lens flags that were given."""
     given = {"lens_sample": args.lens_sample, "lens_epochs": args.lens_epochs, "lens_patience": args.lens_patience}

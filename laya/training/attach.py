@@ -32,7 +32,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from laya.analysis.depth.report import run_depth
-from laya.analysis.network.report import lens_line, load_network_report, run_network
+from laya.analysis.network.gradcam_choice import choice_line
+from laya.analysis.network.lens_fit import lens_line
+from laya.analysis.network.report import load_network_report, run_network
 from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import write_sample
@@ -234,16 +236,17 @@ def summary(attached: Attached, resamples: int = 1000) -> str:
 
 
 def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
-    """The network report in two lines: the tuned lens's agreement with the network's prediction at every unit
-    (:func:`~laya.analysis.network.report.lens_line`) and the cheap score whose per-input Spearman with the default
+    """The network report in a few lines: the tuned lens's agreement with the network's prediction at every unit
+    (:func:`~laya.analysis.network.lens_fit.lens_line`), the cheap score whose per-input Spearman with the default
     intervention is highest among those that beat the better baseline of structure alone
-    (:func:`~laya.analysis.network.scores.best_score`), or that none does."""
+    (:func:`~laya.analysis.network.scores.best_score`), or that none does, and the unit whose Grad-CAM to use
+    (:func:`~laya.analysis.network.gradcam_choice.choice_line`) where the report tested them."""
     if attached.network_error:
         return ["", f"Network report not written: {attached.network_error}"]
     report = load_network_report(attached.heads[OWN]) if OWN in attached.heads else None
     if report is None:
         return []
-    lines = ["", lens_line(report)]
+    lines = ["", lens_line(report.units, report.lens_agrees, report.lens.get("fit", {}))]
     best = best_score(report.agreement, report.method)
     if best is None:
         lines.append(f"No cheap per-unit score is to be trusted against {report.method}: none beats what structure "
@@ -253,6 +256,8 @@ def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
                      f"Spearman {best['spearman_mean']:.2f} [{best['ci_low']:.2f}, {best['ci_high']:.2f}], above the "
                      f"better baseline by {best['vs_baseline']:.2f} "
                      f"[{best['vs_low']:.2f}, {best['vs_high']:.2f}]")  # fmt: skip
+    if report.gradcam is not None:
+        lines.append(choice_line(report.gradcam))
     return lines
 
 

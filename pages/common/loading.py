@@ -32,7 +32,10 @@ from laya.analysis.depth.report_record import DEPTH_FILE
 from laya.analysis.head.explain import Explanation, explain_bytes
 from laya.analysis.head.spatial import ClassMaps, sample_class_maps
 from laya.analysis.network.explain import NetworkExplanation, network_bytes
+from laya.analysis.network.gradcam_choice import GradcamChoice
 from laya.analysis.network.lens import LENS_CONFIG, LENS_WEIGHTS
+from laya.analysis.network.report import load_network_report
+from laya.analysis.network.report_record import REPORT_JSON
 from laya.analysis.network.unit_patching import UnitPatch, patch_units_bytes
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import PatchEffects, patch_bytes
@@ -480,6 +483,22 @@ def load_sample(path: str | Path) -> Sample | None:
         return _load_sample(str(path), _stamp(Path(path) / SAMPLE_FILE))
     except AttachedFileError as error:
         st.warning(shown(f"The test-set sample cannot be shown: {error}"))
+        return None
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _gradcam_choice(path: str, stamp: int) -> GradcamChoice | None:
+    report = load_network_report(path)
+    return None if report is None else report.gradcam
+
+
+def gradcam_choice(path: str | Path) -> GradcamChoice | None:
+    """Which unit's Grad-CAM the stored network report beside an own-classifier checkpoint says to use (its
+    ``gradcam`` section), or None: no report, one written before the test, or one whose files do not read (the
+    stored-report views say what is wrong)."""
+    try:
+        return _gradcam_choice(str(path), _stamp(Path(path) / REPORT_JSON))
+    except AttachedFileError:
         return None
 
 

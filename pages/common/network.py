@@ -9,12 +9,12 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from laya.app import head_comparison, input_images
+from laya.app import gradcam_views, head_comparison, input_images
 from laya.app import network_views as nv
 from laya.app.text import shown
 from laya.model.attached_files import AttachedFileError
 from laya.sandbox.info import ModelInfo
-from pages.common.loading import network
+from pages.common.loading import gradcam_choice, network
 
 NO_REPORT = ("The per-class and agreement views come from the stored network report, computed by "
              "`laya network --checkpoint DIR` (over the test set: per input every unit's drop, lens and "
@@ -61,11 +61,23 @@ def unit_profile(info: ModelInfo, name: str, data: bytes, key: str, lens: bool =
                           key=f"{key}_cam_class")  # fmt: skip
     if chosen != result.cam_class:
         result = network(str(info.path), name, data, method, granularity, chosen, branch)
-    strip = nv.gradcam_figure(result, input_images.input_pixels(data, info.meta.input, 1), classes)
+    choice = gradcam_choice(str(info.path))
+    chosen = None if choice is None else choice.chosen
+    strip = nv.gradcam_figure(result, input_images.input_pixels(data, info.meta.input, 1), classes, chosen)
     st.plotly_chart(shown(strip, "plotly"), key=f"{key}_gradcam")
     st.caption("Grad-CAM of the class at every unit, from one forward and one backward of the network: the "
-               "channels weighted by their mean gradient, rectified, each map scaled to [0, 1].")
-    return [*sections, (nv.GRADCAM_TITLE, strip)]
+               "channels weighted by their mean gradient, rectified, each map scaled to [0, 1]."
+               + ("" if chosen is None else " Framed: the unit whose map beats a random one on the most pixel "
+                  "metrics over the network report's test images (predicted class), below."))  # fmt: skip
+    sections += [(nv.GRADCAM_TITLE, strip)]
+    if choice is not None:
+        with st.expander("Which unit's Grad-CAM to trust on this network (the network report's test images)"):
+            figure = gradcam_views.gradcam_choice_figure(choice)
+            st.plotly_chart(shown(figure, "plotly"), key=f"{key}_gradcam_choice")
+            st.dataframe(gradcam_views.gradcam_choice_table(choice), hide_index=True)
+            st.caption(shown(gradcam_views.gradcam_choice_caption(choice)))
+        sections.append((gradcam_views.CHOICE_TITLE, figure))
+    return sections
 
 
 def stage_summed(info: ModelInfo, name: str, data: bytes, key: str) -> go.Figure | None:

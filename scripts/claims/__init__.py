@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from claims import benchmarks, breadth, comparisons, counts, depth, environment, install, paper, spatial, speed, tables
+from claims import (benchmarks, breadth, comparisons, counts, depth, environment, install, network, paper, spatial, speed,
+                    tables)
 
 CLAIMS: dict[str, Callable[[str], str]] = {
     **comparisons.CLAIMS, **tables.CLAIMS, **spatial.CLAIMS, **paper.CLAIMS, **speed.CLAIMS, **counts.CLAIMS,
-    **depth.CLAIMS, **benchmarks.CLAIMS, **breadth.CLAIMS, **install.CLAIMS, **environment.CLAIMS,
+    **depth.CLAIMS, **benchmarks.CLAIMS, **breadth.CLAIMS, **install.CLAIMS, **environment.CLAIMS, **network.CLAIMS,
 }  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -429,3 +430,56 @@ def test_an_attached_vit_s_units_patching_and_depth(
     lens = next(s for t, s in shown.items() if t.startswith("Per-layer lens"))
     assert "pre-logits" not in [x for trace in lens["data"] for x in trace.get("x", [])]
     assert any(FIXED_LENS_NOTE in t for t in texts(at))
+
+
+def test_inspect_frames_the_unit_whose_grad_cam_beats_random(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stored Grad-CAM test beside the own head: its per-unit differences in an expander under the strip, and
+    the unit it names framed in the strip (here made to name layer2.1 by its rows: its ROAD difference alone above 0,
+    Holm-corrected)."""
+    from dataclasses import replace
+
+    from laya.analysis.network.report import load_network_report
+    from laya.app.gradcam_views import CHOICE_TITLE, CHOSEN_MARK
+
+    stored = load_network_report(attached.heads[OWN]).gradcam
+    assert stored is not None and list(stored.units["unit"]) == UNITS  # attach tested every unit
+    at = _start(attached, image_folder, monkeypatch)
+    _ok(at, "inspect")
+    choice = next(s for t, s in charts(at).items() if t.startswith(CHOICE_TITLE))
+    road = stored.rows[stored.rows["metric"] == "road"]
+    assert choice["data"][1]["x"] == road["unit"].tolist()
+    assert values(choice["data"][1]["y"]) == pytest.approx(road["diff"].tolist())
+    rows = stored.rows.assign(holm_p=1.0)  # no row beats random ...
+    winner = (rows["unit"] == "layer2.1") & (rows["metric"] == "road")
+    rows.loc[winner, ["diff_low", "diff_high", "holm_p"]] = [0.1, 0.3, 0.0]  # ... but layer2.1's on ROAD
+    page_module = sys.modules["pages.common.network"]  # ``pages.common.network`` names the loader function too
+    monkeypatch.setattr(page_module, "gradcam_choice", lambda path: replace(stored, rows=rows))
+    at.run()
+    _ok(at, "inspect, a unit chosen")
+    strip = next(s for t, s in charts(at).items() if t.startswith(GRADCAM_TITLE))
+    titles = [unplain(a["text"]) for a in strip["layout"]["annotations"]]
+    assert [t for t in titles if t.endswith(CHOSEN_MARK)] == [f"layer2.1{CHOSEN_MARK}"]
+    assert [s["line"]["width"] for s in strip["layout"]["shapes"]] == [4]
+    assert any("Framed: the unit whose map beats a random one" in t for t in texts(at))
+
+
+def test_the_depth_page_shows_a_units_lesion_per_class(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the lesion study, one unit's drop per true class with its paired CI, the unit chosen in a selectbox."""
+    from laya.analysis.network.report import load_network_report
+    from laya.app.lesion_views import CLASS_LESION_TITLE
+
+    by_class = load_network_report(attached.heads[OWN]).lesion.by_class
+    at = _on_page(attached, image_folder, monkeypatch, "depth")
+    at.selectbox(key="depth_lesion_unit").set_value("layer3.0").run()
+    _ok(at, "depth, a unit's lesion per class")
+    title, spec = next((t, s) for t, s in charts(at).items() if t.startswith(CLASS_LESION_TITLE))
+    assert "layer3.0 skipped" in title
+    rows = by_class[(by_class["intervention"] == "skip") & (by_class["unit"] == "layer3.0")]
+    assert spec["data"][0]["x"] == rows["class"].tolist() == ["blue", "green", "red"]
+    assert values(spec["data"][0]["y"]) == pytest.approx(rows["drop"].tolist())
+    table = next(d.value for d in at.dataframe if "drop [95% paired CI]" in d.value.columns)
+    assert table["inputs"].tolist() == rows["n"].tolist()

@@ -4,7 +4,7 @@ import json
 
 from tests.scripts.test_prose_claims import claims as prose_claims  # noqa: F401  (puts scripts/ on sys.path)
 
-from claims import comparisons, paper, spatial, speed  # noqa: E402
+from claims import comparisons, network, paper, spatial, speed  # noqa: E402
 
 
 def _comparisons(tmp_path, ps: list[float]) -> str:
@@ -100,3 +100,17 @@ def test_the_summary_counts_the_comparisons_that_keep_a_direction(tmp_path):
     setting.mkdir()
     _comparisons(setting, [0.01, 0.03, 0.04])
     assert "my-setting 1 of 3 over seeds, 1 of 3 over seed 0's inputs" in comparisons.comparisons_summary(str(tmp_path))
+
+
+def test_the_grad_cam_choice_names_the_unit_its_rows_choose(tmp_path):
+    from tests.hostile import beating_rows, with_gradcam
+
+    record = {"units": ["stem", "layer1", "layer2"]}
+    (tmp_path / "network.json").write_text(json.dumps(record))
+    assert "predates the Grad-CAM test" in network.gradcam_choice(str(tmp_path))
+    (tmp_path / "network.json").write_text(json.dumps(with_gradcam(rows=beating_rows, chosen="layer1")(record)))
+    text = network.gradcam_choice(str(tmp_path))
+    assert "10 test images, class-balanced, seed 0" in text and "use `layer1`." in text
+    row = "| `layer1` | 4×4 | +0.200 [+0.100, +0.300] better than random | +0.000 [-0.100, +0.100] not better "
+    assert row in text
+    assert "| `stem` | 4×4 |  |  |  | 0.0100 (2.0×) |" in text  # a unit without rows: empty cells, its cost

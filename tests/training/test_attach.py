@@ -22,7 +22,8 @@ torch.set_num_threads(1)
 QUICK = {
     "evaluation": EvalOptions(modes=("mean",), resamples=50, ig_steps=4),
     "depth": DepthOptions(limit=24, train_limit=48, resamples=50, random_orders=1, timing_batch=4, timing_repeats=1),
-    "network": NetworkOptions(limit=6, references=2, ig_steps=2, resamples=50, lens_sample=24, lens_epochs=1),
+    "network": NetworkOptions(limit=6, references=2, ig_steps=2, resamples=50, lens_sample=24, lens_epochs=1,
+                              gradcam_sample=6),
 }
 
 
@@ -106,6 +107,7 @@ def test_attach_writes_four_heads_a_summary_and_depth(
     assert report.units[-1] == "layer4.0" and report.drops.shape == (6, len(report.units))
     assert report.last_unit_agreement >= 0.99 and attached.network_error is None
     assert report.lesion.n == 6 and report.lesion.curve["k"].iloc[-1] == sum(report.residual)  # the lesion study too
+    assert report.gradcam.n == 6 and list(report.gradcam.units["unit"]) == report.units  # every unit's Grad-CAM tested
     own = load_checkpoint(attached.heads[OWN])
     x = own.preprocess(own.load_data("test").images)
     with torch.no_grad():
@@ -123,6 +125,7 @@ def test_attach_writes_four_heads_a_summary_and_depth(
     assert "layer4.0 100.0% (identity translator: equal by construction)" in text  # the last unit's lens
     trusted = "Cheap score to trust against resample" in text
     assert trusted or "No cheap per-unit score is to be trusted against resample" in text
+    assert "Grad-CAM to use: " in text or "Grad-CAM: no unit's map beats a random one" in text
     assert len(text.splitlines()) <= 24  # one screen
     _own_head_shows_its_block_ablation_at_once(tmp_path / "models", attached.heads[OWN], monkeypatch)
 

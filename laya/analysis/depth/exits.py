@@ -29,6 +29,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from laya.analysis.depth.readouts import LayerProbes
 from laya.analysis.statistics import bootstrap_ci, bootstrap_cis, paired_bootstrap, verdict
+from laya.analysis.timing import fastest_seconds
 from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TimmBackbone
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import LayerHead, MixHead
@@ -64,19 +65,7 @@ def layer_costs(model: LayerwiseClassifier, x: Tensor, repeats: int = 7) -> Tens
     if repeats < 1 or len(x) == 0:
         raise ValueError(f"need repeats >= 1 and a non-empty batch, got {repeats} and {len(x)} inputs")
     runs = [lambda k=k: model.backbone.forward_to(x, k) for k in range(len(model.layer_names))] + [lambda: model(x)]
-    for run in runs:
-        run()  # warm-up
-    best = [float("inf")] * len(runs)
-    for _ in range(repeats):
-        for k, run in enumerate(runs):
-            if x.is_cuda:
-                torch.cuda.synchronize(x.device)
-            start = time.perf_counter()
-            run()
-            if x.is_cuda:
-                torch.cuda.synchronize(x.device)
-            best[k] = min(best[k], time.perf_counter() - start)
-    return torch.tensor(best, dtype=torch.float64) / len(x)
+    return torch.tensor(fastest_seconds(runs, repeats, x.device), dtype=torch.float64) / len(x)
 
 
 def exit_curve(

@@ -25,7 +25,7 @@ would mix the overwritten values with the gradient of the values before (on the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -37,11 +37,12 @@ from laya.analysis.network.recording import as_network, prefix_tokens, run_units
 @dataclass
 class UnitCAM:
     """``maps`` ``(B, U, H, W)`` in ``[0, 1]`` per unit; ``classes`` ``(B,)`` the class explained; ``logits``
-    ``(B, K)`` the network's own."""
+    ``(B, K)`` the network's own; ``grids`` per unit the ``(h, w)`` of its own map before the resize."""
 
     maps: Tensor
     classes: Tensor
     logits: Tensor
+    grids: list[tuple[int, int]] = field(default_factory=list)
 
 
 def unit_gradcam(model: nn.Module, x: Tensor, units: Sequence[str], classes: Tensor | None = None) -> UnitCAM:
@@ -60,11 +61,15 @@ def unit_gradcam(model: nn.Module, x: Tensor, units: Sequence[str], classes: Ten
             raise ValueError(f"classes must be (B,) = ({x.shape[0]},), got {tuple(chosen.shape)}")
         score = run.logits.gather(1, chosen.view(-1, 1)).sum()  # each input's logit depends on that input alone
         grads = torch.autograd.grad(score, run.outputs, allow_unused=True)
-    maps = []
-    for cam in raw_cams(network, run.outputs, grads):
-        cam = F.interpolate(scaled(cam), size=x.shape[-2:], mode="bilinear", align_corners=False)
-        maps.append(scaled(cam))  # resized values miss the grid's extremes: scaled again, as the package does
-    return UnitCAM(torch.cat(maps, 1), chosen, run.logits.detach())
+    cams = raw_cams(network, run.outputs, grads)
+    grids = [(cam.shape[-2], cam.shape[-1]) for cam in cams]
+    return UnitCAM(torch.cat([resized(cam, x.shape[-2:]) for cam in cams], 1), chosen, run.logits.detach(), grids)
+
+
+def resized(cam: Tensor, size: Sequence[int]) -> Tensor:
+    """A map ``(B, 1, h, w)`` on its grid as Grad-CAM shows it at ``size`` ``(H, W)``: scaled, resized bilinearly
+    (half-pixel centres), scaled again (resized values miss the grid's extremes, as the package does)."""
+    return scaled(F.interpolate(scaled(cam), size=tuple(size), mode="bilinear", align_corners=False))
 
 
 def raw_cams(network: nn.Module, outputs: Sequence[Tensor], grads: Sequence[Tensor | None]) -> list[Tensor]:
@@ -86,4 +91,4 @@ def scaled(cam: Tensor) -> Tensor:
     return cam / (1e-7 + cam.amax(dim=(2, 3), keepdim=True))
 
 
-__all__ = ["UnitCAM", "raw_cams", "scaled", "unit_gradcam"]
+__all__ = ["UnitCAM", "raw_cams", "resized", "scaled", "unit_gradcam"]

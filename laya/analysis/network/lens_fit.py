@@ -191,4 +191,14 @@ def lens_summary(
     })  # fmt: skip
 
 
-__all__ = ["EXACT", "FIT_OPTIONS", "constant_kl", "fit_tuned_lens", "held_out_split", "lens_summary"]
+def lens_line(units: Sequence[str], agrees: Tensor, fit: dict) -> str:
+    """One line: per unit the share of the test inputs of ``agrees`` ``(N, U)`` (the tuned lens's class is the
+    network's prediction) that agree; a unit whose translator was kept at the identity because it already is the
+    network (``fit["exact"]``) is named as equal by construction."""
+    exact = set(fit.get("exact", []))
+    shares = [f"{unit} {share:.1%}" + (" (identity translator: equal by construction)" if unit in exact else "")
+              for unit, share in zip(units, agrees.double().mean(0).tolist())]  # fmt: skip
+    return f"Tuned lens = the network's class, per unit, on {len(agrees):,} test inputs: " + ", ".join(shares)
+
+
+__all__ = ["EXACT", "FIT_OPTIONS", "constant_kl", "fit_tuned_lens", "held_out_split", "lens_line", "lens_summary"]

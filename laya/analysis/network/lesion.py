@@ -4,8 +4,9 @@
   :mod:`~laya.analysis.network.interventions`) and, separately, resampled (its branch from ``K`` reference inputs,
   the class of the ``K``-averaged probabilities), each with a percentile bootstrap CI over the inputs and its paired
   difference to the intact network (paired bootstrap over the same inputs: ``drop = acc(intact) - acc(lesioned)``);
-  the same per true class. A unit that does not keep its input (no shortcut: a stem, a transition) cannot be
-  skipped: its skip entry is the resample fallback, and ``method`` says so.
+  the same per true class (``by_class``: each class's accuracy with its CI and its paired drop, over that class's
+  inputs alone; ``classes``: the accuracies as a class x unit table). A unit that does not keep its input (no
+  shortcut: a stem, a transition) cannot be skipped: its skip entry is the resample fallback, and ``method`` says so.
 * **k units at once**: ``k = 0 .. U'`` of the ``U'`` units that keep the input skipped together, ``draws`` seeded
   random sets per ``k`` (``k = 0`` the intact network, ``k = U'`` every such unit): accuracy per draw, its mean,
   standard deviation and range over the draws. Units that do not keep the input are never deleted (removing one
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +30,8 @@ from laya.analysis.depth.readouts import class_groups
 from laya.analysis.head.ablation import float64_head
 from laya.analysis.network.units import Streams, Unit
 from laya.analysis.patching import on_input
-from laya.analysis.statistics import bootstrap_ci, paired_bootstrap
+from laya.analysis.statistics import bootstrap_ci, mean_intervals, paired_bootstrap, paired_mean_differences
+from laya.analysis.strict_json import split_table
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
 
@@ -37,6 +40,8 @@ ROWS = 512  # rows (inputs x settings) per pass of the k-curve
 SINGLE_COLUMNS = ("intervention", "unit", "method", "accuracy", "low", "high", "drop", "drop_low", "drop_high",
                   "p_value")  # fmt: skip
 CURVE_COLUMNS = ("k", "draws", "mean", "sd", "min", "max")
+CLASS_COLUMNS = ("intervention", "class", "unit", "n", "accuracy", "low", "high", "drop", "drop_low", "drop_high",
+                 "p_value")  # fmt: skip
 INTACT = "intact"
 
 
@@ -102,19 +107,50 @@ class LesionStudy:
     """The lesion study over ``n`` test inputs: ``intact`` accuracy (estimate, low, high); ``single`` one row per
     intervention (``skip``, ``resample``) and unit (:data:`SINGLE_COLUMNS`); ``classes`` per intervention a class x
     (``intact``, units) accuracy table, rows ``all`` then each true class with inputs, a last column ``n``;
-    ``curve`` one row per ``k`` (:data:`CURVE_COLUMNS`: the mean, sd and range of accuracy over the draws)."""
+    ``curve`` one row per ``k`` (:data:`CURVE_COLUMNS`: the mean, sd and range of accuracy over the draws);
+    ``by_class`` one row per intervention, true class and (``intact``, units) (:data:`CLASS_COLUMNS`: the class's
+    ``n`` inputs, accuracy [bootstrap CI] and the paired drop from intact [CI], p; NaN drop for ``intact``), None in a
+    report written before it."""
 
     n: int
     intact: list[float]
     single: pd.DataFrame
     classes: dict[str, pd.DataFrame]
     curve: pd.DataFrame
+    by_class: pd.DataFrame | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``lesion`` section of ``network.json`` (tables in pandas' ``split`` layout; ``by_class`` only where
+        computed)."""
+        record = {"n": self.n, "intact": self.intact, "single": self.single.to_dict(orient="records"),
+                  "classes": {k: split_table(v) for k, v in self.classes.items()},
+                  "curve": self.curve.to_dict(orient="records")}  # fmt: skip
+        return record | ({} if self.by_class is None else {"by_class": self.by_class.to_dict(orient="records")})
 
 
 def _class_table(correct: dict[str, Tensor], labels: Tensor, classes: Sequence[str]) -> pd.DataFrame:
     rows = {name: [*(float(c[chosen].double().mean()) for c in correct.values()), int(chosen.sum())]
             for name, chosen in class_groups(labels, classes)}  # fmt: skip
     return pd.DataFrame.from_dict(rows, orient="index", columns=[*correct, "n"]).rename_axis("class")
+
+
+def _class_rows(name: str, correct: dict[str, Tensor], labels: Tensor, classes: Sequence[str], resamples: int,
+                seed: int) -> list[list[Any]]:  # fmt: skip
+    """Rows of :data:`CLASS_COLUMNS` for one intervention: per true class with inputs, over its inputs alone, each of
+    ``correct`` (``intact`` first, then the units; ``(N,)`` 0/1) with its bootstrap CI and its paired drop from intact
+    (the same resamples for every column of a class)."""
+    rows = []
+    for i, (group, chosen) in enumerate(class_groups(labels, classes)):
+        if i == 0:  # every input: the single rows
+            continue
+        values = torch.stack([c[chosen] for c in correct.values()], 1)  # (n_c, 1 + U), intact first
+        cis = mean_intervals(values, resamples, seed)
+        drops = [None, *paired_mean_differences(values, [(0, k) for k in range(1, values.shape[1])], resamples, seed)]
+        for unit, ci, d in zip(correct, cis, drops):
+            paired = [math.nan] * 4 if d is None else [d.difference.estimate, d.difference.low, d.difference.high,
+                                                       d.p_value]  # fmt: skip
+            rows.append([name, group, unit, len(values), ci.estimate, ci.low, ci.high, *paired])
+    return rows
 
 
 def lesion_study(
@@ -128,7 +164,7 @@ def lesion_study(
     under the k-curve's sets of ``ks`` ``(M,)`` (:func:`lesion_masks`; None where no unit keeps its input)."""
     base = (predictions == labels).double()
     intact = bootstrap_ci(base, resamples=resamples, seed=seed)
-    rows, tables = [], {}
+    rows, tables, by_class = [], {}, []
     for name, lesion in lesioned.items():
         correct = {INTACT: base}
         for u, unit in enumerate(units):
@@ -139,6 +175,7 @@ def lesion_study(
             rows.append([name, unit, methods[name][u], acc.estimate, acc.low, acc.high, drop.difference.estimate,
                          drop.difference.low, drop.difference.high, drop.p_value])  # fmt: skip
         tables[name] = _class_table(correct, labels, classes)
+        by_class += _class_rows(name, correct, labels, classes, resamples, seed)
     points = []
     if curve is not None and ks is not None:
         accuracy = (curve == labels).double().mean(1)  # (M,)
@@ -147,8 +184,9 @@ def lesion_study(
             points.append([k, len(a), float(a.mean()), float(a.std(unbiased=False)), float(a.min()), float(a.max())])
     return LesionStudy(len(labels), [intact.estimate, intact.low, intact.high],
                        pd.DataFrame(rows, columns=list(SINGLE_COLUMNS)), tables,
-                       pd.DataFrame(points, columns=list(CURVE_COLUMNS)))  # fmt: skip
+                       pd.DataFrame(points, columns=list(CURVE_COLUMNS)),
+                       pd.DataFrame(by_class, columns=list(CLASS_COLUMNS)))  # fmt: skip
 
 
-__all__ = ["CURVE_COLUMNS", "DRAWS", "INTACT", "ROWS", "SINGLE_COLUMNS", "LesionStudy", "lesion_masks", "lesion_study",
-           "skipped_predictions"]  # fmt: skip
+__all__ = ["CLASS_COLUMNS", "CURVE_COLUMNS", "DRAWS", "INTACT", "ROWS", "SINGLE_COLUMNS", "LesionStudy", "lesion_masks",
+           "lesion_study", "skipped_predictions"]  # fmt: skip

@@ -42,8 +42,11 @@ Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safet
     baselines has no values in the last six); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in
     pandas' ``split`` layout, rows ``"all"`` then each class with inputs, a last column ``n``; metrics
     ``lens_prob``, ``lens_kl``, ``lens_agrees``, ``drops``); ``lesion`` the lesion study on the same inputs
-    (:class:`~laya.analysis.network.lesion.LesionStudy`: ``n``, ``intact``, ``single`` and ``curve`` records,
-    ``classes`` tables; absent before it); ``shapes`` (every array's shape, checked on load).
+    (:class:`~laya.analysis.network.lesion.LesionStudy`: ``n``, ``intact``, ``single``, ``curve`` and ``by_class``
+    records, ``classes`` tables; absent before it, ``by_class`` too); ``gradcam`` every unit's Grad-CAM against
+    random on the pixel metrics and the unit to use (:class:`~laya.analysis.network.gradcam_choice.GradcamChoice`, on
+    ``options.gradcam_sample`` test images; absent before it or with 0); ``shapes`` (every array's shape, checked on
+    load).
 
 Reading (for the pages)::
 
@@ -93,6 +96,7 @@ from laya.analysis.network.lens import (
     save_tuned_lens,
     unit_lens,
 )
+from laya.analysis.network.gradcam_choice import SAMPLE, GradcamChoice, sampled_gradcam_choice
 from laya.analysis.network.lens_fit import fit_tuned_lens, lens_summary
 from laya.analysis.network.lesion import DRAWS, LesionStudy, lesion_masks, lesion_study, skipped_predictions
 from laya.analysis.network.recording import as_network
@@ -111,11 +115,12 @@ from laya.analysis.network.report_record import (
     agreement_records,
     checked_record,
     class_unit_tables,
+    gradcam_record,
     lesion_record,
 )
 from laya.analysis.network.units import Unit, network_units
 from laya.analysis.sample import sample_indices
-from laya.analysis.strict_json import json_safe
+from laya.analysis.strict_json import json_safe, split_table
 from laya.data.datasets import Images, batch_indices
 from laya.model.attached_files import (
     AttachedFileError,
@@ -144,7 +149,9 @@ class NetworkOptions:
     ``ig_steps`` and ``baseline`` of integrated gradients, ``batch_size`` inputs per pass, ``resamples`` of every
     bootstrap CI; the tuned lens's fit when none is stored: ``lens_sample`` training inputs, ``lens_epochs`` the
     cap on its epochs, ``lens_lr``, ``lens_patience`` (:class:`~laya.analysis.network.lens.TunedLensConfig`);
-    ``lesion_draws`` random sets of units per ``k`` in the lesion study (:mod:`~laya.analysis.network.lesion`)."""
+    ``lesion_draws`` random sets of units per ``k`` in the lesion study (:mod:`~laya.analysis.network.lesion`);
+    ``gradcam_sample`` test images of the per-unit Grad-CAM test (:mod:`~laya.analysis.network.gradcam_choice`;
+    0: none)."""
 
     limit: int | None = 200
     references: int = RESAMPLES
@@ -160,6 +167,7 @@ class NetworkOptions:
     lens_lr: float = LR
     lens_patience: int = PATIENCE
     lesion_draws: int = DRAWS
+    gradcam_sample: int = SAMPLE
 
     def __post_init__(self) -> None:
         if self.method not in NAMES or self.branch not in BRANCHES:
@@ -167,8 +175,10 @@ class NetworkOptions:
                              f"{self.method!r}, {self.branch!r}")  # fmt: skip
         sizes = ("references", "ig_steps", "batch_size", "resamples", "lens_sample", "lesion_draws")
         small = {k: v for k, v in asdict(self).items() if k in sizes and v < 1}
-        if small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0 or self.lens_patience < 1:
-            raise ValueError(f"network report sizes must be positive (lens_epochs >= 0, lens_patience >= 1); got "
+        if (small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0 or self.lens_patience < 1
+                or self.gradcam_sample < 0):  # fmt: skip
+            raise ValueError(f"network report sizes must be positive (lens_epochs, gradcam_sample >= 0, lens_patience "
+                             f">= 1); got "
                              f"{small or asdict(self)}")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -214,6 +224,7 @@ class NetworkReport:
     command: str = ""
     setting_command: str = ""  # the command that made the attached setting (``laya attach``); "" where it is this one
     lesion: LesionStudy | None = None  # absent from a report written before the lesion study
+    gradcam: GradcamChoice | None = None  # absent before it, or where ``options.gradcam_sample`` is 0
 
     @property
     def last_unit_agreement(self) -> float:
@@ -360,22 +371,10 @@ def network_report(
                                  options.seed)  # fmt: skip
     report.lens = {"source": whole.source, "command": tuned.config.command, "fit": tuned.config.fit,
                    "units": summary.to_dict(orient="records")}  # fmt: skip
+    if options.gradcam_sample:
+        report.gradcam = sampled_gradcam_choice(backbone, checkpoint.preprocess, test, names, options.gradcam_sample,
+                                                options.seed, options.resamples, options.batch_size)  # fmt: skip
     return report
-
-
-def lens_line(report: NetworkReport) -> str:
-    """One line: per unit the share of the report's test inputs whose tuned-lens class is the network's prediction;
-    a unit whose translator was kept at the identity because it already is the network (``fit["exact"]``) is
-    named as equal by construction."""
-    exact = set(report.lens.get("fit", {}).get("exact", []))
-    shares = [f"{unit} {share:.1%}" + (" (identity translator: equal by construction)" if unit in exact else "")
-              for unit, share in zip(report.units, report.lens_agrees.double().mean(0).tolist())]  # fmt: skip
-    return f"Tuned lens = the network's class, per unit, on {len(report.indices):,} test inputs: " + ", ".join(shares)
-
-
-def _json_table(table: pd.DataFrame) -> dict[str, Any]:
-    split = table.to_dict(orient="split")
-    return {"index": list(split["index"]), "columns": list(split["columns"]), "data": split["data"]}
 
 
 def write_network_report(checkpoint: Checkpoint | None, report: NetworkReport, dest: str | Path) -> Path:
@@ -390,11 +389,9 @@ def write_network_report(checkpoint: Checkpoint | None, report: NetworkReport, d
                                            "skip_methods", "classes", "references", "lens", "options", "command",
                                            "setting_command")},
         "agreement": report.agreement.to_dict(orient="records"),
-        "tables": {k: _json_table(v) for k, v in report.tables.items()},
-        "lesion": None if (lesion := report.lesion) is None else {
-            "n": lesion.n, "intact": lesion.intact, "single": lesion.single.to_dict(orient="records"),
-            "classes": {k: _json_table(v) for k, v in lesion.classes.items()},
-            "curve": lesion.curve.to_dict(orient="records")},
+        "tables": {k: split_table(v) for k, v in report.tables.items()},
+        "lesion": None if report.lesion is None else report.lesion.to_record(),
+        "gradcam": None if report.gradcam is None else report.gradcam.to_record(),
         "shapes": {k: list(v.shape) for k, v in arrays.items()},
     }  # fmt: skip
     atomic_write_tensors(dest / REPORT_TENSORS, {k: v.contiguous() for k, v in arrays.items()})
@@ -418,7 +415,8 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
         return None
     record = checked_record(read_json(path, REPORT_JSON, MAX_REPORT_JSON))
     agreement, tables = agreement_records(record["agreement"]), class_unit_tables(record["tables"], record["units"])
-    lesion = lesion_record(record.get("lesion"), record["units"])
+    lesion = lesion_record(record.get("lesion"), record["units"], record["classes"])
+    gradcam = gradcam_record(record.get("gradcam"), record["units"])
     tensors = attached_file(dest, REPORT_TENSORS)
     if tensors is None:
         raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS} is missing beside {REPORT_JSON}")
@@ -455,6 +453,7 @@ def load_network_report(dest: str | Path) -> NetworkReport | None:
         tables=tables, skip_drops=arrays.get("skip_drops"), skip_methods=record.get("skip_methods", []),
         references=record.get("references", 0), lens=record.get("lens", {}), options=record.get("options", {}),
         command=record.get("command", ""), setting_command=record.get("setting_command", ""), lesion=lesion,
+        gradcam=gradcam,
     )  # fmt: skip
 
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pandas as pd
 
+from laya.analysis.network.gradcam_choice import METRICS, ROW_COLUMNS, UNIT_COLUMNS, GradcamChoice
 from laya.analysis.network.lens_record import check_fit
-from laya.analysis.network.lesion import CURVE_COLUMNS, INTACT, SINGLE_COLUMNS, LesionStudy
+from laya.analysis.network.lesion import CLASS_COLUMNS, CURVE_COLUMNS, INTACT, SINGLE_COLUMNS, LesionStudy
 from laya.analysis.network.scores import AGREEMENT_COLUMNS, TRUST_COLUMNS
 from laya.model.attached_files import MAX_UNITS, AttachedFileError, field_error
 
@@ -17,6 +18,8 @@ REPORT_JSON = "network.json"
 LENS_COLUMNS = ("unit", "kl", "logit_kl", "constant_kl", "agreement")  # lens_fit.lens_summary's records
 LESIONS = ("skip", "resample")  # the interventions of a lesion study
 MAX_REPORT_JSON = 32 << 20  # a network.json is tens of KB (8 class x unit tables); 1,000 classes stay well inside
+LESION_FIELDS = frozenset({"n", "intact", "single", "classes", "curve"})
+GRADCAM_FIELDS = frozenset({"n", "seed", "rows", "units", "forward_seconds", "all_seconds", "chosen"})
 
 
 def _texts(value: Any, field: str, length: int | None = None) -> list[str]:
@@ -70,12 +73,13 @@ def class_unit_tables(tables: Any, units: list[str], field: str = "tables") -> d
     return out
 
 
-def _records(rows: Any, field: str, columns: tuple[str, ...], texts: int, counts: int) -> pd.DataFrame:
+def _records(rows: Any, field: str, columns: tuple[str, ...], texts: int, counts: int,
+             most: int | None = MAX_UNITS * 4) -> pd.DataFrame:  # fmt: skip
     """Records of exactly ``columns``: the first ``texts`` texts, the next ``counts`` non-negative integers, the rest
-    numbers or null."""
+    numbers or null; at most ``most`` (None: as many as the file's size allows)."""
     rule = (f"must be a list of records of {', '.join(columns)} ({texts} texts, {counts} non-negative integers, "
             "then numbers or null)")
-    if not isinstance(rows, list) or len(rows) > MAX_UNITS * 4:
+    if not isinstance(rows, list) or (most is not None and len(rows) > most):
         raise field_error(REPORT_JSON, field, rows, rule)
     for i, row in enumerate(rows):
         if (not isinstance(row, dict) or set(row) != set(columns)
@@ -88,13 +92,15 @@ def _records(rows: Any, field: str, columns: tuple[str, ...], texts: int, counts
     return frame.astype(dict.fromkeys(numbers, float))  # null as NaN, never None in a number column
 
 
-def lesion_record(lesion: Any, units: list[str]) -> LesionStudy | None:
+def lesion_record(lesion: Any, units: list[str], classes: list[str] | None = None) -> LesionStudy | None:
     """The ``lesion`` section (None where the report has none): ``n`` inputs, ``intact`` (estimate, low, high),
-    ``single`` records of units of ``units``, ``classes`` class x (intact, units) tables, ``curve`` records."""
+    ``single`` records of units of ``units``, ``classes`` class x (intact, units) tables, ``curve`` records; and, in a
+    report that has them, ``by_class`` records (:func:`lesion_class_records`, of ``classes``)."""
     if lesion is None:
         return None
-    if not isinstance(lesion, dict) or set(lesion) != {"n", "intact", "single", "classes", "curve"}:
-        raise field_error(REPORT_JSON, "lesion", lesion, "must hold n, intact, single, classes and curve")
+    if not isinstance(lesion, dict) or not LESION_FIELDS <= set(lesion) <= {*LESION_FIELDS, "by_class"}:
+        raise field_error(REPORT_JSON, "lesion", lesion, "must hold n, intact, single, classes and curve (and may "
+                                                         "hold by_class)")  # fmt: skip
     if type(lesion["n"]) is not int or lesion["n"] < 0:
         raise field_error(REPORT_JSON, "lesion.n", lesion["n"], "must be a non-negative integer")
     intact = lesion["intact"]
@@ -108,8 +114,55 @@ def lesion_record(lesion: Any, units: list[str]) -> LesionStudy | None:
         raise field_error(REPORT_JSON, "lesion.single", sorted(set(single["unit"]) - set(units)),
                           "must name units of the report")  # fmt: skip
     curve = _records(lesion["curve"], "lesion.curve", CURVE_COLUMNS, 0, 2)
-    classes = class_unit_tables(lesion["classes"], [INTACT, *units], "lesion.classes")
-    return LesionStudy(lesion["n"], intact, single, classes, curve)
+    tables = class_unit_tables(lesion["classes"], [INTACT, *units], "lesion.classes")
+    by_class = lesion_class_records(lesion.get("by_class"), units, classes)
+    return LesionStudy(lesion["n"], intact, single, tables, curve, by_class)
+
+
+def lesion_class_records(rows: Any, units: list[str], classes: list[str] | None = None) -> pd.DataFrame | None:
+    """The lesion study's ``by_class`` records (None where the report has none): an intervention, a class of
+    ``classes`` (any text where None) and ``intact`` or a unit of ``units`` as texts, ``n`` inputs, then numbers or
+    null (:data:`~laya.analysis.network.lesion.CLASS_COLUMNS`); as many as the file's size allows (classes x units)."""
+    if rows is None:
+        return None
+    table = _records(rows, "lesion.by_class", CLASS_COLUMNS, 3, 1, most=None)
+    strangers = sorted(set(table["unit"]) - {INTACT, *units})
+    if classes is not None:
+        strangers += sorted(set(table["class"]) - set(classes))
+    if strangers:
+        raise field_error(REPORT_JSON, "lesion.by_class", strangers[:4], "must name units and classes of the report")
+    return table
+
+
+def gradcam_record(value: Any, units: list[str]) -> GradcamChoice | None:
+    """The ``gradcam`` section as a :class:`~laya.analysis.network.gradcam_choice.GradcamChoice` (None where the
+    report has none): ``n`` and ``seed`` non-negative integers; ``rows`` one record per unit of ``units`` and metric
+    (the unit and the metric as texts, then numbers or null); ``units`` one record per unit, in the report's order
+    (the grid ``h``, ``w`` non-negative integers, then numbers or null); ``forward_seconds``, ``all_seconds`` numbers or
+    null; ``chosen`` the unit its rows choose (or null where none beats random), checked against them."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != GRADCAM_FIELDS:
+        raise field_error(REPORT_JSON, "gradcam", value, f"must hold {', '.join(sorted(GRADCAM_FIELDS))}")
+    for name in ("n", "seed"):
+        if type(value[name]) is not int or value[name] < 0:
+            raise field_error(REPORT_JSON, f"gradcam.{name}", value[name], "must be a non-negative integer")
+    for name in ("forward_seconds", "all_seconds"):
+        if not _number(value[name]):
+            raise field_error(REPORT_JSON, f"gradcam.{name}", value[name], "must be a number or null")
+    rows = _records(value["rows"], "gradcam.rows", ROW_COLUMNS, 2, 0)
+    pairs = list(zip(rows["unit"], rows["metric"]))
+    if not set(rows["unit"]) <= set(units) or not set(rows["metric"]) <= set(METRICS) or len(set(pairs)) < len(pairs):
+        raise field_error(REPORT_JSON, "gradcam.rows", sorted({f"{u} {m}" for u, m in pairs})[:4],
+                          f"must name units of the report and metrics of {', '.join(METRICS)}, each pair once")
+    costs = _records(value["units"], "gradcam.units", UNIT_COLUMNS, 1, 2)
+    if list(costs["unit"]) != units:
+        raise field_error(REPORT_JSON, "gradcam.units", list(costs["unit"])[:4], "must be the report's units in order")
+    choice = GradcamChoice(value["n"], value["seed"], rows, costs, value["forward_seconds"], value["all_seconds"])
+    if value["chosen"] != choice.chosen:
+        raise field_error(REPORT_JSON, "gradcam.chosen", value["chosen"],
+                          f"must be the unit its rows choose ({choice.chosen})")  # fmt: skip
+    return choice
 
 
 def lens_section(lens: Any, units: list[str], classes: int) -> dict[str, Any]:
@@ -166,5 +219,6 @@ def checked_record(record: Any) -> dict[str, Any]:
     return record
 
 
-__all__ = ["LENS_COLUMNS", "LESIONS", "MAX_REPORT_JSON", "REPORT_JSON", "agreement_records", "checked_record",
-           "class_unit_tables", "lens_section", "lesion_record"]  # fmt: skip
+__all__ = ["GRADCAM_FIELDS", "LENS_COLUMNS", "LESIONS", "LESION_FIELDS", "MAX_REPORT_JSON", "REPORT_JSON",
+           "agreement_records", "checked_record", "class_unit_tables", "gradcam_record", "lens_section",
+           "lesion_class_records", "lesion_record"]  # fmt: skip

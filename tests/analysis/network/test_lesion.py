@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from laya.analysis.network import intervene, network_units
-from laya.analysis.network.lesion import INTACT, lesion_masks, lesion_study, skipped_predictions
+from laya.analysis.network.lesion import CLASS_COLUMNS, INTACT, lesion_masks, lesion_study, skipped_predictions
 
 CLASSES = ["a", "b", "c"]
 
@@ -113,3 +113,30 @@ def test_a_unit_that_does_not_keep_its_input_is_not_skipped() -> None:
     assert lesion_masks([False, True, False], draws=2)[0][:, [0, 2]].any().item() is False
     with pytest.raises(ValueError, match="at least 1"):
         lesion_masks([True], draws=0)
+
+
+def test_per_class_rows_carry_a_ci_and_the_paired_drop_from_intact(setup) -> None:
+    """Skipping the decisive unit sends every input to the bias's class ``c``: classes a and b lose all (drop 1 with
+    a CI of [1, 1]), c loses nothing; the no-op unit drops nothing anywhere; each row agrees with the class table."""
+    model, x, labels, units = setup
+    skip = intervene(model, x, units, "skip")
+    study = lesion_study(labels, skip.prediction, {"skip": skip.ablated_predictions}, {"skip": skip.methods}, None,
+                         None, [u.name for u in units], CLASSES, resamples=200)  # fmt: skip
+    rows = study.by_class.set_index(["class", "unit"])
+    assert list(study.by_class.columns) == list(CLASS_COLUMNS) and set(study.by_class["intervention"]) == {"skip"}
+    assert len(rows) == len(CLASSES) * 3 and (rows["n"] == 10).all()  # per class: intact and both units
+    for cls in ("a", "b"):
+        assert rows.loc[(cls, "body.1"), ["accuracy", "drop", "drop_low", "drop_high"]].tolist() == [0.0, 1.0, 1.0, 1.0]
+    assert rows.loc[("c", "body.1"), "drop"] == 0.0 and rows.loc[("c", "body.1"), "accuracy"] == 1.0
+    assert (rows.xs("body.0", level="unit")["drop"] == 0).all()
+    assert rows.xs(INTACT, level="unit")["drop"].isna().all()  # intact has no drop from itself
+    table = study.classes["skip"]
+    for (cls, unit), row in rows.iterrows():
+        assert row["accuracy"] == pytest.approx(table.loc[cls, unit])
+    mixed = skip.ablated_predictions.clone()
+    mixed[:5, 1] = labels[:5]  # five inputs of classes a, b, c kept: a class's CI now has width
+    wide = lesion_study(labels, skip.prediction, {"skip": mixed}, {"skip": skip.methods}, None, None,
+                        [u.name for u in units], CLASSES, resamples=200).by_class  # fmt: skip
+    wide = wide.set_index(["class", "unit"])
+    row = wide.loc[("a", "body.1")]
+    assert row["drop_low"] < row["drop"] < row["drop_high"] and row["low"] < row["accuracy"] < row["high"]

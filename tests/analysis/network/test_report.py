@@ -30,7 +30,7 @@ from tests.training.test_attach import _config, _retarget
 
 FAMILIES = ["torchvision resnet18", "timm test_vit"]
 QUICK = NetworkOptions(limit=12, references=3, ig_steps=2, batch_size=6, resamples=200, lens_sample=24,
-                       lens_epochs=2, lens_lr=1e-3)  # fmt: skip
+                       lens_epochs=2, lens_lr=1e-3, gradcam_sample=6)  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -82,6 +82,15 @@ def test_report_shapes_and_the_last_unit_lens(own) -> None:
     assert np.allclose(skip["drop"], drop) and (skip["drop_low"] <= skip["drop"] + 1e-12).all()
     table = lesion.classes["resample"]
     assert list(table.columns) == ["intact", *report.units, "n"] and table.loc["all", "n"] == N
+    by_class = lesion.by_class[lesion.by_class["intervention"] == "resample"].set_index(["class", "unit"])
+    assert len(by_class) == 3 * (U + 1) and (by_class["n"] == 4).all()  # per class: intact and every unit
+    assert by_class.loc[("red", report.units[2]), "accuracy"] == pytest.approx(table.loc["red", report.units[2]])
+    grad = report.gradcam
+    assert grad.n == 6 and list(grad.units["unit"]) == report.units and len(grad.rows) == 3 * U
+    assert (grad.units["seconds"] > 0).all() and grad.forward_seconds > 0 and grad.all_seconds > 0
+    assert np.allclose(grad.rows["diff"], grad.rows["mean"] - grad.rows["random"])  # unit minus random, paired
+    assert (grad.rows["holm_p"] >= grad.rows["p_value"]).all()
+    assert grad.chosen is None or grad.wins[grad.chosen] == grad.wins.max() > 0
     assert (checkpoint.path / "tuned_lens.safetensors").is_file()
     assert json.loads((checkpoint.path / "tuned_lens.json").read_text())["command"] == "laya network --checkpoint own"
 
@@ -120,6 +129,13 @@ def test_round_trip_and_refusals(own, tmp_path: Path) -> None:
         assert getattr(loaded.lesion, name).equals(getattr(report.lesion, name)), name
     assert np.allclose(loaded.lesion.classes["skip"].to_numpy(dtype=float),
                        report.lesion.classes["skip"].to_numpy(dtype=float))  # fmt: skip
+    pd.testing.assert_frame_equal(loaded.lesion.by_class, report.lesion.by_class)
+    grad, stored = report.gradcam, loaded.gradcam
+    pd.testing.assert_frame_equal(stored.rows, grad.rows, check_dtype=False)
+    pd.testing.assert_frame_equal(stored.units, grad.units, check_dtype=False)
+    assert (stored.n, stored.seed, stored.forward_seconds, stored.all_seconds, stored.chosen) == (
+        grad.n, grad.seed, grad.forward_seconds, grad.all_seconds, grad.chosen)  # fmt: skip
+    assert json.loads((tmp_path / "network.json").read_text())["gradcam"]["chosen"] == grad.chosen
     assert load_network_report(tmp_path / "absent") is None
     arrays = load_file(tmp_path / "network.safetensors")
     save_file({**arrays, "drops": arrays["drops"][:, :-1].contiguous()}, tmp_path / "network.safetensors")
@@ -136,7 +152,7 @@ def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path
     checkpoint, report = own
     args = ["network", "--checkpoint", str(checkpoint.path), "--out", str(tmp_path), "--limit", "6",
             "--references", "2", "--ig-steps", "2", "--resamples", "50", "--lens-sample", "24", "--lens-epochs", "1",
-            "--branch", "mlp", "--lesion-draws", "2"]  # fmt: skip
+            "--branch", "mlp", "--lesion-draws", "2", "--gradcam-sample", "3"]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "6 test inputs" in out and "integrated gradients" in out and f"-> {tmp_path}" in out
@@ -145,6 +161,11 @@ def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path
     assert written.units == report.units and written.indices.shape == (6,)
     assert "Lesion study: accuracy" in out and "k=0 " in out and written.lesion.n == 6
     assert (written.lesion.curve["draws"].iloc[1:] == 2).all() and written.options["lesion_draws"] == 2
+    assert written.gradcam.n == 3 and written.options["gradcam_sample"] == 3
+    assert "Grad-CAM of the predicted class, each unit's map minus a random map of its grid" in out
+    assert "Grad-CAM to use: " in out or "Grad-CAM: no unit's map beats a random one" in out
+    row = written.gradcam.rows.iloc[0]
+    assert f"{row['metric']} {row['diff']:+.3f} [{row['diff_low']:+.3f}, {row['diff_high']:+.3f}]" in out
     vit = report.units[0].startswith("blocks")  # its blocks have an MLP branch; a ResNet's units none
     method = "resample of MLP" if vit else "resample"
     assert written.method == method and written.options["branch"] == "mlp"

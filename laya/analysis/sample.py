@@ -194,7 +194,8 @@ def write_sample(
     png = sprite_png(tiles)
     images_dir.mkdir(parents=True, exist_ok=True)
     sprite = images_dir / SAMPLE_IMAGES
-    if not sprite.is_file() or sprite.read_bytes() != png:
+    if not _holds(images_dir, SAMPLE_IMAGES, png):
+        sprite.unlink(missing_ok=True)  # a link is replaced, never written through
         sprite.write_bytes(png)
     head = checkpoint.model.head
     metadata = {
@@ -217,6 +218,16 @@ def write_sample(
     }
     atomic_write_tensors(out / SAMPLE_FILE, arrays, {"laya": json.dumps(metadata)})
     return out / SAMPLE_FILE
+
+
+def _holds(folder: Path, name: str, data: bytes) -> bool:
+    """Whether ``folder/name`` holds ``data``, read as untrusted (:mod:`laya.model.attached_files`): a file inside
+    ``folder``, at most ``len(data)`` bytes read."""
+    try:
+        real = attached_file(folder, name, folder)
+        return real is not None and read_bytes(real, name, len(data)) == data
+    except AttachedFileError:
+        return False
 
 
 def refresh_sample(checkpoint: Checkpoint, out: str | Path | None = None) -> Path | None:

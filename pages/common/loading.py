@@ -23,6 +23,8 @@ import torch
 
 from laya import settings
 from laya.analysis.block_ablation import BlockAblation, ablate_bytes
+from laya.analysis.depth.exits_record import EXITS_FILE
+from laya.analysis.depth.exits_record import load_exits as read_exits
 from laya.analysis.depth.fit import FIT_FILE, DepthFit
 from laya.analysis.depth.input_depth import InputDepth, input_depth
 from laya.analysis.depth.layer_lens import LENS_FILE
@@ -295,19 +297,38 @@ def seed_summary_of(setting: str | Path, head: str, values: str) -> SeedSummary 
         return None
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def _load_exits(path: str, stamp: int) -> dict | None:
+    return read_exits(path)
+
+
+def load_exits(path: str | Path) -> dict | None:
+    """``exits.json`` beside a checkpoint (``python -m laya exits``), or None: where there is none, or where it does
+    not read (then an ``st.warning`` names the file and what is wrong; only the measured runs are left out)."""
+    try:
+        return _load_exits(str(path), _stamp(Path(path) / EXITS_FILE))
+    except AttachedFileError as error:
+        st.warning(shown(f"The measured early-exit runs cannot be shown: {error}"))
+        return None
+
+
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _depth_figures(path: str, stamp: int, exits_stamp: int) -> WholeTestSetFigures | None:
-    from laya.analysis.depth.measured import load_exits  # the training side's imports, only where a page needs them
-
-    report = _load_depth(path, stamp)  # the page's own cached read of depth.json, not a second parse
-    return None if report is None else whole_test_set_figures(report, load_exits(path))
+    report = _load_depth(path, stamp)  # the page's own cached reads of depth.json and exits.json, not second parses
+    if report is None:
+        return None
+    try:
+        measured = _load_exits(path, exits_stamp)
+    except AttachedFileError:  # load_exits warns, naming the file
+        measured = None
+    return whole_test_set_figures(report, measured)
 
 
 def depth_figures(path: str | Path) -> WholeTestSetFigures | None:
     """The Depth page's whole-test-set figures of a checkpoint (``depth.json`` and ``exits.json``), or None: built
     once per process and shared by every session, so shown only through ``shown`` (a copy), never changed. Called
-    once :func:`load_depth` has read the report."""
-    return _depth_figures(str(path), _stamp(Path(path) / DEPTH_FILE), _stamp(Path(path) / "exits.json"))
+    once :func:`load_depth` has read the report; without the measured runs where ``exits.json`` does not read."""
+    return _depth_figures(str(path), _stamp(Path(path) / DEPTH_FILE), _stamp(Path(path) / EXITS_FILE))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

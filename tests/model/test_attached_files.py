@@ -99,6 +99,7 @@ def test_a_file_over_its_bound_is_refused_before_it_is_read(own: Path) -> None:
 
 def _read(kind: str, own: Path) -> object:
     """The loader a page uses for ``kind`` (tests/hostile.py ``StoredCase.read``), on the head folder ``own``."""
+    from laya.analysis.depth.exits_record import load_exits
     from laya.analysis.depth.fit import DepthFit
     from laya.analysis.depth.layer_lens import load_lens
     from laya.analysis.depth.report import DepthReport
@@ -110,14 +111,14 @@ def _read(kind: str, own: Path) -> object:
 
     return {"sample": Sample.load, "depth": DepthReport.load, "depth_fit": DepthFit.load, "report": Report.load,
             "per_input": load_per_input, "lens_csv": load_lens, "class_profiles": lambda o: read_class_profiles(o.parent),
-            "model_card": lambda o: _command(o.parent)}[kind](own)  # fmt: skip
+            "model_card": lambda o: _command(o.parent), "exits": load_exits}[kind](own)  # fmt: skip
 
 
 def test_every_stored_file_reads_as_it_is(tmp_path: Path) -> None:
     """The bundled own head's files, copied into a setting folder, read with the same loaders (one mechanism for a
     bundled setting and an attached one)."""
     own = stored_setting(tmp_path)
-    for kind in ("sample", "depth", "depth_fit", "report", "lens_csv", "class_profiles"):
+    for kind in ("sample", "depth", "depth_fit", "report", "lens_csv", "class_profiles", "exits"):
         assert _read(kind, own) is not None, kind
     assert _read("per_input", own) is None  # the bundled heads do not ship them
     assert _read("model_card", own).startswith("python -m laya attach")
@@ -126,9 +127,10 @@ def test_every_stored_file_reads_as_it_is(tmp_path: Path) -> None:
 @pytest.mark.parametrize("case", STORED_CASES, ids=lambda c: c.name)
 def test_every_stored_file_is_read_as_untrusted_input(case, tmp_path: Path) -> None:
     """Every file a setting stores beside its head and a page reads back (sample, depth report and fit, evaluation
-    report and its per-input arrays, lens.csv, class_profiles.csv, network.json for the model card), broken one
-    way: one AttachedFileError naming the file and what is wrong, never its server path, never another error (they
-    were read with ``json.loads(read_text())``, ``load_file`` and ``pd.read_csv``, unbounded and unchecked)."""
+    report and its per-input arrays, lens.csv, class_profiles.csv, network.json for the model card, exits.json),
+    broken one way: one AttachedFileError naming the file and what is wrong, never its server path, never another
+    error (they were read with ``json.loads(read_text())``, ``load_file`` and ``pd.read_csv``, unbounded and
+    unchecked)."""
     own = stored_setting(tmp_path)
     case.write(own)
     with pytest.raises(AttachedFileError, match=re.escape(case.message)) as refused:

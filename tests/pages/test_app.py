@@ -749,11 +749,20 @@ def test_depth_page_before_and_after_the_depth_report(
     assert_ok(at)
     assert len(charts(at)) == 3 + 5  # + the measured early-exit runs
     assert any(c["layout"]["title"]["text"].startswith("Early exit, measured runs") for c in charts(at))
-    from laya.analysis.depth.measured import load_exits
+    from laya.analysis.depth.exits_record import load_exits
     from laya.app.verdicts import measured_exit_verdict
 
     said = measured_exit_verdict(load_exits(checkpoint.path))  # what the runs save, beyond the noise or not
     assert said.startswith("probe exits") and any(m.value == said for m in at.main.markdown)
+
+    exits = json.loads((checkpoint.path / "exits.json").read_text())  # a damaged exits.json costs only its runs
+    exits["runs"][0]["macs"] = "many"  # read unchecked, it raised a TypeError in the verdict
+    (checkpoint.path / "exits.json").write_text(json.dumps(exits))
+    at.run()
+    assert_ok(at)
+    assert len(charts(at)) == 3 + 4 and not any(m.value == said for m in at.main.markdown)
+    assert [unplain(w.value) for w in at.warning if "exits.json" in w.value] == [
+        "The measured early-exit runs cannot be shown: exits.json: runs[0].macs = 'many': must be a finite number"]
 
 
 def test_inspect_links_its_input_to_the_depth_page(app: AppTest, setting: Path) -> None:

@@ -94,7 +94,7 @@ def safe(node: ast.AST, bound: frozenset[str] = frozenset()) -> bool:
 # laya functions that return page Markdown (bold, code) built from code text and numbers, with any text read from a
 # file escaped by laya.app.text: test_markdown_builders_escape_what_they_read feeds them hostile text
 MARKDOWN_BUILDERS = frozenset({"ood_status", "maps_caption", "lens_caption", "exit_verdict", "faithfulness_verdict",
-                               "measured_exit_verdict", "unit_profile_caption"})
+                               "measured_exit_verdict", "unit_profile_caption", "exit_estimate_caption"})
 
 
 def _markdown_builder(node: ast.AST) -> bool:
@@ -246,6 +246,10 @@ def test_markdown_builders_escape_what_they_read() -> None:
     lines = ood_status({"msp": -0.5, HOSTILE: 1.0}, depth)
     assert any(plain(HOSTILE) in line for line in lines) and not any("![px]" in line for line in lines)
     assert any("**" in line for line in lines), "the builders' own Markdown stays"
+    from laya.app.depth_views import exit_estimate_caption
+
+    with pytest.raises((TypeError, ValueError)):  # numbers only: a text cannot reach its caption
+        exit_estimate_caption({"saved": HOSTILE, "threshold": 0.9})
 
 
 def test_shown_escapes_a_figure_and_keeps_its_own_tags() -> None:

@@ -188,7 +188,7 @@ def write_sample(
     out = Path(out or checkpoint.path)
     images_dir = Path(images_dir or out)
     indices = sample_indices(data.labels, size, seed)
-    fit = DepthFit.load(checkpoint.path)
+    fit = DepthFit.load(checkpoint.path, checkpoint)
     arrays = sample_arrays(checkpoint, data, indices, mode, fit=fit, batch_size=batch_size, seed=seed)
     tiles = _tiles(data, indices)
     png = sprite_png(tiles)

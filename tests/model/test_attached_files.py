@@ -4,6 +4,7 @@ safetensors header checked before any tensor is read."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,29 @@ def test_an_example_image_is_sized_before_it_is_read(tmp_path: Path, monkeypatch
     monkeypatch.setattr(catalog, "MAX_BYTES", 100)
     with pytest.raises(ImageError, match=r"^big.png is over 100 bytes; it is not read$"):
         catalog.read_example(path)
+
+
+def test_a_depth_fit_of_other_shapes_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A ``depth_fit.safetensors`` whose probe is narrower than its layer loaded, and the forward pass of the Depth
+    page raised a RuntimeError (the fuzzer's find, issue 43): given the checkpoint it is for, its header is compared
+    with the shapes that checkpoint's layers and classes imply before a tensor is read."""
+    from safetensors import safe_open
+
+    from laya.analysis.depth.fit import FIT_FILE, DepthFit
+    from laya.model.checkpoint import load_checkpoint
+    from tests.hostile import BUNDLED_SETTING
+
+    own = stored_setting(tmp_path)
+    shutil.copy(BUNDLED_SETTING / "backbone.safetensors", own.parent / "backbone.safetensors")
+    checkpoint = load_checkpoint(own)
+    assert DepthFit.load(own, checkpoint) is not None
+    with safe_open(str(own / FIT_FILE), "pt") as handle:
+        metadata, tensors = handle.metadata(), {k: handle.get_tensor(k) for k in handle.keys()}
+    tensors["probe_weight_1"] = tensors["probe_weight_1"][:, :-1].contiguous()
+    save_file(tensors, own / FIT_FILE, metadata)
+    assert DepthFit.load(own) is not None  # well-formed on its own
+    with pytest.raises(AttachedFileError, match=re.escape(f"{FIT_FILE}: ['probe_weight_1'] are not floating-point "
+                                                          "tensors of the shapes the checkpoint's layers")):
+        DepthFit.load(own, checkpoint)
+    fit, note = DepthFit.usable(checkpoint)
+    assert fit is None and note.startswith(f"The stored depth fit cannot be used ({FIT_FILE}: ['probe_weight_1']")

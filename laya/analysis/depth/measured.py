@@ -79,7 +79,7 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
     train = split_subset(checkpoint, "train", options.train_limit, options.seed)
     train_hidden = [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, train.images, 256, "train")]
     train_labels = train.labels.to(device)
-    fit = DepthFit.load(checkpoint.path)
+    fit = DepthFit.load(checkpoint.path, checkpoint)
     if fit is None or fit.info.get("n_train") != len(train_labels):
         fit = fit_depth(checkpoint, train_hidden, train_labels)
     test = split_subset(checkpoint, "test", options.limit, options.seed)

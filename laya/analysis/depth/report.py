@@ -364,7 +364,7 @@ def lens_report(checkpoint: Checkpoint, options: LensOptions | None = None, prog
     progress(0.0, "test hidden states")
     test = split_subset(checkpoint, "test", options.limit, options.seed)
     hidden = hidden_of(test.images, "test")
-    fit = DepthFit.load(checkpoint.path)
+    fit = DepthFit.load(checkpoint.path, checkpoint)
     probes = fit.probes if fit else None
     fitted = ""
     if probes is None and not (own and has_own_readouts(model.head, hidden)):

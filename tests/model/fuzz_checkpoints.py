@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,10 +139,15 @@ def edit_record(record: dict, edits: list[tuple[tuple, Any]]) -> dict:
     return record
 
 
-def edit_weights(weights: bytes, edits: list[tuple[str, int, Any]]) -> tuple[bytes, bool]:
+def edit_weights(
+    weights: bytes, edits: list[tuple[str, int, Any]], metadata: Callable[[dict], dict] | None = None
+) -> tuple[bytes, bool]:
     """The safetensors bytes with tensors recast, filled, renamed, cut or dropped, then bytes overwritten or the
-    file truncated; and whether a value is ``HUGE`` or more (a forward pass may then overflow legitimately)."""
+    file truncated; and whether a value is ``HUGE`` or more (a forward pass may then overflow legitimately). The
+    header's metadata is kept, or changed by ``metadata``."""
     tensors = load_tensors(weights)
+    kept = _metadata(weights)
+    kept = metadata(kept) if metadata else kept
     huge = False
     for op, index, arg in [e for e in edits if e[0] not in ("bytes", "truncate")]:
         if not tensors:
@@ -162,11 +168,17 @@ def edit_weights(weights: bytes, edits: list[tuple[str, int, Any]]) -> tuple[byt
             tensors[name] = grown
         elif op == "drop":
             del tensors[name]
-    data = save_tensors({k: v.contiguous() for k, v in tensors.items()}) if tensors else b""
+    data = save_tensors({k: v.contiguous() for k, v in tensors.items()}, kept or None) if tensors else b""
     for op, index, arg in [e for e in edits if e[0] in ("bytes", "truncate")]:  # raw bytes, after the tensors
         at = len(data) * index // 100
         data = data[:at] if op == "truncate" else data[:at] + arg + data[at + len(arg) :]
     return data, huge or _largest(data) >= HUGE  # raw bytes can write any value
+
+
+def _metadata(data: bytes) -> dict[str, str]:
+    """The ``__metadata__`` of a (good) safetensors file's header."""
+    length = int.from_bytes(data[:8], "little")
+    return json.loads(data[8 : 8 + length]).get("__metadata__") or {}
 
 
 def _largest(data: bytes) -> float:
@@ -331,5 +343,5 @@ def attempt_report(folder: Path) -> FileOutcome:
 
 
 __all__ = ["LENS_EDITS", "REPORT_EDITS", "FileOutcome", "attempt_lens", "attempt_report", "stored_file",
-           "PROBES", "RECORD_EDITS", "WEIGHT_EDITS", "Outcome", "attempt", "checkpoint_files", "edit_record",
-           "edit_weights", "vit_checkpoint"]  # fmt: skip
+           "NUMBERS", "PROBES", "RECORD_EDITS", "TEXTS", "VALUES", "WEIGHT_EDITS", "WHOLE", "Outcome", "attempt",
+           "checkpoint_files", "edit_record", "edit_weights", "vit_checkpoint"]  # fmt: skip

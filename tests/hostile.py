@@ -521,6 +521,9 @@ STORED_CASES = [
                _sample(_set_tensor("scores", lambda t: t.bfloat16())), "sample", "another shape or kind ['scores']"),
     StoredCase("a sample label of another class", "sample.safetensors",
                _sample(_set_tensor("label", lambda t: t + 100)), "sample", "a class index outside the 10 classes"),
+    StoredCase("a sample without its confidences", "sample.safetensors",
+               _sample(lambda tensors, meta: tensors.pop("confidence")), "sample",
+               "sample.safetensors: arrays missing ['confidence']"),  # Browse raised a KeyError (the fuzzer's find)
     StoredCase("a corrupt sample", "sample.safetensors", _text("sample.safetensors", b"\x10\x00" * 40), "sample",
                "is not a valid safetensors file"),
     StoredCase("a sample linked out", "sample.safetensors", _linked_out("sample.safetensors"), "sample",

@@ -15,6 +15,7 @@ from torch import Tensor
 from laya.analysis.head.attribution import REDUCTION_LABELS
 from laya.analysis.head.faithfulness import METRIC_LABELS, METRICS, ROBUST_METRICS
 from laya.model.attached_files import (
+    KINDS,
     MAX_UNITS,
     AttachedFileError,
     attached_file,
@@ -30,8 +31,8 @@ from laya.model.heads import ABLATION_MODES
 REPORT_FILE = "report.json"
 PER_INPUT_FILE = "per_input.safetensors"
 MAX_REPORT_JSON = 64 << 20  # a report.json is a few hundred KB (per-class tables and deletion curves of 20 layers)
-TEXTS = ("classes", "layer_names", "methods", "modes", "reductions")  # lists of texts; the first two and the last two
-KNOWN = {"modes": ABLATION_MODES, "reductions": tuple(REDUCTION_LABELS)}  # never empty, and of these only
+TEXTS = ("classes", "layer_names", "methods", "modes", "reductions")  # lists of texts, all but the methods never empty
+KNOWN = {"modes": ABLATION_MODES, "reductions": tuple(REDUCTION_LABELS)}  # the names the pages look their help up by
 CI = dict.fromkeys(("estimate", "low", "high"), "finite")  # a 95 % interval: {estimate, low, high}
 ENTRY = {"status": "note", "n_testable": "count", "n_spearman": "count"}  # one method's faithfulness
 COMPARISON = {**dict.fromkeys(("mode", "a", "b", "reduction_a", "reduction_b"), "text"), "p_value": "real",
@@ -136,8 +137,7 @@ def checked_report(data: Any) -> dict[str, Any]:
     classes = len(data["classes"])
     matrix = data.get("confusion_matrix")
     if not isinstance(matrix, list) or len(matrix) != classes or not all(
-            isinstance(row, list) and len(row) == classes and all(type(n) is int and n >= 0 for n in row)
-            for row in matrix):  # fmt: skip
+            isinstance(row, list) and len(row) == classes and all(map(KINDS["count"][0], row)) for row in matrix):
         raise field_error(REPORT_FILE, "confusion_matrix", matrix, f"must be {classes} x {classes} counts")
     check_value(data.get("checkpoint", {}).get("seed") if isinstance(data.get("checkpoint"), dict) else None,
                 REPORT_FILE, "checkpoint.seed", "count")  # fmt: skip

@@ -363,7 +363,7 @@ def _check_arrays(header: Header, layers: int) -> None:
     ``(n,)``; ``scores``, ``drops`` floating ``(n, L)``; nothing else."""
     n = header["index"][0][0] if "index" in header and len(header["index"][0]) == 1 else -1
     expected = {k: ((n, layers) if k in ("scores", "drops") else (n,)) for k in header}
-    missing = [k for k in ("index", "label", "prediction", "scores", "drops") if k not in header]
+    missing = [k for k in ("index", "label", "prediction", "confidence", "scores", "drops") if k not in header]
     odd = [k for k in header if k not in ("index", "label", "prediction", "depth", "confidence", "scores", "drops")
            and not k.startswith("detection/")]  # fmt: skip
     wrong = [k for k, (shape, dtype) in header.items() if shape != expected[k] or (
@@ -377,9 +377,9 @@ def _check_arrays(header: Header, layers: int) -> None:
 def _table(tensors: dict[str, Tensor]) -> pd.DataFrame:
     columns: dict[str, np.ndarray] = {k: tensors[k].numpy() for k in ("index", "label", "prediction")}
     columns["correct"] = columns["label"] == columns["prediction"]
-    for key in ("confidence", "depth"):
-        if key in tensors:
-            columns[key] = tensors[key].numpy()
+    columns["confidence"] = tensors["confidence"].numpy()
+    if "depth" in tensors:
+        columns["depth"] = tensors["depth"].numpy()
     for key in sorted(k for k in tensors if k.startswith("detection/")):
         columns[key] = tensors[key].numpy()
     for kind, key in (("score", "scores"), ("drop", "drops")):

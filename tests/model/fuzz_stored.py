@@ -185,7 +185,8 @@ def attempt_stored(own: Path, name: str, checkpoint: Checkpoint, image: torch.Te
 
 
 def _sample(own: Path, checkpoint: Checkpoint, image: torch.Tensor) -> bool:
-    """Browse: its table under every sort and outcome, the summary, the thumbnails Inspect and Patching open."""
+    """Browse: its table under each sort (the outcomes in turn), the summary, the thumbnails Inspect and Patching
+    open."""
     sample = Sample.load(own)
     if sample is None:
         return False
@@ -197,9 +198,12 @@ def _sample(own: Path, checkpoint: Checkpoint, image: torch.Tensor) -> bool:
                                                            label=sample.classes[0], top_layer=layer))  # fmt: skip
         browser.summary(table)
     browser.browse_table(sample, browser.Query(score=scores[-1] if scores else None))
-    labels.method_label(sample.meta["method"]) + labels.mode_label(sample.meta["mode"]) + f"{sample.meta['seed']:d}"
+    words = [labels.method_label(sample.meta["method"]), labels.mode_label(sample.meta["mode"]),
+             f"{sample.meta['n_test']:,} {sample.meta['seed']:d}"]  # the page's caption
+    assert all(isinstance(w, str) for w in words)
     if sample.sprite is not None and len(sample.table):
-        sample.png(0), sample.png(len(sample.table) - 1)
+        for row in (0, len(sample.table) - 1):  # what Inspect and Activation patching open
+            sample.png(row)
     return True
 
 
@@ -211,7 +215,9 @@ def _depth(own: Path, checkpoint: Checkpoint, image: torch.Tensor) -> bool:
     data, widths = report.data, checkpoint.model.backbone.layer_dims
     depth_plots.whole_test_set_figures(report, None)
     depth_views.exit_estimate_caption(data["early_exit"]["at_1pt"])
-    f"{data['command']} {data['n_test']:,} {data['readout_source']} {report.exit_threshold}"
+    caption = f"{data['command']} · {data['n_test']:,} test inputs · readouts: {data['readout_source']}"
+    threshold = report.exit_threshold  # the slider's default
+    assert isinstance(caption, str) and (threshold is None or isinstance(threshold, float))
     for key in ("prediction_depth", "prediction_depth_probes"):
         if key in data:
             depth_views.prediction_depth_view(report.table(key))
@@ -231,7 +237,10 @@ def _depth_fit(own: Path, checkpoint: Checkpoint, image: torch.Tensor) -> bool:
     """One input's depth analytics under the stored fit, or without it and saying why (what a worker answers)."""
     fit, note = DepthFit.usable(checkpoint)
     result = input_depth(checkpoint, image, fit, note)
-    depth_views.detection_view(result.scores, None), result.exit_layer(0.9), result.lens()
+    depth_views.detection_view(result.scores, None)
+    if result.readouts is not None:
+        result.exit_layer(0.9)
+        result.lens()
     assert result.fit_note == note
     if note is not None:
         DepthFit.load(own, checkpoint)  # the refusal the note quotes
@@ -247,16 +256,19 @@ def _report(own: Path, checkpoint: Checkpoint, image: torch.Tensor) -> bool:
             faithfulness_views.faithfulness_matrix(report, mode, reduction)
             faithfulness_views.comparisons_view(report, mode, reduction)
             verdicts.faithfulness_verdict(report, mode, reduction, resamples=50)
-            labels.MODE_HELP[mode] + labels.REDUCTION_HELP[reduction] + REDUCTION_LABELS[reduction]
+            assert labels.MODE_HELP[mode] and labels.REDUCTION_HELP[reduction] and REDUCTION_LABELS[reduction]
     mode, reduction = report.default_mode, report.data["reductions"][0]
     faithfulness_figure(report.faithfulness_table(), mode, reduction)
     curves = report.deletion_curves()
     deletion_curves_figure(curves, mode, faithfulness_views.curves_reduction(curves, mode, reduction)[0])
     heads = faithfulness_views.heads_table(["laya"], [report], mode, reduction)
-    faithfulness_views.heads_display(heads), heads_overview_figure(heads, mode)
+    faithfulness_views.heads_display(heads)
+    heads_overview_figure(heads, mode)
     faithfulness_views.report_caption(report)
-    report.data["options"].get("ig") or ig_description(report.data["options"]["ig_steps"])
-    f"{report.data['checkpoint']['seed']:d} {report.accuracy} {report.faithfulness()} {report.status()}"
+    options = report.data["options"]
+    assert isinstance(options.get("ig") or ig_description(options["ig_steps"]), str)
+    caption = f"One trained seed ({report.data['checkpoint']['seed']:d}) · {report.accuracy} {report.faithfulness()}"
+    assert isinstance(caption + str(report.status()), str)
     for kind in ("scores", "loo"):
         profile = report.class_layer_profile(kind)
         if profile.empty:
@@ -319,7 +331,8 @@ def _exits(own: Path, checkpoint: Checkpoint, image: torch.Tensor) -> bool:
         return False
     verdicts.measured_exit_verdict(measured)
     depth_plots.measured_exit_figure(pd.DataFrame(measured["runs"]))
-    f"{measured['command']} {measured['n_test']:,}"
+    caption = f"Measured runs (`{measured['command']}`), {measured['n_test']:,} test inputs"
+    assert isinstance(caption, str)
     return True
 
 

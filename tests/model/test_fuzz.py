@@ -16,7 +16,7 @@ profile and Grad-CAM still come back, in time, from the same worker under the sa
 ``network.*`` must read, with every view the pages build of it, or be refused by an ``AttachedFileError``, in
 ``FILE_S`` seconds and under ``FILE_MB`` more peak RSS. Every other file a setting stores (tests/model/fuzz_stored.py:
 the sample, the depth report and fit, the evaluation report and its per-input arrays, lens.csv, class_profiles.csv,
-exits.json, beside a copy of the bundled attached network) gets a sixth of the box, one mutated file per example,
+exits.json, beside a copy of the bundled attached network) gets an eighth of the box, one mutated file per example,
 judged the same way, where the server reads it.
 """
 
@@ -79,7 +79,7 @@ WORKER_MB = 1024  # RLIMIT_AS a worker may add to its imports
 IMPORTS_MB = 1024  # what a worker holds after its imports (torch, timm), generously
 FILE_S = 10.0  # one stored network report read and its views built
 FILE_MB = 256  # the most a stored network report may raise this process's peak RSS
-STORED_EXAMPLES = 300  # the other stored files' examples at most: a fraction of a second each, on a sixth of the box
+STORED_EXAMPLES = 300  # the other stored files' examples at most (a fraction of a second each, an eighth of the box)
 SETTINGS = settings(
     max_examples=int(os.environ.get("LAYA_FUZZ_EXAMPLES", "1000")),
     deadline=timedelta(seconds=2 * EXAMPLE_S),  # a backstop: the example's own time is asserted below
@@ -371,7 +371,7 @@ def test_fuzzed_stored_files_are_refused_naming_them_or_read_with_every_view(
 
     @fuzz(most=STORED_EXAMPLES)
     @given(mutation=MUTATIONS)
-    @boxed(clock, 1 / 6, minimum=9)
+    @boxed(clock, 1 / 8, minimum=9)
     def stored_file(mutation: tuple) -> None:
         name, edits = mutation
         path = folder_of(own, name) / name

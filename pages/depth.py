@@ -5,7 +5,6 @@ import streamlit as st
 
 from laya.analysis.depth.detection import SCORE_LABELS
 from laya.analysis.depth.layer_lens import METRICS, class_view, trajectory_figure
-from laya.analysis.depth.measured import load_exits
 from laya.analysis.head.logit_attribution import top_class_table
 from laya.app import browser, depth_plots, depth_views, explanation_views, input_images, lesion_views, verdicts
 from laya.app import network_views as nv
@@ -151,15 +150,12 @@ st.caption(
     f"`{shown(report.data['command'], 'code')}` · {report.data['n_test']:,} test inputs · readouts: "
     f"{shown(report.data['readout_source'])}"
 )
-saved = report.data["early_exit"]["at_1pt"]
 figures = common.depth_figures(selection.path)  # the same for every input: built once per checkpoint
 exit_col, prune_col = st.columns(2) if not own else (st.container(), None)
 exit_curve = figures.exit_curve
 exit_col.plotly_chart(shown(exit_curve, "plotly"), key="depth_exit")
-exit_col.caption(f"Estimated compute saved at ≤ 1 point accuracy loss: {saved['saved']:.1%} (t = {saved['threshold']:g}): "
-                 "per-input arithmetic on per-layer backbone timings, exit readouts not counted. Measured early-exit "
-                 "runs and truncated models: `python -m laya exits` (exits.json).")
-measured = load_exits(selection.path)
+exit_col.caption(depth_views.exit_estimate_caption(report.data["early_exit"]["at_1pt"]))
+measured = common.load_exits(selection.path)
 if measured is not None and (measured_fig := figures.measured) is not None:
     st.markdown(verdicts.measured_exit_verdict(measured))
     st.plotly_chart(shown(measured_fig, "plotly"), key="depth_measured_exit")

@@ -13,14 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from laya.analysis.depth.measured import (
-    best_exit,
-    load_exits,
-    saving_noise,
-    saving_text,
-    signed_percent,
-    timing_conditions,
-)
+from laya.analysis.depth.exits_record import load_exits
+from laya.analysis.depth.measured import best_exit, saving_noise, saving_text, signed_percent, timing_conditions
 from laya.analysis.depth.report import DepthReport
 
 

@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python scripts/...` from a checkout
-from laya.analysis.depth.measured import EXITS_FILE, EXITS_FORMAT  # noqa: E402
+from laya.analysis.depth.exits_record import EXITS_FILE  # noqa: E402
+from laya.analysis.depth.measured import EXITS_FORMAT  # noqa: E402
 
 
 def stale(models: Path) -> list[tuple[Path, list[str]]]:

@@ -541,6 +541,32 @@ def _set_tensor(name: str, make: Callable[[Any], Any]) -> Callable[[dict, dict],
     return change
 
 
+COMPARISON = {"mode": "mean", "metric": "spearman_eps", "a": "saliency", "reduction_a": "signed", "b": "random",
+              "reduction_b": "signed", "difference": {"estimate": 0.1, "low": 0.0, "high": 0.2}, "p_value": 0.04,
+              "tie": False}  # fmt: skip
+
+
+def _changed(*path_and_value: Any) -> Callable[[Any], Any]:
+    """A record with the field at ``path`` set to ``value`` (the last argument), in place."""
+
+    def edit(record: Any) -> Any:
+        _set(*path_and_value)(record)
+        return record
+
+    return edit
+
+
+def _exit_run(change: Callable[[dict], Any] | None = None, **fields: Any) -> Callable[[Any], Any]:
+    """An ``exits.json`` record with its first run changed: ``change`` applied, or ``fields`` set."""
+
+    def edit(record: Any) -> Any:
+        run = record["runs"][0]
+        record["runs"][0] = change(run) if change else run | fields
+        return record
+
+    return edit
+
+
 @dataclass(frozen=True)
 class StoredCase:
     """A hostile variant of a file a setting stores: ``write`` breaks it in a copy of the bundled own head's folder
@@ -550,7 +576,8 @@ class StoredCase:
     name: str
     file: str
     write: Callable[[Path], None]
-    read: str  # "sample", "depth", "depth_fit", "report", "per_input", "lens_csv", "class_profiles", "model_card"
+    read: str  # "sample", "depth", "depth_fit", "report", "per_input", "lens_csv", "class_profiles", "model_card",
+    # or "exits"
     message: str
 
 
@@ -569,6 +596,9 @@ STORED_CASES = [
                _sample(_set_tensor("scores", lambda t: t.bfloat16())), "sample", "another shape or kind ['scores']"),
     StoredCase("a sample label of another class", "sample.safetensors",
                _sample(_set_tensor("label", lambda t: t + 100)), "sample", "a class index outside the 10 classes"),
+    StoredCase("a sample without its confidences", "sample.safetensors",
+               _sample(lambda tensors, meta: tensors.pop("confidence")), "sample",
+               "sample.safetensors: arrays missing ['confidence']"),  # Browse raised a KeyError (the fuzzer's find)
     StoredCase("a corrupt sample", "sample.safetensors", _text("sample.safetensors", b"\x10\x00" * 40), "sample",
                "is not a valid safetensors file"),
     StoredCase("a sample linked out", "sample.safetensors", _linked_out("sample.safetensors"), "sample",
@@ -577,13 +607,21 @@ STORED_CASES = [
                "depth.json: layer_names = 3: must be a list"),
     StoredCase("a depth table row of texts", "depth.json",
                _edit("depth.json", lambda r: r | {"pruning": [r["pruning"][0] | {"accuracy": "high"}]}), "depth",
-               "depth.json: pruning[0] = "),
+               "depth.json: pruning[0].accuracy = 'high': must be a finite number or null"),
     StoredCase("the early exit without its threshold", "depth.json",
                _edit("depth.json", lambda r: r | {"early_exit": r["early_exit"] | {"at_1pt": {}}}), "depth",
                "early_exit.at_1pt.threshold"),
     StoredCase("detection's ROC a text", "depth.json",
                _edit("depth.json", lambda r: r | {"detection": r["detection"] | {"roc": "x"}}), "depth",
                "detection.roc = 'x'"),
+    StoredCase("a flag threshold of text", "depth.json",
+               _edit("depth.json", lambda r: _changed("detection", "flag_thresholds", "msp", "x")(r)), "depth",
+               "depth.json: detection.flag_thresholds.msp = 'x': must be a finite number or null"),
+    StoredCase("readout accuracies of another length", "depth.json",
+               _edit("depth.json", lambda r: r | {"readout_accuracy": r["readout_accuracy"][:-1]}), "depth",
+               "depth.json: readout_accuracy = '5 rows': must hold one row per layer (6)"),
+    StoredCase("a null accuracy", "depth.json", _edit("depth.json", _with(accuracy=None)), "depth",
+               "depth.json: accuracy = None: must be a finite number"),
     StoredCase("depth.json nested deeply", "depth.json", _text("depth.json", NESTED), "depth", "nested too deeply"),
     StoredCase("depth.json linked out", "depth.json", _linked_out("depth.json"), "depth", "links outside"),
     StoredCase("a depth fit's provenance a list", "depth_fit.json", _text("depth_fit.json", "[]"), "depth_fit",
@@ -591,11 +629,49 @@ STORED_CASES = [
     StoredCase("corrupt depth fit tensors", "depth_fit.safetensors", _text("depth_fit.safetensors", b"\x10\x00" * 40),
                "depth_fit", "is not a valid safetensors file"),
     StoredCase("report.json's accuracy a text", "report.json", _edit("report.json", _with(accuracy="high")),
-               "report", "report.json: accuracy = 'high': must be a number or null"),
+               "report", "report.json: accuracy = 'high': must be a finite number or null"),
     StoredCase("report.json's layers of numbers", "report.json", _edit("report.json", _with(layer_names=[1, 2])),
                "report", "layer_names = [1, 2]"),
     StoredCase("report.json's faithfulness a list", "report.json", _edit("report.json", _with(faithfulness=[])),
                "report", "faithfulness = []: must be a JSON object"),
+    # issue 43: the cells inside report.json's sections were not checked one by one
+    StoredCase("a faithfulness interval of texts", "report.json",
+               _edit("report.json", _changed("faithfulness", "mean", "signed", "saliency", "top1",
+                                             {"estimate": 0.5, "low": "x", "high": 0.6})), "report",
+               "report.json: faithfulness['mean']['signed']['saliency'].top1.low = 'x': must be a finite number"),
+    StoredCase("a measured method without its intervals", "report.json",
+               _edit("report.json", _changed("faithfulness", "mean", "signed", "saliency", "status", None)), "report",
+               "faithfulness['mean']['signed']['saliency'].spearman = None: must be an interval where the status"),
+    StoredCase("an infinite accuracy", "report.json", _edit("report.json", _with(accuracy=math.inf)), "report",
+               "report.json: accuracy = inf: must be a finite number or null"),
+    StoredCase("a deletion curve of another length", "report.json",
+               _edit("report.json", lambda r: _changed("deletion_curves", "mean", "signed", "saliency",
+                                                       r["deletion_curves"]["mean"]["signed"]["saliency"][:2])(r)),
+               "report", "deletion_curves['mean']['signed']['saliency'] = [{"),
+    StoredCase("the LOO table without a mode", "report.json",
+               _edit("report.json", lambda r: r | {"loo": {k: v for k, v in r["loo"].items() if k != "zero"}}),
+               "report", "report.json: loo['zero'] = None: must be a JSON object"),
+    StoredCase("a comparison of an unknown metric", "report.json",
+               _edit("report.json", _with(comparisons=[COMPARISON | {"metric": "accuracy"}])), "report",
+               "report.json: comparisons[0].metric = 'accuracy': must be among"),
+    StoredCase("a comparison's NaN p-value", "report.json",
+               _edit("report.json", _with(comparisons=[COMPARISON | {"p_value": math.nan}])), "report",
+               "report.json: comparisons[0].p_value = nan: must be a finite number"),
+    StoredCase("a repeated class x layer cell", "report.json",
+               _edit("report.json", lambda r: _changed("profiles", "class_layer", [
+                   *r["profiles"]["class_layer"], r["profiles"]["class_layer"][0]])(r)),
+               "report", "profiles.class_layer = '1 repeated cells': must hold one row per subset, class and layer"),
+    StoredCase("a confusion matrix of another size", "report.json",
+               _edit("report.json", lambda r: r | {"confusion_matrix": r["confusion_matrix"][:-1]}), "report",
+               "must be 10 x 10 counts"),
+    StoredCase("an unknown intervention", "report.json",
+               _edit("report.json", lambda r: r | {"modes": [*r["modes"], "shuffle"]}), "report",
+               "report.json: modes = ['mean', 'zero_input', 'zero', 'shuffle']: must be a list of 1 to 1024 texts"),
+    StoredCase("a seed of text", "report.json", _edit("report.json", _changed("checkpoint", "seed", "0")), "report",
+               "report.json: checkpoint.seed = '0': must be a non-negative integer"),
+    StoredCase("class counts without a class", "report.json",
+               _edit("report.json", lambda r: r | {"class_counts": dict(list(r["class_counts"].items())[1:])}),
+               "report", "report.json: class_counts.airplane = '(missing)': must be a non-negative integer"),
     StoredCase("report.json nested deeply", "report.json", _text("report.json", NESTED), "report", "nested too deeply"),
     StoredCase("report.json linked out", "report.json", _linked_out("report.json"), "report", "links outside"),
     StoredCase("per-input arrays of two columns", "per_input.safetensors", _per_input, "per_input",
@@ -609,16 +685,50 @@ STORED_CASES = [
     StoredCase("class_profiles.csv's means of texts", "class_profiles.csv",
                lambda own: _csv("class_profiles.csv", lambda t: t.assign(mean="x"))(own.parent), "class_profiles",
                "class_profiles.csv: no column [], or the columns ['mean'] are not numbers"),
+    StoredCase("lens.csv without its command", "lens.csv", _csv("lens.csv", lambda t: t.drop(columns="command")),
+               "lens_csv", "lens.csv is not a lens summary: no column ['command']"),
+    StoredCase("lens.csv of no row", "lens.csv", _csv("lens.csv", lambda t: t.iloc[:0]), "lens_csv",
+               "lens.csv is not a lens summary: no column [] or no row"),
+    StoredCase("lens.csv with a missing count", "lens.csv", _csv("lens.csv", lambda t: t.assign(n=float("nan"))),
+               "lens_csv", "lens.csv: the column n holds a missing or negative count"),
+    StoredCase("class_profiles.csv with a repeated row", "class_profiles.csv",
+               lambda own: _csv("class_profiles.csv", lambda t: t.iloc[[0, *range(len(t))]])(own.parent),
+               "class_profiles", "class_profiles.csv: a row repeated"),
     StoredCase("network.json's command a number", "network.json", _edit("network.json", _with(command=3)),
                "model_card", "network.json: command = 3: must be a text"),
+    # the measured early-exit runs were read with json.loads(read_text()), unbounded and unchecked
+    StoredCase("exits.json's runs a text", "exits.json", _edit("exits.json", _with(runs="x")), "exits",
+               "exits.json: runs = 'x': must be a non-empty list of records"),
+    StoredCase("an exit run's MACs a text", "exits.json", _edit("exits.json", _exit_run(macs="many")), "exits",
+               "exits.json: runs[0].macs = 'many': must be a finite number"),
+    StoredCase("an exit run's accuracy NaN", "exits.json", _edit("exits.json", _exit_run(accuracy=math.nan)), "exits",
+               "exits.json: runs[0].accuracy = nan: must be a finite number"),
+    StoredCase("an exit run's accuracy past int64", "exits.json", _edit("exits.json", _exit_run(accuracy=10**30)),
+               "exits", "exits.json: runs[0].accuracy = 1000000000000000000000000000000: must be a finite number"),
+    StoredCase("an exit run without its timing", "exits.json",
+               _edit("exits.json", _exit_run(lambda run: {k: v for k, v in run.items() if k != "plain_ms_b64"})),
+               "exits", "exits.json: runs[0].plain_ms_b64 = '(missing)': must be a finite number or null"),
+    StoredCase("a batch size of letters", "exits.json", _edit("exits.json", _exit_run(saved_bx=0.1)), "exits",
+               "saved_bx'"),
+    StoredCase("an exit kind without its full model", "exits.json",
+               _edit("exits.json", lambda r: r | {"runs": [run for run in r["runs"] if run["policy"] != "full model"]}),
+               "exits", "each exit kind needs one 'full model' run and a 'confidence' run with its threshold"),
+    StoredCase("exits.json without its command", "exits.json",
+               _edit("exits.json", lambda r: {k: v for k, v in r.items() if k != "command"}), "exits",
+               "exits.json: command = None: must be a text"),
+    StoredCase("exits.json nested deeply", "exits.json", _text("exits.json", NESTED), "exits", "nested too deeply"),
+    StoredCase("exits.json linked out", "exits.json", _linked_out("exits.json"), "exits", "links outside"),
 ]  # fmt: skip
 STORED_FILES = ("sample.safetensors", "depth.json", "depth_fit.json", "depth_fit.safetensors", "report.json",
                 "lens.csv", "model.json", "model.safetensors", "network.json")  # fmt: skip
+BUNDLED_EXITS = BUNDLED_SETTING.parent / "fashion-mnist-mlp" / "laya" / "exits.json"  # the attached network has none
 
 
 def stored_setting(dest: Path) -> Path:
-    """``dest/setting/own`` holding copies of the bundled own head's :data:`STORED_FILES`, the setting's
-    ``class_profiles.csv`` beside it; returns the head's folder."""
+    """``dest/setting/own`` holding copies of the bundled own head's :data:`STORED_FILES` and a bundled head's
+    measured early-exit runs (:data:`BUNDLED_EXITS`), the setting's ``class_profiles.csv`` beside it; returns the
+    head's folder."""
     own = attached_setting(dest, STORED_FILES)
     shutil.copy(BUNDLED_SETTING / "class_profiles.csv", own.parent / "class_profiles.csv")
+    shutil.copy(BUNDLED_EXITS, own / "exits.json")
     return own

@@ -183,15 +183,15 @@ RESULTS = {
                     {"checkpoint": "ck", "classes": ["c0", "c1"], "layer_names": ["l0", "l1", "l2"], "prediction": 1,
                      "mode": "mean", "methods": ["alpha"], "intrinsic": "alpha",
                      "spatial": {"layers": 3, "approximate": [False, False, True], "deferred": [False, True, False]},
-                     "ood_scores": {"msp": 0.5}, "seconds": {"backbone": 0.1}}),
+                     "ood_scores": {"msp": 0.5}, "seconds": {"backbone": 0.1}, "fit_note": None}),
     "class maps": (ClassMaps(("all", "correct", "incorrect"), 32, torch.ones(3, 5).long(), [None, r(3, 5, 4, 4)],
                              r(3, 5, 2), r(3, 5, 2)),
                    ["counts", "map.1", "offsets", "terms"], {"subsets": ["all", "correct", "incorrect"], "size": 32,
                                                             "layers": 2}),
     "input depth": (InputDepth(LogitAttribution(r(1, 3, 5), r(5)), Readouts(r(1, 3, 5), torch.tensor([2])),
-                               {"msp": 0.1}, "own classifier"),
+                               {"msp": 0.1}, "own classifier", "the fit cannot be used"),
                     ["attribution.bias", "attribution.terms", "readouts.final", "readouts.probs"],
-                    {"scores": {"msp": 0.1}, "readout_kind": "own classifier"}),
+                    {"scores": {"msp": 0.1}, "readout_kind": "own classifier", "fit_note": "the fit cannot be used"}),
 }  # fmt: skip
 
 

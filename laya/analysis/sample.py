@@ -188,13 +188,14 @@ def write_sample(
     out = Path(out or checkpoint.path)
     images_dir = Path(images_dir or out)
     indices = sample_indices(data.labels, size, seed)
-    fit = DepthFit.load(checkpoint.path)
+    fit = DepthFit.load(checkpoint.path, checkpoint)
     arrays = sample_arrays(checkpoint, data, indices, mode, fit=fit, batch_size=batch_size, seed=seed)
     tiles = _tiles(data, indices)
     png = sprite_png(tiles)
     images_dir.mkdir(parents=True, exist_ok=True)
     sprite = images_dir / SAMPLE_IMAGES
-    if not sprite.is_file() or sprite.read_bytes() != png:
+    if not _holds(images_dir, SAMPLE_IMAGES, png):
+        sprite.unlink(missing_ok=True)  # a link is replaced, never written through
         sprite.write_bytes(png)
     head = checkpoint.model.head
     metadata = {
@@ -217,6 +218,16 @@ def write_sample(
     }
     atomic_write_tensors(out / SAMPLE_FILE, arrays, {"laya": json.dumps(metadata)})
     return out / SAMPLE_FILE
+
+
+def _holds(folder: Path, name: str, data: bytes) -> bool:
+    """Whether ``folder/name`` holds ``data``, read as untrusted (:mod:`laya.model.attached_files`): a file inside
+    ``folder``, at most ``len(data)`` bytes read."""
+    try:
+        real = attached_file(folder, name, folder)
+        return real is not None and read_bytes(real, name, len(data)) == data
+    except AttachedFileError:
+        return False
 
 
 def refresh_sample(checkpoint: Checkpoint, out: str | Path | None = None) -> Path | None:
@@ -352,7 +363,7 @@ def _check_arrays(header: Header, layers: int) -> None:
     ``(n,)``; ``scores``, ``drops`` floating ``(n, L)``; nothing else."""
     n = header["index"][0][0] if "index" in header and len(header["index"][0]) == 1 else -1
     expected = {k: ((n, layers) if k in ("scores", "drops") else (n,)) for k in header}
-    missing = [k for k in ("index", "label", "prediction", "scores", "drops") if k not in header]
+    missing = [k for k in ("index", "label", "prediction", "confidence", "scores", "drops") if k not in header]
     odd = [k for k in header if k not in ("index", "label", "prediction", "depth", "confidence", "scores", "drops")
            and not k.startswith("detection/")]  # fmt: skip
     wrong = [k for k, (shape, dtype) in header.items() if shape != expected[k] or (
@@ -366,9 +377,9 @@ def _check_arrays(header: Header, layers: int) -> None:
 def _table(tensors: dict[str, Tensor]) -> pd.DataFrame:
     columns: dict[str, np.ndarray] = {k: tensors[k].numpy() for k in ("index", "label", "prediction")}
     columns["correct"] = columns["label"] == columns["prediction"]
-    for key in ("confidence", "depth"):
-        if key in tensors:
-            columns[key] = tensors[key].numpy()
+    columns["confidence"] = tensors["confidence"].numpy()
+    if "depth" in tensors:
+        columns["depth"] = tensors["depth"].numpy()
     for key in sorted(k for k in tensors if k.startswith("detection/")):
         columns[key] = tensors[key].numpy()
     for kind, key in (("score", "scores"), ("drop", "drops")):

@@ -94,17 +94,19 @@ def describe(path: Path) -> Entry:
 
 def _compute_saved(path: Path) -> float | None:
     """MACs saved by the measured readout early exit within 1 point (``exits.json``, ``python -m laya exits``);
-    None without one (``depth.json``'s per-input estimate is not shown as a saving)."""
-    from laya.analysis.depth.measured import best_exit, load_exits
+    None without one (``depth.json``'s per-input estimate is not shown as a saving) or where it does not read (the
+    Depth page names the file and what is wrong)."""
+    from laya.analysis.depth.exits_record import load_exits
+    from laya.analysis.depth.measured import best_exit
 
     try:
         report = load_exits(path)
-        if report is None:
-            return None
-        runs = pd.DataFrame(report["runs"])
-        row, within = best_exit(runs[runs["exits"] == runs["exits"].iloc[0]])
-    except (ValueError, KeyError):
+    except AttachedFileError:
+        report = None
+    if report is None:
         return None
+    runs = pd.DataFrame(report["runs"])
+    row, within = best_exit(runs[runs["exits"] == runs["exits"].iloc[0]])
     return float(row["macs_saved"]) if within else 0.0
 
 

@@ -80,6 +80,18 @@ def prediction_depth_view(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def exit_estimate_caption(at_1pt: Mapping) -> str:
+    """The caption of the early-exit estimate (``depth.json``'s ``early_exit.at_1pt``): the compute saved at the
+    cheapest threshold within 1 point of the full accuracy, or that none is (its threshold is then null)."""
+    saved, threshold = at_1pt["saved"], at_1pt["threshold"]
+    if saved is None or threshold is None:
+        text = "No confidence threshold keeps the accuracy within 1 point of the full model's"
+    else:
+        text = f"Estimated compute saved at ≤ 1 point accuracy loss: {saved:.1%} (t = {threshold:g})"
+    return (text + ": per-input arithmetic on per-layer backbone timings, exit readouts not counted. Measured "
+            "early-exit runs and truncated models: `python -m laya exits` (exits.json).")
+
+
 def depth_metric(depth: int | None, layers: int, readout: str) -> tuple[str, str]:
     """``(label, value)`` of a prediction-depth metric named for its ``readout`` (``tuned lens``, ``probes``):
     ``depth`` is 1-based over ``layers`` read, ``layers + 1`` where even the last one disagrees, None where
@@ -177,6 +189,7 @@ __all__ = [
     "best_ood_score",
     "depth_metric",
     "detection_view",
+    "exit_estimate_caption",
     "false_alarm_text",
     "lens_rows",
     "mahalanobis_warning",

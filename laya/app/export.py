@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,6 +23,7 @@ import plotly.graph_objects as go
 
 from laya import __version__
 from laya.app.text import shown
+from laya.model.checkpoint import read_meta
 
 Section = tuple[str, "go.Figure | pd.DataFrame | str"]
 STYLE = """
@@ -54,12 +54,12 @@ class Provenance:
 
 
 def weights_sha256(checkpoint_dir: str | Path) -> str | None:
-    """The sha256 of a checkpoint's weights as recorded in its ``model.json`` (None if absent or unreadable)."""
+    """The sha256 of a checkpoint's weights as recorded in its ``model.json`` (None if absent or unreadable), read
+    as the checkpoint is (:func:`laya.model.checkpoint.read_meta`: bounded, its fields checked)."""
     try:
-        record = json.loads((Path(checkpoint_dir) / "model.json").read_text())
-    except (OSError, ValueError):
+        sha = read_meta(checkpoint_dir).get("weights", {}).get("sha256")
+    except (OSError, ValueError):  # CheckpointError is a ValueError
         return None
-    sha = record.get("weights", {}).get("sha256") if isinstance(record, dict) else None
     return sha if isinstance(sha, str) else None
 
 

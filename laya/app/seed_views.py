@@ -27,7 +27,8 @@ MAX_CLASS_PROFILES = 64 << 20  # a setting's is a few hundred KB (heads x seeds 
 def read_class_profiles(setting: str | Path) -> pd.DataFrame | None:
     """A setting's ``class_profiles.csv``, or None where it has none. The file is untrusted
     (:mod:`laya.model.attached_files`): confined to the setting folder, at most :data:`MAX_CLASS_PROFILES` bytes,
-    the columns :func:`seed_profiles` reads there, the counts and means numbers.
+    the columns :func:`seed_profiles` reads there, the counts and means numbers, one row per head, kind of values,
+    seed, class and layer.
 
     Raises:
         AttachedFileError: a file that does not read or does not fit (its message names the file).
@@ -42,6 +43,11 @@ def read_class_profiles(setting: str | Path) -> pd.DataFrame | None:
     if missing or odd:
         raise AttachedFileError(CLASS_PROFILES, f"{CLASS_PROFILES}: no column {sorted(missing)}, or the columns "
                                                 f"{odd[:4]} are not numbers")  # fmt: skip
+    keys = ["head", "values", "seed", "layer_index"]  # the views pivot one head's layers against its seeds
+    if (table.duplicated([*keys, "class_index"]).any() or table.duplicated([*keys, "class"]).any()
+            or table.groupby("layer_index")["layer"].nunique().gt(1).any()):  # fmt: skip
+        raise AttachedFileError(CLASS_PROFILES, f"{CLASS_PROFILES}: a row repeated (one per head, values, seed, class "
+                                                "and layer) or a layer index naming two layers")  # fmt: skip
     return table
 
 

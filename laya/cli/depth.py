@@ -65,7 +65,8 @@ def cmd_lens(args: argparse.Namespace) -> None:
 
 def cmd_exits(args: argparse.Namespace) -> None:
     from laya.analysis.depth.exits import ExitRunOptions
-    from laya.analysis.depth.measured import MeasureOptions, load_exits, measure, merge_exits, write_exits
+    from laya.analysis.depth.exits_record import load_exits
+    from laya.analysis.depth.measured import MeasureOptions, measure, merge_exits, write_exits
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint)

@@ -124,12 +124,24 @@ def parse_json(data: bytes | str, name: str) -> Any:
         raise AttachedFileError(name, f"{name} is not valid JSON ({type(error).__name__})") from None
 
 
+LARGEST = 2**63  # a stored number's magnitude below it: a column of them stays int64 or float64 in pandas
+
+
+def _real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < LARGEST
+
+
 KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "text": (lambda v: isinstance(v, str), "a text"),
+    "note": (lambda v: v is None or isinstance(v, str), "a text or null"),
     "integer": (lambda v: type(v) is int, "an integer"),
+    "count": (lambda v: type(v) is int and 0 <= v < LARGEST, "a non-negative integer"),
     "number": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)), "a number or null"),
+    "real": (_real, "a finite number"),
+    "finite": (lambda v: v is None or _real(v), "a finite number or null"),
     "flag": (lambda v: isinstance(v, bool), "true or false"),
-}  # a stored field's kinds (JSON), for check_value and check_records
+    "object": (lambda v: isinstance(v, dict), "a JSON object"),
+}  # a stored field's kinds (JSON), for check_value, check_record and check_records
 
 
 def check_value(value: Any, file: str, field: str, kind: str) -> Any:
@@ -140,16 +152,23 @@ def check_value(value: Any, file: str, field: str, kind: str) -> Any:
     return value
 
 
+def check_record(row: Any, file: str, field: str, columns: dict[str, str]) -> dict[str, Any]:
+    """``row`` if a record (a JSON object) holding ``columns`` (name -> kind of :data:`KINDS`); its other fields
+    are kept and never read. Refused naming ``file`` and the first field that does not fit, ``field.column``."""
+    check_value(row, file, field, "object")
+    for column, kind in columns.items():
+        if column not in row:
+            raise field_error(file, f"{field}.{column}", "(missing)", f"must be {KINDS[kind][1]}")
+        check_value(row[column], file, f"{field}.{column}", kind)
+    return row
+
+
 def check_records(rows: Any, file: str, field: str, columns: dict[str, str]) -> list[dict[str, Any]]:
-    """``rows`` if a list of records (JSON objects) each holding ``columns`` (name -> kind of :data:`KINDS`); other
-    fields of a record are kept and never read. Refused naming ``file``, ``field`` and the first record that does
-    not fit."""
-    rule = f"must be a list of records of {', '.join(f'{c} ({KINDS[k][1]})' for c, k in columns.items())}"
+    """``rows`` if a list of records, each holding ``columns`` (:func:`check_record`, ``field[i]``)."""
     if not isinstance(rows, list):
-        raise field_error(file, field, rows, rule)
+        raise field_error(file, field, rows, "must be a list of records")
     for i, row in enumerate(rows):
-        if not isinstance(row, dict) or not all(c in row and KINDS[k][0](row[c]) for c, k in columns.items()):
-            raise field_error(file, f"{field}[{i}]", row, rule)
+        check_record(row, file, f"{field}[{i}]", columns)
     return rows
 
 
@@ -199,6 +218,6 @@ def read_tensors(path: Path, name: str) -> dict[str, torch.Tensor]:
         raise AttachedFileError(name, f"{name} is not a readable safetensors file ({type(error).__name__})") from None
 
 
-__all__ = ["KINDS", "MAX_UNITS", "MAX_WIDTH", "AttachedFileError", "attached_file", "check_records", "check_value",
-           "field_error", "parse_json", "read_bytes", "read_json", "read_table", "read_tensors", "tensor_header",
-           "unreadable"]
+__all__ = ["KINDS", "LARGEST", "MAX_UNITS", "MAX_WIDTH", "AttachedFileError", "attached_file", "check_record",
+           "check_records", "check_value", "field_error", "parse_json", "read_bytes", "read_json", "read_table",
+           "read_tensors", "tensor_header", "unreadable"]

@@ -155,13 +155,14 @@ def handle(request: dict[str, Any], blob: bytes, models: ModelCache, out: Binary
     if op == "explain":
         raw = request.get("ood", False)  # True: every score; a list: the scores the page shows
         ood = tuple(str(k) for k in raw) if isinstance(raw, list) else bool(raw)
+        fit, note = DepthFit.usable(checkpoint) if ood else (None, None)  # the note goes back to the page
         result = explain_bytes(checkpoint, blob, mode=str(request["mode"]), posthoc=tuple(request["posthoc"]),
-                               approximate=bool(request.get("approximate", True)), ood=ood,
-                               fit=DepthFit.usable(checkpoint.path)[0] if ood else None)  # fmt: skip
+                               approximate=bool(request.get("approximate", True)), ood=ood, fit=fit,
+                               fit_note=note)  # fmt: skip
     elif op == "depth":
         spec = checkpoint.meta.input
         image = load_image_tensor(blob, spec.channels, spec.source_size)
-        result = input_depth(checkpoint, image, DepthFit.usable(checkpoint.path)[0])
+        result = input_depth(checkpoint, image, *DepthFit.usable(checkpoint))
     elif op in ("patch", "units"):
         images = split_files(request["files"], blob)
         if set(images) != {"target", "source"}:

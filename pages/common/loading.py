@@ -23,6 +23,8 @@ import torch
 
 from laya import settings
 from laya.analysis.block_ablation import BlockAblation, ablate_bytes
+from laya.analysis.depth.exits_record import EXITS_FILE
+from laya.analysis.depth.exits_record import load_exits as read_exits
 from laya.analysis.depth.fit import FIT_FILE, DepthFit
 from laya.analysis.depth.input_depth import InputDepth, input_depth
 from laya.analysis.depth.layer_lens import LENS_FILE
@@ -234,9 +236,10 @@ def _explain(
 ) -> Explanation:  # fmt: skip
     if deploy.sandboxed(path):
         return _sandboxed(path, anyway).explain(data, mode, posthoc, approximate, ood)
-    fit = _depth_fit(path, stamps[1])[0] if ood else None
-    return explain_bytes(_load_model(path, stamps[0], anyway), data, mode=mode, posthoc=posthoc,
-                         approximate=approximate, ood=ood, fit=fit)  # fmt: skip
+    checkpoint = _load_model(path, stamps[0], anyway)
+    fit, note = _depth_fit(path, stamps, checkpoint) if ood else (None, None)
+    return explain_bytes(checkpoint, data, mode=mode, posthoc=posthoc, approximate=approximate, ood=ood, fit=fit,
+                         fit_note=note)  # fmt: skip
 
 
 def explain(
@@ -246,12 +249,12 @@ def explain(
     """Explain an uploaded or example image; an unusable image, an output that overflowed or a failed worker
     shows ``st.error`` and stops the page. ``approximate=False``: CLS-token layers' approximate maps deferred;
     ``ood``: the input's detection scores (True: all; names: only those) from the same backbone pass, under the
-    depth fit beside the checkpoint (``laya.analysis.head.explain``)."""
+    depth fit beside the checkpoint (``laya.analysis.head.explain``; where it cannot be used, a warning says why,
+    from a worker too)."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
-    if ood:
-        _fit_note(path, stamps[1])
     with _model_call(path, f"Running {Path(path).name} on {name}…", repr(name)):
         result = _explain(path, stamps, anyway(), data, mode, posthoc, approximate, ood)
+    _fit_note(result.fit_note)
     return result
 
 
@@ -299,19 +302,38 @@ def seed_summary_of(setting: str | Path, head: str, values: str) -> SeedSummary 
         return None
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def _load_exits(path: str, stamp: int) -> dict | None:
+    return read_exits(path)
+
+
+def load_exits(path: str | Path) -> dict | None:
+    """``exits.json`` beside a checkpoint (``python -m laya exits``), or None: where there is none, or where it does
+    not read (then an ``st.warning`` names the file and what is wrong; only the measured runs are left out)."""
+    try:
+        return _load_exits(str(path), _stamp(Path(path) / EXITS_FILE))
+    except AttachedFileError as error:
+        st.warning(shown(f"The measured early-exit runs cannot be shown: {error}"))
+        return None
+
+
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _depth_figures(path: str, stamp: int, exits_stamp: int) -> WholeTestSetFigures | None:
-    from laya.analysis.depth.measured import load_exits  # the training side's imports, only where a page needs them
-
-    report = _load_depth(path, stamp)  # the page's own cached read of depth.json, not a second parse
-    return None if report is None else whole_test_set_figures(report, load_exits(path))
+    report = _load_depth(path, stamp)  # the page's own cached reads of depth.json and exits.json, not second parses
+    if report is None:
+        return None
+    try:
+        measured = _load_exits(path, exits_stamp)
+    except AttachedFileError:  # load_exits warns, naming the file
+        measured = None
+    return whole_test_set_figures(report, measured)
 
 
 def depth_figures(path: str | Path) -> WholeTestSetFigures | None:
     """The Depth page's whole-test-set figures of a checkpoint (``depth.json`` and ``exits.json``), or None: built
     once per process and shared by every session, so shown only through ``shown`` (a copy), never changed. Called
-    once :func:`load_depth` has read the report."""
-    return _depth_figures(str(path), _stamp(Path(path) / DEPTH_FILE), _stamp(Path(path) / "exits.json"))
+    once :func:`load_depth` has read the report; without the measured runs where ``exits.json`` does not read."""
+    return _depth_figures(str(path), _stamp(Path(path) / DEPTH_FILE), _stamp(Path(path) / EXITS_FILE))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -345,14 +367,15 @@ def load_lens(path: str | Path) -> pd.DataFrame | None:
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _depth_fit(path: str, stamp: int) -> tuple[DepthFit | None, str | None]:
-    return DepthFit.usable(path)
+def _depth_fit(path: str, stamps: tuple[int, int], _checkpoint: Checkpoint) -> tuple[DepthFit | None, str | None]:
+    return DepthFit.usable(_checkpoint)  # keyed by the weights' and the fit's file times
 
 
-def _fit_note(path: str, stamp: int) -> None:
-    """The warning that the stored depth fit cannot be used, where it cannot (the rest of the page is drawn)."""
-    if not deploy.sandboxed(path) and (why := _depth_fit(path, stamp)[1]) is not None:
-        st.warning(shown(why))
+def _fit_note(note: str | None) -> None:
+    """The warning that the stored depth fit cannot be used and why (a result's ``fit_note``, from this process or a
+    worker), where it cannot; the rest of the page is drawn."""
+    if note is not None:
+        st.warning(shown(note))
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
@@ -361,18 +384,17 @@ def _input_depth(path: str, stamp: int, fit_stamp: int, anyway: bool, data: byte
         return _sandboxed(path, anyway).depth(data)
     checkpoint = _load_model(path, stamp, anyway)
     spec = checkpoint.meta.input
-    return input_depth(
-        checkpoint, load_image_tensor(data, spec.channels, spec.source_size), _depth_fit(path, fit_stamp)[0]
-    )
+    image = load_image_tensor(data, spec.channels, spec.source_size)
+    return input_depth(checkpoint, image, *_depth_fit(path, (stamp, fit_stamp), checkpoint))
 
 
 def depth_of_input(path: str, name: str, data: bytes) -> InputDepth:
-    """Depth analytics of an uploaded or example image; an unusable image, an output that overflowed or a failed
-    worker shows ``st.error`` and stops the page."""
+    """Depth analytics of an uploaded or example image (where the stored depth fit cannot be used, a warning says
+    why); an unusable image, an output that overflowed or a failed worker shows ``st.error`` and stops the page."""
     stamps = _stamp(Path(path) / WEIGHTS_FILE), _stamp(Path(path) / FIT_FILE)
-    _fit_note(path, stamps[1])
     with _model_call(path, f"Running {Path(path).name} on {name}…", repr(name)):
         result = _input_depth(path, *stamps, anyway(), data)
+    _fit_note(result.fit_note)
     return result
 
 

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from laya.app.catalog import Entry, backbone_label, catalog_table, example_images, find_checkpoints, group_entries
 from laya.data.datasets import dataset_label
+from tests.analysis.depth.test_measured import exit_run
 
 
 def test_finds_bundled_layout_with_reports(tiny_models):
@@ -58,15 +59,17 @@ def test_measured_exits_add_compute_saved_and_the_estimate_does_not(tiny_models,
     assert find_checkpoints(tmp_path / "models")[0].compute_saved is None
     (copy / "depth.json").write_text(json.dumps({"early_exit": {"at_1pt": {"saved": 0.25}}}))
     assert find_checkpoints(tmp_path / "models")[0].compute_saved is None  # an estimate is not a saving
-    runs = [{"policy": "full model", "exits": "readout", "parameter": None, "accuracy": 0.90, "macs": 100.0, "macs_saved": 0.0},
-            {"policy": "confidence 0.9", "exits": "readout", "parameter": 0.9, "accuracy": 0.895, "macs": 70.0, "macs_saved": 0.3},
-            {"policy": "confidence 0.5", "exits": "readout", "parameter": 0.5, "accuracy": 0.80, "macs": 40.0, "macs_saved": 0.6},
-            {"policy": "full model", "exits": "trained mlp", "parameter": None, "accuracy": 0.90, "macs": 100.0, "macs_saved": 0.0}]  # fmt: skip
-    (copy / "exits.json").write_text(json.dumps({"runs": runs}))
+    runs = [exit_run("readout", "full model", None, 0.90, 0.0, 0.0, 1.0),
+            exit_run("readout", "confidence 0.9", 0.9, 0.895, 0.3, 0.1, 1.0),
+            exit_run("readout", "confidence 0.5", 0.5, 0.80, 0.6, 0.2, 1.0),
+            exit_run("trained mlp", "full model", None, 0.90, 0.0, 0.0, 1.0),
+            exit_run("trained mlp", "confidence 0.9", 0.9, 0.90, 0.1, 0.0, 1.0)]  # fmt: skip
+    (copy / "exits.json").write_text(json.dumps({"command": "laya exits", "n_test": 100, "runs": runs}))
     [entry] = find_checkpoints(tmp_path / "models")
     assert entry.compute_saved == 0.3 and catalog_table([entry])["exit saves MACs (≤ 1 pt, measured)"].item() == 0.3
-    (copy / "exits.json").write_text("{broken")
-    assert find_checkpoints(tmp_path / "models")[0].compute_saved is None
+    for broken in ("{broken", json.dumps({"command": "laya exits", "n_test": 100, "runs": runs[1:]})):  # no full model
+        (copy / "exits.json").write_text(broken)
+        assert find_checkpoints(tmp_path / "models")[0].compute_saved is None
 
 
 def test_group_entries_keeps_readable_entries_in_catalog_order(tiny_models):

@@ -100,7 +100,7 @@ def test_whole_test_set_figures_are_the_report_figures_and_follow_exits_json(tmp
     import shutil
     from pathlib import Path
 
-    from laya.analysis.depth.measured import load_exits
+    from laya.analysis.depth.exits_record import load_exits
     from laya.analysis.depth.report import DepthReport
     from pages.common import loading
 

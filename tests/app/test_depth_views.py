@@ -11,6 +11,7 @@ from laya.app.depth_views import (
     best_ood_score,
     depth_metric,
     detection_view,
+    exit_estimate_caption,
     mahalanobis_warning,
     ood_status,
     shown_ood_scores,
@@ -76,3 +77,12 @@ def test_the_lens_leaves_out_a_row_fixed_by_construction() -> None:
     table = pd.DataFrame({"layer": ["stage 1", "pre-logits"], "kl": [0.4, 0.0]})
     assert lens_rows(table, "linear probes, network classifier", "pre-logits")["layer"].tolist() == ["stage 1"]
     assert lens_rows(table, "linear probes", "pre-logits")["layer"].tolist() == ["stage 1", "pre-logits"]
+
+
+def test_the_exit_estimate_caption_says_when_no_threshold_stays_within_a_point() -> None:
+    """``depth.json`` records a null threshold where none is within 1 point of the full accuracy (its NaN); the
+    Depth page formatted it with ``:g`` and raised a TypeError."""
+    assert exit_estimate_caption({"saved": 0.25, "threshold": 0.9}).startswith(
+        "Estimated compute saved at ≤ 1 point accuracy loss: 25.0% (t = 0.9): per-input arithmetic")
+    assert exit_estimate_caption({"saved": 0.0, "threshold": None}).startswith(
+        "No confidence threshold keeps the accuracy within 1 point of the full model's: per-input arithmetic")

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from safetensors.torch import save as save_tensors
 
 from laya.analysis.network.report import load_network_report
 from laya.analysis.overflow import OutputOverflow
+from laya.app import gradcam_views, lesion_views
 from laya.app import network_views as nv
 from laya.data.images import ImageError
 from laya.model.attached_files import AttachedFileError
@@ -138,10 +140,15 @@ def edit_record(record: dict, edits: list[tuple[tuple, Any]]) -> dict:
     return record
 
 
-def edit_weights(weights: bytes, edits: list[tuple[str, int, Any]]) -> tuple[bytes, bool]:
+def edit_weights(
+    weights: bytes, edits: list[tuple[str, int, Any]], metadata: Callable[[dict], dict] | None = None
+) -> tuple[bytes, bool]:
     """The safetensors bytes with tensors recast, filled, renamed, cut or dropped, then bytes overwritten or the
-    file truncated; and whether a value is ``HUGE`` or more (a forward pass may then overflow legitimately)."""
+    file truncated; and whether a value is ``HUGE`` or more (a forward pass may then overflow legitimately). The
+    header's metadata is kept, or changed by ``metadata``."""
     tensors = load_tensors(weights)
+    kept = _metadata(weights)
+    kept = metadata(kept) if metadata else kept
     huge = False
     for op, index, arg in [e for e in edits if e[0] not in ("bytes", "truncate")]:
         if not tensors:
@@ -162,11 +169,17 @@ def edit_weights(weights: bytes, edits: list[tuple[str, int, Any]]) -> tuple[byt
             tensors[name] = grown
         elif op == "drop":
             del tensors[name]
-    data = save_tensors({k: v.contiguous() for k, v in tensors.items()}) if tensors else b""
+    data = save_tensors({k: v.contiguous() for k, v in tensors.items()}, kept or None) if tensors else b""
     for op, index, arg in [e for e in edits if e[0] in ("bytes", "truncate")]:  # raw bytes, after the tensors
         at = len(data) * index // 100
         data = data[:at] if op == "truncate" else data[:at] + arg + data[at + len(arg) :]
     return data, huge or _largest(data) >= HUGE  # raw bytes can write any value
+
+
+def _metadata(data: bytes) -> dict[str, str]:
+    """The ``__metadata__`` of a (good) safetensors file's header."""
+    length = int.from_bytes(data[:8], "little")
+    return json.loads(data[8 : 8 + length]).get("__metadata__") or {}
 
 
 def _largest(data: bytes) -> float:
@@ -309,27 +322,36 @@ def attempt_lens(remote: Sandboxed, image: bytes) -> FileOutcome:
 
 def attempt_report(folder: Path) -> FileOutcome:
     """The network report read as the pages read it, then the views they build of it (the agreement table and its
-    summary, every class x unit table, the tuned lens's summary, the lesion study of each intervention it holds);
+    summary, every class x unit table, the tuned lens's summary, the lesion study of each intervention it holds and
+    each unit's drop per class, the Grad-CAM test's figure, table and caption);
     only an AttachedFileError may refuse it."""
     start = time.monotonic()
     try:
         report = load_network_report(folder)
     except AttachedFileError as refusal:
         return FileOutcome("refused", str(refusal), time.monotonic() - start)
+    apart = [u for u, kept in zip(report.units, report.residual) if not kept]  # as the pages pass them
     nv.agreement_view(report.agreement)
     for intervention in set(report.agreement["intervention"]):
-        nv.agreement_summary(report.agreement, intervention)
+        nv.agreement_summary(report.agreement, intervention, apart)
     for value in nv.CLASS_UNIT_VALUES:
         for by in nv.CLASS_GROUPS:
             if (table := nv.stored_class_units(report, value, by)) is not None:
-                nv.class_unit_heatmap(table, value)
+                nv.class_unit_heatmap(table, value, apart=apart)
     nv.lens_summary_view(report.lens)
     if report.lesion is not None:
         for intervention in set(report.lesion.single["intervention"]):
-            nv.lesion_figure(report.lesion, intervention)
+            nv.lesion_figure(report.lesion, intervention, report.residual)
+            for unit in lesion_views.lesion_class_units(report.lesion, intervention):
+                lesion_views.lesion_class_figure(report.lesion, intervention, unit)
+                lesion_views.lesion_class_table(report.lesion, intervention, unit)
+    if report.gradcam is not None:
+        gradcam_views.gradcam_choice_figure(report.gradcam)
+        gradcam_views.gradcam_choice_table(report.gradcam)
+        gradcam_views.gradcam_choice_caption(report.gradcam)
     return FileOutcome("read", "", time.monotonic() - start)
 
 
 __all__ = ["LENS_EDITS", "REPORT_EDITS", "FileOutcome", "attempt_lens", "attempt_report", "stored_file",
-           "PROBES", "RECORD_EDITS", "WEIGHT_EDITS", "Outcome", "attempt", "checkpoint_files", "edit_record",
-           "edit_weights", "vit_checkpoint"]  # fmt: skip
+           "NUMBERS", "PROBES", "RECORD_EDITS", "TEXTS", "VALUES", "WEIGHT_EDITS", "WHOLE", "Outcome", "attempt",
+           "checkpoint_files", "edit_record", "edit_weights", "vit_checkpoint"]  # fmt: skip

@@ -4,6 +4,7 @@ safetensors header checked before any tensor is read."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,7 @@ def test_a_file_over_its_bound_is_refused_before_it_is_read(own: Path) -> None:
 
 def _read(kind: str, own: Path) -> object:
     """The loader a page uses for ``kind`` (tests/hostile.py ``StoredCase.read``), on the head folder ``own``."""
+    from laya.analysis.depth.exits_record import load_exits
     from laya.analysis.depth.fit import DepthFit
     from laya.analysis.depth.layer_lens import load_lens
     from laya.analysis.depth.report import DepthReport
@@ -110,14 +112,14 @@ def _read(kind: str, own: Path) -> object:
 
     return {"sample": Sample.load, "depth": DepthReport.load, "depth_fit": DepthFit.load, "report": Report.load,
             "per_input": load_per_input, "lens_csv": load_lens, "class_profiles": lambda o: read_class_profiles(o.parent),
-            "model_card": lambda o: _command(o.parent)}[kind](own)  # fmt: skip
+            "model_card": lambda o: _command(o.parent), "exits": load_exits}[kind](own)  # fmt: skip
 
 
 def test_every_stored_file_reads_as_it_is(tmp_path: Path) -> None:
     """The bundled own head's files, copied into a setting folder, read with the same loaders (one mechanism for a
     bundled setting and an attached one)."""
     own = stored_setting(tmp_path)
-    for kind in ("sample", "depth", "depth_fit", "report", "lens_csv", "class_profiles"):
+    for kind in ("sample", "depth", "depth_fit", "report", "lens_csv", "class_profiles", "exits"):
         assert _read(kind, own) is not None, kind
     assert _read("per_input", own) is None  # the bundled heads do not ship them
     assert _read("model_card", own).startswith("python -m laya attach")
@@ -126,9 +128,10 @@ def test_every_stored_file_reads_as_it_is(tmp_path: Path) -> None:
 @pytest.mark.parametrize("case", STORED_CASES, ids=lambda c: c.name)
 def test_every_stored_file_is_read_as_untrusted_input(case, tmp_path: Path) -> None:
     """Every file a setting stores beside its head and a page reads back (sample, depth report and fit, evaluation
-    report and its per-input arrays, lens.csv, class_profiles.csv, network.json for the model card), broken one
-    way: one AttachedFileError naming the file and what is wrong, never its server path, never another error (they
-    were read with ``json.loads(read_text())``, ``load_file`` and ``pd.read_csv``, unbounded and unchecked)."""
+    report and its per-input arrays, lens.csv, class_profiles.csv, network.json for the model card, exits.json),
+    broken one way: one AttachedFileError naming the file and what is wrong, never its server path, never another
+    error (they were read with ``json.loads(read_text())``, ``load_file`` and ``pd.read_csv``, unbounded and
+    unchecked)."""
     own = stored_setting(tmp_path)
     case.write(own)
     with pytest.raises(AttachedFileError, match=re.escape(case.message)) as refused:
@@ -146,3 +149,29 @@ def test_an_example_image_is_sized_before_it_is_read(tmp_path: Path, monkeypatch
     monkeypatch.setattr(catalog, "MAX_BYTES", 100)
     with pytest.raises(ImageError, match=r"^big.png is over 100 bytes; it is not read$"):
         catalog.read_example(path)
+
+
+def test_a_depth_fit_of_other_shapes_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A ``depth_fit.safetensors`` whose probe is narrower than its layer loaded, and the forward pass of the Depth
+    page raised a RuntimeError (the fuzzer's find, issue 43): given the checkpoint it is for, its header is compared
+    with the shapes that checkpoint's layers and classes imply before a tensor is read."""
+    from safetensors import safe_open
+
+    from laya.analysis.depth.fit import FIT_FILE, DepthFit
+    from laya.model.checkpoint import load_checkpoint
+    from tests.hostile import BUNDLED_SETTING
+
+    own = stored_setting(tmp_path)
+    shutil.copy(BUNDLED_SETTING / "backbone.safetensors", own.parent / "backbone.safetensors")
+    checkpoint = load_checkpoint(own)
+    assert DepthFit.load(own, checkpoint) is not None
+    with safe_open(str(own / FIT_FILE), "pt") as handle:
+        metadata, tensors = handle.metadata(), {k: handle.get_tensor(k) for k in handle.keys()}
+    tensors["probe_weight_1"] = tensors["probe_weight_1"][:, :-1].contiguous()
+    save_file(tensors, own / FIT_FILE, metadata)
+    assert DepthFit.load(own) is not None  # well-formed on its own
+    with pytest.raises(AttachedFileError, match=re.escape(f"{FIT_FILE}: ['probe_weight_1'] are not floating-point "
+                                                          "tensors of the shapes the checkpoint's layers")):
+        DepthFit.load(own, checkpoint)
+    fit, note = DepthFit.usable(checkpoint)
+    assert fit is None and note.startswith(f"The stored depth fit cannot be used ({FIT_FILE}: ['probe_weight_1']")

@@ -237,6 +237,28 @@ def test_block_ablation_is_shown_post_hoc_for_lastlayer_heads(
     assert len(app.get("plotly_chart")) >= 3
 
 
+@pytest.mark.parametrize("sandbox", ["", "all"], ids=["in-process", "sandboxed"])
+def test_a_broken_depth_fit_is_named_on_the_depth_page(
+    tiny_models: Path, tmp_path: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored depth fit that cannot be used costs this input's depth views their probes and statistics, and the
+    page says why, naming the file, whether the server's process read it or a sandboxed worker (issue 43: from a
+    worker it said nothing); the rest of the page is drawn."""
+    monkeypatch.setenv("LAYA_SANDBOX", sandbox)
+    monkeypatch.setenv("LAYA_MODELS", str(tmp_path / "models"))
+    shutil.copytree(tiny_models / "colours-mlp", tmp_path / "models" / "colours-mlp")
+    head = tmp_path / "models" / "colours-mlp" / "laya"
+    (head / "depth_fit.json").write_text("[]")
+    (head / "depth_fit.safetensors").write_bytes(b"\x10\x00" * 40)
+    at = AppTest.from_file(str(APP), default_timeout=300).run()
+    at.switch_page("pages/depth.py").run()
+    assert_ok(at)
+    assert [unplain(w.value) for w in at.warning] == [
+        "The stored depth fit cannot be used (depth_fit.json: (the file) = []: must be a JSON object): shown without "
+        "its probes and statistics."]  # fmt: skip
+    assert len(charts(at)) == 3  # attribution, readout path, lens: LAYA reads out with its own classifier
+
+
 def bad_upload(kind: str) -> bytes:
     """Hostile or broken "images" of each kind the Inspect page must refuse with laya's message."""
     if kind == "empty":
@@ -749,11 +771,20 @@ def test_depth_page_before_and_after_the_depth_report(
     assert_ok(at)
     assert len(charts(at)) == 3 + 5  # + the measured early-exit runs
     assert any(c["layout"]["title"]["text"].startswith("Early exit, measured runs") for c in charts(at))
-    from laya.analysis.depth.measured import load_exits
+    from laya.analysis.depth.exits_record import load_exits
     from laya.app.verdicts import measured_exit_verdict
 
     said = measured_exit_verdict(load_exits(checkpoint.path))  # what the runs save, beyond the noise or not
     assert said.startswith("probe exits") and any(m.value == said for m in at.main.markdown)
+
+    exits = json.loads((checkpoint.path / "exits.json").read_text())  # a damaged exits.json costs only its runs
+    exits["runs"][0]["macs"] = "many"  # read unchecked, it raised a TypeError in the verdict
+    (checkpoint.path / "exits.json").write_text(json.dumps(exits))
+    at.run()
+    assert_ok(at)
+    assert len(charts(at)) == 3 + 4 and not any(m.value == said for m in at.main.markdown)
+    assert [unplain(w.value) for w in at.warning if "exits.json" in w.value] == [
+        "The measured early-exit runs cannot be shown: exits.json: runs[0].macs = 'many': must be a finite number"]
 
 
 def test_inspect_links_its_input_to_the_depth_page(app: AppTest, setting: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -67,9 +68,10 @@ def test_a_checkpoint_failing_on_its_first_image_is_broken_for_the_session(
 ) -> None:
     message = "the model failed while explaining the image (IndexError in laya/analysis/head/spatial.py)"
     calls = loader(monkeypatch)
-    answers = iter(["explanation", ModelFailed(message)])
+    explanation = SimpleNamespace(fit_note=None)  # all the page reads of an Explanation here
+    answers = iter([explanation, ModelFailed(message)])
 
-    def explain(path: str, *args) -> str:
+    def explain(path: str, *args) -> SimpleNamespace:
         answer = next(answers) if path.endswith("works") else ModelFailed(message)
         if isinstance(answer, Exception):
             raise answer
@@ -82,7 +84,7 @@ def test_a_checkpoint_failing_on_its_first_image_is_broken_for_the_session(
     with pytest.raises(CheckpointError, match=r"IndexError in laya/analysis/head/spatial.py"):
         loading.load_model(broken)  # not tried again in this session
     assert calls == []
-    assert loading.explain(works, "a.png", b"image") == "explanation"
+    assert loading.explain(works, "a.png", b"image") is explanation
     with pytest.raises(Stopped):  # a later image fails: that image only
         loading.explain(works, "b.png", b"image")
     assert loading.load_model(works) == "info"

@@ -95,7 +95,7 @@ def safe(node: ast.AST, bound: frozenset[str] = frozenset()) -> bool:
 # file escaped by laya.app.text: test_markdown_builders_escape_what_they_read feeds them hostile text
 MARKDOWN_BUILDERS = frozenset({"ood_status", "maps_caption", "lens_caption", "exit_verdict", "faithfulness_verdict",
                                "measured_exit_verdict", "unit_profile_caption", "apart_text",
-                               "unit_patching_caption"})  # fmt: skip
+                               "unit_patching_caption", "exit_estimate_caption"})  # fmt: skip
 
 
 def _markdown_builder(node: ast.AST) -> bool:
@@ -257,6 +257,11 @@ def test_markdown_builders_escape_what_they_read() -> None:
                           "prob_change": [-0.5, 0.1]})  # fmt: skip
     for text in (apart, unit_patching_caption(table, "own classifier")):  # the unit names: code spans, inert
         assert "![px]" in "".join(text.split("`")[1::2]) and "![px]" not in "".join(text.split("`")[::2]), text
+
+    from laya.app.depth_views import exit_estimate_caption
+
+    with pytest.raises((TypeError, ValueError)):  # numbers only: a text cannot reach its caption
+        exit_estimate_caption({"saved": HOSTILE, "threshold": 0.9})
 
 
 def test_shown_escapes_a_figure_and_keeps_its_own_tags() -> None:

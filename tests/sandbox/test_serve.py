@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,32 @@ def test_units_op_answers_the_patching_by_unit_of_an_upload(tiny_models: Path) -
         assert torch.allclose(got.effects.logits, expected.effects.logits, atol=1e-12)
         same = (got.effects.logits[0] - got.effects.source_logits).abs().amax(-1) < 1e-5  # the source's, float32
         assert same.tolist() == fixed
+
+
+def test_a_depth_fit_the_worker_cannot_use_is_named_in_its_reply(tiny_models: Path, tmp_path: Path) -> None:
+    """A broken ``depth_fit.*`` cost a worker's answer its probes and statistics without a word (issue 43): the
+    depth and explain (OOD scores) replies carry why, naming the file, for the page to show; a head without a
+    stored fit gets no note."""
+    from laya.analysis.depth.input_depth import InputDepth
+    from laya.analysis.head.explain import Explanation
+
+    shutil.copytree(tiny_models / "colours-mlp", tmp_path / "colours-mlp")
+    broken, plain = tmp_path / "colours-mlp" / "laya", tmp_path / "colours-mlp" / "concat"
+    (broken / "depth_fit.json").write_text("[]")
+    (broken / "depth_fit.safetensors").write_bytes(b"\x10\x00" * 40)
+    image = min((tmp_path / "colours-mlp" / "examples").iterdir()).read_bytes()
+    explain = {"op": "explain", "mode": "mean", "posthoc": [], "ood": True}
+    requests = io.BytesIO(b"".join(protocol.encode(request, image) for request in (
+        {"op": "depth", "path": str(broken)}, explain | {"path": str(broken)}, {"op": "depth", "path": str(plain)})))
+    out = io.BytesIO()
+    serve(requests, out, {"network": "test"}, cpu_seconds=0)
+    out.seek(0)
+    protocol.read_frame(out)  # hello
+    replies = [protocol.read_frame(out) for _ in range(3)]
+    assert all(reply["ok"] for reply, _ in replies), replies
+    results = [kind.from_tensors(protocol.unpack(blob), reply["values"])
+               for kind, (reply, blob) in zip((InputDepth, Explanation, InputDepth), replies)]  # fmt: skip
+    note = ("The stored depth fit cannot be used (depth_fit.json: (the file) = []: must be a JSON object): shown "
+            "without its probes and statistics.")
+    assert [r.fit_note for r in results] == [note, note, None]
+    assert results[1].ood_scores and "mahalanobis" not in results[1].ood_scores  # scored without the fit

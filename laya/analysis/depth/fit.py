@@ -54,20 +54,21 @@ class DepthFit:
         atomic_write_json(Path(directory) / FIT_META_FILE, self.info)
 
     @classmethod
-    def usable(cls, directory: str | Path) -> tuple[DepthFit | None, str | None]:
-        """:meth:`load`, a broken fit given as None with the refusal's message (the analyses then run as without a
-        fit: no probes, no Mahalanobis), so that only what needs the fit is lost."""
+    def usable(cls, checkpoint: Checkpoint) -> tuple[DepthFit | None, str | None]:
+        """:meth:`load` for ``checkpoint``, a broken fit given as None with the refusal's message (the analyses then
+        run as without a fit: no probes, no Mahalanobis), so that only what needs the fit is lost."""
         try:
-            return cls.load(directory), None
+            return cls.load(checkpoint.path, checkpoint), None
         except AttachedFileError as error:
             return None, f"The stored depth fit cannot be used ({error}): shown without its probes and statistics."
 
     @classmethod
-    def load(cls, directory: str | Path) -> DepthFit | None:
+    def load(cls, directory: str | Path, checkpoint: Checkpoint | None = None) -> DepthFit | None:
         """The stored fit, or None if there is none or it belongs to other weights than the checkpoint's. Both
         files are untrusted (:mod:`laya.model.attached_files`): confined to the setting folder, ``depth_fit.json``
         at most :data:`MAX_FIT_JSON` bytes and an object, the tensors' header within ``LAYA_MAX_PARAMS`` and
-        floating-point before one is read, the statistics and probes all there.
+        floating-point before one is read (given the ``checkpoint`` it is for, each of the shape its layers' widths
+        and classes imply: :func:`fit_shapes`), the statistics and probes all there.
 
         Raises:
             AttachedFileError: a file that does not read or does not fit (its message names the file).
@@ -81,15 +82,32 @@ class DepthFit:
             raise field_error(FIT_META_FILE, "(the file)", info, "must be a JSON object")
         if info.get("weights_sha256") != read_meta(directory).get("weights", {}).get("sha256"):
             return None
-        odd = [k for k, (_, dtype) in tensor_header(weights, FIT_FILE).items() if not dtype.is_floating_point]
+        header = tensor_header(weights, FIT_FILE)
+        odd = [k for k, (_, dtype) in header.items() if not dtype.is_floating_point]
+        if checkpoint is not None:
+            widths, classes = checkpoint.model.backbone.layer_dims, len(checkpoint.meta.classes)
+            shapes = fit_shapes(widths, classes)
+            odd += [k for k, (shape, _) in header.items() if shapes.get(k) != tuple(shape)]
         if odd:
-            raise AttachedFileError(FIT_FILE, f"{FIT_FILE}: {[k[:40] for k in odd[:4]]} are not floating-point")
+            raise AttachedFileError(FIT_FILE, f"{FIT_FILE}: {[k[:40] for k in odd[:4]]} are not floating-point "
+                                              "tensors of the shapes the checkpoint's layers and classes imply")
         tensors = {k: v.double() for k, v in read_tensors(weights, FIT_FILE).items()}
         try:
             return cls(Mahalanobis.from_tensors(tensors), LayerProbes.from_tensors(tensors),
                        tensors.get("alpha_profile"), info)  # fmt: skip
         except ValueError as error:  # a statistic or probe missing
             raise AttachedFileError(FIT_FILE, f"{FIT_FILE}: {error}") from None
+
+
+def fit_shapes(widths: Sequence[int], classes: int) -> dict[str, tuple[int, ...]]:
+    """The shape of every tensor a depth fit may store, for layers ``widths`` ``d_i`` wide and ``classes`` ``C``:
+    per layer ``maha_mean_<i>`` and ``probe_weight_<i>`` ``(C, d_i)``, ``maha_precision_<i>`` ``(d_i, d_i)``;
+    ``maha_scale`` ``(L, 2)``, ``probe_bias`` ``(L, C)``, ``alpha_profile`` ``(C, L)``."""
+    L = len(widths)
+    shapes = {"maha_scale": (L, 2), "probe_bias": (L, classes), "alpha_profile": (classes, L)}
+    for i, d in enumerate(widths):
+        shapes |= {f"maha_mean_{i}": (classes, d), f"maha_precision_{i}": (d, d), f"probe_weight_{i}": (classes, d)}
+    return shapes
 
 
 @dataclass
@@ -170,7 +188,7 @@ def current_fit(checkpoint: Checkpoint, hidden: Sequence[Tensor], labels: Tensor
     """The stored fit where it belongs to these weights and this many training inputs; a fit by an older
     Mahalanobis estimator (``covariance`` other than :data:`COVARIANCE`) gets a new Mahalanobis, its probes
     and α profiles kept; otherwise a new :func:`fit_depth`. A changed fit is saved beside the checkpoint."""
-    fit = DepthFit.load(checkpoint.path)
+    fit = DepthFit.load(checkpoint.path, checkpoint)
     if fit is None or fit.info.get("n_train") != len(labels) or fit.probes is None:
         fit = fit_depth(checkpoint, hidden, labels)
     elif fit.info.get("covariance") != COVARIANCE:

@@ -32,6 +32,7 @@ class InputDepth(Encoded):
     readouts: Readouts | None
     scores: dict[str, float]
     readout_kind: str | None = None  # a kind of laya.analysis.depth.readouts.KINDS (as depth.json's), None: none
+    fit_note: str | None = None  # why the stored depth fit was not used (DepthFit.usable), for the page to show
 
     @property
     def prediction(self) -> int:
@@ -76,14 +77,15 @@ class InputDepth(Encoded):
 
 
 @torch.inference_mode()
-def input_depth(checkpoint: Checkpoint, image: Tensor, fit: DepthFit | None) -> InputDepth:
-    """``image``: ``uint8 (C, S, S)``; one backbone pass, then every per-input analysis."""
+def input_depth(checkpoint: Checkpoint, image: Tensor, fit: DepthFit | None, fit_note: str | None = None) -> InputDepth:
+    """``image``: ``uint8 (C, S, S)``; one backbone pass, then every per-input analysis. ``fit``, ``fit_note``:
+    the stored depth fit and why it is not used where it cannot be (:meth:`DepthFit.usable`)."""
     device = next(checkpoint.model.parameters()).device
     hidden = checkpoint.model.backbone(checkpoint.preprocess(image.unsqueeze(0).to(device)))
     attribution = logit_attribution(checkpoint.model.head, hidden)
     check_output(checkpoint.model, attribution.logits)  # non-finite logits: OutputOverflow
     scores, readouts, kind = input_scores(checkpoint, hidden, fit)
-    return InputDepth(attribution, readouts, scores, kind)
+    return InputDepth(attribution, readouts, scores, kind, fit_note)
 
 
 @torch.inference_mode()

@@ -175,7 +175,8 @@ def write_lens(table: pd.DataFrame, out: str | Path) -> Path:
 
 def load_lens(directory: str | Path) -> pd.DataFrame | None:
     """``lens.csv`` beside a checkpoint, or None. The file is untrusted (:mod:`laya.model.attached_files`):
-    confined to the setting folder, at most :data:`MAX_LENS_CSV` bytes, its columns there and the metrics numbers.
+    confined to the setting folder, at most :data:`MAX_LENS_CSV` bytes, its columns there, a row at least, the
+    metrics numbers and the counts non-negative.
 
     Raises:
         AttachedFileError: a file that does not read or is not a lens summary (its message names the file).
@@ -184,13 +185,15 @@ def load_lens(directory: str | Path) -> pd.DataFrame | None:
     if path is None:
         return None
     table = read_table(path, LENS_FILE, MAX_LENS_CSV, keep_default_na=False, na_values=[""])
-    numbers = ["n", *METRICS, *(f"{m}_{e}" for m in METRICS for e in ("low", "high"))]
-    missing = {"class", "layer", "readout", *numbers} - set(table.columns)
-    if missing:
-        raise AttachedFileError(LENS_FILE, f"{LENS_FILE} is not a lens summary: no column {sorted(missing)} (rerun "
-                                           "`python -m laya lens`)")  # fmt: skip
+    numbers = ["n", "layer_index", *METRICS, *(f"{m}_{e}" for m in METRICS for e in ("low", "high"))]
+    missing = {"class", "layer", "readout", "command", *numbers} - set(table.columns)
+    if missing or table.empty:
+        raise AttachedFileError(LENS_FILE, f"{LENS_FILE} is not a lens summary: no column {sorted(missing)} or no "
+                                           "row (rerun `python -m laya lens`)")  # fmt: skip
     if odd := [c for c in numbers if not pd.api.types.is_numeric_dtype(table[c])]:
         raise AttachedFileError(LENS_FILE, f"{LENS_FILE}: the columns {odd[:4]} are not numbers")
+    if not table["n"].between(0, 2**62).all():  # counts of inputs, none missing
+        raise AttachedFileError(LENS_FILE, f"{LENS_FILE}: the column n holds a missing or negative count")
     table["class"] = table["class"].astype(str)
     return table
 

@@ -12,14 +12,14 @@ real runs. Training hidden states (the ``--train-limit`` subset) fit the exit cl
   a paired bootstrap over inputs;
 * **truncation**: :func:`laya.analysis.depth.pruning.truncation_runs`.
 
-Writes ``exits.json`` + ``exits_runs.csv``, ``exits_alpha.csv``, ``exits_truncation.csv`` beside the checkpoint.
+Writes ``exits.json`` + ``exits_runs.csv``, ``exits_alpha.csv``, ``exits_truncation.csv`` beside the checkpoint;
+:mod:`laya.analysis.depth.exits_record` reads ``exits.json`` back, as untrusted input.
 A report of :data:`EXITS_FORMAT` 2 reuses the adapters' outputs ``z_k`` at the head (format 1 recomputed them);
 :func:`merge_exits` re-measures the readout exits of an older report and keeps its other runs.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -40,6 +40,7 @@ from laya.analysis.depth.exits import (
     confidence_policy,
     exit_runs,
 )
+from laya.analysis.depth.exits_record import EXITS_FILE
 from laya.analysis.depth.fit import DepthFit, fit_depth
 from laya.analysis.depth.pruning import truncation_runs
 from laya.analysis.statistics import saving_verdict
@@ -48,7 +49,6 @@ from laya.data.features import cached_hidden_states, hidden_states
 from laya.model.checkpoint import Checkpoint, atomic_write_json
 from laya.model.heads import MixHead
 
-EXITS_FILE = "exits.json"
 EXITS_FORMAT = 2  # 2: inputs that reach the head reuse the exits' z_k (1, unrecorded: adapters run again at the head)
 EXIT_THRESHOLDS: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.99, 0.999)
 ALPHA_LEVELS: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8)
@@ -79,7 +79,7 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
     train = split_subset(checkpoint, "train", options.train_limit, options.seed)
     train_hidden = [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, train.images, 256, "train")]
     train_labels = train.labels.to(device)
-    fit = DepthFit.load(checkpoint.path)
+    fit = DepthFit.load(checkpoint.path, checkpoint)
     if fit is None or fit.info.get("n_train") != len(train_labels):
         fit = fit_depth(checkpoint, train_hidden, train_labels)
     test = split_subset(checkpoint, "test", options.limit, options.seed)
@@ -152,11 +152,6 @@ def merge_exits(report: dict[str, Any], previous: dict[str, Any]) -> dict[str, A
                                        "truncation": truncation is not None and not report.get("truncation")}}  # fmt: skip
 
 
-def load_exits(directory: str | Path) -> dict[str, Any] | None:
-    path = Path(directory) / EXITS_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def best_exit(runs: pd.DataFrame, tolerance: float = 0.01) -> tuple[pd.Series, bool]:
     """Of one exit kind's measured runs: the confidence run with the fewest MACs whose accuracy is within
     ``tolerance`` of the full model's, and True; else the highest-threshold run, and False."""
@@ -211,6 +206,5 @@ def saving_text(saving: float, noise: float, speedup: bool = False) -> str:
     return f"{1 + saving:.2f}×" if speedup else signed_percent(saving)
 
 
-__all__ = ["ALPHA_LEVELS", "EXITS_FILE", "EXITS_FORMAT", "EXIT_THRESHOLDS", "MeasureOptions", "best_exit", "load_exits",
-           "measure", "merge_exits", "saving_noise", "saving_text", "signed_percent", "timing_conditions",
-           "timing_spread", "write_exits"]  # fmt: skip
+__all__ = ["ALPHA_LEVELS", "EXITS_FORMAT", "EXIT_THRESHOLDS", "MeasureOptions", "best_exit", "measure", "merge_exits",
+           "saving_noise", "saving_text", "signed_percent", "timing_conditions", "timing_spread", "write_exits"]

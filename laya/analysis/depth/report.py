@@ -33,7 +33,7 @@ from laya.analysis.head.logit_attribution import class_mean_terms, logit_attribu
 from laya.analysis.statistics import bootstrap_cis
 from laya.analysis.strict_json import json_safe
 from laya.data.ood import ood_sets
-from laya.analysis.depth.report_record import DEPTH_FILE, MAX_DEPTH_JSON, checked_depth
+from laya.analysis.depth.report_record import DEPTH_FILE, MAX_DEPTH_JSON, TABLES, checked_depth
 from laya.model.attached_files import attached_file, field_error, read_json
 from laya.model.checkpoint import Checkpoint, atomic_write_json
 
@@ -244,14 +244,15 @@ class DepthReport:
     def table(self, key: str) -> pd.DataFrame:
         """``prediction_depth``, ``logit_attribution``, ``pruning``, ``exit_curve``, ``detection``, ``roc``
         or ``readout_accuracy``."""
-        data = self.data
-        if key == "exit_curve":
-            return pd.DataFrame(data["early_exit"]["curve"])
-        if key in ("detection", "roc"):
-            return pd.DataFrame(data["detection"]["table" if key == "detection" else "roc"])
-        if key == "readout_accuracy":
-            return pd.DataFrame(data[key]).assign(layer=data["layer_names"])
-        return pd.DataFrame(data[key])
+        path = {"exit_curve": ("early_exit", "curve"), "detection": ("detection", "table"),
+                "roc": ("detection", "roc")}.get(key, (key,))  # fmt: skip
+        rows: Any = self.data
+        for part in path:
+            rows = rows[part]
+        columns = TABLES[path]  # its numbers as floats (null: NaN), its columns there when it has no row
+        table = pd.DataFrame(rows, columns=None if rows else list(columns))
+        table = table.astype({c: float for c, kind in columns.items() if kind == "finite" and c in table})
+        return table.assign(layer=self.data["layer_names"]) if key == "readout_accuracy" else table
 
     def auroc_table(self) -> pd.DataFrame:
         """Score x task: ``AUROC [95 % CI]`` strings, with ``*`` where the paired bootstrap against max
@@ -363,7 +364,7 @@ def lens_report(checkpoint: Checkpoint, options: LensOptions | None = None, prog
     progress(0.0, "test hidden states")
     test = split_subset(checkpoint, "test", options.limit, options.seed)
     hidden = hidden_of(test.images, "test")
-    fit = DepthFit.load(checkpoint.path)
+    fit = DepthFit.load(checkpoint.path, checkpoint)
     probes = fit.probes if fit else None
     fitted = ""
     if probes is None and not (own and has_own_readouts(model.head, hidden)):

@@ -6,32 +6,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from laya.model.attached_files import MAX_UNITS, check_records, check_value, field_error
+from laya.model.attached_files import MAX_UNITS, check_record, check_records, check_value, field_error
 
 DEPTH_FILE = "depth.json"
 MAX_DEPTH_JSON = 64 << 20  # a depth.json is a few hundred KB (ROC curves thinned to 200 points per score and task)
-DEPTH = {"class": "text", "n": "integer", "errors": "integer", **dict.fromkeys(
+DEPTH = {"class": "text", "n": "count", "errors": "count", **dict.fromkeys(
     [f"{m}{e}" for m in ("prediction_depth", "overthinking_rate", "overthought_errors") for e in ("", "_low", "_high")],
-    "number")}  # fmt: skip
+    "finite")}  # fmt: skip
 TABLES: dict[tuple[str, ...], dict[str, str]] = {  # where each table lies, and the columns the views read
-    ("readout_accuracy",): dict.fromkeys(("estimate", "low", "high", "level"), "number"),
+    ("readout_accuracy",): dict.fromkeys(("estimate", "low", "high", "level"), "finite"),
     ("prediction_depth",): DEPTH,
     ("prediction_depth_probes",): DEPTH,
-    ("logit_attribution",): {"class": "text", "layer": "text", "layer_index": "integer", "mean": "number",
-                             "count": "integer"},
-    ("pruning",): {"criterion": "text", "layers_kept": "integer", "orders": "integer", "removed": "text",
+    ("logit_attribution",): {"class": "text", "layer": "text", "layer_index": "count", "mean": "finite",
+                             "count": "count"},
+    ("pruning",): {"criterion": "text", "layers_kept": "count", "orders": "count", "removed": "text",
                    "removes_deepest": "flag", **dict.fromkeys(("accuracy", "accuracy_low", "accuracy_high",
-                   "refit_accuracy", "refit_low", "refit_high", "speedup"), "number")},
+                   "refit_accuracy", "refit_low", "refit_high", "speedup"), "finite")},
     ("early_exit", "curve"): dict.fromkeys(("threshold", "accuracy", "accuracy_low", "accuracy_high", "exited",
-                                            "mean_depth", "cost"), "number"),
-    ("detection", "table"): {"score": "text", "label": "text", "task": "text", "n": "integer", "positives": "integer",
+                                            "mean_depth", "cost"), "finite"),
+    ("detection", "table"): {"score": "text", "label": "text", "task": "text", "n": "count", "positives": "count",
                              **dict.fromkeys(("auroc", "auroc_low", "auroc_high", "aupr", "fpr95", "vs_msp"),
-                                             "number")},
-    ("detection", "roc"): {"score": "text", "task": "text", "fpr": "number", "tpr": "number"},
-}  # fmt: skip
-FIELDS = {("command",): "text", ("readout_source",): "text", ("n_test",): "integer", ("n_train",): "integer",
-          ("accuracy",): "number", ("early_exit", "at_1pt", "threshold"): "number",
-          ("early_exit", "at_1pt", "saved"): "number"}  # fmt: skip
+                                             "finite")},
+    ("detection", "roc"): {"score": "text", "task": "text", "fpr": "finite", "tpr": "finite"},
+}  # fmt: skip  # numbers finite or null (a NaN written as null): the tables read them as float columns, null as NaN
+FIELDS = {("command",): "text", ("readout_source",): "text", ("n_test",): "count", ("n_train",): "count",
+          ("accuracy",): "real", ("early_exit", "at_1pt", "threshold"): "finite",
+          ("early_exit", "at_1pt", "saved"): "real"}  # fmt: skip
 
 
 def _at(record: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -59,10 +59,16 @@ def checked_depth(record: Any) -> dict[str, Any]:
     for path, columns in TABLES.items():
         if path[0] in record or path[0] != "prediction_depth_probes":  # absent from a report before the probes
             check_records(_at(record, path), DEPTH_FILE, ".".join(path), columns)
+    if len(record["readout_accuracy"]) != len(record["layer_names"]):
+        raise field_error(DEPTH_FILE, "readout_accuracy", f"{len(record['readout_accuracy'])} rows",
+                          f"must hold one row per layer ({len(record['layer_names'])})")  # fmt: skip
     detection = _at(record, ("detection",))
     for field in ("ood_descriptions", "flag_thresholds", "ood_sets"):
         if not isinstance(detection.get(field, {}), dict):
             raise field_error(DEPTH_FILE, f"detection.{field}", detection[field], "must be a JSON object")
+    thresholds = detection.get("flag_thresholds", {})
+    check_record(thresholds, DEPTH_FILE, "detection.flag_thresholds", dict.fromkeys(thresholds, "finite"))
+    check_value(detection.get("flag_rate", 0.05), DEPTH_FILE, "detection.flag_rate", "real")
     if not isinstance(record.get("options", {}), dict):
         raise field_error(DEPTH_FILE, "options", record["options"], "must be a JSON object")
     if not isinstance(record.get("readout_kind", ""), str) or not isinstance(record.get("covariance", ""), str):

@@ -59,6 +59,7 @@ class Explanation(Encoded):
     spatial: SpatialAttribution | None = None  # batch of one: per-layer maps of the top classes; None: no layer has any
     ood_scores: dict[str, float] | None = None  # error/OOD detection scores (depth.input_depth.input_scores), if asked
     seconds: dict[str, float] = field(default_factory=dict)  # model time per stage (STAGES), as this call measured it
+    fit_note: str | None = None  # why the stored depth fit was not used for them (DepthFit.usable), for the page
     _metrics: dict[str, dict[str, float | None]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -231,6 +232,7 @@ def explain(
     approximate: bool = True,
     ood: bool | Collection[str] = False,
     fit: DepthFit | None = None,
+    fit_note: str | None = None,
 ) -> Explanation:
     """Explain ``image`` (``uint8 (C, S, S)`` at the checkpoint's source size).
 
@@ -239,7 +241,8 @@ def explain(
     per-layer spatial maps (``Explanation.spatial``; False: None, e.g. to time what they cost).
     ``approximate``: also compute the gradient x activation maps of CLS-token layers (False: those layers are
     ``deferred``; every other number is the same either way). ``ood``: also the input's error/OOD detection
-    scores under depth analytics' ``fit`` (``Explanation.ood_scores``, those of
+    scores under depth analytics' ``fit`` (``Explanation.ood_scores``, ``fit_note`` why a stored one is not used:
+    :meth:`~laya.analysis.depth.fit.DepthFit.usable`; those of
     :func:`laya.analysis.depth.input_depth.input_depth`), from this explanation's own backbone pass; names of scores
     (``("msp", "mahalanobis")``, what a page shows): only those.
     ``Explanation.seconds``: the model time of each of :data:`STAGES` in this call.
@@ -293,6 +296,7 @@ def explain(
         intrinsic=intrinsic,
         spatial=spatial,
         ood_scores=ood_scores,
+        fit_note=fit_note if ood else None,
         seconds=clock.seconds,
     )
 

@@ -60,7 +60,7 @@ or misshapen array, a JSON field missing or of the wrong kind), never returning 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -461,10 +461,12 @@ def run_network(
     checkpoint: Checkpoint, options: NetworkOptions | None = None, command: str = "", refit: bool = False,
     test_images: Images | None = None, train_images: Images | None = None, dest: str | Path | None = None,
     write: bool = True,
+    log: Callable[[str], None] = print,
 ) -> NetworkReport:  # fmt: skip
     """Fit the tuned lens where none is stored (or ``refit``) and save it beside the checkpoint with ``command``,
-    then compute the network report and write it to ``dest`` (default the checkpoint's folder). ``write=False``:
-    compute only (the other processes of a ``torchrun`` run, whose main process writes)."""
+    then compute the network report and write it to ``dest`` (default the checkpoint's folder); an earlier one there
+    that does not read is replaced, and ``log`` says so, naming the file and why. ``write=False``: compute only (the
+    other processes of a ``torchrun`` run, whose main process writes)."""
     options = options or NetworkOptions()
     dest = Path(dest or checkpoint.path)
     units = [u.name for u in network_units(checkpoint.model.backbone)]
@@ -474,7 +476,7 @@ def run_network(
         lens = fitted_lens(checkpoint, train, options, command)
         if write:
             save_tuned_lens(lens, dest)
-    earlier = _earlier(dest)
+    earlier = _earlier(dest, log if write else (lambda _: None))  # the main process says it
     report = network_report(checkpoint, test_images, train, options, lens, command)
     if earlier is not None:  # a report rewritten in a setting made by another command keeps that command
         report.setting_command = earlier.setting_command or earlier.command
@@ -483,10 +485,11 @@ def run_network(
     return report
 
 
-def _earlier(dest: Path) -> NetworkReport | None:
+def _earlier(dest: Path, log: Callable[[str], None]) -> NetworkReport | None:
     """The report already in ``dest`` (None where there is none, or where it is broken: it is being replaced)."""
     try:
         return load_network_report(dest)
-    except AttachedFileError:
+    except AttachedFileError as error:
+        log(f"The network report already there cannot be read and is replaced: {error}")
         return None
 

@@ -4,7 +4,7 @@ import pytest
 from laya.analysis.depth.measured import merge_exits, saving_noise, saving_text, timing_conditions
 
 
-def _run(kind, policy, parameter, accuracy, macs_saved, saved, plain_ms):
+def exit_run(kind, policy, parameter, accuracy, macs_saved, saved, plain_ms):
     return {"policy": policy, "parameter": parameter, "exits": kind, "exited": 0.5, "mean_layers": 2.0, "macs": 1.0,
             "macs_saved": macs_saved, "accuracy": accuracy, "accuracy_low": accuracy - 0.01,
             "accuracy_high": accuracy + 0.01, "plain_ms_b64": plain_ms, "exit_ms_b64": plain_ms * (1 - saved),
@@ -12,16 +12,16 @@ def _run(kind, policy, parameter, accuracy, macs_saved, saved, plain_ms):
 
 
 def exits_report(machine="cpu", kinds=("readout", "trained mlp")):
-    runs = {"readout": [_run("readout", "full model", None, 0.90, 0.0, 0.0, 1.0),
-                        _run("readout", "confidence 0.5", 0.5, 0.85, 0.30, 0.05, 1.0),
-                        _run("readout", "confidence 0.9", 0.9, 0.895, 0.17, 0.25, 1.2)],
-            "trained mlp": [_run("trained mlp", "full model", None, 0.90, 0.0, 0.0, 1.0),
-                            _run("trained mlp", "confidence 0.5", 0.5, 0.80, 0.40, 0.50, 1.5),
-                            _run("trained mlp", "confidence 0.9", 0.9, 0.90, 0.20, 0.05, 1.0)]}  # fmt: skip
+    runs = {"readout": [exit_run("readout", "full model", None, 0.90, 0.0, 0.0, 1.0),
+                        exit_run("readout", "confidence 0.5", 0.5, 0.85, 0.30, 0.05, 1.0),
+                        exit_run("readout", "confidence 0.9", 0.9, 0.895, 0.17, 0.25, 1.2)],
+            "trained mlp": [exit_run("trained mlp", "full model", None, 0.90, 0.0, 0.0, 1.0),
+                            exit_run("trained mlp", "confidence 0.5", 0.5, 0.80, 0.40, 0.50, 1.5),
+                            exit_run("trained mlp", "confidence 0.9", 0.9, 0.90, 0.20, 0.05, 1.0)]}  # fmt: skip
     truncation = [{"layers_kept": 2, "variant": "pruned", "accuracy": 0.9, "accuracy_low": 0.89, "accuracy_high": 0.91,
                    "full_accuracy": 0.9, "macs_speedup": 1.5, "speedup_b64": s, "full_ms_b64": ms}
                   for s, ms in ((1.05, 1.0), (1.30, 1.2))]  # fmt: skip
-    return {"command": f"measured on {machine}", "laya_version": "0", "layer_names": ["a", "b", "c"],
+    return {"command": f"measured on {machine}", "laya_version": "0", "layer_names": ["a", "b", "c"], "n_test": 2000,
             "machine": {"device": machine, "torch_threads": 1}, "runs": [r for k in kinds for r in runs[k]],
             "truncation": truncation if "trained mlp" in kinds else None, "alpha_vs_confidence": None}  # fmt: skip
 

@@ -153,8 +153,11 @@ def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path
     args = ["network", "--checkpoint", str(checkpoint.path), "--out", str(tmp_path), "--limit", "6",
             "--references", "2", "--ig-steps", "2", "--resamples", "50", "--lens-sample", "24", "--lens-epochs", "1",
             "--branch", "mlp", "--lesion-draws", "2", "--gradcam-sample", "3"]  # fmt: skip
+    (tmp_path / "network.json").write_text("null")  # a broken earlier report: replaced, saying so (issue 43)
     assert main(args) == 0
     out = capsys.readouterr().out
+    assert ("The network report already there cannot be read and is replaced: network.json: (the file) = None: "
+            "must be a JSON object") in out.splitlines()
     assert "6 test inputs" in out and "integrated gradients" in out and f"-> {tmp_path}" in out
     assert f"{report.units[-1]} 100.0% (identity translator: equal by construction)" in out
     written = load_network_report(tmp_path)

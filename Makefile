@@ -4,8 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
+# pytest-xdist workers of `make test`, a test file's tests in one (0: one process, no workers)
+TEST_WORKERS ?= 2
 
-.PHONY: dashboard test test-fast docs system-deps benchmarks screenshots clean
+.PHONY: dashboard test test-suite test-fast docs system-deps benchmarks screenshots clean
 
 $(VENV)/.runtime: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +32,13 @@ docs: $(VENV)/.docs  ## build the docs site (MkDocs Material, strict: broken lin
 system-deps:  ## Debian packages for the browser test and the data tests (chromium, dataset-fashion-mnist)
 	bash scripts/install-system-deps.sh
 
-test: $(VENV)/.dev system-deps  ## install everything and run the whole test suite (its 30 slowest tests and duration last)
-	@start=$$(date +%s); status=0; $(PY) -m pytest --durations=30 || status=$$?; \
-	echo "make test: $$(( $$(date +%s) - start )) s"; exit $$status
+test:  ## install everything and run the whole test suite (its 30 slowest tests, then both durations, last)
+	@start=$$(date +%s); status=0; $(MAKE) --no-print-directory test-suite || status=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s (installs included)"; exit $$status
+
+test-suite: $(VENV)/.dev system-deps  ## what `make test` times: the installs, then the whole suite (its duration last)
+	@start=$$(date +%s); status=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 || status=$$?; \
+	echo "pytest: $$(( $$(date +%s) - start )) s"; exit $$status
 
 test-fast: $(VENV)/.dev  ## unit tests only (no browser, no real datasets, no install, no tutorial run)
 	$(PY) -m pytest -m "not e2e and not data and not install and not slow"

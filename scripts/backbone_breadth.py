@@ -4,7 +4,7 @@ For each architecture (random initialisation, the smallest variant, shrunk with 
 where timm allows it) and each of two input sides, this builds the backbone through
 :func:`laya.model.backbones.build_backbone` (the input size reaches timm as ``img_size`` where the
 model takes one), puts a LAYA head on it, runs a forward pass of one image and leave-one-layer-out.
-Nothing is trained or downloaded. ``tests/model/test_timm_breadth.py`` runs it; this script also
+Nothing is trained or downloaded. ``tests/model/backbones/test_timm_breadth.py`` runs it; this script also
 writes the result file whose table ``docs/backbones.md`` shows (a generated block, ``scripts/prose_claims.py``)::
 
     python scripts/backbone_breadth.py --out docs/backbone-breadth.json && python scripts/prose_claims.py --write

@@ -1,9 +1,9 @@
 """A corpus of hostile checkpoints, generated from a good one: every case of issue 11, and more.
 
 Each case is a function of a valid ``model.json`` record (an MLP checkpoint of the test fixtures)
-returning the hostile record, and the text the refusal must contain. The library, AppTest and the
-browser tests all use this one list (tests/model/test_hostile.py, tests/pages/test_app.py,
-tests/e2e/test_e2e_browser.py).
+returning the hostile record, and the text the refusal must contain. The library and AppTest use every case
+(tests/model/test_hostile.py, tests/pages/test_app.py); the browser test of a deployment its memory cases and one
+case of each other kind of refusal (tests/e2e/test_e2e_deploy.py).
 """
 
 from __future__ import annotations

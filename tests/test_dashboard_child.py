@@ -1,6 +1,6 @@
 """The guard of ``laya dashboard``'s Streamlit child (laya/dashboard_child.py), in real processes: the portable
 watch ends a child whose parent was SIGKILLed, and a child whose launcher is already gone exits at once.
-The whole launcher killed by SIGKILL is tests/test_cli.py::test_dashboard_server_ends_with_a_launcher_killed_by_sigkill."""
+The whole launcher killed by SIGKILL is tests/cli/test_cli.py::test_dashboard_server_ends_with_a_launcher_killed_by_sigkill."""
 
 from __future__ import annotations
 

@@ -1,12 +1,15 @@
 """docs/your-classifier.md runs as written, offline: the shapes, the stand-in classifier (the page's first
-``python`` block), ``laya attach`` and the dashboard until it serves HTTP 200 (scripts/tutorial.py's runner);
-then the own head's logits equal the stand-in network's, and the summary was printed."""
+``python`` block) and ``laya attach``; then the own head's logits equal the stand-in network's, and the page's
+dashboard command opens the folder attach wrote. That command serving HTTP 200 is the tutorial's last step, run by
+tests/docs/test_tutorial.py: the same ``laya dashboard --models`` on another folder, which it only checks exists
+(``laya.dashboard.command``) before Streamlit starts."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from scripts.tutorial import REPO, commands, run
+from laya.dashboard import command
+from scripts.tutorial import REPO, commands
 
 PAGE = REPO / "docs" / "your-classifier.md"
 TIME_BOX_S = 600
@@ -35,8 +39,13 @@ def test_the_page_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     subprocess.run([sys.executable, *shapes.split()[1:]], cwd=tmp_path, env=env, check=True, capture_output=True)
     subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env=env, check=True, capture_output=True,
                    timeout=TIME_BOX_S)  # fmt: skip
-    run(tmp_path, timeout=TIME_BOX_S, text=f"```bash\n{attach}\n{dashboard}\n```\n")
-    setting = tmp_path / "attached" / "shapes-efficientnet_lite0"
+    done = subprocess.run([sys.executable, *shlex.split(attach)[1:]], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=TIME_BOX_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "own head (the network as it is)" in done.stdout and "Open it in the dashboard:" in done.stdout  # summary
+    models = tmp_path / shlex.split(dashboard)[-1]
+    assert command(models)[1]["LAYA_MODELS"] == str(models.resolve())  # what `laya dashboard` starts Streamlit on
+    setting = models / "shapes-efficientnet_lite0"
     assert {p.parent.name for p in setting.glob("*/model.json")} == {"own", "laya", "scalarmix", "concat"}
     assert (setting / "own" / "depth.json").is_file()
     import timm

@@ -1,10 +1,11 @@
 """End to end, as a team deployment is used: the real ``streamlit run app.py`` in deployment mode
 (``LAYA_ALLOW_PATHS=0``), driven by headless Chromium.
 
-Uploads every case of the hostile-checkpoint corpus (tests/hostile.py) through the sidebar: each gets
-a clear error and no traceback, the server's RSS stays under 2 GB and it stays healthy; there is no path
-box; a click on a class-wise heatmap cell opens that class and scrolls to it; a link copied from Inspect,
-opened in a fresh browser, reopens the same view.
+Uploads, through the sidebar, every memory case of the hostile-checkpoint corpus (tests/hostile.py: those that
+would allocate far past 2 GB if built) and one case of each other kind of refusal (``KINDS``): each gets a clear
+error and no traceback, the server's RSS stays under 2 GB and it stays healthy; there is no path box; a click
+on a class-wise heatmap cell opens that class and scrolls to it; a link copied from Inspect, opened in a fresh
+browser, reopens the same view.
 
 Every step waits for the element its action produces (the alert naming this upload's digest, the URL
 with the new parameter, the file chip), never for a fixed delay; every wait is bounded at ``TIMEOUT_MS`` (300 s). Run beside two busy processes
@@ -35,13 +36,43 @@ from scripts.screenshots import (
     wait_for_charts,
     wait_idle,
 )
-from tests.hostile import CASES, hostile_record
+from tests.hostile import CASES, Case, hostile_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 VIEW = {"model": "colours-mlp/concat", "mode": "zero_input"}  # the view the link test picks (plus its example)
+
+#: one case of each kind of refusal the corpus holds besides the memory cases, by name. Every case, these and the
+#: rest, is uploaded through the same sidebar by AppTest (tests/pages/test_app.py), which checks each message; the
+#: browser adds the real upload, the alert as drawn and the server's memory, the same for every case of a kind.
+KINDS = {
+    "format-version-string": "a field of the wrong type",
+    "not-an-object": "a section that is not an object",
+    "channels-mismatch": "two fields that disagree",
+    "channels-2": "a value outside its choices",
+    "tau-negative": "a number outside its range",
+    "classes-one": "a list of the wrong length",
+    "tau-nan": "a number that is not finite",
+    "unknown-key": "an unknown key",
+    "timm-unknown-kwarg": "a model argument not allowed",
+    "timm-checkpoint-path": "a model argument naming a file",
+    "timm-bad-depth-for-model": "a model argument the architecture refuses",
+    "weights-server-file": "weights naming a file on the server",
+    "weights-parent-file": "weights naming a path out of the checkpoint",
+    "weights-timm-download": "weights naming a download",
+    "weights-tilde-environ": "a path starting with '~'",
+    "weights-nul": "a path holding NUL",
+    "seed-4000-digits": "an integer of thousands of digits",
+    "classes-lone-surrogate": "text that is not valid Unicode",
+}
+
+
+def browser_cases() -> list[Case]:
+    """The memory cases and one case of each other kind of refusal (``KINDS``), in the corpus's order."""
+    assert set(KINDS) <= {c.name for c in CASES if c.on_load and not c.huge}, set(KINDS) - {c.name for c in CASES}
+    return [c for c in CASES if c.on_load and (c.huge or c.name in KINDS)]
 
 
 def view(url: str) -> dict[str, str]:
@@ -75,6 +106,7 @@ def test_deployment_mode_hostile_uploads_and_links(
     good = tiny_models / "colours-mlp" / "laya"
     record = json.loads((good / "model.json").read_text())
     examples = example_images(good)
+    cases = browser_cases()
 
     with serve(tiny_models, log=ARTIFACTS / "e2e-deploy-streamlit.log") as url:
         with browser_page() as page:
@@ -123,7 +155,7 @@ def test_deployment_mode_hostile_uploads_and_links(
             uploader = sidebar.locator('[data-testid="stFileUploaderDropzoneInput"]')
             weights = tmp_path / "model.safetensors"
             weights.write_bytes((good / "model.safetensors").read_bytes())
-            for case in (c for c in CASES if c.on_load):
+            for case in cases:
                 meta = tmp_path / case.name / "model.json"
                 meta.parent.mkdir()
                 meta.write_text(json.dumps(hostile_record(record, case)))

@@ -7,7 +7,7 @@ load correctly and may overflow: refused saying so, which only they may be), wit
 with the same worker alive afterwards (or a fresh one after a memory or CPU-time limit) and its peak RSS
 under ``WORKER_MB`` + its imports; a refusal naming a server path reads the same whether that file exists.
 A fresh seed each run (``LAYA_FUZZ_SEED`` repeats one), printed with the failing example;
-``LAYA_FUZZ_SECONDS`` (default 75) bounds both properties together, once each has run its minimum examples
+``LAYA_FUZZ_SECONDS`` (default 40) bounds both properties together, once each has run its minimum examples
 whatever the time (a loaded machine is slow, never exempt): examples past it then pass without running.
 
 An attached setting's stored files (a timm ``test_vit``'s own head with its tuned lens and network report) get
@@ -72,7 +72,7 @@ from tests.model.test_own_head import _save, networks
 from tests.sandbox.test_pool import gone, wait_until
 from tests.training.test_attach import _config, _retarget
 
-BUDGET_S = float(os.environ.get("LAYA_FUZZ_SECONDS", "75"))
+BUDGET_S = float(os.environ.get("LAYA_FUZZ_SECONDS", "40"))
 SEED = int(os.environ.get("LAYA_FUZZ_SEED") or secrets.randbelow(2**32))
 EXAMPLE_S = 60.0  # one example: up to three requests on a loaded machine (each capped at 30 s by the pool)
 WORKER_MB = 1024  # RLIMIT_AS a worker may add to its imports

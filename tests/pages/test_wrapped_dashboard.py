@@ -13,7 +13,7 @@ from laya.model.backbones import wrap
 from laya.model.checkpoint import CheckpointMeta, save_checkpoint
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import HeadConfig, build_head
-from tests.model.test_backbone_families import make_tiny
+from tests.model.backbones.test_backbone_families import make_tiny
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 

@@ -45,6 +45,10 @@ def test_bundled_checkpoint_reproduces_recorded_outputs(path: Path):
 @pytest.mark.data
 @pytest.mark.parametrize("path", BUNDLED, ids=ids)
 def test_bundled_report_accuracy_reproduces_on_the_test_split(path: Path):
+    """The report's accuracy is over the whole test split and nothing committed holds a prediction per input of
+    it (the browser's sample holds 1,000), so the whole split is evaluated: a subset would not reproduce that
+    number. A frozen backbone's hidden states are cached (``LAYA_CACHE``), so a setting's first head pays the
+    backbone pass and its other heads, in the same worker (``--dist loadfile``), read them."""
     ck = load_checkpoint(path)
     try:
         test = ck.load_data("test")

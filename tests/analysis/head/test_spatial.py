@@ -10,7 +10,7 @@ from laya.model.backbones import BackboneConfig, build_backbone, wrap
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import HeadConfig, build_head
 from laya.model.own_head import own_head
-from tests.model.test_calls import own_checkpoint
+from tests.model.backbones.test_calls import own_checkpoint
 
 HEADS = ["laya", "scalarmix", "concat", "lastlayer"]
 

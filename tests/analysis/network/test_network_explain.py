@@ -7,7 +7,7 @@ import torch
 from PIL import Image
 
 from laya.analysis.network.explain import explain_network, profile_units
-from tests.model.test_calls import own_checkpoint
+from tests.model.backbones.test_calls import own_checkpoint
 
 
 def _images() -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,7 +14,7 @@ import pytest
 from laya.model.backbones import BackboneConfig, build_backbone
 from laya.model.backbones.timm import runs_at
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "backbone_breadth.py"
 TIME_BOX_S = 600  # a hang, not a slow machine: the list took 112 s at load average 16 on 2 cores (docs/backbones.md)
 REQUIRED = [

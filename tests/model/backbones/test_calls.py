@@ -24,7 +24,7 @@ from laya.model.checkpoint import Checkpoint, CheckpointMeta
 from laya.model.classifier import LayerwiseClassifier
 from laya.model.heads import HeadConfig
 from laya.model.own_head import own_head
-from tests.model.test_backbone_families import Tiny
+from tests.model.backbones.test_backbone_families import Tiny
 from tests.model.test_own_head import TINY_VIT
 
 SIZE, CLASSES = 32, ("a", "b", "c")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from laya.cli import build_parser
 
-CLI = Path(__file__).resolve().parents[1] / "laya" / "cli"
+CLI = Path(__file__).resolve().parents[2] / "laya" / "cli"
 SHARED = {"--checkpoint": {"lens", "network", "evaluate", "depth", "exits", "patch"},
           "--allow-import": {"lens", "network", "evaluate", "depth", "dashboard"},
           "--resamples": {"lens", "network", "evaluate", "benchmark", "depth", "exits", "patch", "reproduce", "bundle",

@@ -21,7 +21,10 @@ network report (``network.json`` + ``network.safetensors``). :func:`summary` is 
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,19 +95,20 @@ def own_checkpoint(
 
 def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
     """Write ``config.out/<setting>/{own,laya,scalarmix,concat}`` (see the module docstring); ``module``:
-    the network for ``family="wrapped"``. Progress bars (tqdm) show each long step with its ETA."""
+    the network for ``family="wrapped"``. Progress bars (tqdm) show each long step with its ETA. The setting is
+    written whole or not at all (:func:`whole_folder`): a failed or interrupted attach leaves ``out`` as it was."""
     if (config.family == "wrapped") != (module is not None):
         raise ValueError("pass the nn.Module exactly when family='wrapped'")
     checked = preflight(config, module)  # seconds: every refusal before the first long step
     spec, bb_config = checked.spec, checked.backbone_config
     test = load_dataset(config.dataset, "test", config.image_size)
-    name = config.setting or f"{Path(config.dataset).name}-{config.model or type(module).__name__}".lower()
-    setting = Path(config.out) / name
+    setting = config.setting_path(module)
+    name = setting.name
     steps = tqdm(total=2 + len(config.heads) + len(config.depth_heads), desc=f"attach {name}", unit="step")
     heads: dict[str, Path] = {}
     network_error = None
     try:  # the bar is closed (its line ended) before any error is printed
-        with tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
+        with whole_folder(setting, config.overwrite), tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
             export_examples(test, setting / "examples")  # before any head is bundled: its expected.json reads them
             steps.set_postfix_str("own head")
             run = own_checkpoint(config, Path(runs) / OWN, module, checked)
@@ -126,21 +130,47 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
                 heads[head] = bundle(fitted, setting / head, test, config.evaluation, module=module,
                                      sample=head not in config.depth_heads)  # fmt: skip
                 steps.update()
-        write_summary(results_table(list(heads.values())), setting, f"{name}: the network's own head and LAYA, "
-                      "ScalarMix, Concat on its frozen features", list(heads.values()))  # fmt: skip
-        steps.update()
-        for head in config.depth_heads:
-            steps.set_postfix_str(f"depth analytics of {head}")
-            checkpoint = load_checkpoint(heads[head], module=module)
-            run_depth(checkpoint, config.depth)
-            mode = Report.load(heads[head]).data["headline"]["mode"]
-            write_sample(checkpoint, test, mode=mode, images_dir=setting)  # with depth and detection columns
+            write_summary(results_table(list(heads.values())), setting, f"{name}: the network's own head and LAYA, "
+                          "ScalarMix, Concat on its frozen features", list(heads.values()))  # fmt: skip
             steps.update()
+            for head in config.depth_heads:
+                steps.set_postfix_str(f"depth analytics of {head}")
+                checkpoint = load_checkpoint(heads[head], module=module)
+                run_depth(checkpoint, config.depth)
+                mode = Report.load(heads[head]).data["headline"]["mode"]
+                write_sample(checkpoint, test, mode=mode, images_dir=setting)  # with depth and detection columns
+                steps.update()
     finally:
         steps.close()
     limit = config.evaluation.limit
     return Attached(setting, heads, min(limit or len(test), len(test)), len(test), config.evaluation.seed,
                     network_error)  # fmt: skip
+
+
+@contextlib.contextmanager
+def whole_folder(folder: Path, overwrite: bool = False) -> Iterator[Path]:
+    """``folder``, written by the block whole or not at all. The block writes it in place (the reports record
+    their folder's path); should it raise, ``KeyboardInterrupt`` included, what it wrote is removed and the folder
+    that was there before, moved aside under a hidden name beside it, is put back; only once it has finished is
+    that earlier folder deleted. An existing ``folder`` needs ``overwrite``
+    (:func:`~laya.training.preflight.preflight` refuses it first, in words)."""
+    if folder.exists() and not overwrite:
+        raise FileExistsError(f"{folder} exists; pass overwrite=True to replace it")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    earlier = None
+    if folder.exists():
+        earlier = Path(tempfile.mkdtemp(prefix=f".{folder.name}.laya-attach-earlier-", dir=folder.parent))
+        folder.rename(earlier / folder.name)
+    try:
+        yield folder
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        if earlier is not None:
+            (earlier / folder.name).rename(folder)
+            earlier.rmdir()
+        raise
+    if earlier is not None:
+        shutil.rmtree(earlier)
 
 
 def _network(config: AttachConfig, own: Path, test: Any, module: nn.Module | None) -> str | None:
@@ -230,5 +260,5 @@ def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
 
 __all__ = [
     "AttachConfig", "Attached", "attach", "comparison_words", "network_lines", "own_checkpoint", "sample_words",
-    "summary",
+    "summary", "whole_folder",
 ]  # fmt: skip

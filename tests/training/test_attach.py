@@ -220,3 +220,43 @@ def test_a_trainer_folder_of_another_class_count_is_refused_with_both(tmp_path: 
     config = AttachConfig(family="transformers", model="vit", weights=str(tmp_path / "five"), dataset=str(image_folder))
     with pytest.raises(ValueError, match="the weights' classifier has 5 outputs; the dataset .* has 3 classes"):
         preflight(config, echo=False)
+
+
+@pytest.mark.parametrize("stop", [RuntimeError("a late step failed"), KeyboardInterrupt()], ids=["error", "interrupt"])
+def test_a_failed_or_interrupted_attach_leaves_out_as_it_was(
+    stop: BaseException, tmp_path: Path, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The own head is written, then the summary step stops: what was written goes, the setting that was there
+    before comes back, and no temporary folder is left (the system's, nor beside the setting); once the run ends
+    whole, it replaces the earlier setting."""
+    import tempfile
+
+    import timm
+
+    from laya.training import attach as attach_module
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where attach's fitting runs go
+    out = tmp_path / "out"
+    (out / "mine").mkdir(parents=True)
+    (out / "mine" / "earlier.txt").write_text("an earlier attach")
+    weights = _save(timm.create_model("resnet10t", num_classes=3).eval(), tmp_path / "mine.safetensors")
+    config = AttachConfig(family="timm", model="resnet10t", weights=weights, dataset=str(image_folder), out=str(out),
+                          setting="mine", overwrite=True, image_size=32, heads=(), depth_heads=(),
+                          **{**QUICK, "network": None})  # fmt: skip
+    written = attach_module.write_summary
+
+    def stopped(*args, **kwargs):
+        assert (out / "mine" / OWN / "report.json").is_file()  # the setting was being written
+        raise stop
+
+    monkeypatch.setattr(attach_module, "write_summary", stopped)
+    with pytest.raises(type(stop)):
+        attach(config)
+    assert [p.name for p in out.iterdir()] == ["mine"] and [p.name for p in (out / "mine").iterdir()] == ["earlier.txt"]
+    assert list(scratch.iterdir()) == []
+    monkeypatch.setattr(attach_module, "write_summary", written)
+    attached = attach(config)
+    assert [p.name for p in out.iterdir()] == ["mine"] and not (out / "mine" / "earlier.txt").exists()
+    assert (attached.heads[OWN] / "report.json").is_file() and list(scratch.iterdir()) == []

@@ -12,9 +12,12 @@ analyses' sizes are tiny (``TINY``): the point is that every step runs, not the 
     python scripts/attach_breadth.py --collect                        # only write the result file from the records
     python scripts/prose_claims.py --write                            # regenerate docs/attach-breadth.md's blocks
 
-Statuses: ``attached`` (the command finished), ``refused`` (it stopped with its error message before writing the
-own head), ``failed`` (anything else: a traceback, an error after the own head was written, a timeout; its last
-line is kept, the whole log is ``WORK/logs/<name>.log``), ``not run``.
+Statuses: ``attached`` (the command finished), ``refused`` (it stopped with its error message in its checks, before
+its progress bar), ``failed`` (anything else: a traceback, an error in a later step, a process killed, a timeout;
+its words are kept as plain text, :func:`error_text`, the whole log is ``WORK/logs/<name>.log``), ``not run``. A
+failed attach leaves no setting behind, so only an attached row compares its own head with the network.
+
+    python scripts/attach_breadth.py --only timm-efficientvit_b0 --only wrapped-dict-cnn   # a few, end to end
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -66,6 +70,15 @@ ARCHITECTURES: dict[str, Arch] = {
     "timm-vit_tiny_patch16_224": Arch("timm", "vit_tiny_patch16_224"),
     "timm-deit_tiny_patch16_224": Arch("timm", "deit_tiny_patch16_224"),
     "timm-swin_tiny_patch4_window7_224": Arch("timm", "swin_tiny_patch4_window7_224"),
+    "timm-levit_128s": Arch("timm", "levit_128s"),  # distilled: two BatchNorm + linear heads, averaged
+    "timm-deit_tiny_distilled_patch16_224": Arch("timm", "deit_tiny_distilled_patch16_224"),  # two tokens, two heads
+    "timm-efficientvit_b0": Arch("timm", "efficientvit_b0"),
+    "timm-efficientvit_m0": Arch("timm", "efficientvit_m0"),  # its classifier: BatchNorm + linear
+    "timm-poolformer_s12": Arch("timm", "poolformer_s12"),
+    "timm-repvit_m1": Arch("timm", "repvit_m1"),  # distilled: two BatchNorm + linear heads inside one module
+    "timm-mobilevit_xxs": Arch("timm", "mobilevit_xxs"),
+    "timm-fastvit_t8": Arch("timm", "fastvit_t8"),
+    "timm-inception_v3": Arch("timm", "inception_v3"),
     # torchvision: its classification builders, at their native side
     "torchvision-resnet18": Arch("torchvision", "resnet18"),
     "torchvision-mobilenet_v3_small": Arch("torchvision", "mobilenet_v3_small"),
@@ -77,6 +90,11 @@ ARCHITECTURES: dict[str, Arch] = {
     "torchvision-swin_t": Arch("torchvision", "swin_t"),
     "torchvision-vit_b_16": Arch("torchvision", "vit_b_16"),
     "torchvision-squeezenet1_0": Arch("torchvision", "squeezenet1_0"),  # a convolutional classifier: refused
+    "torchvision-googlenet": Arch("torchvision", "googlenet"),  # auxiliary classifiers: left out
+    "torchvision-inception_v3": Arch("torchvision", "inception_v3", size=299),
+    "torchvision-mnasnet0_5": Arch("torchvision", "mnasnet0_5"),  # its state dict needs a module version
+    "torchvision-mobilenet_v2": Arch("torchvision", "mobilenet_v2"),
+    "torchvision-maxvit_t": Arch("torchvision", "maxvit_t"),
     # transformers: ...ForImageClassification built from a config (the small published shapes where one exists)
     "transformers-vit": Arch("transformers", "vit", kwargs={**TINY_VIT, "patch_size": 16}, note="native (ViT-Ti/16)"),
     "transformers-deit": Arch("transformers", "deit", kwargs={**TINY_VIT, "patch_size": 16}, note="native (DeiT-Ti)"),
@@ -88,6 +106,7 @@ ARCHITECTURES: dict[str, Arch] = {
     "transformers-resnet": Arch("transformers", "resnet", kwargs={"layer_type": "basic", "depths": [2, 2, 2, 2],
                                 "hidden_sizes": [64, 128, 256, 512], "embedding_size": 64}, note="native (ResNet-18)"),
     "transformers-regnet": Arch("transformers", "regnet", note="native (the default config)"),
+    "transformers-mobilevit": Arch("transformers", "mobilevit", size=256, note="native (MobileViT-S, the default config)"),
     # wrapped: an nn.Module given from Python, its named submodules read through hooks
     "wrapped-torchvision-resnet18": Arch("wrapped", "torchvision-resnet18",
                                          layers=("layer1", "layer2", "layer3", "layer4")),
@@ -95,14 +114,17 @@ ARCHITECTURES: dict[str, Arch] = {
     "wrapped-transformers-vit": Arch("wrapped", "transformers-vit", kwargs={**TINY_VIT, "patch_size": 16}, layers=tuple(
         f"{ENCODER_BLOCK}.{i}" for i in (2, 5, 8, 11)), note="native (ViT-Ti/16)"),
     "wrapped-plain-cnn": Arch("wrapped", "plain-cnn", layers=("stem", "stage1", "stage2", "stage3")),
+    "wrapped-dict-cnn": Arch("wrapped", "dict-cnn", layers=("stem", "stage1", "stage2", "stage3")),  # returns a dict
+    "wrapped-timm-levit_128s": Arch("wrapped", "timm-levit_128s", layers=("stages.0", "stages.1", "stages.2")),
 }  # fmt: skip
 
 
 # --- the networks --------------------------------------------------------------------------------------------
 
 
-def _plain_cnn(classes: int):
-    """A hand-written network: named convolutional stages, global pooling, a linear classifier."""
+def _plain_cnn(classes: int, as_dict: bool = False):
+    """A hand-written network: named convolutional stages, global pooling, a linear classifier; ``as_dict``: its
+    forward returns ``{"logits": ..., "embedding": ...}``."""
     from torch import nn
 
     def stage(cin: int, cout: int) -> nn.Sequential:
@@ -115,8 +137,9 @@ def _plain_cnn(classes: int):
             self.pool, self.classifier = nn.AdaptiveAvgPool2d(1), nn.Linear(96, classes)
 
         def forward(self, x):
-            x = self.stage3(self.stage2(self.stage1(self.stem(x))))
-            return self.classifier(self.pool(x).flatten(1))
+            embedding = self.pool(self.stage3(self.stage2(self.stage1(self.stem(x))))).flatten(1)
+            logits = self.classifier(embedding)
+            return {"logits": logits, "embedding": embedding} if as_dict else logits
 
     return PlainCNN()
 
@@ -129,8 +152,8 @@ def network(arch: Arch, classes: int):
     family, name = arch.family, arch.model
     if family == "wrapped":
         family, _, name = name.partition("-")
-        if family == "plain":
-            return _plain_cnn(classes).eval()
+        if family in ("plain", "dict"):
+            return _plain_cnn(classes, as_dict=family == "dict").eval()
         name = {"vit_tiny": "vit_tiny_patch16_224"}.get(name, name)
     if family == "timm":
         import timm
@@ -151,8 +174,10 @@ def network(arch: Arch, classes: int):
 
 
 def logits_of(net, x):
-    out = net(x)
-    return out if hasattr(out, "shape") else out.logits  # transformers: an output object
+    """The network's logits on ``x``: a tensor, a transformers output's ``.logits``, a dict's ``"logits"``."""
+    from laya.model.backbones.pre_logits import logits_of as read
+
+    return read(net(x))
 
 
 def dataset(work: Path) -> Path:
@@ -192,13 +217,13 @@ def run_one(name: str, work: Path, threads: int) -> int:
 
             rc = main(["--threads", str(threads), "attach", "--family", arch.family, "--model", arch.model, "--weights",
                        str(weights), "--dataset", str(data), "--image-size", str(arch.size), "--out", str(out),
-                       "--setting", name, "--model-kwargs", json.dumps(arch.kwargs), *TINY])  # fmt: skip
+                       "--setting", name, "--overwrite", "--model-kwargs", json.dumps(arch.kwargs), *TINY])  # fmt: skip
     except Exception as error:  # a crash: its traceback in the log, its last line in the record, the own head compared
         traceback.print_exc()
         rc, record["error"] = 1, f"{type(error).__name__}: {error}"
     record.update(attach_s=time.perf_counter() - start, threads=threads, load_average=os.getloadavg()[0])
     own = out / name / "own"
-    if (own / "model.json").is_file():  # written before its evaluation: compared even if a later step failed
+    if (own / "model.json").is_file():  # a failed attach leaves no setting (it is written whole or not at all)
         record.update(compare(own, net, arch))
     (work / "records" / f"{name}.part.json").write_text(json.dumps(record) + "\n")
     return rc
@@ -222,7 +247,7 @@ def _attach_wrapped(arch: Arch, net, data: Path, setting: Path) -> int:
     flags = dict(zip(TINY[::2], TINY[1::2]))
     config = AttachConfig(
         family="wrapped", model=None, weights=None, dataset=str(data), out=str(setting.parent), setting=setting.name,
-        image_size=arch.size, layers=_layers(arch, net), max_epochs=int(flags["--max-epochs"]),
+        overwrite=True, image_size=arch.size, layers=_layers(arch, net), max_epochs=int(flags["--max-epochs"]),
         patience=int(flags["--patience"]),
         evaluation=EvalOptions(resamples=int(flags["--resamples"]), ig_steps=int(flags["--ig-steps"])),
         depth=DepthOptions(train_limit=int(flags["--train-limit"]), resamples=int(flags["--resamples"]),
@@ -256,15 +281,28 @@ def compare(own: Path, net, arch: Arch) -> dict:
 # --- the sweep -----------------------------------------------------------------------------------------------
 
 
-def _last_line(log: str, refused: bool) -> str:
-    """The error's text: the ``error: ...`` line of a refusal, else the traceback's last line (no traceback)."""
-    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", log)  # tqdm's cursor movements
-    lines = [x.strip() for x in text.replace("\r", "\n").splitlines() if x.strip()]
+ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")  # terminal control sequences (tqdm's cursor moves)
+BAR = re.compile(r"\d+%\||[?\d.]+(it|s|step|batch)/(s|it|step|batch)\b|^\[[0-9;]*[A-Za-z]$")  # a bar, or a
+# control sequence whose escape character was lost (the "[A" an older run recorded as an error)
+
+
+def error_text(log: str, returncode: int | None) -> str:
+    """A failure's words as plain text: the signal that killed the process, else the ``error: ...`` line of a
+    refusal, else the traceback's last line; terminal control sequences and progress bars dropped."""
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
+        return f"killed by {name}" + (" (out of memory, most likely)" if name == "SIGKILL" else "")
+    text = ESCAPES.sub("", log).replace("\r", "\n")
+    lines = [x for x in (line.strip() for line in text.splitlines()) if x and not BAR.search(x)]
     errors = [x.removeprefix("error: ") for x in lines if x.startswith("error: ")]
     if errors:
         return errors[-1]
-    tail = [x for x in lines if not x.startswith(("attach ", "features", "  0%")) and "it/s]" not in x]
-    return tail[-1] if tail else ("no error text" if refused else "")
+    return lines[-1] if lines else "no error text (the process ended without one)"
+
+
+def started(log: str, name: str) -> bool:
+    """Whether the attach of ``name`` got past its checks: its progress bar (``attach <name>``) was drawn."""
+    return f"attach {name}:" in log
 
 
 def sweep(names: list[str], work: Path, threads: int, force: bool, timeout: int) -> None:
@@ -292,9 +330,10 @@ def sweep(names: list[str], work: Path, threads: int, force: bool, timeout: int)
         part = records / f"{name}.part.json"
         measured = json.loads(part.read_text()) if part.is_file() else {}
         own_written = "max_abs_diff" in measured
-        status = "attached" if rc == 0 else "refused" if rc == 2 and not own_written else "failed"
-        error = "" if rc == 0 else f"timed out after {timeout} s" if rc is None else _last_line(log.read_text(), rc == 2)
-        error = measured.pop("error", None) or error
+        text = log.read_text(errors="replace")
+        status = "attached" if rc == 0 else "refused" if rc == 2 and not started(text, name) else "failed"
+        error = "" if rc == 0 else f"timed out after {timeout} s" if rc is None else error_text(text, rc)
+        error = ESCAPES.sub("", measured.pop("error", None) or error)
         record = {"name": name, **asdict(arch), "status": status, "error": error, "seconds": seconds, **measured}
         (records / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
         part.unlink(missing_ok=True)
@@ -317,7 +356,7 @@ def collect(work: Path, threads: int) -> dict:
         path = work / "records" / f"{name}.json"
         record = (json.loads(path.read_text()) if path.is_file() else
                   {"name": name, **asdict(arch), "status": "not run", "error": ""})  # fmt: skip
-        if record["status"] == "attached":  # whether that run's attach wrote the network report (a later step)
+        if record["status"] == "attached" and "network_report" not in record:  # whether the attach wrote it
             record["network_report"] = (work / "runs" / name / "own" / "network.json").is_file()
         results.append(record)
     versions = {m.__name__: m.__version__ for m in (torch, timm, torchvision, transformers)}

@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> None:
         if "train" in args.steps and network.float16 and (args.force or not network.attached_weights(name).exists()):
             rounded(network.weights(name), network.attached_weights(name))
         if "attach" in args.steps and (args.force or not (network.setting(name) / "own" / "network.json").exists()):
-            _run(network.attach_command(name))
+            _run([*network.attach_command(name), *(["--overwrite"] if network.setting(name).exists() else [])])
         if "check" in args.steps:
             check(name)
 

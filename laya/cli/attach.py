@@ -46,12 +46,18 @@ def add_attach(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--dataset", required=True, help="ImageFolder directory (train/, test/) | fashion-mnist | cifar10")
     a.add_argument("--out", default="attached", help="folder the setting is written into (default: attached)")
     a.add_argument("--setting", help="name of the setting folder (default: <dataset>-<model>)")
+    a.add_argument("--overwrite", action="store_true",
+                   help="replace an existing setting folder, once the new one is written whole (default: an existing "
+                   "one is refused)")
     a.add_argument("--image-size", type=int,
                    help="side of the images the network sees, the one it was trained at (default: the dataset's; "
                    "ImageFolder: 32)")
     a.add_argument("--mean", type=csv_floats, help="input normalisation per channel (default: ImageNet's for RGB, else 0.5)")
     a.add_argument("--std", type=csv_floats, help="input normalisation per channel (default: ImageNet's for RGB, else 0.5)")
-    a.add_argument("--model-kwargs", type=_kwargs, default={}, help="architecture arguments, JSON (default: none)")
+    a.add_argument("--model-kwargs", type=_kwargs, default={},
+                   help="architecture arguments, JSON (default: none): timm's create_model arguments, a transformers "
+                   "config's, a torchvision class's plain ones (googlenet '{\"aux_logits\": false}'; an unknown one is "
+                   "refused with those allowed)")
     a.add_argument("--layers", type=csv, help="torchvision: graph nodes to read (default: the stages)")
     a.add_argument("--heads", type=csv, default=["laya", "scalarmix", "concat"],
                    help="heads fitted beside the own one (default: laya,scalarmix,concat)")
@@ -98,11 +104,10 @@ def cmd_attach(args: argparse.Namespace) -> None:
 
     config = AttachConfig(
         family=args.family, model=args.model, weights=args.weights, weights_by_order=args.match_by_order,
-        dataset=args.dataset, out=args.out,
-        setting=args.setting, image_size=args.image_size, mean=args.mean, std=args.std, model_kwargs=args.model_kwargs,
-        layers=args.layers, heads=tuple(args.heads), depth_heads=tuple(args.depth_heads), lr=args.lr,
-        patience=args.patience, max_epochs=args.max_epochs,
-        val_fraction=args.val_fraction,
+        dataset=args.dataset, out=args.out, setting=args.setting, overwrite=args.overwrite,
+        image_size=args.image_size, mean=args.mean, std=args.std, model_kwargs=args.model_kwargs, layers=args.layers,
+        heads=tuple(args.heads), depth_heads=tuple(args.depth_heads), lr=args.lr, patience=args.patience,
+        max_epochs=args.max_epochs, val_fraction=args.val_fraction,
         evaluation=EvalOptions(resamples=args.resamples, ig_steps=args.ig_steps, limit=args.limit),
         depth=DepthOptions(limit=args.limit, train_limit=args.train_limit, resamples=args.resamples,
                            random_orders=args.random_orders, timing_batch=args.timing_batch,

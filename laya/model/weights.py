@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import pickle
 import zipfile
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -390,7 +391,8 @@ def load_weights(
     """Load the weights named by ``spec`` (a training checkpoint's entry after ``#``: :func:`split_entry`) into
     ``model``, every model tensor set: the state dict :func:`unwrap`-ped, then :func:`fit_state_dict`. Returns
     the in-order mapping where one was used and the note on what was unwrapped. A named source brings its own
-    ``by_order``."""
+    ``by_order``. A file keeps no module versions (safetensors has no place for them), so the tensors are read as
+    the architecture's own version: torchvision's MNASNet refuses a state dict without one."""
     file, entry = split_entry(spec)
     by_order = by_order or (spec in SOURCES and SOURCES[spec].by_order)
     state, entry_note = read_weights(resolve_path(file, base_dir), trusted=spec in SOURCES, entry=entry)
@@ -403,7 +405,9 @@ def load_weights(
         if not prefix:
             raise
         raise WeightsMismatch(f"{error} (the prefix {prefix!r} every key shares stripped)", error.fit) from None
-    model.load_state_dict({k: v.to(current[k].dtype) for k, v in state.items()})
+    fitted = OrderedDict((k, v.to(current[k].dtype)) for k, v in state.items())
+    fitted._metadata = getattr(current, "_metadata", None)  # type: ignore[attr-defined]  # see the docstring
+    model.load_state_dict(fitted)
     return Loaded(tuple(pairs), "; ".join(n for n in notes if n))
 
 

@@ -21,7 +21,10 @@ network report (``network.json`` + ``network.safetensors``). :func:`summary` is 
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,15 +110,16 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
     work, the tuned lens's activations, the network report's inputs (:mod:`laya.model.sharding`). What follows
     them (the heads' fits on the cached features, the depth fits, the bootstraps) each process computes alike from
     the gathered rows; the main process writes ``config.out``, the others a temporary folder they delete, and all
-    return the main process's folder once it is written."""
+    return the main process's folder once it is written. The setting is written whole or not at all
+    (:func:`whole_folder`): a failed or interrupted attach leaves ``out`` as it was."""
     if (config.family == "wrapped") != (module is not None):
         raise ValueError("pass the nn.Module exactly when family='wrapped'")
     checked = preflight(config, module)  # seconds: every refusal before the first long step
     test = load_dataset(config.dataset, "test", config.image_size)
-    name = config.setting or f"{Path(config.dataset).name}-{config.model or type(module).__name__}".lower()
+    name = config.setting_path(module).name
     place = torchrun_placement()
-    with scratch_unless_main(place, config.out) as out:
-        heads, network_error = _write_setting(config, module, checked, test, Path(out) / name, place)
+    with scratch_unless_main(place, config.out) as out, whole_folder(Path(out) / name, config.overwrite) as setting:
+        heads, network_error = _write_setting(config, module, checked, test, setting, place)
     place.barrier()  # the main process's folder is complete
     setting = Path(config.out) / name
     limit = config.evaluation.limit
@@ -134,7 +138,7 @@ def _write_setting(
     heads: dict[str, Path] = {}
     network_error = None
     try:  # the bar is closed (its line ended) before any error is printed
-        with tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
+        with whole_folder(setting, config.overwrite), tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
             export_examples(test, setting / "examples")  # before any head is bundled: its expected.json reads them
             steps.set_postfix_str("own head")
             run = own_checkpoint(config, Path(runs) / OWN, module, checked, device)
@@ -169,6 +173,32 @@ def _write_setting(
     finally:
         steps.close()
     return list(heads), network_error
+
+
+@contextlib.contextmanager
+def whole_folder(folder: Path, overwrite: bool = False) -> Iterator[Path]:
+    """``folder``, written by the block whole or not at all. The block writes it in place (the reports record
+    their folder's path); should it raise, ``KeyboardInterrupt`` included, what it wrote is removed and the folder
+    that was there before, moved aside under a hidden name beside it, is put back; only once it has finished is
+    that earlier folder deleted. An existing ``folder`` needs ``overwrite``
+    (:func:`~laya.training.preflight.preflight` refuses it first, in words)."""
+    if folder.exists() and not overwrite:
+        raise FileExistsError(f"{folder} exists; pass overwrite=True to replace it")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    earlier = None
+    if folder.exists():
+        earlier = Path(tempfile.mkdtemp(prefix=f".{folder.name}.laya-attach-earlier-", dir=folder.parent))
+        folder.rename(earlier / folder.name)
+    try:
+        yield folder
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        if earlier is not None:
+            (earlier / folder.name).rename(folder)
+            earlier.rmdir()
+        raise
+    if earlier is not None:
+        shutil.rmtree(earlier)
 
 
 def _network(
@@ -263,5 +293,5 @@ def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
 
 __all__ = [
     "AttachConfig", "Attached", "attach", "comparison_words", "network_lines", "own_checkpoint", "sample_words",
-    "summary",
+    "summary", "whole_folder",
 ]  # fmt: skip

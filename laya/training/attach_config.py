@@ -41,6 +41,7 @@ class AttachConfig:
     weights_by_order: bool = False  # match the file's tensors to the architecture's in order (never by default)
     out: str = "attached"
     setting: str | None = None  # default: "<dataset folder name>-<model>"
+    overwrite: bool = False  # replace an existing setting folder (once the new one is whole)
     image_size: int | None = None  # side the network sees; default: the dataset's (ImageFolder: 32)
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
@@ -70,6 +71,12 @@ class AttachConfig:
         unknown = [h for h in self.heads if h not in FITTED] + [h for h in self.depth_heads if h not in (OWN, *FITTED)]
         if unknown:
             raise ValueError(f"heads must be among {', '.join(FITTED)} (depth heads: also {OWN!r}); got {unknown}")
+
+    def setting_path(self, module: Any = None) -> Path:
+        """``out/<setting>``: the folder ``attach`` writes (default name ``<dataset folder>-<model>``, a wrapped
+        module's class name for its model)."""
+        name = self.setting or f"{Path(self.dataset).name}-{self.model or type(module).__name__}".lower()
+        return Path(self.out) / name
 
     def _read_trainer_folder(self) -> None:
         """``weights`` a Hugging Face Trainer's output folder: its model_type, config arguments and input side

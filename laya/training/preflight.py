@@ -4,6 +4,8 @@
 (a ``ValueError``: the command line prints it on its own line and exits with status 2, no traceback):
 
 * the architecture's name is one its family knows (else the closest names are suggested);
+* the setting folder is new, or ``overwrite`` replaces it (once the new one is whole:
+  :func:`~laya.training.attach.whole_folder`);
 * the weights file is found, within budget and holds tensors only (:func:`laya.model.weights.read_state_dict`:
   a pickled model is refused with the reason; nothing in it is executed);
 * the dataset is found, has at least two classes, and the same ones in ``train/`` and ``test/``;
@@ -104,9 +106,10 @@ def _classes(config: AttachConfig) -> tuple[tuple[str, ...], int, int]:
 
 
 def _check_model(config: AttachConfig) -> None:
-    """An architecture name the family knows; an unknown one is refused with the closest names, before any file
-    or dataset is read."""
+    """An architecture name the family knows (an unknown one is refused with the closest names) and
+    ``model_kwargs`` it takes (an unknown one with those it allows), before any file or dataset is read."""
     from laya.model.backbones import family
+    from laya.model.validation import CheckpointError
 
     names = family(config.family).model_names() if config.model else None
     if names is not None and config.model not in names:
@@ -115,6 +118,24 @@ def _check_model(config: AttachConfig) -> None:
         raise AttachRefused(
             f"{config.family} has no architecture {config.model!r}{family(config.family).closest(config.model)} "
             f"(all: {where})"
+        )
+    if config.family != "wrapped":  # a wrapped module's arguments are its own import path's (checked when built)
+        data = {"name": config.family, "model": config.model, "model_kwargs": config.model_kwargs}
+        try:
+            family(config.family).check_config(data)
+        except CheckpointError as error:
+            raise AttachRefused(f"--model-kwargs: {error}") from None
+
+
+def _check_destination(config: AttachConfig, module: nn.Module | None) -> None:
+    """The setting folder is new, or ``overwrite`` replaces it (a file there is refused either way)."""
+    setting = config.setting_path(module)
+    if setting.exists() and not setting.is_dir():
+        raise AttachRefused(f"{setting} is a file, not a setting folder; name another with --setting or --out")
+    if setting.exists() and not config.overwrite:
+        raise AttachRefused(
+            f"the setting folder {setting} exists already (an earlier attach wrote it); pass --overwrite "
+            "(overwrite=True) to replace it once the new one is whole, or name another with --setting or --out"
         )
 
 
@@ -214,6 +235,7 @@ def preflight(config: AttachConfig, module: nn.Module | None = None, echo: bool 
     """
     start = time.perf_counter()
     _check_model(config)
+    _check_destination(config, module)
     shapes = _weights_state(config)
     classes, channels, side = _classes(config)
     spec = input_spec(config, channels, side)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -110,3 +111,46 @@ def test_no_classifier_without_pre_logits() -> None:
     backbone = build_backbone(BackboneConfig(name="mlp", in_channels=1, input_size=8, widths=(8, 4)))
     with pytest.raises(ValueError, match="has no classifier of its own"):
         own_head(backbone)
+
+
+class Outputs(nn.Module):
+    """A network whose forward returns its logits in another form than a tensor: ``kind`` says which."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor):
+        features = self.body(x).mean(dim=(2, 3))
+        logits = self.fc(features)
+        if self.kind == "dict":
+            return {"embedding": features, "logits": logits}
+        if self.kind == "object":
+            return SimpleNamespace(logits=logits, embedding=features)
+        if self.kind == "probabilities":
+            return torch.softmax(logits, -1)
+        return {"probs": torch.softmax(logits, -1)}
+
+
+@pytest.mark.parametrize("kind", ["dict", "object"])
+def test_a_wrapped_network_s_logits_are_read_from_a_dict_or_an_output_object(kind: str) -> None:
+    from laya.analysis.network.recording import run_units
+
+    torch.manual_seed(0)
+    network = Outputs(kind).eval()
+    backbone = wrap(network, ["body"], input_size=16, pre_logits=True)
+    model = LayerwiseClassifier(backbone, own_head(backbone)).eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = network(x)["logits"] if kind == "dict" else network(x).logits
+        assert torch.allclose(model(x).logits, expected, atol=1e-5, rtol=0)
+        assert torch.equal(run_units(network, x, ["body"]).logits, expected)  # the network report's reading
+
+
+def test_a_wrapped_network_that_returns_no_logits_is_refused_saying_what_to_return() -> None:
+    with pytest.raises(ValueError, match="the network's output is not what its classifier gives .* not probabilities"):
+        wrap(Outputs("probabilities"), ["body"], input_size=16, pre_logits=True)
+    with pytest.raises(ValueError, match="returned dict with the keys 'probs', not its logits: .* a 'logits' entry"):
+        wrap(Outputs("probs"), ["body"], input_size=16, pre_logits=True)

@@ -58,16 +58,21 @@ def test_a_result_file_gives_its_table_and_verdict(tmp_path: Path) -> None:
     assert "3 of 4 architectures run, 98 s in all on 2 torch threads, load average 3 to 6 on 2 cores" in breadth.markdown(path)
 
 
-def test_an_error_s_text_is_its_message_or_the_traceback_s_last_line() -> None:
+def test_an_error_s_text_is_plain_its_message_or_the_traceback_s_last_line_or_the_signal() -> None:
     refusal = "attach x:  14%|█▍ | 1/7 [00:01<00:08]\rerror: timm model 'x' cannot take 64x64 inputs\n"
-    assert breadth._last_line(refusal, refused=True) == "timm model 'x' cannot take 64x64 inputs"
+    assert breadth.error_text(refusal, 2) == "timm model 'x' cannot take 64x64 inputs"
+    assert not breadth.started(refusal.replace("attach x:", "checking"), "x") and breadth.started(refusal, "x")
     crash = 'Traceback (most recent call last):\n  File "a.py", line 1\nValueError: collected 4 maps for 5 layers\n'
-    assert breadth._last_line(crash, refused=False) == "ValueError: collected 4 maps for 5 layers"
+    bars = ("decoding data/train:   0%|          | 0/1 [00:00<?, ?batch/s]\x1b[A\n                \x1b[A\n"
+            "features (train split): 100%|██████████| 1/1 [00:01<00:00,  1.64s/it]\x1b[A\n      [A\n")  # fmt: skip
+    assert breadth.error_text(crash + bars, 1) == "ValueError: collected 4 maps for 5 layers"
+    assert breadth.error_text("epoch 1 loss 1.09\n" + bars, -9) == "killed by SIGKILL (out of memory, most likely)"
+    assert breadth.error_text(bars, 1) == "no error text (the process ended without one)"
 
 
 def test_the_list_covers_the_four_families_and_the_committed_file_every_architecture() -> None:
     families = {a.family for a in breadth.ARCHITECTURES.values()}
-    assert len(breadth.ARCHITECTURES) >= 24 and families == {"timm", "torchvision", "transformers", "wrapped"}
+    assert len(breadth.ARCHITECTURES) >= 40 and families == {"timm", "torchvision", "transformers", "wrapped"}
     run = json.loads(RESULT.read_text())
     assert [r["name"] for r in run["results"]] == list(breadth.ARCHITECTURES)
     for r in run["results"]:

@@ -147,15 +147,16 @@ def _own_head_shows_its_block_ablation_at_once(models: Path, own: Path, monkeypa
     assert not app.exception, app.exception
 
     def profile() -> dict:
+        """The unit profile's bars, the units that keep the input first, then those drawn apart (the stem)."""
         charts = [json.loads(c.proto.spec) for c in app.get("plotly_chart")]
         [chart] = [c for c in charts if unplain(c["layout"].get("title", {}).get("text", "")) == UNIT_PROFILE_TITLE]
-        return chart["data"][0]
+        return {k: [v for trace in chart["data"] for v in trace[k]] for k in ("x", "text")}
 
-    assert profile()["x"] == ["bn1", "layer1.0", "layer2.0", "layer3.0", "layer4.0"]
+    assert profile()["x"] == ["layer1.0", "layer2.0", "layer3.0", "layer4.0", "bn1"]
     assert not [t for t in app.toggle if str(t.key).endswith("block_ablation_on")]
     app.radio(key="inspect_network_method").set_value("skip").run()
     assert not app.exception, app.exception
-    assert profile()["text"] == ["resample", "skip", "skip", "skip", "skip"]  # the stem alone has no shortcut
+    assert profile()["text"] == ["skip", "skip", "skip", "skip", "resample"]  # the stem alone has no shortcut
 
 
 def test_a_wrapped_module_as_it_is(tmp_path: Path, image_folder: Path) -> None:
@@ -223,3 +224,43 @@ def test_a_trainer_folder_of_another_class_count_is_refused_with_both(tmp_path: 
     config = AttachConfig(family="transformers", model="vit", weights=str(tmp_path / "five"), dataset=str(image_folder))
     with pytest.raises(ValueError, match="the weights' classifier has 5 outputs; the dataset .* has 3 classes"):
         preflight(config, echo=False)
+
+
+@pytest.mark.parametrize("stop", [RuntimeError("a late step failed"), KeyboardInterrupt()], ids=["error", "interrupt"])
+def test_a_failed_or_interrupted_attach_leaves_out_as_it_was(
+    stop: BaseException, tmp_path: Path, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The own head is written, then the summary step stops: what was written goes, the setting that was there
+    before comes back, and no temporary folder is left (the system's, nor beside the setting); once the run ends
+    whole, it replaces the earlier setting."""
+    import tempfile
+
+    import timm
+
+    from laya.training import attach as attach_module
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where attach's fitting runs go
+    out = tmp_path / "out"
+    (out / "mine").mkdir(parents=True)
+    (out / "mine" / "earlier.txt").write_text("an earlier attach")
+    weights = _save(timm.create_model("resnet10t", num_classes=3).eval(), tmp_path / "mine.safetensors")
+    config = AttachConfig(family="timm", model="resnet10t", weights=weights, dataset=str(image_folder), out=str(out),
+                          setting="mine", overwrite=True, image_size=32, heads=(), depth_heads=(),
+                          **{**QUICK, "network": None})  # fmt: skip
+    written = attach_module.write_summary
+
+    def stopped(*args, **kwargs):
+        assert (out / "mine" / OWN / "report.json").is_file()  # the setting was being written
+        raise stop
+
+    monkeypatch.setattr(attach_module, "write_summary", stopped)
+    with pytest.raises(type(stop)):
+        attach(config)
+    assert [p.name for p in out.iterdir()] == ["mine"] and [p.name for p in (out / "mine").iterdir()] == ["earlier.txt"]
+    assert list(scratch.iterdir()) == []
+    monkeypatch.setattr(attach_module, "write_summary", written)
+    attached = attach(config)
+    assert [p.name for p in out.iterdir()] == ["mine"] and not (out / "mine" / "earlier.txt").exists()
+    assert (attached.heads[OWN] / "report.json").is_file() and list(scratch.iterdir()) == []

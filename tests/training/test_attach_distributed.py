@@ -21,7 +21,8 @@ from tests.conftest import make_image_folder
 
 REPO = Path(__file__).resolve().parents[2]
 #: fields that differ between any two runs: wall-clock times, the command line and the folders written
-VARYING = {"timing", "seconds", "train_seconds", "command", "setting_command", "checkpoint", "out"}
+VARYING = {"timing", "seconds", "train_seconds", "command", "setting_command", "checkpoint", "out",
+           "forward_seconds", "all_seconds", "x_forward"}  # measured times (the Grad-CAM test's costs too)
 # 300 training images: the feature pass takes 2 batches of 256; a lens sample of 150: 2 batches of 128; 24 test
 # inputs of the network report: 2 batches of 16 (each process owns one); the evaluation's 30 in 1 batch of 500
 # (process 1 owns none)

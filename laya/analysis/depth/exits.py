@@ -158,7 +158,7 @@ def layer_steps(backbone: Backbone) -> LayerSteps:
         tail: tuple[list, list] = ([], [])
         if pre_logits:
             tail = ([lambda s: model.bn2(model.conv_head(s))] if hasattr(model, "conv_head") else [nn.Identity()],
-                    [lambda s: model.forward_head(s, pre_logits=True).flatten(1)])  # fmt: skip
+                    [backbone.head_input])  # fmt: skip
         if hasattr(model, "conv_stem") and backbone.config.intermediates_kwargs.get("extra_blocks"):
             stem = lambda x: model.bn1(model.conv_stem(x))  # noqa: E731
             return LayerSteps(nn.Identity(), [stem, *model.blocks, *tail[0]], [_mean_hw] * (len(model.blocks) + 1) + tail[1])  # fmt: skip

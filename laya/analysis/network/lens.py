@@ -41,7 +41,7 @@ from laya.analysis.network.lens_record import LENS_CONFIG, SPACES, check_config
 from laya.analysis.network.recording import as_network, prefix_tokens, run_units
 from laya.app import palette
 from laya.model.backbones import pool_hidden
-from laya.model.backbones.pre_logits import final_linear
+from laya.model.backbones.pre_logits import classifier_linears, joined_linear
 from laya.model.attached_files import (
     AttachedFileError,
     attached_file,
@@ -63,13 +63,14 @@ HELD_OUT, EPOCHS, PATIENCE, LR = 0.2, 400, 25, 3e-3  # the tuned lens's fit: doc
 class Readout:
     """How the network reads a prediction off one vector: ``space`` it lives in, ``width`` ``D``, ``pool`` (how a
     unit's tokens become a vector: ``"cls"``, ``"avg"``, or ``"auto"``: the CLS token where there are prefix tokens),
-    ``read: (N, D) -> (N, K)`` logits, and ``classifier`` the name of the network's final linear layer."""
+    ``read: (N, D) -> (N, K)`` logits, and ``classifier`` the names of the network's classifier layers
+    (:func:`~laya.model.backbones.pre_logits.classifier_linears`: its final linear layer, a distilled model's two)."""
 
     space: Space
     width: int
     pool: str
     read: Callable[[Tensor], Tensor]
-    classifier: str
+    classifier: tuple[str, ...]
 
     def pooled(self, network: nn.Module, out: Tensor) -> Tensor:
         """A unit's output ``(B, C, h, w)`` / ``(B, N, D)`` / ``(B, D)`` -> ``(B, d)``."""
@@ -82,10 +83,11 @@ def own_readout(network: nn.Module) -> Readout:
     """The network's own read-out. Residual: a timm ViT-like model (``norm``, ``fc_norm``, linear ``head``;
     pooled by its CLS token, or by the mean with ``norm`` an identity, so that norm and pooling commute), or a
     transformers ``ViT``/``DeiT`` ``...ForImageClassification`` (``layernorm`` then ``classifier`` on the CLS
-    token). Otherwise pre-logits: the network's final ``nn.Linear`` on its input."""
+    token). Otherwise pre-logits: the network's classifier as one ``nn.Linear`` on its joined input
+    (:func:`~laya.model.backbones.pre_logits.joined_linear`: a distilled model's two heads averaged)."""
     pool = getattr(network, "global_pool", None)
     head = getattr(network, "head", None)
-    name = final_linear(network)
+    name = classifier_linears(network)
     if (isinstance(head, nn.Linear) and hasattr(network, "norm") and hasattr(network, "fc_norm")
             and getattr(network, "attn_pool", None) is None and not hasattr(network, "head_dist")
             and (pool == "token" or (pool == "avg" and isinstance(network.norm, nn.Identity)))):  # fmt: skip
@@ -95,7 +97,7 @@ def own_readout(network: nn.Module) -> Readout:
     for body in (getattr(network, name, None) for name in ("vit", "deit")):
         if isinstance(classifier, nn.Linear) and hasattr(body, "layernorm"):
             return Readout("residual", classifier.in_features, "cls", lambda v: classifier(body.layernorm(v)), name)
-    linear = network.get_submodule(name)
+    linear = joined_linear([network.get_submodule(n) for n in name])
     return Readout("pre-logits", linear.in_features, "auto", linear, name)
 
 
@@ -284,7 +286,7 @@ def load_tuned_lens(
             check_fits(lens, readout, config.units)  # the read-out's space and width
         except ValueError as error:
             raise AttachedFileError(LENS_CONFIG, f"{LENS_CONFIG} does not fit this network: {error}") from None
-        if network.get_submodule(readout.classifier).out_features != config.classes:
+        if network.get_submodule(readout.classifier[0]).out_features != config.classes:
             raise AttachedFileError(LENS_CONFIG, f"{LENS_CONFIG}: the tuned lens reads {config.classes} classes; the "
                                                  "network has another number")  # fmt: skip
         lens.to(next(network.parameters()).device)

@@ -1,12 +1,12 @@
 """One forward of the network itself, recording what its units return and what its classifier reads.
 
 The network is a plain ``nn.Module``, ``x: (B, C, H, W) -> logits (B, K)`` (or an output with ``.logits``, as
-``transformers`` models return), in which each unit is a submodule named as ``named_modules()`` names it
+``transformers`` models return, or a dict with a ``"logits"`` entry: :func:`~laya.model.backbones.pre_logits.logits_of`), in which each unit is a submodule named as ``named_modules()`` names it
 (torchvision ResNet ``layer1.0``, timm ViT ``blocks.0``, transformers ViT ``vit.encoder.layer.0``).
-:func:`run_units` runs it once with forward hooks on the units and a pre-hook on its final linear layer
-(:func:`~laya.model.backbones.pre_logits.final_linear`); the hooks act only for the calling thread
-(:class:`~laya.model.hooks.Hooks`) and only inside the call, so sessions sharing one model never see each
-other's outputs, and nothing is kept on the model. :func:`as_network` finds that network in an attached backbone.
+:func:`run_units` runs it once with forward hooks on the units and a pre-hook on each layer of its classifier
+(:func:`~laya.model.backbones.pre_logits.classifier_linears`: its final linear layer, a distilled model's two); the
+hooks act only for the calling thread (:class:`~laya.model.hooks.Hooks`) and only inside the call, so sessions
+sharing one model never see each other's outputs, and nothing is kept on the model. :func:`as_network` finds that network in an attached backbone.
 
 A unit's output is a feature map ``(B, C, h, w)`` or tokens ``(B, N, D)`` whose first ``P`` are prefix tokens
 (CLS, distillation, registers) and the rest a ``h x w`` grid of patches; :func:`spatial` lays both out as maps,
@@ -25,31 +25,20 @@ import torch
 from torch import Tensor, nn
 
 from laya.model.backbones import Backbone, TimmBackbone, TorchvisionBackbone, TransformersBackbone, WrappedBackbone
-from laya.model.backbones.pre_logits import final_linear
+from laya.model.backbones.pre_logits import classifier_linears, join, logits_of
 from laya.model.hooks import Hooks, layer_tensor
 
 
 @dataclass
 class UnitRun:
     """One forward: ``outputs[u]`` unit ``u``'s output as its module returned it (a tuple's first tensor),
-    ``features`` ``(B, D)`` what the final linear layer read (the pre-logits), ``logits`` ``(B, K)``;
+    ``features`` ``(B, D)`` what the classifier's layers read, joined (the pre-logits), ``logits`` ``(B, K)``;
     ``inputs[u]`` the tensor the unit was called with (its first argument; None where that is no tensor)."""
 
     outputs: list[Tensor]
     features: Tensor
     logits: Tensor
     inputs: list[Tensor | None] = field(default_factory=list)
-
-
-def logits_of(out: Any) -> Tensor:
-    """The logits ``(B, K)`` of a network's output: a tensor, an output with ``.logits``, or a tuple's first."""
-    if isinstance(out, Tensor):
-        return out
-    if isinstance(getattr(out, "logits", None), Tensor):
-        return out.logits
-    if (first := layer_tensor(out)) is not None:
-        return first
-    raise TypeError(f"expected the network to return logits (B, K); got {type(out).__name__}")
 
 
 def unit_modules(network: nn.Module, units: Sequence[str]) -> list[nn.Module]:
@@ -66,18 +55,19 @@ def unit_modules(network: nn.Module, units: Sequence[str]) -> list[nn.Module]:
     return modules
 
 
-def run_units(network: nn.Module, x: Tensor, units: Sequence[str], classifier: str | None = None) -> UnitRun:
-    """``network(x)`` once, recording every unit's output and the input of ``classifier`` (default the network's
-    final ``nn.Linear``). Gradients flow as the caller's grad mode says (outputs are not detached).
+def run_units(network: nn.Module, x: Tensor, units: Sequence[str], classifier: Sequence[str] = ()) -> UnitRun:
+    """``network(x)`` once, recording every unit's output and what the layers of ``classifier`` read, joined
+    (default the network's own: :func:`~laya.model.backbones.pre_logits.classifier_linears`). Gradients flow as the
+    caller's grad mode says (outputs are not detached).
 
     Raises:
         ValueError: a unit is unknown, or runs other than once in the forward (a module used twice).
     """
     modules = unit_modules(network, units)
-    head = network.get_submodule(classifier or final_linear(network))
+    heads = [network.get_submodule(name) for name in classifier or classifier_linears(network)]
     seen: list[list[Tensor]] = [[] for _ in modules]
     given: list[list[Tensor | None]] = [[] for _ in modules]
-    read: list[Tensor] = []
+    read: list[list[Tensor]] = [[] for _ in heads]
 
     def keep(store: list[Tensor], args_store: list[Tensor | None]) -> Any:
         def hook(module: nn.Module, args: tuple, out: Any) -> None:
@@ -89,13 +79,15 @@ def run_units(network: nn.Module, x: Tensor, units: Sequence[str], classifier: s
     with Hooks() as hooks:
         for m, store, inp in zip(modules, seen, given):
             hooks.after(m, keep(store, inp))
-        hooks.before(head, lambda module, args: read.append(args[0]))
+        for head, store in zip(heads, read):
+            hooks.before(head, lambda module, args, store=store: store.append(args[0]))
         logits = logits_of(network(x))
     twice = [u for u, store in zip(units, seen) if len(store) != 1 or store[0] is None]
-    if twice or len(read) != 1:
+    if twice or any(len(store) != 1 for store in read):
         raise ValueError(f"each unit and the classifier must run once per forward, returning a tensor; "
                          f"not so for {twice or 'the classifier'}")  # fmt: skip
-    return UnitRun([store[0] for store in seen], read[0].flatten(1), logits, [store[0] for store in given])
+    return UnitRun([store[0] for store in seen], join([store[0] for store in read]), logits,
+                   [store[0] for store in given])  # fmt: skip
 
 
 def prefix_tokens(network: nn.Module, tokens: int) -> int:
@@ -152,13 +144,13 @@ def _untraced(backbone: TorchvisionBackbone) -> nn.Module:
     the backbone's traced graph by name, in eval mode."""
     import torchvision
 
-    from laya.model.backbones.torchvision import build
+    from laya.model.backbones.torchvision import build, network_kwargs
 
     config = backbone.config
     builder = torchvision.models.get_model_builder(config.model)
     size = {"image_size": config.input_size} if config.model.startswith("vit_") else {}  # position embeddings
-    with torch.device("meta"):
-        network = build(builder, **config.model_kwargs, **size)  # RegNet's widths computed on the CPU
+    with torch.device("meta"):  # RegNet's widths computed on the CPU
+        network = build(builder, **network_kwargs(config.model, config.model_kwargs), **size)
     traced = dict(backbone.model.named_parameters()) | dict(backbone.model.named_buffers())
     for name, module in network.named_modules():
         for key, value in [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]:

@@ -123,6 +123,7 @@ class Streams(TorchFunctionMode):
         self.additions: list[list[list[str]]] = [[] for _ in blocks]
         self.ran: dict[int, list[str]] = {}
         self.returned: dict[int, tuple[Tensor, str, int]] = {}  # id -> (tensor, the module that returned it, its start)
+        self.fed: dict[str, list[Tensor]] = {}  # module name -> the tensors it was called with (its first argument)
         self.calls = itertools.count()
         self.hooks = Hooks()
         for i, block in enumerate(blocks):
@@ -135,7 +136,7 @@ class Streams(TorchFunctionMode):
         starts: dict[int, list[int]] = {}
         for named in modules:
             for module, name in named.items():
-                self.hooks.before(module, lambda m, a: starts.setdefault(id(m), []).append(next(self.calls)))
+                self.hooks.before(module, lambda m, a, n=name: self._called(n, a, starts.setdefault(id(m), [])))
                 self.hooks.after(module, lambda m, a, out, n=name: self._returned(n, starts[id(m)].pop(), out))
 
     def _start(self, i: int, x: Tensor | None) -> None:
@@ -146,6 +147,10 @@ class Streams(TorchFunctionMode):
     def _ran(self, i: int, name: str) -> None:
         if i in self.open:
             self.ran[i].append(name)
+
+    def _called(self, name: str, args: tuple, starts: list[int]) -> None:
+        starts.append(next(self.calls))
+        self.fed.setdefault(name, []).extend(_tensors(args[:1]))
 
     def _returned(self, name: str, start: int, out: Any) -> None:
         """The first module to return a tensor names it, or the outermost of those that enclose it."""
@@ -214,7 +219,15 @@ class Streams(TorchFunctionMode):
         ):
             return None
         shallow = operands[0] if known[0][1] < known[1][1] else operands[1]
-        return _Shortcut(shallow.clone(), self._module_of(run, shallow), {})
+        name = self._module_of(run, shallow)
+        return _Shortcut(shallow.clone(), name if self._reads_input(run, name) else "", {})
+
+    def _reads_input(self, run: _Pass, name: str) -> bool:
+        """Whether module ``name`` (or a module inside it: a traced graph runs ``downsample.0``, not ``downsample``)
+        was called with the unit's input itself, so that it computes the shortcut from it; not so for an addition
+        inside a later block of a unit that first downsamples (a timm EfficientViT stage)."""
+        return not name or any(t is run.stream[0] for n, fed in self.fed.items()
+                               if n == name or n.startswith(name + ".") for t in fed)  # fmt: skip
 
     def _module_of(self, run: _Pass, tensor: Tensor) -> str:
         """The module that computes ``tensor`` from the unit's input: the deepest module path enclosing every module

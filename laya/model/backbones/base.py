@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from torch import Tensor, nn
 
-from laya.model.backbones.pre_logits import check_classifier
+from laya.model.backbones.pre_logits import PreLogits, check_classifier
 from laya.model.backbones.registry import BACKBONES, family
 from laya.model.configs import construct
 from laya.model.validation import Rule, check_value, refuse
@@ -158,7 +158,7 @@ class Backbone(nn.Module):
     takes_weights: bool = False  # whether ``config.weights`` may name pretrained weights
     from_config: bool = True  # whether the config alone rebuilds it (not so for a wrapped Python module)
     weights_mapping: tuple[tuple[str, str], ...] = ()  # (file key, model key) where weights were matched in order
-    head_name: str | None = None  # with pre_logits: the name of the network's final nn.Linear in ``self.model``
+    pre_logits: PreLogits | None = None  # with config.pre_logits: the network's classifier layers, their inputs read
     weights_note: str = ""  # what was unwrapped to fit them: a checkpoint's entry, a stripped key prefix
 
     def __init__(self, config: BackboneConfig) -> None:
@@ -213,13 +213,14 @@ class Backbone(nn.Module):
         return check_classifier(layer, self.layer_dims[-1], what)
 
     def final_layer(self) -> tuple[Any, str]:
-        """The network's own classifier, unchecked, and the words an error names it by. Default: the module
-        ``self.model.<head_name>`` (:func:`~laya.model.backbones.pre_logits.final_linear` found it when the
-        family was built with ``pre_logits``), named ``<family> '<model>' <head_name>``; none without one."""
-        if self.head_name is None:
+        """The network's own classifier, unchecked, and the words an error names it by. Default: the layers of
+        ``self.pre_logits`` (:func:`~laya.model.backbones.pre_logits.classifier_linears` found them when the family
+        was built with ``pre_logits``) as one linear layer on their joined inputs, named
+        ``<family> '<model>' <layer names>``; none without them."""
+        if self.pre_logits is None:
             raise self._no_classifier()
-        what = f"{self.config.name} {self.config.model!r} {self.head_name}"
-        return self.model.get_submodule(self.head_name), what
+        what = f"{self.config.name} {self.config.model!r} {' + '.join(self.pre_logits.names)}"
+        return self.pre_logits.linear(), what
 
     def _no_classifier(self) -> ValueError:
         return ValueError(f"backbone {self.config.name!r} has no classifier of its own (needs pre_logits and one)")

@@ -25,16 +25,17 @@ class Call:
     """One forward pass of ``owner`` (a backbone).
 
     ``outputs``: layer name -> the module's output, as hooks saw it (wrapped modules); ``stop_after``: the layer
-    whose hook ends the pass (early exit); ``features``: the input of the network's own classifier ``(B, ...)``
-    (pre-logits); ``layers``: set when the pass is complete, per layer but the pre-logits one the pre-pool output
-    that became ``h_i`` (a feature map ``(B, C, H, W)``, tokens ``(B, N, D)``, timm's ``(patches, prefix)``) or
-    None where the family records none; ``final``: the tensor the network's own head pooled into ``features``
-    where known (timm's ``forward_head`` input)."""
+    whose hook ends the pass (early exit); ``classifier_inputs``: what each layer of the network's own classifier
+    read, by name; ``features``: those joined, ``(B, D)`` (pre-logits); ``layers``: set when the pass is complete,
+    per layer but the pre-logits one the pre-pool output that became ``h_i`` (a feature map ``(B, C, H, W)``,
+    tokens ``(B, N, D)``, timm's ``(patches, prefix)``) or None where the family records none; ``final``: the
+    tensor the network's own head pooled into ``features`` where known (timm's ``forward_head`` input)."""
 
     owner: object
     parent: Call | None = None
     outputs: dict[str, Tensor] = field(default_factory=dict)
     stop_after: str | None = None
+    classifier_inputs: dict[str, Tensor] = field(default_factory=dict)
     features: Tensor | None = None
     layers: list[Any] | None = None
     final: Tensor | None = None

@@ -21,8 +21,8 @@ from torch import Tensor, nn
 
 from laya.model.backbones.base import SIZE_ERRORS, Backbone, BackboneConfig, accepts, candidate_sides, pool_hidden
 from laya.model.backbones.base import size_refusal as refusal
-from laya.model.backbones.calls import forward_call
-from laya.model.backbones.pre_logits import PRE_LOGITS
+from laya.model.backbones.calls import Call, forward_call, observing
+from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_logits, classifier_linears
 from laya.model.backbones.registry import register_backbone
 from laya.model.validation import TIMM_KWARGS, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
@@ -165,15 +165,22 @@ class TimmBackbone(Backbone):
                 f"pool='cls' needs a model that returns its CLS token; {config.model!r} does not (use 'avg')"
             )
         self.tokens = tokens and "output_fmt" in options
+        if config.pre_logits and getattr(self.model, "num_classes", 0):  # a classifier: its layers' inputs are read
+            self.pre_logits = PreLogits(self.model, classifier_linears(self.model), self)
         with torch.no_grad():
             was_training = self.model.training
             self.model.eval()
             zeros = torch.zeros(1, channels, size, size)
+            calls: list[Call] = []
             try:
-                probe = self(zeros)
+                with observing(self, calls.append):
+                    probe = self(zeros)
             except SIZE_ERRORS as error:
                 raise size_refusal(config.model, size, channels, config.model_kwargs, error) from error
             self.take = self._take_indices(zeros, len(probe) - config.pre_logits)
+            if self.pre_logits is not None:  # its layers, averaged, give the network's logits (timm's distilled heads)
+                linear, what = self.final_layer()
+                check_logits(linear, probe[-1], self.model.forward_head(calls[0].final), what)
             self.model.train(was_training)
         self.layer_dims = tuple(h.shape[1] for h in probe)
         kind = "block" if tokens or single_resolution(self.model) else "stage"
@@ -210,14 +217,20 @@ class TimmBackbone(Backbone):
                 call.final, outputs = outputs
             hidden = [self._pool(out) for out in outputs]
             if self.config.pre_logits:
-                call.features = self.model.forward_head(call.final, pre_logits=True).flatten(1)
+                call.features = self.head_input(call.final)
                 hidden.append(call.features)
             call.layers = list(outputs)
         return hidden
 
-    def final_layer(self) -> tuple[Any, str]:
-        """``get_classifier()``: the model's own final linear layer (``model_kwargs`` ``num_classes`` > 0)."""
-        return self.model.get_classifier(), f"timm {self.config.model!r} classifier"
+    def head_input(self, final: Tensor) -> Tensor:
+        """The pre-logits features ``(B, D)`` of ``final`` (``forward_head``'s input): what the classifier's layers
+        read, joined (:class:`~laya.model.backbones.pre_logits.PreLogits`: a distilled model's two heads), or
+        ``forward_head(pre_logits=True)`` for a model built without a classifier (``num_classes=0``)."""
+        if self.pre_logits is None:
+            return self.model.forward_head(final, pre_logits=True).flatten(1)
+        with forward_call(self) as call:
+            self.model.forward_head(final)
+            return self.pre_logits.read(call)
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:
         """``forward_intermediates(indices=[k], stop_early=True)``; the pre-logits layer needs the full pass."""

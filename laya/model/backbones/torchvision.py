@@ -24,7 +24,10 @@ weights: the state dict stays.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import re
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +46,9 @@ from laya.model.validation import Rule, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
 
 HEADS = ("fc", "classifier", "head", "heads", "AuxLogits", "aux1", "aux2")  # classifiers, not stages
-MODEL_KWARGS: dict[str, tuple[type, Rule]] = {"num_classes": (int, Rule(2, 100_000))}  # the classifier's outputs
+AUXILIARY = ("AuxLogits", "aux1", "aux2")  # GoogLeNet's and Inception v3's auxiliary classifiers (aux_logits=True)
+CLASS_COUNT = (int, Rule(2, 100_000))  # num_classes: the classifier's outputs
+PLAIN_RULES = {bool: Rule(), int: Rule(0, 100_000), float: Rule(0, 1000)}
 
 
 def classification_models() -> list[str]:
@@ -51,6 +56,29 @@ def classification_models() -> list[str]:
     import torchvision
 
     return torchvision.models.list_models(module=torchvision.models)
+
+
+@functools.lru_cache(maxsize=None)
+def model_kwargs(name: str) -> dict[str, tuple[Any, Rule]]:
+    """The ``model_kwargs`` torchvision model ``name`` takes, read from its class (the builder's return annotation):
+    each ``__init__`` argument with a default and a plain type (``bool``, ``int``, ``float``, or one of them or
+    ``None``), ``num_classes`` always. GoogLeNet: ``aux_logits``, ``transform_input``, ``init_weights``, ``dropout``,
+    ``dropout_aux``; ResNet: ``zero_init_residual``, ``groups``, ``width_per_group``. Layers, callables and lists
+    are no arguments a config holds; an argument the builder sets itself is refused when the network is built."""
+    import torchvision
+
+    allowed: dict[str, tuple[Any, Rule]] = {"num_classes": CLASS_COUNT}
+    cls = inspect.signature(torchvision.models.get_model_builder(name)).return_annotation
+    if not isinstance(cls, type):
+        return allowed
+    hints = typing.get_type_hints(cls.__init__)
+    for param in inspect.signature(cls.__init__).parameters.values():
+        hint = hints.get(param.name)
+        args = typing.get_args(hint)
+        plain = next(t for t in args if t is not type(None)) if len(args) == 2 and type(None) in args else hint
+        if param.default is not inspect.Parameter.empty and plain in PLAIN_RULES and param.name not in allowed:
+            allowed[param.name] = (hint, PLAIN_RULES[plain])
+    return allowed
 
 
 def _params(module: nn.Module) -> int:
@@ -186,6 +214,14 @@ def build(builder: Any, **kwargs: Any) -> nn.Module:
         return builder(weights=None, **kwargs)
 
 
+def network_kwargs(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments torchvision model ``name`` is built with: ``kwargs``, GoogLeNet's and Inception v3's auxiliary
+    classifiers left out (``aux_logits=False``): they run in training only, never in the eval-mode forward read
+    here, and a weights file's ``aux1`` / ``AuxLogits`` tensors are skipped (:data:`AUXILIARY`), so weights with and
+    without them attach alike."""
+    return {**kwargs, "aux_logits": False} if "aux_logits" in model_kwargs(name) else dict(kwargs)
+
+
 def layer_label(node: str) -> str:
     """A default layer's display name: a block of ``features`` by its index (``features.7`` -> ``block 7``), a
     ViT encoder layer 1-based like timm's ViT blocks (``encoder.layers.encoder_layer_0`` -> ``block 1``),
@@ -208,10 +244,8 @@ class TorchvisionBackbone(Backbone):
 
     @classmethod
     def check_config(cls, data: dict[str, Any]) -> None:
-        """A classification model name, ``model_kwargs`` only ``num_classes``, ``layers`` bounded, weights a file."""
-        kwargs = data.get("model_kwargs", {})
-        check_value("backbone.model_kwargs", kwargs, dict[str, Any])
-        check_kwargs("backbone.model_kwargs", kwargs, MODEL_KWARGS)
+        """A classification model name, ``model_kwargs`` only its class's plain arguments (:func:`model_kwargs`),
+        ``layers`` bounded, weights a file."""
         name = data.get("model")
         check_value("backbone.model", name, str, Rule(max_chars=100))
         if name not in classification_models():
@@ -219,6 +253,9 @@ class TorchvisionBackbone(Backbone):
                 "backbone.model", name,
                 f"not a torchvision classification model{cls.closest(name)} (torchvision.models.list_models())",
             )  # fmt: skip
+        kwargs = data.get("model_kwargs", {})
+        check_value("backbone.model_kwargs", kwargs, dict[str, Any])
+        check_kwargs("backbone.model_kwargs", kwargs, model_kwargs(name))
         check_layers(data)
 
     @classmethod
@@ -233,12 +270,19 @@ class TorchvisionBackbone(Backbone):
         if config.model not in classification_models():
             raise ValueError(f"torchvision has no classification model {config.model!r}{self.closest(config.model)}")
         builder = torchvision.models.get_model_builder(config.model)
-        model = build(builder, **config.model_kwargs)
+        kwargs = network_kwargs(config.model, config.model_kwargs)
+        try:
+            model = build(builder, **kwargs)
+        except (TypeError, ValueError) as error:  # an argument the builder sets itself (DenseNet's growth_rate)
+            if not config.model_kwargs:
+                raise
+            raise ValueError(f"torchvision {config.model!r} cannot be built with model_kwargs {config.model_kwargs}: "
+                             f"{error}") from None  # fmt: skip
         if accepts(type(model), "image_size") and getattr(model, "image_size", None) != config.input_size:
             # ViT: position embeddings follow the size
-            model = build(builder, image_size=config.input_size, **config.model_kwargs)
+            model = build(builder, image_size=config.input_size, **kwargs)
         if config.weights:
-            loaded = load_weights(model, config.weights, base_dir, config.weights_by_order)
+            loaded = load_weights(model, config.weights, base_dir, config.weights_by_order, AUXILIARY)
             self.weights_mapping, self.weights_note = loaded.pairs, loaded.note
         names = {training: qualnames(model, training) for training in (False, True)}
         nodes = list(names[False].values())  # the eval graph's, as get_graph_node_names gives them
@@ -247,13 +291,13 @@ class TorchvisionBackbone(Backbone):
         if unknown:
             raise ValueError(f"torchvision model {config.model!r} has no layer(s) {unknown[:5]}; e.g. {nodes[1:6]}")
         self.layers = layers
-        self.head_name = final_linear(model) if config.pre_logits else None
-        read = layers + [self.head_name] * config.pre_logits  # the classifier runs: its input is recorded
+        head = [final_linear(model)] if config.pre_logits else []
+        read = layers + head  # the classifier runs: its input is recorded
         self.model = create_feature_extractor(model, return_nodes={n: n for n in read})
         self.taps = add_taps(self.model, layers, names)
         self.units = unit_names(model, layers)  # the traced graph runs none of them as a module: taps see them
         self.unit_taps = add_taps(self.model, [unit for _, unit in self.units], names, prefix="laya_unit")
-        self.pre_logits = PreLogits(self.model, self.head_name, self) if config.pre_logits else None
+        self.pre_logits = PreLogits(self.model, head, self) if config.pre_logits else None
         self.channels_last = isinstance(model, torchvision.models.SwinTransformer)  # (B, H, W, C) stage outputs
         self.pool = ("cls" if hasattr(model, "class_token") else "avg") if config.pool == "auto" else config.pool
         with torch.no_grad():
@@ -293,5 +337,7 @@ __all__ = [
     "classification_models",
     "default_layers",
     "layer_label",
+    "model_kwargs",
+    "network_kwargs",
     "qualnames",
 ]

@@ -1,7 +1,7 @@
 """``transformers``: a Hugging Face image model built from its config, read with ``output_hidden_states``.
 
 ``model`` is a ``model_type`` from :data:`MODEL_TYPES` (ViT, DeiT, BEiT, DINOv2, Swin, ConvNeXt,
-ResNet, RegNet); ``model_kwargs`` are config arguments from :data:`CONFIG_KWARGS`; the image size
+ResNet, RegNet, MobileViT); ``model_kwargs`` are config arguments from :data:`CONFIG_KWARGS`; the image size
 and channels come from the backbone config. The model is built with ``AutoModel.from_config`` —
 random weights, or a local ``weights`` file: nothing is fetched from the hub and no remote code runs.
 ``hidden_states[0]`` (the embeddings) is skipped unless ``indices`` names it; token outputs are
@@ -51,6 +51,7 @@ MODEL_TYPES: dict[str, bool] = {
     "convnext": False,
     "resnet": False,
     "regnet": False,
+    "mobilevit": False,
 }
 # config.json entries a backbone needs not record: bookkeeping, labels (the dataset's), the input (the backbone's),
 # and what an eval-mode forward of loaded weights never reads (dropout, initialisation)
@@ -71,6 +72,8 @@ CONFIG_KWARGS: dict[str, tuple[Any, Rule]] = {
     "depths": (list[int], Rule(1, 64, max_items=16, min_items=1)),
     "num_heads": (list[int], Rule(1, 128, max_items=16, min_items=1)),
     "hidden_sizes": (list[int], _INTS),
+    "neck_hidden_sizes": (list[int], _INTS),  # MobileViT's convolutional widths
+    "expand_ratio": (float, Rule(0.1, 16)),
     "window_size": (int, Rule(1, 64)),
     "mlp_ratio": (float, Rule(0.1, 16)),
     "layer_type": (str, Rule(choices=("basic", "bottleneck", "x", "y"))),
@@ -225,8 +228,7 @@ class TransformersBackbone(Backbone):
         if config.weights and folder is None:
             loaded = load_weights(self.model, config.weights, base_dir, config.weights_by_order)
             self.weights_mapping, self.weights_note = loaded.pairs, loaded.note
-        self.head_name = final_linear(self.model) if config.pre_logits else None
-        self.pre_logits = PreLogits(self.model, self.head_name, self) if config.pre_logits else None
+        self.pre_logits = PreLogits(self.model, [final_linear(self.model)], self) if config.pre_logits else None
         has_cls = MODEL_TYPES[config.model]
         self.pool = ("cls" if has_cls else "avg") if config.pool == "auto" else config.pool
         if self.pool == "cls" and not has_cls:

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from laya.model.backbones.base import Backbone, BackboneConfig, Pool, check_layers, pool_hidden
 from laya.model.backbones.calls import current_call, forward_call
-from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, final_linear
+from laya.model.backbones.pre_logits import PRE_LOGITS, PreLogits, check_logits, classifier_linears
 from laya.model.backbones.registry import register_backbone
 from laya.model.hooks import forward_hook
 from laya.model.validation import Rule, check_value, refuse
@@ -112,15 +112,18 @@ class WrappedBackbone(Backbone):
         self.layers = list(config.layers)
         for name in self.layers:
             forward_hook(names[name], functools.partial(self._record, name))  # for the module's life, every thread
-        self.head_name = final_linear(module) if config.pre_logits else None
-        self.pre_logits = PreLogits(module, self.head_name, self) if config.pre_logits else None
+        self.pre_logits = PreLogits(module, classifier_linears(module), self) if config.pre_logits else None
         self.pool = "avg" if config.pool == "auto" else config.pool
         with torch.no_grad():
             was_training = self.model.training
             self.model.eval()
             param = next(self.model.parameters(), None)
             device = param.device if param is not None else None
-            probe = self(torch.zeros(1, config.in_channels, config.input_size, config.input_size, device=device))
+            probe, output = self._forward(torch.zeros(1, config.in_channels, config.input_size, config.input_size,
+                                                      device=device))  # fmt: skip
+            if self.pre_logits is not None:  # its output is its classifier's logits (a dict's "logits" entry)
+                linear, what = self.final_layer()
+                check_logits(linear, probe[-1], output, f"wrapped {type(module).__name__} ({what})")
             self.model.train(was_training)
         self.layer_dims = tuple(h.shape[1] for h in probe)
         self._finish(self.layers + [PRE_LOGITS] * config.pre_logits)
@@ -135,8 +138,12 @@ class WrappedBackbone(Backbone):
             raise _Stop
 
     def forward(self, x: Tensor) -> list[Tensor]:
+        return self._forward(x)[0]
+
+    def _forward(self, x: Tensor) -> tuple[list[Tensor], Any]:
+        """The hidden states and what the module returned."""
         with forward_call(self) as call:
-            self.model(x)
+            output = self.model(x)
             absent = [n for n in self.layers if n not in call.outputs]
             if absent:
                 raise RuntimeError(f"layer(s) {absent} did not run in the module's forward pass")
@@ -145,11 +152,13 @@ class WrappedBackbone(Backbone):
             if self.pre_logits is not None:
                 hidden.append(self.pre_logits.read(call))
             call.layers = layers
-        return hidden
+        return hidden, output
 
     def final_layer(self) -> tuple[Any, str]:
-        """The module's final ``nn.Linear``, named by its name in the module alone."""
-        return self.model.get_submodule(self.head_name), self.head_name
+        """The module's classifier as one linear layer, named by its layers' names in the module alone."""
+        if self.pre_logits is None:
+            raise self._no_classifier()
+        return self.pre_logits.linear(), " + ".join(self.pre_logits.names)
 
     def forward_to(self, x: Tensor, layer: int) -> Tensor:
         """Stops the module's forward pass once ``layers[layer]`` has run."""

@@ -109,7 +109,7 @@ def test_logit_lens_of_a_transformers_vit_s_last_layer_is_the_network():
     layers = next(n for n, m in network.named_modules() if isinstance(m, nn.ModuleList))  # the installed version's
     units = [f"{layers}.{i}" for i in range(TINY_VIT["num_hidden_layers"])]
     readout = own_readout(network)
-    assert (readout.space, readout.pool, readout.classifier, readout.width) == ("residual", "cls", "classifier", 32)
+    assert (readout.space, readout.pool, readout.classifier, readout.width) == ("residual", "cls", ("classifier",), 32)
     x, _ = images(8, 1)
     lens = logit_lens(network, x, units)
     with torch.no_grad():

@@ -127,3 +127,19 @@ def test_a_shortcut_is_found_by_tracing_in_unknown_networks() -> None:
     units = network_units(wrap(Net().eval(), ["layer"], input_size=8), torch.randn(1, 3, 8, 8))
     assert [(u.name, u.residual, u.shortcut, u.rectified) for u in units] == [
         ("layer.0", False, None, False), ("layer.1", True, "layer.1.side", False), ("layer.2", False, None, False)]
+
+
+def test_an_addition_inside_a_unit_that_first_downsamples_names_no_shortcut_module() -> None:
+    """timm EfficientViT-B0's later stages are its units: a downsampling block, then blocks that add to their own
+    input. That input is no module's output on the unit's input: no shortcut module is named (it would be run on
+    the unit's input, with its other width), and the per-unit scores read the whole output (the breadth run's
+    failure)."""
+    from laya.analysis.network.scores import baselines
+
+    torch.manual_seed(0)
+    backbone = build_backbone(BackboneConfig(name="timm", model="efficientvit_b0", in_channels=3, input_size=64,
+                                             model_kwargs={"num_classes": 3}, pre_logits=True, freeze=True))  # fmt: skip
+    units = network_units(backbone)
+    assert [(u.name, u.shortcut) for u in units if u.residual][-2:] == [("stages.2", ""), ("stages.3", "")]
+    reference = torch.randn(2, 3, 64, 64)
+    assert len(baselines(backbone, reference, units)) == len(units)

@@ -198,7 +198,10 @@ def test_transformers_size_it_cannot_take_is_refused_with_sizes_that_work():
         ({"name": "transformers", "model": "vit", "model_kwargs": {"name_or_path": "http://x"}}, "names files"),
         ({"name": "transformers", "model": "vit", "model_kwargs": {"hidden_size": 10**9}}, "must be in"),
         ({"name": "torchvision", "model": "resnet18", "model_kwargs": {"weights": "DEFAULT"}}, "names files, weights"),
-        ({"name": "torchvision", "model": "resnet18", "model_kwargs": {"dropout": 0.5}}, "allowed: num_classes"),
+        ({"name": "torchvision", "model": "resnet18", "model_kwargs": {"dropout": 0.5}},
+         "allowed: groups, num_classes, width_per_group, zero_init_residual"),  # its class's plain arguments
+        ({"name": "torchvision", "model": "googlenet", "model_kwargs": {"aux_logits": "os.system"}}, "must be a boolean"),
+        ({"name": "torchvision", "model": "googlenet", "model_kwargs": {"dropout": 1e9}}, "must be in"),
         ({"name": "torchvision", "model": "resnet18", "model_kwargs": {"num_classes": 1}}, "must be in"),
         ({"name": "torchvision", "model": "resnet18", "layers": ["x" * 300]}, "at most 200 characters"),
         ({"name": "wrapped", "layers": ["a"], "model": "os:system; rm"}, "must be an import path"),

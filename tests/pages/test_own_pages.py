@@ -126,7 +126,7 @@ def test_every_page_names_the_own_classifier_and_shows_nothing_trivial(
         assert not [w for w in words if "LastLayer" in w or "lastlayer" in w], page
         trivial = ("only one seed", "one trained seed", "n/a (one informative layer)")
         assert not [w for w in words if any(t in w.lower() for t in trivial)], page
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("pages/compare-heads.py").run()
     shown = charts(at)
     assert shown[UNIT_PROFILE_TITLE]["data"][0]["x"] == UNITS  # the network's units beside LAYA's α
     assert any(t == "**Own classifier**" for t in texts(at))  # its column's heading
@@ -136,7 +136,7 @@ def test_browse_and_patching_open_on_views_that_differ_between_inputs(
     attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = _start(attached, image_folder, monkeypatch)
-    at.switch_page("pages/browse.py").run()
+    at.switch_page("pages/browse-test-set.py").run()
     _ok(at, "browse")
     keys = [s.key for s in at.selectbox]  # every layer but pre-logits 0 by construction: no picker, no top layer
     assert "browse_layer" not in keys and "browse_top" not in keys
@@ -144,7 +144,7 @@ def test_browse_and_patching_open_on_views_that_differ_between_inputs(
     assert any(browser.ONE_LAYER_NOTE in t for t in texts(at))
     table = at.dataframe[0].value
     assert "top layer" not in table and table["LOO drop"].nunique() > 1 and table["score"].nunique() > 1
-    at.switch_page("pages/patching.py").run()
+    at.switch_page("pages/activation-patching.py").run()
     _ok(at, "patching")
     assert "patch_where" not in [r.key for r in at.radio]  # whole layers: every row but one fixed; units instead
     figure = charts(at)[UNITS_TITLE]
@@ -207,18 +207,18 @@ def test_the_stored_network_report_lights_up_faithfulness_and_classwise(
     report = load_network_report(attached.heads[OWN])
     assert report is not None  # attach writes it
     at = _start(attached, image_folder, monkeypatch)
-    at.switch_page("pages/faithfulness.py").run()
+    at.switch_page("pages/faithfulness-overview.py").run()
     _ok(at, "faithfulness")
     table = unplain(at.main.table[0].value).reset_index()  # the score is the table's index
     expected = agreement_view(report.agreement)
     assert list(table.columns) == list(expected.columns)
     assert table.astype(str).values.tolist() == expected.astype(str).values.tolist()
     monkeypatch.setattr("laya.analysis.network.report.load_network_report", lambda path: None)
-    at.switch_page("pages/faithfulness.py").run()
+    at.switch_page("pages/faithfulness-overview.py").run()
     assert any("laya network --checkpoint" in i for i in texts(at))
     monkeypatch.undo()
     at = _start(attached, image_folder, monkeypatch)
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     _ok(at, "classwise")
     heatmap = next(s for t, s in charts(at).items() if t.startswith("Class x unit"))
     assert heatmap["data"][0]["x"] == UNITS and heatmap["data"][0]["y"][0] == "all"
@@ -312,7 +312,7 @@ def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeyp
         _ok(at, page)
         assert any("network.json: tables = []" in t for t in texts(at)), page
     assert any(t.startswith("Confusion") for t in charts(at))  # Class-wise: the rest of the page
-    at.switch_page("pages/browse.py").run()
+    at.switch_page("pages/browse-test-set.py").run()
     _ok(at, "browse")
     assert at.dataframe and len(at.dataframe[0].value) > 0 and not at.get("imgs")
     assert any("sample_images.png" in t for t in texts(at))
@@ -341,14 +341,14 @@ def test_every_other_broken_stored_file_costs_only_its_own_view(tmp_path: Path, 
     assert [x for bars in shown[UNIT_PROFILE_TITLE]["data"] for x in bars["x"]] == report["units"][1:] + ["bn1"]
     assert any(t.startswith(GRADCAM_TITLE) for t in shown) and not any(t.startswith(LENS_TITLE) for t in shown)
     assert any("No lens for this network" in t and "tuned_lens.json: fit.constant = ['x'" in t for t in texts(at))
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     _ok(at, "classwise")
     assert any("network.json: lens.units[0]" in t for t in texts(at))
     assert any(t.startswith("Confusion") for t in charts(at))  # the rest of the page
-    at.switch_page("pages/browse.py").run()
+    at.switch_page("pages/browse-test-set.py").run()
     _ok(at, "browse")
     assert any("sample.safetensors is not a valid safetensors file" in t for t in texts(at))
-    at.switch_page("pages/depth.py").run()
+    at.switch_page("pages/depth-analytics.py").run()
     _ok(at, "depth")
     assert any("depth.json: layer_names = 3" in t for t in texts(at))
     assert charts(at)  # this input's views are drawn
@@ -364,7 +364,7 @@ def test_the_depth_page_shows_the_lesion_study_of_the_own_head(
 
     lesion = load_network_report(attached.heads[OWN]).lesion
     at = _start(attached, image_folder, monkeypatch)
-    at.switch_page("pages/depth.py").run()
+    at.switch_page("pages/depth-analytics.py").run()
     _ok(at, "depth")
     title, spec = next((t, s) for t, s in charts(at).items() if t.startswith(LESION_TITLE))
     assert "skipped" in title
@@ -406,7 +406,7 @@ def test_an_attached_vit_s_units_patching_and_depth(
     assert APART_PANEL in [a["text"] for a in profile["layout"]["annotations"]]
     assert any("`pre-logits`" in t and "no longer sees the input" in t for t in texts(at))
 
-    at.switch_page("pages/patching.py").run()
+    at.switch_page("pages/activation-patching.py").run()
     _ok(at, "patching")
     own = load_checkpoint(attached_vit.heads[OWN])
     examples = [p.read_bytes() for p in example_images(attached_vit.heads[OWN])]
@@ -420,7 +420,7 @@ def test_an_attached_vit_s_units_patching_and_depth(
         assert prob["x"] == BLOCKS and values(prob["y"]) == pytest.approx(expected["prob_change"].tolist(), abs=1e-6)
         assert set(expected["intervention"]) == {f"resample of {'the whole block' if branch == 'block' else branch}"}
 
-    at.switch_page("pages/depth.py").run()
+    at.switch_page("pages/depth-analytics.py").run()
     _ok(at, "depth")
     assert any(unplain(m.label) == "Prediction depth (tuned lens)" for m in at.metric)
     shown = charts(at)

@@ -227,7 +227,7 @@ def test_block_ablation_is_shown_post_hoc_for_lastlayer_heads(
     [chart] = _titled(app, BLOCK_ABLATION_TITLE)
     assert list(array(chart["data"][0]["y"])) == pytest.approx(result.drops[0].tolist(), abs=1e-9)
     assert any("Post hoc" in c.value and f"{len(examples)} bundled example images" in c.value for c in app.caption)
-    for page, key in (("depth", "depth_block_ablation_on"), ("compare", None)):
+    for page, key in (("depth-analytics", "depth_block_ablation_on"), ("compare-heads", None)):
         app.switch_page(f"pages/{page}.py").run()
         assert_ok(app)
         for t in app.toggle:
@@ -691,14 +691,14 @@ def test_weights_scaled_to_1e18_say_the_output_overflowed_on_every_page_that_sho
     app.sidebar.radio[0].set_value("Upload a checkpoint").run()
     app.sidebar.file_uploader(key="model_upload").set_value(files).run()
     example = ("blue.png", example_images(setting / "laya")[0].read_bytes(), "image/png")
-    for page in ("pages/inspect-input.py", "pages/depth-analytics.py",
-                 "pages/compare-heads.py", "pages/activation-patching.py"):
-        app.switch_page(page).run()  # Depth analytics, patching target: the input Inspect last showed
-        if page == "pages/activation-patching.py":
+    uploads = {"inspect-input": "inspect_upload", "compare-heads": "compare_upload"}  # the others: Inspect's input
+    for page in ("inspect-input", "depth-analytics", "compare-heads", "activation-patching"):
+        app.switch_page(f"pages/{page}.py").run()  # Depth analytics, patching target: the input Inspect last showed
+        if page == "activation-patching":
             app.radio(key="patch_source_kind").set_value("upload").run()
             app.file_uploader(key="patch_source_upload").set_value(example).run()
-        elif page != "pages/depth-analytics.py":
-            app.file_uploader(key=f"{Path(page).stem}_upload").set_value(example).run()
+        elif page in uploads:
+            app.file_uploader(key=uploads[page]).set_value(example).run()
         assert not app.exception, page
         errors = [unplain(e.value) for e in app.error]
         assert any(e.startswith("The model's output overflowed: its logits are not finite") for e in errors), page

@@ -27,7 +27,8 @@ from laya.model.own_head import OWN
 from laya.training.attach import Attached
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
-PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "browse", "patching")
+PAGES = ("inspect-input", "compare-heads", "class-depth", "faithfulness-overview", "depth-analytics",
+         "browse-test-set", "activation-patching")
 UNITS = ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1", "layer4.0", "layer4.1"]
 
 
@@ -161,7 +162,7 @@ def test_compare_sums_the_unit_profile_by_the_heads_layers_beside_alpha(
     attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The unit profile summed by the heads' layer its units make, on LAYA's α's axis, from the same input."""
-    at = _on_page(attached, image_folder, monkeypatch, "compare")
+    at = _on_page(attached, image_folder, monkeypatch, "compare-heads")
     shown = charts(at)
     own, expected = _first_example(attached.heads[OWN])
     table = stage_sums(expected, list(own.layer_names))
@@ -182,7 +183,7 @@ def test_depth_analytics_names_its_depths_and_draws_nothing_fixed_by_one_layer(
 ) -> None:
     """The one prediction depth shown is the tuned lens's over the network's units, named so; the probes' depth is
     named as theirs; no one-bar logit contributions and no flat pruning panel, and a sentence says why."""
-    at = _on_page(attached, image_folder, monkeypatch, "depth")
+    at = _on_page(attached, image_folder, monkeypatch, "depth-analytics")
     _, expected = _first_example(attached.heads[OWN])  # the input carried from Inspect
     metrics = {unplain(m.label): unplain(m.value) for m in at.metric}  # shown escapes Markdown
     label, value = depth_metric(network_depth(expected), len(expected.units), "tuned lens")
@@ -265,14 +266,16 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
     for page in PAGES[1:]:
         at.switch_page(f"pages/{page}.py").run()
         _ok(at, page)
-        assert charts(at) or page == "browse", page
-        if page == "depth":  # the depth report's pruning and logit terms, fixed by the head reading one layer
+        assert charts(at) or page == "browse-test-set", page
+        # the depth report's pruning and logit terms, fixed by the head reading one layer
+        if page == "depth-analytics":
             assert not [t for t in charts(at) if t.startswith(ONE_LAYER_CHARTS)]
             assert "Prediction depth (tuned lens)" in [unplain(m.label) for m in at.metric]
-        if page == "patching":  # bn1's row is the source's own output by construction: not drawn, said why
+        # bn1's row is the source's own output by construction: not drawn, said why
+        if page == "activation-patching":
             assert charts(at)[UNITS_TITLE]["data"][0]["x"] == units[1:]
             assert any("Not drawn: `bn1`" in t and "by construction" in t for t in texts(at))
-        if page == "faithfulness":  # bn1 left out of the agreement, named, with its own numbers
+        if page == "faithfulness-overview":  # bn1 left out of the agreement, named, with its own numbers
             assert any("Reported apart" in t and "`bn1`" in t for t in texts(at))
             assert any("bn1 reported apart" in t for t in texts(at))
             assert unplain(at.main.table[1].value).reset_index()["unit"].tolist() == ["bn1"]
@@ -307,7 +310,7 @@ def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeyp
     assert [x for bars in shown[UNIT_PROFILE_TITLE]["data"] for x in bars["x"]] == report["units"][1:] + ["bn1"]
     assert any(t.startswith(GRADCAM_TITLE) for t in shown) and not any(t.startswith(LENS_TITLE) for t in shown)
     assert any("No lens for this network" in t and "tuned_lens.json: units = 3" in t for t in texts(at))
-    for page in ("faithfulness", "classwise"):
+    for page in ("faithfulness-overview", "class-depth"):
         at.switch_page(f"pages/{page}.py").run()
         _ok(at, page)
         assert any("network.json: tables = []" in t for t in texts(at)), page
@@ -473,7 +476,7 @@ def test_the_depth_page_shows_a_units_lesion_per_class(
     from laya.app.lesion_views import CLASS_LESION_TITLE
 
     by_class = load_network_report(attached.heads[OWN]).lesion.by_class
-    at = _on_page(attached, image_folder, monkeypatch, "depth")
+    at = _on_page(attached, image_folder, monkeypatch, "depth-analytics")
     at.selectbox(key="depth_lesion_unit").set_value("layer3.0").run()
     _ok(at, "depth, a unit's lesion per class")
     title, spec = next((t, s) for t, s in charts(at).items() if t.startswith(CLASS_LESION_TITLE))

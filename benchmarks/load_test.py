@@ -45,7 +45,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
-PAGES = ("compare", "classwise", "faithfulness", "depth")
+PAGES = ("compare-heads", "class-depth", "faithfulness-overview", "depth-analytics")  # page files: their url paths
 HEAVY = ("captum", "scipy.stats", "matplotlib", "torch._dynamo", "timm", "transformers", "torchvision", "sklearn")
 
 
@@ -189,7 +189,7 @@ class Session:
         head = next(r for r in at.sidebar.radio if str(r.key).startswith("model_head_"))
         other = str(Path(head.value).with_name("scalarmix"))  # options are labels; values are paths
         steps["head"] = self._run(head.set_value(other))
-        for page in (*PAGES, "inspect"):
+        for page in (*PAGES, "inspect-input"):
             at.switch_page(f"pages/{page}.py")
             steps[f"page:{page}"] = self._run()
         return steps

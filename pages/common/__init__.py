@@ -11,7 +11,8 @@
 - :mod:`.network`: an attached network explained by its units (unit profile, lens, Grad-CAM) and its stored report.
 - :mod:`.switches`: page switches kept in the link and across page changes (``switches.pick(st.radio, ...)``).
 - :mod:`.upstream`: a workaround for a Streamlit bug (a rerun dropped the reply a file upload waits for).
-- :mod:`.routes`: deep links on a server's first run (the ``pages/<url path>.py`` aliases run ``app.py``).
+- :mod:`.own_route`: each page file answers its own url path, a server's first run included (``own_route()``,
+  every page's first statement, and ``run_page``, ``app.py``'s).
 
 Every page runs inside :func:`guard` (``app.py`` wraps ``page.run()``), so a new page gets it for
 free; a script run on its own can use ``with common.guard(): ...`` (one line). A page adopts links

@@ -80,7 +80,7 @@ def open_browser(query: Query) -> None:
     memory = st.session_state.setdefault(MEMORY, {})
     memory.update(query_switches(query))
     st.session_state.pop("browse_page", None)
-    st.switch_page("pages/browse.py")
+    st.switch_page("pages/browse-test-set.py")
 
 
 def browse_button(label: str, query: Query, key: str) -> None:

@@ -54,7 +54,7 @@ def test_tutorial_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert at.sidebar.radio[1].value.endswith("laya") and at.main.metric  # opens on an example evaluate wrote
     assert at.selectbox(key="inspect_example").value.split("-")[2] in ("correct", "wrong")
     assert not [w.value for w in at.warning if "not meaningful" in w.value]  # the recipe's Mahalanobis is trusted
-    at.switch_page("pages/browse.py").run()
+    at.switch_page("pages/browse-test-set.py").run()
     assert not at.exception and len(at.main.dataframe[0].value) == 80  # every test input
     assert "prediction depth" in at.main.dataframe[0].value.columns
     assert at.selectbox(key="browse_score").value == "mahalanobis"  # the default, valid for this checkpoint

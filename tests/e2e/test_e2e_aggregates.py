@@ -26,7 +26,7 @@ from tests.conftest import tiny_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("chromium")]
 ROOT = Path(__file__).resolve().parents[2]
-PER_PAGE = 40  # pages/browse.py's thumbnails per page
+PER_PAGE = 40  # pages/browse-test-set.py's thumbnails per page
 CAPTION = re.compile(r"^#(\d+) (.+) → (.+) [✓✗] \d+%$")
 
 

@@ -2,8 +2,9 @@
 started server and on a warm one, with no "Page not found" dialog and its URL kept (app.py's docstring).
 
 One server for the module: its first request is the server's first script run (cold: Streamlit's legacy pages
-mode until ``st.navigation`` runs, ``pages/common/routes.py``), every later one is warm. The cold run goes through
-a page's alias in ``pages/``; ``tests/pages/test_routes.py`` checks that every url path has its alias.
+mode until ``st.navigation`` runs), every later one is warm. The cold run goes through the page file named for the
+path, whose ``own_route()`` runs ``app.py`` (``pages/common/own_route.py``); ``tests/pages/test_routes.py`` checks
+that every page of ``app.py`` is such a file.
 """
 
 from __future__ import annotations

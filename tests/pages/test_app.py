@@ -136,16 +136,17 @@ def png(image: Image.Image, fmt: str = "PNG") -> bytes:
 
 def test_every_page_renders(app: AppTest) -> None:
     titles = {}
-    for page in ("pages/inspect.py", "pages/compare.py", "pages/classwise.py", "pages/faithfulness.py"):
+    for page in ("pages/inspect-input.py", "pages/compare-heads.py",
+                 "pages/class-depth.py", "pages/faithfulness-overview.py"):
         app.switch_page(page).run()
         assert_ok(app)
         assert charts(app), f"{page} shows no chart"
         titles[page] = app.title[0].value
     assert titles == {
-        "pages/inspect.py": "Inspect an input",
-        "pages/compare.py": "Compare heads",
-        "pages/classwise.py": "Class-wise depth patterns",
-        "pages/faithfulness.py": "Faithfulness overview",
+        "pages/inspect-input.py": "Inspect an input",
+        "pages/compare-heads.py": "Compare heads",
+        "pages/class-depth.py": "Class-wise depth patterns",
+        "pages/faithfulness-overview.py": "Faithfulness overview",
     }
     sidebar = app.sidebar.radio[1]
     assert sidebar.value.endswith("laya")  # LAYA is preselected
@@ -226,7 +227,7 @@ def test_block_ablation_is_shown_post_hoc_for_lastlayer_heads(
     [chart] = _titled(app, BLOCK_ABLATION_TITLE)
     assert list(array(chart["data"][0]["y"])) == pytest.approx(result.drops[0].tolist(), abs=1e-9)
     assert any("Post hoc" in c.value and f"{len(examples)} bundled example images" in c.value for c in app.caption)
-    for page, key in (("depth", "depth_block_ablation_on"), ("compare", None)):
+    for page, key in (("depth-analytics", "depth_block_ablation_on"), ("compare-heads", None)):
         app.switch_page(f"pages/{page}.py").run()
         assert_ok(app)
         for t in app.toggle:
@@ -251,7 +252,7 @@ def test_a_broken_depth_fit_is_named_on_the_depth_page(
     (head / "depth_fit.json").write_text("[]")
     (head / "depth_fit.safetensors").write_bytes(b"\x10\x00" * 40)
     at = AppTest.from_file(str(APP), default_timeout=300).run()
-    at.switch_page("pages/depth.py").run()
+    at.switch_page("pages/depth-analytics.py").run()
     assert_ok(at)
     assert [unplain(w.value) for w in at.warning] == [
         "The stored depth fit cannot be used (depth_fit.json: (the file) = []: must be a JSON object): shown without "
@@ -288,7 +289,7 @@ def test_bad_uploads_show_the_image_error(app: AppTest, setting: Path, kind: str
 
 
 def test_compare_heads(app: AppTest, setting: Path) -> None:
-    app.switch_page("pages/compare.py").run()
+    app.switch_page("pages/compare-heads.py").run()
     assert_ok(app)
     assert app.multiselect(key="compare_paths").value == [str(setting / h) for h in HEADS]
     assert list(map(unplain, app.radio(key="compare_mode").options)) == [
@@ -329,7 +330,7 @@ def test_compare_heads(app: AppTest, setting: Path) -> None:
 
 
 def test_classwise_heatmap_toggles_and_drilldown(app: AppTest, setting: Path) -> None:
-    app.switch_page("pages/classwise.py").run()
+    app.switch_page("pages/class-depth.py").run()
     assert_ok(app)
     report = Report.load(setting / "laya")
     for kind in ("scores", "loo"):
@@ -374,7 +375,7 @@ def test_classwise_heatmap_is_one_figure_until_a_click(monkeypatch: pytest.Monke
         if linked:
             at.query_params["class"] = linked
         at.run()
-        at.switch_page("pages/classwise.py").run()
+        at.switch_page("pages/class-depth.py").run()
         assert_ok(at)
         first = at.get("plotly_chart")[0].proto
         at.run()
@@ -396,7 +397,7 @@ def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Pa
     seed1 = seed0.assign(seed=1, mean=seed0["mean"][::-1].to_numpy())  # another pattern for the second seed
     pd.concat([seed0, seed1]).to_csv(setting / CLASS_PROFILES_FILE, index=False)
     app = start(monkeypatch, models)
-    app.switch_page("pages/classwise.py").run()
+    app.switch_page("pages/class-depth.py").run()
     app.selectbox(key="classwise_class").set_value("green").run()
     assert_ok(app)
     per_seed = seed_views.seed_profiles(pd.concat([seed0, seed1]), "laya")
@@ -428,7 +429,7 @@ def test_classwise_across_seeds(monkeypatch: pytest.MonkeyPatch, tiny_models: Pa
 
 
 def test_classwise_recompute_live(app: AppTest) -> None:
-    app.switch_page("pages/classwise.py").run()
+    app.switch_page("pages/class-depth.py").run()
     app.number_input(key="classwise_limit").set_value(12).run()
     app.button(key="classwise_recompute").click().run()
     assert_ok(app)
@@ -445,7 +446,7 @@ def test_classwise_recompute_without_dataset(monkeypatch: pytest.MonkeyPatch, se
     meta["dataset"] = str(tmp_path / "not-here")
     (moved / META_FILE).write_text(json.dumps(meta))
     at = start(monkeypatch, tmp_path / "models")
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     at.button(key="classwise_recompute").click().run()
     assert not at.exception
     assert len(at.error) == 1 and "must be a known dataset" in at.error[0].value and "not-here" in at.error[0].value
@@ -454,7 +455,7 @@ def test_classwise_recompute_without_dataset(monkeypatch: pytest.MonkeyPatch, se
 
 
 def test_faithfulness_overview(app: AppTest, setting: Path) -> None:
-    app.switch_page("pages/faithfulness.py").run()
+    app.switch_page("pages/faithfulness-overview.py").run()
     assert_ok(app)
     report = Report.load(setting / "laya")
     assert app.radio(key="faithfulness_mode_laya").value == "mean"  # the cross-head intervention by default
@@ -531,11 +532,11 @@ def test_damaged_checkpoint_shows_error_and_app_keeps_working(
     assert_ok(at)
     at.sidebar.radio[1].set_value(str(models / "colours-mlp" / "concat")).run()
     assert not at.exception and "Cannot load the checkpoint" in at.error[0].value and "sha256" in at.error[0].value
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("pages/compare-heads.py").run()
     assert not at.exception and len(at.error) == 1
     assert len(at.main.metric) == 6  # the three loadable heads still compare
     at.sidebar.radio[1].set_value(str(models / "colours-mlp" / "laya")).run()
-    at.switch_page("pages/inspect.py").run()
+    at.switch_page("pages/inspect-input.py").run()
     assert_ok(at)
 
 
@@ -569,7 +570,8 @@ def test_every_page_works_on_each_bundled_setting(monkeypatch: pytest.MonkeyPatc
         cost = unplain(at.main.caption[-1].value)  # what the view cost, stage by stage, as this run measured it
         assert cost.startswith("Model time of this view: ") and "leave-one-out" in cost
         assert ("OOD status" in cost) == (setting_dir / head / "depth.json").is_file()
-    for page in ("pages/compare.py", "pages/classwise.py", "pages/faithfulness.py", "pages/depth.py"):
+    for page in ("pages/compare-heads.py", "pages/class-depth.py",
+                 "pages/faithfulness-overview.py", "pages/depth-analytics.py"):
         at.switch_page(page).run()
         assert_ok(at)
         assert charts(at), f"{page} shows no chart for {setting_dir.name}"
@@ -667,12 +669,13 @@ def test_nan_weights_are_refused_then_loaded_anyway_with_warnings(app: AppTest, 
     warnings = [unplain(w.value) for w in app.warning]
     assert any("hold NaN or Inf values" in w for w in warnings)
     assert any(w.startswith("Not finite (NaN or Inf): probabilities") for w in warnings)
-    for page in ("pages/depth.py", "pages/compare.py", "pages/faithfulness.py", "pages/inspect.py"):
+    for page in ("pages/depth-analytics.py", "pages/compare-heads.py",
+                 "pages/faithfulness-overview.py", "pages/inspect-input.py"):
         app.switch_page(page).run()  # the "load anyway" choice holds on every page, and so do the warnings
         assert not app.exception and not app.error, page
         assert any("hold NaN or Inf values" in w.value for w in app.warning), page
         assert anyway_box(app).value, page
-    app.switch_page("pages/depth.py").run()
+    app.switch_page("pages/depth-analytics.py").run()
     assert any(unplain(w.value).startswith("Not finite (NaN or Inf): logits") for w in app.warning)
     anyway_box(app).uncheck().run()  # undone: refused again
     assert "hold NaN or Inf values" in app.error[0].value
@@ -688,13 +691,14 @@ def test_weights_scaled_to_1e18_say_the_output_overflowed_on_every_page_that_sho
     app.sidebar.radio[0].set_value("Upload a checkpoint").run()
     app.sidebar.file_uploader(key="model_upload").set_value(files).run()
     example = ("blue.png", example_images(setting / "laya")[0].read_bytes(), "image/png")
-    for page in ("pages/inspect.py", "pages/depth.py", "pages/compare.py", "pages/patching.py"):
-        app.switch_page(page).run()  # Depth analytics, patching target: the input Inspect last showed
-        if page == "pages/patching.py":
+    uploads = {"inspect-input": "inspect_upload", "compare-heads": "compare_upload"}  # the others: Inspect's input
+    for page in ("inspect-input", "depth-analytics", "compare-heads", "activation-patching"):
+        app.switch_page(f"pages/{page}.py").run()  # Depth analytics, patching target: the input Inspect last showed
+        if page == "activation-patching":
             app.radio(key="patch_source_kind").set_value("upload").run()
             app.file_uploader(key="patch_source_upload").set_value(example).run()
-        elif page != "pages/depth.py":
-            app.file_uploader(key=f"{Path(page).stem}_upload").set_value(example).run()
+        elif page in uploads:
+            app.file_uploader(key=uploads[page]).set_value(example).run()
         assert not app.exception, page
         errors = [unplain(e.value) for e in app.error]
         assert any(e.startswith("The model's output overflowed: its logits are not finite") for e in errors), page
@@ -721,7 +725,7 @@ def test_depth_page_before_and_after_the_depth_report(
     models = tmp_path / "models"
     shutil.copytree(setting, models / "colours-mlp")
     at = start(monkeypatch, models)
-    at.switch_page("pages/depth.py").run()
+    at.switch_page("pages/depth-analytics.py").run()
     assert at.title[0].value == "Depth analytics" and "python -m laya depth" in at.info[0].value
     example = example_images(models / "colours-mlp" / "laya")[0].read_bytes()
     assert_depth_shows(at, models / "colours-mlp" / "laya", example)
@@ -790,7 +794,7 @@ def test_depth_page_before_and_after_the_depth_report(
 def test_inspect_links_its_input_to_the_depth_page(app: AppTest, setting: Path) -> None:
     examples = example_images(setting / "laya")
     app.selectbox(key="inspect_example").set_value(examples[2].name).run()
-    app.switch_page("pages/depth.py").run()
+    app.switch_page("pages/depth-analytics.py").run()
     assert app.toggle(key="depth_use_inspect").value
     assert_depth_shows(app, setting / "laya", examples[2].read_bytes())
 
@@ -819,11 +823,12 @@ def test_checkpoint_strings_render_as_plain_text(monkeypatch: pytest.MonkeyPatch
     shutil.copytree(setting / "examples", folder / "examples")
     at = start(monkeypatch, tmp_path / "models")
     shown = []
-    for page in ("pages/inspect.py", "pages/compare.py", "pages/classwise.py", "pages/faithfulness.py"):
+    for page in ("pages/inspect-input.py", "pages/compare-heads.py",
+                 "pages/class-depth.py", "pages/faithfulness-overview.py"):
         at.switch_page(page).run()
         assert not at.exception, [e.value for e in at.exception]
         shown += markdown_values(at)
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     at.button(key="classwise_recompute").click().run()
     assert not at.exception and at.error, "the dataset is refused"
     shown += markdown_values(at)
@@ -855,7 +860,7 @@ def test_compare_export_subtitle_names_the_setting(app: AppTest, setting: Path, 
 
     calls = []
     monkeypatch.setattr(pages.common, "report_button", lambda *args: calls.append(args))
-    app.switch_page("pages/compare.py").run()
+    app.switch_page("pages/compare-heads.py").run()
     app.radio(key="compare_mode").set_value("mean").run()
     assert_ok(app)
     title, sections, _, subtitle, source = calls[-1]

@@ -79,13 +79,13 @@ def test_inspect_shows_the_cnn_maps_for_the_predicted_and_a_chosen_class(monkeyp
 
 def test_every_maps_view_says_na_for_the_mlp(monkeypatch: pytest.MonkeyPatch) -> None:
     at = pick(start(monkeypatch, MODELS), MODELS / "fashion-mnist-mlp", "concat")
-    for page in ("pages/inspect.py", "pages/compare.py"):
+    for page in ("pages/inspect-input.py", "pages/compare-heads.py"):
         at.switch_page(page).run()
         assert_ok(at)
         assert [unplain(i.value) for i in at.info] == [no_maps_note([])]  # the note, and no grid, no class box
         assert not [c for c in charts(at) if any(t["type"] == "heatmap" for t in c["data"])]
         assert not [s for s in at.selectbox if s.key and s.key.endswith("_map_class")]
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     at.toggle(key="classwise_maps").set_value(True).run()
     assert_ok(at)
     assert [unplain(i.value) for i in at.info if "spatial" in i.value] == [
@@ -96,7 +96,7 @@ def test_every_maps_view_says_na_for_the_mlp(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_compare_shows_one_grid_per_head_on_one_scale(monkeypatch: pytest.MonkeyPatch) -> None:
     at = pick(start(monkeypatch, MODELS), CNN, "laya")
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("pages/compare-heads.py").run()
     assert_ok(at)
     chart = maps_chart(at)
     traces = heatmaps(chart)
@@ -114,7 +114,7 @@ def test_compare_shows_one_grid_per_head_on_one_scale(monkeypatch: pytest.Monkey
 
 def test_classwise_shows_mean_maps_with_n(monkeypatch: pytest.MonkeyPatch) -> None:
     at = pick(start(monkeypatch, MODELS), CNN, "concat")
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     assert_ok(at)
     at.toggle(key="classwise_maps").set_value(True).run()
     assert_ok(at)
@@ -140,7 +140,7 @@ def test_maps_through_a_sandboxed_worker_equal_the_in_process_ones(monkeypatch: 
     at = pick(start(monkeypatch, MODELS), CNN, "scalarmix")
     e = expected(CNN, "scalarmix", example_images(CNN / "scalarmix")[0].read_bytes())
     assert_maps_show(maps_chart(at), e, e.label)
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     at.toggle(key="classwise_maps").set_value(True).run()
     assert_ok(at)
     chart = class_chart(at)
@@ -150,7 +150,7 @@ def test_maps_through_a_sandboxed_worker_equal_the_in_process_ones(monkeypatch: 
     assert sums == pytest.approx(terms, abs=1e-5)
 
 
-@pytest.mark.parametrize("page", ["pages/inspect.py", "pages/compare.py", "pages/classwise.py"])
+@pytest.mark.parametrize("page", ["pages/inspect-input.py", "pages/compare-heads.py", "pages/class-depth.py"])
 def test_html_exports_include_the_map_grid(monkeypatch: pytest.MonkeyPatch, page: str) -> None:
     import pages.common
     from laya.app.export import html_report
@@ -159,13 +159,13 @@ def test_html_exports_include_the_map_grid(monkeypatch: pytest.MonkeyPatch, page
     monkeypatch.setattr(pages.common, "report_button", lambda *args: calls.append(args))
     at = pick(start(monkeypatch, MODELS), CNN, "laya")
     at.switch_page(page).run()
-    if page == "pages/classwise.py":
+    if page == "pages/class-depth.py":
         at.toggle(key="classwise_maps").set_value(True).run()
     assert_ok(at)
     title, sections, _, subtitle, source = calls[-1]
-    heading = "Where each class was looked at" if page == "pages/classwise.py" else "Where each layer looked"
+    heading = "Where each class was looked at" if page == "pages/class-depth.py" else "Where each layer looked"
     figure = next(f for h, f in sections if h.startswith(heading))
-    shown = class_chart(at) if page == "pages/classwise.py" else maps_chart(at)
+    shown = class_chart(at) if page == "pages/class-depth.py" else maps_chart(at)
     assert [t.meta for t in figure.data if t.type == "heatmap"] == [t["meta"] for t in heatmaps(shown)]
     html = html_report(title, sections, subtitle, source)
     assert heading in html and '"type":"heatmap"' in html.replace(" ", "")
@@ -199,7 +199,7 @@ def test_inspect_computes_the_vits_approximate_maps_only_once_their_section_is_o
 
 def test_compare_defers_the_vits_approximate_maps_until_their_section_is_opened(monkeypatch: pytest.MonkeyPatch) -> None:
     at = pick(start(monkeypatch, MODELS), MODELS / "cifar10-vit", "laya")
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("pages/compare-heads.py").run()
     assert_ok(at)
     (section,) = [e for e in at.expander if "CLS-token layers" in e.label]
     assert "backward passes per head shown" in section.label

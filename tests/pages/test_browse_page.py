@@ -32,7 +32,7 @@ def ok(at: AppTest) -> None:
 
 def test_browse_page_filters_sorts_and_opens_inspect(tiny_models: Path) -> None:
     at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at.switch_page("pages/browse.py").run()
+    at.switch_page("pages/browse-test-set.py").run()
     ok(at)
     sample = Sample.load(tiny_models / "colours-mlp" / "laya")
     at.selectbox(key="browse_class").set_value("green").run()
@@ -57,16 +57,16 @@ def test_browse_page_filters_sorts_and_opens_inspect(tiny_models: Path) -> None:
 
 def test_switches_survive_leaving_and_coming_back(tiny_models: Path) -> None:
     at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     at.selectbox(key="classwise_class").set_value("red").run()
     at.radio(key="classwise_kind").set_value("loo").run()
-    at.switch_page("pages/faithfulness.py").run()
+    at.switch_page("pages/faithfulness-overview.py").run()
     at.radio(key="faithfulness_reduction").set_value("magnitude").run()
-    at.switch_page("pages/inspect.py").run()
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/inspect-input.py").run()
+    at.switch_page("pages/class-depth.py").run()
     ok(at)
     assert at.selectbox(key="classwise_class").value == "red" and at.radio(key="classwise_kind").value == "loo"
-    at.switch_page("pages/faithfulness.py").run()
+    at.switch_page("pages/faithfulness-overview.py").run()
     assert at.radio(key="faithfulness_reduction").value == "magnitude"
 
 
@@ -82,7 +82,7 @@ def test_heatmap_confusion_and_detection_open_the_browser(tiny_models: Path, tmp
     monkeypatch.setenv("LAYA_MODELS", str(models))
     sample = Sample.load(laya)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     at.selectbox(key="classwise_class").set_value("blue").run()
     at.selectbox(key="classwise_browse_layer").set_value(sample.layer_names[1]).run()
     at.button(key="classwise_browse").click().run()
@@ -93,7 +93,7 @@ def test_heatmap_confusion_and_detection_open_the_browser(tiny_models: Path, tmp
     assert at.main.dataframe[0].value["test index"].tolist() == expected["test index"].tolist()
     assert at.selectbox(key="browse_class").value == "blue" and at.radio(key="browse_order").value == "desc"
 
-    at.switch_page("pages/depth.py").run()
+    at.switch_page("pages/depth-analytics.py").run()
     ok(at)
     at.slider(key="depth_threshold").set_value(0.75).run()
     at.selectbox(key="depth_task").set_value(at.selectbox(key="depth_task").options[-1]).run()
@@ -105,7 +105,7 @@ def test_heatmap_confusion_and_detection_open_the_browser(tiny_models: Path, tmp
     for key, value in params.items():
         fresh.query_params[key] = value
     fresh.run()
-    fresh.switch_page("pages/depth.py").run()
+    fresh.switch_page("pages/depth-analytics.py").run()
     ok(fresh)
     assert fresh.slider(key="depth_threshold").value == pytest.approx(0.75)
     assert fresh.selectbox(key="depth_task").value == task
@@ -117,7 +117,7 @@ def test_browse_page_on_a_bundled_checkpoint(monkeypatch: pytest.MonkeyPatch) ->
     setting_dir = BUNDLED_SETTINGS[0]
     monkeypatch.setenv("LAYA_MODELS", str(BUNDLED))
     at = AppTest.from_file(str(APP), default_timeout=120).run()
-    at.switch_page("pages/browse.py").run()
+    at.switch_page("pages/browse-test-set.py").run()
     ok(at)
     assert len(at.main.dataframe[0].value) == 1000 and len(at.main.image) == 40
     at.radio(key="browse_outcome").set_value("wrong").run()

@@ -27,7 +27,8 @@ from laya.model.own_head import OWN
 from laya.training.attach import Attached
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
-PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "browse", "patching")
+PAGES = ("inspect-input", "compare-heads", "class-depth", "faithfulness-overview", "depth-analytics",
+         "browse-test-set", "activation-patching")
 UNITS = ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1", "layer4.0", "layer4.1"]
 
 
@@ -126,7 +127,7 @@ def test_every_page_names_the_own_classifier_and_shows_nothing_trivial(
         assert not [w for w in words if "LastLayer" in w or "lastlayer" in w], page
         trivial = ("only one seed", "one trained seed", "n/a (one informative layer)")
         assert not [w for w in words if any(t in w.lower() for t in trivial)], page
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("pages/compare-heads.py").run()
     shown = charts(at)
     assert shown[UNIT_PROFILE_TITLE]["data"][0]["x"] == UNITS  # the network's units beside LAYA's α
     assert any(t == "**Own classifier**" for t in texts(at))  # its column's heading
@@ -136,7 +137,7 @@ def test_browse_and_patching_open_on_views_that_differ_between_inputs(
     attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = _start(attached, image_folder, monkeypatch)
-    at.switch_page("pages/browse.py").run()
+    at.switch_page("pages/browse-test-set.py").run()
     _ok(at, "browse")
     keys = [s.key for s in at.selectbox]  # every layer but pre-logits 0 by construction: no picker, no top layer
     assert "browse_layer" not in keys and "browse_top" not in keys
@@ -144,7 +145,7 @@ def test_browse_and_patching_open_on_views_that_differ_between_inputs(
     assert any(browser.ONE_LAYER_NOTE in t for t in texts(at))
     table = at.dataframe[0].value
     assert "top layer" not in table and table["LOO drop"].nunique() > 1 and table["score"].nunique() > 1
-    at.switch_page("pages/patching.py").run()
+    at.switch_page("pages/activation-patching.py").run()
     _ok(at, "patching")
     assert "patch_where" not in [r.key for r in at.radio]  # whole layers: every row but one fixed; units instead
     figure = charts(at)[UNITS_TITLE]
@@ -161,7 +162,7 @@ def test_compare_sums_the_unit_profile_by_the_heads_layers_beside_alpha(
     attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The unit profile summed by the heads' layer its units make, on LAYA's α's axis, from the same input."""
-    at = _on_page(attached, image_folder, monkeypatch, "compare")
+    at = _on_page(attached, image_folder, monkeypatch, "compare-heads")
     shown = charts(at)
     own, expected = _first_example(attached.heads[OWN])
     table = stage_sums(expected, list(own.layer_names))
@@ -182,7 +183,7 @@ def test_depth_analytics_names_its_depths_and_draws_nothing_fixed_by_one_layer(
 ) -> None:
     """The one prediction depth shown is the tuned lens's over the network's units, named so; the probes' depth is
     named as theirs; no one-bar logit contributions and no flat pruning panel, and a sentence says why."""
-    at = _on_page(attached, image_folder, monkeypatch, "depth")
+    at = _on_page(attached, image_folder, monkeypatch, "depth-analytics")
     _, expected = _first_example(attached.heads[OWN])  # the input carried from Inspect
     metrics = {unplain(m.label): unplain(m.value) for m in at.metric}  # shown escapes Markdown
     label, value = depth_metric(network_depth(expected), len(expected.units), "tuned lens")
@@ -207,18 +208,18 @@ def test_the_stored_network_report_lights_up_faithfulness_and_classwise(
     report = load_network_report(attached.heads[OWN])
     assert report is not None  # attach writes it
     at = _start(attached, image_folder, monkeypatch)
-    at.switch_page("pages/faithfulness.py").run()
+    at.switch_page("pages/faithfulness-overview.py").run()
     _ok(at, "faithfulness")
     table = unplain(at.main.table[0].value).reset_index()  # the score is the table's index
     expected = agreement_view(report.agreement)
     assert list(table.columns) == list(expected.columns)
     assert table.astype(str).values.tolist() == expected.astype(str).values.tolist()
     monkeypatch.setattr("laya.analysis.network.report.load_network_report", lambda path: None)
-    at.switch_page("pages/faithfulness.py").run()
+    at.switch_page("pages/faithfulness-overview.py").run()
     assert any("laya network --checkpoint" in i for i in texts(at))
     monkeypatch.undo()
     at = _start(attached, image_folder, monkeypatch)
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     _ok(at, "classwise")
     heatmap = next(s for t, s in charts(at).items() if t.startswith("Class x unit"))
     assert heatmap["data"][0]["x"] == UNITS and heatmap["data"][0]["y"][0] == "all"
@@ -265,14 +266,16 @@ def test_every_page_on_the_bundled_attached_network(monkeypatch: pytest.MonkeyPa
     for page in PAGES[1:]:
         at.switch_page(f"pages/{page}.py").run()
         _ok(at, page)
-        assert charts(at) or page == "browse", page
-        if page == "depth":  # the depth report's pruning and logit terms, fixed by the head reading one layer
+        assert charts(at) or page == "browse-test-set", page
+        # the depth report's pruning and logit terms, fixed by the head reading one layer
+        if page == "depth-analytics":
             assert not [t for t in charts(at) if t.startswith(ONE_LAYER_CHARTS)]
             assert "Prediction depth (tuned lens)" in [unplain(m.label) for m in at.metric]
-        if page == "patching":  # bn1's row is the source's own output by construction: not drawn, said why
+        # bn1's row is the source's own output by construction: not drawn, said why
+        if page == "activation-patching":
             assert charts(at)[UNITS_TITLE]["data"][0]["x"] == units[1:]
             assert any("Not drawn: `bn1`" in t and "by construction" in t for t in texts(at))
-        if page == "faithfulness":  # bn1 left out of the agreement, named, with its own numbers
+        if page == "faithfulness-overview":  # bn1 left out of the agreement, named, with its own numbers
             assert any("Reported apart" in t and "`bn1`" in t for t in texts(at))
             assert any("bn1 reported apart" in t for t in texts(at))
             assert unplain(at.main.table[1].value).reset_index()["unit"].tolist() == ["bn1"]
@@ -307,12 +310,12 @@ def test_broken_stored_files_degrade_only_their_own_view(tmp_path: Path, monkeyp
     assert [x for bars in shown[UNIT_PROFILE_TITLE]["data"] for x in bars["x"]] == report["units"][1:] + ["bn1"]
     assert any(t.startswith(GRADCAM_TITLE) for t in shown) and not any(t.startswith(LENS_TITLE) for t in shown)
     assert any("No lens for this network" in t and "tuned_lens.json: units = 3" in t for t in texts(at))
-    for page in ("faithfulness", "classwise"):
+    for page in ("faithfulness-overview", "class-depth"):
         at.switch_page(f"pages/{page}.py").run()
         _ok(at, page)
         assert any("network.json: tables = []" in t for t in texts(at)), page
     assert any(t.startswith("Confusion") for t in charts(at))  # Class-wise: the rest of the page
-    at.switch_page("pages/browse.py").run()
+    at.switch_page("pages/browse-test-set.py").run()
     _ok(at, "browse")
     assert at.dataframe and len(at.dataframe[0].value) > 0 and not at.get("imgs")
     assert any("sample_images.png" in t for t in texts(at))
@@ -341,14 +344,14 @@ def test_every_other_broken_stored_file_costs_only_its_own_view(tmp_path: Path, 
     assert [x for bars in shown[UNIT_PROFILE_TITLE]["data"] for x in bars["x"]] == report["units"][1:] + ["bn1"]
     assert any(t.startswith(GRADCAM_TITLE) for t in shown) and not any(t.startswith(LENS_TITLE) for t in shown)
     assert any("No lens for this network" in t and "tuned_lens.json: fit.constant = ['x'" in t for t in texts(at))
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     _ok(at, "classwise")
     assert any("network.json: lens.units[0]" in t for t in texts(at))
     assert any(t.startswith("Confusion") for t in charts(at))  # the rest of the page
-    at.switch_page("pages/browse.py").run()
+    at.switch_page("pages/browse-test-set.py").run()
     _ok(at, "browse")
     assert any("sample.safetensors is not a valid safetensors file" in t for t in texts(at))
-    at.switch_page("pages/depth.py").run()
+    at.switch_page("pages/depth-analytics.py").run()
     _ok(at, "depth")
     assert any("depth.json: layer_names = 3" in t for t in texts(at))
     assert charts(at)  # this input's views are drawn
@@ -364,7 +367,7 @@ def test_the_depth_page_shows_the_lesion_study_of_the_own_head(
 
     lesion = load_network_report(attached.heads[OWN]).lesion
     at = _start(attached, image_folder, monkeypatch)
-    at.switch_page("pages/depth.py").run()
+    at.switch_page("pages/depth-analytics.py").run()
     _ok(at, "depth")
     title, spec = next((t, s) for t, s in charts(at).items() if t.startswith(LESION_TITLE))
     assert "skipped" in title
@@ -406,7 +409,7 @@ def test_an_attached_vit_s_units_patching_and_depth(
     assert APART_PANEL in [a["text"] for a in profile["layout"]["annotations"]]
     assert any("`pre-logits`" in t and "no longer sees the input" in t for t in texts(at))
 
-    at.switch_page("pages/patching.py").run()
+    at.switch_page("pages/activation-patching.py").run()
     _ok(at, "patching")
     own = load_checkpoint(attached_vit.heads[OWN])
     examples = [p.read_bytes() for p in example_images(attached_vit.heads[OWN])]
@@ -420,7 +423,7 @@ def test_an_attached_vit_s_units_patching_and_depth(
         assert prob["x"] == BLOCKS and values(prob["y"]) == pytest.approx(expected["prob_change"].tolist(), abs=1e-6)
         assert set(expected["intervention"]) == {f"resample of {'the whole block' if branch == 'block' else branch}"}
 
-    at.switch_page("pages/depth.py").run()
+    at.switch_page("pages/depth-analytics.py").run()
     _ok(at, "depth")
     assert any(unplain(m.label) == "Prediction depth (tuned lens)" for m in at.metric)
     shown = charts(at)
@@ -473,7 +476,7 @@ def test_the_depth_page_shows_a_units_lesion_per_class(
     from laya.app.lesion_views import CLASS_LESION_TITLE
 
     by_class = load_network_report(attached.heads[OWN]).lesion.by_class
-    at = _on_page(attached, image_folder, monkeypatch, "depth")
+    at = _on_page(attached, image_folder, monkeypatch, "depth-analytics")
     at.selectbox(key="depth_lesion_unit").set_value("layer3.0").run()
     _ok(at, "depth, a unit's lesion per class")
     title, spec = next((t, s) for t, s in charts(at).items() if t.startswith(CLASS_LESION_TITLE))

@@ -72,5 +72,5 @@ def test_classwise_class_from_link(tiny_models: Path) -> None:
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.query_params["class"] = "red"
     at.run()
-    at.switch_page("pages/classwise.py").run()
+    at.switch_page("pages/class-depth.py").run()
     assert not at.exception and at.selectbox(key="classwise_class").value == "red"

@@ -34,7 +34,7 @@ def _data_root(monkeypatch: pytest.MonkeyPatch, image_folder: Path) -> None:
     monkeypatch.setenv("LAYA_PATH_ROOTS", str(image_folder))
 
 
-def start(monkeypatch: pytest.MonkeyPatch, models: Path, page: str = "pages/patching.py") -> AppTest:
+def start(monkeypatch: pytest.MonkeyPatch, models: Path, page: str = "pages/activation-patching.py") -> AppTest:
     monkeypatch.setenv("LAYA_MODELS", str(models))
     at = AppTest.from_file(str(APP), default_timeout=90).run()
     at.switch_page(page).run()
@@ -105,7 +105,7 @@ def test_bundled_checkpoint_head_and_backbone(monkeypatch: pytest.MonkeyPatch) -
 
 def test_sandboxed_checkpoint_with_a_source_from_the_browser(monkeypatch: pytest.MonkeyPatch, tiny_models: Path) -> None:
     monkeypatch.setenv("LAYA_SANDBOX", "all")  # every checkpoint runs in a worker, as uploads do
-    at = start(monkeypatch, tiny_models, "pages/browse.py")
+    at = start(monkeypatch, tiny_models, "pages/browse-test-set.py")
     directory = tiny_models / "colours-mlp" / "laya"
     sample = Sample.load(directory)
     index = int(sample.table["index"].iloc[3])
@@ -118,7 +118,8 @@ def test_sandboxed_checkpoint_with_a_source_from_the_browser(monkeypatch: pytest
     assert_patching_shows(at, directory, target, sample.png(row), "head")
 
     directory = tiny_models / "colours-mlp" / "concat"
-    at.switch_page("pages/patching.py")  # AppTest stays on the page it was told; the button switched only the app
+    # AppTest stays on the page it was told; the button switched only the app
+    at.switch_page("pages/activation-patching.py")
     at.sidebar.radio[1].set_value(str(directory)).run()
     at.radio(key="patch_source_kind").set_value("bundled example").run()
     source = {p.name: p.read_bytes() for p in example_images(directory)}[at.selectbox(key="patch_source_example").value]
@@ -139,7 +140,7 @@ def test_depth_page_shows_the_lens_of_the_input_over_the_class_means(
     directory = models / "colours-mlp" / "concat"
     run_depth(directory, DepthOptions(limit=12, train_limit=30, resamples=20, random_orders=2, refit_steps=3,
                                       timing_batch=4, timing_repeats=1))  # fmt: skip
-    at = start(monkeypatch, models, "pages/depth.py")
+    at = start(monkeypatch, models, "pages/depth-analytics.py")
     at.sidebar.radio[1].set_value(str(directory)).run()
     at.selectbox(key="depth_lens_metric").set_value("prob").run()
     ok(at)

@@ -21,7 +21,8 @@ from tests.model.test_own_head import TINY_VIT, _save
 from tests.training.test_attach import QUICK
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
-PAGES = ("inspect", "compare", "classwise", "faithfulness", "depth", "browse", "patching")
+PAGES = ("inspect-input", "compare-heads", "class-depth", "faithfulness-overview", "depth-analytics", "browse-test-set",
+         "activation-patching")
 FAMILIES = ("timm", "torchvision", "transformers", "wrapped")
 
 
@@ -95,7 +96,7 @@ def test_every_page_renders_for_the_own_head_and_laya(
     group = describe(attached.heads["laya"]).group
     at.sidebar.selectbox(key="model_group").set_value(group).run()
     for head in (OWN, "laya"):
-        at.switch_page("pages/inspect.py").run()
+        at.switch_page("pages/inspect-input.py").run()
         at.sidebar.radio(key=f"model_head_{group}").set_value(str(attached.heads[head])).run()
         for page in PAGES:
             at.switch_page(f"pages/{page}.py").run()

@@ -439,7 +439,19 @@ def test_classwise_recompute_live(app: AppTest) -> None:
     assert not app.success and not app.exception
 
 
-def test_classwise_recompute_without_dataset(monkeypatch: pytest.MonkeyPatch, setting: Path, tmp_path: Path) -> None:
+def test_classwise_recompute_without_dataset(monkeypatch: pytest.MonkeyPatch, setting: Path) -> None:
+    """A short folder: the page shortens a long message in its middle, which a deep temporary path (pytest-xdist's
+    adds a level) would fill with the path alone."""
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="laya-"))
+    try:
+        _classwise_recompute_without_dataset(monkeypatch, setting, tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _classwise_recompute_without_dataset(monkeypatch: pytest.MonkeyPatch, setting: Path, tmp_path: Path) -> None:
     moved = tmp_path / "models" / "elsewhere" / "laya"
     shutil.copytree(setting / "laya", moved)
     meta = json.loads((moved / META_FILE).read_text())

@@ -14,12 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from laya.analysis.network.report import (
-    NetworkOptions,
-    load_network_report,
-    run_network,
-    write_network_report,
-)
+from laya.analysis.network.report import NetworkOptions, run_network
+from laya.analysis.network.report_files import load_network_report, write_network_report
 from laya.analysis.network.scores import SCORES
 from laya.model.attached_files import AttachedFileError
 from laya.model.checkpoint import load_checkpoint

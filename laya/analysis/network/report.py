@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import torch
@@ -61,7 +61,7 @@ from laya.analysis.network.lens import (
 )
 from laya.analysis.network.gradcam_choice import SAMPLE, sampled_gradcam_choice
 from laya.analysis.network.lens_fit import fit_tuned_lens, lens_summary
-from laya.analysis.network.lesion import DRAWS, lesion_masks, lesion_study, skipped_predictions
+from laya.analysis.network.lesion import DRAWS, lesion_batch, lesion_masks, lesion_study, skippable
 from laya.analysis.network.recording import as_network
 from laya.analysis.network.scores import (
     IG_STEPS,
@@ -94,7 +94,8 @@ class NetworkOptions:
     ``ig_steps`` and ``baseline`` of integrated gradients, ``batch_size`` inputs per pass, ``resamples`` of every
     bootstrap CI; the tuned lens's fit when none is stored: ``lens_sample`` training inputs, ``lens_epochs`` the
     cap on its epochs, ``lens_lr``, ``lens_patience`` (:class:`~laya.analysis.network.lens.TunedLensConfig`);
-    ``lesion_draws`` random sets of units per ``k`` in the lesion study (:mod:`~laya.analysis.network.lesion`);
+    ``lesion_draws`` random sets of units per ``k`` in the lesion study (:mod:`~laya.analysis.network.lesion`) and its
+    inputs, ``lesion_limit``: None the report's sample, ``"all"`` the whole test split, N a class-balanced sample;
     ``gradcam_sample`` test images of the per-unit Grad-CAM test (:mod:`~laya.analysis.network.gradcam_choice`;
     0: none)."""
 
@@ -112,6 +113,7 @@ class NetworkOptions:
     lens_lr: float = LR
     lens_patience: int = PATIENCE
     lesion_draws: int = DRAWS
+    lesion_limit: int | Literal["all"] | None = None
     gradcam_sample: int = SAMPLE
 
     def __post_init__(self) -> None:
@@ -120,11 +122,11 @@ class NetworkOptions:
                              f"{self.method!r}, {self.branch!r}")  # fmt: skip
         sizes = ("references", "ig_steps", "batch_size", "resamples", "lens_sample", "lesion_draws")
         small = {k: v for k, v in asdict(self).items() if k in sizes and v < 1}
+        lesion = self.lesion_limit in (None, "all") or (isinstance(self.lesion_limit, int) and self.lesion_limit >= 1)
         if (small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0 or self.lens_patience < 1
-                or self.gradcam_sample < 0):  # fmt: skip
+                or self.gradcam_sample < 0 or not lesion):  # fmt: skip
             raise ValueError(f"network report sizes must be positive (lens_epochs, gradcam_sample >= 0, lens_patience "
-                             f">= 1); got "
-                             f"{small or asdict(self)}")  # fmt: skip
+                             f">= 1, lesion_limit a count, 'all' or None); got {small or asdict(self)}")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -196,7 +198,8 @@ def network_report(
     baseline = baselines(backbone, reference, units, options.baseline)
     recorded = record_references(model, units, reference, options.branch)  # once, for every batch
     residual = [u.residual for u in units]
-    masks, ks = lesion_masks(residual, options.lesion_draws, options.seed)
+    skips = skippable(model, reference, units)  # residual, or no shortcut and the input's shape: its input passed on
+    masks, ks = lesion_masks(skips, options.lesion_draws, options.seed)
     structure = {"main": intervene(model, reference, units, options.method, recorded, branch=options.branch).drops}
     if any(residual):  # the per-unit mean drop over the references: what structure alone gives
         structure["skip"] = intervene(model, reference, units, "skip", recorded, branch=options.branch).drops
@@ -216,15 +219,14 @@ def network_report(
         profile = intervene(model, x, units, options.method, recorded, branch=options.branch)
         methods["main"] = profile.methods
         keep(drops=profile.drops, predictions=profile.prediction, probability=profile.probability)
-        resample = profile if options.method == "resample" else intervene(model, x, units, "resample", recorded,
-                                                                          branch=options.branch)  # fmt: skip
-        methods["resample"] = resample.methods
-        keep(lesion_resample=resample.ablated_predictions)
+        profiles = {options.method: profile}
         if any(residual):
-            skip = intervene(model, x, units, "skip", recorded, branch=options.branch)
+            profiles["skip"] = skip = intervene(model, x, units, "skip", recorded, branch=options.branch)
             methods["skip"] = skip.methods
-            keep(skip_drops=skip.drops, lesion_skip=skip.ablated_predictions,
-                 lesion_curve=skipped_predictions(model, x, units, masks).T)  # (B, M)
+            keep(skip_drops=skip.drops)
+        if options.lesion_limit is None:  # the lesion study on the same inputs, their profiles reused
+            lesioned, lesion_methods = lesion_batch(model, x, units, recorded, masks, skips, options.branch, profiles)
+            keep(**{f"lesion_{k}": v for k, v in lesioned.items()})
         lens_b = unit_lens(backbone, x, names, tuned)
         keep(log_q=lens_b.log_q, log_p=lens_b.log_p)
         if logit_applies:
@@ -232,6 +234,17 @@ def network_report(
         for name, value in unit_scores(backbone, x, units, lens_b, baseline, options.ig_steps).items():
             keep(**{f"scores/{name}": value.double()})
     got = {k: shard.gather(parts[k]) for k in sorted(parts)}
+    lesion_index = index
+    if options.lesion_limit is not None:  # the lesion study's own sample: its inputs' passes, nothing else
+        size = len(test) if options.lesion_limit == "all" else options.lesion_limit
+        lesion_index, parts = sample_indices(test.labels, size, options.seed), {}
+        batches = batch_indices(len(lesion_index), options.batch_size)
+        shard = Shard.of(batches)
+        for batch in (batches[b] for b in shard.run):
+            x = _preprocessed(checkpoint, test, lesion_index[batch]).to(device)
+            lesioned, lesion_methods = lesion_batch(model, x, units, recorded, masks, skips, options.branch)
+            keep(**{f"lesion_{k}": v for k, v in lesioned.items()})
+        got |= {k: shard.gather(parts[k]) for k in sorted(parts)}
     whole = Lens(got["log_q"], got["log_p"], lens_b.source)
     predictions, labels = got["predictions"].long(), test.labels[index].long()
     lens_class = whole.log_q.argmax(-1)
@@ -266,7 +279,8 @@ def network_report(
     summary = lens_summary(whole, names, None if constant is None else torch.tensor(constant), logit)
     lesioned = {k: got[f"lesion_{k}"] for k in ("skip", "resample") if f"lesion_{k}" in got}
     curve = got["lesion_curve"].T if "lesion_curve" in got else None  # (M, N)
-    report.lesion = lesion_study(labels, predictions, lesioned, methods, curve, ks, names, classes, options.resamples,
+    report.lesion = lesion_study(test.labels[lesion_index].long(), got["lesion_predictions"].long(), lesioned,
+                                 lesion_methods, curve, ks, names, classes, options.resamples,
                                  options.seed)  # fmt: skip
     report.lens = {"source": whole.source, "command": tuned.config.command, "fit": tuned.config.fit,
                    "units": summary.to_dict(orient="records")}  # fmt: skip

@@ -5,10 +5,10 @@
   the class of the ``K``-averaged probabilities), each with a percentile bootstrap CI over the inputs and its paired
   difference to the intact network (paired bootstrap over the same inputs: ``drop = acc(intact) - acc(lesioned)``);
   the same per true class (``by_class``: each class's accuracy with its CI and its paired drop, over that class's
-  inputs alone; ``classes``: the accuracies as a class x unit table). A unit without a shortcut whose output has its
-  input's shape (a block of a plain network) is skipped by passing its input on, ``h_u <- x_u``: the unit deleted from
-  the chain, as Veit et al. delete a plain network's layers (its ``method`` says so, :data:`PASSED_ON`). A unit that
-  changes the shape without a shortcut (a stem, a downsampling transition) cannot be skipped: its skip entry is the
+  inputs alone; ``classes``: the accuracies as a class x unit table). A block without a shortcut whose output has its
+  input's shape (a repeated block of a plain network, :func:`skippable`) is skipped by passing its input on, ``h_u <- x_u``: the unit deleted from
+  the chain, as Veit et al. delete a plain network's layers (its ``method`` says so, :data:`PASSED_ON`). A stem, or a
+  block that changes the shape without a shortcut (a downsampling transition), cannot be skipped: its skip entry is the
   resample fallback, and ``method`` says so.
 * **k units at once**: ``k = 0 .. U'`` of the ``U'`` units that can be skipped (:func:`skippable`) skipped together,
   ``draws`` seeded random sets per ``k`` (``k = 0`` the intact network, ``k = U'`` every such unit): accuracy per
@@ -72,12 +72,14 @@ def lesion_masks(skips: Sequence[bool], draws: int = DRAWS, seed: int = 0) -> tu
 
 @torch.inference_mode()
 def skippable(model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit]) -> list[bool]:
-    """Per unit, whether it can be skipped: it keeps its input (:attr:`Unit.residual`), or it has no shortcut but its
-    output has its input's shape in a pass of ``x`` (it can be deleted from the chain, its input passed on)."""
+    """Per unit, whether it can be skipped: it keeps its input (:attr:`Unit.residual`), or it is one of the blocks the
+    network repeats inside a stage (not a stage read as its own unit: a stem, whose last module may well keep the
+    shape, ``bn1``) with no shortcut and an output of its input's shape in a pass of ``x``: it can be deleted from the
+    chain, its input passed on."""
     shapes: dict[int, list[torch.Size]] = {}
     with Hooks() as hooks:
         for u, unit in enumerate(units):
-            if unit.residual or unit.block is None or unit.block.entry is None:
+            if unit.residual or unit.block is None or unit.block.entry is None or unit.name == unit.stage:
                 continue
             on_input(hooks, unit.block, lambda t, u=u: shapes.setdefault(u, []).append(t.shape))
             hooks.after(unit.block.module, lambda m, a, out, u=u: shapes.setdefault(u, []).append(

@@ -168,7 +168,8 @@ def check(name: str) -> dict:
     from laya.analysis.network.interventions import REFERENCES, reference_inputs
     from laya.analysis.network.lens import load_tuned_lens, unit_lens
     from laya.analysis.network.recording import as_network, prefix_tokens, spatial
-    from laya.analysis.network.report import REPORT_JSON, load_network_report
+    from laya.analysis.network.report_files import load_network_report
+    from laya.analysis.network.report_record import REPORT_JSON
     from laya.analysis.sample import sample_indices
     from laya.data.datasets import batch_indices
     from laya.model.checkpoint import load_checkpoint

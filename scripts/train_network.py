@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> None:
     train, test = load_dataset(args.dataset, "train", stream=False), load_dataset(args.dataset, "test", stream=False)
     classes = len(train.classes)
     if args.family == "timm":
-        import timm
+        from laya.model.backbones.timm import timm_models  # timm, laya's CIFAR ResNets registered in it
 
-        net = timm.create_model(args.model, pretrained=False, num_classes=classes, **args.model_kwargs)
+        net = timm_models().create_model(args.model, pretrained=False, num_classes=classes, **args.model_kwargs)
     else:
         import torchvision
 

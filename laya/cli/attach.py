@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from laya.cli.options import csv, csv_floats, gradcam_option, lens_options, lens_settings, resamples_option
+from laya.cli.options import (
+    csv,
+    csv_floats,
+    gradcam_option,
+    lens_options,
+    lens_settings,
+    lesion_options,
+    lesion_settings,
+    resamples_option,
+)
 
 FAMILY_HELP = "where the architecture comes from: timm | torchvision | transformers (a model_type)"
 
@@ -31,7 +40,7 @@ def add_attach(sub: argparse._SubParsersAction) -> None:
         "LastLayer head with its exact weights; LAYA, ScalarMix and Concat are fitted on its frozen features; all "
         "four are evaluated and analysed, and a summary is printed.",
         parents=[resamples_option("bootstrap resamples for every CI (default: 1000)"), lens_options(),
-                 gradcam_option()],
+                 gradcam_option(), lesion_options()],
     )
     a.add_argument("--family", required=True, choices=["timm", "torchvision", "transformers"], help=FAMILY_HELP)
     a.add_argument("--model", required=True, help="architecture name (timm/torchvision) or model_type (transformers)")
@@ -100,7 +109,8 @@ def cmd_attach(args: argparse.Namespace) -> None:
     from laya.training.attach import AttachConfig, attach, summary
 
     network = None if args.no_network else NetworkOptions(limit=args.network_limit, resamples=args.resamples,
-                                                          gradcam_sample=args.gradcam_sample, **lens_settings(args))
+                                                          gradcam_sample=args.gradcam_sample, **lens_settings(args),
+                                                          **lesion_settings(args))
 
     config = AttachConfig(
         family=args.family, model=args.model, weights=args.weights, weights_by_order=args.match_by_order,

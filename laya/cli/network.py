@@ -11,6 +11,8 @@ from laya.cli.options import (
     allow_import_option,
     checkpoint_option,
     gradcam_option,
+    lesion_options,
+    lesion_settings,
     lens_options,
     lens_settings,
     out_option,
@@ -33,7 +35,7 @@ def cmd_network(args: argparse.Namespace) -> None:
     place = torchrun_placement()  # under torchrun: the lens sample and the test inputs split between the processes
     checkpoint = load_checkpoint(args.checkpoint, map_location=place.device, allow_import=args.allow_import)
     options = NetworkOptions(limit=args.limit, references=args.references, method=args.method, branch=args.branch,
-                             ig_steps=args.ig_steps, resamples=args.resamples, lesion_draws=args.lesion_draws,
+                             ig_steps=args.ig_steps, resamples=args.resamples, **lesion_settings(args),
                              gradcam_sample=args.gradcam_sample, **lens_settings(args))  # fmt: skip
     out = Path(args.out or checkpoint.path)
     with quiet_unless_main(place):  # the main process alone writes and prints
@@ -86,7 +88,7 @@ def add_network(sub: argparse._SubParsersAction) -> None:
         "network", help="an attached network by its own units: tuned lens + network report beside its own head",
         parents=[checkpoint_option("the own head's checkpoint directory (laya attach's own/)"), out_option(),
                  allow_import_option(), resamples_option("bootstrap resamples (default: 1000)"), lens_options(),
-                 gradcam_option()],
+                 gradcam_option(), lesion_options()],
     )  # fmt: skip
     nw.add_argument("--limit", type=int, default=200,
                     help="test inputs, a class-balanced sample drawn with seed 0 (default: 200)")
@@ -98,8 +100,6 @@ def add_network(sub: argparse._SubParsersAction) -> None:
                     help="what of each transformer block the interventions act on: the whole block, or its attention "
                     "or MLP branch alone (units without it: the whole block, named so); default: block")  # fmt: skip
     nw.add_argument("--ig-steps", type=int, default=8, help="integrated-gradients steps per unit (default: 8)")
-    nw.add_argument("--lesion-draws", type=int, default=5,
-                    help="lesion study: random sets of k units skipped at once, per k (default: 5)")
     nw.add_argument("--refit-lens", action="store_true",
                     help="fit the tuned lens again (default: the stored one, fitted only where none fits)")
     nw.set_defaults(func=cmd_network)

@@ -142,6 +142,35 @@ def gradcam_option() -> argparse.ArgumentParser:
     return parent
 
 
+def _count_or_all(text: str) -> int | str:
+    if text == "all":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of inputs (at least 1) or 'all'; got {text!r}")
+    return value
+
+
+def lesion_options() -> argparse.ArgumentParser:
+    """``--lesion-draws`` and ``--lesion-limit``: the lesion study's random sets per k and its inputs (``attach`` and
+    ``network``)."""
+    parent = _parent()
+    parent.add_argument("--lesion-draws", type=int, default=5,
+                        help="lesion study: random sets of k units skipped at once, per k (default: 5)")  # fmt: skip
+    parent.add_argument("--lesion-limit", type=_count_or_all,
+                        help="lesion study: test inputs it is measured on, a class-balanced sample drawn with seed 0, "
+                        "or 'all' (default: the network report's sample, --limit / --network-limit)")  # fmt: skip
+    return parent
+
+
+def lesion_settings(args: argparse.Namespace) -> dict[str, int | str | None]:
+    """The :class:`~laya.analysis.network.report.NetworkOptions` fields of the lesion flags."""
+    return {"lesion_draws": args.lesion_draws, "lesion_limit": args.lesion_limit}
+
+
 def lens_settings(args: argparse.Namespace) -> dict[str, int]:
     """The :class:`~laya.analysis.network.report.NetworkOptions` fields of the lens flags that were given."""
     given = {"lens_sample": args.lens_sample, "lens_epochs": args.lens_epochs, "lens_patience": args.lens_patience}

@@ -37,7 +37,8 @@ from tqdm.auto import tqdm
 from laya.analysis.depth.report import run_depth
 from laya.analysis.network.gradcam_choice import choice_line
 from laya.analysis.network.lens_fit import lens_line
-from laya.analysis.network.report import load_network_report, run_network
+from laya.analysis.network.report import run_network
+from laya.analysis.network.report_files import load_network_report
 from laya.analysis.network.scores import SCORE_LABELS, best_score
 from laya.analysis.report import PER_INPUT_FILE, Report
 from laya.analysis.sample import write_sample

@@ -36,7 +36,7 @@ from laya.analysis.head.spatial import ClassMaps, sample_class_maps
 from laya.analysis.network.explain import NetworkExplanation, network_bytes
 from laya.analysis.network.gradcam_choice import GradcamChoice
 from laya.analysis.network.lens import LENS_CONFIG, LENS_WEIGHTS
-from laya.analysis.network.report import load_network_report
+from laya.analysis.network.report_files import load_network_report
 from laya.analysis.network.report_record import REPORT_JSON
 from laya.analysis.network.unit_patching import UnitPatch, patch_units_bytes
 from laya.analysis.overflow import OutputOverflow

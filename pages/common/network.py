@@ -104,7 +104,7 @@ def load_network_report(path: str) -> Any | None:
     none or where this install has no reader for it yet (then an ``st.info`` says how it is computed), or where its
     files do not read or fit (then an ``st.warning`` names the file and what is wrong; the rest of the page draws)."""
     try:
-        from laya.analysis.network.report import load_network_report as load  # the report's reader (laya network)
+        from laya.analysis.network.report_files import load_network_report as load  # the report's reader (laya network)
     except ImportError:
         st.info(NO_REPORT)
         return None

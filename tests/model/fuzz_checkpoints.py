@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-from laya.analysis.network.report import load_network_report
+from laya.analysis.network.report_files import load_network_report
 from laya.analysis.overflow import OutputOverflow
 from laya.app import gradcam_views, lesion_views
 from laya.app import network_views as nv

@@ -43,7 +43,9 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from laya.analysis.network.lens import LENS_CONFIG, LENS_WEIGHTS
-from laya.analysis.network.report import REPORT_JSON, REPORT_TENSORS, run_network
+from laya.analysis.network.report import run_network
+from laya.analysis.network.report_files import REPORT_TENSORS
+from laya.analysis.network.report_record import REPORT_JSON
 from laya.model.checkpoint import META_FILE, WEIGHTS_FILE, Confinement, load_checkpoint
 from laya.sandbox.client import Sandboxed
 from laya.sandbox.pool import PoolConfig, WorkerError, WorkerPool

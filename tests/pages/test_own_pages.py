@@ -202,7 +202,7 @@ def test_the_stored_network_report_lights_up_faithfulness_and_classwise(
 ) -> None:
     """The network report attach wrote beside the own head: its agreement table on Faithfulness and its class x
     unit heatmap on Class-wise; where the report is absent, an info says how it is computed."""
-    from laya.analysis.network.report import load_network_report
+    from laya.analysis.network.report_files import load_network_report
     from laya.app.network_views import agreement_view, lens_summary_view
 
     report = load_network_report(attached.heads[OWN])
@@ -214,7 +214,7 @@ def test_the_stored_network_report_lights_up_faithfulness_and_classwise(
     expected = agreement_view(report.agreement)
     assert list(table.columns) == list(expected.columns)
     assert table.astype(str).values.tolist() == expected.astype(str).values.tolist()
-    monkeypatch.setattr("laya.analysis.network.report.load_network_report", lambda path: None)
+    monkeypatch.setattr("laya.analysis.network.report_files.load_network_report", lambda path: None)
     at.switch_page("pages/faithfulness-overview.py").run()
     assert any("laya network --checkpoint" in i for i in texts(at))
     monkeypatch.undo()
@@ -362,7 +362,7 @@ def test_the_depth_page_shows_the_lesion_study_of_the_own_head(
 ) -> None:
     """The lesion study attach stored: a bar per unit (accuracy with it skipped, its CI) and the curve over k, the
     intervention named in the title; switching to resample shows the resample rows."""
-    from laya.analysis.network.report import load_network_report
+    from laya.analysis.network.report_files import load_network_report
     from laya.app.network_views import LESION_TITLE
 
     lesion = load_network_report(attached.heads[OWN]).lesion
@@ -393,7 +393,7 @@ def test_an_attached_vit_s_units_patching_and_depth(
     attention branch alone once chosen, as computed in this process; Depth analytics names the tuned lens's depth,
     draws the lesion study over the six blocks and leaves the pre-logits readout (the network's own classifier,
     the prediction itself) out of the lens."""
-    from laya.analysis.network.report import load_network_report
+    from laya.analysis.network.report_files import load_network_report
     from laya.app.depth_views import FIXED_LENS_NOTE
     from laya.app.network_views import APART_PANEL, LESION_TITLE
 
@@ -443,7 +443,7 @@ def test_inspect_frames_the_unit_whose_grad_cam_beats_random(
     Holm-corrected)."""
     from dataclasses import replace
 
-    from laya.analysis.network.report import load_network_report
+    from laya.analysis.network.report_files import load_network_report
     from laya.app.gradcam_views import CHOICE_TITLE, CHOSEN_MARK
 
     stored = load_network_report(attached.heads[OWN]).gradcam
@@ -472,7 +472,7 @@ def test_the_depth_page_shows_a_units_lesion_per_class(
     attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Under the lesion study, one unit's drop per true class with its paired CI, the unit chosen in a selectbox."""
-    from laya.analysis.network.report import load_network_report
+    from laya.analysis.network.report_files import load_network_report
     from laya.app.lesion_views import CLASS_LESION_TITLE
 
     by_class = load_network_report(attached.heads[OWN]).lesion.by_class

@@ -11,7 +11,8 @@ from torch import nn
 
 from laya.analysis.depth.report import DepthOptions
 from laya.analysis.evaluate import EvalOptions
-from laya.analysis.network.report import NetworkOptions, load_network_report
+from laya.analysis.network.report import NetworkOptions
+from laya.analysis.network.report_files import load_network_report
 from laya.analysis.sample import Sample
 from laya.model.checkpoint import load_checkpoint
 from laya.model.own_head import OWN, is_own_head

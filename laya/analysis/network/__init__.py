@@ -4,7 +4,8 @@ unit (:mod:`~laya.analysis.network.recording`), Grad-CAM at every unit (:mod:`~l
 the network's own logit and tuned lens (:mod:`~laya.analysis.network.lens`), cheap per-unit scores and their agreement
 with the interventions (:mod:`~laya.analysis.network.scores`), the lesion study over test inputs
 (:mod:`~laya.analysis.network.lesion`), activation patching by unit (:mod:`~laya.analysis.network.unit_patching`) and
-the network report that ``laya attach`` writes beside the own head (:mod:`~laya.analysis.network.report`)."""
+the network report that ``laya attach`` writes beside the own head (:mod:`~laya.analysis.network.report`; on disk:
+:mod:`~laya.analysis.network.report_files`)."""
 
 from laya.analysis.network.interventions import (
     DEFAULT,

@@ -5,14 +5,19 @@
   the class of the ``K``-averaged probabilities), each with a percentile bootstrap CI over the inputs and its paired
   difference to the intact network (paired bootstrap over the same inputs: ``drop = acc(intact) - acc(lesioned)``);
   the same per true class (``by_class``: each class's accuracy with its CI and its paired drop, over that class's
-  inputs alone; ``classes``: the accuracies as a class x unit table). A unit that does not keep its input (no
-  shortcut: a stem, a transition) cannot be skipped: its skip entry is the resample fallback, and ``method`` says so.
-* **k units at once**: ``k = 0 .. U'`` of the ``U'`` units that keep the input skipped together, ``draws`` seeded
-  random sets per ``k`` (``k = 0`` the intact network, ``k = U'`` every such unit): accuracy per draw, its mean,
-  standard deviation and range over the draws. Units that do not keep the input are never deleted (removing one
-  leaves nothing of the input after it). Every draw of one batch runs in ONE pass: the batch is repeated per draw,
-  and each skipped unit's rows of its output are replaced by its stream, measured in that pass
-  (:class:`~laya.analysis.network.units.Streams`: the input, or the projection shortcut's output).
+  inputs alone; ``classes``: the accuracies as a class x unit table). A block without a shortcut whose output has its
+  input's shape (a repeated block of a plain network, :func:`skippable`) is skipped by passing its input on, ``h_u <- x_u``: the unit deleted from
+  the chain, as Veit et al. delete a plain network's layers (its ``method`` says so, :data:`PASSED_ON`). A stem, or a
+  block that changes the shape without a shortcut (a downsampling transition), cannot be skipped: its skip entry is the
+  resample fallback, and ``method`` says so.
+* **k units at once**: ``k = 0 .. U'`` of the ``U'`` units that can be skipped (:func:`skippable`) skipped together,
+  ``draws`` seeded random sets per ``k`` (``k = 0`` the intact network, ``k = U'`` every such unit): accuracy per
+  draw, its mean, standard deviation and range over the draws. Every draw of one batch runs in ONE pass: the batch
+  is repeated per draw, and each skipped unit's rows of its output are replaced by its stream, measured in that pass
+  (:class:`~laya.analysis.network.units.Streams`: the input, or the projection shortcut's output), or by its input.
+
+:func:`lesion_batch` gives one batch's predictions for all of it, reusing the unit profiles a caller has already
+computed on that batch; :func:`lesion_study` turns the predictions of every batch into the study.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from torch import Tensor, nn
 
 from laya.analysis.depth.readouts import class_groups
 from laya.analysis.head.ablation import float64_head
+from laya.analysis.network.interventions import Branch, References, UnitProfile, intervene
 from laya.analysis.network.units import Streams, Unit
 from laya.analysis.patching import on_input
 from laya.analysis.statistics import bootstrap_ci, mean_intervals, paired_bootstrap, paired_mean_differences
@@ -43,32 +49,53 @@ CURVE_COLUMNS = ("k", "draws", "mean", "sd", "min", "max")
 CLASS_COLUMNS = ("intervention", "class", "unit", "n", "accuracy", "low", "high", "drop", "drop_low", "drop_high",
                  "p_value")  # fmt: skip
 INTACT = "intact"
+PASSED_ON = "skip: its input passed on"  # the method of a unit without a shortcut deleted from the chain
 
 
-def lesion_masks(residual: Sequence[bool], draws: int = DRAWS, seed: int = 0) -> tuple[Tensor, Tensor]:
+def lesion_masks(skips: Sequence[bool], draws: int = DRAWS, seed: int = 0) -> tuple[Tensor, Tensor]:
     """The sets of units the k-curve skips: ``masks (M, U)`` bool and ``ks (M,)``: one row for ``k = 0``, then for
-    ``k = 1 .. U'`` (``U'`` the units that keep the input) ``draws`` sets of ``k`` of them drawn with ``seed``."""
+    ``k = 1 .. U'`` (``U'`` the units that can be skipped, ``skips``: :func:`skippable`) ``draws`` sets of ``k`` of
+    them drawn with ``seed``."""
     if draws < 1:
         raise ValueError(f"the draws per k must be at least 1, got {draws}")
-    kept = torch.tensor([u for u, r in enumerate(residual) if r], dtype=torch.long)
+    kept = torch.tensor([u for u, r in enumerate(skips) if r], dtype=torch.long)
     generator = torch.Generator().manual_seed(seed)
-    masks, ks = [torch.zeros(len(residual), dtype=torch.bool)], [0]
+    masks, ks = [torch.zeros(len(skips), dtype=torch.bool)], [0]
     for k in range(1, len(kept) + 1):
         for _ in range(draws):
-            mask = torch.zeros(len(residual), dtype=torch.bool)
+            mask = torch.zeros(len(skips), dtype=torch.bool)
             mask[kept[torch.randperm(len(kept), generator=generator)[:k]]] = True
             masks.append(mask)
             ks.append(k)
     return torch.stack(masks), torch.tensor(ks)
 
 
+@torch.inference_mode()
+def skippable(model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit]) -> list[bool]:
+    """Per unit, whether it can be skipped: it keeps its input (:attr:`Unit.residual`), or it is one of the blocks the
+    network repeats inside a stage (not a stage read as its own unit: a stem, whose last module may well keep the
+    shape, ``bn1``) with no shortcut and an output of its input's shape in a pass of ``x``: it can be deleted from the
+    chain, its input passed on."""
+    shapes: dict[int, list[torch.Size]] = {}
+    with Hooks() as hooks:
+        for u, unit in enumerate(units):
+            if unit.residual or unit.block is None or unit.block.entry is None or unit.name == unit.stage:
+                continue
+            on_input(hooks, unit.block, lambda t, u=u: shapes.setdefault(u, []).append(t.shape))
+            hooks.after(unit.block.module, lambda m, a, out, u=u: shapes.setdefault(u, []).append(
+                layer_tensor(out).shape))  # fmt: skip
+        model.backbone(x[:1])
+    return [unit.residual or (len(shapes.get(u, ())) == 2 and shapes[u][0] == shapes[u][1])
+            for u, unit in enumerate(units)]  # fmt: skip
+
+
 def skipped_predictions(
     model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit], masks: Tensor, rows: int = ROWS
 ) -> Tensor:
     """``(M, B)`` the class predicted for each input of ``x`` ``(B, C, H, W)`` (preprocessed) with, in setting
-    ``m``, every unit ``u`` where ``masks[m, u]`` skipped at once: its output replaced by its stream (module
-    docstring); passes of about ``rows`` rows (whole settings of ``B``). Raises ``ValueError`` for a mask of another
-    width, or one that skips a unit that does not keep its input in this pass."""
+    ``m``, every unit ``u`` where ``masks[m, u]`` skipped at once: its output replaced by its stream, or by its input
+    where it has no shortcut (module docstring); passes of about ``rows`` rows (whole settings of ``B``). Raises
+    ``ValueError`` for a mask of another width, or one that skips a unit that cannot be skipped in this pass."""
     if masks.ndim != 2 or masks.shape[1] != len(units):
         raise ValueError(f"masks must be (M, {len(units)}), one column per unit; got {tuple(masks.shape)}")
     return torch.cat([_skipped(model, x, units, m) for m in masks.split(max(1, rows // max(1, len(x))))])
@@ -82,17 +109,21 @@ def _skipped(model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit], masks
         for u, unit in enumerate(units):
             if not bool(masks[:, u].any()):
                 continue
-            if not unit.residual or unit.block is None:
-                raise ValueError(f"unit {unit.name!r} does not keep its input: it cannot be skipped")
+            if unit.block is None or (not unit.residual and unit.block.entry is None):
+                raise ValueError(f"unit {unit.name!r} has no module whose input to pass on: it cannot be skipped")
             on_input(hooks, unit.block, lambda t, u=u: inputs.__setitem__(u, t.clone()))
             where = masks[:, u].to(x.device).repeat_interleave(B)
 
             def skip(m: nn.Module, a: tuple, out: Any, u: int = u, where: Tensor = where) -> Any:
-                if not streams.residual[u]:
-                    raise ValueError(f"unit {units[u].name!r} did not keep its input in this pass")
-                kept = streams.kept[u]
-                stream = inputs[u] if kept is None else kept.relu() if streams.rectified[u] else kept
                 new = layer_tensor(out).clone()
+                if streams.residual[u]:
+                    kept = streams.kept[u]
+                    stream = inputs[u] if kept is None else kept.relu() if streams.rectified[u] else kept
+                elif inputs[u].shape == new.shape:  # no shortcut: the unit deleted, its input passed on
+                    stream = inputs[u]
+                else:
+                    raise ValueError(f"unit {units[u].name!r} changes the shape without a shortcut: it cannot be "
+                                     "skipped")  # fmt: skip
                 new[where] = stream[where].to(new.dtype)
                 return with_layer_tensor(out, new)
 
@@ -100,6 +131,36 @@ def _skipped(model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit], masks
         hidden = model.backbone(x.repeat(M, *[1] * (x.ndim - 1)))
     logits = float64_head(model.head)([h.double() for h in hidden]).logits
     return logits.argmax(-1).view(M, B)
+
+
+def lesion_batch(
+    model: LayerwiseClassifier, x: Tensor, units: Sequence[Unit], recorded: References, masks: Tensor,
+    skips: Sequence[bool], branch: Branch = "block", profiles: dict[str, UnitProfile] | None = None,
+) -> tuple[dict[str, Tensor], dict[str, tuple[str, ...]]]:
+    """One batch's predictions for the lesion study, and what each unit got: ``predictions (B,)`` intact;
+    ``resample``, ``skip`` ``(B, U)`` the class with each unit resampled (``recorded`` references) or skipped alone;
+    ``curve`` ``(B, M)`` under each set of ``masks`` (:func:`lesion_masks`). ``skips``: :func:`skippable`. The unit
+    profiles of ``profiles`` (``"resample"``, ``"skip"``, computed by the caller on ``x``) are reused, the others
+    computed. Skip's rows of a unit without a shortcut come from :func:`skipped_predictions` (its input passed on);
+    without a unit to skip, no skip and no curve."""
+    profiles = dict(profiles or {})
+    for method in ("resample", "skip") if any(skips) else ("resample",):
+        if method not in profiles:
+            profiles[method] = intervene(model, x, units, method, recorded, branch=branch)
+    resample = profiles["resample"]
+    out = {"predictions": resample.prediction, "resample": resample.ablated_predictions}
+    methods = {"resample": resample.methods}
+    if any(skips):
+        skip, labels = profiles["skip"].ablated_predictions.clone(), list(profiles["skip"].methods)
+        passed = [u for u, unit in enumerate(units) if skips[u] and not unit.residual]
+        if passed:
+            alone = torch.zeros(len(passed), len(units), dtype=torch.bool)
+            alone[torch.arange(len(passed)), torch.tensor(passed)] = True
+            skip[:, passed] = skipped_predictions(model, x, units, alone).T.to(skip.device)
+            labels = [PASSED_ON if u in passed else m for u, m in enumerate(labels)]
+        out |= {"skip": skip, "curve": skipped_predictions(model, x, units, masks).T}
+        methods["skip"] = tuple(labels)
+    return out, methods
 
 
 @dataclass
@@ -188,5 +249,5 @@ def lesion_study(
                        pd.DataFrame(by_class, columns=list(CLASS_COLUMNS)))  # fmt: skip
 
 
-__all__ = ["CLASS_COLUMNS", "CURVE_COLUMNS", "DRAWS", "INTACT", "ROWS", "SINGLE_COLUMNS", "LesionStudy", "lesion_masks",
-           "lesion_study", "skipped_predictions"]  # fmt: skip
+__all__ = ["CLASS_COLUMNS", "CURVE_COLUMNS", "DRAWS", "INTACT", "PASSED_ON", "ROWS", "SINGLE_COLUMNS", "LesionStudy",
+           "lesion_batch", "lesion_masks", "lesion_study", "skippable", "skipped_predictions"]  # fmt: skip

@@ -16,54 +16,17 @@
   same intervention on the reference inputs, and a seeded random score; a score is trusted only where it beats the
   better of them.
 
-Stored in the checkpoint's folder (``<setting>/own/``) beside ``tuned_lens.safetensors`` + ``tuned_lens.json``:
-
-``network.safetensors`` (arrays; ``N`` test inputs, ``U`` units; never pickled)
-    ``indices (N,)`` int64 positions in the test split; ``labels``, ``predictions (N,)`` int64;
-    ``probability (N,)`` p of the prediction; ``drops (N, U)`` ``p_ŷ(x) - p_ŷ(x | unit intervened)`` under
-    ``method``; ``skip_drops (N, U)`` under skip (only where a unit is residual; entries of units that are not
-    residual used the resample fallback, see ``skip_methods``); ``lens_kl (N, U)`` KL(final || lens) in nats;
-    ``lens_prob (N, U)`` the lens's p of the final prediction; ``lens_class (N, U)`` int64 the lens's class;
-    ``lens_agrees (N, U)`` bool ``lens_class == predictions``; ``prediction_depth (N,)`` int64, 1-based, ``U + 1``
-    where even the last unit disagrees; ``scores/<name> (N, U)`` per cheap score of
-    :data:`~laya.analysis.network.scores.SCORES`.
-
-``network.json``
-    ``version``; ``units`` (module names), ``stages`` (the backbone layer index of each unit's stage),
-    ``stage_names``, ``residual`` (bool per unit), ``method`` (the default intervention, with its branch where one
-    was chosen and the units have it: ``resample of MLP``), ``methods`` and ``skip_methods`` (what each unit got),
-    ``classes``, ``references`` (K), ``options`` (:class:`NetworkOptions`), ``command``; ``lens`` (``source``,
-    ``command`` that fitted it, ``fit`` its training summary, ``units``: per unit on this sample the records of
-    :func:`~laya.analysis.network.lens_fit.lens_summary`: ``unit, kl, logit_kl, constant_kl, agreement``, None where
-    the logit lens does not apply or the stored lens has no constant);
-    ``agreement`` (records of :func:`~laya.analysis.network.scores.trusted_agreement`: ``score, intervention,
-    spearman_mean, ci_low, ci_high, n, kind, units, vs_baseline, vs_low, vs_high, trusted``: each cheap score and
-    the two baselines, per-input Spearman over the units that keep the input; a report written before the
-    baselines has no values in the last six); ``tables`` (``"<metric>/<true|predicted>"`` -> a class x unit table in
-    pandas' ``split`` layout, rows ``"all"`` then each class with inputs, a last column ``n``; metrics
-    ``lens_prob``, ``lens_kl``, ``lens_agrees``, ``drops``); ``lesion`` the lesion study on the same inputs
-    (:class:`~laya.analysis.network.lesion.LesionStudy`: ``n``, ``intact``, ``single``, ``curve`` and ``by_class``
-    records, ``classes`` tables; absent before it, ``by_class`` too); ``gradcam`` every unit's Grad-CAM against
-    random on the pixel metrics and the unit to use (:class:`~laya.analysis.network.gradcam_choice.GradcamChoice`, on
-    ``options.gradcam_sample`` test images; absent before it or with 0); ``shapes`` (every array's shape, checked on
-    load).
-
-Reading (for the pages)::
-
-    report = load_network_report(folder)   # NetworkReport, or None where network.json is absent
-    report.units, report.drops, report.agreement, report.tables["lens_prob/true"], report.scores["grad_x_act"]
-
-:func:`load_network_report` reads both files as untrusted input and raises
-:class:`~laya.model.attached_files.AttachedFileError` (a ``ValueError``) where they do not fit together (a missing
-or misshapen array, a JSON field missing or of the wrong kind), never returning a half-read report.
+Stored beside the checkpoint as ``network.json`` + ``network.safetensors`` (:mod:`~laya.analysis.network.report_files`:
+every field, its shape and its file; :func:`~laya.analysis.network.report_files.load_network_report` reads them
+back as untrusted input).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import torch
@@ -96,9 +59,9 @@ from laya.analysis.network.lens import (
     save_tuned_lens,
     unit_lens,
 )
-from laya.analysis.network.gradcam_choice import SAMPLE, GradcamChoice, sampled_gradcam_choice
+from laya.analysis.network.gradcam_choice import SAMPLE, sampled_gradcam_choice
 from laya.analysis.network.lens_fit import fit_tuned_lens, lens_summary
-from laya.analysis.network.lesion import DRAWS, LesionStudy, lesion_masks, lesion_study, skipped_predictions
+from laya.analysis.network.lesion import DRAWS, lesion_batch, lesion_masks, lesion_study, skippable
 from laya.analysis.network.recording import as_network
 from laya.analysis.network.scores import (
     IG_STEPS,
@@ -109,35 +72,17 @@ from laya.analysis.network.scores import (
     trusted_agreement,
     unit_scores,
 )
-from laya.analysis.network.report_record import (
-    MAX_REPORT_JSON,
-    REPORT_JSON,
-    agreement_records,
-    checked_record,
-    class_unit_tables,
-    gradcam_record,
-    lesion_record,
-)
+from laya.analysis.network.report_files import NetworkReport, load_network_report, write_network_report
 from laya.analysis.network.units import Unit, network_units
 from laya.analysis.sample import sample_indices
-from laya.analysis.strict_json import json_safe, split_table
 from laya.data.datasets import Images, batch_indices
 from laya.model.attached_files import (
     AttachedFileError,
-    attached_file,
-    read_json,
-    read_tensors,
-    tensor_header,
 )
-from laya.model.checkpoint import Checkpoint, atomic_write_json, atomic_write_tensors
+from laya.model.checkpoint import Checkpoint
 from laya.model.devices import model_device
 from laya.model.sharding import Shard
 
-REPORT_TENSORS = "network.safetensors"
-INTEGERS = ("indices", "labels", "predictions", "lens_class", "prediction_depth")  # int64 arrays; lens_agrees bool
-VERSION = 1
-ARRAYS = ("indices", "labels", "predictions", "probability", "drops", "lens_kl", "lens_prob", "lens_class",
-          "lens_agrees", "prediction_depth")  # fmt: skip
 TABLE_METRICS = ("lens_prob", "lens_kl", "lens_agrees", "drops")
 
 
@@ -149,7 +94,8 @@ class NetworkOptions:
     ``ig_steps`` and ``baseline`` of integrated gradients, ``batch_size`` inputs per pass, ``resamples`` of every
     bootstrap CI; the tuned lens's fit when none is stored: ``lens_sample`` training inputs, ``lens_epochs`` the
     cap on its epochs, ``lens_lr``, ``lens_patience`` (:class:`~laya.analysis.network.lens.TunedLensConfig`);
-    ``lesion_draws`` random sets of units per ``k`` in the lesion study (:mod:`~laya.analysis.network.lesion`);
+    ``lesion_draws`` random sets of units per ``k`` in the lesion study (:mod:`~laya.analysis.network.lesion`) and its
+    inputs, ``lesion_limit``: None the report's sample, ``"all"`` the whole test split, N a class-balanced sample;
     ``gradcam_sample`` test images of the per-unit Grad-CAM test (:mod:`~laya.analysis.network.gradcam_choice`;
     0: none)."""
 
@@ -167,6 +113,7 @@ class NetworkOptions:
     lens_lr: float = LR
     lens_patience: int = PATIENCE
     lesion_draws: int = DRAWS
+    lesion_limit: int | Literal["all"] | None = None
     gradcam_sample: int = SAMPLE
 
     def __post_init__(self) -> None:
@@ -175,11 +122,11 @@ class NetworkOptions:
                              f"{self.method!r}, {self.branch!r}")  # fmt: skip
         sizes = ("references", "ig_steps", "batch_size", "resamples", "lens_sample", "lesion_draws")
         small = {k: v for k, v in asdict(self).items() if k in sizes and v < 1}
+        lesion = self.lesion_limit in (None, "all") or (isinstance(self.lesion_limit, int) and self.lesion_limit >= 1)
         if (small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0 or self.lens_patience < 1
-                or self.gradcam_sample < 0):  # fmt: skip
+                or self.gradcam_sample < 0 or not lesion):  # fmt: skip
             raise ValueError(f"network report sizes must be positive (lens_epochs, gradcam_sample >= 0, lens_patience "
-                             f">= 1); got "
-                             f"{small or asdict(self)}")  # fmt: skip
+                             f">= 1, lesion_limit a count, 'all' or None); got {small or asdict(self)}")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,52 +137,6 @@ class NetworkOptions:
         if unknown:
             raise ValueError(f"unknown network report options {sorted(unknown)}")
         return cls(**data)
-
-
-@dataclass
-class NetworkReport:
-    """The network report of one checkpoint (module docstring: every field, its shape and its file)."""
-
-    units: list[str]
-    stages: list[int]
-    stage_names: list[str]
-    residual: list[bool]
-    method: str
-    methods: list[str]
-    classes: list[str]
-    indices: Tensor
-    labels: Tensor
-    predictions: Tensor
-    probability: Tensor
-    drops: Tensor
-    lens_kl: Tensor
-    lens_prob: Tensor
-    lens_class: Tensor
-    lens_agrees: Tensor
-    prediction_depth: Tensor
-    scores: dict[str, Tensor]
-    agreement: pd.DataFrame
-    tables: dict[str, pd.DataFrame]
-    skip_drops: Tensor | None = None
-    skip_methods: list[str] = field(default_factory=list)
-    references: int = 0
-    lens: dict[str, Any] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
-    command: str = ""
-    setting_command: str = ""  # the command that made the attached setting (``laya attach``); "" where it is this one
-    lesion: LesionStudy | None = None  # absent from a report written before the lesion study
-    gradcam: GradcamChoice | None = None  # absent before it, or where ``options.gradcam_sample`` is 0
-
-    @property
-    def last_unit_agreement(self) -> float:
-        """Share of the sample whose last unit's lens class is the network's prediction."""
-        return float(self.lens_agrees[:, -1].double().mean())
-
-    def arrays(self) -> dict[str, Tensor]:
-        """Every array as stored in ``network.safetensors``."""
-        out = {name: getattr(self, name) for name in ARRAYS}
-        out |= {f"scores/{k}": v for k, v in self.scores.items()}
-        return out | ({} if self.skip_drops is None else {"skip_drops": self.skip_drops})
 
 
 def _preprocessed(checkpoint: Checkpoint, data: Images, index: Tensor, batch_size: int = 256) -> Tensor:
@@ -297,7 +198,8 @@ def network_report(
     baseline = baselines(backbone, reference, units, options.baseline)
     recorded = record_references(model, units, reference, options.branch)  # once, for every batch
     residual = [u.residual for u in units]
-    masks, ks = lesion_masks(residual, options.lesion_draws, options.seed)
+    skips = skippable(model, reference, units)  # residual, or no shortcut and the input's shape: its input passed on
+    masks, ks = lesion_masks(skips, options.lesion_draws, options.seed)
     structure = {"main": intervene(model, reference, units, options.method, recorded, branch=options.branch).drops}
     if any(residual):  # the per-unit mean drop over the references: what structure alone gives
         structure["skip"] = intervene(model, reference, units, "skip", recorded, branch=options.branch).drops
@@ -317,15 +219,14 @@ def network_report(
         profile = intervene(model, x, units, options.method, recorded, branch=options.branch)
         methods["main"] = profile.methods
         keep(drops=profile.drops, predictions=profile.prediction, probability=profile.probability)
-        resample = profile if options.method == "resample" else intervene(model, x, units, "resample", recorded,
-                                                                          branch=options.branch)  # fmt: skip
-        methods["resample"] = resample.methods
-        keep(lesion_resample=resample.ablated_predictions)
+        profiles = {options.method: profile}
         if any(residual):
-            skip = intervene(model, x, units, "skip", recorded, branch=options.branch)
+            profiles["skip"] = skip = intervene(model, x, units, "skip", recorded, branch=options.branch)
             methods["skip"] = skip.methods
-            keep(skip_drops=skip.drops, lesion_skip=skip.ablated_predictions,
-                 lesion_curve=skipped_predictions(model, x, units, masks).T)  # (B, M)
+            keep(skip_drops=skip.drops)
+        if options.lesion_limit is None:  # the lesion study on the same inputs, their profiles reused
+            lesioned, lesion_methods = lesion_batch(model, x, units, recorded, masks, skips, options.branch, profiles)
+            keep(**{f"lesion_{k}": v for k, v in lesioned.items()})
         lens_b = unit_lens(backbone, x, names, tuned)
         keep(log_q=lens_b.log_q, log_p=lens_b.log_p)
         if logit_applies:
@@ -333,6 +234,17 @@ def network_report(
         for name, value in unit_scores(backbone, x, units, lens_b, baseline, options.ig_steps).items():
             keep(**{f"scores/{name}": value.double()})
     got = {k: shard.gather(parts[k]) for k in sorted(parts)}
+    lesion_index = index
+    if options.lesion_limit is not None:  # the lesion study's own sample: its inputs' passes, nothing else
+        size = len(test) if options.lesion_limit == "all" else options.lesion_limit
+        lesion_index, parts = sample_indices(test.labels, size, options.seed), {}
+        batches = batch_indices(len(lesion_index), options.batch_size)
+        shard = Shard.of(batches)
+        for batch in (batches[b] for b in shard.run):
+            x = _preprocessed(checkpoint, test, lesion_index[batch]).to(device)
+            lesioned, lesion_methods = lesion_batch(model, x, units, recorded, masks, skips, options.branch)
+            keep(**{f"lesion_{k}": v for k, v in lesioned.items()})
+        got |= {k: shard.gather(parts[k]) for k in sorted(parts)}
     whole = Lens(got["log_q"], got["log_p"], lens_b.source)
     predictions, labels = got["predictions"].long(), test.labels[index].long()
     lens_class = whole.log_q.argmax(-1)
@@ -367,7 +279,8 @@ def network_report(
     summary = lens_summary(whole, names, None if constant is None else torch.tensor(constant), logit)
     lesioned = {k: got[f"lesion_{k}"] for k in ("skip", "resample") if f"lesion_{k}" in got}
     curve = got["lesion_curve"].T if "lesion_curve" in got else None  # (M, N)
-    report.lesion = lesion_study(labels, predictions, lesioned, methods, curve, ks, names, classes, options.resamples,
+    report.lesion = lesion_study(test.labels[lesion_index].long(), got["lesion_predictions"].long(), lesioned,
+                                 lesion_methods, curve, ks, names, classes, options.resamples,
                                  options.seed)  # fmt: skip
     report.lens = {"source": whole.source, "command": tuned.config.command, "fit": tuned.config.fit,
                    "units": summary.to_dict(orient="records")}  # fmt: skip
@@ -375,86 +288,6 @@ def network_report(
         report.gradcam = sampled_gradcam_choice(backbone, checkpoint.preprocess, test, names, options.gradcam_sample,
                                                 options.seed, options.resamples, options.batch_size)  # fmt: skip
     return report
-
-
-def write_network_report(checkpoint: Checkpoint | None, report: NetworkReport, dest: str | Path) -> Path:
-    """Write ``dest/network.safetensors`` and ``dest/network.json`` (module docstring; ``checkpoint`` names the
-    checkpoint it explains in the JSON, None: not recorded). Returns the JSON's path."""
-    dest = Path(dest)
-    arrays = report.arrays()
-    record = {
-        "version": VERSION,
-        "checkpoint": None if checkpoint is None else str(checkpoint.path),
-        **{k: getattr(report, k) for k in ("units", "stages", "stage_names", "residual", "method", "methods",
-                                           "skip_methods", "classes", "references", "lens", "options", "command",
-                                           "setting_command")},
-        "agreement": report.agreement.to_dict(orient="records"),
-        "tables": {k: split_table(v) for k, v in report.tables.items()},
-        "lesion": None if report.lesion is None else report.lesion.to_record(),
-        "gradcam": None if report.gradcam is None else report.gradcam.to_record(),
-        "shapes": {k: list(v.shape) for k, v in arrays.items()},
-    }  # fmt: skip
-    atomic_write_tensors(dest / REPORT_TENSORS, {k: v.contiguous() for k, v in arrays.items()})
-    atomic_write_json(dest / REPORT_JSON, json_safe(record))
-    return dest / REPORT_JSON
-
-
-def load_network_report(dest: str | Path) -> NetworkReport | None:
-    """The network report in ``dest``, or None where ``network.json`` is absent (module docstring). Both files are
-    untrusted (:mod:`laya.model.attached_files`): confined to the setting folder, ``network.json``'s fields checked
-    (tables, agreement rows), the arrays' header against its shapes before an array is read.
-
-    Raises:
-        AttachedFileError: a file unreadable, a field missing or of the wrong kind, an array missing or of another
-            shape or kind than recorded, or shapes that do not fit the units and the sample (every ``(N, U)`` array
-            with ``U = len(units)``, one ``N`` throughout); never a half-read report.
-    """
-    dest = Path(dest)
-    path = attached_file(dest, REPORT_JSON)
-    if path is None:
-        return None
-    record = checked_record(read_json(path, REPORT_JSON, MAX_REPORT_JSON))
-    agreement, tables = agreement_records(record["agreement"]), class_unit_tables(record["tables"], record["units"])
-    lesion = lesion_record(record.get("lesion"), record["units"], record["classes"])
-    gradcam = gradcam_record(record.get("gradcam"), record["units"])
-    tensors = attached_file(dest, REPORT_TENSORS)
-    if tensors is None:
-        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS} is missing beside {REPORT_JSON}")
-    header = tensor_header(tensors, REPORT_TENSORS)
-    missing = [k for k in ARRAYS if k not in header] + [f"scores/{k}" for k in SCORES if f"scores/{k}" not in header]
-    if missing:
-        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: the network report lacks {missing}")
-    U, N = len(record["units"]), header["indices"][0][0] if len(header["indices"][0]) == 1 else -1
-    expected = {k: (N,) if k in ("indices", "labels", "predictions", "probability", "prediction_depth") else (N, U)
-                for k in header}  # fmt: skip
-    shapes = record["shapes"]
-    wrong = [k for k, (shape, _) in header.items() if list(shape) != shapes.get(k) or shape != expected[k]]
-    if wrong:
-        shown = {k[:40]: (list(header[k][0]), shapes.get(k), list(expected[k])) for k in wrong[:4]}
-        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: the network report's shapes do not fit its "
-                                                f"{U} units and {N} inputs (found, recorded, expected): {shown}")
-    def fits(name: str, dtype: torch.dtype) -> bool:
-        if name in INTEGERS:
-            return dtype == torch.int64
-        return dtype == torch.bool if name == "lens_agrees" else dtype.is_floating_point
-
-    odd = [k for k, (_, dtype) in header.items() if not fits(k, dtype)]
-    if odd:
-        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: {odd[:4]} are of another kind than recorded "
-                                                "(int64 indices and classes, bool agreement, floating values)")
-    arrays = read_tensors(tensors, REPORT_TENSORS)
-    K = len(record["classes"])
-    if any(bool(((arrays[k] < 0) | (arrays[k] >= K)).any()) for k in ("labels", "predictions", "lens_class")):
-        raise AttachedFileError(REPORT_TENSORS, f"{REPORT_TENSORS}: a class index outside the {K} classes")
-    return NetworkReport(
-        units=record["units"], stages=record["stages"], stage_names=record["stage_names"], residual=record["residual"],
-        method=record["method"], methods=record["methods"], classes=record["classes"],
-        **{k: arrays[k] for k in ARRAYS}, scores={k: arrays[f"scores/{k}"] for k in SCORES}, agreement=agreement,
-        tables=tables, skip_drops=arrays.get("skip_drops"), skip_methods=record.get("skip_methods", []),
-        references=record.get("references", 0), lens=record.get("lens", {}), options=record.get("options", {}),
-        command=record.get("command", ""), setting_command=record.get("setting_command", ""), lesion=lesion,
-        gradcam=gradcam,
-    )  # fmt: skip
 
 
 def run_network(

@@ -28,10 +28,19 @@ from laya.model.validation import TIMM_KWARGS, check_kwargs, check_value, refuse
 from laya.model.weights import load_weights
 
 
-def native_size(name: str) -> int:
-    """The side of the input a timm model was designed for (its ``pretrained_cfg['input_size']``)."""
+def timm_models():
+    """The ``timm`` package, with laya's own timm models registered in it (:mod:`laya.model.cifar_resnets`: He et
+    al.'s CIFAR ResNets and their plain twins); imported on first use, not when the dashboard starts."""
     import timm
 
+    import laya.model.cifar_resnets  # noqa: F401  (registers cifar_resnet*, cifar_plain*)
+
+    return timm
+
+
+def native_size(name: str) -> int:
+    """The side of the input a timm model was designed for (its ``pretrained_cfg['input_size']``)."""
+    timm = timm_models()
     cfg = timm.get_pretrained_cfg(name)
     size = getattr(cfg, "input_size", None) if cfg is not None else None
     return int(size[-1]) if size else 224
@@ -40,8 +49,7 @@ def native_size(name: str) -> int:
 def classifier_names(name: str) -> tuple[str, ...]:
     """The module name(s) of timm model ``name``'s classifier (its ``pretrained_cfg['classifier']``: ``fc``,
     ``head.fc``, or a distilled model's two), whose keys a backbone built with ``num_classes=0`` does not have."""
-    import timm
-
+    timm = timm_models()
     cfg = timm.get_pretrained_cfg(name)
     names = getattr(cfg, "classifier", None) if cfg is not None else None
     return (names,) if isinstance(names, str) else tuple(names or ("head", "fc", "classifier"))
@@ -50,8 +58,7 @@ def classifier_names(name: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=256)
 def takes_img_size(name: str) -> bool:
     """Whether timm model ``name``'s class accepts ``img_size`` (its class, built once on the meta device)."""
-    import timm
-
+    timm = timm_models()
     with torch.device("meta"):
         return accepts(type(timm.create_model(name, pretrained=False, num_classes=0)), "img_size")
 
@@ -66,8 +73,7 @@ def single_resolution(model: nn.Module) -> bool:
 
 def create(name: str, size: int, in_channels: int, kwargs: dict[str, Any], pretrained: bool = False) -> nn.Module:
     """``timm.create_model`` with ``img_size=size`` added where the model's class accepts it."""
-    import timm
-
+    timm = timm_models()
     kwargs = {"num_classes": 0, **kwargs}
     if "img_size" not in kwargs and takes_img_size(name):
         kwargs["img_size"] = size
@@ -126,14 +132,12 @@ class TimmBackbone(Backbone):
 
     @classmethod
     def model_names(cls) -> list[str]:
-        import timm
-
+        timm = timm_models()
         return timm.list_models()
 
     def __init__(self, config: BackboneConfig, base_dir: Path | None = None) -> None:
         super().__init__(config)
-        import timm
-
+        timm = timm_models()
         if config.model not in timm.list_models():
             raise ValueError(f"timm has no model {config.model!r}{self.closest(config.model)} (see timm.list_models())")
         pretrained = config.weights == "timm"
@@ -249,5 +253,6 @@ __all__ = [
     "runs_at",
     "single_resolution",
     "takes_img_size",
+    "timm_models",
     "working_sizes",
 ]

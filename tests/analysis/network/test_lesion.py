@@ -140,3 +140,60 @@ def test_per_class_rows_carry_a_ci_and_the_paired_drop_from_intact(setup) -> Non
     wide = wide.set_index(["class", "unit"])
     row = wide.loc[("a", "body.1")]
     assert row["drop_low"] < row["drop"] < row["drop_high"] and row["low"] < row["accuracy"] < row["high"]
+
+
+class _Plain(torch.nn.Module):
+    """A plain chain without any shortcut: a stem that widens 3 -> 4 channels, then two blocks that keep the shape
+    (the first the identity, the second swapping the decisive channels), then a linear classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1, bias=False), torch.nn.Identity())
+        self.stem[0].weight.data = torch.cat([torch.eye(3), torch.zeros(1, 3)]).view(4, 3, 1, 1)
+        self.body = torch.nn.Sequential(*(torch.nn.Sequential(torch.nn.Conv2d(4, 4, 1, bias=False),
+                                                              torch.nn.Identity()) for _ in range(2)))  # fmt: skip
+        self.body[0][0].weight.data = torch.eye(4).view(4, 4, 1, 1)
+        self.body[1][0].weight.data = torch.eye(4)[[1, 0, 2, 3]].view(4, 4, 1, 1)  # classes a and b swapped
+        self.fc = torch.nn.Linear(4, 3)
+        self.fc.weight.data, self.fc.bias.data = torch.eye(4)[:3], torch.zeros(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.body(self.stem(x)).mean((2, 3)))
+
+
+def test_a_plain_networks_blocks_are_deleted_by_passing_their_input_on() -> None:
+    """Veit et al. delete a plain network's layer: a block without a shortcut that keeps the shape is skipped by
+    passing its input on (the identity block changes nothing, the swapping one swaps the prediction of classes a and
+    b), alone and in the k-curve; the stem, which widens, cannot be skipped and gets the resample fallback."""
+    from laya.analysis.network.interventions import record_references
+    from laya.analysis.network.lesion import PASSED_ON, lesion_batch, skippable
+    from laya.model.backbones.wrapped import wrap
+    from laya.model.classifier import LayerwiseClassifier
+    from laya.model.own_head import own_head
+
+    backbone = wrap(_Plain().eval(), ["stem", "body"], input_size=4, pre_logits=True)
+    model = LayerwiseClassifier(backbone, own_head(backbone)).double().eval()
+    g = torch.Generator().manual_seed(1)
+    labels = torch.arange(3).repeat(6)
+    x = torch.randn(18, 3, 4, 4, generator=g, dtype=torch.float64)
+    x[torch.arange(18), labels] += 5.0
+    units = network_units(model.backbone, x)
+    assert [u.name for u in units] == ["stem", "body.0", "body.1"] and not any(u.residual for u in units)
+    skips = skippable(model, x, units)
+    assert skips == [False, True, True]
+    masks, ks = lesion_masks(skips, draws=2, seed=0)
+    assert ks.tolist() == [0, 1, 1, 2, 2] and not masks[:, 0].any()
+    recorded = record_references(model, units, x[:4])
+    got, methods = lesion_batch(model, x, units, recorded, masks, skips)
+    swapped = torch.tensor([1, 0, 2])[labels]
+    assert torch.equal(got["predictions"], swapped)  # the intact network swaps a and b
+    assert torch.equal(got["skip"][:, 1], swapped) and torch.equal(got["skip"][:, 2], labels)  # deleted: unswapped
+    assert methods["skip"] == ("resample", PASSED_ON, PASSED_ON)
+    assert torch.equal(got["curve"][:, 0], swapped) and torch.equal(got["curve"][:, -1], labels)  # k = 0 and k = 2
+    study = lesion_study(labels, got["predictions"], {"skip": got["skip"]}, methods, got["curve"].T, ks,
+                         [u.name for u in units], CLASSES, resamples=200)  # fmt: skip
+    rows = study.single.set_index("unit")
+    assert rows.loc["body.0", "drop"] == 0.0 and rows.loc["body.1", "accuracy"] == 1.0  # a and b right again
+    assert study.intact[0] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="changes the shape without a shortcut"):
+        skipped_predictions(model, x, units, torch.tensor([[True, False, False]]))

@@ -14,13 +14,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from laya.analysis.network.report import (
-    NetworkOptions,
-    load_network_report,
-    run_network,
-    write_network_report,
-)
+from laya.analysis.network.report import NetworkOptions, run_network
+from laya.analysis.network.report_files import load_network_report, write_network_report
 from laya.analysis.network.scores import SCORES
+from laya.analysis.sample import sample_indices
 from laya.model.attached_files import AttachedFileError
 from laya.model.checkpoint import load_checkpoint
 from laya.training.attach import own_checkpoint
@@ -93,6 +90,28 @@ def test_report_shapes_and_the_last_unit_lens(own) -> None:
     assert grad.chosen is None or grad.wins[grad.chosen] == grad.wins.max() > 0
     assert (checkpoint.path / "tuned_lens.safetensors").is_file()
     assert json.loads((checkpoint.path / "tuned_lens.json").read_text())["command"] == "laya network --checkpoint own"
+
+
+def test_the_lesion_study_on_a_sample_of_its_own(own) -> None:
+    """``lesion_limit``: the lesion study on its own class-balanced sample (or the whole test split), the rest of
+    the report on its 12 inputs; its intact accuracy is the network's on exactly those inputs."""
+    from dataclasses import replace
+
+    from laya.analysis.network.report import network_report
+
+    checkpoint, _ = own
+    test = checkpoint.load_data("test")
+    for limit, n in ((9, 9), ("all", len(test))):
+        options = replace(QUICK, lesion_limit=limit, gradcam_sample=0, lesion_draws=1)
+        report = network_report(checkpoint, test, options=options)
+        assert len(report.indices) == 12 and report.lesion.n == n
+        index = sample_indices(test.labels, n, options.seed)
+        with torch.no_grad():
+            predicted = checkpoint.model(checkpoint.preprocess(test.images[index])).logits.argmax(-1)
+        assert report.lesion.intact[0] == pytest.approx(float((predicted == test.labels[index]).double().mean()))
+    for bad in (0, -3, "most"):
+        with pytest.raises(ValueError, match="lesion_limit"):
+            replace(QUICK, lesion_limit=bad)
 
 
 def test_the_lens_beside_what_needs_no_input_at_every_unit(own, tmp_path: Path) -> None:

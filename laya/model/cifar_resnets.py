@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import torch
 import torch.nn.functional as F
 from timm.layers import SelectAdaptivePool2d
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from laya.analysis.depth.layer_lens import METRICS, Lens
 from laya.analysis.depth.readouts import class_groups
 from laya.analysis.depth.readouts import prediction_depth as first_agreeing
-from laya.analysis.network.lens_record import LENS_CONFIG, SPACES, check_config
+from laya.analysis.network.lens_record import LENS_CONFIG, check_config
 from laya.analysis.network.recording import as_network, prefix_tokens, run_units
 from laya.app import palette
 from laya.model.backbones import pool_hidden

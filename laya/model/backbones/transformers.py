@@ -159,7 +159,7 @@ def trainer_folder(folder: Path, model: str | None = None) -> TrainerFolder:
     return TrainerFolder(model_type, kwargs, side if isinstance(side, int) and side > 0 else None)
 
 
-def _from_folder(model_class: Any, hf_config: Any, folder: Path) -> nn.Module:
+def _from_folder(model_class: Any, hf_config: Any, folder: Path) -> torch.nn.Module:
     """The model of ``hf_config`` with ``folder``'s ``model.safetensors`` (size-checked first), read by transformers'
     own loading, whose key conversions follow its checkpoint format; a key missing, unexpected or of another shape
     is refused as a file's would be (:class:`~laya.model.weights.WeightsMismatch`)."""

@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from laya.analysis.network.explain import network_bytes
+from laya.analysis.network.stored_references import REFERENCES_FILE
 from laya.analysis.network.unit_patching import patch_units_bytes, unit_patch_table
 from laya.app import browser
 from laya.app.catalog import describe, example_images
@@ -112,6 +113,35 @@ def test_inspect_leads_with_the_networks_units(
     bars, apart = charts(at)[UNIT_PROFILE_TITLE]["data"]  # every stage keeps the input; pre-logits, replaced whole,
     assert bars["x"] == ["layer1", "layer2", "layer3", "layer4"] and bars["text"] == ["skip"] * 4  # on its own axis
     assert apart["x"] == ["pre-logits"] and apart["text"] == ["resample"] and apart["yaxis"] == "y2"
+
+
+def test_the_own_head_opens_without_reading_a_dataset_split(
+    attached: Attached, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``laya attach`` stores the unit profile's references beside the own head, so a cold open reads no split (it
+    decoded all 50,000 CIFAR-10 training images before): the profile is drawn on them, named as the training
+    split's draw, with every dataset read refused."""
+    import streamlit as st
+
+    from laya.analysis.network import explain
+    from laya.data.datasets import DatasetNotFoundError
+    from laya.model.checkpoint import Checkpoint
+
+    assert (attached.heads[OWN] / REFERENCES_FILE).is_file()
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    explain._DRAWN.clear()
+    read = []
+
+    def refuse(self, split: str = "test", *_args, **_kwargs):
+        read.append(split)
+        raise DatasetNotFoundError(f"{split}: no split is read to open a checkpoint")
+
+    monkeypatch.setattr(Checkpoint, "load_data", refuse)
+    at = _start(attached, image_folder, monkeypatch)
+    _ok(at, "inspect")
+    assert UNIT_PROFILE_TITLE in charts(at) and read == []
+    assert any("references from the training split" in t for t in texts(at))
 
 
 def test_every_page_names_the_own_classifier_and_shows_nothing_trivial(

@@ -48,6 +48,7 @@ from laya.analysis.network.interventions import (
 )
 from laya.analysis.network.lens import load_tuned_lens, own_readout, unit_lens
 from laya.analysis.network.recording import as_network
+from laya.analysis.network.stored_references import SEED, stored_references
 from laya.analysis.network.units import Unit, network_stages, network_units
 from laya.codec import Encoded
 from laya.data.datasets import DatasetNotFoundError
@@ -131,28 +132,37 @@ def references_for(
     checkpoint: Checkpoint, method: Method, examples: Sequence[bytes] = (), seed: int = 0
 ) -> tuple[Tensor, str]:
     """``uint8 (K or R, C, H, W)`` reference inputs and where they come from: a seeded, class-balanced sample of
-    the training split (``K`` = 8 for resample, ``R`` = 256 for mean), or, where that split is not on this
-    machine, the decoded ``examples``. Skip needs references only where a unit is not residual (resample there).
-    The training split's draw is kept per model. Raises ``ValueError`` with neither."""
+    the training split (``K`` = 8 for resample, ``R`` = 256 for mean), as ``laya attach`` stored it beside the
+    checkpoint (:mod:`~laya.analysis.network.stored_references`, seed 0: no dataset is read), else drawn from that
+    split where it is on this machine (kept per model), else the decoded ``examples``. Skip needs references only
+    where a unit is not residual (resample there). A stored file that cannot be used is named in the source.
+    Raises ``ValueError`` with none of them."""
     size = REFERENCES if method == "mean" else RESAMPLES
     with _LOCK:
         drawn = _DRAWN.setdefault(checkpoint.model, {}).get((size, seed))
-    if drawn is not None:  # the training split is read (every file listed and checked) once per model
+    if drawn is not None:  # the stored file or the training split is read once per model
         return drawn, TRAINING
+    unusable = ""
     try:
-        drawn = reference_inputs(checkpoint.load_data("train"), size, seed)
-    except (DatasetNotFoundError, CheckpointError, FileNotFoundError, OSError):
-        pass
-    else:
+        drawn = stored_references(checkpoint.path, method, checkpoint.meta.input) if seed == SEED else None
+    except AttachedFileError as error:  # the split (or the examples) serve instead
+        unusable = f" ({error}; drawn again)"
+    if drawn is None:
+        try:
+            drawn = reference_inputs(checkpoint.load_data("train"), size, seed)
+        except (DatasetNotFoundError, CheckpointError, FileNotFoundError, OSError):
+            pass
+    if drawn is not None:
         with _LOCK:
             _DRAWN[checkpoint.model][(size, seed)] = drawn
-        return drawn, TRAINING
+        return drawn, TRAINING + unusable
     if not examples:
-        raise ValueError("the unit profile needs reference inputs: the training split is not on this machine and "
-                         "the checkpoint has no bundled example images")  # fmt: skip
+        raise ValueError("the unit profile needs reference inputs: none are stored beside the checkpoint, the "
+                         "training split is not on this machine and the checkpoint has no bundled example images"
+                         + unusable)  # fmt: skip
     spec = checkpoint.meta.input
     images = [load_image_tensor(b, spec.channels, spec.source_size) for b in examples]
-    return torch.stack(images), EXAMPLES
+    return torch.stack(images), EXAMPLES + unusable
 
 
 def _lens(checkpoint: Checkpoint, x: Tensor, units: Sequence[str]) -> tuple[Lens | None, str]:

@@ -73,6 +73,7 @@ from laya.analysis.network.scores import (
     unit_scores,
 )
 from laya.analysis.network.report_files import NetworkReport, load_network_report, write_network_report
+from laya.analysis.network.stored_references import write_references
 from laya.analysis.network.units import Unit, network_units
 from laya.analysis.sample import sample_indices
 from laya.data.datasets import Images, batch_indices
@@ -297,9 +298,10 @@ def run_network(
     log: Callable[[str], None] = print,
 ) -> NetworkReport:  # fmt: skip
     """Fit the tuned lens where none is stored (or ``refit``) and save it beside the checkpoint with ``command``,
-    then compute the network report and write it to ``dest`` (default the checkpoint's folder); an earlier one there
-    that does not read is replaced, and ``log`` says so, naming the file and why. ``write=False``: compute only (the
-    other processes of a ``torchrun`` run, whose main process writes)."""
+    store the dashboard's reference inputs (:func:`write_references`), then compute the network report and write it
+    to ``dest`` (default the checkpoint's folder); an earlier one there that does not read is replaced, and ``log``
+    says so, naming the file and why. ``write=False``: compute only (the other processes of a ``torchrun`` run,
+    whose main process writes)."""
     options = options or NetworkOptions()
     dest = Path(dest or checkpoint.path)
     units = [u.name for u in network_units(checkpoint.model.backbone)]
@@ -309,6 +311,8 @@ def run_network(
         lens = fitted_lens(checkpoint, train, options, command)
         if write:
             save_tuned_lens(lens, dest)
+    if write:
+        write_references(dest, train)
     earlier = _earlier(dest, log if write else (lambda _: None))  # the main process says it
     report = network_report(checkpoint, test_images, train, options, lens, command)
     if earlier is not None:  # a report rewritten in a setting made by another command keeps that command

@@ -5,8 +5,10 @@
   last run of each setting in that section) and whether its two targets are met.
 * ``bootstrap-overhead docs/benchmark-run.txt``: ``benchmarks/bootstrap_overhead.py``'s share of an evaluation.
 * ``cold-start docs/speed``: ``benchmarks/load_test.py``'s cold starts and import costs (``load_test.json``).
-* ``speed-goals docs/speed``: every speed goal, met or not, from ``page_costs.json``, ``load_test.json`` and the
-  network views' files below.
+* ``cold-open docs/speed``: ``benchmarks/cold_open.py``'s cold opens of an attached network's own head against a
+  bundled LAYA head (``cold_open.json``).
+* ``speed-goals docs/speed``: every speed goal, met or not, from ``page_costs.json``, ``load_test.json``,
+  ``cold_open.json`` and the network views' files below.
 * ``network-speed docs/speed``: the network views' costs against their baselines and budgets, met or not, with
   Captum's ``LayerIntegratedGradients`` beside them (``unit_profile_speed.json``, ``network_lens_speed.json``).
 """
@@ -108,6 +110,25 @@ def cold_start(arg: str) -> str:
     return "\n".join(lines) + f"\n\nImport costs, CPU-s in a fresh interpreter (each after the ones before): {imports}.\n"
 
 
+def cold_open(arg: str) -> str:
+    """``benchmarks/cold_open.py``'s run in folder ``arg``: each case's median wall seconds and rounds, the ratio of
+    the own head to the LAYA head against the goal, and of the references drawn to stored."""
+    run = json.loads((ROOT / arg / "cold_open.json").read_text())
+    median, cases = run["median_wall_s"], list(run["median_wall_s"])
+    lines = [f"`{run['command']}`: {run['date']}, setting `{run['setting']}`, load average "
+             f"{run['load_average']['start'][0]:.1f} → {run['load_average']['end'][0]:.1f} on {run['cpus']} CPUs; "
+             f"median of {run['rounds']} rounds after a warm-up round, the cases taking turns.", "",
+             "| cold open: a fresh interpreter → Inspect's charts | wall s, median | each round |", "|---|---|---|"]
+    for case in cases:
+        rounds = ", ".join(f"{r['wall_s']:.1f}" for r in run["runs"][case])
+        lines.append(f"| {case} | {median[case]:.1f} | {rounds} |")
+    verdict = "met" if run["ratio"] <= run["goal"] else "not met"
+    lines += ["", f"The own head: {run['ratio']:.2f}× the LAYA head's wall time (goal ≤ {run['goal']:g}×: "
+                  f"**{verdict}**); drawing its references from the training split instead: "
+                  f"{median[cases[2]] / median[cases[1]]:.2f}× the stored references' time."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def _goals(arg: str) -> list[tuple[str, bool, str]]:
     """``(goal, met, measured)`` for every speed goal."""
     pages = json.loads((ROOT / arg / "page_costs.json").read_text())["settings"]
@@ -139,6 +160,9 @@ def _goals(arg: str) -> list[tuple[str, bool, str]]:
     restart = load["cold"]["restart"]
     out.append((f"a cold server ready ≤ {COLD:g} s (restart)", restart["ready_wall_s"] <= COLD,
                 f"{restart['ready_wall_s']:.1f} s wall, {restart['ready_cpu_s']:.2f} CPU-s"))
+    opened = json.loads((ROOT / arg / "cold_open.json").read_text())
+    out.append((f"an attached network's own head opens cold (Inspect's charts) ≤ {opened['goal']:g}× a bundled LAYA "
+                "head", opened["ratio"] <= opened["goal"], f"{opened['ratio']:.2f}× the wall time"))
     return out + _goal_rows(arg)
 
 
@@ -237,5 +261,5 @@ def speed_summary(arg: str) -> str:
 
 
 CLAIMS = {"head-cost": head_cost, "interpretability": interpretability, "bootstrap-overhead": bootstrap_overhead,
-          "cold-start": cold_start, "speed-goals": speed_goals, "speed-summary": speed_summary,
+          "cold-start": cold_start, "cold-open": cold_open, "speed-goals": speed_goals, "speed-summary": speed_summary,
           "network-speed": network_speed}  # fmt: skip

@@ -62,6 +62,7 @@ def test_speed_goals_are_computed_from_the_measurements(tmp_path):
     load = {"sessions": 12, "concurrent": {"first chart": {**step, "cpu_p50": 1.2}, "upload": step, "page:depth": {**step, "cpu_p50": 0.31}},
             "cold": {"restart": {"ready_wall_s": 4.9, "ready_cpu_s": 4.0}}}  # fmt: skip
     (tmp_path / "load_test.json").write_text(json.dumps(load))
+    (tmp_path / "cold_open.json").write_text(json.dumps({"goal": 1.5, "ratio": 1.51}))
     row = {"network": "n", "size": 32, "units": 8, "ms": 1.0, "baseline": "one forward", "baseline_ms": 1.0}
     profile = [{**row, "kind": "profile", "view": v, "fallback_units": 0, "references": 8, "ratio": r, "budget": b,
                 "references_recorded": b is not None}
@@ -84,7 +85,9 @@ def test_speed_goals_are_computed_from_the_measurements(tmp_path):
     assert "first chart ≤ 1 CPU-s (p50, 12 sessions): **not met** (1.20 CPU-s)" in goals
     assert "warm interactions ≤ 0.3 CPU-s (p50): **not met** (over it: page:depth 0.31)" in goals
     assert "cold server ready ≤ 5 s (restart): **met** (4.9 s wall" in goals
-    assert speed.speed_summary(str(tmp_path)).startswith("Speed goals met: 3 of 9; not met: Inspect's")
+    assert ("an attached network's own head opens cold (Inspect's charts) ≤ 1.5× a bundled LAYA head: **not met** "
+            "(1.51× the wall time)") in goals
+    assert speed.speed_summary(str(tmp_path)).startswith("Speed goals met: 3 of 10; not met: Inspect's")
 
 
 def test_the_paper_claims_read_reproduced_only_when_every_comparison_holds(tmp_path, monkeypatch):
@@ -114,3 +117,16 @@ def test_the_grad_cam_choice_names_the_unit_its_rows_choose(tmp_path):
     row = "| `layer1` | 4×4 | +0.200 [+0.100, +0.300] better than random | +0.000 [-0.100, +0.100] not better "
     assert row in text
     assert "| `stem` | 4×4 |  |  |  | 0.0100 (2.0×) |" in text  # a unit without rows: empty cells, its cost
+
+
+def test_the_cold_open_block_reads_its_verdict_from_the_ratio(tmp_path, monkeypatch):
+    runs = {case: [{"wall_s": s}] for case, s in zip(("LAYA head", "own head", "own head, drawn"), (10.0, 16.0, 40.0))}
+    run = {"command": "c", "date": "d", "setting": "s", "load_average": {"start": [0.5], "end": [0.7]}, "cpus": 2,
+           "rounds": 1, "goal": 1.5, "median_wall_s": {c: r[0]["wall_s"] for c, r in runs.items()}, "runs": runs}
+    (tmp_path / "cold_open.json").write_text(json.dumps({**run, "ratio": 1.6}))
+    monkeypatch.setattr(speed, "ROOT", tmp_path)
+    block = speed.cold_open(".")
+    assert "| own head | 16.0 | 16.0 |" in block
+    assert "1.60× the LAYA head's wall time (goal ≤ 1.5×: **not met**)" in block and "2.50× the stored" in block
+    (tmp_path / "cold_open.json").write_text(json.dumps({**run, "ratio": 1.5}))
+    assert "(goal ≤ 1.5×: **met**)" in speed.cold_open(".")

@@ -95,7 +95,7 @@ def main() -> None:
                     runs[case].append(run)
     median = {case: statistics.median(r["wall_s"] for r in rs) for case, rs in runs.items()}
     ratio = median[CASES[1]] / median[CASES[0]]
-    print(f"\nmedian wall s: " + ", ".join(f"{c} {v:.1f}" for c, v in median.items()))
+    print("\nmedian wall s: " + ", ".join(f"{c} {v:.1f}" for c, v in median.items()))
     print(f"own head / LAYA head: {ratio:.2f}x (goal <= {GOAL}x: {'met' if ratio <= GOAL else 'not met'}); "
           f"references drawn from the split / stored: {median[CASES[2]] / median[CASES[1]]:.2f}x")
     if args.out:

@@ -139,6 +139,8 @@ def last_writers(network: torch.nn.Module, x: torch.Tensor, units: list[str]) ->
     ReLU(inplace=True)``). Grad-CAM reads a unit's output as the network goes on with it, so the package runs on
     that module (``pytorch_grad_cam`` keeps a view of the activations it hooked, overwritten in place on the CPU,
     while its gradient hook sees the tensor before the overwrite)."""
+    from laya.model.hooks import Hooks
+
     names = {m: n for n, m in network.named_modules() if m is not network}
     ran: list[tuple[str, torch.Tensor]] = []
 
@@ -146,13 +148,10 @@ def last_writers(network: torch.nn.Module, x: torch.Tensor, units: list[str]) ->
         if isinstance(out, torch.Tensor):
             ran.append((names[module], out))
 
-    hooks = [m.register_forward_hook(hook) for m in names]
-    try:
-        with torch.no_grad():
-            network(x)
-    finally:
-        for h in hooks:
-            h.remove()
+    with Hooks() as hooks, torch.no_grad():
+        for m in names:
+            hooks.after(m, hook)
+        network(x)
     outputs = {name: out for name, out in ran}
     return {u: [n for n, out in ran if out is outputs[u] and not u.startswith(f"{n}.")][-1]  # no container of u
             for u in units}

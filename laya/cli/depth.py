@@ -11,6 +11,7 @@ from laya.cli.options import (
     checkpoint_option,
     csv_floats,
     csv_ints,
+    inputs_or_all,
     out_option,
     progress_bar,
     resamples_option,
@@ -44,8 +45,8 @@ def cmd_depth(args: argparse.Namespace) -> None:
 
 
 def cmd_lens(args: argparse.Namespace) -> None:
-    from laya.analysis.depth.report import LensOptions, lens_report
     from laya.analysis.depth.layer_lens import write_lens
+    from laya.analysis.depth.report import LensOptions, lens_report
     from laya.model.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint, allow_import=args.allow_import)
@@ -108,8 +109,8 @@ def add_lens(sub: argparse._SubParsersAction) -> None:
         "lens", help="only the per-layer lens of the depth command (lens.csv beside the checkpoint): cheap",
         parents=[checkpoint_option(), out_option(), allow_import_option(), resamples_option()],
     )  # fmt: skip
-    le.add_argument("--limit", type=int, default=2000, help="test inputs (depth's seeded subset); default 2000")
-    le.add_argument("--train-limit", type=int, default=3000,
+    le.add_argument("--limit", type=inputs_or_all, default=2000, help="test inputs (depth's seeded subset); default 2000; all: the whole split")
+    le.add_argument("--train-limit", type=inputs_or_all, default=3000,
                     help="training inputs for probes, only where no depth fit is stored")  # fmt: skip
     le.add_argument("--readout", choices=["own", "probes"], default="own",
                     help="own: LAYA/ScalarMix through their classifier; probes: fitted probes for every head")  # fmt: skip
@@ -122,8 +123,8 @@ def add_depth(sub: argparse._SubParsersAction) -> None:
         "depth", help="readouts, prediction depth, early exit, pruning, error/OOD detection -> depth.json + CSVs",
         parents=[checkpoint_option(), out_option(), allow_import_option(), resamples_option()],
     )  # fmt: skip
-    d.add_argument("--limit", type=int, default=2000, help="test inputs (and inputs per OOD set); default 2000")
-    d.add_argument("--train-limit", type=int, default=3000, help="training inputs for probes and Mahalanobis")
+    d.add_argument("--limit", type=inputs_or_all, default=2000, help="test inputs (and inputs per OOD set); default 2000; all: the whole split")
+    d.add_argument("--train-limit", type=inputs_or_all, default=3000, help="training inputs for probes and Mahalanobis")
     d.add_argument("--random-orders", type=int, default=10,
                    help="random layer-removal orders in the pruning curves (their mean is the random control)")
     d.add_argument("--timing-batch", type=int, default=64,
@@ -148,8 +149,8 @@ def add_exits(sub: argparse._SubParsersAction) -> None:
         "exits", help="measured early-exit runs (readouts, trained exits, α policy) and truncated models -> exits.json",
         parents=[checkpoint_option(), out_option(), resamples_option()],
     )  # fmt: skip
-    e.add_argument("--limit", type=int, default=2000, help="test inputs (the depth analytics' subset); default 2000")
-    e.add_argument("--train-limit", type=int, default=3000, help="training inputs for the trained exits and re-fits")
+    e.add_argument("--limit", type=inputs_or_all, default=2000, help="test inputs (the depth analytics' subset); default 2000; all: the whole split")
+    e.add_argument("--train-limit", type=inputs_or_all, default=3000, help="training inputs for the trained exits and re-fits")
     e.add_argument("--batch-sizes", type=csv_ints, default=[1, 64, 1024], help="batch sizes timed; default 1,64,1024")
     e.add_argument("--thresholds", type=csv_floats, help="confidence thresholds (default 0.5,0.7,0.8,0.9,0.95,0.97,0.99,0.999)")
     e.add_argument("--alpha-levels", type=csv_floats, help="α-profile exit levels (LAYA; default 0.2,0.4,0.6,0.8)")

@@ -154,6 +154,13 @@ def _count_or_all(text: str) -> int | str:
     return value
 
 
+def inputs_or_all(text: str) -> int | None:
+    """``--limit``/``--train-limit`` of the depth commands: a number of inputs, or ``all`` (``None``: the whole
+    split), as their recorded commands write it."""
+    value = _count_or_all(text)
+    return None if value == "all" else int(value)
+
+
 def lesion_options() -> argparse.ArgumentParser:
     """``--lesion-draws`` and ``--lesion-limit``: the lesion study's random sets per k and its inputs (``attach`` and
     ``network``)."""

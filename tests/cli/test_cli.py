@@ -398,3 +398,15 @@ def test_dashboard_server_ends_with_a_launcher_killed_by_sigkill(tiny_models):
         assert not _listeners(port), f"port {port} still served 10 s after the launcher was killed"
     finally:
         end_group(laya)
+
+
+@pytest.mark.parametrize("command", ["depth", "lens", "exits"])
+def test_the_depth_commands_take_back_the_limits_they_record(command):
+    """A whole-split run records ``--limit all`` (``limit_flag``), which the command parses back to the whole split."""
+    from laya.analysis.depth.data import limit_flag
+    from laya.cli import build_parser
+
+    args = build_parser().parse_args([command, "--checkpoint", "c", "--limit", limit_flag(None), "--train-limit", "7"])
+    assert args.limit is None and args.train_limit == 7 and limit_flag(7) == "7"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--checkpoint", "c", "--limit", "None"])

@@ -23,6 +23,11 @@ def seeded_subset(n: int, limit: int | None, seed: int) -> Tensor:
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:limit]
 
 
+def limit_flag(limit: int | None) -> str:
+    """A limit as the command line takes it back: the number, or ``all`` for the whole split."""
+    return "all" if limit is None else str(limit)
+
+
 def split_subset(checkpoint: Checkpoint, split: str, limit: int | None, seed: int) -> Images:
     """The checkpoint's ``split``, limited to the first ``limit`` of a seeded permutation (:func:`seeded_subset`)."""
     images = checkpoint.load_data(split)

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from laya import __version__
-from laya.analysis.depth.data import split_subset
+from laya.analysis.depth.data import limit_flag, split_subset
 from laya.analysis.depth.exits import (
     ExitHeads,
     ExitRunOptions,
@@ -109,7 +109,7 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
         "laya_version": __version__,
         "checkpoint": {"path": str(checkpoint.path), "head": meta.head.name, "dataset": meta.dataset, "seed": meta.seed},
         "command": (f"python -m laya --threads {torch.get_num_threads()} exits --checkpoint {checkpoint.path} "
-                    f"--limit {options.limit} --train-limit {options.train_limit} --repeats {options.runs.repeats} "
+                    f"--limit {limit_flag(options.limit)} --train-limit {limit_flag(options.train_limit)} --repeats {options.runs.repeats} "
                     f"--min-seconds {options.runs.min_seconds:g} "
                     f"--thresholds {','.join(map(str, options.thresholds))} "
                     f"--alpha-levels {','.join(map(str, options.alpha_levels))}"),  # fmt: skip

@@ -22,18 +22,18 @@ import torch
 from torch import Tensor
 
 from laya import __version__
-from laya.analysis.depth.data import hidden_states_of, split_subset
+from laya.analysis.depth.data import hidden_states_of, limit_flag, split_subset
 from laya.analysis.depth.detection import COVARIANCE, detection_table, flag_threshold, roc_curve
 from laya.analysis.depth.exits import THRESHOLDS, compute_saved, exit_curve, layer_costs
 from laya.analysis.depth.fit import DepthFit, HeadPass, current_fit, head_pass
 from laya.analysis.depth.layer_lens import LENS_SOURCE, from_readouts, lens_summary, write_lens
 from laya.analysis.depth.pruning import pruning_curves, removal_orders
 from laya.analysis.depth.readouts import KINDS, LayerProbes, depth_summary, has_own_readouts
+from laya.analysis.depth.report_record import DEPTH_FILE, MAX_DEPTH_JSON, TABLES, checked_depth
 from laya.analysis.head.logit_attribution import class_mean_terms, logit_attribution
 from laya.analysis.statistics import bootstrap_cis
 from laya.analysis.strict_json import json_safe
 from laya.data.ood import ood_sets
-from laya.analysis.depth.report_record import DEPTH_FILE, MAX_DEPTH_JSON, TABLES, checked_depth
 from laya.model.attached_files import attached_file, field_error, read_json
 from laya.model.checkpoint import Checkpoint, atomic_write_json
 
@@ -163,7 +163,7 @@ def depth_report(
     kind = passed.readout_kind
     lens_ = from_readouts(passed.readout_probs, passed.logits, LENS_SOURCE[kind])
     lens_table = lens_summary(lens_, labels, classes, layer_names, f"python -m laya lens --checkpoint {checkpoint.path} "
-                              f"--limit {options.limit}" + (" --readout probes" if not own else ""),
+                              f"--limit {limit_flag(options.limit)}" + (" --readout probes" if not own else ""),
                               options.resamples, options.seed)  # fmt: skip
     report = {
         "laya_version": __version__,
@@ -177,7 +177,7 @@ def depth_report(
         "options": {k: v for k, v in asdict(options).items() if k != "thresholds"},
         "command": (
             f"python -m laya depth --checkpoint {checkpoint.path} "
-            f"--train-limit {options.train_limit} --limit {options.limit}"
+            f"--train-limit {limit_flag(options.train_limit)} --limit {limit_flag(options.limit)}"
             + "".join(f" --{k.replace('_', '-')} {getattr(options, k)}" for k in _CLI_OPTIONS
                       if getattr(options, k) != getattr(DepthOptions, k))
             + (" --readout probes" if not own else "")
@@ -371,11 +371,11 @@ def lens_report(checkpoint: Checkpoint, options: LensOptions | None = None, prog
         progress(0.5, "fitting linear probes (no stored depth fit)")
         train = split_subset(checkpoint, "train", options.train_limit, options.seed)
         probes = LayerProbes.fit(hidden_of(train.images, "train"), train.labels.to(device), len(meta.classes))
-        fitted = f" --train-limit {options.train_limit}"
+        fitted = f" --train-limit {limit_flag(options.train_limit)}"
     progress(0.8, "lens")
     passed = head_pass(checkpoint, hidden, probes, options.batch_size, own=own)
     kind = passed.readout_kind
-    command = (f"python -m laya lens --checkpoint {checkpoint.path} --limit {options.limit}{fitted}"
+    command = (f"python -m laya lens --checkpoint {checkpoint.path} --limit {limit_flag(options.limit)}{fitted}"
                + (" --readout probes" if not own else ""))  # fmt: skip
     table = lens_summary(from_readouts(passed.readout_probs, passed.logits, LENS_SOURCE[kind]), test.labels,
                          list(meta.classes), list(checkpoint.layer_names), command, options.resamples, options.seed)  # fmt: skip

@@ -38,6 +38,7 @@ from laya.analysis.network.gradcam_choice import GradcamChoice
 from laya.analysis.network.lens import LENS_CONFIG, LENS_WEIGHTS
 from laya.analysis.network.report_files import load_network_report
 from laya.analysis.network.report_record import REPORT_JSON
+from laya.analysis.network.stored_references import REFERENCES_FILE
 from laya.analysis.network.unit_patching import UnitPatch, patch_units_bytes
 from laya.analysis.overflow import OutputOverflow
 from laya.analysis.patching import PatchEffects, patch_bytes
@@ -483,7 +484,8 @@ def network(
     """An attached network's own units on one image (:func:`laya.analysis.network.explain.network_bytes`: unit
     profile on ``branch``, lens, Grad-CAM), here or in a worker, or the sentence saying why it is not shown. An
     unusable image or a failed worker shows ``st.error`` and stops the page."""
-    stamps = _stamp(Path(path) / WEIGHTS_FILE), _versions(*(Path(path) / name for name in (LENS_CONFIG, LENS_WEIGHTS)))
+    stamps = _stamp(Path(path) / WEIGHTS_FILE), _versions(*(Path(path) / name
+                                                            for name in (LENS_CONFIG, LENS_WEIGHTS, REFERENCES_FILE)))
     try:
         with _model_call(path, f"Explaining the network's units on {name}…", repr(name)):
             result = _network(path, stamps, anyway(), data, method, granularity, cam_class, branch)

@@ -202,8 +202,11 @@ def gradcam_choice(
     maps, target = torch.cat(parts), torch.cat(targets)  # (N, U, S, S), (N,)
     generator = torch.Generator().manual_seed(seed)
     shared = {g: random_maps(N, g, size, S, generator).to(device) for g in dict.fromkeys(grids)}  # one per grid
+    from tqdm.auto import tqdm
+
+    compared_maps = [*((u, maps[:, k]) for k, u in enumerate(units)), *shared.items()]
     values = {name: metric_values(score, frames, m, target, steps, fractions, seed)
-              for name, m in [*((u, maps[:, k]) for k, u in enumerate(units)), *shared.items()]}  # fmt: skip
+              for name, m in tqdm(compared_maps, desc="Grad-CAM against random", unit="map", leave=False)}
     rows = []
     for metric in METRICS:
         columns = [values[u][metric] for u in units] + [values[g][metric] for g in shared]

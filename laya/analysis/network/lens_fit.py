@@ -72,8 +72,11 @@ def fit_tuned_lens(
     sample, batches = inputs[chosen], batch_indices(len(chosen), shape.batch_size)
     shard = Shard.of(batches)  # under torchrun: this process's batches, gathered back in order below
     pooled, log_p = [], []  # per batch: U tensors (b, d_u); (b, K)
+    from tqdm.auto import tqdm
+
     with torch.no_grad():
-        for b in shard.run:
+        for b in tqdm(shard.run, desc="tuned lens: the units on its sample", unit="batch", leave=False,
+                      disable=shard.rank != 0):  # fmt: skip
             vectors, logits = pooled_units(network, readout, sample[batches[b]].to(device), units)
             pooled.append(vectors)
             log_p.append(torch.log_softmax(logits.float(), -1))

@@ -23,7 +23,7 @@ back as untrusted input).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +34,7 @@ from torch import Tensor
 
 from laya.analysis.depth.layer_lens import Lens
 from laya.analysis.depth.readouts import class_groups
+from laya.analysis.network.gradcam_choice import SAMPLE, sampled_gradcam_choice
 from laya.analysis.network.interventions import (
     BRANCHES,
     DEFAULT,
@@ -59,10 +60,10 @@ from laya.analysis.network.lens import (
     save_tuned_lens,
     unit_lens,
 )
-from laya.analysis.network.gradcam_choice import SAMPLE, sampled_gradcam_choice
 from laya.analysis.network.lens_fit import fit_tuned_lens, lens_summary
 from laya.analysis.network.lesion import DRAWS, lesion_batch, lesion_masks, lesion_study, skippable
 from laya.analysis.network.recording import as_network
+from laya.analysis.network.report_files import NetworkReport, load_network_report, write_network_report
 from laya.analysis.network.scores import (
     IG_STEPS,
     SCORES,
@@ -72,7 +73,6 @@ from laya.analysis.network.scores import (
     trusted_agreement,
     unit_scores,
 )
-from laya.analysis.network.report_files import NetworkReport, load_network_report, write_network_report
 from laya.analysis.network.stored_references import write_references
 from laya.analysis.network.units import Unit, network_units
 from laya.analysis.sample import sample_indices
@@ -175,6 +175,15 @@ def _table(values: Tensor, groups: Tensor, classes: Sequence[str], units: Sequen
     return pd.DataFrame.from_dict(rows, orient="index", columns=[*units, "n"]).rename_axis("class")
 
 
+def _bar(batches: Sequence[Tensor], shard: Shard, desc: str) -> Iterator[Tensor]:
+    """This process's batches under a transient tqdm bar labelled ``desc`` (rank 0's alone under torchrun)."""
+    from tqdm.auto import tqdm
+
+    run = shard.run
+    for b in tqdm(run, total=len(run), desc=desc, unit="batch", leave=False, disable=shard.rank != 0):
+        yield batches[b]
+
+
 def network_report(
     checkpoint: Checkpoint, test_images: Images | None = None, train_images: Images | None = None,
     options: NetworkOptions | None = None, lens: TunedLens | None = None, command: str = "",
@@ -215,7 +224,7 @@ def network_report(
 
     batches = batch_indices(len(index), options.batch_size)
     shard = Shard.of(batches)  # under torchrun: this process's batches, gathered back in order below
-    for batch in (batches[b] for b in shard.run):
+    for batch in _bar(batches, shard, "network report: profiles, lens, scores"):
         x = _preprocessed(checkpoint, test, index[batch]).to(device)
         profile = intervene(model, x, units, options.method, recorded, branch=options.branch)
         methods["main"] = profile.methods
@@ -241,7 +250,7 @@ def network_report(
         lesion_index, parts = sample_indices(test.labels, size, options.seed), {}
         batches = batch_indices(len(lesion_index), options.batch_size)
         shard = Shard.of(batches)
-        for batch in (batches[b] for b in shard.run):
+        for batch in _bar(batches, shard, "lesion study"):
             x = _preprocessed(checkpoint, test, lesion_index[batch]).to(device)
             lesioned, lesion_methods = lesion_batch(model, x, units, recorded, masks, skips, options.branch)
             keep(**{f"lesion_{k}": v for k, v in lesioned.items()})

@@ -174,7 +174,10 @@ def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path
             "--branch", "mlp", "--lesion-draws", "2", "--gradcam-sample", "3"]  # fmt: skip
     (tmp_path / "network.json").write_text("null")  # a broken earlier report: replaced, saying so (issue 43)
     assert main(args) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    for bar in ("tuned lens: the units on its sample", "network report: profiles, lens, scores",
+                "Grad-CAM against random"):  # the long passes each show their own bar (issue 47 §2)
+        assert bar in err, bar
     assert ("The network report already there cannot be read and is replaced: network.json: (the file) = None: "
             "must be a JSON object") in out.splitlines()
     assert "6 test inputs" in out and "integrated gradients" in out and f"-> {tmp_path}" in out

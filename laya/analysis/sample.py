@@ -334,7 +334,8 @@ MAX_META = 1 << 20  # bytes of the metadata's JSON (a few KB: class and layer na
 def _checked_meta(path: Path) -> dict[str, Any]:
     """The ``laya`` metadata of a ``sample.safetensors`` whose header has been read (so bounded), each field a page
     reads of its kind: ``format``, ``classes`` and ``layer_names`` (texts), ``method``, ``mode``, ``images`` (texts),
-    ``n_test``, ``seed``, ``tile`` (non-negative integers, a tile of 1 to :data:`MAX_TILE` px)."""
+    ``n_test``, ``seed``, ``tile`` (non-negative integers, a tile of 1 to :data:`MAX_TILE` px); the detection fit's
+    ``n_train`` (null or a non-negative integer) and ``covariance`` (null or a text)."""
     try:
         with safe_open(str(path), "pt") as handle:
             text = (handle.metadata() or {}).get("laya", "{}")
@@ -355,6 +356,11 @@ def _checked_meta(path: Path) -> dict[str, Any]:
     for field, high in (("n_test", 2**63 - 1), ("seed", 2**63 - 1), ("tile", MAX_TILE)):
         if type(meta.get(field)) is not int or not 0 <= meta[field] <= high:
             raise field_error(SAMPLE_FILE, field, meta.get(field), f"must be an integer in [0, {high}]")
+    n_train, covariance = meta.get("n_train"), meta.get("covariance")  # the detection fit's, where there is one
+    if n_train is not None and (type(n_train) is not int or not 0 <= n_train <= 2**63 - 1):
+        raise field_error(SAMPLE_FILE, "n_train", n_train, "must be null or an integer in [0, 2**63 - 1]")
+    if covariance is not None and not isinstance(covariance, str):
+        raise field_error(SAMPLE_FILE, "covariance", covariance, "must be null or a text")
     return meta
 
 

@@ -16,6 +16,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -61,6 +62,8 @@ MAX_FAILURES = 256  # failed loads the process remembers
 MAX_BROKEN = 32  # checkpoints one session remembers as broken on their first image
 ALLOW_NONFINITE = "laya_allow_nonfinite"
 BROKEN, ANSWERED = "laya_broken_models", "laya_answered_models"
+
+T = TypeVar("T")
 
 
 @st.cache_resource
@@ -276,14 +279,21 @@ def _load_depth(path: str, stamp: int) -> DepthReport | None:
     return DepthReport.load(path)
 
 
+
+def _or_warn(what: str, load: Callable[..., T], *args: Any) -> T | None:
+    """``load(*args)``, or None after an ``st.warning`` that ``what`` cannot be shown and why: a stored file that
+    does not read loses its view, and the rest of the page draws."""
+    try:
+        return load(*args)
+    except AttachedFileError as error:
+        st.warning(shown(f"{what} cannot be shown: {error}"))
+        return None
+
+
 def load_depth(path: str | Path) -> DepthReport | None:
     """``depth.json`` beside a checkpoint (``python -m laya depth``), or None: where there is none, or where it does
     not read (then an ``st.warning`` names the file and what is wrong; the rest of the page draws)."""
-    try:
-        return _load_depth(str(path), _stamp(Path(path) / DEPTH_FILE))
-    except AttachedFileError as error:
-        st.warning(shown(f"The depth report cannot be shown: {error}"))
-        return None
+    return _or_warn("The depth report", _load_depth, str(path), _stamp(Path(path) / DEPTH_FILE))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -296,11 +306,8 @@ def seed_summary_of(setting: str | Path, head: str, values: str) -> SeedSummary 
     """A setting's per-seed profiles of ``head`` (its ``class_profiles.csv``, written by ``laya reproduce``) as
     the Class-wise page shows them, or None without that file or where it does not read (then an ``st.warning``
     names it); computed once per file version and kind."""
-    try:
-        return _seed_summary(str(setting), _stamp(Path(setting) / CLASS_PROFILES), head, values)
-    except AttachedFileError as error:
-        st.warning(shown(f"The per-seed profiles cannot be shown: {error}"))
-        return None
+    return _or_warn("The per-seed profiles", _seed_summary, str(setting), _stamp(Path(setting) / CLASS_PROFILES), head,
+                    values)  # fmt: skip
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -311,11 +318,7 @@ def _load_exits(path: str, stamp: int) -> dict | None:
 def load_exits(path: str | Path) -> dict | None:
     """``exits.json`` beside a checkpoint (``python -m laya exits``), or None: where there is none, or where it does
     not read (then an ``st.warning`` names the file and what is wrong; only the measured runs are left out)."""
-    try:
-        return _load_exits(str(path), _stamp(Path(path) / EXITS_FILE))
-    except AttachedFileError as error:
-        st.warning(shown(f"The measured early-exit runs cannot be shown: {error}"))
-        return None
+    return _or_warn("The measured early-exit runs", _load_exits, str(path), _stamp(Path(path) / EXITS_FILE))
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -503,11 +506,7 @@ def load_sample(path: str | Path) -> Sample | None:
     """The test-set browser's sample beside a checkpoint (``python -m laya evaluate``), or None: where there is
     none, or where it does not read (then an ``st.warning`` names the file and what is wrong; the rest of the page
     draws)."""
-    try:
-        return _load_sample(str(path), _stamp(Path(path) / SAMPLE_FILE))
-    except AttachedFileError as error:
-        st.warning(shown(f"The test-set sample cannot be shown: {error}"))
-        return None
+    return _or_warn("The test-set sample", _load_sample, str(path), _stamp(Path(path) / SAMPLE_FILE))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -153,3 +153,19 @@ def test_thumbnails_linked_outside_the_setting_are_not_read(tmp_path: Path) -> N
     assert Sample.load(own).sprite is None
     (own.parent / SAMPLE_IMAGES).unlink()
     assert Sample.load(own).sprite is None and len(Sample.load(own).table) == len(sample.table)
+
+
+@pytest.mark.parametrize("field, value", [("n_train", [1, 2]), ("n_train", -1), ("covariance", 7)])
+def test_a_detection_field_of_another_kind_is_refused_naming_it(sampled: Path, tmp_path: Path, field, value) -> None:
+    """The fuzzer's case: ``n_train`` as a list reached ``mahalanobis_trusted`` (a TypeError on Browse)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    source = sampled / "laya" / SAMPLE_FILE
+    with safe_open(str(source), "pt") as handle:
+        meta = json.loads(handle.metadata()["laya"])
+    (tmp_path / "s").mkdir()
+    save_file(load_file(str(source)), str(tmp_path / "s" / SAMPLE_FILE),
+              metadata={"laya": json.dumps(meta | {field: value})})
+    with pytest.raises(ValueError, match=f"{field}.*must be null or"):
+        Sample.load(tmp_path / "s")

@@ -93,7 +93,7 @@ def test_torchrun_attach_and_network_equal_one_process(tmp_path):
                "--ig-steps", str(IG_STEPS), "--lesion-draws", str(DRAWS), *LENS]  # fmt: skip
     printed = _run(tmp_path, 2, "cache-two", *network, "--out", str(tmp_path / "network")).stdout
     assert printed.count("Lesion study") == 1
-    _assert_same_files(one / "own", tmp_path / "network", ["network.safetensors", "network.json",
-                                                          "tuned_lens.safetensors", "tuned_lens.json"])  # fmt: skip
-    assert sorted(p.name for p in (tmp_path / "network").iterdir()) == ["network.json", "network.safetensors",
-                                                                        "tuned_lens.json", "tuned_lens.safetensors"]
+    written = ["network.json", "network.safetensors", "references.safetensors", "tuned_lens.json",
+               "tuned_lens.safetensors"]  # fmt: skip
+    _assert_same_files(one / "own", tmp_path / "network", written)
+    assert sorted(p.name for p in (tmp_path / "network").iterdir()) == written

@@ -16,7 +16,7 @@ from laya.analysis.network.stored_references import REFERENCES_FILE, stored_refe
 from laya.data.datasets import DatasetNotFoundError, ImageArrays
 from laya.model.attached_files import AttachedFileError
 from laya.model.checkpoint import Checkpoint
-from tests.model.test_calls import SIZE, own_checkpoint
+from tests.model.backbones.test_calls import SIZE, own_checkpoint
 
 
 def _train(n_per_class: int = 30, classes: int = 10) -> ImageArrays:

@@ -59,13 +59,13 @@ class Network:
                 "--out", str(self.weights(name).relative_to(ROOT))]  # fmt: skip
 
     def attach_command(self, name: str) -> list[str]:
-        """Every head and analysis at attach's defaults, its heads fitted for at most 15 epochs; the lesion study over
-        the whole test split, ten draws per k."""
+        """The own head's analyses at attach's defaults and one fitted head (LAYA, at most 15 epochs; the study is of
+        the network itself); the lesion study over the whole test split, ten draws per k."""
         return [sys.executable, "-m", "laya", "attach", "--family", "timm", "--model", self.model,
                 "--weights", str(self.weights(name).relative_to(ROOT)), "--dataset", "cifar10", "--mean", MEAN,
                 "--std", STD, "--out", str(self.setting(name).parent.relative_to(ROOT)), "--setting",
-                self.setting(name).name, "--overwrite", "--max-epochs", "15", "--random-orders", "3",
-                "--lesion-limit", "all", "--lesion-draws", "10"]  # fmt: skip
+                self.setting(name).name, "--overwrite", "--heads", "laya", "--depth-heads", "own", "--max-epochs", "15",
+                "--random-orders", "3", "--lesion-limit", "all", "--lesion-draws", "10"]  # fmt: skip
 
 
 NETWORKS: dict[str, Network] = {
@@ -113,7 +113,7 @@ def check(name: str) -> dict:
         "network": name, "title": network.title, "model": network.model, "epochs": network.epochs,
         "train_command": "python " + " ".join(network.train_command(name)[1:]),
         "attach_command": "python " + " ".join(network.attach_command(name)[1:]),
-        "units": report.units, "residual": report.residual,
+        "classes": list(checkpoint.meta.classes), "units": report.units, "residual": report.residual,
         "downsampling": shape_changes(checkpoint.model, units, probe),
         "lesion": report.lesion.to_record(),
     }  # fmt: skip

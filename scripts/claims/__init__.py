@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from claims import (benchmarks, breadth, comparisons, counts, depth, environment, install, network, paper, spatial, speed,
-                    tables)
+                    tables, veit)
 
 CLAIMS: dict[str, Callable[[str], str]] = {
     **comparisons.CLAIMS, **tables.CLAIMS, **spatial.CLAIMS, **paper.CLAIMS, **speed.CLAIMS, **counts.CLAIMS,
     **depth.CLAIMS, **benchmarks.CLAIMS, **breadth.CLAIMS, **install.CLAIMS, **environment.CLAIMS, **network.CLAIMS,
+    **veit.CLAIMS,
 }  # fmt: skip

@@ -25,13 +25,13 @@ before it is ranked.
   softmax probability its value. It needs one forward per patch, no map method, so it is the known-good
   reference a metric must rank above a random map before its verdicts on map methods mean anything.
 
-``score`` maps perturbed images ``(N, C, H, W)`` to logits ``(N, K)``; every curve point is one batched
-call over all images.
+``score`` maps perturbed images ``(N, C, H, W)`` to logits ``(N, K)``; the perturbed images of every curve point
+are stacked, all images at once, into calls of about :data:`ROWS` rows (a curve of small images is one call).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -84,6 +84,24 @@ def _target_prob(score: Score, images: Tensor, target: Tensor) -> Tensor:
         return torch.softmax(score(images).double(), dim=-1).gather(1, target.view(-1, 1))[:, 0]
 
 
+ROWS = 256  # perturbed images per call of ``score``, about: the variants of one step are never split
+
+
+def _target_probs(score: Score, variants: Iterable[Tensor], target: Tensor) -> Tensor:
+    """``(V, B)`` target probabilities of ``V`` variants ``(B, C, H, W)`` of the same images, made one at a time
+    (``variants`` may be a generator) and scored in calls of at most ``max(ROWS, B)`` rows."""
+    B = len(target)
+    per, held, out = max(1, ROWS // B), [], []
+    for variant in variants:
+        held.append(variant)
+        if len(held) == per:
+            out.append(_target_prob(score, torch.cat(held), target.repeat(len(held))).view(len(held), B))
+            held = []
+    if held:
+        out.append(_target_prob(score, torch.cat(held), target.repeat(len(held))).view(len(held), B))
+    return torch.cat(out)
+
+
 def perturbation_curve(
     score: Score, start: Tensor, end: Tensor, order: Tensor, target: Tensor, steps: int = 16
 ) -> Tensor:
@@ -101,11 +119,8 @@ def perturbation_curve(
         raise ValueError(f"order must be (B, H*W) = ({B}, {H * W}), got {tuple(order.shape)}")
     rank = torch.empty_like(order).scatter_(1, order, torch.arange(H * W, device=order.device).expand(B, -1))
     rank = rank.view(B, 1, H, W)
-    probs = []
-    for k in range(steps + 1):
-        moved = rank < round(k * H * W / steps)
-        probs.append(_target_prob(score, torch.where(moved, end, start), target))
-    return torch.stack(probs, dim=1)
+    moved = (torch.where(rank < round(k * H * W / steps), end, start) for k in range(steps + 1))
+    return _target_probs(score, moved, target).T
 
 
 def auc(curve: Tensor) -> Tensor:
@@ -151,16 +166,19 @@ def road(
     B, _, H, W = images.shape
     order = pixel_order(maps, seed)
     rank = torch.empty_like(order).scatter_(1, order, torch.arange(H * W, device=order.device).expand(B, -1))
-    results = {"morf": [], "lerf": []}
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+
+    def imputed() -> Iterator[Tensor]:  # per fraction: MoRF, then LeRF, the noise drawn in that order
         for q in fractions:
             n = round(q * H * W)
-            for kind, removed in (("morf", rank < n), ("lerf", rank >= H * W - n)):
+            for removed in (rank < n, rank >= H * W - n):
                 keep = (~removed).float().view(B, H, W).cpu()
                 filled = torch.stack([imputer(images[b].detach().float().cpu(), keep[b]) for b in range(B)])
-                results[kind].append(_target_prob(score, filled.to(images.device, images.dtype), target))
-    morf, lerf = (torch.stack(results[k], dim=1).mean(dim=1) for k in ("morf", "lerf"))
+                yield filled.to(images.device, images.dtype)
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        probs = _target_probs(score, imputed(), target)  # (2 * len(fractions), B)
+    morf, lerf = probs[0::2].mean(dim=0), probs[1::2].mean(dim=0)
     return (lerf - morf) / 2, morf, lerf
 
 

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 
 from laya.analysis.network.gradcam import resized, unit_gradcam
 from laya.analysis.network.recording import as_network, logits_of
-from laya.analysis.pixel_faithfulness import deletion_auc, insertion_auc, road, to_frame
+from laya.analysis.pixel_faithfulness import ROWS, deletion_auc, insertion_auc, road, to_frame
 from laya.analysis.sample import sample_indices
 from laya.analysis.statistics import holm, holm_verdict, mean_intervals, paired_mean_differences
 from laya.analysis.timing import fastest_seconds
@@ -182,15 +182,14 @@ def gradcam_choice(
     """Every unit's Grad-CAM of the predicted class against random (module docstring) on ``images`` ``uint8 (N, C,
     S, S)``; ``model`` the network (or an attached backbone, :func:`~laya.analysis.network.recording.as_network`),
     ``preprocess`` its input transform (uint8 or float 0..255 images to its input), ``seed`` the random maps' and the
-    bootstrap's, ``batch_size`` images per pass."""
+    bootstrap's, ``batch_size`` images per Grad-CAM pass (the perturbed images are scored :data:`ROWS` at a time)."""
     network = as_network(model)
     device = model_device(network)
     frames = images.to(device).float() / 255.0  # (N, C, S, S) in [0, 1]: the pixels perturbed
     N, S = len(frames), frames.shape[-1]
 
-    def score(x: Tensor) -> Tensor:
-        return torch.cat([logits_of(network(preprocess(x[i : i + batch_size] * 255.0)))
-                          for i in range(0, len(x), batch_size)])  # fmt: skip
+    def score(x: Tensor) -> Tensor:  # the perturbed images, ROWS at a time (pixel_faithfulness)
+        return torch.cat([logits_of(network(preprocess(x[i : i + ROWS] * 255.0))) for i in range(0, len(x), ROWS)])
 
     parts, targets, grids, size = [], [], [], None
     for i in range(0, N, batch_size):

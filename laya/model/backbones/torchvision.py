@@ -218,8 +218,11 @@ def network_kwargs(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The arguments torchvision model ``name`` is built with: ``kwargs``, GoogLeNet's and Inception v3's auxiliary
     classifiers left out (``aux_logits=False``): they run in training only, never in the eval-mode forward read
     here, and a weights file's ``aux1`` / ``AuxLogits`` tensors are skipped (:data:`AUXILIARY`), so weights with and
-    without them attach alike."""
-    return {**kwargs, "aux_logits": False} if "aux_logits" in model_kwargs(name) else dict(kwargs)
+    without them attach alike. Their truncated-normal initialisation (``init_weights``, scipy's, a minute and more
+    on a CPU) is left out unless asked for: the weights read next replace it."""
+    takes = model_kwargs(name)
+    defaults = {"init_weights": False} if "init_weights" in takes else {}
+    return {**defaults, **kwargs, "aux_logits": False} if "aux_logits" in takes else {**defaults, **kwargs}
 
 
 def layer_label(node: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -19,6 +20,7 @@ from laya.cli.dashboard import add_dashboard, add_shapes
 from laya.cli.depth import add_depth, add_exits, add_lens
 from laya.cli.evaluate import add_evaluate, add_sample
 from laya.cli.network import add_network
+from laya.cli.options import Terminated
 from laya.cli.patch import add_patch
 from laya.cli.suite import add_benchmark, add_bundle, add_reproduce
 from laya.cli.train import add_train, read_config_file, train_config_from_args
@@ -78,6 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.flush()
         print(f"error{process_words()}: {error}", file=sys.stderr)
         return 2
+    except Terminated as stop:  # what the command was writing has been removed on the way out
+        print(f"{stop}{process_words()}: nothing half-written is left", file=sys.stderr)
+        return 128 + signal.SIGTERM
     from laya.model.sharding import end_distributed
 
     end_distributed()

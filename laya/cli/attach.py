@@ -13,6 +13,7 @@ from laya.cli.options import (
     lesion_options,
     lesion_settings,
     resamples_option,
+    sigterm_as_interrupt,
 )
 
 FAMILY_HELP = "where the architecture comes from: timm | torchvision | transformers (a model_type)"
@@ -125,7 +126,7 @@ def cmd_attach(args: argparse.Namespace) -> None:
         network=network, command="laya " + shlex.join(sys.argv[1:]),
     )  # fmt: skip
     place = torchrun_placement()  # under torchrun: the passes that grow with the data split between the processes
-    with quiet_unless_main(place):
+    with quiet_unless_main(place), sigterm_as_interrupt():  # stopped: the setting is left as it was
         attached = attach(config)
     if place.main:
         print(summary(attached, args.resamples))

@@ -11,10 +11,10 @@ from laya.cli.options import (
     allow_import_option,
     checkpoint_option,
     gradcam_option,
-    lesion_options,
-    lesion_settings,
     lens_options,
     lens_settings,
+    lesion_options,
+    lesion_settings,
     out_option,
     resamples_option,
 )

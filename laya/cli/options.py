@@ -8,7 +8,9 @@ parser lists the parents it takes, then adds its own options.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
 
 CHECKPOINT_HELP = "checkpoint directory (model.json + model.safetensors)"
 OUT_HELP = "output directory (default: the checkpoint's directory)"
@@ -197,3 +199,23 @@ def progress_bar(desc: str) -> Callable[[float, str], None]:
             bar.close()
 
     return progress
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received inside :func:`sigterm_as_interrupt`: unwinds like Ctrl-C, so that what was being written is
+    removed (``laya.training.attach.whole_folder``)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM (a scheduler's or torchrun's stop, ``kill``) raises :class:`Terminated` instead of
+    ending the process where it stands; the handler that was there before is put back after."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated(f"stopped by signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

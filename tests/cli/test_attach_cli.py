@@ -289,3 +289,33 @@ def test_torchvision_model_kwargs_are_its_class_s_plain_arguments(tmp_path: Path
     line = _refusal(argv, capsys)
     assert "--model-kwargs: backbone.model_kwargs.blocks = 1: not an allowed argument" in line
     assert "allowed: aux_logits, dropout, dropout_aux, init_weights, num_classes, transform_input" in line
+
+
+def test_an_attach_stopped_by_sigterm_leaves_the_earlier_setting_as_it_was(tmp_path: Path, image_folder: Path) -> None:
+    """A scheduler's or torchrun's stop (SIGTERM) unwinds like Ctrl-C: the setting being written is removed, the one
+    it replaces (``--overwrite``) put back, no hidden folder left; one line says so, exit status 143."""
+    import os
+    import signal
+    import time
+
+    import timm
+
+    torch.manual_seed(0)
+    weights = _save(timm.create_model("resnet10t", num_classes=3), tmp_path / "mine.pth")
+    earlier = tmp_path / "out" / "mine"
+    earlier.mkdir(parents=True)
+    (earlier / "kept.txt").write_text("the earlier setting")
+    argv = [sys.executable, "-m", "laya", "--threads", "1", *_attach(weights, image_folder, tmp_path, "--setting", "mine",
+            "--overwrite", "--image-size", "32", "--max-epochs", "1")]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while not (earlier / "examples").is_dir() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the new setting is being written in place of the earlier one
+    assert child.poll() is None, child.communicate()
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "stopped by signal 15: nothing half-written is left" in err and "Traceback" not in err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["mine"]
+    assert sorted(p.name for p in earlier.iterdir()) == ["kept.txt"]

@@ -63,7 +63,7 @@ def test_bundled_report_accuracy_reproduces_on_the_test_split(path: Path):
     assert report.data["dataset"]["n"] == len(test) == len(stored)
     assert (stored == test.labels).double().mean().item() == pytest.approx(report.accuracy, abs=3e-4)
     index = sample_indices(test.labels, CHECKED, seed=0)
-    extract = cached_hidden_states if ck.meta.backbone.freeze else hidden_states  # a frozen backbone's: once per setting
+    extract = cached_hidden_states if ck.meta.backbone.freeze else hidden_states  # frozen: once per setting
     with torch.inference_mode():
         logits = ck.model.head(extract(ck.model.backbone, ck.preprocess, test.images[index], 500)).logits
     top = logits.double().topk(2, dim=-1).values

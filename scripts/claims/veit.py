@@ -85,9 +85,9 @@ def veit_lesion(arg: str) -> str:
               ("A ResNet loses less by a shape-keeping block than by a downsampling one",
                downsampling_costs_more(resnet)),
               ("A ResNet's accuracy falls smoothly as blocks are skipped together", smooth_fall(resnet))]  # fmt: skip
-    lines = [wrapped(f"**{claim}**: {WORDS[held]}; {why}.") for claim, (held, why) in checks]
+    lines = [part for claim, (held, why) in checks for part in (wrapped(f"**{claim}**: {WORDS[held]}; {why}."), "")]
     n = resnet["lesion"]["n"]
-    lines += ["", wrapped(f"Accuracy on the {n:,} test images with each block skipped alone (95 % bootstrap CI); "
+    lines += [wrapped(f"Accuracy on the {n:,} test images with each block skipped alone (95 % bootstrap CI); "
                           f"intact: {resnet['network']} {resnet['lesion']['intact'][0]:.3f}, {plain['network']} "
                           f"{plain['lesion']['intact'][0]:.3f}. A plain block is deleted by passing its input on, "
                           "which a block that changes the shape cannot be (—); a stem is never deleted (not shown)."),

@@ -111,7 +111,7 @@ def veit_lesion(arg: str) -> str:
 def veit_commands(arg: str) -> str:
     """The commands that trained and attached both networks, as their files record them."""
     runs = [_load(arg, name) for name in ("resnet20", "plain20")]
-    lines = ["```bash"]
+    lines = ["```bash", "# needs: data, long"]  # CIFAR-10 and about an hour each on 2 cores
     for run in runs:
         lines += [f"# {run['title']}: {run['epochs']} epochs", run["train_command"], run["attach_command"]]
     return "\n".join([*lines, "```"]) + "\n"

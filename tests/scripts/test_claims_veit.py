@@ -67,4 +67,5 @@ def test_each_statement_fails_where_the_runs_break_it(folder, mutation, claim):
 
 def test_the_commands_are_the_recorded_ones(folder):
     commands = veit.veit_commands(folder(RESNET, PLAIN))
+    assert commands.startswith("```bash\n# needs: data, long\n")  # never run by the docs' command test
     assert "train resnet20\nattach resnet20\n# plain20: 1 epochs\ntrain plain20" in commands

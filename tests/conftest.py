@@ -20,6 +20,8 @@ from laya.training.settings import HEAD_NAMES
 from laya.training.train import TrainConfig, train
 
 torch.set_num_threads(1)
+if os.environ.get("PYTEST_XDIST_WORKER"):  # n workers on n cores: their subprocesses (attach, torchrun) one thread each
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 CLASSES = ("blue", "green", "red")
 
 

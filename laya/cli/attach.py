@@ -90,7 +90,9 @@ def add_attach(sub: argparse._SubParsersAction) -> None:
                    help="depth analytics: random pruning orders (default: 10)")
     a.add_argument("--timing-batch", type=int, default=64,
                    help="depth analytics: inputs per timed batch (default: 64)")
-    a.add_argument("--timing-repeats", type=int, default=7, help="depth analytics: timed repeats (default: 7)")
+    a.add_argument("--timing-repeats", type=int, default=7,
+                   help="timed repeats of the depth analytics' layer costs and the network report's Grad-CAM costs "
+                   "(default: 7)")
     a.add_argument("--network-limit", type=int, default=200,
                    help="network report: test inputs explained unit by unit, a class-balanced sample drawn with seed 0 "
                    "(default: 200)")
@@ -110,7 +112,8 @@ def cmd_attach(args: argparse.Namespace) -> None:
     from laya.training.attach import AttachConfig, attach, summary
 
     network = None if args.no_network else NetworkOptions(limit=args.network_limit, resamples=args.resamples,
-                                                          gradcam_sample=args.gradcam_sample, **lens_settings(args),
+                                                          gradcam_sample=args.gradcam_sample,
+                                                          timing_repeats=args.timing_repeats, **lens_settings(args),
                                                           **lesion_settings(args))
 
     config = AttachConfig(

@@ -36,7 +36,8 @@ def cmd_network(args: argparse.Namespace) -> None:
     checkpoint = load_checkpoint(args.checkpoint, map_location=place.device, allow_import=args.allow_import)
     options = NetworkOptions(limit=args.limit, references=args.references, method=args.method, branch=args.branch,
                              ig_steps=args.ig_steps, resamples=args.resamples, **lesion_settings(args),
-                             gradcam_sample=args.gradcam_sample, **lens_settings(args))  # fmt: skip
+                             gradcam_sample=args.gradcam_sample, timing_repeats=args.timing_repeats,
+                             **lens_settings(args))  # fmt: skip
     out = Path(args.out or checkpoint.path)
     with quiet_unless_main(place):  # the main process alone writes and prints
         report = run_network(checkpoint, options, "laya " + shlex.join(sys.argv[1:]), args.refit_lens, dest=out,
@@ -100,6 +101,8 @@ def add_network(sub: argparse._SubParsersAction) -> None:
                     help="what of each transformer block the interventions act on: the whole block, or its attention "
                     "or MLP branch alone (units without it: the whole block, named so); default: block")  # fmt: skip
     nw.add_argument("--ig-steps", type=int, default=8, help="integrated-gradients steps per unit (default: 8)")
+    nw.add_argument("--timing-repeats", type=int, default=5,
+                    help="timed repeats of each unit's Grad-CAM cost, the fastest kept (default: 5)")
     nw.add_argument("--refit-lens", action="store_true",
                     help="fit the tuned lens again (default: the stored one, fitted only where none fits)")
     nw.set_defaults(func=cmd_network)

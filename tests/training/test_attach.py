@@ -24,7 +24,7 @@ QUICK = {
     "evaluation": EvalOptions(modes=("mean",), resamples=50, ig_steps=4),
     "depth": DepthOptions(limit=24, train_limit=48, resamples=50, random_orders=1, timing_batch=4, timing_repeats=1),
     "network": NetworkOptions(limit=6, references=2, ig_steps=2, resamples=50, lens_sample=24, lens_epochs=1,
-                              gradcam_sample=6),
+                              gradcam_sample=6, timing_repeats=1),
 }
 
 

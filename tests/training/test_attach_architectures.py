@@ -5,6 +5,7 @@ the own head gives the network's logits within 1e-5 and the network report (the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ from tests.model.test_own_head import _save
 from tests.training.test_attach import QUICK
 from tests.training.test_attach_families import Net
 
-FAST = {"heads": ("laya",), "depth_heads": (OWN,), "max_epochs": 1, "patience": 1, "image_size": 32, **QUICK}
+# the per-unit Grad-CAM test on one image a class: GoogLeNet has 31 units, each map scored against random
+FAST = {"heads": ("laya",), "depth_heads": (OWN,), "max_epochs": 1, "patience": 1, "image_size": 32, **QUICK,
+        "network": replace(QUICK["network"], gradcam_sample=3)}  # fmt: skip
 TINY_DEIT = {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2}
 TINY_MOBILEVIT = {"hidden_sizes": [16, 24, 32], "neck_hidden_sizes": [8, 8, 16, 16, 24, 32, 64],
                   "num_attention_heads": 2, "expand_ratio": 2.0}  # fmt: skip

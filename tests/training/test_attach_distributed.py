@@ -26,7 +26,7 @@ VARYING = {"timing", "seconds", "train_seconds", "command", "setting_command", "
 # 300 training images: the feature pass takes 2 batches of 256; a lens sample of 150: 2 batches of 128; 24 test
 # inputs of the network report: 2 batches of 16 (each process owns one); the evaluation's 30 in 1 batch of 500
 # (process 1 owns none)
-LENS = ["--lens-sample", "150", "--lens-epochs", "2", "--resamples", "50"]
+LENS = ["--lens-sample", "150", "--lens-epochs", "2", "--resamples", "50", "--gradcam-sample", "6"]
 ATTACH = ["--family", "torchvision", "--model", "resnet18", "--image-size", "32", "--heads", "laya",
           "--depth-heads", "own", "--max-epochs", "1", "--patience", "1", "--ig-steps", "2", "--train-limit", "48",
           "--random-orders", "1", "--timing-batch", "4", "--timing-repeats", "1", "--network-limit", "24", "--setting",
@@ -90,7 +90,7 @@ def test_torchrun_attach_and_network_equal_one_process(tmp_path):
     # the network report of the same options again, by `laya network` in 2 processes (its lens fitted anew: none is
     # beside --out): the one-process report attach wrote
     network = ["network", "--checkpoint", str(one / "own"), "--limit", "24", "--references", str(RESAMPLES),
-               "--ig-steps", str(IG_STEPS), "--lesion-draws", str(DRAWS), *LENS]  # fmt: skip
+               "--ig-steps", str(IG_STEPS), "--lesion-draws", str(DRAWS), "--timing-repeats", "1", *LENS]  # fmt: skip
     printed = _run(tmp_path, 2, "cache-two", *network, "--out", str(tmp_path / "network")).stdout
     assert printed.count("Lesion study") == 1
     written = ["network.json", "network.safetensors", "references.safetensors", "tuned_lens.json",

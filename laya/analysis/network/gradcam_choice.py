@@ -227,13 +227,13 @@ def gradcam_choice(
 
 def sampled_gradcam_choice(
     model: nn.Module, preprocess: Callable[[Tensor], Tensor], test: Images, units: Sequence[str], size: int = SAMPLE,
-    seed: int = 0, resamples: int = 1000, batch_size: int = 16,
+    seed: int = 0, resamples: int = 1000, batch_size: int = 16, repeats: int = REPEATS,
 ) -> GradcamChoice:  # fmt: skip
     """:func:`gradcam_choice` on a class-balanced sample of ``size`` images of ``test`` drawn with ``seed``
     (:func:`~laya.analysis.sample.sample_indices`, the network report's sampler)."""
     index = sample_indices(test.labels, size, seed)
     images = torch.cat(list(test.iter_batches([index[i : i + 256] for i in range(0, len(index), 256)])))
-    return gradcam_choice(model, preprocess, images, units, resamples, seed, batch_size)
+    return gradcam_choice(model, preprocess, images, units, resamples, seed, batch_size, repeats=repeats)
 
 
 __all__ = ["ALPHA", "COST_BATCH", "FRACTIONS", "METRICS", "MIN_SECONDS", "REPEATS", "ROW_COLUMNS", "SAMPLE", "STEPS", "TIE_BREAK",

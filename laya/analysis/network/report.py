@@ -34,7 +34,7 @@ from torch import Tensor
 
 from laya.analysis.depth.layer_lens import Lens
 from laya.analysis.depth.readouts import class_groups
-from laya.analysis.network.gradcam_choice import SAMPLE, sampled_gradcam_choice
+from laya.analysis.network.gradcam_choice import REPEATS, SAMPLE, sampled_gradcam_choice
 from laya.analysis.network.interventions import (
     BRANCHES,
     DEFAULT,
@@ -98,7 +98,7 @@ class NetworkOptions:
     ``lesion_draws`` random sets of units per ``k`` in the lesion study (:mod:`~laya.analysis.network.lesion`) and its
     inputs, ``lesion_limit``: None the report's sample, ``"all"`` the whole test split, N a class-balanced sample;
     ``gradcam_sample`` test images of the per-unit Grad-CAM test (:mod:`~laya.analysis.network.gradcam_choice`;
-    0: none)."""
+    0: none) and ``timing_repeats`` timed rounds of its per-unit costs."""
 
     limit: int | None = 200
     references: int = RESAMPLES
@@ -116,12 +116,13 @@ class NetworkOptions:
     lesion_draws: int = DRAWS
     lesion_limit: int | Literal["all"] | None = None
     gradcam_sample: int = SAMPLE
+    timing_repeats: int = REPEATS
 
     def __post_init__(self) -> None:
         if self.method not in NAMES or self.branch not in BRANCHES:
             raise ValueError(f"method must be one of {sorted(NAMES)} and branch one of {sorted(BRANCHES)}; got "
                              f"{self.method!r}, {self.branch!r}")  # fmt: skip
-        sizes = ("references", "ig_steps", "batch_size", "resamples", "lens_sample", "lesion_draws")
+        sizes = ("references", "ig_steps", "batch_size", "resamples", "lens_sample", "lesion_draws", "timing_repeats")
         small = {k: v for k, v in asdict(self).items() if k in sizes and v < 1}
         lesion = self.lesion_limit in (None, "all") or (isinstance(self.lesion_limit, int) and self.lesion_limit >= 1)
         if (small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0 or self.lens_patience < 1
@@ -296,7 +297,8 @@ def network_report(
                    "units": summary.to_dict(orient="records")}  # fmt: skip
     if options.gradcam_sample:
         report.gradcam = sampled_gradcam_choice(backbone, checkpoint.preprocess, test, names, options.gradcam_sample,
-                                                options.seed, options.resamples, options.batch_size)  # fmt: skip
+                                                options.seed, options.resamples, options.batch_size,
+                                                options.timing_repeats)  # fmt: skip
     return report
 
 

@@ -27,7 +27,7 @@ from tests.training.test_attach import _config, _retarget
 
 FAMILIES = ["torchvision resnet18", "timm test_vit"]
 QUICK = NetworkOptions(limit=12, references=3, ig_steps=2, batch_size=6, resamples=200, lens_sample=24,
-                       lens_epochs=2, lens_lr=1e-3, gradcam_sample=6)  # fmt: skip
+                       lens_epochs=2, lens_lr=1e-3, gradcam_sample=6, timing_repeats=1)  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=FAMILIES)

@@ -119,6 +119,7 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
     test = load_dataset(config.dataset, "test", config.image_size)
     name = config.setting_path(module).name
     place = torchrun_placement()
+    place.barrier()  # every process has checked the destination before the main one creates the setting folder
     with scratch_unless_main(place, config.out) as out, whole_folder(Path(out) / name, config.overwrite) as setting:
         heads, network_error = _write_setting(config, module, checked, test, setting, place)
     place.barrier()  # the main process's folder is complete

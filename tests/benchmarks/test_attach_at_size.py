@@ -1,0 +1,56 @@
+"""benchmarks/attach_at_size.py: each step's seconds read from attach's progress bar, and the whole benchmark on a
+tiny folder (a real attach and a real forward, in fresh interpreters) writing every figure it reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import attach_at_size  # noqa: E402
+
+# attach's bar as tqdm redraws it (carriage returns; an inner bar's line between), hours in the last elapsed time
+PROGRESS = (
+    "attach bench:   0%|          | 0/6 [00:00<?, ?step/s]\r"
+    "attach bench:   0%|          | 0/6 [00:00<?, ?step/s, own head]\n"
+    "decoding data/train:  50%|#####     | 1/2 [00:01<00:01, 1.0batch/s]\r"
+    "attach bench:  17%|#6        | 1/6 [00:12<01:00, 12.00s/step, own head]\r"
+    "attach bench:  17%|#6        | 1/6 [00:12<01:00, 12.00s/step, tuned lens and network report]\r"
+    "attach bench:  33%|###3      | 2/6 [01:40<03:20, 50.00s/step, fitting laya]\r"
+    "attach bench:  83%|########3 | 5/6 [1:00:05<12:00, 720.00s/step, depth analytics of own]\r"
+    "attach bench: 100%|##########| 6/6 [1:01:40<00:00, 616.67s/step, depth analytics of own]\n"
+)
+
+
+def test_step_seconds_are_read_from_the_bar_s_redraws():
+    steps = attach_at_size.step_seconds(PROGRESS, total=3710.5)
+    assert steps == {"own head": 12.0, "tuned lens and network report": 88.0, "fitting laya": 3505.0,
+                     "depth analytics of own": 95.0, attach_at_size.OUTSIDE: 10.5}  # fmt: skip
+
+
+@pytest.mark.slow  # a tiny attach with the tests' small sizes and a forward, each in a fresh interpreter
+def test_the_benchmark_runs_on_a_tiny_folder_and_writes_its_figures(tmp_path: Path) -> None:
+    flags = ("--heads laya --depth-heads own --max-epochs 1 --patience 1 --ig-steps 2 --train-limit 12 "
+             "--random-orders 1 --timing-batch 4 --timing-repeats 1 --network-limit 6 --lens-sample 12 "
+             "--lens-epochs 1 --resamples 50 --gradcam-sample 3 --lesion-draws 1")  # fmt: skip
+    command = [sys.executable, str(ROOT / "benchmarks" / "attach_at_size.py"), "--data", str(tmp_path / "data"),
+               "--train", "12", "--test", "6", "--classes", "3", "--size", "32", "--threads", "1", "--out",
+               str(tmp_path / "out"), "--attach-flags", flags]  # fmt: skip
+    env = {**os.environ, "LAYA_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "out" / "attach_at_size.json").read_text())
+    assert result["forward_images"] == 18 and result["network"] == "torchvision resnet18" and result["size"] == 32
+    assert result["ratio"] == pytest.approx(result["attach_seconds"] / result["forward_seconds"], abs=0.006)
+    assert 0 < result["attach_peak_rss_gb"] < 8 and 0 < result["forward_peak_rss_gb"] < 8
+    assert list(result["steps"])[:2] == ["own head", "tuned lens and network report"]
+    assert "depth analytics of own" in result["steps"] and all(s >= 0 for s in result["steps"].values())
+    assert sum(result["steps"].values()) == pytest.approx(result["attach_seconds"], abs=0.2)
+    assert "--image-size 32" in result["attach_command"] and "TMP" in result["attach_command"]

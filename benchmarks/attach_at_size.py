@@ -11,8 +11,9 @@ then measures, each in a fresh interpreter with ``--threads`` torch threads:
   (:func:`laya.data.datasets.load_dataset` at ``--size``, batches of 64, ImageNet normalisation, inference mode):
   the unit of the ratio;
 * **the attach**: ``python -m laya attach`` with the default flags (plus ``--attach-flags``) into a temporary
-  folder: its wall time, its peak RSS (``wait4``'s ``ru_maxrss``) and each step's seconds, read from its progress
-  bar (the step names it shows, the elapsed time at which each began).
+  folder, as a first attach runs (an empty ``$LAYA_CACHE``: no cached features): its wall time, its peak RSS
+  (``wait4``'s ``ru_maxrss``) and each step's seconds, read from its progress bar (the step names it shows, the
+  elapsed time at which each began).
 
 Goal (the issue "at the size you train"): the attach within :data:`GOAL` forwards, peak RSS within
 :data:`RSS_GOAL_GB`. Writes ``attach_at_size.json`` into ``--out``.
@@ -94,11 +95,13 @@ def make_data(args: argparse.Namespace) -> Path:
     return weights
 
 
-def timed(command: list[str], log: Path) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS in GB and stdout of ``command`` (stderr into ``log``)."""
+def timed(command: list[str], log: Path, cache: Path) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS in GB and stdout of ``command`` (stderr into ``log``), with an empty ``$LAYA_CACHE``
+    (``cache``): no feature or size estimate of an earlier run is reused."""
     start = time.perf_counter()
     with open(log, "w") as err:
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
+        env = {**os.environ, "LAYA_CACHE": str(cache)}
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT, env=env)
         out = child.stdout.read()
         _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
@@ -146,12 +149,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="laya-attach-at-size-") as scratch:
         forward_s, forward_gb, out = timed(
             [sys.executable, __file__, "--forward-child", str(args.data), args.family, args.model, str(weights),
-             str(args.size), str(args.threads)], Path(scratch) / "forward.log")  # fmt: skip
+             str(args.size), str(args.threads)], Path(scratch) / "forward.log", Path(scratch) / "cache-forward")  # fmt: skip
         attach = [sys.executable, "-m", "laya", "--threads", str(args.threads), "attach", "--family", args.family,
                   "--model", args.model, "--weights", str(weights), "--dataset", str(args.data), "--image-size",
                   str(args.size), "--out", scratch, "--setting", "bench", *shlex.split(args.attach_flags)]  # fmt: skip
         log = Path(scratch) / "attach.log"
-        attach_s, attach_gb, _ = timed(attach, log)
+        attach_s, attach_gb, _ = timed(attach, log, Path(scratch) / "cache-attach")
         steps = step_seconds(log.read_text(errors="replace"), attach_s)
     facts["load_average"]["end"] = os.getloadavg()
     result = {

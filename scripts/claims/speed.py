@@ -7,8 +7,10 @@
 * ``cold-start docs/speed``: ``benchmarks/load_test.py``'s cold starts and import costs (``load_test.json``).
 * ``cold-open docs/speed``: ``benchmarks/cold_open.py``'s cold opens of an attached network's own head against a
   bundled LAYA head (``cold_open.json``).
+* ``attach-at-size docs/speed``: ``benchmarks/attach_at_size.py``'s attach at the size users train against one
+  plain forward over the same images, its peak memory and each step's seconds (``attach_at_size.json``).
 * ``speed-goals docs/speed``: every speed goal, met or not, from ``page_costs.json``, ``load_test.json``,
-  ``cold_open.json`` and the network views' files below.
+  ``cold_open.json``, ``attach_at_size.json`` and the network views' files below.
 * ``network-speed docs/speed``: the network views' costs against their baselines and budgets, met or not, with
   Captum's ``LayerIntegratedGradients`` beside them (``unit_profile_speed.json``, ``network_lens_speed.json``).
 """
@@ -129,6 +131,30 @@ def cold_open(arg: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def attach_at_size(arg: str) -> str:
+    """``benchmarks/attach_at_size.py``'s run in folder ``arg``: the forward, the attach and its steps, the ratio and
+    the peak memory against their goals."""
+    run = json.loads((ROOT / arg / "attach_at_size.json").read_text())
+    lines = [f"`{run['command']}`: {run['date']}, commit {run['commit']}, {run['network']} at {run['size']} px, "
+             f"{run['train']:,} train + {run['test']:,} test images ({run['classes']} classes), {run['threads']} torch "
+             f"threads, load average {run['load_average']['start'][0]:.1f} → {run['load_average']['end'][0]:.1f} on "
+             f"{run['machine']['cpus']} CPUs. The attach: `{run['attach_command']}`.", "",
+             "| run | wall s | × the forward | peak RSS GB |", "|---|---|---|---|",
+             f"| one plain forward over the {run['forward_images']:,} images | {run['forward_seconds']:.1f} | 1× | "
+             f"{run['forward_peak_rss_gb']:.2f} |",
+             f"| the whole attach | {run['attach_seconds']:.1f} | {run['ratio']:.2f}× | {run['attach_peak_rss_gb']:.2f} |"]
+    lines += [f"| · {step} | {s:.0f} | {s / run['forward_seconds']:.2f}× | |" for step, s in run["steps"].items()]
+    fast, small = run["ratio"] <= run["goal"], run["attach_peak_rss_gb"] <= run["rss_goal_gb"]
+    lines += ["", f"The attach: {run['ratio']:.2f}× the forward (goal ≤ {run['goal']:g}×: **{_met_word(fast)}**), "
+                  f"peak RSS {run['attach_peak_rss_gb']:.2f} GB (goal ≤ {run['rss_goal_gb']:g} GB: "
+                  f"**{_met_word(small)}**)."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _met_word(met: bool) -> str:
+    return "met" if met else "not met"
+
+
 def _goals(arg: str) -> list[tuple[str, bool, str]]:
     """``(goal, met, measured)`` for every speed goal."""
     pages = json.loads((ROOT / arg / "page_costs.json").read_text())["settings"]
@@ -163,6 +189,12 @@ def _goals(arg: str) -> list[tuple[str, bool, str]]:
     opened = json.loads((ROOT / arg / "cold_open.json").read_text())
     out.append((f"an attached network's own head opens cold (Inspect's charts) ≤ {opened['goal']:g}× a bundled LAYA "
                 "head", opened["ratio"] <= opened["goal"], f"{opened['ratio']:.2f}× the wall time"))
+    sized = json.loads((ROOT / arg / "attach_at_size.json").read_text())
+    where = f"{sized['network']} at {sized['size']} px, {sized['train']:,} + {sized['test']:,} images"
+    out.append((f"an attach with the default flags ≤ {sized['goal']:g}× one plain forward over the same images ({where})",
+                sized["ratio"] <= sized["goal"], f"{sized['ratio']:.2f}×"))
+    out.append((f"that attach's peak RSS ≤ {sized['rss_goal_gb']:g} GB", sized["attach_peak_rss_gb"] <= sized["rss_goal_gb"],
+                f"{sized['attach_peak_rss_gb']:.2f} GB"))
     return out + _goal_rows(arg)
 
 
@@ -262,4 +294,4 @@ def speed_summary(arg: str) -> str:
 
 CLAIMS = {"head-cost": head_cost, "interpretability": interpretability, "bootstrap-overhead": bootstrap_overhead,
           "cold-start": cold_start, "cold-open": cold_open, "speed-goals": speed_goals, "speed-summary": speed_summary,
-          "network-speed": network_speed}  # fmt: skip
+          "network-speed": network_speed, "attach-at-size": attach_at_size}  # fmt: skip

@@ -54,3 +54,24 @@ def test_the_benchmark_runs_on_a_tiny_folder_and_writes_its_figures(tmp_path: Pa
     assert "depth analytics of own" in result["steps"] and all(s >= 0 for s in result["steps"].values())
     assert sum(result["steps"].values()) == pytest.approx(result["attach_seconds"], abs=0.2)
     assert "--image-size 32" in result["attach_command"] and "TMP" in result["attach_command"]
+
+
+def test_the_speed_page_block_and_goals_are_computed_from_the_committed_run(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import prose_claims
+    from claims import speed
+
+    text = (ROOT / "docs" / "speed.md").read_text()
+    block = text.split("<!-- generated: attach-at-size docs/speed -->\n", 1)[1].split("<!-- /generated -->", 1)[0]
+    assert block == prose_claims.generate("attach-at-size docs/speed")
+    run = json.loads((ROOT / "docs" / "speed" / "attach_at_size.json").read_text())
+    assert sum(run["steps"].values()) == pytest.approx(run["attach_seconds"], abs=0.2)
+    for name in ("page_costs.json", "load_test.json", "cold_open.json", *speed.NETWORK_FILES):
+        (tmp_path / name).write_text((ROOT / "docs" / "speed" / name).read_text())
+    for ratio, rss, verdicts in ((run["goal"] + 0.01, run["rss_goal_gb"], ("not met", "met")),
+                                 (run["goal"], run["rss_goal_gb"] + 0.01, ("met", "not met"))):  # fmt: skip
+        (tmp_path / "attach_at_size.json").write_text(json.dumps({**run, "ratio": ratio, "attach_peak_rss_gb": rss}))
+        goals = {goal: met for goal, met, _ in speed._goals(str(tmp_path))}
+        attach_goal = next(g for g in goals if g.startswith("an attach with the default flags"))
+        assert (goals[attach_goal], goals["that attach's peak RSS ≤ 3 GB"]) == tuple(v == "met" for v in verdicts)
+        assert f"**{verdicts[0]}**), peak RSS" in speed.attach_at_size(str(tmp_path))

@@ -66,7 +66,7 @@ def test_a_verdict_flips_when_the_ratio_crosses_its_budget(tmp_path):
     assert below[-3:] == [f"{budget - 0.01:.2f}×", f"≤ {budget:g}×", "met"]
     above = _row(_mutated(tmp_path, {(network, "Grad-CAM"): budget + 0.01}), network, "Grad-CAM, every unit")
     assert above[-3:] == [f"{budget + 0.01:.2f}×", f"≤ {budget:g}×", "not met"]
-    for name in ("page_costs.json", "load_test.json", "cold_open.json"):  # the goal list reads the same files
+    for name in ("page_costs.json", "load_test.json", "cold_open.json", "attach_at_size.json"):  # the goal list's
         shutil.copy(SPEED / name, tmp_path / name)
     over = f"(over it: {network} at {row['size']} px Grad-CAM"
     assert f"all-unit Grad-CAM ≤ {budget:g}× a forward: **not met** {over}" in speed.speed_goals(str(tmp_path))

@@ -63,6 +63,8 @@ def test_speed_goals_are_computed_from_the_measurements(tmp_path):
             "cold": {"restart": {"ready_wall_s": 4.9, "ready_cpu_s": 4.0}}}  # fmt: skip
     (tmp_path / "load_test.json").write_text(json.dumps(load))
     (tmp_path / "cold_open.json").write_text(json.dumps({"goal": 1.5, "ratio": 1.51}))
+    (tmp_path / "attach_at_size.json").write_text(json.dumps({"goal": 6.0, "ratio": 5.99, "rss_goal_gb": 3.0,
+        "attach_peak_rss_gb": 3.01, "network": "n", "size": 224, "train": 2000, "test": 500}))  # fmt: skip
     row = {"network": "n", "size": 32, "units": 8, "ms": 1.0, "baseline": "one forward", "baseline_ms": 1.0}
     profile = [{**row, "kind": "profile", "view": v, "fallback_units": 0, "references": 8, "ratio": r, "budget": b,
                 "references_recorded": b is not None}
@@ -87,7 +89,10 @@ def test_speed_goals_are_computed_from_the_measurements(tmp_path):
     assert "cold server ready ≤ 5 s (restart): **met** (4.9 s wall" in goals
     assert ("an attached network's own head opens cold (Inspect's charts) ≤ 1.5× a bundled LAYA head: **not met** "
             "(1.51× the wall time)") in goals
-    assert speed.speed_summary(str(tmp_path)).startswith("Speed goals met: 3 of 10; not met: Inspect's")
+    assert ("an attach with the default flags ≤ 6× one plain forward over the same images (n at 224 px, 2,000 + 500 "
+            "images): **met** (5.99×)") in goals
+    assert "that attach's peak RSS ≤ 3 GB: **not met** (3.01 GB)" in goals
+    assert speed.speed_summary(str(tmp_path)).startswith("Speed goals met: 4 of 12; not met: Inspect's")
 
 
 def test_the_paper_claims_read_reproduced_only_when_every_comparison_holds(tmp_path, monkeypatch):

@@ -8,8 +8,8 @@ Writes (resumable, outside the repository) a synthetic ImageFolder of smooth JPE
 then measures, each in a fresh interpreter with ``--threads`` torch threads:
 
 * **the forward**: one pass of the network over every train and test image, read as attach reads them
-  (:func:`laya.data.datasets.load_dataset` at ``--size``, batches of 64, ImageNet normalisation, inference mode):
-  the unit of the ratio;
+  (:func:`laya.data.datasets.load_dataset` at ``--size``, batches of 64, attach's default ImageNet normalisation,
+  inference mode): the unit of the ratio;
 * **the attach**: ``python -m laya attach`` with the default flags (plus ``--attach-flags``) into a temporary
   folder, as a first attach runs (an empty ``$LAYA_CACHE``: no cached features): its wall time, its peak RSS
   (``wait4``'s ``ru_maxrss``) and each step's seconds, read from its progress bar (the step names it shows, the
@@ -46,13 +46,13 @@ def forward_child(data: str, family: str, model: str, weights: str, size: int, t
 
     sys.path.insert(0, str(ROOT))
     from laya.data.datasets import load_dataset
+    from laya.training.preflight import IMAGENET_MEAN, IMAGENET_STD  # attach's default normalisation
 
     torch.set_num_threads(threads)
     network = _network(family, model, _classes(data))
     network.load_state_dict(load_file(weights))
     network.eval()
-    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
-    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    mean, std = (torch.tensor(v).view(1, 3, 1, 1) for v in (IMAGENET_MEAN, IMAGENET_STD))
     start = time.perf_counter()
     n = 0
     with torch.inference_mode():

@@ -49,3 +49,12 @@ def test_the_gradcam_sample_defaults_to_the_library_s() -> None:
     for command in ("network", "attach"):
         assert commands()[command]._option_string_actions["--gradcam-sample"].default == SAMPLE, command
     assert NetworkOptions().gradcam_sample == SAMPLE
+
+
+def test_the_network_timing_repeats_default_to_the_library_s() -> None:
+    """``laya network --timing-repeats`` (written without importing torch) is the Grad-CAM cost timing's default."""
+    from laya.analysis.network.gradcam_choice import REPEATS
+    from laya.analysis.network.report import NetworkOptions
+
+    assert commands()["network"]._option_string_actions["--timing-repeats"].default == REPEATS
+    assert NetworkOptions().timing_repeats == REPEATS

@@ -667,6 +667,10 @@ STORED_CASES = [
     StoredCase("an unknown intervention", "report.json",
                _edit("report.json", lambda r: r | {"modes": [*r["modes"], "shuffle"]}), "report",
                "report.json: modes = ['mean', 'zero_input', 'zero', 'shuffle']: must be a list of 1 to 1024 texts"),
+    StoredCase("an intervention named twice (found by the fuzzer: Class-wise's LOO table took two columns as one)",
+               "report.json", _edit("report.json", lambda r: r | {"modes": [*r["modes"], r["modes"][0]]}), "report",
+               "report.json: modes = ['mean', 'zero_input', 'zero', 'mean']: must name each entry once ('mean' is "
+               "there twice)"),
     StoredCase("a seed of text", "report.json", _edit("report.json", _changed("checkpoint", "seed", "0")), "report",
                "report.json: checkpoint.seed = '0': must be a non-negative integer"),
     StoredCase("class counts without a class", "report.json",

@@ -92,7 +92,7 @@ def _profiles(profiles: Any) -> None:
 
 def checked_report(data: Any) -> dict[str, Any]:
     """``report.json``'s fields that the pages read, each of its kind: the lists of texts (:data:`TEXTS`: classes and
-    layers never empty, modes and reductions known ones); ``accuracy`` (``macro_f1``) and their intervals finite;
+    layers never empty, modes and reductions known ones, no name twice); ``accuracy`` (``macro_f1``) and their intervals finite;
     ``faithfulness`` per mode, reduction and method (:func:`_entry`), the ``deletion_curves`` and ``loo``
     (every mode's) intervals one per layer, ``comparisons`` of known metrics with finite differences and p-values,
     the ``profiles`` (:func:`_profiles`), per-class accuracies and counts, the class x class confusion counts, the
@@ -108,6 +108,9 @@ def checked_report(data: Any) -> dict[str, Any]:
                 or (field != "methods" and not value) or (known and not set(value) <= set(known))):  # fmt: skip
             rule = f"must be a list of 1 to {MAX_UNITS} texts" + (f" among {list(known)}" if known else "")
             raise field_error(REPORT_FILE, field, value, rule)
+        if len(set(value)) < len(value):  # a name twice: the pages' tables keyed by it would hold two columns as one
+            twice = next(v for v in value if value.count(v) > 1)
+            raise field_error(REPORT_FILE, field, value, f"must name each entry once ({twice!r} is there twice)")
     check_value(data.get("primary_method"), REPORT_FILE, "primary_method", "text")
     check_value(data["accuracy"], REPORT_FILE, "accuracy", "finite")
     check_value(data.get("macro_f1"), REPORT_FILE, "macro_f1", "finite")

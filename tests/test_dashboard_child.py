@@ -43,7 +43,9 @@ def end_group(process: subprocess.Popen) -> None:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from Linux's /proc")
 def test_the_portable_watch_ends_a_child_whose_parent_was_killed() -> None:
     """The fallback alone (no prctl): a parent ended by SIGKILL; its child, which watches it, ends within a second."""
-    child = LOAD + "import os; print(os.getpid(), flush=True); guard.watch(os.getppid(), poll=0.05, grace=2)"
+    # the parent's pid is read before the child says it is ready: read after, a parent killed in between would be
+    # the init process the child was handed to, and the watch would wait on that one (a race seen under load)
+    child = LOAD + "import os; p = os.getppid(); print(os.getpid(), flush=True); guard.watch(p, poll=0.05, grace=2)"
     parent_code = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
     parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True,
                               start_new_session=True)  # fmt: skip

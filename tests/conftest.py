@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,37 @@ torch.set_num_threads(1)
 if os.environ.get("PYTEST_XDIST_WORKER"):  # n workers on n cores: their subprocesses (attach, torchrun) one thread each
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 CLASSES = ("blue", "green", "red")
+DURATIONS = Path(__file__).with_name("durations.json")  # seconds per test file, written by --store-durations
+SECONDS: Counter[str] = Counter()  # this run's, per test file (under xdist the controller sees every worker's)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"write this run's seconds per test file to {DURATIONS.name} (make test-durations)")  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest test files first, by their seconds in :data:`DURATIONS` (new files last): ``make test`` hands
+    files to its two workers in this order (``--no-loadscope-reorder``), so that no long file starts last and
+    leaves one worker running it alone (the longest-first rule of scheduling)."""
+    if not DURATIONS.is_file():
+        return
+    seconds = json.loads(DURATIONS.read_text())
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))  # stable: a file keeps its order
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    SECONDS[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """``--store-durations``: this run's files replace their entries; the others' stay unless the file is gone."""
+    if session.config.getoption("store_durations") and not os.environ.get("PYTEST_XDIST_WORKER"):
+        root = Path(session.config.rootpath)
+        stored = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+        merged = {name: s for name, s in stored.items() if (root / name).is_file()} | dict(SECONDS)
+        ranked = sorted(merged.items(), key=lambda item: -item[1])
+        DURATIONS.write_text(json.dumps({name: round(s, 1) for name, s in ranked}, indent=0) + "\n")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -27,10 +27,10 @@ VARYING = {"timing", "seconds", "train_seconds", "command", "setting_command", "
 # 300 training images: the feature pass takes 2 batches of 256; a lens sample of 150: 2 batches of 128; 24 test
 # inputs of the network report: 2 batches of 16 (each process owns one); the evaluation's 30 in 1 batch of 500
 # (process 1 owns none)
-LENS = ["--lens-sample", "150", "--lens-epochs", "2", "--resamples", "50", "--gradcam-sample", "6"]
+LENS = ["--lens-sample", "90", "--lens-epochs", "2", "--resamples", "50", "--gradcam-sample", "3"]
 ATTACH = ["--family", "torchvision", "--model", "resnet18", "--image-size", "32", "--heads", "laya",
           "--depth-heads", "own", "--max-epochs", "1", "--patience", "1", "--ig-steps", "2", "--train-limit", "48",
-          "--random-orders", "1", "--timing-batch", "4", "--timing-repeats", "1", "--network-limit", "24", "--setting",
+          "--random-orders", "1", "--timing-batch", "4", "--timing-repeats", "1", "--network-limit", "12", "--setting",
           "s", *LENS]  # fmt: skip
 
 
@@ -87,7 +87,7 @@ def _assert_same_files(one: Path, two: Path, names: list[str]) -> None:
             assert not _differences(json.loads((one / name).read_text()), json.loads((two / name).read_text())), name
 
 
-@pytest.mark.slow  # about a minute and a half on 2 idle cores (three runs of a ResNet-18 at 32 px), minutes loaded
+@pytest.mark.slow  # about 50 s on 2 idle cores (three runs of a ResNet-18 at 32 px), minutes loaded
 def test_torchrun_attach_and_network_equal_one_process(tmp_path):
     import torchvision
 
@@ -109,7 +109,7 @@ def test_torchrun_attach_and_network_equal_one_process(tmp_path):
 
     # the network report of the same options again, by `laya network` in 2 processes (its lens fitted anew: none is
     # beside --out): the one-process report attach wrote
-    network = ["network", "--checkpoint", str(one / "own"), "--limit", "24", "--references", str(RESAMPLES),
+    network = ["network", "--checkpoint", str(one / "own"), "--limit", "12", "--references", str(RESAMPLES),
                "--ig-steps", str(IG_STEPS), "--lesion-draws", str(DRAWS), "--timing-repeats", "1", *LENS]  # fmt: skip
     printed = _run(tmp_path, 2, "cache-two", *network, "--out", str(tmp_path / "network")).stdout
     assert printed.count("Lesion study") == 1

@@ -6,7 +6,7 @@ beside the logit lens and the best constant distribution. The lens itself, its s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
@@ -47,10 +47,12 @@ def held_out_split(n: int, share: float, seed: int, labels: Tensor | None = None
 
 def fit_tuned_lens(
     model: nn.Module, inputs: Tensor, units: Sequence[str], labels: Tensor | None = None,
-    config: TunedLensConfig | None = None, command: str = "",
+    config: TunedLensConfig | None = None, command: str = "", preprocess: Callable[[Tensor], Tensor] | None = None,
 ) -> TunedLens:  # fmt: skip
-    """Fit a :class:`TunedLens` on training ``inputs (N, C, H, W)`` (preprocessed; ``labels (N,)``, where given,
-    make the sample of ``config.sample`` and its held-out part class-balanced, both drawn with ``config.seed``):
+    """Fit a :class:`TunedLens` on training ``inputs (N, C, H, W)`` (preprocessed, or the images ``preprocess``
+    makes the network's inputs of, one batch at a time, so that only the pooled units of the sample are ever held
+    whole; ``labels (N,)``, where given, make the sample of ``config.sample`` and its held-out part
+    class-balanced, both drawn with ``config.seed``):
     the network runs once per batch on its device, then Adam minimises ``sum_u mean_b KL(p_b || q_{b,u})`` over
     the cached pooled outputs of the training part. After every epoch each translator's mean KL on the held-out
     part is measured; a translator whose KL has not improved for ``config.patience`` epochs stops (the translators
@@ -69,7 +71,7 @@ def fit_tuned_lens(
         chosen = chosen.sort().values
     train, held = held_out_split(len(chosen), shape.held_out, shape.seed, None if labels is None else labels[chosen])
     device = next(network.parameters()).device
-    sample, batches = inputs[chosen], batch_indices(len(chosen), shape.batch_size)
+    batches = batch_indices(len(chosen), shape.batch_size)
     shard = Shard.of(batches)  # under torchrun: this process's batches, gathered back in order below
     pooled, log_p = [], []  # per batch: U tensors (b, d_u); (b, K)
     from tqdm.auto import tqdm
@@ -77,7 +79,9 @@ def fit_tuned_lens(
     with torch.no_grad():
         for b in tqdm(shard.run, desc="tuned lens: the units on its sample", unit="batch", leave=False,
                       disable=shard.rank != 0):  # fmt: skip
-            vectors, logits = pooled_units(network, readout, sample[batches[b]].to(device), units)
+            x = inputs[chosen[batches[b]]]
+            vectors, logits = pooled_units(network, readout, (x if preprocess is None else preprocess(x)).to(device),
+                                           units)  # fmt: skip
             pooled.append(vectors)
             log_p.append(torch.log_softmax(logits.float(), -1))
     rows = [shard.gather(unit) for unit in zip(*pooled)]  # U tensors (N, d_u)

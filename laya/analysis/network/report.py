@@ -153,11 +153,11 @@ def fitted_lens(checkpoint: Checkpoint, train: Images, options: NetworkOptions, 
     (:func:`~laya.analysis.network.lens_fit.fit_tuned_lens`)."""
     backbone = checkpoint.model.backbone
     index = sample_indices(train.labels, options.lens_sample, options.seed)
-    inputs = _preprocessed(checkpoint, train, index)
+    images = torch.cat(list(train.iter_batches(index[b] for b in batch_indices(len(index), 256))))  # uint8, not float
     config = TunedLensConfig([], [], 1, 1, sample=len(index), epochs=options.lens_epochs, lr=options.lens_lr,
                              patience=options.lens_patience, seed=options.seed)  # fmt: skip
     units = [u.name for u in network_units(backbone)]
-    return fit_tuned_lens(backbone, inputs, units, train.labels[index], config, command)
+    return fit_tuned_lens(backbone, images, units, train.labels[index], config, command, checkpoint.preprocess)
 
 
 def _lens_for(checkpoint: Checkpoint, units: Sequence[Unit], lens: TunedLens | None) -> TunedLens:

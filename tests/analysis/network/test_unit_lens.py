@@ -306,3 +306,17 @@ def test_on_the_bundled_network_twice_the_cap_lowers_held_out_kl_by_under_2_perc
     for unit, at_cap, at_twice in zip(units, fits[0]["kl"], fits[1]["kl"]):
         assert at_twice >= 0.98 * at_cap, unit
     assert fits[0]["kl"][0] < fits[0]["constant_kl"]  # even the first unit reads more than no input at all
+
+
+def test_a_fit_on_images_preprocessed_batch_by_batch_is_the_fit_on_their_preprocessed_whole(cnn):
+    """``preprocess``: the sample is held as its images and each batch preprocessed when it runs (at 224 px a whole
+    float sample was gigabytes); the lens is the same tensor for tensor."""
+    x, y = images(96, 5)
+    raw = ((x - x.min()) / (x.max() - x.min()) * 255).round().to(torch.uint8)
+    preprocess = lambda batch: (batch.float() / 255 - 0.5) / 0.25  # noqa: E731
+    config = TunedLensConfig([], [], 1, 1, sample=64, epochs=2, batch_size=16)
+    whole = fit_tuned_lens(cnn, preprocess(raw), CNN_UNITS, y, config)
+    batched = fit_tuned_lens(cnn, raw, CNN_UNITS, y, config, preprocess=preprocess)
+    assert whole.state_dict().keys() == batched.state_dict().keys()
+    assert all(torch.equal(whole.state_dict()[k], batched.state_dict()[k]) for k in whole.state_dict())
+    assert whole.config.fit == batched.config.fit

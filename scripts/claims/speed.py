@@ -232,15 +232,18 @@ def _view(row: dict) -> str:
 def _goal_rows(arg: str) -> list[tuple[str, bool, str]]:
     """``(goal, met, measured)`` for the network views: the profile, the lens view and Grad-CAM, on every network."""
     rows = [r for run in _network_runs(arg) for r in run["rows"] if r["budget"] is not None]
+    goal = {"skip": "each input's skip profile over all units (references recorded once per checkpoint) ≤ {budget:g}× "
+                    "the wall time of U + 1 batch-1 forwards",
+            "resample": "each input's resample profile over all units (K = {K}; references recorded once per "
+                        "checkpoint) ≤ {budget:g}× its own suffix work, K rows run from each unit on",
+            "lens": "the network lens view ≤ {budget:g}× a forward",
+            "gradcam": "all-unit Grad-CAM ≤ {budget:g}× a forward"}  # fmt: skip
+    of = lambda r: r["view"] if r["kind"] == "profile" else r["kind"]  # noqa: E731  (a profile's goal: its method's)
     out = []
-    for kind in dict.fromkeys(r["kind"] for r in rows):
-        group = [r for r in rows if r["kind"] == kind]
+    for kind in dict.fromkeys(map(of, rows)):
+        group = [r for r in rows if of(r) == kind]
         budget = max(r["budget"] for r in group)
-        what = {"profile": "each input's profile over all units (skip, resample K = {K}; references recorded once "
-                           "per checkpoint) ≤ {budget:g}× the wall time of U + 1 batch-1 forwards",
-                "lens": "the network lens view ≤ {budget:g}× a forward",
-                "gradcam": "all-unit Grad-CAM ≤ {budget:g}× a forward"}[kind].format(K=group[0].get("references"),
-                                                                                    budget=budget)  # fmt: skip
+        what = goal[kind].format(K=group[0].get("references"), budget=budget)
         over = [f"{r['network']} at {r['size']} px {r['view']} {r['ratio']:.2f}×" for r in group if not _within(r)]
         out.append((what, not over, f"over it: {', '.join(over)}" if over else
                     f"at most {max(r['ratio'] for r in group):.2f}×"))  # fmt: skip

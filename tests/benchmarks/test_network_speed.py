@@ -94,3 +94,22 @@ def test_captum_refuses_units_in_sequence_and_the_benchmark_falls_back_to_one_ca
     assert outcome["timed"] == "one call per unit" and outcome["steps"] == network_lens_speed.STEPS
     attributions = call()
     assert [a.shape for a in attributions] == [(1, 4, 8, 8), (1, 4, 8, 8)]
+
+
+def test_resample_s_baseline_runs_k_rows_from_each_unit_on_and_its_prefix_alone():
+    """``suffix_passes``: per unit, the modules after it see ``K`` rows and those up to it one; stopped, none after."""
+    from laya.analysis.network.units import Unit
+    from laya.analysis.patching import Block
+
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.Linear(4, 3))
+    seen: list[tuple[str, int]] = []
+    for name, module in net.named_children():
+        module.register_forward_hook(lambda m, args, out, name=name: seen.append((name, out.shape[0])))
+    units = [Unit(name=n, stage="s", layer=0, block=Block(net.get_submodule(n), None)) for n in ("0", "2")]
+    x = torch.randn(1, 4)
+    unit_profile_speed.suffix_passes(net, x, units, rows=5)
+    assert seen == [("0", 1), ("1", 5), ("2", 5), ("3", 5), ("0", 1), ("1", 1), ("2", 1), ("3", 5)]
+    seen.clear()
+    unit_profile_speed.suffix_passes(net, x, units, rows=5, stop=True)
+    assert seen == [("0", 1), ("0", 1), ("1", 1), ("2", 1)]
+    assert all(len(m._forward_hooks) == 1 for m in net)  # the passes' own hooks are gone

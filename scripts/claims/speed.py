@@ -255,16 +255,16 @@ def network_speed(arg: str) -> str:
     per view and network, the ratio to its baseline measured in one run, the budget and whether it is met; Captum's
     layer IG beside them, and what Captum said where it refused every unit in one call."""
     runs = _network_runs(arg)
-    m = runs[0]["machine"]
-    lines = [f"On {m['cpus']} CPUs ({m['cpu']}, device {m['device']}, torch {m['torch']}); each ratio's two sides "
-             "timed in one run, in alternating calls, the fastest of each:", ""]  # fmt: skip
+    lines = ["Each ratio's two sides timed in one run, in alternating calls, the fastest of each:", ""]
     for run in runs:
+        m = run["machine"]
         captum = (f" (Captum's calls: of {run['captum_rounds']}, with {run['captum_forward_repeats']} forwards between "
                   "each)" if "captum_rounds" in run else "")  # fmt: skip
         changes = " with uncommitted changes" if run["uncommitted_changes"] else ""
-        lines.append(f"* `{run['command']}`: {run['date']}, commit {run['commit']}{changes}, {run['threads']} torch "
-                     f"thread, fastest of {run['rounds']}{captum}, load average {run['load_average']['start'][0]:.1f} "
-                     f"→ {run['load_average']['end'][0]:.1f}")  # fmt: skip
+        lines.append(f"* `{run['command']}`: {run['date']}, commit {run['commit']}{changes}, on {m['cpus']} CPUs "
+                     f"({m['cpu']}, device {m['device']}, torch {m['torch']}), {run['threads']} torch thread, fastest "
+                     f"of {run['rounds']}{captum}, load average {run['load_average']['start'][0]:.1f} → "
+                     f"{run['load_average']['end'][0]:.1f}")  # fmt: skip
     lines += ["", "| view | network | time | baseline | ratio | budget | verdict |", "|---|---|---|---|---|---|---|"]
     for row in (r for run in runs for r in run["rows"]):
         network = f"{row['network']}, {row['size']} px, {row['units']} units"

@@ -4,8 +4,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
-# a process that may not write bytecode compiles laya again on every start: the suite starts hundreds
+# Installs skip compiling every module of every package (--no-compile: a minute of torch and transformers on 2 cores);
+# a module is compiled once, when first imported. So make's commands may write bytecode, whatever the environment says:
+# a process that may not compiles again on every start, and the suite starts hundreds.
 unexport PYTHONDONTWRITEBYTECODE
+PIP := $(PY) -m pip install --quiet --no-compile
 # pytest-xdist workers of `make test`, a test file's tests in one (0: one process, no workers)
 TEST_WORKERS ?= 2
 
@@ -13,16 +16,16 @@ TEST_WORKERS ?= 2
 
 $(VENV)/.runtime: requirements.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PIP) --upgrade pip
+	$(PIP) -r requirements.txt
 	touch $@
 
 $(VENV)/.docs: $(VENV)/.runtime requirements-docs.txt
-	$(PY) -m pip install --quiet -r requirements-docs.txt
+	$(PIP) -r requirements-docs.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.docs requirements-dev.txt  # the tests build the docs site too
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PIP) -r requirements-dev.txt
 	touch $@
 
 dashboard: $(VENV)/.runtime  ## install and start the dashboard on the bundled checkpoints in models/

@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 
 from laya.analysis.network.gradcam import resized, unit_gradcam
-from laya.analysis.network.recording import as_network, logits_of
+from laya.analysis.network.recording import as_network, logits_of, pass_rows
 from laya.analysis.pixel_faithfulness import ROWS, deletion_auc, insertion_auc, road, to_frame
 from laya.analysis.sample import sample_indices
 from laya.analysis.statistics import holm, holm_verdict, mean_intervals, paired_mean_differences
@@ -188,8 +188,10 @@ def gradcam_choice(
     frames = images.to(device).float() / 255.0  # (N, C, S, S) in [0, 1]: the pixels perturbed
     N, S = len(frames), frames.shape[-1]
 
-    def score(x: Tensor) -> Tensor:  # the perturbed images, ROWS at a time (pixel_faithfulness)
-        return torch.cat([logits_of(network(preprocess(x[i : i + ROWS] * 255.0))) for i in range(0, len(x), ROWS)])
+    rows = pass_rows(network, preprocess(images[:1]), ROWS)  # fewer at large sizes, so the activations fit
+
+    def score(x: Tensor) -> Tensor:  # the perturbed images, ``rows`` at a time (pixel_faithfulness)
+        return torch.cat([logits_of(network(preprocess(x[i : i + rows] * 255.0))) for i in range(0, len(x), rows)])
 
     parts, targets, grids, size = [], [], [], None
     for i in range(0, N, batch_size):

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from laya.analysis.depth.readouts import class_groups
 from laya.analysis.head.ablation import float64_head
 from laya.analysis.network.interventions import Branch, References, UnitProfile, intervene
+from laya.analysis.network.recording import pass_rows
 from laya.analysis.network.units import Streams, Unit
 from laya.analysis.patching import on_input
 from laya.analysis.statistics import bootstrap_ci, mean_intervals, paired_bootstrap, paired_mean_differences
@@ -42,7 +43,7 @@ from laya.model.classifier import LayerwiseClassifier
 from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
 
 DRAWS = 5  # random sets per k
-ROWS = 512  # rows (inputs x settings) per pass of the k-curve
+ROWS = 512  # rows (inputs x settings) per pass of the k-curve, at most (fewer where they would not fit: pass_rows)
 SINGLE_COLUMNS = ("intervention", "unit", "method", "accuracy", "low", "high", "drop", "drop_low", "drop_high",
                   "p_value")  # fmt: skip
 CURVE_COLUMNS = ("k", "draws", "mean", "sd", "min", "max")
@@ -94,10 +95,12 @@ def skipped_predictions(
 ) -> Tensor:
     """``(M, B)`` the class predicted for each input of ``x`` ``(B, C, H, W)`` (preprocessed) with, in setting
     ``m``, every unit ``u`` where ``masks[m, u]`` skipped at once: its output replaced by its stream, or by its input
-    where it has no shortcut (module docstring); passes of about ``rows`` rows (whole settings of ``B``). Raises
-    ``ValueError`` for a mask of another width, or one that skips a unit that cannot be skipped in this pass."""
+    where it has no shortcut (module docstring); passes of about ``rows`` rows, fewer where their activations would
+    not fit (:func:`~laya.analysis.network.recording.pass_rows`), whole settings of ``B``. Raises ``ValueError`` for
+    a mask of another width, or one that skips a unit that cannot be skipped in this pass."""
     if masks.ndim != 2 or masks.shape[1] != len(units):
         raise ValueError(f"masks must be (M, {len(units)}), one column per unit; got {tuple(masks.shape)}")
+    rows = pass_rows(model.backbone, x, rows)
     return torch.cat([_skipped(model, x, units, m) for m in masks.split(max(1, rows // max(1, len(x))))])
 
 

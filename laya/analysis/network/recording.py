@@ -11,6 +11,10 @@ sharing one model never see each other's outputs, and nothing is kept on the mod
 A unit's output is a feature map ``(B, C, h, w)`` or tokens ``(B, N, D)`` whose first ``P`` are prefix tokens
 (CLS, distillation, registers) and the rest a ``h x w`` grid of patches; :func:`spatial` lays both out as maps,
 as pytorch-grad-cam's ``reshape_transform`` does for ViTs.
+
+A pass of many rows (the lesion study's settings, the Grad-CAM test's perturbed images) is sized by memory, not by
+a count alone: :func:`pass_rows` caps its rows so that the largest activation of the pass stays within
+:data:`PASS_BYTES`, measured on one row (at 224 px a ResNet's stem returns 3.2 MB a row; 512 rows held gigabytes).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from torch import Tensor, nn
 from laya.model.backbones import Backbone, TimmBackbone, TorchvisionBackbone, TransformersBackbone, WrappedBackbone
 from laya.model.backbones.pre_logits import classifier_linears, join, logits_of
 from laya.model.hooks import Hooks, layer_tensor
+
+PASS_BYTES = 2**28  # the largest activation of one batched pass, at most (256 MB)
 
 
 @dataclass
@@ -88,6 +94,25 @@ def run_units(network: nn.Module, x: Tensor, units: Sequence[str], classifier: S
                          f"not so for {twice or 'the classifier'}")  # fmt: skip
     return UnitRun([store[0] for store in seen], join([store[0] for store in read]), logits,
                    [store[0] for store in given])  # fmt: skip
+
+
+@torch.inference_mode()
+def pass_rows(network: nn.Module, x: Tensor, rows: int, budget: int = PASS_BYTES) -> int:
+    """At most ``rows`` rows a pass of ``network`` may take (at least 1) so that no module returns more than
+    ``budget`` bytes: one forward of ``x[:1]`` measures the largest tensor a module returns for one row."""
+    largest = 0
+
+    def measure(module: nn.Module, args: tuple, out: Any) -> None:
+        nonlocal largest
+        value = layer_tensor(out)
+        if isinstance(value, Tensor):
+            largest = max(largest, value.numel() * value.element_size())
+
+    with Hooks() as hooks:
+        for module in network.modules():
+            hooks.after(module, measure)
+        network(x[:1])
+    return max(1, min(rows, budget // max(1, largest)))
 
 
 def prefix_tokens(network: nn.Module, tokens: int) -> int:

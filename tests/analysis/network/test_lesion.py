@@ -197,3 +197,23 @@ def test_a_plain_networks_blocks_are_deleted_by_passing_their_input_on() -> None
     assert study.intact[0] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="changes the shape without a shortcut"):
         skipped_predictions(model, x, units, torch.tensor([[True, False, False]]))
+
+
+def test_a_pass_too_large_for_memory_is_split_and_gives_the_same_curve(setup, monkeypatch) -> None:
+    """Rows per pass are capped by the largest activation of one row (``pass_rows``), never by a count alone: a
+    budget of one row's activations gives passes of one setting each (here ``len(x)`` rows) and the same classes."""
+    import laya.analysis.network.lesion as lesion
+    from laya.analysis.network.recording import pass_rows
+
+    model, x, labels, units = setup
+    masks, _ = lesion_masks([u.residual for u in units], draws=4, seed=1)
+    whole = skipped_predictions(model, x, units, masks)
+    row = x[:1].numel() * x.element_size()  # its largest activation: every module keeps the input's shape
+    assert pass_rows(model.backbone, x, 512, budget=10**9) == 512 and pass_rows(model.backbone, x, 512, budget=1) == 1
+    assert pass_rows(model.backbone, x, 512, budget=3 * row) == 3
+    sizes: list[int] = []
+    original = lesion._skipped
+    monkeypatch.setattr(lesion, "_skipped", lambda m, x_, u, part: sizes.append(len(part)) or original(m, x_, u, part))
+    monkeypatch.setattr(lesion, "pass_rows", lambda network, x_, rows: pass_rows(network, x_, rows, budget=row))
+    assert torch.equal(skipped_predictions(model, x, units, masks), whole)
+    assert sizes == [1] * len(masks)  # a budget of one row: one setting (len(x) rows, at least one) per pass

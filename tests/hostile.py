@@ -424,6 +424,8 @@ REPORT_CASES = [
     FileCase("report linked out", "network.json", _linked_out("network.json"), "links outside"),
     FileCase("a list for the lesion", "network.json", _edit("network.json", _with(lesion=[])), "lesion = []"),
     FileCase("NaN inputs in the lesion", "network.json", _edit("network.json", _lesion(n=math.nan)), "lesion.n"),
+    FileCase("a null intact accuracy (found by the fuzzer: the lesion chart's line at it raised a TypeError)",
+             "network.json", _edit("network.json", _lesion(intact=[None, 0.5, 0.7])), "lesion.intact = [None, 0.5"),
     FileCase("a lesion row of another unit", "network.json",
              _edit("network.json", _lesion(single=lambda l: [l["single"][0] | {"unit": "nowhere"}])),
              "lesion.single = ['nowhere']"),

@@ -4,6 +4,7 @@ with an :class:`~laya.model.attached_files.AttachedFileError` that names it."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -104,8 +105,10 @@ def lesion_record(lesion: Any, units: list[str], classes: list[str] | None = Non
     if type(lesion["n"]) is not int or lesion["n"] < 0:
         raise field_error(REPORT_JSON, "lesion.n", lesion["n"], "must be a non-negative integer")
     intact = lesion["intact"]
-    if not isinstance(intact, list) or len(intact) != 3 or not all(map(_number, intact)):
-        raise field_error(REPORT_JSON, "lesion.intact", intact, "must be three numbers (estimate, low, high)")
+    if not isinstance(intact, list) or len(intact) != 3 or not all(_number(v) and v is not None and math.isfinite(v)
+                                                                    for v in intact):  # fmt: skip
+        raise field_error(REPORT_JSON, "lesion.intact", intact, "must be three finite numbers (estimate, low, high): "
+                                                                "the intact network's accuracy is never missing")  # fmt: skip
     single = _records(lesion["single"], "lesion.single", SINGLE_COLUMNS, 3, 0)
     if not set(single["intervention"]) <= set(LESIONS):
         raise field_error(REPORT_JSON, "lesion.single", sorted(set(single["intervention"]) - set(LESIONS)),

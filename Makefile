@@ -11,6 +11,8 @@ unexport PYTHONDONTWRITEBYTECODE
 PIP := $(PY) -m pip install --quiet --no-compile
 # pytest-xdist workers of `make test`, a test file's tests in one (0: one process, no workers)
 TEST_WORKERS ?= 2
+# a test file's tests in one worker, the files handed out longest first (tests/durations.json)
+XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: dashboard test test-suite test-durations test-fast docs system-deps benchmarks screenshots clean
 
@@ -42,11 +44,11 @@ test:  ## install everything and run the whole test suite (its 30 slowest tests,
 	echo "make test: $$(( $$(date +%s) - start )) s (installs included)"; exit $$status
 
 test-suite: $(VENV)/.dev system-deps  ## what `make test` times: the installs, then the whole suite (its duration last)
-	@start=$$(date +%s); status=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 || status=$$?; \
+	@start=$$(date +%s); status=0; $(PY) -m pytest $(XDIST) --durations=30 || status=$$?; \
 	echo "pytest: $$(( $$(date +%s) - start )) s"; exit $$status
 
 test-durations: $(VENV)/.dev system-deps  ## the whole suite, writing its seconds per test file to tests/durations.json (the order make test hands files out in)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --store-durations
+	$(PY) -m pytest $(XDIST) --store-durations
 
 test-fast: $(VENV)/.dev  ## unit tests only (no browser, no real datasets, no install, no tutorial run)
 	$(PY) -m pytest -m "not e2e and not data and not install and not slow"

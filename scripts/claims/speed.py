@@ -95,7 +95,7 @@ def bootstrap_overhead(arg: str) -> str:
     share = 100 * boot / rest
     return (f"The bootstrap CIs of every report figure and all paired bootstraps take {boot:.1f} s against {rest:.1f} s "
             f"for the rest of the evaluation, +{share:.1f} % (budget ≤ {budget:g} %: "
-            f"{'met' if share <= budget else 'not met'}).\n")  # fmt: skip
+            f"{_met_word(share <= budget)}).\n")  # fmt: skip
 
 
 def cold_start(arg: str) -> str:
@@ -124,7 +124,7 @@ def cold_open(arg: str) -> str:
     for case in cases:
         rounds = ", ".join(f"{r['wall_s']:.1f}" for r in run["runs"][case])
         lines.append(f"| {case} | {median[case]:.1f} | {rounds} |")
-    verdict = "met" if run["ratio"] <= run["goal"] else "not met"
+    verdict = _met_word(run["ratio"] <= run["goal"])
     lines += ["", f"The own head: {run['ratio']:.2f}× the LAYA head's wall time (goal ≤ {run['goal']:g}×: "
                   f"**{verdict}**); drawing its references from the training split instead: "
                   f"{median[cases[2]] / median[cases[1]]:.2f}× the stored references' time."]  # fmt: skip
@@ -270,7 +270,7 @@ def network_speed(arg: str) -> str:
         network = f"{row['network']}, {row['size']} px, {row['units']} units"
         baseline = f"{row['baseline']}, {_ms(row['baseline_ms'])}"
         budget = "–" if row["budget"] is None else f"≤ {row['budget']:g}×"
-        verdict = "–" if row["budget"] is None else "met" if _within(row) else "not met"
+        verdict = "–" if row["budget"] is None else _met_word(_within(row))
         if row["kind"] == "captum" and row["all_in_one_call"]["refused"]:
             error = row["all_in_one_call"]["refused"].split(". ")[0].rstrip(".")
             lines.append(f"| Captum `LayerIntegratedGradients` ({row['steps']} steps), every unit in one call "
@@ -286,7 +286,7 @@ def network_speed(arg: str) -> str:
 
 
 def speed_goals(arg: str) -> str:
-    return "\n".join(f"* {goal}: **{'met' if met else 'not met'}** ({measured})" for goal, met, measured in _goals(arg)) + "\n"
+    return "\n".join(f"* {goal}: **{_met_word(met)}** ({measured})" for goal, met, measured in _goals(arg)) + "\n"
 
 
 def speed_summary(arg: str) -> str:

@@ -141,10 +141,14 @@ class NetworkOptions:
         return cls(**data)
 
 
-def _preprocessed(checkpoint: Checkpoint, data: Images, index: Tensor, batch_size: int = 256) -> Tensor:
+def _read(data: Images, index: Tensor, batch_size: int = 256) -> Iterator[Tensor]:
+    """The images ``index`` of ``data``, ``uint8`` batches of ``batch_size`` in order (a streamed split read so)."""
+    return data.iter_batches(index[b] for b in batch_indices(len(index), batch_size))
+
+
+def _preprocessed(checkpoint: Checkpoint, data: Images, index: Tensor) -> Tensor:
     """``float (len(index), C, H, W)`` preprocessed on the CPU, read in batches."""
-    batches = data.iter_batches([index[i : i + batch_size] for i in range(0, len(index), batch_size)])
-    return torch.cat([checkpoint.preprocess(b).cpu() for b in batches])
+    return torch.cat([checkpoint.preprocess(b).cpu() for b in _read(data, index)])
 
 
 def fitted_lens(checkpoint: Checkpoint, train: Images, options: NetworkOptions, command: str = "") -> TunedLens:
@@ -153,7 +157,7 @@ def fitted_lens(checkpoint: Checkpoint, train: Images, options: NetworkOptions, 
     (:func:`~laya.analysis.network.lens_fit.fit_tuned_lens`)."""
     backbone = checkpoint.model.backbone
     index = sample_indices(train.labels, options.lens_sample, options.seed)
-    images = torch.cat(list(train.iter_batches(index[b] for b in batch_indices(len(index), 256))))  # uint8, not float
+    images = torch.cat(list(_read(train, index)))  # uint8: preprocessed batch by batch in the fit
     config = TunedLensConfig([], [], 1, 1, sample=len(index), epochs=options.lens_epochs, lr=options.lens_lr,
                              patience=options.lens_patience, seed=options.seed)  # fmt: skip
     units = [u.name for u in network_units(backbone)]

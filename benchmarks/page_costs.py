@@ -158,6 +158,7 @@ SETTING_TITLES = {
     "cifar10-efficientnet-lite0": "CIFAR-10 EfficientNet-Lite0",
     "cifar10-vit": "CIFAR-10 ViT",
     "cifar10-resnet18-half": "CIFAR-10 attached ResNet-18",
+    "cifar10-resnet20": "CIFAR-10 ResNet-20",
 }
 HEAD_TITLES = {"laya": "LAYA", "scalarmix": "ScalarMix", "lastlayer": "LastLayer (IG-32)", "concat": "Concat (IG-32)"}
 

@@ -24,7 +24,8 @@ from laya.analysis.depth.measured import best_exit, saving_noise, saving_text
 from laya.analysis.statistics import holm, holm_verdict, saving_verdict
 
 NAMES = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CNN", "cifar10-vit": "ViT",
-         "cifar10-efficientnet-lite0": "EfficientNet", "cifar10-resnet18-half": "attached ResNet-18"}  # fmt: skip
+         "cifar10-efficientnet-lite0": "EfficientNet", "cifar10-resnet18-half": "attached ResNet-18",
+         "cifar10-resnet20": "ResNet-20"}  # fmt: skip
 HEADS = {"laya": "LAYA", "scalarmix": "ScalarMix", "concat": "Concat", "lastlayer": "LastLayer",
          "own": "own classifier"}  # fmt: skip
 

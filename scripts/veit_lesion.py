@@ -2,7 +2,8 @@
 
     python scripts/veit_lesion.py                          # every step of both networks, each skipped once done
     python scripts/veit_lesion.py --only plain20 --steps check
-    python scripts/veit_lesion.py --ship                   # copy the ResNet's attached setting into models/
+    python scripts/veit_lesion.py --ship                   # copy the ResNet's attached setting into models/, then
+    python scripts/bundled_predictions.py --only cifar10-resnet20   # its heads' classes on the test split, for the tests
 
 Per network of :data:`NETWORKS`, He et al.'s CIFAR family of depth 20 (:mod:`laya.model.cifar_resnets`: three stages
 of three basic blocks; the plain twin without any shortcut):
@@ -13,8 +14,8 @@ of three basic blocks; the plain twin without any shortcut):
   block skipped alone (a residual block's branch removed; a plain block deleted by passing its input on, where its
   output has its input's shape) and resampled, and ``k`` blocks skipped at once;
 * ``check``: ``docs/veit/<name>.json`` from the attached folder: the lesion study, which blocks change the shape
-  (the downsampling ones), the commands. ``scripts/claims/veit.py`` sets them beside the paper's statements on
-  ``docs/lesion-veit.md``.
+  (the downsampling ones), the Grad-CAM test, the commands. ``scripts/claims/veit.py`` sets them beside the
+  paper's statements on ``docs/lesion-veit.md``.
 
 Paths: runs under ``runs/veit/`` (gitignored); ``LAYA_DATA`` or ``../shared/data`` has the CIFAR-10 copy.
 """
@@ -117,6 +118,7 @@ def check(name: str) -> dict:
         "classes": list(checkpoint.meta.classes), "units": report.units, "residual": report.residual,
         "downsampling": shape_changes(checkpoint.model, units, probe),
         "lesion": report.lesion.to_record(),
+        "gradcam": json.loads((own / "network.json").read_text()).get("gradcam"),  # the Grad-CAM test, as stored
     }  # fmt: skip
     DOCS.mkdir(parents=True, exist_ok=True)
     (DOCS / f"{name}.json").write_text(json.dumps(out, indent=1) + "\n")

@@ -35,7 +35,7 @@ def training_time(arg: str) -> str:
     parts = []
     for path in sorted((ROOT / arg).glob("*/results.csv")):
         runs = pd.read_csv(path).drop_duplicates(["head", "seed"]).dropna(subset=["train_seconds"])  # own: not trained
-        parts.append(f"{path.parent.name} {runs['train_seconds'].sum() / 60:.0f} min over {len(runs)} runs")
+        parts.append(f"{path.parent.name} {runs['train_seconds'].sum() / 60:.0f} min over {len(runs)} run{'s' if len(runs) != 1 else ''}")
     return "Training time, the sum of `train_seconds` in each `results.csv`: " + "; ".join(parts) + ".\n"
 
 

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {"fashion-mnist-mlp": "Fashion-MNIST MLP", "cifar10-cnn": "CIFAR-10 CNN",
             "cifar10-efficientnet-lite0": "EfficientNet-Lite0", "cifar10-vit": "CIFAR-10 ViT",
-            "cifar10-resnet18-half": "attached ResNet-18"}  # fmt: skip
+            "cifar10-resnet18-half": "attached ResNet-18", "cifar10-resnet20": "ResNet-20"}  # fmt: skip
 #: heads in plotting order; an attached network's own classifier (``own``) sits where LastLayer does
 HEADS = {"laya": "LAYA", "scalarmix": "ScalarMix", "concat": "Concat", "lastlayer": "LastLayer",
          "own": "own classifier"}  # fmt: skip
@@ -335,17 +335,23 @@ def _own_networks(root: Path) -> list[dict]:
 
 
 def own_profiles(root: Path) -> Figure:
-    """Two test inputs of one predicted class, per network: the drop in p(ŷ) per unit under resample (the default),
-    and per stage under the stage mean-ablation the pages showed before (its bars differ by one constant)."""
+    """Two test inputs of one predicted class, per network: the drop in p(ŷ) per unit that keeps the input under
+    resample (the default; a unit without a shortcut named apart, as Inspect draws it apart), and per stage under the
+    stage mean-ablation the pages showed before (its bars differ by one constant)."""
     rows = _own_networks(root)
     fig, axes = plt.subplots(len(rows), 2, figsize=(11, 2.9 * len(rows)), squeeze=False)
     for (left, right), r in zip(axes, rows):
         example = r["example"]
+        keeps = [u for u, kept in enumerate(r["residual"]) if kept]  # a unit that replaces its output: apart, as on Inspect
         for k, (drops, old) in enumerate(zip(example["drops"], example["old_drops"])):
             shift = (k - 0.5) * 0.38
-            left.bar([i + shift for i in range(len(drops))], drops, width=0.38, label=f"test input {example['indices'][k]}")
+            left.bar([i + shift for i in range(len(keeps))], [drops[u] for u in keeps], width=0.38,
+                     label=f"test input {example['indices'][k]}")  # fmt: skip
             right.bar([i + shift for i in range(len(old))], old, width=0.38, label=f"test input {example['indices'][k]}")
-        left.set_xticks(range(len(r["units"])), r["units"], rotation=45, ha="right", fontsize=7)
+        left.set_xticks(range(len(keeps)), [r["units"][u] for u in keeps], rotation=45, ha="right", fontsize=7)
+        apart = [unit for unit, kept in zip(r["units"], r["residual"]) if not kept]
+        if apart:
+            left.set_xlabel(f"not drawn: {', '.join(apart)} (no shortcut: its whole output replaced)", fontsize=7)
         right.set_xticks(range(len(example["old_drops"][0])), [f"stage {i + 1}" for i in range(len(example["old_drops"][0]))],
                          fontsize=7)  # fmt: skip
         left.set_title(f"{r['title']}: resample, per unit (both predicted {example['class']})", fontsize=9)
@@ -391,6 +397,51 @@ def own_gradcam(root: Path) -> Figure:
     return fig
 
 
+def _lesioned(root: Path) -> list[dict]:
+    """The networks trained here whose check keeps a lesion study: ``docs/own-networks/*.json`` (the bundled network
+    last; the study under ``network_report``), then the Veit study's ``docs/veit/*.json``."""
+    veit = [json.loads(p.read_text()) for p in sorted((root / "docs" / "veit").glob("*.json"), reverse=True)]
+    own = [r | r["network_report"] for r in _own_networks(root) if "network_report" in r]
+    return [r for r in [*own, *veit] if r.get("lesion")]
+
+
+def lesion(root: Path) -> Figure:
+    """Per network, its lesion study: accuracy with each unit skipped alone and resampled alone (95 % bootstrap CI;
+    hatched where a unit got the resample fallback) against the intact network's, and accuracy over ``k`` units
+    skipped at once (mean and range over the draws)."""
+    import numpy as np
+
+    rows = _lesioned(root)
+    fig, axes = plt.subplots(2, len(rows), figsize=(3.6 * len(rows), 5.6), squeeze=False)
+    for (top, bottom), r in zip(axes.T, rows):
+        study, units = r["lesion"], r["units"]
+        estimate, low, high = study["intact"]
+        top.axhspan(low, high, color="#7f7f7f", alpha=0.25, lw=0)
+        top.axhline(estimate, color="#7f7f7f", ls="--", lw=1, label="intact")
+        for k, (kind, colour) in enumerate((("skip", "#d62728"), ("resample", "#1f77b4"))):
+            got = {row["unit"]: row for row in study["single"] if row["intervention"] == kind}
+            x = np.arange(len(units)) + (k - 0.5) * 0.38
+            value = np.array([got[u]["accuracy"] for u in units])
+            error = [value - [got[u]["low"] for u in units], [got[u]["high"] for u in units] - value]
+            bars = top.bar(x, value, width=0.38, color=colour, alpha=0.8, label=kind, yerr=error, capsize=2,
+                           error_kw={"lw": 0.8})  # fmt: skip
+            for bar, u in zip(bars, units):  # a unit that got another intervention (a fallback): hatched
+                bar.set_hatch(None if got[u]["method"].startswith(kind) else "///")  # "skip: its input passed on" too
+        top.set_xticks(range(len(units)), units, rotation=60, ha="right", fontsize=6)
+        top.set_ylim(0, 1.2)
+        _labelled(top, r["title"].split(" (")[0], "test accuracy", legend={"fontsize": 6, "loc": "upper center",
+                                                                            "ncol": 3})  # fmt: skip
+        top.title.set_fontsize(8)
+        curve = study["curve"]
+        ks = [c["k"] for c in curve]
+        bottom.fill_between(ks, [c["min"] for c in curve], [c["max"] for c in curve], color="#d62728", alpha=0.2, lw=0)
+        bottom.plot(ks, [c["mean"] for c in curve], marker="o", ms=3, color="#d62728")
+        bottom.set_ylim(0, 1)
+        _labelled(bottom, "k units skipped at once", "test accuracy", "k")
+        bottom.title.set_fontsize(8)
+    return fig
+
+
 FIGURES: dict[str, Callable[[Path], Figure]] = {
     "accuracy": accuracy,
     "comparisons": comparisons,
@@ -406,6 +457,7 @@ FIGURES: dict[str, Callable[[Path], Figure]] = {
     "own-profiles": own_profiles,
     "own-lens": own_lens,
     "own-gradcam": own_gradcam,
+    "lesion": lesion,
 }
 
 

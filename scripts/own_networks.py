@@ -1,4 +1,4 @@
-"""Networks trained on the CIFAR-10 copy, attached, and checked unit by unit: the run behind docs/your-classifier.md.
+"""Networks trained on the CIFAR-10 copy, attached, and checked unit by unit: the run behind docs/trained-networks.md.
 
     python scripts/own_networks.py                     # every step of every network, each skipped once done
     python scripts/own_networks.py --only resnet18 --steps check
@@ -20,7 +20,9 @@ Per network of ``NETWORKS``: ``train`` (``scripts/train_network.py``: a plain cl
   ``pytorch_grad_cam.GradCAM`` at every unit (on the module that writes the unit's output last:
   :func:`last_writers`), on a class-balanced seeded sample of test inputs;
 * **figure data**: a pair of inputs of one class, both predicted right: their profiles, lens and Grad-CAM maps;
-  the score-agreement table (``scripts/doc_figures.py`` draws them; ``scripts/prose_claims.py`` prints the tables).
+  the score-agreement table (``scripts/doc_figures.py`` draws them; ``scripts/prose_claims.py`` prints the tables);
+* **the report's lesion study and Grad-CAM test** as stored, under ``network_report`` (``scripts/claims/network.py``
+  prints them, ``scripts/doc_figures.py lesion`` draws the study).
 
 Paths: runs under ``runs/own/`` (gitignored); ``LAYA_DATA`` or ``../shared/data`` has the CIFAR-10 copy.
 """
@@ -242,6 +244,7 @@ def check(name: str) -> dict:
         "lens": {"agree": agree, "n": total, "fit": meta["lens"].get("fit")},
         "gradcam": {"max_abs_diff": cam_diff, "n": len(cam_index), "units": len(report.units)},
         "agreement": report.agreement.to_dict(orient="records"),
+        "network_report": {k: meta.get(k) for k in ("units", "residual", "lesion", "gradcam")},  # as stored
         "example": {
             "class": report.classes[top], "indices": pair.tolist(),
             "drops": report.drops[[a, b]].tolist(), "old_drops": torch.cat(old)[[a, b]].tolist(),

@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 doc_figures = pytest.importorskip("doc_figures")
 FIGURES = ROOT / "docs" / "figures"
 ANALYSIS_PAGES = ["results", "depth-analytics", "detection", "early-exit", "pruning", "where-and-depth",
-                  "spatial-maps", "spatial-maps-benchmark", "patching", "lens"]  # fmt: skip
+                  "spatial-maps", "spatial-maps-benchmark", "patching", "lens", "trained-networks", "lesion-veit"]  # fmt: skip
 
 
 def _size(path: Path) -> tuple[int, int]:

@@ -124,6 +124,42 @@ def test_the_grad_cam_choice_names_the_unit_its_rows_choose(tmp_path):
     row = "| `layer1` | 4×4 | +0.200 [+0.100, +0.300] better than random | +0.000 [-0.100, +0.100] not better "
     assert row in text
     assert "| `stem` | 4×4 |  |  |  | 0.0100 (2.0×) |" in text  # a unit without rows: empty cells, its cost
+    check = tmp_path / "check.json"  # a check file keeping the report (scripts/own_networks.py)
+    check.write_text(json.dumps({"gradcam": {"max_abs_diff": 0.0}, "network_report": json.loads(
+        (tmp_path / "network.json").read_text())}))  # fmt: skip
+    assert "use `layer1`." in network.gradcam_choice(str(check)) and row in network.gradcam_choice(str(check))
+
+
+def test_the_lesion_table_reads_each_unit_its_method_and_the_curve(tmp_path):
+    """A folder's network.json and a check file keeping the report under ``network_report`` give one table; a unit
+    that got the resample fallback says so; a changed accuracy changes its cell."""
+    from tests.hostile import _lesion
+
+    def row(kind: str, unit: str, method: str, accuracy: float) -> dict:
+        return {"intervention": kind, "unit": unit, "method": method, "accuracy": accuracy, "low": accuracy - 0.05,
+                "high": accuracy + 0.05, "drop": 0.6 - accuracy, "drop_low": 0.5 - accuracy,
+                "drop_high": 0.7 - accuracy, "p_value": 0.01}  # fmt: skip
+
+    rows = [row("skip", "stem", "resample", 0.1), row("skip", "layer1", "skip", 0.55), row("resample", "stem",
+            "resample", 0.1), row("resample", "layer1", "resample", 0.45)]  # fmt: skip
+    record = _lesion(single=rows)({"units": ["stem", "layer1", "layer2"], "residual": [False, True, True]})
+    (tmp_path / "network.json").write_text(json.dumps(record))
+    (tmp_path / "check.json").write_text(json.dumps({"title": "t", "network_report": record}))
+    text = network.lesion(str(tmp_path))
+    tables = [[line for line in t.splitlines() if line.startswith("|")]
+              for t in (text, network.lesion(str(tmp_path / "check.json")))]  # fmt: skip
+    assert tables[0] == tables[1] and len(tables[0]) == 2 + 3 + 2 + 1
+    assert "(10 test inputs; 95 % bootstrap CI" in text and "intact accuracy 0.600 [0.500, 0.700]" in text
+    assert "| `stem` | no | 0.100 [0.050, 0.150] · +0.500 [+0.400, +0.600] (resample) | 0.100 [0.050, 0.150]" in text
+    assert "| `layer1` | yes | 0.550 [0.500, 0.600] · +0.050 [-0.050, +0.150] | 0.450 [0.400, 0.500]" in text
+    assert "| `layer2` | yes |  |  |" in text  # not reached: empty cells
+    assert "| 0 | 1 | 0.600 (0.000; 0.600–0.600) |" in text
+    rows[1]["accuracy"] = 0.35
+    (tmp_path / "network.json").write_text(json.dumps(_lesion(single=rows)(record)))
+    assert "| `layer1` | yes | 0.350 [" in network.lesion(str(tmp_path))
+    del record["lesion"]
+    (tmp_path / "network.json").write_text(json.dumps(record))
+    assert "predates the lesion study" in network.lesion(str(tmp_path))
 
 
 def test_the_cold_open_block_reads_its_verdict_from_the_ratio(tmp_path, monkeypatch):

@@ -76,9 +76,15 @@ def test_each_committed_check_meets_the_issue(path: Path):
     assert record["gradcam"]["max_abs_diff"] < 1e-5
     if "shared" in record:  # checks written since units with a projection shortcut keep the input
         assert record["shared"]["pairs"] > 0 and record["shared"]["shared"] == 0
+    stored = record["network_report"]  # the report's lesion study and Grad-CAM test, as the docs quote them
+    assert stored["units"] == record["units"] and stored["lesion"]["n"] == record["sample"]
+    assert {r["unit"] for r in stored["lesion"]["single"]} == set(record["units"])
+    assert [u["unit"] for u in stored["gradcam"]["units"]] == record["units"]
 
 
 def test_the_page_blocks_are_generated_from_the_checks():
-    page = (ROOT / "docs" / "your-classifier.md").read_text()
-    for spec in ("own-networks docs/own-networks", "own-agreement resnet18", "own-agreement vit"):
+    page = (ROOT / "docs" / "trained-networks.md").read_text()
+    for spec in ("own-networks docs/own-networks", "own-agreement resnet18", "own-agreement vit",
+                 *(f"{kind} docs/own-networks/{name}.json" for kind in ("network-lesion", "gradcam-choice")
+                   for name in ("resnet18", "vit"))):  # fmt: skip
         assert f"<!-- generated: {spec} -->\n{claims.generate(spec)}<!-- /generated -->" in page, spec

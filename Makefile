@@ -64,8 +64,9 @@ benchmarks: $(VENV)/.runtime  ## speed benchmarks on the bundled models (prints 
 	$(PY) benchmarks/early_exit.py
 	$(PY) benchmarks/load_test.py --out docs/speed/load_test.json
 
-screenshots: $(VENV)/.dev  ## README screenshots of every dashboard page, from the real app
+screenshots: $(VENV)/.dev  ## README screenshots of every dashboard page, from the real app; the bundled network's own
 	$(PY) scripts/screenshots.py --models models --out docs/screenshots
+	$(PY) scripts/screenshots.py --models models --out docs/screenshots --model cifar10-resnet18-half/own --prefix own- --pages inspect depth
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache site

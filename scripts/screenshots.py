@@ -4,6 +4,11 @@ Starts ``streamlit run app.py`` on a free port with ``LAYA_MODELS`` set to ``--m
 headless Chromium (Playwright, the system ``/usr/bin/chromium`` by default) through the
 navigation, uploads an image on Inspect and Compare (the first bundled example unless ``--image``
 is given) and saves ``<out>/<page>.png``. The browser helpers are shared with the e2e test.
+
+``--model SETTING/HEAD`` opens one checkpoint by its link (``?model=``) instead of the first one, uploads its own
+first example, and names the files ``<prefix><page>.png``; ``--pages`` picks pages::
+
+    python scripts/screenshots.py --model cifar10-resnet18-half/own --prefix own- --pages inspect depth
 """
 
 from __future__ import annotations
@@ -199,18 +204,20 @@ def full_screenshot(page: Page, path: Path) -> None:
     page.set_viewport_size(size)
 
 
-def screenshot_pages(url: str, out: Path, image: Path | None) -> list[Path]:
-    """Visit every page, upload ``image`` on Inspect and Compare, save one full-page PNG per page."""
+def screenshot_pages(url: str, out: Path, image: Path | None, pages: list[str] | None = None,
+                     prefix: str = "") -> list[Path]:  # fmt: skip
+    """Visit ``pages`` (default every page), upload ``image`` on Inspect and Compare, save one full-page PNG per
+    page as ``<out>/<prefix><page>.png``."""
     out.mkdir(parents=True, exist_ok=True)
     saved = []
     with browser_page() as page:
         open_app(page, url)
-        for name in PAGES:
+        for name in pages or PAGES:
             open_page(page, name)
             if image and name in ("inspect", "compare"):
                 upload_image(page, image)
             wait_for_content(page, name)
-            saved.append(out / f"{name}.png")
+            saved.append(out / f"{prefix}{name}.png")
             full_screenshot(page, saved[-1])
     return saved
 
@@ -222,6 +229,9 @@ def main() -> int:
     parser.add_argument(
         "--image", type=Path, help="image to upload on Inspect and Compare (default: the bundled example)"
     )
+    parser.add_argument("--model", help="SETTING/HEAD under --models, opened by its link (default: the first one)")
+    parser.add_argument("--pages", nargs="+", choices=list(PAGES), help="pages to visit (default: every page)")
+    parser.add_argument("--prefix", default="", help="file name prefix (own- gives own-inspect.png)")
     parser.add_argument("--port", type=int)
     args = parser.parse_args()
     if not Path(CHROMIUM).is_file():
@@ -233,11 +243,19 @@ def main() -> int:
     if not entries:
         print(f"error: no readable checkpoints under {args.models}", file=sys.stderr)
         return 2
-    image = args.image or next(iter(example_images(entries[0].path)), None)
+    chosen = entries[0]
+    if args.model:
+        named = [e for e in entries if e.path.resolve() == (args.models / args.model).resolve()]
+        if not named:
+            print(f"error: no readable checkpoint {args.model} under {args.models}", file=sys.stderr)
+            return 2
+        chosen = named[0]
+    image = args.image or next(iter(example_images(chosen.path)), None)
     log = Path(tempfile.gettempdir()) / "laya-screenshots-streamlit.log"
     print(f"dashboard log: {log}")
     with serve(args.models, args.port, log=log) as url:
-        for path in screenshot_pages(url, args.out, image):
+        link = f"{url}/?model={args.model}" if args.model else url
+        for path in screenshot_pages(link, args.out, image, args.pages, args.prefix):
             print(path)
     return 0
 

@@ -182,7 +182,8 @@ def gradcam_choice(
     """Every unit's Grad-CAM of the predicted class against random (module docstring) on ``images`` ``uint8 (N, C,
     S, S)``; ``model`` the network (or an attached backbone, :func:`~laya.analysis.network.recording.as_network`),
     ``preprocess`` its input transform (uint8 or float 0..255 images to its input), ``seed`` the random maps' and the
-    bootstrap's, ``batch_size`` images per Grad-CAM pass (the perturbed images are scored :data:`ROWS` at a time)."""
+    bootstrap's, ``batch_size`` images per Grad-CAM pass (the perturbed images are scored :data:`ROWS` at a time, fewer
+    where their activations would not fit: :func:`~laya.analysis.network.recording.pass_rows`)."""
     network = as_network(model)
     device = model_device(network)
     frames = images.to(device).float() / 255.0  # (N, C, S, S) in [0, 1]: the pixels perturbed

@@ -4,7 +4,6 @@ with an :class:`~laya.model.attached_files.AttachedFileError` that names it."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd
@@ -13,7 +12,7 @@ from laya.analysis.network.gradcam_choice import METRICS, ROW_COLUMNS, UNIT_COLU
 from laya.analysis.network.lens_record import check_fit
 from laya.analysis.network.lesion import CLASS_COLUMNS, CURVE_COLUMNS, INTACT, SINGLE_COLUMNS, LesionStudy
 from laya.analysis.network.scores import AGREEMENT_COLUMNS, TRUST_COLUMNS
-from laya.model.attached_files import MAX_UNITS, AttachedFileError, field_error
+from laya.model.attached_files import KINDS, MAX_UNITS, AttachedFileError, field_error
 
 REPORT_JSON = "network.json"
 LENS_COLUMNS = ("unit", "kl", "logit_kl", "constant_kl", "agreement")  # lens_fit.lens_summary's records
@@ -105,8 +104,7 @@ def lesion_record(lesion: Any, units: list[str], classes: list[str] | None = Non
     if type(lesion["n"]) is not int or lesion["n"] < 0:
         raise field_error(REPORT_JSON, "lesion.n", lesion["n"], "must be a non-negative integer")
     intact = lesion["intact"]
-    if not isinstance(intact, list) or len(intact) != 3 or not all(_number(v) and v is not None and math.isfinite(v)
-                                                                    for v in intact):  # fmt: skip
+    if not isinstance(intact, list) or len(intact) != 3 or not all(map(KINDS["real"][0], intact)):
         raise field_error(REPORT_JSON, "lesion.intact", intact, "must be three finite numbers (estimate, low, high): "
                                                                 "the intact network's accuracy is never missing")  # fmt: skip
     single = _records(lesion["single"], "lesion.single", SINGLE_COLUMNS, 3, 0)

@@ -13,9 +13,9 @@ from laya.cli.options import (
     csv_ints,
     inputs_or_all,
     out_option,
-    progress_bar,
     resamples_option,
 )
+from laya.progress import progress_bar
 
 
 def cmd_depth(args: argparse.Namespace) -> None:
@@ -128,7 +128,7 @@ def add_depth(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--random-orders", type=int, default=10,
                    help="random layer-removal orders in the pruning curves (their mean is the random control)")
     d.add_argument("--timing-batch", type=int, default=64,
-                   help="test inputs timed per forward pass for the early-exit cost estimate")
+                   help="test inputs timed per forward pass for the early-exit cost estimate, at most: fewer where one forward of them would last over a quarter second")
     d.add_argument("--timing-repeats", type=int, default=7,
                    help="round-robin timings of each truncated backbone (fastest kept); 1-2 suffice on small data")
     d.add_argument(

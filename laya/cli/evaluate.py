@@ -9,9 +9,9 @@ from laya.cli.options import (
     allow_import_option,
     checkpoint_option,
     evaluation_options,
-    progress_bar,
     to_eval_options,
 )
+from laya.progress import progress_bar
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:

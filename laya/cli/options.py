@@ -1,4 +1,4 @@
-"""What the commands share: parent parsers for the options several commands take, argument types, a progress bar.
+"""What the commands share: parent parsers for the options several commands take, argument types.
 
 A parent parser (``argparse``'s ``parents=``) holds one option group once: ``--checkpoint``, ``--out``,
 ``--allow-import``, ``--resamples``, the device flags, the evaluation flags and the tuned-lens flags. A command's
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 CHECKPOINT_HELP = "checkpoint directory (model.json + model.safetensors)"
 OUT_HELP = "output directory (default: the checkpoint's directory)"
@@ -184,21 +184,6 @@ def lens_settings(args: argparse.Namespace) -> dict[str, int]:
     """The :class:`~laya.analysis.network.report.NetworkOptions` fields of the lens flags that were given."""
     given = {"lens_sample": args.lens_sample, "lens_epochs": args.lens_epochs, "lens_patience": args.lens_patience}
     return {k: v for k, v in given.items() if v is not None}
-
-
-def progress_bar(desc: str) -> Callable[[float, str], None]:
-    """A ``progress(fraction, message)`` callback drawing a tqdm bar labelled ``desc``."""
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=100, desc=desc, unit="%")
-
-    def progress(fraction: float, message: str) -> None:
-        bar.set_postfix_str(message, refresh=False)
-        bar.update(round(fraction * 100) - bar.n)
-        if fraction >= 1.0:
-            bar.close()
-
-    return progress
 
 
 class Terminated(KeyboardInterrupt):

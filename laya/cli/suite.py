@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from laya.cli.options import csv, csv_ints, evaluation_options, progress_bar, to_eval_options
+from laya.cli.options import csv, csv_ints, evaluation_options, to_eval_options
+from laya.progress import progress_bar
 
 
 def _setting(name: str) -> Setting:  # noqa: F821

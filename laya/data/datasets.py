@@ -86,13 +86,18 @@ class ImageArrays:
             yield self.images[torch.as_tensor(index, dtype=torch.long)]
 
     def fingerprint(self) -> str:
-        """sha256 of the shape and every pixel."""
-        digest = hashlib.sha256(str(tuple(self.images.shape)).encode())
-        digest.update(self.images.contiguous().numpy().tobytes())
-        return digest.hexdigest()
+        """sha256 of the shape and every pixel (:func:`pixel_fingerprint`)."""
+        return pixel_fingerprint(self.images)
 
 
 Images = ImageArrays | ImageFiles  # a dataset: decoded in memory, or streamed from files
+
+
+def pixel_fingerprint(images: Tensor) -> str:
+    """sha256 of the shape and every pixel of ``images``: a decoded split's identity."""
+    digest = hashlib.sha256(str(tuple(images.shape)).encode())
+    digest.update(images.contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def batch_indices(n: int, batch_size: int) -> list[Tensor]:
@@ -394,5 +399,6 @@ __all__ = [
     "downloads_allowed",
     "load_dataset",
     "load_image_folder",
+    "pixel_fingerprint",
     "split_indices",
 ]

@@ -14,7 +14,12 @@ Two kinds, as the code that hooks a network needs them:
   module.
 
 A hook sees a module's output (or input) as the layer's tensor through :func:`layer_tensor` (a tuple's first
-item: transformers' layers) and hands a new one back in its place with :func:`with_layer_tensor`. This module
+item: transformers' layers) and hands a new one back in its place with :func:`with_layer_tensor`.
+
+A pass of many rows (the feature pass, the tuned lens's sample, the lesion study's settings, the Grad-CAM test's
+perturbed images) is sized by memory, not by a count alone: :func:`pass_rows` caps its rows so that the largest
+activation of the pass stays within :data:`PASS_BYTES`, measured on one row with hooks (at 224 px a ResNet's stem
+returns 3.2 MB a row; 512 rows held gigabytes, 256 a feature pass's gigabyte and more). This module
 imports nothing of ``laya``, so every part of it may hook a network without an import circle.
 """
 
@@ -27,6 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
+
+PASS_BYTES = 2**28  # the largest activation of one batched pass, at most (256 MB)
 
 Hook = Callable[..., Any]
 
@@ -105,12 +112,32 @@ def probe_input(backbone: nn.Module) -> Tensor:
     return torch.zeros(1, backbone.config.in_channels, size, size, dtype=p.dtype, device=p.device)
 
 
+def pass_rows(network: nn.Module, x: Tensor, rows: int, budget: int = PASS_BYTES) -> int:
+    """At most ``rows`` rows a pass of ``network`` may take (at least 1) so that no module returns more than
+    ``budget`` bytes: one forward of ``x[:1]`` measures the largest tensor a module returns for one row."""
+    largest = 0
+
+    def measure(module: nn.Module, args: tuple, out: Any) -> None:
+        nonlocal largest
+        value = layer_tensor(out)
+        if isinstance(value, Tensor):
+            largest = max(largest, value.numel() * value.element_size())
+
+    with Hooks() as hooks:
+        for module in network.modules():
+            hooks.after(module, measure)
+        network(x[:1])
+    return max(1, min(rows, budget // max(1, largest)))
+
+
 __all__ = [
+    "PASS_BYTES",
     "Hook",
     "Hooks",
     "forward_hook",
     "forward_pre_hook",
     "layer_tensor",
+    "pass_rows",
     "probe_input",
     "replacing_output",
     "with_layer_tensor",

@@ -34,15 +34,16 @@ def split_subset(checkpoint: Checkpoint, split: str, limit: int | None, seed: in
     return images.subset(seeded_subset(len(images), limit, seed))
 
 
-def hidden_states_of(checkpoint: Checkpoint, batch_size: int) -> Callable[[Tensor, str], list[Tensor]]:
-    """``(images (N, ...), image set name) -> L hidden states (N, D_l)`` on the model's device; a frozen
-    backbone's are cached per image set (:func:`~laya.data.features.cached_hidden_states`; under ``torchrun``,
-    where every process runs the depth analytics, the pass is split between them)."""
+def hidden_states_of(checkpoint: Checkpoint, batch_size: int) -> Callable[[Images | Tensor, str], list[Tensor]]:
+    """``(images (a split, decoded or streamed, or uint8 (N, ...)), image set name) -> L hidden states (N, D_l)``
+    on the model's device; a frozen backbone's are cached per image set
+    (:func:`~laya.data.features.cached_hidden_states`; under ``torchrun``, where every process runs the depth
+    analytics, the pass is split between them)."""
     model = checkpoint.model
     device = next(model.parameters()).device
     frozen = checkpoint.meta.backbone.freeze
 
-    def hidden_of(images: Tensor, what: str) -> list[Tensor]:
+    def hidden_of(images: Images | Tensor, what: str) -> list[Tensor]:
         if frozen:
             hidden = cached_hidden_states(model.backbone, checkpoint.preprocess, images, batch_size, what, shard=True)
         else:

@@ -55,12 +55,27 @@ def exit_predictions(readout_classes: Tensor, final: Tensor, layers: Tensor) -> 
     return extended.unsqueeze(0).expand(T, -1, -1).gather(2, layers.unsqueeze(-1))[..., 0]
 
 
+TIMED_SECONDS = 0.25  # a timed run of the full model lasts at most about this long (timed_batch)
+
+
+@torch.inference_mode()
+def timed_batch(model: LayerwiseClassifier, x: Tensor) -> Tensor:
+    """The first rows of the preprocessed batch ``x`` that :func:`layer_costs` times: as many as keep one full
+    forward of them within :data:`TIMED_SECONDS` (measured on one row after its warm-up), at least one: all of a
+    small input's batch, a few of a 224 px one, whose per-input costs a larger batch would lengthen, not change."""
+    if len(x) == 0:
+        raise ValueError("the timed batch needs at least one input")
+    one = fastest_seconds([lambda: model(x[:1])], 1, x.device)[0]
+    return x[: max(1, min(len(x), int(TIMED_SECONDS / one)))] if one > 0 else x
+
+
 @torch.inference_mode()
 def layer_costs(model: LayerwiseClassifier, x: Tensor, repeats: int = 7) -> Tensor:
     """``(L + 1,)`` measured seconds per input: ``forward_to`` layer k (k < L) and the full model (k = L).
 
-    ``x``: a preprocessed batch on the model's device. After one warm-up of each, the runs are timed
-    round-robin ``repeats`` times and the fastest time of each is kept (robust to other load on the machine).
+    ``x``: a preprocessed batch on the model's device (:func:`timed_batch` sizes it). After one warm-up of each,
+    the runs are timed round-robin ``repeats`` times and the fastest time of each is kept (robust to other load on
+    the machine).
     """
     if repeats < 1 or len(x) == 0:
         raise ValueError(f"need repeats >= 1 and a non-empty batch, got {repeats} and {len(x)} inputs")
@@ -472,4 +487,5 @@ def compare_policies(
 
 __all__ = ["THRESHOLDS", "ExitHeads", "ExitRunOptions", "LayerSteps", "Policy", "alpha_profile_policy",
            "batched", "compare_policies", "compute_saved", "confidence_policy", "count_macs", "early_exit", "exit_curve",
-           "exit_layers", "exit_predictions", "exit_runs", "fastest_pair", "layer_costs", "layer_steps", "plain"]  # fmt: skip
+           "exit_layers", "exit_predictions", "exit_runs", "fastest_pair", "layer_costs", "layer_steps", "plain",
+           "timed_batch"]  # fmt: skip

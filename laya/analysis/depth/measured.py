@@ -45,6 +45,7 @@ from laya.analysis.depth.fit import DepthFit, fit_depth
 from laya.analysis.depth.pruning import truncation_runs
 from laya.analysis.statistics import saving_verdict
 from laya.analysis.strict_json import json_safe
+from laya.data.datasets import batch_indices
 from laya.data.features import cached_hidden_states, hidden_states
 from laya.model.checkpoint import Checkpoint, atomic_write_json
 from laya.model.heads import MixHead
@@ -77,13 +78,13 @@ def measure(checkpoint: Checkpoint, options: MeasureOptions | None = None, log=p
     extract = cached_hidden_states if meta.backbone.freeze else hidden_states
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     train = split_subset(checkpoint, "train", options.train_limit, options.seed)
-    train_hidden = [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, train.images, 256, "train")]
+    train_hidden = [h.to(device) for h in extract(model.backbone, checkpoint.preprocess, train, 256, "train")]
     train_labels = train.labels.to(device)
     fit = DepthFit.load(checkpoint.path, checkpoint)
     if fit is None or fit.info.get("n_train") != len(train_labels):
         fit = fit_depth(checkpoint, train_hidden, train_labels)
     test = split_subset(checkpoint, "test", options.limit, options.seed)
-    x = torch.cat([checkpoint.preprocess(test.images[i : i + 256].to(device)) for i in range(0, len(test), 256)])
+    x = torch.cat([checkpoint.preprocess(b.to(device)) for b in test.iter_batches(batch_indices(len(test), 256))])
     labels = test.labels.to(device)
 
     readouts = ExitHeads.own(model.head) if isinstance(model.head, MixHead) else ExitHeads.from_probes(fit.probes)

@@ -24,7 +24,7 @@ from torch import Tensor
 from laya import __version__
 from laya.analysis.depth.data import hidden_states_of, limit_flag, split_subset
 from laya.analysis.depth.detection import COVARIANCE, detection_table, flag_threshold, roc_curve
-from laya.analysis.depth.exits import THRESHOLDS, compute_saved, exit_curve, layer_costs
+from laya.analysis.depth.exits import THRESHOLDS, compute_saved, exit_curve, layer_costs, timed_batch
 from laya.analysis.depth.fit import DepthFit, HeadPass, current_fit, head_pass
 from laya.analysis.depth.layer_lens import LENS_SOURCE, from_readouts, lens_summary, write_lens
 from laya.analysis.depth.pruning import pruning_curves, removal_orders
@@ -33,6 +33,7 @@ from laya.analysis.depth.report_record import DEPTH_FILE, MAX_DEPTH_JSON, TABLES
 from laya.analysis.head.logit_attribution import class_mean_terms, logit_attribution
 from laya.analysis.statistics import bootstrap_cis
 from laya.analysis.strict_json import json_safe
+from laya.data.datasets import Images
 from laya.data.ood import ood_sets
 from laya.model.attached_files import attached_file, field_error, read_json
 from laya.model.checkpoint import Checkpoint, atomic_write_json
@@ -51,7 +52,7 @@ class DepthOptions:
     seed: int = 0
     random_orders: int = 10
     refit_steps: int = 30
-    timing_batch: int = 64
+    timing_batch: int = 64  # at most: fewer where one forward of them would last over exits.TIMED_SECONDS
     timing_repeats: int = 7
     thresholds: tuple[float, ...] = THRESHOLDS
     # "own": LAYA/ScalarMix read each layer through their own classifier, Concat/LastLayer through fitted probes;
@@ -65,7 +66,7 @@ def detection_block(
     fit: DepthFit,
     passed: HeadPass,
     labels: Tensor,
-    hidden_of: Callable[[Tensor, str], list[Tensor]],
+    hidden_of: Callable[[Images | Tensor, str], list[Tensor]],
     options: DepthOptions,
     progress: Progress,
 ) -> dict[str, Any]:
@@ -117,7 +118,7 @@ def depth_report(
 
     progress(0.0, "training hidden states")
     train = split_subset(checkpoint, "train", options.train_limit, options.seed)
-    train_hidden, train_labels = hidden_of(train.images, "train"), train.labels.to(device)
+    train_hidden, train_labels = hidden_of(train, "train"), train.labels.to(device)
     if options.readout not in ("own", "probes"):
         raise ValueError(f"readout must be 'own' or 'probes', got {options.readout!r}")
     own = options.readout == "own"
@@ -128,7 +129,7 @@ def depth_report(
     progress(0.2, "test hidden states")
     test = split_subset(checkpoint, "test", options.limit, options.seed)
     labels = test.labels.to(device)
-    passed = head_pass(checkpoint, hidden_of(test.images, "test"), fit.probes, own=own)
+    passed = head_pass(checkpoint, hidden_of(test, "test"), fit.probes, own=own)
     readouts, final = passed.readouts, passed.logits.argmax(-1)
     correct = (final == labels).double()
     layer_correct = (readouts.classes == labels.unsqueeze(1)).double().cpu()
@@ -138,7 +139,8 @@ def depth_report(
 
     progress(0.35, "early exit (timing the truncated backbone)")
     t = time.perf_counter()
-    x = checkpoint.preprocess(test.images[: options.timing_batch].to(device))
+    first = next(test.iter_batches([torch.arange(min(options.timing_batch, len(test)))]))
+    x = timed_batch(model, checkpoint.preprocess(first.to(device)))
     cost = layer_costs(model, x, options.timing_repeats)
     curve = exit_curve(passed.readout_probs, final, labels, cost, options.thresholds, options.resamples, options.seed)
     full_accuracy = float(correct.mean())
@@ -317,10 +319,10 @@ def refresh_detection(
     progress(0.0, "training hidden states")
     train = split_subset(checkpoint, "train", options.train_limit, options.seed)
     device = next(checkpoint.model.parameters()).device
-    fit = current_fit(checkpoint, hidden_of(train.images, "train"), train.labels.to(device))
+    fit = current_fit(checkpoint, hidden_of(train, "train"), train.labels.to(device))
     progress(0.3, "test hidden states")
     test = split_subset(checkpoint, "test", options.limit, options.seed)
-    passed = head_pass(checkpoint, hidden_of(test.images, "test"), fit.probes, own=options.readout == "own")
+    passed = head_pass(checkpoint, hidden_of(test, "test"), fit.probes, own=options.readout == "own")
     progress(0.5, "detection")
     report["detection"] = detection_block(checkpoint, fit, passed, test.labels.to(device), hidden_of, options, progress)
     report["detection"]["refreshed"] = {
@@ -363,14 +365,14 @@ def lens_report(checkpoint: Checkpoint, options: LensOptions | None = None, prog
 
     progress(0.0, "test hidden states")
     test = split_subset(checkpoint, "test", options.limit, options.seed)
-    hidden = hidden_of(test.images, "test")
+    hidden = hidden_of(test, "test")
     fit = DepthFit.load(checkpoint.path, checkpoint)
     probes = fit.probes if fit else None
     fitted = ""
     if probes is None and not (own and has_own_readouts(model.head, hidden)):
         progress(0.5, "fitting linear probes (no stored depth fit)")
         train = split_subset(checkpoint, "train", options.train_limit, options.seed)
-        probes = LayerProbes.fit(hidden_of(train.images, "train"), train.labels.to(device), len(meta.classes))
+        probes = LayerProbes.fit(hidden_of(train, "train"), train.labels.to(device), len(meta.classes))
         fitted = f" --train-limit {limit_flag(options.train_limit)}"
     progress(0.8, "lens")
     passed = head_pass(checkpoint, hidden, probes, options.batch_size, own=own)

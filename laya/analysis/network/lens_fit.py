@@ -24,6 +24,7 @@ from laya.analysis.network.lens import (
 from laya.analysis.network.recording import as_network
 from laya.analysis.sample import sample_indices
 from laya.data.datasets import batch_indices
+from laya.model.hooks import pass_rows
 from laya.model.sharding import Shard, broadcast_module
 
 
@@ -76,14 +77,16 @@ def fit_tuned_lens(
     pooled, log_p = [], []  # per batch: U tensors (b, d_u); (b, K)
     from tqdm.auto import tqdm
 
+    step = 0
     with torch.no_grad():
         for b in tqdm(shard.run, desc="tuned lens: the units on its sample", unit="batch", leave=False,
                       disable=shard.rank != 0):  # fmt: skip
             x = inputs[chosen[batches[b]]]
-            vectors, logits = pooled_units(network, readout, (x if preprocess is None else preprocess(x)).to(device),
-                                           units)  # fmt: skip
-            pooled.append(vectors)
-            log_p.append(torch.log_softmax(logits.float(), -1))
+            x = (x if preprocess is None else preprocess(x)).to(device)
+            step = step or pass_rows(network, x, len(x))  # a 224 px batch in passes within PASS_BYTES
+            passes = [pooled_units(network, readout, part, units) for part in x.split(step)]
+            pooled.append([torch.cat(unit) for unit in zip(*(vectors for vectors, _ in passes))])
+            log_p.append(torch.log_softmax(torch.cat([logits for _, logits in passes]).float(), -1))
     rows = [shard.gather(unit) for unit in zip(*pooled)]  # U tensors (N, d_u)
     dims, classes = [r.shape[1] for r in rows], log_p[0].shape[1]
     config = TunedLensConfig(list(units), dims, readout.width, classes, readout.space, command=command, **options)

@@ -13,8 +13,7 @@ A unit's output is a feature map ``(B, C, h, w)`` or tokens ``(B, N, D)`` whose 
 as pytorch-grad-cam's ``reshape_transform`` does for ViTs.
 
 A pass of many rows (the lesion study's settings, the Grad-CAM test's perturbed images) is sized by memory, not by
-a count alone: :func:`pass_rows` caps its rows so that the largest activation of the pass stays within
-:data:`PASS_BYTES`, measured on one row (at 224 px a ResNet's stem returns 3.2 MB a row; 512 rows held gigabytes).
+a count alone: :func:`~laya.model.hooks.pass_rows`.
 """
 
 from __future__ import annotations
@@ -31,9 +30,6 @@ from torch import Tensor, nn
 from laya.model.backbones import Backbone, TimmBackbone, TorchvisionBackbone, TransformersBackbone, WrappedBackbone
 from laya.model.backbones.pre_logits import classifier_linears, join, logits_of
 from laya.model.hooks import Hooks, layer_tensor
-
-PASS_BYTES = 2**28  # the largest activation of one batched pass, at most (256 MB)
-
 
 @dataclass
 class UnitRun:
@@ -97,24 +93,6 @@ def run_units(network: nn.Module, x: Tensor, units: Sequence[str], classifier: S
 
 
 @torch.inference_mode()
-def pass_rows(network: nn.Module, x: Tensor, rows: int, budget: int = PASS_BYTES) -> int:
-    """At most ``rows`` rows a pass of ``network`` may take (at least 1) so that no module returns more than
-    ``budget`` bytes: one forward of ``x[:1]`` measures the largest tensor a module returns for one row."""
-    largest = 0
-
-    def measure(module: nn.Module, args: tuple, out: Any) -> None:
-        nonlocal largest
-        value = layer_tensor(out)
-        if isinstance(value, Tensor):
-            largest = max(largest, value.numel() * value.element_size())
-
-    with Hooks() as hooks:
-        for module in network.modules():
-            hooks.after(module, measure)
-        network(x[:1])
-    return max(1, min(rows, budget // max(1, largest)))
-
-
 def prefix_tokens(network: nn.Module, tokens: int) -> int:
     """How many of ``tokens`` leading tokens are not patches: timm's ``num_prefix_tokens`` where the network
     says, else what is left over above the largest square grid (``197 = 1 + 14^2``, ``5 = 1 + 2^2``)."""

@@ -163,3 +163,17 @@ def test_only_detection_refits_an_older_mahalanobis_and_keeps_every_other_block(
     (copy / DEPTH_FILE).unlink()
     assert main(["depth", "--checkpoint", str(copy), "--only", "detection"]) == 2
     assert "no depth.json" in capsys.readouterr().err
+
+
+def test_a_streamed_split_gives_the_decoded_one_s_report(analysed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split streamed from its files, as one larger than the memory threshold is, is read batch by batch (never
+    decoded whole) and gives the same numbers as the decoded split (issue 47: datasets larger than RAM)."""
+    from laya.data import datasets
+    from laya.data.streaming import ImageFiles
+
+    checkpoint, report, _, _ = analysed
+    monkeypatch.setattr(datasets, "STREAM_THRESHOLD_BYTES", 0)
+    assert isinstance(checkpoint.load_data("train"), ImageFiles)
+    streamed, _ = depth_report(checkpoint, OPTIONS)
+    for key in ("n_train", "n_test", "accuracy", "readout_accuracy", "prediction_depth", "logit_attribution"):
+        assert streamed[key] == report[key], key  # the same pixels, batch by batch: the same features

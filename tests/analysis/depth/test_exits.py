@@ -307,3 +307,20 @@ def test_timing_spread_is_the_half_range_of_the_plain_timings_over_their_median(
     assert math.isnan(timing_spread(runs.iloc[:2], 64))  # one timing: no spread to tell
     truncation = pd.DataFrame({"layers_kept": [2, 2, 1, 1], "full_ms_b1": [2.0, 2.2, 1.8, 2.1]})  # no full-model row
     assert timing_spread(truncation, 1, "full_ms") == pytest.approx((2.2 - 1.8) / (2 * 2.05))
+
+
+def test_the_timed_batch_keeps_a_full_forward_within_a_quarter_second(monkeypatch):
+    """All of a fast model's batch; of one whose forward costs 0.1 s a row, the two rows that fit; one at least."""
+    from laya.analysis.depth import exits
+
+    config = BackboneConfig(name="mlp", in_channels=1, input_size=8, widths=(16, 16))
+    backbone = build_backbone(config).eval()
+    model = LayerwiseClassifier(backbone, build_head(HeadConfig(name="lastlayer"), backbone.layer_dims, 3)).eval()
+    x = torch.randn(64, 1, 8, 8)
+    assert len(exits.timed_batch(model, x)) == 64
+    monkeypatch.setattr(exits, "fastest_seconds", lambda runs, repeats, device=None, min_seconds=0.0: [0.1])
+    assert torch.equal(exits.timed_batch(model, x), x[:2])
+    monkeypatch.setattr(exits, "fastest_seconds", lambda runs, repeats, device=None, min_seconds=0.0: [9.0])
+    assert len(exits.timed_batch(model, x)) == 1
+    with pytest.raises(ValueError, match="at least one input"):
+        exits.timed_batch(model, x[:0])

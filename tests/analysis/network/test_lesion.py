@@ -203,7 +203,7 @@ def test_a_pass_too_large_for_memory_is_split_and_gives_the_same_curve(setup, mo
     """Rows per pass are capped by the largest activation of one row (``pass_rows``), never by a count alone: a
     budget of one row's activations gives passes of one setting each (here ``len(x)`` rows) and the same classes."""
     import laya.analysis.network.lesion as lesion
-    from laya.analysis.network.recording import pass_rows
+    from laya.model.hooks import pass_rows
 
     model, x, labels, units = setup
     masks, _ = lesion_masks([u.residual for u in units], draws=4, seed=1)

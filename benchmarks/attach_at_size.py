@@ -13,7 +13,7 @@ then measures, each in a fresh interpreter with ``--threads`` torch threads:
 * **the attach**: ``python -m laya attach`` with the default flags (plus ``--attach-flags``) into a temporary
   folder, as a first attach runs (an empty ``$LAYA_CACHE``: no cached features): its wall time, its peak RSS
   (``wait4``'s ``ru_maxrss``) and each step's seconds, read from its progress bar (the step names it shows, the
-  elapsed time at which each began).
+  elapsed time at which each began), and the line of its summary that says what the network report's budget allowed.
 
 Goal (the issue "at the size you train"): the attach within :data:`GOAL` forwards, peak RSS within
 :data:`RSS_GOAL_GB`. Writes ``attach_at_size.json`` into ``--out``.
@@ -154,7 +154,7 @@ def main() -> None:
                   "--model", args.model, "--weights", str(weights), "--dataset", str(args.data), "--image-size",
                   str(args.size), "--out", scratch, "--setting", "bench", *shlex.split(args.attach_flags)]  # fmt: skip
         log = Path(scratch) / "attach.log"
-        attach_s, attach_gb, _ = timed(attach, log, Path(scratch) / "cache-attach")
+        attach_s, attach_gb, summary = timed(attach, log, Path(scratch) / "cache-attach")
         steps = step_seconds(log.read_text(errors="replace"), attach_s)
     facts["load_average"]["end"] = os.getloadavg()
     result = {
@@ -163,6 +163,7 @@ def main() -> None:
         "forward_seconds": round(forward_s, 3), "forward_images": json.loads(out)["images"],
         "forward_peak_rss_gb": round(forward_gb, 2), "attach_seconds": round(attach_s, 3),
         "attach_peak_rss_gb": round(attach_gb, 2), "ratio": round(attach_s / forward_s, 2), "steps": steps,
+        "network_budget": next((x for x in summary.splitlines() if x.startswith("Network report ")), None),
         "attach_command": shlex.join(["python", *attach[1:]]).replace(scratch, "TMP").replace(str(args.data), "DATA"),
     }  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)

@@ -89,13 +89,17 @@ def add_attach(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--random-orders", type=int, default=10,
                    help="depth analytics: random pruning orders (default: 10)")
     a.add_argument("--timing-batch", type=int, default=64,
-                   help="depth analytics: inputs per timed batch (default: 64)")
+                   help="depth analytics: inputs per timed batch, at most: fewer where one forward of them would last over a quarter second (default: 64)")
     a.add_argument("--timing-repeats", type=int, default=7,
                    help="timed repeats of the depth analytics' layer costs and the network report's Grad-CAM costs "
                    "(default: 7)")
     a.add_argument("--network-limit", type=int, default=200,
                    help="network report: test inputs explained unit by unit, a class-balanced sample drawn with seed 0 "
                    "(default: 200)")
+    a.add_argument("--budget", type=float, default=3.0,
+                   help="network report: forward passes over the training and test images it may cost, counted in "
+                   "rows through the network; its samples (--network-limit, --gradcam-sample, --lesion-limit) are "
+                   "capped to fit, and the summary says what was capped; 0: no cap (default: 3)")
     a.add_argument("--no-network", action="store_true",
                    help="skip the tuned lens and the network report (default: both are written beside the own head)")
     a.set_defaults(func=cmd_attach)
@@ -113,8 +117,8 @@ def cmd_attach(args: argparse.Namespace) -> None:
 
     network = None if args.no_network else NetworkOptions(limit=args.network_limit, resamples=args.resamples,
                                                           gradcam_sample=args.gradcam_sample,
-                                                          timing_repeats=args.timing_repeats, **lens_settings(args),
-                                                          **lesion_settings(args))
+                                                          timing_repeats=args.timing_repeats, budget=args.budget,
+                                                          **lens_settings(args), **lesion_settings(args))
 
     config = AttachConfig(
         family=args.family, model=args.model, weights=args.weights, weights_by_order=args.match_by_order,

@@ -36,7 +36,7 @@ def cmd_network(args: argparse.Namespace) -> None:
     checkpoint = load_checkpoint(args.checkpoint, map_location=place.device, allow_import=args.allow_import)
     options = NetworkOptions(limit=args.limit, references=args.references, method=args.method, branch=args.branch,
                              ig_steps=args.ig_steps, resamples=args.resamples, **lesion_settings(args),
-                             gradcam_sample=args.gradcam_sample, timing_repeats=args.timing_repeats,
+                             gradcam_sample=args.gradcam_sample, timing_repeats=args.timing_repeats, budget=args.budget,
                              **lens_settings(args))  # fmt: skip
     out = Path(args.out or checkpoint.path)
     with quiet_unless_main(place):  # the main process alone writes and prints
@@ -103,6 +103,10 @@ def add_network(sub: argparse._SubParsersAction) -> None:
     nw.add_argument("--ig-steps", type=int, default=8, help="integrated-gradients steps per unit (default: 8)")
     nw.add_argument("--timing-repeats", type=int, default=5,
                     help="timed repeats of each unit's Grad-CAM cost, the fastest kept (default: 5)")
+    nw.add_argument("--budget", type=float, default=0.0,
+                    help="forward passes over the training and test images the report may cost, counted in rows "
+                    "through the network; --limit, --gradcam-sample and --lesion-limit are capped to fit (default: 0, "
+                    "no cap: the sizes as given; laya attach's default is 3)")
     nw.add_argument("--refit-lens", action="store_true",
                     help="fit the tuned lens again (default: the stored one, fitted only where none fits)")
     nw.set_defaults(func=cmd_network)

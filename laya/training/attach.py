@@ -51,6 +51,7 @@ from laya.model.devices import Placement
 from laya.model.heads import HEAD_LABELS, HeadConfig
 from laya.model.own_head import OWN, own_head
 from laya.model.sharding import scratch_unless_main, torchrun_placement
+from laya.progress import progress_bar
 from laya.training.attach_config import AttachConfig
 from laya.training.bundle import bundle, export_examples
 from laya.training.preflight import Checked, preflight
@@ -69,6 +70,7 @@ class Attached:
     test_total: int = 0
     seed: int = 0
     network_error: str | None = None  # why the network report was not written, where it was asked for
+    network_budget: str | None = None  # what the network report's budget allowed (budget.Budgeted.line)
 
 
 def own_checkpoint(
@@ -121,35 +123,39 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
     place = torchrun_placement()
     place.barrier()  # every process has checked the destination before the main one creates the setting folder
     with scratch_unless_main(place, config.out) as out, whole_folder(Path(out) / name, config.overwrite) as setting:
-        heads, network_error = _write_setting(config, module, checked, test, setting, place)
+        heads, network = _write_setting(config, module, checked, test, setting, place)
     place.barrier()  # the main process's folder is complete
     setting = Path(config.out) / name
     limit = config.evaluation.limit
     return Attached(setting, {h: setting / h for h in heads}, min(limit or len(test), len(test)), len(test),
-                    config.evaluation.seed, network_error)  # fmt: skip
+                    config.evaluation.seed, *network)  # fmt: skip
 
 
 def _write_setting(
     config: AttachConfig, module: nn.Module | None, checked: Checked, test: Any, setting: Path, place: Placement
-) -> tuple[list[str], str | None]:
-    """Every step of :func:`attach` into ``setting`` on ``place.device``: the heads written (``own`` first) and why
-    the network report was not written, where it was asked for and could not be."""
+) -> tuple[list[str], tuple[str | None, str | None]]:
+    """Every step of :func:`attach` into ``setting`` on ``place.device``: the heads written (``own`` first), and why
+    the network report was not written, where it was asked for and could not be, and what its budget allowed."""
     spec, bb_config, device = checked.spec, checked.backbone_config, place.device
     alone = None if place.world == 1 else Placement(device=device)  # each process fits the heads by itself
-    steps = tqdm(total=2 + len(config.heads) + len(config.depth_heads), desc=f"attach {setting.name}", unit="step")
+    network_step = config.network is not None
+    steps = tqdm(total=2 + network_step + len(config.heads) + len(config.depth_heads), desc=f"attach {setting.name}",
+                 unit="step")  # fmt: skip
     heads: dict[str, Path] = {}
-    network_error = None
+    network: tuple[str | None, str | None] = (None, None)
     try:  # the bar is closed (its line ended) before any error is printed
         with whole_folder(setting, config.overwrite), tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
             export_examples(test, setting / "examples")  # before any head is bundled: its expected.json reads them
             steps.set_postfix_str("own head")
             run = own_checkpoint(config, Path(runs) / OWN, module, checked, device)
-            heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, module=module,
-                                sample=OWN not in config.depth_heads, device=device)  # a depth head's: after its fit
+            heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, progress_bar(f"evaluating {OWN}", False),
+                                module=module, sample=OWN not in config.depth_heads,
+                                device=device)  # a depth head's sample: after its depth analytics
             steps.update()
-            if config.network is not None:
+            if network_step:
                 steps.set_postfix_str("tuned lens and network report")
-                network_error = _network(config, heads[OWN], test, module, device)
+                network = _network(config, heads[OWN], test, module, device)
+                steps.update()
             for head in config.heads:
                 steps.set_postfix_str(f"fitting {head}")
                 recipe = TrainConfig(
@@ -159,7 +165,8 @@ def _write_setting(
                     mean=list(spec.mean), std=list(spec.std),
                 )  # fmt: skip
                 fitted = train(recipe, module=module, alone=alone)
-                heads[head] = bundle(fitted, setting / head, test, config.evaluation, module=module,
+                heads[head] = bundle(fitted, setting / head, test, config.evaluation,
+                                     progress_bar(f"evaluating {head}", False), module=module,
                                      sample=head not in config.depth_heads, device=device)  # fmt: skip
                 steps.update()
         write_summary(results_table(list(heads.values())), setting, f"{setting.name}: the network's own head and "
@@ -168,13 +175,13 @@ def _write_setting(
         for head in config.depth_heads:
             steps.set_postfix_str(f"depth analytics of {head}")
             checkpoint = load_checkpoint(heads[head], map_location=device, module=module)
-            run_depth(checkpoint, config.depth)
+            run_depth(checkpoint, config.depth, progress_bar(f"depth analytics of {head}", False))
             mode = Report.load(heads[head]).data["headline"]["mode"]
             write_sample(checkpoint, test, mode=mode, images_dir=setting)  # with depth and detection columns
             steps.update()
     finally:
         steps.close()
-    return list(heads), network_error
+    return list(heads), network
 
 
 @contextlib.contextmanager
@@ -205,17 +212,24 @@ def whole_folder(folder: Path, overwrite: bool = False) -> Iterator[Path]:
 
 def _network(
     config: AttachConfig, own: Path, test: Any, module: nn.Module | None, device: str | torch.device = "cpu"
-) -> str | None:
-    """The tuned lens and the network report in the own head's folder; the reason where the network cannot be
-    read unit by unit (the rest of ``attach`` goes on)."""
+) -> tuple[str | None, str | None]:
+    """The tuned lens and the network report in the own head's folder: the reason where the network cannot be
+    read unit by unit (the rest of ``attach`` goes on), and what the report's budget allowed (printed above the
+    bar as it starts, and returned for the summary)."""
     command = config.command or f"laya.training.attach.attach(family={config.family!r}, model={config.model!r})"
     checkpoint = load_checkpoint(own, map_location=device, module=module)
+    said: list[str] = []
+
+    def log(line: str) -> None:
+        tqdm.write(line)
+        said.append(line)
+
     try:
         run_network(checkpoint, config.network, command, refit=True, test_images=test,
-                    train_images=load_dataset(config.dataset, "train", config.image_size))  # fmt: skip
+                    train_images=load_dataset(config.dataset, "train", config.image_size), log=log)  # fmt: skip
     except ValueError as error:  # NoLayerModules too: a network with no units to read
-        return str(error)
-    return None
+        return str(error), None
+    return None, next((line for line in said if line.startswith("Network report ")), None)
 
 
 def comparison_words(low: float, high: float, adjusted_p: float) -> str:
@@ -268,7 +282,7 @@ def summary(attached: Attached, resamples: int = 1000) -> str:
 
 
 def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
-    """The network report in a few lines: the tuned lens's agreement with the network's prediction at every unit
+    """The network report in a few lines: what its budget allowed, the tuned lens's agreement with the network's prediction at every unit
     (:func:`~laya.analysis.network.lens_fit.lens_line`), the cheap score whose per-input Spearman with the default
     intervention is highest among those that beat the better baseline of structure alone
     (:func:`~laya.analysis.network.scores.best_score`), or that none does, and the unit whose Grad-CAM to use
@@ -278,7 +292,8 @@ def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
     report = load_network_report(attached.heads[OWN]) if OWN in attached.heads else None
     if report is None:
         return []
-    lines = ["", lens_line(report.units, report.lens_agrees, report.lens.get("fit", {}))]
+    lines = ["", *([attached.network_budget] if attached.network_budget else []),
+             lens_line(report.units, report.lens_agrees, report.lens.get("fit", {}))]
     best = best_score(report.agreement, report.method)
     if best is None:
         lines.append(f"No cheap per-unit score is to be trusted against {report.method}: none beats what structure "

@@ -12,6 +12,7 @@ from typing import Any
 
 from laya.analysis.depth.report import DepthOptions
 from laya.analysis.evaluate import EvalOptions
+from laya.analysis.network.budget import ATTACH
 from laya.analysis.network.report import NetworkOptions
 from laya.model.own_head import OWN
 
@@ -58,7 +59,8 @@ class AttachConfig:
     seed: int = 0
     evaluation: EvalOptions = field(default_factory=EvalOptions)
     depth: DepthOptions = field(default_factory=DepthOptions)
-    network: NetworkOptions | None = field(default_factory=NetworkOptions)  # None: no tuned lens, no network report
+    # None: no tuned lens, no network report; by default its samples sized to ``laya attach``'s budget
+    network: NetworkOptions | None = field(default_factory=lambda: NetworkOptions(budget=ATTACH))
     command: str = ""  # the command line that ran this (stored with the tuned lens); default: named from Python
 
     def __post_init__(self) -> None:

@@ -148,6 +148,8 @@ def attach_at_size(arg: str) -> str:
     lines += ["", f"The attach: {run['ratio']:.2f}× the forward (goal ≤ {run['goal']:g}×: **{_met_word(fast)}**), "
                   f"peak RSS {run['attach_peak_rss_gb']:.2f} GB (goal ≤ {run['rss_goal_gb']:g} GB: "
                   f"**{_met_word(small)}**)."]  # fmt: skip
+    if run.get("network_budget"):  # what the attach's summary said of its network report (absent before the budget)
+        lines += ["", f"Its summary: “{run['network_budget']}”"]
     return "\n".join(lines) + "\n"
 
 

@@ -51,6 +51,16 @@ def test_the_gradcam_sample_defaults_to_the_library_s() -> None:
     assert NetworkOptions().gradcam_sample == SAMPLE
 
 
+def test_the_budget_defaults_to_the_library_s() -> None:
+    """``laya attach --budget`` is the library's attach budget (and an AttachConfig's); ``laya network`` caps nothing."""
+    from laya.analysis.network.budget import ATTACH
+    from laya.training.attach_config import AttachConfig
+
+    assert commands()["attach"]._option_string_actions["--budget"].default == ATTACH
+    assert AttachConfig("timm", "resnet18", "w.safetensors", "data").network.budget == ATTACH
+    assert commands()["network"]._option_string_actions["--budget"].default == 0
+
+
 def test_the_network_timing_repeats_default_to_the_library_s() -> None:
     """``laya network --timing-repeats`` (written without importing torch) is the Grad-CAM cost timing's default."""
     from laya.analysis.network.gradcam_choice import REPEATS

@@ -108,11 +108,12 @@ def test_torchrun_attach_and_network_equal_one_process(tmp_path):
     _assert_same_files(one, two, names)
 
     # the network report of the same options again, by `laya network` in 2 processes (its lens fitted anew: none is
-    # beside --out): the one-process report attach wrote
+    # beside --out): the one-process report attach wrote, within attach's default budget as there (one input a class)
     network = ["network", "--checkpoint", str(one / "own"), "--limit", "12", "--references", str(RESAMPLES),
-               "--ig-steps", str(IG_STEPS), "--lesion-draws", str(DRAWS), "--timing-repeats", "1", *LENS]  # fmt: skip
+               "--ig-steps", str(IG_STEPS), "--lesion-draws", str(DRAWS), "--timing-repeats", "1", "--budget", "3",
+               *LENS]  # fmt: skip
     printed = _run(tmp_path, 2, "cache-two", *network, "--out", str(tmp_path / "network")).stdout
-    assert printed.count("Lesion study") == 1
+    assert printed.count("Lesion study") == 1 and printed.count("Network report sized to its budget") == 1
     written = ["network.json", "network.safetensors", "references.safetensors", "tuned_lens.json",
                "tuned_lens.safetensors"]  # fmt: skip
     _assert_same_files(one / "own", tmp_path / "network", written)

@@ -34,6 +34,7 @@ from torch import Tensor
 
 from laya.analysis.depth.layer_lens import Lens
 from laya.analysis.depth.readouts import class_groups
+from laya.analysis.network.budget import within_budget
 from laya.analysis.network.gradcam_choice import REPEATS, SAMPLE, sampled_gradcam_choice
 from laya.analysis.network.interventions import (
     BRANCHES,
@@ -98,7 +99,9 @@ class NetworkOptions:
     ``lesion_draws`` random sets of units per ``k`` in the lesion study (:mod:`~laya.analysis.network.lesion`) and its
     inputs, ``lesion_limit``: None the report's sample, ``"all"`` the whole test split, N a class-balanced sample;
     ``gradcam_sample`` test images of the per-unit Grad-CAM test (:mod:`~laya.analysis.network.gradcam_choice`;
-    0: none) and ``timing_repeats`` timed rounds of its per-unit costs."""
+    0: none) and ``timing_repeats`` timed rounds of its per-unit costs; ``budget``: forward passes over the
+    training and test images the report may cost, its samples capped to fit (:mod:`~laya.analysis.network.budget`;
+    0: no cap, the sizes as given)."""
 
     limit: int | None = 200
     references: int = RESAMPLES
@@ -117,6 +120,7 @@ class NetworkOptions:
     lesion_limit: int | Literal["all"] | None = None
     gradcam_sample: int = SAMPLE
     timing_repeats: int = REPEATS
+    budget: float = 0.0
 
     def __post_init__(self) -> None:
         if self.method not in NAMES or self.branch not in BRANCHES:
@@ -126,9 +130,9 @@ class NetworkOptions:
         small = {k: v for k, v in asdict(self).items() if k in sizes and v < 1}
         lesion = self.lesion_limit in (None, "all") or (isinstance(self.lesion_limit, int) and self.lesion_limit >= 1)
         if (small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0 or self.lens_patience < 1
-                or self.gradcam_sample < 0 or not lesion):  # fmt: skip
-            raise ValueError(f"network report sizes must be positive (lens_epochs, gradcam_sample >= 0, lens_patience "
-                             f">= 1, lesion_limit a count, 'all' or None); got {small or asdict(self)}")  # fmt: skip
+                or self.gradcam_sample < 0 or not lesion or not self.budget >= 0):  # fmt: skip
+            raise ValueError(f"network report sizes must be positive (lens_epochs, gradcam_sample, budget >= 0, "
+                             f"lens_patience >= 1, lesion_limit a count, 'all' or None); got {small or asdict(self)}")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -312,8 +316,9 @@ def run_network(
     write: bool = True,
     log: Callable[[str], None] = print,
 ) -> NetworkReport:  # fmt: skip
-    """Fit the tuned lens where none is stored (or ``refit``) and save it beside the checkpoint with ``command``,
-    store the dashboard's reference inputs (:func:`write_references`), then compute the network report and write it
+    """Cap the report's samples to ``options.budget`` (:func:`~laya.analysis.network.budget.within_budget`; ``log``
+    says what it allowed), fit the tuned lens where none is stored (or ``refit``) and save it beside the checkpoint
+    with ``command``, store the dashboard's reference inputs (:func:`write_references`), then compute the network report and write it
     to ``dest`` (default the checkpoint's folder); an earlier one there that does not read is replaced, and ``log``
     says so, naming the file and why. ``write=False``: compute only (the other processes of a ``torchrun`` run,
     whose main process writes)."""
@@ -322,6 +327,12 @@ def run_network(
     units = [u.name for u in network_units(checkpoint.model.backbone)]
     lens = None if refit else load_tuned_lens(dest, checkpoint.model.backbone, units)  # refused before any work
     train = train_images if train_images is not None else checkpoint.load_data("train")
+    test = test_images if test_images is not None else checkpoint.load_data("test")
+    if options.budget:
+        sized = within_budget(options, len(units), len(checkpoint.meta.classes), len(train), len(test), options.budget)
+        if write:
+            log(sized.line())
+        options = sized.options
     if lens is None:
         lens = fitted_lens(checkpoint, train, options, command)
         if write:
@@ -329,7 +340,7 @@ def run_network(
     if write:
         write_references(dest, train)
     earlier = _earlier(dest, log if write else (lambda _: None))  # the main process says it
-    report = network_report(checkpoint, test_images, train, options, lens, command)
+    report = network_report(checkpoint, test, train, options, lens, command)
     if earlier is not None:  # a report rewritten in a setting made by another command keeps that command
         report.setting_command = earlier.setting_command or earlier.command
     if write:

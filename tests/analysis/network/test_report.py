@@ -165,6 +165,32 @@ def test_round_trip_and_refusals(own, tmp_path: Path) -> None:
         load_network_report(tmp_path)
 
 
+def test_the_budget_caps_the_samples_and_says_so(own, tmp_path: Path) -> None:
+    """A budget that affords the lens and six explained inputs (issue 47 §2): the report explains six, two of each
+    class, runs no Grad-CAM test (fewer than one image per class would fit) and records what it ran; the line
+    logged says what was asked."""
+    from dataclasses import replace
+
+    from laya.analysis.network.budget import report_rows
+
+    checkpoint, report = own
+    train, test = checkpoint.load_data("train"), checkpoint.load_data("test")
+    rows = report_rows(len(report.units), QUICK)
+    budget = (min(QUICK.lens_sample, len(train)) + 6 * rows.explained) / (len(train) + len(test))
+    said: list[str] = []
+    written = run_network(checkpoint, replace(QUICK, limit=None, budget=budget), dest=tmp_path, log=said.append)
+    assert written.indices.shape == (6,) and torch.bincount(written.labels).tolist() == [2, 2, 2]
+    assert written.gradcam is None and written.lesion.n == 6
+    stored = load_network_report(tmp_path).options
+    assert stored["limit"] == 6 and stored["gradcam_sample"] == 0 and stored["budget"] == budget
+    assert [line for line in said if line.startswith("Network report sized to its budget")] == [
+        f"Network report sized to its budget ({budget:g} forward passes over the {len(train) + len(test):,} images, "
+        f"{round(budget * (len(train) + len(test))):,} rows): 6 test inputs explained (asked: all), the "
+        f"Grad-CAM test not run (asked: 6 images) ({24 + 6 * rows.explained:,} rows; what was asked costs "
+        f"{24 + len(test) * rows.explained + 6 * rows.gradcam:,}: rerun it with `laya network`, or attach with "
+        "--budget 0)"]  # fmt: skip
+
+
 def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
     from laya.cli import main
 

@@ -40,11 +40,12 @@ sys.path.insert(0, str(ROOT))
 RESULT = ROOT / "docs" / "attach-breadth" / "attach_breadth.json"
 TOLERANCE = 1e-5
 TRAIN, TEST, DATA_SIDE = 8, 4, 224  # the shapes ImageFolder: 4 classes, images per class per split, side in px
-# laya attach flags that size the fitting and the analyses for 32 training and 16 test images; no budget: the network
-# report runs whole on them (the default budget would leave it one input per class and no Grad-CAM test)
+# laya attach flags that size the fitting and the analyses for 32 training and 16 test images; the network report on
+# one test input per class and its Grad-CAM test on one image per class, uncapped (the default budget would leave no
+# Grad-CAM test on so few images: every step is to run on every architecture)
 TINY = ["--max-epochs", "1", "--patience", "1", "--resamples", "50", "--ig-steps", "4", "--train-limit", "32",
-        "--random-orders", "1", "--timing-batch", "4", "--timing-repeats", "1",
-        "--budget", "0"]  # fmt: skip
+        "--random-orders", "1", "--timing-batch", "4", "--timing-repeats", "1", "--network-limit", "4",
+        "--gradcam-sample", "4", "--budget", "0"]  # fmt: skip
 ENCODER_BLOCK = "<encoder blocks>"  # a transformers ViT's block list: vit.encoder.layer or vit.layers, by version
 TINY_VIT = {"hidden_size": 192, "num_hidden_layers": 12, "num_attention_heads": 3, "intermediate_size": 768}
 
@@ -256,7 +257,9 @@ def _attach_wrapped(arch: Arch, net, data: Path, setting: Path) -> int:
         depth=DepthOptions(train_limit=int(flags["--train-limit"]), resamples=int(flags["--resamples"]),
                            random_orders=int(flags["--random-orders"]), timing_batch=int(flags["--timing-batch"]),
                            timing_repeats=int(flags["--timing-repeats"])),
-        network=NetworkOptions(budget=float(flags["--budget"])),
+        network=NetworkOptions(limit=int(flags["--network-limit"]), gradcam_sample=int(flags["--gradcam-sample"]),
+                               resamples=int(flags["--resamples"]), timing_repeats=int(flags["--timing-repeats"]),
+                               budget=float(flags["--budget"])),
     )  # fmt: skip
     try:
         attach(config, module=net)

@@ -123,7 +123,7 @@ def pass_rows(network: nn.Module, x: Tensor, rows: int, budget: int = PASS_BYTES
         if isinstance(value, Tensor):
             largest = max(largest, value.numel() * value.element_size())
 
-    with Hooks() as hooks:
+    with Hooks() as hooks, torch.no_grad():
         for module in network.modules():
             hooks.after(module, measure)
         network(x[:1])

@@ -29,9 +29,10 @@ def limit_flag(limit: int | None) -> str:
 
 
 def split_subset(checkpoint: Checkpoint, split: str, limit: int | None, seed: int) -> Images:
-    """The checkpoint's ``split``, limited to the first ``limit`` of a seeded permutation (:func:`seeded_subset`)."""
+    """The checkpoint's ``split``, limited to the first ``limit`` of a seeded permutation (:func:`seeded_subset`);
+    the split itself where the limit takes all of it (not a copy: a decoded 224 px split is hundreds of MB)."""
     images = checkpoint.load_data(split)
-    return images.subset(seeded_subset(len(images), limit, seed))
+    return images if limit is None or limit >= len(images) else images.subset(seeded_subset(len(images), limit, seed))
 
 
 def hidden_states_of(checkpoint: Checkpoint, batch_size: int) -> Callable[[Images | Tensor, str], list[Tensor]]:

@@ -23,7 +23,8 @@ from laya.analysis.network.lens import (
 )
 from laya.analysis.network.recording import as_network
 from laya.analysis.sample import sample_indices
-from laya.data.datasets import batch_indices
+from laya.data.datasets import Images, batch_indices
+from laya.data.features import image_batches
 from laya.model.hooks import pass_rows
 from laya.model.sharding import Shard, broadcast_module
 
@@ -47,13 +48,13 @@ def held_out_split(n: int, share: float, seed: int, labels: Tensor | None = None
 
 
 def fit_tuned_lens(
-    model: nn.Module, inputs: Tensor, units: Sequence[str], labels: Tensor | None = None,
+    model: nn.Module, inputs: Images | Tensor, units: Sequence[str], labels: Tensor | None = None,
     config: TunedLensConfig | None = None, command: str = "", preprocess: Callable[[Tensor], Tensor] | None = None,
 ) -> TunedLens:  # fmt: skip
     """Fit a :class:`TunedLens` on training ``inputs (N, C, H, W)`` (preprocessed, or the images ``preprocess``
-    makes the network's inputs of, one batch at a time, so that only the pooled units of the sample are ever held
-    whole; ``labels (N,)``, where given, make the sample of ``config.sample`` and its held-out part
-    class-balanced, both drawn with ``config.seed``):
+    makes the network's inputs of; or a split, decoded or streamed: read one batch at a time, so that only the
+    pooled units of the sample are ever held whole; ``labels (N,)``, where given, make the sample of
+    ``config.sample`` and its held-out part class-balanced, both drawn with ``config.seed``):
     the network runs once per batch on its device, then Adam minimises ``sum_u mean_b KL(p_b || q_{b,u})`` over
     the cached pooled outputs of the training part. After every epoch each translator's mean KL on the held-out
     part is measured; a translator whose KL has not improved for ``config.patience`` epochs stops (the translators
@@ -81,7 +82,7 @@ def fit_tuned_lens(
     with torch.no_grad():
         for b in tqdm(shard.run, desc="tuned lens: the units on its sample", unit="batch", leave=False,
                       disable=shard.rank != 0):  # fmt: skip
-            x = inputs[chosen[batches[b]]]
+            x = next(image_batches(inputs, [chosen[batches[b]]]))
             x = (x if preprocess is None else preprocess(x)).to(device)
             step = step or pass_rows(network, x, len(x))  # a 224 px batch in passes within PASS_BYTES
             passes = [pooled_units(network, readout, part, units) for part in x.split(step)]

@@ -83,6 +83,7 @@ from laya.model.attached_files import (
 )
 from laya.model.checkpoint import Checkpoint
 from laya.model.devices import model_device
+from laya.model.hooks import pass_rows
 from laya.model.sharding import Shard
 
 TABLE_METRICS = ("lens_prob", "lens_kl", "lens_agrees", "drops")
@@ -93,7 +94,8 @@ class NetworkOptions:
     """What the network report computes: ``limit`` test inputs (a class-balanced sample drawn with ``seed``; None:
     all), ``references`` K training inputs (resample and the IG baseline), the default intervention ``method`` and
     the ``branch`` it and skip act on (``"block"``, ``"attention"``, ``"mlp"``: a transformer block's one branch),
-    ``ig_steps`` and ``baseline`` of integrated gradients, ``batch_size`` inputs per pass, ``resamples`` of every
+    ``ig_steps`` and ``baseline`` of integrated gradients, ``batch_size`` inputs per pass (at most: fewer where
+    their activations would not fit, :func:`_batch_size`), ``resamples`` of every
     bootstrap CI; the tuned lens's fit when none is stored: ``lens_sample`` training inputs, ``lens_epochs`` the
     cap on its epochs, ``lens_lr``, ``lens_patience`` (:class:`~laya.analysis.network.lens.TunedLensConfig`);
     ``lesion_draws`` random sets of units per ``k`` in the lesion study (:mod:`~laya.analysis.network.lesion`) and its
@@ -158,14 +160,13 @@ def _preprocessed(checkpoint: Checkpoint, data: Images, index: Tensor) -> Tensor
 def fitted_lens(checkpoint: Checkpoint, train: Images, options: NetworkOptions, command: str = "") -> TunedLens:
     """A tuned lens of the checkpoint's network on its units, fitted on a seeded class-balanced sample of
     ``options.lens_sample`` training inputs, a class-balanced part of it held out to stop the fit
-    (:func:`~laya.analysis.network.lens_fit.fit_tuned_lens`)."""
+    (:func:`~laya.analysis.network.lens_fit.fit_tuned_lens`, which reads the split batch by batch: its images are
+    never copied whole)."""
     backbone = checkpoint.model.backbone
-    index = sample_indices(train.labels, options.lens_sample, options.seed)
-    images = torch.cat(list(_read(train, index)))  # uint8: preprocessed batch by batch in the fit
-    config = TunedLensConfig([], [], 1, 1, sample=len(index), epochs=options.lens_epochs, lr=options.lens_lr,
-                             patience=options.lens_patience, seed=options.seed)  # fmt: skip
+    config = TunedLensConfig([], [], 1, 1, sample=min(options.lens_sample, len(train)), epochs=options.lens_epochs,
+                             lr=options.lens_lr, patience=options.lens_patience, seed=options.seed)  # fmt: skip
     units = [u.name for u in network_units(backbone)]
-    return fit_tuned_lens(backbone, images, units, train.labels[index], config, command, checkpoint.preprocess)
+    return fit_tuned_lens(backbone, train, units, train.labels, config, command, checkpoint.preprocess)
 
 
 def _lens_for(checkpoint: Checkpoint, units: Sequence[Unit], lens: TunedLens | None) -> TunedLens:
@@ -182,6 +183,16 @@ def _table(values: Tensor, groups: Tensor, classes: Sequence[str], units: Sequen
     rows = {name: [*values[chosen].double().mean(0).tolist(), int(chosen.sum())]
             for name, chosen in class_groups(groups, classes)}  # fmt: skip
     return pd.DataFrame.from_dict(rows, orient="index", columns=[*units, "n"]).rename_axis("class")
+
+
+def _batch_size(checkpoint: Checkpoint, test: Images, index: Tensor, options: NetworkOptions, units: int) -> int:
+    """Inputs per batch of the report: ``options.batch_size``, fewer where the resample pass's rows (each input's
+    own and its ``K`` references at every unit, joined in one pass) would hold an activation over
+    :data:`~laya.model.hooks.PASS_BYTES` (:func:`~laya.model.hooks.pass_rows`, counting every row at the input's
+    size: 16 inputs at 32 px, one at 224 px, where 16 held a gigabyte more)."""
+    rows = 1 + options.references * units
+    first = _preprocessed(checkpoint, test, index[:1]).to(model_device(checkpoint.model))
+    return max(1, min(options.batch_size, pass_rows(checkpoint.model.backbone, first, options.batch_size * rows) // rows))
 
 
 def _bar(batches: Sequence[Tensor], shard: Shard, desc: str) -> Iterator[Tensor]:
@@ -231,7 +242,8 @@ def network_report(
         for k, v in tensors.items():
             parts.setdefault(k, []).append(v.detach().cpu())
 
-    batches = batch_indices(len(index), options.batch_size)
+    batch_size = _batch_size(checkpoint, test, index, options, len(units))
+    batches = batch_indices(len(index), batch_size)
     shard = Shard.of(batches)  # under torchrun: this process's batches, gathered back in order below
     for batch in _bar(batches, shard, "network report: profiles, lens, scores"):
         x = _preprocessed(checkpoint, test, index[batch]).to(device)
@@ -257,7 +269,7 @@ def network_report(
     if options.lesion_limit is not None:  # the lesion study's own sample: its inputs' passes, nothing else
         size = len(test) if options.lesion_limit == "all" else options.lesion_limit
         lesion_index, parts = sample_indices(test.labels, size, options.seed), {}
-        batches = batch_indices(len(lesion_index), options.batch_size)
+        batches = batch_indices(len(lesion_index), batch_size)
         shard = Shard.of(batches)
         for batch in _bar(batches, shard, "lesion study"):
             x = _preprocessed(checkpoint, test, lesion_index[batch]).to(device)

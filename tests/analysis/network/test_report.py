@@ -191,6 +191,28 @@ def test_the_budget_caps_the_samples_and_says_so(own, tmp_path: Path) -> None:
         "--budget 0)"]  # fmt: skip
 
 
+def test_batches_sized_by_memory_give_the_same_report(own, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where an input and its references at every unit fill the activation budget twice over (as at 224 px), the
+    report's batches hold two inputs, not QUICK's six; the numbers are the same to float noise."""
+    from dataclasses import replace
+
+    from laya.analysis.network import report as report_module
+    from laya.analysis.network.report import network_report
+    from laya.data.datasets import batch_indices
+
+    checkpoint, report = own
+    rows = 1 + QUICK.references * len(report.units)
+    asked: list[int] = []
+    monkeypatch.setattr(report_module, "pass_rows", lambda network, x, wanted: asked.append(wanted) or 2 * rows)
+    sizes: list[int] = []
+    monkeypatch.setattr(report_module, "batch_indices", lambda n, size: sizes.append(size) or batch_indices(n, size))
+    again = network_report(checkpoint, options=replace(QUICK, gradcam_sample=0))  # the lens stored beside it
+    assert asked == [QUICK.batch_size * rows] and 2 in sizes and QUICK.batch_size not in sizes  # 256: image reads
+    for name in ("drops", "skip_drops", "lens_kl", "probability"):
+        torch.testing.assert_close(getattr(again, name), getattr(report, name), rtol=0, atol=1e-6, msg=name)
+    assert torch.equal(again.predictions, report.predictions)
+
+
 def test_laya_network_command(own, capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
     from laya.cli import main
 

@@ -47,7 +47,7 @@ from laya.data.datasets import Preprocess, load_dataset, split_indices
 from laya.data.features import cached_hidden_states
 from laya.model.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint, sha256_file
 from laya.model.classifier import LayerwiseClassifier
-from laya.model.devices import Placement
+from laya.model.devices import Placement, release_memory
 from laya.model.heads import HEAD_LABELS, HeadConfig
 from laya.model.own_head import OWN, own_head
 from laya.model.sharding import scratch_unless_main, torchrun_placement
@@ -143,6 +143,11 @@ def _write_setting(
                  unit="step")  # fmt: skip
     heads: dict[str, Path] = {}
     network: tuple[str | None, str | None] = (None, None)
+
+    def advance() -> None:  # a step done: what it freed given back before the next one
+        release_memory(device)
+        steps.update()
+
     try:  # the bar is closed (its line ended) before any error is printed
         with whole_folder(setting, config.overwrite), tempfile.TemporaryDirectory(prefix="laya-attach-") as runs:
             export_examples(test, setting / "examples")  # before any head is bundled: its expected.json reads them
@@ -151,11 +156,11 @@ def _write_setting(
             heads[OWN] = bundle(run, setting / OWN, test, config.evaluation, progress_bar(f"evaluating {OWN}", False),
                                 module=module, sample=OWN not in config.depth_heads,
                                 device=device)  # a depth head's sample: after its depth analytics
-            steps.update()
+            advance()
             if network_step:
                 steps.set_postfix_str("tuned lens and network report")
                 network = _network(config, heads[OWN], test, module, device)
-                steps.update()
+                advance()
             for head in config.heads:
                 steps.set_postfix_str(f"fitting {head}")
                 recipe = TrainConfig(
@@ -168,17 +173,17 @@ def _write_setting(
                 heads[head] = bundle(fitted, setting / head, test, config.evaluation,
                                      progress_bar(f"evaluating {head}", False), module=module,
                                      sample=head not in config.depth_heads, device=device)  # fmt: skip
-                steps.update()
+                advance()
         write_summary(results_table(list(heads.values())), setting, f"{setting.name}: the network's own head and "
                       "LAYA, ScalarMix, Concat on its frozen features", list(heads.values()))  # fmt: skip
-        steps.update()
+        advance()
         for head in config.depth_heads:
             steps.set_postfix_str(f"depth analytics of {head}")
             checkpoint = load_checkpoint(heads[head], map_location=device, module=module)
             run_depth(checkpoint, config.depth, progress_bar(f"depth analytics of {head}", False))
             mode = Report.load(heads[head]).data["headline"]["mode"]
             write_sample(checkpoint, test, mode=mode, images_dir=setting)  # with depth and detection columns
-            steps.update()
+            advance()
     finally:
         steps.close()
     return list(heads), network

@@ -84,3 +84,24 @@ def test_torchrun_with_more_processes_than_gpus(monkeypatch):
     with pytest.warns(UserWarning, match="Falling back to the CPU with gloo"):
         place = setup_distributed("auto")
     assert joined == [{"backend": "gloo"}] and place.device == torch.device("cpu") and place.rank == 3
+
+
+def test_release_memory_gives_the_c_heap_back(monkeypatch) -> None:
+    """What a step freed goes back to the system: Python's cycles collected, glibc's free pages trimmed (on a C
+    library without malloc_trim, nothing to do and no error)."""
+    import ctypes
+
+    from laya.model import devices
+
+    trimmed: list[int] = []
+
+    class Libc:
+        def malloc_trim(self, pad: int) -> int:
+            trimmed.append(pad)
+            return 1
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Libc())
+    devices.release_memory("cpu")
+    assert trimmed == [0]
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(name)))
+    devices.release_memory(None)  # no libc.so.6: nothing trimmed, nothing raised

@@ -220,12 +220,14 @@ def layer_modules(backbone: Backbone) -> list[nn.Module | None]:
 
 def on_input(hooks: Hooks, block: Block, call: Callable[[Tensor], Tensor | None]) -> None:
     """Into ``hooks``: ``call(input)`` with the block's input each time the block starts (``block.entry`` not None);
-    where ``call`` returns a tensor, the block runs on that tensor instead."""
+    where ``call`` returns a tensor, the block runs on that tensor instead. A block whose input is no tensor (a
+    DenseNet layer's list of the features before it) is left alone: ``call`` is not called."""
     if block.entry is block.module:
 
         def pre(m: nn.Module, args: tuple, kwargs: dict) -> Any:
             key = None if args else next(iter(kwargs), None)
-            new = call(layer_tensor(args) if args else layer_tensor(kwargs[key]) if key is not None else None)
+            value = layer_tensor(args) if args else layer_tensor(kwargs[key]) if key is not None else None
+            new = call(value) if isinstance(value, Tensor) else None
             if not isinstance(new, Tensor):
                 return None
             if key is None:
@@ -236,7 +238,8 @@ def on_input(hooks: Hooks, block: Block, call: Callable[[Tensor], Tensor | None]
     else:
 
         def post(m: nn.Module, a: Any, out: Any) -> Any:
-            new = call(layer_tensor(out))
+            value = layer_tensor(out)
+            new = call(value) if isinstance(value, Tensor) else None
             return with_layer_tensor(out, new) if isinstance(new, Tensor) else None
 
         hooks.after(block.entry, post, prepend=True)

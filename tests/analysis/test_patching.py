@@ -241,3 +241,28 @@ def test_hooks_reach_only_the_thread_that_set_them():
             thread.join()
     assert not torch.allclose(patched, clean, atol=1e-6)  # the patch acts in its own thread
     assert torch.equal(other[0], clean)  # and nowhere else
+
+
+def test_a_block_whose_input_is_no_tensor_is_left_alone() -> None:
+    """A DenseNet layer is called with the list of the features before it: its input is neither read nor replaced
+    (the call is not made), and the forward is the plain one (issue 47's breadth run: timm densenet121)."""
+    from torch import nn
+
+    from laya.analysis.patching import Block, on_input
+    from laya.model.hooks import Hooks
+
+    class Dense(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(4, 2, 1)
+
+        def forward(self, features: list[torch.Tensor]) -> torch.Tensor:
+            return self.conv(torch.cat(features, 1))
+
+    layer = Dense()
+    features = [torch.randn(1, 2, 3, 3), torch.randn(1, 2, 3, 3)]
+    seen: list[torch.Tensor] = []
+    with Hooks() as hooks:
+        on_input(hooks, Block(layer, layer), lambda x: seen.append(x) or torch.zeros_like(x))
+        out = layer(features)
+    assert seen == [] and torch.equal(out, layer(features))

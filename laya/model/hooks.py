@@ -26,6 +26,7 @@ imports nothing of ``laya``, so every part of it may hook a network without an i
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -112,22 +113,30 @@ def probe_input(backbone: nn.Module) -> Tensor:
     return torch.zeros(1, backbone.config.in_channels, size, size, dtype=p.dtype, device=p.device)
 
 
+_LARGEST: weakref.WeakKeyDictionary[nn.Module, dict[tuple, int]] = weakref.WeakKeyDictionary()
+
+
 def pass_rows(network: nn.Module, x: Tensor, rows: int, budget: int = PASS_BYTES) -> int:
     """At most ``rows`` rows a pass of ``network`` may take (at least 1) so that no module returns more than
-    ``budget`` bytes: one forward of ``x[:1]`` measures the largest tensor a module returns for one row."""
-    largest = 0
+    ``budget`` bytes: one forward of ``x[:1]`` measures the largest tensor a module returns for one row (once per
+    network, input shape and dtype: kept while the network lives)."""
+    key = (tuple(x.shape[1:]), x.dtype, x.device)
+    known = _LARGEST.setdefault(network, {})
+    if key not in known:
+        largest = 0
 
-    def measure(module: nn.Module, args: tuple, out: Any) -> None:
-        nonlocal largest
-        value = layer_tensor(out)
-        if isinstance(value, Tensor):
-            largest = max(largest, value.numel() * value.element_size())
+        def measure(module: nn.Module, args: tuple, out: Any) -> None:
+            nonlocal largest
+            value = layer_tensor(out)
+            if isinstance(value, Tensor):
+                largest = max(largest, value.numel() * value.element_size())
 
-    with Hooks() as hooks, torch.no_grad():
-        for module in network.modules():
-            hooks.after(module, measure)
-        network(x[:1])
-    return max(1, min(rows, budget // max(1, largest)))
+        with Hooks() as hooks, torch.no_grad():
+            for module in network.modules():
+                hooks.after(module, measure)
+            network(x[:1])
+        known[key] = largest
+    return max(1, min(rows, budget // max(1, known[key])))
 
 
 __all__ = [

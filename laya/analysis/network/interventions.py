@@ -51,7 +51,7 @@ pre-logits layer at stage granularity) is replaced in the hidden state handed to
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
@@ -63,7 +63,7 @@ from laya.analysis.patching import Block, on_input
 from laya.analysis.sample import sample_indices
 from laya.data.datasets import Images
 from laya.model.classifier import LayerwiseClassifier
-from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
+from laya.model.hooks import Hooks, layer_tensor, pass_rows, with_layer_tensor
 
 Method = Literal["resample", "skip", "mean"]
 SKIP, RESAMPLE, MEAN = "skip", "resample", "mean-ablation"
@@ -209,6 +209,34 @@ class References:
     mean: bool
     kinds: tuple[Kind, ...]
     values: tuple[Tensor, ...]
+
+
+def _unit_groups(counts: Sequence[int], inputs: int, rows: int) -> list[list[int]]:
+    """Consecutive units whose rows (``inputs`` each, ``counts[u]`` per input of unit ``u``, beside the inputs' own)
+    fit ``rows`` together; one unit a group at least."""
+    groups: list[list[int]] = [[]]
+    for u, count in enumerate(counts):
+        if groups[-1] and inputs * (1 + sum(counts[v] for v in groups[-1]) + count) > rows:
+            groups.append([])
+        groups[-1].append(u)
+    return groups
+
+
+def _some(reference: Tensor | References, units: Sequence[int]) -> Tensor | References:
+    """The references of ``units`` alone (recorded ones), or the reference inputs as they are."""
+    if not isinstance(reference, References):
+        return reference
+    return replace(reference, units=tuple(reference.units[u] for u in units),
+                   kinds=tuple(reference.kinds[u] for u in units), values=tuple(reference.values[u] for u in units))
+
+
+def _joined(profiles: Sequence[UnitProfile]) -> UnitProfile:
+    """The profiles of consecutive groups of units on the same inputs as one (the unablated fields: the first's)."""
+    first = profiles[0]
+    return UnitProfile(torch.cat([p.drops for p in profiles], 1), torch.cat([p.ablated_predictions for p in profiles], 1),
+                       first.prediction, first.probability, *(sum((getattr(p, f) for p in profiles), ()) for f in
+                       ("units", "stages", "methods", "branches", "residual")), first.references, first.base_logits,
+                       torch.cat([p.logits for p in profiles], 1))  # fmt: skip
 
 
 @torch.inference_mode()
@@ -373,6 +401,10 @@ def intervene(
     if any(m != "skip" for m in methods) and not isinstance(reference, References):
         reference = record_references(model, units, reference, branch, target=target)
     counts = [R if m == "resample" and not paired else 1 for m in methods]  # K_u rows per input for unit u
+    groups = _unit_groups(counts, B, pass_rows(model.backbone, x, B * (1 + sum(counts))))
+    if len(groups) > 1:  # every unit's rows at once would not fit: passes of units whose rows do
+        return _joined([intervene(model, x, [units[u] for u in g], method, _some(reference, g), fallback, target,
+                                  branch, paired) for g in groups])  # fmt: skip
     order = [u for u in range(U) if units[u].block is not None] + [u for u in range(U) if units[u].block is None]
     starts = dict(zip(order, (B + B * torch.tensor([0] + [counts[u] for u in order]).cumsum(0)).tolist()))
     at = [torch.arange(starts[u], starts[u] + B * counts[u], device=x.device) for u in range(U)]  # rows (b, k)

@@ -451,3 +451,31 @@ def test_every_unit_but_the_stem_keeps_the_input_of_a_resnet18(family: str) -> N
     for i, j in pairs:
         shared = (profile.drops[i] - profile.drops[j] - (profile.probability[i] - profile.probability[j])).abs()
         assert shared[0] < 1e-9 and (shared[1:] > 1e-7).all(), (i, j, shared)
+
+
+@pytest.mark.parametrize(("family", "branch"), [("torchvision resnet18", "block"), ("timm test_vit", "attention")])
+def test_units_whose_rows_would_not_fit_run_in_groups_with_the_same_profile(
+    tmp_path: Path, family: str, branch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    """A network of many units at a large size (a DenseNet's 58 at 224 px: 465 rows an input, over 3 GB) runs its
+    units in groups whose rows fit: the same drops, predictions, logits and names as one pass of them all."""
+    from laya.analysis.network import interventions, record_references
+
+    _, model, units, config = _setup(tmp_path, family)
+    x, reference = _inputs(config, 2, 0), _inputs(config, 3, 1)
+    recorded = record_references(model, units, reference, branch)
+    whole = {m: intervene(model, x, units, m, recorded, branch=branch) for m in ("resample", "skip", "mean")}
+    passes: list[int] = []
+    real = interventions._rows_pass
+    monkeypatch.setattr(interventions, "_rows_pass", lambda *a, **k: passes.append(len(a[1])) or real(*a, **k))
+    monkeypatch.setattr(interventions, "pass_rows", lambda network, x_, rows: 2 * (1 + 3 * 2))  # two units a pass
+    for method, expected in whole.items():
+        passes.clear()
+        got = intervene(model, x, units, method, recorded, branch=branch)
+        if method == "resample":  # 3 rows an input per unit: two units a pass
+            assert len(passes) >= (len(units) + 1) // 2, passes
+        for name in ("units", "stages", "methods", "branches", "residual", "references"):
+            assert getattr(got, name) == getattr(expected, name), (method, name)
+        for name in ("drops", "logits", "base_logits", "probability"):
+            torch.testing.assert_close(getattr(got, name), getattr(expected, name), rtol=0, atol=1e-12)
+        assert torch.equal(got.ablated_predictions, expected.ablated_predictions)

@@ -25,13 +25,11 @@ inputs, which keep at least one input per class.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 from laya.analysis.network.gradcam_choice import FRACTIONS, STEPS
 
-if TYPE_CHECKING:
-    from laya.analysis.network.report import NetworkOptions
-
+NetworkOptions = Any  # laya.analysis.network.report.NetworkOptions, which imports this module (no import circle)
 ATTACH = 3.0  # ``laya attach``'s budget: forward passes over the attach's images (``laya network``'s: none)
 
 

@@ -14,6 +14,7 @@ The result is a JSON-serialisable dict (see :class:`laya.analysis.report.Report`
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -338,9 +339,10 @@ def build_report(
     bootstrap_s += time.perf_counter() - bootstrap_started
     if timing is not None:
         timing["bootstrap_s"] = bootstrap_s
-    comparisons = [
+    comparisons = [  # a pair undefined on every input (a constant ranking throughout: random weights) has no test
         {"mode": m, "metric": metric, "a": a, "reduction_a": ra, "b": b, "reduction_b": rb, **r.to_dict()}
         for (m, metric, ra, a, rb, b), r in zip(tested, results)
+        if math.isfinite(r.p_value) and math.isfinite(r.difference.low) and math.isfinite(r.difference.high)
     ]
     if per_input is not None:
         per_input.update({k: v for k, v in columns.items() if k == "correct" or k.startswith("faithfulness/")})

@@ -149,3 +149,27 @@ def test_report_loading_errors(tmp_path):
     (tmp_path / "report.json").write_text('{"hello": 1}')
     with pytest.raises(ValueError, match="not a LAYA evaluation report"):
         Report.load(tmp_path)
+
+
+def test_a_pair_undefined_on_every_input_is_not_a_comparison(tiny_models, image_folder, tmp_path, monkeypatch):
+    """A faithfulness column with no defined value (constant scores throughout, as random weights give: the breadth
+    run's RepViT and Inception v3) has no paired test: left out of the comparisons, not written as a null p-value
+    that the report's reader refuses."""
+    from laya.analysis import evaluate as evaluate_module
+    from laya.analysis.statistics import Interval, PairedComparison
+
+    real = evaluate_module.paired_mean_differences
+
+    def first_undefined(values, pairs, resamples=1000, seed=0):
+        results = real(values, pairs, resamples, seed)
+        nan = float("nan")
+        return [PairedComparison(Interval(nan, nan, nan, 0.95), nan, "paired bootstrap", 0), *results[1:]]
+
+    ck = load_checkpoint(tiny_models / "colours-mlp" / "laya")
+    test = load_dataset(str(image_folder), "test", image_size=8)
+    options = EvalOptions(ig_steps=2, resamples=50)
+    whole = evaluate(ck, test, options)["comparisons"]
+    monkeypatch.setattr(evaluate_module, "paired_mean_differences", first_undefined)
+    report = evaluate(ck, test, options)
+    assert report["comparisons"] == whole[1:]
+    assert len(Report.load(write_report(report, tmp_path)).comparisons()) == len(whole) - 1

@@ -89,7 +89,8 @@ def add_attach(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--random-orders", type=int, default=10,
                    help="depth analytics: random pruning orders (default: 10)")
     a.add_argument("--timing-batch", type=int, default=64,
-                   help="depth analytics: inputs per timed batch, at most: fewer where one forward of them would last over a quarter second (default: 64)")
+                   help="depth analytics: inputs per timed batch, at most: fewer where one forward of them would "
+                   "last over a quarter second (default: 64)")
     a.add_argument("--timing-repeats", type=int, default=7,
                    help="timed repeats of the depth analytics' layer costs and the network report's Grad-CAM costs "
                    "(default: 7)")

@@ -128,7 +128,8 @@ def add_depth(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--random-orders", type=int, default=10,
                    help="random layer-removal orders in the pruning curves (their mean is the random control)")
     d.add_argument("--timing-batch", type=int, default=64,
-                   help="test inputs timed per forward pass for the early-exit cost estimate, at most: fewer where one forward of them would last over a quarter second")
+                   help="test inputs timed per forward pass for the early-exit cost estimate, at most: fewer where "
+                   "one forward of them would last over a quarter second")
     d.add_argument("--timing-repeats", type=int, default=7,
                    help="round-robin timings of each truncated backbone (fastest kept); 1-2 suffice on small data")
     d.add_argument(

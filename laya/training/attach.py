@@ -70,7 +70,7 @@ class Attached:
     test_total: int = 0
     seed: int = 0
     network_error: str | None = None  # why the network report was not written, where it was asked for
-    network_budget: str | None = None  # what the network report's budget allowed (budget.Budgeted.line)
+    network_said: tuple[str, ...] = ()  # what the network step said as it ran (its budget: budget.Budgeted.line)
 
 
 def own_checkpoint(
@@ -133,16 +133,16 @@ def attach(config: AttachConfig, module: nn.Module | None = None) -> Attached:
 
 def _write_setting(
     config: AttachConfig, module: nn.Module | None, checked: Checked, test: Any, setting: Path, place: Placement
-) -> tuple[list[str], tuple[str | None, str | None]]:
+) -> tuple[list[str], tuple[str | None, tuple[str, ...]]]:
     """Every step of :func:`attach` into ``setting`` on ``place.device``: the heads written (``own`` first), and why
-    the network report was not written, where it was asked for and could not be, and what its budget allowed."""
+    the network report was not written, where it was asked for and could not be, and what its step said."""
     spec, bb_config, device = checked.spec, checked.backbone_config, place.device
     alone = None if place.world == 1 else Placement(device=device)  # each process fits the heads by itself
     network_step = config.network is not None
     steps = tqdm(total=2 + network_step + len(config.heads) + len(config.depth_heads), desc=f"attach {setting.name}",
                  unit="step")  # fmt: skip
     heads: dict[str, Path] = {}
-    network: tuple[str | None, str | None] = (None, None)
+    network: tuple[str | None, tuple[str, ...]] = (None, ())
 
     def advance() -> None:  # a step done: what it freed given back before the next one
         release_memory(device)
@@ -217,10 +217,10 @@ def whole_folder(folder: Path, overwrite: bool = False) -> Iterator[Path]:
 
 def _network(
     config: AttachConfig, own: Path, test: Any, module: nn.Module | None, device: str | torch.device = "cpu"
-) -> tuple[str | None, str | None]:
+) -> tuple[str | None, tuple[str, ...]]:
     """The tuned lens and the network report in the own head's folder: the reason where the network cannot be
-    read unit by unit (the rest of ``attach`` goes on), and what the report's budget allowed (printed above the
-    bar as it starts, and returned for the summary)."""
+    read unit by unit (the rest of ``attach`` goes on), and what :func:`run_network` said (what the report's budget
+    allowed: printed above the bar as it starts, and returned for the summary)."""
     command = config.command or f"laya.training.attach.attach(family={config.family!r}, model={config.model!r})"
     checkpoint = load_checkpoint(own, map_location=device, module=module)
     said: list[str] = []
@@ -233,8 +233,8 @@ def _network(
         run_network(checkpoint, config.network, command, refit=True, test_images=test,
                     train_images=load_dataset(config.dataset, "train", config.image_size), log=log)  # fmt: skip
     except ValueError as error:  # NoLayerModules too: a network with no units to read
-        return str(error), None
-    return None, next((line for line in said if line.startswith("Network report ")), None)
+        return str(error), ()
+    return None, tuple(said)
 
 
 def comparison_words(low: float, high: float, adjusted_p: float) -> str:
@@ -287,18 +287,17 @@ def summary(attached: Attached, resamples: int = 1000) -> str:
 
 
 def network_lines(attached: Attached, resamples: int = 1000) -> list[str]:
-    """The network report in a few lines: what its budget allowed, the tuned lens's agreement with the network's prediction at every unit
-    (:func:`~laya.analysis.network.lens_fit.lens_line`), the cheap score whose per-input Spearman with the default
-    intervention is highest among those that beat the better baseline of structure alone
-    (:func:`~laya.analysis.network.scores.best_score`), or that none does, and the unit whose Grad-CAM to use
-    (:func:`~laya.analysis.network.gradcam_choice.choice_line`) where the report tested them."""
+    """The network report in a few lines: what its step said (its budget), the tuned lens's agreement with the
+    network's prediction at every unit (:func:`~laya.analysis.network.lens_fit.lens_line`), the cheap score whose
+    per-input Spearman with the default intervention is highest among those that beat the better baseline of
+    structure alone (:func:`~laya.analysis.network.scores.best_score`), or that none does, and the unit whose
+    Grad-CAM to use (:func:`~laya.analysis.network.gradcam_choice.choice_line`) where the report tested them."""
     if attached.network_error:
         return ["", f"Network report not written: {attached.network_error}"]
     report = load_network_report(attached.heads[OWN]) if OWN in attached.heads else None
     if report is None:
         return []
-    lines = ["", *([attached.network_budget] if attached.network_budget else []),
-             lens_line(report.units, report.lens_agrees, report.lens.get("fit", {}))]
+    lines = ["", *attached.network_said, lens_line(report.units, report.lens_agrees, report.lens.get("fit", {}))]
     best = best_score(report.agreement, report.method)
     if best is None:
         lines.append(f"No cheap per-unit score is to be trusted against {report.method}: none beats what structure "

@@ -2,8 +2,8 @@
 
 Every analysis of the report (:mod:`laya.analysis.network.report`) is a number of passes per input, fixed by the
 network's ``U`` units and the report's options; none depends on the image size. So its cost relative to one forward
-pass over the attach's images is its rows over the images' count, whatever the resolution: 200 explained inputs
-are a fraction of a pass over CIFAR-10's 60,000 images and ten passes over 2,500. A row is one input through the
+pass over the attach's images is its rows over the images' count, whatever the resolution: the default samples
+are a fraction of a pass over CIFAR-10 and tens of passes over a few thousand images. A row is one input through the
 network, or through the part of it after a unit (counted whole: the count is an upper bound on the forwards it
 costs), a backward counted as two. Per explained test input:
 
@@ -70,8 +70,9 @@ class Budgeted:
         return self.options != self.asked
 
     def line(self) -> str:
-        """One sentence: what the budget allowed, and the command line flags that give what was asked."""
-        allowed = f"{self.budget:g} forward passes over the {self.images:,} images, {round(self.budget * self.images):,} rows"
+        """One sentence: what the budget allowed against what was asked, and how to get what was asked."""
+        allowed = (f"{self.budget:g} forward passes over the {self.images:,} images, "
+                   f"{round(self.budget * self.images):,} rows")
         if not self.capped:
             return f"Network report within its budget ({allowed}): {self.rows:,} rows."
         a, o = self.asked, self.options
@@ -79,8 +80,8 @@ class Budgeted:
                  (f"the lesion study on {o.lesion_limit:,} (asked: {_count(a.lesion_limit)})"
                   if o.lesion_limit != a.lesion_limit else None),
                  ("the Grad-CAM test not run" if o.gradcam_sample == 0 else
-                  f"the Grad-CAM test on {o.gradcam_sample:,} images")
-                 + f" (asked: {a.gradcam_sample:,} images)" if o.gradcam_sample != a.gradcam_sample else None]  # fmt: skip
+                  f"the Grad-CAM test on {o.gradcam_sample:,} images") + f" (asked: {a.gradcam_sample:,} images)"
+                 if o.gradcam_sample != a.gradcam_sample else None]  # fmt: skip
         return (f"Network report sized to its budget ({allowed}): " + ", ".join(p for p in parts if p)
                 + f" ({self.rows:,} rows; what was asked costs {self.asked_rows:,}: rerun it with `laya network`, or "
                 "attach with --budget 0)")  # fmt: skip
@@ -90,12 +91,17 @@ def _count(size: int | str | None) -> str:
     return "all" if size in (None, "all") else f"{size:,}"
 
 
+def _sizes(options: NetworkOptions, tests: int) -> tuple[int, int | None, int]:
+    """The explained inputs, the lesion study's own inputs (None: the explained ones) and the Grad-CAM images that
+    ``options`` take of ``tests`` test inputs."""
+    lesion = options.lesion_limit
+    lesion = None if lesion is None else min(tests if lesion == "all" else lesion, tests)
+    return min(options.limit or tests, tests), lesion, min(options.gradcam_sample, tests)
+
+
 def _rows(cost: ReportRows, options: NetworkOptions, lens: int, tests: int) -> int:
-    explained = min(options.limit or tests, tests)
-    lesion = 0 if options.lesion_limit is None else min(tests if options.lesion_limit == "all" else
-                                                        options.lesion_limit, tests)  # fmt: skip
-    return (explained * cost.explained + lesion * cost.lesioned + min(options.gradcam_sample, tests) * cost.gradcam
-            + lens * cost.lens)  # fmt: skip
+    explained, lesion, images = _sizes(options, tests)
+    return explained * cost.explained + (lesion or 0) * cost.lesioned + images * cost.gradcam + lens * cost.lens
 
 
 def within_budget(options: NetworkOptions, units: int, classes: int, trains: int, tests: int,
@@ -115,10 +121,7 @@ def within_budget(options: NetworkOptions, units: int, classes: int, trains: int
     allowed = budget * (trains + tests)
     if budget == 0 or asked_rows <= allowed:
         return Budgeted(options, options, asked_rows, asked_rows, budget, trains + tests)
-    explained = min(options.limit or tests, tests)
-    lesion = None if options.lesion_limit is None else min(tests if options.lesion_limit == "all" else
-                                                           options.lesion_limit, tests)  # fmt: skip
-    images = min(options.gradcam_sample, tests)
+    explained, lesion, images = _sizes(options, tests)
     room = max(0.0, allowed - lens * cost.lens)
     scale = room / (asked_rows - lens * cost.lens)
     gradcam = int(images * scale)

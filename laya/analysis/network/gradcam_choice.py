@@ -43,13 +43,13 @@ from torch import Tensor, nn
 
 from laya.analysis.network.gradcam import resized, unit_gradcam
 from laya.analysis.network.recording import as_network, logits_of
-from laya.model.hooks import pass_rows
 from laya.analysis.pixel_faithfulness import ROWS, deletion_auc, insertion_auc, road, to_frame
 from laya.analysis.sample import sample_indices
 from laya.analysis.statistics import holm, holm_verdict, mean_intervals, paired_mean_differences
 from laya.analysis.timing import fastest_seconds
 from laya.data.datasets import Images
 from laya.model.devices import model_device
+from laya.model.hooks import pass_rows
 
 METRICS = {"insertion": "higher", "road": "higher", "deletion": "lower"}  # each metric's better direction
 STEPS = 16  # deletion / insertion steps
@@ -184,7 +184,7 @@ def gradcam_choice(
     S, S)``; ``model`` the network (or an attached backbone, :func:`~laya.analysis.network.recording.as_network`),
     ``preprocess`` its input transform (uint8 or float 0..255 images to its input), ``seed`` the random maps' and the
     bootstrap's, ``batch_size`` images per Grad-CAM pass (the perturbed images are scored :data:`ROWS` at a time, fewer
-    where their activations would not fit: :func:`~laya.analysis.network.hooks.pass_rows`)."""
+    where their activations would not fit: :func:`~laya.model.hooks.pass_rows`)."""
     network = as_network(model)
     device = model_device(network)
     frames = images.to(device).float() / 255.0  # (N, C, S, S) in [0, 1]: the pixels perturbed

@@ -232,11 +232,10 @@ def _some(reference: Tensor | References, units: Sequence[int]) -> Tensor | Refe
 
 def _joined(profiles: Sequence[UnitProfile]) -> UnitProfile:
     """The profiles of consecutive groups of units on the same inputs as one (the unablated fields: the first's)."""
-    first = profiles[0]
-    return UnitProfile(torch.cat([p.drops for p in profiles], 1), torch.cat([p.ablated_predictions for p in profiles], 1),
-                       first.prediction, first.probability, *(sum((getattr(p, f) for p in profiles), ()) for f in
-                       ("units", "stages", "methods", "branches", "residual")), first.references, first.base_logits,
-                       torch.cat([p.logits for p in profiles], 1))  # fmt: skip
+    per_unit = {f: torch.cat([getattr(p, f) for p in profiles], 1) for f in ("drops", "ablated_predictions", "logits")}
+    for f in ("units", "stages", "methods", "branches", "residual"):
+        per_unit[f] = sum((getattr(p, f) for p in profiles), ())
+    return replace(profiles[0], **per_unit)
 
 
 @torch.inference_mode()

@@ -34,13 +34,12 @@ from torch import Tensor, nn
 from laya.analysis.depth.readouts import class_groups
 from laya.analysis.head.ablation import float64_head
 from laya.analysis.network.interventions import Branch, References, UnitProfile, intervene
-from laya.model.hooks import pass_rows
 from laya.analysis.network.units import Streams, Unit
 from laya.analysis.patching import on_input
 from laya.analysis.statistics import bootstrap_ci, mean_intervals, paired_bootstrap, paired_mean_differences
 from laya.analysis.strict_json import split_table
 from laya.model.classifier import LayerwiseClassifier
-from laya.model.hooks import Hooks, layer_tensor, with_layer_tensor
+from laya.model.hooks import Hooks, layer_tensor, pass_rows, with_layer_tensor
 
 DRAWS = 5  # random sets per k
 ROWS = 512  # rows (inputs x settings) per pass of the k-curve, at most (fewer where they would not fit: pass_rows)
@@ -96,7 +95,7 @@ def skipped_predictions(
     """``(M, B)`` the class predicted for each input of ``x`` ``(B, C, H, W)`` (preprocessed) with, in setting
     ``m``, every unit ``u`` where ``masks[m, u]`` skipped at once: its output replaced by its stream, or by its input
     where it has no shortcut (module docstring); passes of about ``rows`` rows, fewer where their activations would
-    not fit (:func:`~laya.analysis.network.hooks.pass_rows`), whole settings of ``B``. Raises ``ValueError`` for
+    not fit (:func:`~laya.model.hooks.pass_rows`), whole settings of ``B``. Raises ``ValueError`` for
     a mask of another width, or one that skips a unit that cannot be skipped in this pass."""
     if masks.ndim != 2 or masks.shape[1] != len(units):
         raise ValueError(f"masks must be (M, {len(units)}), one column per unit; got {tuple(masks.shape)}")

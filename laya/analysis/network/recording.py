@@ -92,7 +92,6 @@ def run_units(network: nn.Module, x: Tensor, units: Sequence[str], classifier: S
                    [store[0] for store in given])  # fmt: skip
 
 
-@torch.inference_mode()
 def prefix_tokens(network: nn.Module, tokens: int) -> int:
     """How many of ``tokens`` leading tokens are not patches: timm's ``num_prefix_tokens`` where the network
     says, else what is left over above the largest square grid (``197 = 1 + 14^2``, ``5 = 1 + 2^2``)."""

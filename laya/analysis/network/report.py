@@ -134,7 +134,8 @@ class NetworkOptions:
         if (small or (self.limit is not None and self.limit < 1) or self.lens_epochs < 0 or self.lens_patience < 1
                 or self.gradcam_sample < 0 or not lesion or not self.budget >= 0):  # fmt: skip
             raise ValueError(f"network report sizes must be positive (lens_epochs, gradcam_sample, budget >= 0, "
-                             f"lens_patience >= 1, lesion_limit a count, 'all' or None); got {small or asdict(self)}")  # fmt: skip
+                             f"lens_patience >= 1, lesion_limit a count, 'all' or None); got "
+                             f"{small or asdict(self)}")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -192,7 +193,8 @@ def _batch_size(checkpoint: Checkpoint, test: Images, index: Tensor, options: Ne
     size: 16 inputs at 32 px, one at 224 px, where 16 held a gigabyte more)."""
     rows = 1 + options.references * units
     first = _preprocessed(checkpoint, test, index[:1]).to(model_device(checkpoint.model))
-    return max(1, min(options.batch_size, pass_rows(checkpoint.model.backbone, first, options.batch_size * rows) // rows))
+    fit = pass_rows(checkpoint.model.backbone, first, options.batch_size * rows)
+    return max(1, min(options.batch_size, fit // rows))
 
 
 def _bar(batches: Sequence[Tensor], shard: Shard, desc: str) -> Iterator[Tensor]:
@@ -330,10 +332,10 @@ def run_network(
 ) -> NetworkReport:  # fmt: skip
     """Cap the report's samples to ``options.budget`` (:func:`~laya.analysis.network.budget.within_budget`; ``log``
     says what it allowed), fit the tuned lens where none is stored (or ``refit``) and save it beside the checkpoint
-    with ``command``, store the dashboard's reference inputs (:func:`write_references`), then compute the network report and write it
-    to ``dest`` (default the checkpoint's folder); an earlier one there that does not read is replaced, and ``log``
-    says so, naming the file and why. ``write=False``: compute only (the other processes of a ``torchrun`` run,
-    whose main process writes)."""
+    with ``command``, store the dashboard's reference inputs (:func:`write_references`), then compute the network
+    report and write it to ``dest`` (default the checkpoint's folder); an earlier one there that does not read is
+    replaced, and ``log`` says so, naming the file and why. ``write=False``: compute only (the other processes of a
+    ``torchrun`` run, whose main process writes)."""
     options = options or NetworkOptions()
     dest = Path(dest or checkpoint.path)
     units = [u.name for u in network_units(checkpoint.model.backbone)]

@@ -94,6 +94,13 @@ def layer_tensor(value: Any) -> Tensor | None:
     return value if isinstance(value, Tensor) else None
 
 
+def tensors_in(value: Any) -> list[Tensor]:
+    """The tensors in ``value``: itself, or those a tuple or list holds (one level deep)."""
+    if isinstance(value, Tensor):
+        return [value]
+    return [v for v in value if isinstance(v, Tensor)] if isinstance(value, (tuple, list)) else []
+
+
 def with_layer_tensor(out: Any, value: Tensor) -> Any:
     """``out`` with its layer tensor (:func:`layer_tensor`) replaced by ``value``."""
     return (value, *out[1:]) if isinstance(out, tuple) else value
@@ -149,5 +156,6 @@ __all__ = [
     "pass_rows",
     "probe_input",
     "replacing_output",
+    "tensors_in",
     "with_layer_tensor",
 ]

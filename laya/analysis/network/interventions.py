@@ -41,9 +41,10 @@ references (for resample, mean, and skip's fallback) theirs; then ONE pass of ``
 ``b`` with unit ``u``'s output replaced by its ``k``-th value (``K_u = K`` for resample, 1 for skip and mean), joins
 the batch where it parts from ``x``: at the unit's output, or at its input where a branch inside it is replaced.
 No row reruns the modules before its unit, so the pass costs about ``1 + Σ_u K_u·(share of the network after u)``
-forwards rather than ``Σ_u K_u``; a layer read before a unit takes ``x``'s value for that unit's rows. A network that
-does not carry the grown batch (it keeps a tensor from before a unit to combine with one after it, or fixes its batch
-size) raises a size mismatch there, and every row then runs the whole network. Each hook acts only for the calling
+forwards rather than ``Σ_u K_u``; a layer read before a unit takes ``x``'s value for that unit's rows, and so does a
+tensor kept from before a unit and combined with one after it (a long skip, a DenseNet's concatenated features:
+:class:`_Carried`). A network that does not carry the grown batch otherwise (it fixes its batch size, or adds in
+place to a tensor from before a unit) raises a size mismatch there, and every row then runs the whole network. Each hook acts only for the calling
 thread (:class:`~laya.model.hooks.Hooks`): the shared model is never changed. A unit without a module (a
 pre-logits layer at stage granularity) is replaced in the hidden state handed to the head. Heads in float64.
 """
@@ -56,6 +57,7 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
 
 from laya.analysis.head.ablation import float64_head
 from laya.analysis.network.units import Streams, Unit, network_root
@@ -63,7 +65,7 @@ from laya.analysis.patching import Block, on_input
 from laya.analysis.sample import sample_indices
 from laya.data.datasets import Images
 from laya.model.classifier import LayerwiseClassifier
-from laya.model.hooks import Hooks, layer_tensor, pass_rows, with_layer_tensor
+from laya.model.hooks import Hooks, layer_tensor, pass_rows, tensors_in, with_layer_tensor
 
 Method = Literal["resample", "skip", "mean"]
 SKIP, RESAMPLE, MEAN = "skip", "resample", "mean-ablation"
@@ -268,6 +270,40 @@ def record_references(
                       tuple(values))  # fmt: skip
 
 
+class _Carried(TorchFunctionMode):
+    """While a grown pass runs (:func:`_rows_pass`), an operation that fails on tensors of different row counts
+    (a DenseNet layer concatenating the features of layers before a unit, with fewer rows, with one after it)
+    gets the shorter ones carried to the longest: a tensor computed before rows joined holds, for each of them,
+    the value of the input it comes from, ``t[:B][source[r:R]]``. ``counts``: the row counts the pass goes through
+    (``B``, then after each unit's rows); an operation whose tensors have other counts, an in-place one (the tensor
+    it writes into has other owners), or one that still fails, raises as it would."""
+
+    def __init__(self, source: Tensor, counts: set[int]) -> None:
+        super().__init__()
+        self.source, self.counts, self.B = source, counts, min(counts)
+
+    def _carry(self, value: Any, rows: int) -> Any:
+        if isinstance(value, Tensor) and value.ndim and len(value) in self.counts and len(value) < rows:
+            return torch.cat([value, value[: self.B][self.source[len(value) : rows]]])
+        if isinstance(value, (tuple, list)):
+            return type(value)(self._carry(v, rows) for v in value)
+        return value
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError:
+            name = getattr(func, "__name__", "")
+            if name.startswith("__i") or (name.endswith("_") and not name.endswith("__")):
+                raise
+            counts = {len(t) for v in (*args, *kwargs.values()) for t in tensors_in(v) if t.ndim and len(t) in self.counts}
+            if len(counts) < 2:
+                raise
+            rows = max(counts)
+            return func(*self._carry(args, rows), **{k: self._carry(v, rows) for k, v in kwargs.items()})
+
+
 class _Ungrown(RuntimeError):
     """The network did not carry the appended rows as :func:`_rows_pass` expects (it keeps a tensor from before a
     unit and combines it with one after, or fixes the batch size): the rows are run whole instead."""
@@ -325,9 +361,10 @@ def _rows_pass(
             hooks.after(target.module, replace, prepend=True)
             if grown and entry is not None:
                 on_input(hooks, entry, join)
-        hidden = model.backbone(x if grown else x[source])
-    if not grown:
-        return hidden
+        if not grown:
+            return model.backbone(x[source])
+        with _Carried(source, {B} | {int(a[-1]) + 1 for a in at if len(a)}):
+            hidden = model.backbone(x)
     out = []
     for i, h in enumerate(hidden):  # a layer read before unit u lacks its rows: x's value there, as their inputs'
         due = B + sum(len(a) for a, t, layer in zip(at, targets, layers) if t is not None and layer <= i)

@@ -43,7 +43,7 @@ from laya.analysis.patching import Block, layer_blocks, on_input
 from laya.model.backbones import Backbone, CNNBackbone, MLPBackbone, TorchvisionBackbone, WrappedBackbone
 from laya.model.backbones.pre_logits import PRE_LOGITS
 from laya.model.backbones.units import unit_names
-from laya.model.hooks import Hooks, layer_tensor, probe_input
+from laya.model.hooks import Hooks, layer_tensor, probe_input, tensors_in
 
 ADDITIONS = frozenset({"add", "add_", "__add__", "__radd__", "__iadd__"})
 RELUS = frozenset({"relu", "relu_"})
@@ -89,15 +89,6 @@ class _Pass:
     depth: dict[int, tuple[Tensor, int]]
     parents: dict[int, list[int]] = field(default_factory=dict)
     shortcuts: list[_Shortcut] = field(default_factory=list)
-
-
-def _tensors(values: Any) -> list[Tensor]:
-    """The tensors among ``values`` (a tensor, or a tuple / list holding tensors, one level deep)."""
-    if isinstance(values, Tensor):
-        return [values]
-    if isinstance(values, (tuple, list)):
-        return [v for v in values if isinstance(v, Tensor)]
-    return []
 
 
 class Streams(TorchFunctionMode):
@@ -150,7 +141,7 @@ class Streams(TorchFunctionMode):
 
     def _called(self, name: str, args: tuple, starts: list[int]) -> None:
         starts.append(next(self.calls))
-        self.fed.setdefault(name, []).extend(_tensors(args[:1]))
+        self.fed.setdefault(name, []).extend(tensors_in(args[:1]))
 
     def _returned(self, name: str, start: int, out: Any) -> None:
         """The first module to return a tensor names it, or the outermost of those that enclose it."""
@@ -176,17 +167,17 @@ class Streams(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
         addition = name in ADDITIONS
-        operands = _tensors(args[:2]) if addition else _tensors(args[:1]) if name in RELUS else []
+        operands = tensors_in(args[:2]) if addition else tensors_in(args[:1]) if name in RELUS else []
         fresh = [self._candidate(run, operands) for run in self.open.values()] if addition and len(operands) == 2 \
             else [None] * len(self.open)  # fmt: skip
         out = func(*args, **(kwargs or {}))
-        if not isinstance(out, Tensor) and not _tensors(out):
+        if not isinstance(out, Tensor) and not tensors_in(out):
             return out
-        inputs = _tensors(args) + [v for v in (kwargs or {}).values() if isinstance(v, Tensor)]
+        inputs = tensors_in(args) + [v for v in (kwargs or {}).values() if isinstance(v, Tensor)]
         for (i, run), candidate in zip(self.open.items(), fresh):
             depths = [run.depth[id(t)][1] for t in inputs if id(t) in run.depth and run.depth[id(t)][0] is t]
             if depths:
-                for t in _tensors(out):
+                for t in tensors_in(out):
                     run.depth[id(t)] = (t, max(depths) + 1)
                     run.parents[id(t)] = [id(t) for t in inputs if id(t) in run.depth]
             if not isinstance(out, Tensor) or not operands:

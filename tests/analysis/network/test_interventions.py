@@ -315,32 +315,43 @@ class _Residual(torch.nn.Module):
 
 
 class _LongSkip(torch.nn.Module):
-    """Two residual units under a skip of their own: ``h + body(h)`` keeps ``h`` from before the units."""
+    """Two residual units under a skip of their own: ``h + body(h)`` keeps ``h`` from before the units; ``cat``:
+    joined as a DenseNet joins its features, ``cat([h, body(h)], 1)``; ``in_place``: added in place to a copy of
+    ``h``."""
 
-    def __init__(self) -> None:
+    def __init__(self, join: str = "add") -> None:
         super().__init__()
+        self.join = join
         self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
         self.body = torch.nn.Sequential(_Residual(8), _Residual(8))
-        self.fc = torch.nn.Linear(8, 5)
+        self.fc = torch.nn.Linear(16 if join == "cat" else 8, 5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.stem(x)
-        return self.fc((h + self.body(h)).mean((2, 3)))
+        if self.join == "in_place":
+            kept = h * 1  # not the units' input itself
+            kept += self.body(h)
+            h = kept
+        else:
+            h = torch.cat([h, self.body(h)], 1) if self.join == "cat" else h + self.body(h)
+        return self.fc(h.mean((2, 3)))
 
 
-@pytest.mark.parametrize("batch", [1, 2])
-def test_a_network_that_keeps_a_tensor_across_its_units_runs_every_row_whole(
-    monkeypatch: pytest.MonkeyPatch, batch: int
+@pytest.mark.parametrize(("join", "batch"), [("add", 1), ("add", 2), ("cat", 2), ("in_place", 1), ("in_place", 2)])
+def test_a_tensor_kept_across_the_units_is_carried_to_their_rows(
+    monkeypatch: pytest.MonkeyPatch, join: str, batch: int
 ) -> None:
-    """``h + body(h)`` cannot add a batch of ``B`` to the grown one: the size mismatch sends every row through the
-    whole network, with the same drops as the hand-patched network. A batch of one broadcasts, exactly so (each
-    row's ``h`` is the input's)."""
+    """``h + body(h)`` and ``cat([h, body(h)], 1)`` combine a batch of ``B`` from before the units with the grown
+    one: ``h`` is carried to the units' rows (each row's ``h`` is its input's) and the pass stays grown, with the
+    drops of the hand-patched network. An in-place addition ``h' += body(h)`` is not carried (``h'`` may have other
+    owners):
+    its size mismatch sends every row through the whole network, with the same drops."""
     from laya.model.backbones.wrapped import wrap
     from laya.model.classifier import LayerwiseClassifier
     from laya.model.own_head import own_head
 
     torch.manual_seed(0)
-    network = _LongSkip().eval()
+    network = _LongSkip(join).eval()
     backbone = wrap(network, ["body"], input_size=8, pre_logits=True)
     model = LayerwiseClassifier(backbone, own_head(backbone)).double().eval()  # the network's weights too
     g = torch.Generator().manual_seed(0)
@@ -349,7 +360,7 @@ def test_a_network_that_keeps_a_tensor_across_its_units_runs_every_row_whole(
     assert [u.name for u in units] == ["body.0", "body.1"] and all(u.residual for u in units)
     calls = _spied(monkeypatch)
     profile = intervene(model, x, units, "resample", reference)
-    assert calls == ([(True, "ok")] if batch == 1 else [(True, "RuntimeError"), (False, "ok")])
+    assert calls == ([(True, "RuntimeError"), (False, "ok")] if join == "in_place" else [(True, "ok")])
     with torch.no_grad():
         p = torch.softmax(network(x), -1)
     y, rows = p.argmax(-1), torch.arange(batch)
@@ -361,6 +372,34 @@ def test_a_network_that_keeps_a_tensor_across_its_units_runs_every_row_whole(
         expected = p[rows, y] - torch.stack(runs).mean(0)[rows, y]
         assert torch.allclose(profile.drops[:, u], expected, atol=1e-10, rtol=0), unit.name
     assert profile.drops.abs().max() > 1e-4
+
+
+def test_a_densenet_carries_the_grown_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torchvision DenseNet's layers concatenate the features of every layer before them: the features from before
+    a unit are carried to its rows, so its units' rows join where they part from the input (one grown pass, issue
+    47's breadth run: every row ran the whole network before), with the profile of every row run whole."""
+    from torchvision.models import DenseNet
+
+    from laya.analysis.network import interventions
+    from laya.model.backbones.wrapped import wrap
+    from laya.model.classifier import LayerwiseClassifier
+    from laya.model.own_head import own_head
+
+    torch.manual_seed(0)
+    network = DenseNet(growth_rate=4, block_config=(2, 2), num_init_features=8, bn_size=2, num_classes=5).eval()
+    backbone = wrap(network, ["features.denseblock1", "features.denseblock2"], input_size=16, pre_logits=True)
+    model = LayerwiseClassifier(backbone, own_head(backbone)).double().eval()
+    g = torch.Generator().manual_seed(0)
+    x, reference = (torch.randn(n, 3, 16, 16, generator=g, dtype=torch.float64) for n in (2, 3))
+    units = network_units(model.backbone, x)
+    assert len(units) >= 4
+    calls = _spied(monkeypatch)
+    profile = intervene(model, x, units, "resample", reference)
+    assert calls == [(True, "ok")]
+    run = interventions._rows_pass
+    monkeypatch.setattr(interventions, "_rows_pass", lambda *a, grown, **k: run(*a, grown=False, **k))
+    whole = intervene(model, x, units, "resample", reference)
+    assert torch.allclose(profile.drops, whole.drops, atol=1e-10, rtol=0) and profile.drops.abs().max() > 1e-4
 
 
 @pytest.mark.parametrize(("family", "branch"), [("torchvision resnet18", "block"), ("timm test_vit", "attention")])

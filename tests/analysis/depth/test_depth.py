@@ -158,7 +158,10 @@ def test_only_detection_refits_an_older_mahalanobis_and_keeps_every_other_block(
     pd.testing.assert_frame_equal(new.table("detection"), DepthReport(report).table("detection"), atol=1e-12)
     refitted = DepthFit.load(copy)
     assert refitted.info["covariance"] == COVARIANCE
-    assert all(torch.equal(a, b) for a, b in zip(refitted.mahalanobis.precisions, fit.mahalanobis.precisions))
+    # the same fit up to the float32 features' rounding (the command's own feature pass where the test runs alone,
+    # not the cached one: relative 3e-8 seen); the older fit is 3 times it
+    assert all(torch.allclose(a, b, rtol=1e-6, atol=0) for a, b in zip(refitted.mahalanobis.precisions,
+                                                                        fit.mahalanobis.precisions))  # fmt: skip
     assert all(torch.equal(a, b) for a, b in zip(refitted.probes.to_tensors().values(), fit.probes.to_tensors().values()))
     (copy / DEPTH_FILE).unlink()
     assert main(["depth", "--checkpoint", str(copy), "--only", "detection"]) == 2

@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 RESULT = ROOT / "docs" / "attach-breadth" / "attach_breadth.json"
 TOLERANCE = 1e-5
+TIMEOUT = 1200  # seconds one architecture may take (--timeout), the process killed then
 TRAIN, TEST, DATA_SIDE = 8, 4, 224  # the shapes ImageFolder: 4 classes, images per class per split, side in px
 # laya attach flags that size the fitting and the analyses for 32 training and 16 test images; the network report on
 # one test input per class, uncapped, without its Grad-CAM test (three minutes of a ResNet-18's row at 224 px on one
@@ -341,7 +342,8 @@ def sweep(names: list[str], work: Path, threads: int, force: bool, timeout: int)
         status = "attached" if rc == 0 else "refused" if rc == 2 and not started(text, name) else "failed"
         error = "" if rc == 0 else f"timed out after {timeout} s" if rc is None else error_text(text, rc)
         error = ESCAPES.sub("", measured.pop("error", None) or error)
-        record = {"name": name, **asdict(arch), "status": status, "error": error, "seconds": seconds, **measured}
+        record = {"name": name, **asdict(arch), "status": status, "error": error, "seconds": seconds,
+                  "timeout": timeout, **measured}  # fmt: skip
         (records / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
         part.unlink(missing_ok=True)
         spent.append(seconds)
@@ -425,8 +427,14 @@ def markdown(path: Path) -> str:
         f"the shapes ImageFolder, {d['classes']} classes of {d['train_per_class']} training and {d['test_per_class']} "
         f"test images at {d['side']} px; laya attach flags `{' '.join(run['flags'])}` (torch {v['torch']}, timm "
         f"{v['timm']}, torchvision {v['torchvision']}, transformers {v['transformers']}; "
-        "`python scripts/attach_breadth.py`).\n"
+        f"`python scripts/attach_breadth.py`){_boxes(ran)}.\n"
     )  # fmt: skip
+
+
+def _boxes(results: list[dict]) -> str:
+    """The rows run in another time box than the script's default (``--timeout``), as a clause."""
+    other = [f"{r['name']} {r['timeout']} s" for r in results if r.get("timeout", TIMEOUT) != TIMEOUT]
+    return f"; a row's time box {TIMEOUT} s, but for {', '.join(other)} (`--timeout`)" if other else ""
 
 
 def summary(path: Path) -> str:
@@ -468,7 +476,7 @@ def main() -> None:
     parser.add_argument("--family", action="append", choices=["timm", "torchvision", "transformers", "wrapped"])
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per architecture (default 1)")
     parser.add_argument("--force", action="store_true", help="rerun architectures already recorded")
-    parser.add_argument("--timeout", type=int, default=1200, help="seconds before one architecture counts as failed")
+    parser.add_argument("--timeout", type=int, default=TIMEOUT, help="seconds before one architecture counts as failed")
     parser.add_argument("--collect", action="store_true", help="run nothing; write the result file from the records")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the worker process of one architecture
     args = parser.parse_args()

@@ -253,8 +253,16 @@ def _atomic_write(path: Path, write) -> None:
 
 
 def atomic_write_tensors(path: Path, tensors: dict[str, Tensor], header: dict[str, str] | None = None) -> None:
-    """Write a safetensors file via a temporary file and ``os.replace`` (never half-written)."""
-    state = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    """Write a safetensors file via a temporary file and ``os.replace`` (never half-written). A tensor sharing memory
+    with an earlier one (tied weights; a traced torchvision graph's constants, MaxViT's) is written as a copy of its
+    own, as safetensors requires; loading it back gives the same values."""
+    state: dict[str, Tensor] = {}
+    storages: set[int] = set()
+    for k, v in tensors.items():
+        v = v.detach().cpu().contiguous()
+        storage = v.untyped_storage().data_ptr()
+        state[k] = v.clone() if v.numel() and storage in storages else v
+        storages.add(storage)
     _atomic_write(path, lambda tmp: save_file(state, tmp, metadata=header))
 
 

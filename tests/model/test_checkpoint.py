@@ -165,3 +165,19 @@ def test_an_input_spec_that_does_not_fit_its_channels_is_a_refusal(saved: tuple[
     record["input"]["mean"] = []
     with pytest.raises(CheckpointError, match="mean/std must have 1 entries"):
         CheckpointMeta.from_dict(record)
+
+
+def test_tensors_sharing_memory_are_written_each_whole(tmp_path: Path) -> None:
+    """Tied weights and a traced graph's shared constants (torchvision MaxViT, issue 47's breadth run) are written,
+    each as its own copy, and read back with the same values; safetensors refuses shared memory."""
+    from safetensors.torch import load_file
+
+    from laya.model.checkpoint import atomic_write_tensors
+
+    base = torch.arange(12.0).view(3, 4)
+    tensors = {"a": base, "tied": base, "row": base[1], "column": base[:, 0], "own": torch.ones(2)}
+    with pytest.raises(RuntimeError, match="share memory"):
+        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp_path / "plain.safetensors")
+    atomic_write_tensors(tmp_path / "w.safetensors", tensors)
+    back = load_file(tmp_path / "w.safetensors")
+    assert back.keys() == tensors.keys() and all(torch.equal(back[k], v) for k, v in tensors.items())

@@ -7,7 +7,9 @@ network repeats inside them, named as the network names it (``layer3.1``, ``stag
 * a *repeat container* is an ``nn.Sequential`` / ``nn.ModuleList`` / ``nn.ModuleDict`` whose children with weights
   are all of one class and each has children of its own (``layer3``, ``blocks``; not ``Sequential(norm, conv)``);
 * a stage read is descended where it is a repeat container or holds one (timm ConvNeXt's stage: ``downsample``,
-  then ``blocks.0..``), and below it every repeat container; any other child is a unit (one without weights none);
+  then ``blocks.0..``), and below it every repeat container; any other child is a unit (one without weights none),
+  but a ``ModuleList`` / ``ModuleDict``, which is never called itself, gives its children as units (transformers
+  ConvNeXt's ``downsampling_layer``: a norm, then a convolution);
 * a stage that is itself one of a repeat container's children (a ViT block read at ``blocks.5``) takes its siblings
   since the previous stage read as units too (``blocks.3``, ``blocks.4``, ``blocks.5``): every block runs.
 
@@ -38,7 +40,8 @@ def _repeats(module: nn.Module) -> bool:
 def _units(module: nn.Module, name: str, stage: bool = True) -> list[str]:
     """The units inside ``module`` (named ``name``), or ``[name]`` where it is one. Below the ``stage`` read, only
     repeat containers are descended (a bottleneck's ``Sequential`` of three convolutions stays inside its unit)."""
-    if not (_repeats(module) or (stage and any(_repeats(c) for c in module.children()))):
+    never_called = isinstance(module, (nn.ModuleList, nn.ModuleDict)) and not stage  # its children run, not it
+    if not (_repeats(module) or never_called or (stage and any(_repeats(c) for c in module.children()))):
         return [name]
     found: list[str] = []
     for child_name, child in module.named_children():

@@ -74,6 +74,25 @@ def test_structure_of_timm_and_transformers_stages() -> None:
         unit_names(hf, ["encoder.stage.9"])
 
 
+def test_a_module_list_that_is_never_called_gives_its_children_as_units() -> None:
+    """A transformers ConvNeXt stage downsamples through a ``ModuleList`` (a norm, then a convolution) that it loops
+    over: the list never runs itself, so its children are the units, and every unit runs once (issue 47's breadth
+    run: the network report refused the list)."""
+    from transformers import ConvNextConfig, ConvNextForImageClassification
+
+    from laya.analysis.network.recording import run_units
+
+    network = ConvNextForImageClassification(ConvNextConfig(num_stages=2, depths=[1, 2], hidden_sizes=[8, 16],
+                                                            num_labels=3)).eval()  # fmt: skip
+    found = unit_names(network, ["convnext.encoder.stages.0", "convnext.encoder.stages.1"])
+    stage = "convnext.encoder.stages.1"
+    assert found == [(0, "convnext.encoder.stages.0.layers.0"), (1, f"{stage}.downsampling_layer.0"),
+                     (1, f"{stage}.downsampling_layer.1"), (1, f"{stage}.layers.0"), (1, f"{stage}.layers.1")]  # fmt: skip
+    with torch.no_grad():
+        run = run_units(network, torch.randn(2, 3, 32, 32), [name for _, name in found])
+    assert [tuple(h.shape) for h in run.outputs][:3] == [(2, 8, 8, 8), (2, 8, 8, 8), (2, 16, 4, 4)]
+
+
 def test_wrapped_module_units_are_the_children_of_its_layers() -> None:
     import torchvision
 

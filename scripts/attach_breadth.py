@@ -311,6 +311,14 @@ def error_text(log: str, returncode: int | None) -> str:
     return lines[-1] if lines else "no error text (the process ended without one)"
 
 
+def network_written(work: Path, name: str, log: str) -> dict:
+    """Whether an attached row's attach wrote its network report, and what it said where not (from its log)."""
+    written = {"network_report": (work / "runs" / name / "own" / "network.json").is_file()}
+    if (why := re.search(r"Network report not written: (.+)", log)) is not None:
+        written["network_error"] = ESCAPES.sub("", why.group(1)).strip()
+    return written
+
+
 def started(log: str, name: str) -> bool:
     """Whether the attach of ``name`` got past its checks: its progress bar (``attach <name>``) was drawn."""
     return f"attach {name}:" in log
@@ -347,6 +355,8 @@ def sweep(names: list[str], work: Path, threads: int, force: bool, timeout: int)
         error = ESCAPES.sub("", measured.pop("error", None) or error)
         record = {"name": name, **asdict(arch), "status": status, "error": error, "seconds": seconds,
                   "timeout": timeout, **measured}  # fmt: skip
+        if status == "attached":
+            record.update(network_written(work, name, text))
         (records / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
         part.unlink(missing_ok=True)
         spent.append(seconds)
@@ -368,8 +378,9 @@ def collect(work: Path, threads: int) -> dict:
         path = work / "records" / f"{name}.json"
         record = (json.loads(path.read_text()) if path.is_file() else
                   {"name": name, **asdict(arch), "status": "not run", "error": ""})  # fmt: skip
-        if record["status"] == "attached" and "network_report" not in record:  # whether the attach wrote it
-            record["network_report"] = (work / "runs" / name / "own" / "network.json").is_file()
+        if record["status"] == "attached" and not record.get("network_report") and "network_error" not in record:
+            log = work / "logs" / f"{name}.log"  # a record from before these fields: the attach's folder and log
+            record.update(network_written(work, name, log.read_text(errors="replace") if log.is_file() else ""))
         results.append(record)
     versions = {m.__name__: m.__version__ for m in (torch, timm, torchvision, transformers)}
     loads = [r["load_average"] for r in results if "load_average" in r]
@@ -403,9 +414,10 @@ def table(run: dict) -> str:
         layers = len(r["layer_names"]) if r.get("layer_names") else "—"
         params = f"{r['params'] / 1e6:.1f} M" if r.get("params") else "—"
         seconds = f"{r['attach_s']:.0f} / {r['seconds']:.0f}" if r.get("attach_s") else "—"
-        report = {True: "written", False: "not run then"}.get(r.get("network_report"), "—")
+        report = {True: "written", False: "not written"}.get(r.get("network_report"), "—")
+        said = r["error"] or (f"network report: {r['network_error']}" if r.get("network_error") else "")
         rows.append(f"| {r['family']} | `{_cell(model, 120)}` | {r['size']} px, {r['note']} | {r['status']} | {diff} | "
-                    f"{layers} | {report} | {params} | {seconds} | {_cell(r['error']) or '—'} |")
+                    f"{layers} | {report} | {params} | {seconds} | {_cell(said) or '—'} |")
     return "\n".join(rows)
 
 

@@ -82,7 +82,7 @@ def bundle(
     if meta.backbone.freeze and meta.backbone.weights:
         shared = dest.parent / BACKBONE_FILE
         if not shared.is_file():
-            atomic_write_tensors(shared, checkpoint.model.backbone.model.state_dict(), {"format": "laya-backbone"})
+            atomic_write_tensors(shared, checkpoint.model.backbone.network_state(), {"format": "laya-backbone"})
         meta = replace(meta, backbone=replace(meta.backbone, weights=f"../{BACKBONE_FILE}"))
     dtype = getattr(torch, json.loads((Path(run) / "model.json").read_text())["weights"]["dtype"])
     save_checkpoint(checkpoint.model, meta, dest, dtype=dtype)

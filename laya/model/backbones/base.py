@@ -239,6 +239,11 @@ class Backbone(nn.Module):
         """A frozen backbone stays in eval mode (BatchNorm statistics and dropout fixed)."""
         return super().train(mode and not self.config.freeze)
 
+    def network_state(self) -> dict[str, Tensor]:
+        """The network's state dict as its weights file holds it, what ``config.weights`` loads (an attached
+        network's, written once beside its heads)."""
+        return self.model.state_dict()
+
     def fingerprint(self) -> str:
         """sha256 of the weights, to check that a frozen backbone is the one a head was trained on."""
         digest = hashlib.sha256()

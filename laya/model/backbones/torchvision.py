@@ -297,6 +297,7 @@ class TorchvisionBackbone(Backbone):
         head = [final_linear(model)] if config.pre_logits else []
         read = layers + head  # the classifier runs: its input is recorded
         self.model = create_feature_extractor(model, return_nodes={n: n for n in read})
+        self.__dict__["network"] = model  # its parameters are the graph's; not a submodule (no second state dict)
         self.taps = add_taps(self.model, layers, names)
         self.units = unit_names(model, layers)  # the traced graph runs none of them as a module: taps see them
         self.unit_taps = add_taps(self.model, [unit for _, unit in self.units], names, prefix="laya_unit")
@@ -312,6 +313,11 @@ class TorchvisionBackbone(Backbone):
         labels = layers if config.layers else [layer_label(n) for n in layers]
         labels = labels if len(set(labels)) == len(labels) else layers
         self._finish(labels + [PRE_LOGITS] * config.pre_logits)
+
+    def network_state(self) -> dict[str, Tensor]:
+        """The built network's state dict, the keys its weights file has: the traced graph may hold a buffer as a
+        constant under another name (MaxViT's relative position indices: ``_tensor_constant44``)."""
+        return self.network.state_dict()
 
     def forward(self, x: Tensor) -> list[Tensor]:
         if x.shape[1] == 1:

@@ -7,6 +7,7 @@ through a checkpoint; hostile configs naming them are refused before anything is
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -317,3 +318,26 @@ def test_dashboard_loads_a_wrapped_checkpoint_only_from_the_operators_folder_wit
                 loads[allow, root.name] = False
     assert loads == {("0", "models"): False, ("0", "uploads"): False, ("0", "other"): False,
                      ("1", "models"): True, ("1", "uploads"): False, ("1", "other"): False}  # fmt: skip
+
+
+def test_a_torchvision_network_is_written_with_the_keys_its_weights_file_has(tmp_path: Path):
+    """MaxViT's traced graph holds its relative position indices as constants under other names: the backbone writes
+    the built network's state dict (the keys of the user's weights file), which builds the same backbone again
+    (issue 47's breadth run: the attached setting could not be read back)."""
+    from safetensors.torch import save_file
+
+    from laya.model.checkpoint import atomic_write_tensors
+
+    torch.manual_seed(0)
+    network = torchvision.models.maxvit_t(num_classes=3)
+    save_file({k: v.contiguous() for k, v in network.state_dict().items()}, tmp_path / "w.safetensors")
+    config = BackboneConfig(name="torchvision", model="maxvit_t", in_channels=3, input_size=224,
+                            weights=str(tmp_path / "w.safetensors"), model_kwargs={"num_classes": 3})  # fmt: skip
+    backbone = build_backbone(config).eval()
+    assert any(k.startswith("_tensor_constant") for k in backbone.model.state_dict())  # the graph's own names
+    assert backbone.network_state().keys() == network.state_dict().keys()
+    atomic_write_tensors(tmp_path / "written.safetensors", backbone.network_state())
+    again = build_backbone(replace(config, weights=str(tmp_path / "written.safetensors"))).eval()
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        assert all(torch.equal(a, b) for a, b in zip(backbone(x), again(x), strict=True))

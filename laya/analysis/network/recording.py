@@ -143,7 +143,8 @@ def as_network(model: nn.Module) -> nn.Module:
 
 def _untraced(backbone: TorchvisionBackbone) -> nn.Module:
     """The torchvision architecture (on the meta device, no memory) with every parameter and buffer taken from
-    the backbone's traced graph by name, in eval mode."""
+    the backbone's traced graph by name (a buffer the graph holds as a constant: from the network it was traced
+    from), in eval mode."""
     import torchvision
 
     from laya.model.backbones.torchvision import build, network_kwargs
@@ -154,9 +155,13 @@ def _untraced(backbone: TorchvisionBackbone) -> nn.Module:
     with torch.device("meta"):  # RegNet's widths computed on the CPU
         network = build(builder, **network_kwargs(config.model, config.model_kwargs), **size)
     traced = dict(backbone.model.named_parameters()) | dict(backbone.model.named_buffers())
+    device = next(backbone.model.parameters()).device
     for name, module in network.named_modules():
         for key, value in [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]:
             full = f"{name}.{key}" if name else key
+            if full not in traced and value is not None and not isinstance(value, nn.Parameter):
+                # a buffer the graph holds as a constant under another name (MaxViT's relative position indices)
+                traced[full] = backbone.network.get_buffer(full).to(device)
             if full not in traced and value is not None:
                 raise ValueError(f"torchvision {config.model!r}: {full} is not in the traced network")
             if isinstance(value, nn.Parameter):

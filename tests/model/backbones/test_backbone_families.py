@@ -322,17 +322,20 @@ def test_dashboard_loads_a_wrapped_checkpoint_only_from_the_operators_folder_wit
 
 def test_a_torchvision_network_is_written_with_the_keys_its_weights_file_has(tmp_path: Path):
     """MaxViT's traced graph holds its relative position indices as constants under other names: the backbone writes
-    the built network's state dict (the keys of the user's weights file), which builds the same backbone again
-    (issue 47's breadth run: the attached setting could not be read back)."""
+    the built network's state dict (the keys of the user's weights file), which builds the same backbone again, and
+    the network the report hooks takes those indices from it (issue 47's breadth run: the attached setting could
+    not be read back, then its network report found no such buffer)."""
     from safetensors.torch import save_file
 
+    from laya.analysis.network.recording import as_network
     from laya.model.checkpoint import atomic_write_tensors
 
     torch.manual_seed(0)
     network = torchvision.models.maxvit_t(num_classes=3)
     save_file({k: v.contiguous() for k, v in network.state_dict().items()}, tmp_path / "w.safetensors")
     config = BackboneConfig(name="torchvision", model="maxvit_t", in_channels=3, input_size=224,
-                            weights=str(tmp_path / "w.safetensors"), model_kwargs={"num_classes": 3})  # fmt: skip
+                            weights=str(tmp_path / "w.safetensors"), model_kwargs={"num_classes": 3},
+                            pre_logits=True)  # fmt: skip
     backbone = build_backbone(config).eval()
     assert any(k.startswith("_tensor_constant") for k in backbone.model.state_dict())  # the graph's own names
     assert backbone.network_state().keys() == network.state_dict().keys()
@@ -341,3 +344,5 @@ def test_a_torchvision_network_is_written_with_the_keys_its_weights_file_has(tmp
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
         assert all(torch.equal(a, b) for a, b in zip(backbone(x), again(x), strict=True))
+        # the network the report hooks unit by unit, rebuilt around the graph's tensors and those constants
+        assert torch.equal(as_network(backbone)(x), network.eval()(x))

@@ -36,22 +36,25 @@ run exactly once as a module in a pass) gets the whole-block intervention instea
 :attr:`UnitProfile.methods` entry says so (``resample of the whole block``). Where a branch is chosen or some unit
 has both, every entry names its part (``skip of attention``, ``skip of the whole block``).
 
-One pass of ``x`` (traced: which units are residual) records every unit's input and output, and one of the
-references (for resample, mean, and skip's fallback) theirs; then ONE pass of ``x`` in which row ``(b, u, k)``, input
-``b`` with unit ``u``'s output replaced by its ``k``-th value (``K_u = K`` for resample, 1 for skip and mean), joins
-the batch where it parts from ``x``: at the unit's output, or at its input where a branch inside it is replaced.
-No row reruns the modules before its unit, so the pass costs about ``1 + Σ_u K_u·(share of the network after u)``
-forwards rather than ``Σ_u K_u``; a layer read before a unit takes ``x``'s value for that unit's rows, and so does a
-tensor kept from before a unit and combined with one after it (a long skip, a DenseNet's concatenated features:
-:class:`_Carried`). A network that does not carry the grown batch otherwise (it fixes its batch size, or adds in
-place to a tensor from before a unit) raises a size mismatch there, and every row then runs the whole network. Each hook acts only for the calling
-thread (:class:`~laya.model.hooks.Hooks`): the shared model is never changed. A unit without a module (a
-pre-logits layer at stage granularity) is replaced in the hidden state handed to the head. Heads in float64.
+One pass of ``x`` (traced: which units are residual) records every unit's input and output, and one of the references
+(for resample, mean, and skip's fallback) theirs; then ONE pass of ``x`` in which row ``(b, u, k)``, input ``b`` with
+unit ``u``'s output replaced by its ``k``-th value (``K_u = K`` for resample, 1 for skip and mean), joins the batch
+where it parts from ``x``: at the unit's output, or at its input where a branch inside it is replaced. No row reruns the
+modules before its unit, so the pass costs about ``1 + Σ_u K_u·(share of the network after u)`` forwards rather than
+``Σ_u K_u``; a layer read before a unit takes ``x``'s value for that unit's rows, and so does a tensor kept from before
+a unit and combined with one after it (a long skip, a DenseNet's concatenated features: :class:`_Carried`, tried where
+the plain grown pass fails, and kept for the backbone that needed it). A network that does not carry the grown batch
+otherwise (it fixes its batch size, or adds in place to a tensor from before a unit) raises a size mismatch there, and
+every row then runs the whole network. Each hook acts only for the calling thread (:class:`~laya.model.hooks.Hooks`):
+the shared model is never changed. A unit without a module (a pre-logits layer at stage granularity) is replaced in the
+hidden state handed to the head. Heads in float64.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -304,6 +307,9 @@ class _Carried(TorchFunctionMode):
             return func(*self._carry(args, rows), **{k: self._carry(v, rows) for k, v in kwargs.items()})
 
 
+_CARRIES: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()  # backbones that need it
+
+
 class _Ungrown(RuntimeError):
     """The network did not carry the appended rows as :func:`_rows_pass` expects (it keeps a tensor from before a
     unit and combines it with one after, or fixes the batch size): the rows are run whole instead."""
@@ -325,6 +331,7 @@ def _rows_pass(
     values: Sequence[Tensor],
     layers: Sequence[int],
     grown: bool,
+    carry: bool = False,
 ) -> list[Tensor]:
     """The backbone's hidden states ``(rows, ...)`` for the layout ``[x (B); unit 1's rows; unit 2's; ...]``, row
     ``at[u]`` of unit ``u`` being ``x``'s with ``targets[u]``'s output there replaced by ``values[u]``
@@ -334,8 +341,9 @@ def _rows_pass(
     ``grown``: the pass starts from ``x`` alone and each unit's rows join the batch where they part from ``x`` (at
     ``grow[u]``'s input where given, else as ``targets[u]``'s output), so no row reruns the modules before its unit;
     a layer read before a unit has no rows for it and takes ``x``'s, which is what they are there. Raises
-    :class:`_Ungrown` where the network does not carry the rows so (a layer of other than its rows so far). Else
-    every row runs the whole network."""
+    :class:`_Ungrown` where the network does not carry the rows so (a layer of other than its rows so far);
+    ``carry``: a tensor kept from before a unit is carried to the rows that joined after it (:class:`_Carried`).
+    Else every row runs the whole network."""
     B, rows = len(x), len(x) + sum(len(a) for a in at)
     source = torch.arange(rows, device=x.device) % B  # the input row of each row
     for a in at:
@@ -363,7 +371,7 @@ def _rows_pass(
                 on_input(hooks, entry, join)
         if not grown:
             return model.backbone(x[source])
-        with _Carried(source, {B} | {int(a[-1]) + 1 for a in at if len(a)}):
+        with _Carried(source, {B} | {int(a[-1]) + 1 for a in at if len(a)}) if carry else nullcontext():
             hidden = model.backbone(x)
     out = []
     for i, h in enumerate(hidden):  # a layer read before unit u lacks its rows: x's value there, as their inputs'
@@ -459,11 +467,18 @@ def intervene(
     targets = [p if c else u.block for u, p, c in zip(units, traced.parts, chosen)]
     grow = [u.block if c else None for u, c in zip(units, chosen)]  # a branch's rows join at the block's input
     layers = [u.layer for u in units]
-    try:
-        hidden = _rows_pass(model, x, targets, grow, at, values, layers, grown=True)
-    except torch.OutOfMemoryError:  # the whole rows would need more
-        raise
-    except RuntimeError:  # a network that does not carry the rows (_Ungrown, or a size mismatch): run them whole
+    hidden = None
+    for carry in (True,) if _CARRIES.get(model.backbone) else (False, True):  # the mode's cost only where needed
+        try:
+            hidden = _rows_pass(model, x, targets, grow, at, values, layers, grown=True, carry=carry)
+        except torch.OutOfMemoryError:  # the whole rows would need more
+            raise
+        except RuntimeError:  # a network that does not carry the rows (_Ungrown, or a size mismatch)
+            continue
+        if carry:
+            _CARRIES[model.backbone] = True
+        break
+    if hidden is None:  # not even carrying its tensors: every row runs the whole network
         hidden = _rows_pass(model, x, targets, grow, at, values, layers, grown=False)
     hidden = [h.double() for h in hidden]
     for u, unit in enumerate(units):

@@ -343,9 +343,10 @@ def test_a_tensor_kept_across_the_units_is_carried_to_their_rows(
 ) -> None:
     """``h + body(h)`` and ``cat([h, body(h)], 1)`` combine a batch of ``B`` from before the units with the grown
     one: ``h`` is carried to the units' rows (each row's ``h`` is its input's) and the pass stays grown, with the
-    drops of the hand-patched network. An in-place addition ``h' += body(h)`` is not carried (``h'`` may have other
-    owners):
+    drops of the hand-patched network (the carry tried where the plain grown pass fails, then kept for the
+    backbone). An in-place addition ``h' += body(h)`` is not carried (``h'`` may have other owners):
     its size mismatch sends every row through the whole network, with the same drops."""
+    from laya.analysis.network import interventions
     from laya.model.backbones.wrapped import wrap
     from laya.model.classifier import LayerwiseClassifier
     from laya.model.own_head import own_head
@@ -360,7 +361,14 @@ def test_a_tensor_kept_across_the_units_is_carried_to_their_rows(
     assert [u.name for u in units] == ["body.0", "body.1"] and all(u.residual for u in units)
     calls = _spied(monkeypatch)
     profile = intervene(model, x, units, "resample", reference)
-    assert calls == ([(True, "RuntimeError"), (False, "ok")] if join == "in_place" else [(True, "ok")])
+    expected = {"add": [(True, "ok")] if batch == 1 else [(True, "RuntimeError"), (True, "ok")],  # plain, carried
+                "cat": [(True, "RuntimeError"), (True, "ok")],
+                "in_place": [(True, "RuntimeError"), (True, "RuntimeError"), (False, "ok")]}[join]  # then whole
+    assert calls == expected
+    if join != "in_place":  # a backbone that needed the carry gets it at once from then on
+        assert intervene(model, x, units, "resample", reference).drops.equal(profile.drops)
+        assert calls[len(expected):] == [(True, "ok")] and bool(
+            interventions._CARRIES.get(model.backbone)) == (len(expected) == 2)
     with torch.no_grad():
         p = torch.softmax(network(x), -1)
     y, rows = p.argmax(-1), torch.arange(batch)
@@ -395,7 +403,7 @@ def test_a_densenet_carries_the_grown_batch(monkeypatch: pytest.MonkeyPatch) -> 
     assert len(units) >= 4
     calls = _spied(monkeypatch)
     profile = intervene(model, x, units, "resample", reference)
-    assert calls == [(True, "ok")]
+    assert calls == [(True, "RuntimeError"), (True, "ok")]  # the plain grown pass, then carried
     run = interventions._rows_pass
     monkeypatch.setattr(interventions, "_rows_pass", lambda *a, grown, **k: run(*a, grown=False, **k))
     whole = intervene(model, x, units, "resample", reference)

@@ -42,7 +42,7 @@ unit ``u``'s output replaced by its ``k``-th value (``K_u = K`` for resample, 1 
 where it parts from ``x``: at the unit's output, or at its input where a branch inside it is replaced. No row reruns the
 modules before its unit, so the pass costs about ``1 + Σ_u K_u·(share of the network after u)`` forwards rather than
 ``Σ_u K_u``; a layer read before a unit takes ``x``'s value for that unit's rows, and so does a tensor kept from before
-a unit and combined with one after it (a long skip, a DenseNet's concatenated features: :class:`_Carried`, tried where
+a unit and combined with one after it (a long skip, a DenseNet's concatenated features: :class:`~laya.analysis.network.grown_rows.Carried`, tried where
 the plain grown pass fails, and kept for the backbone that needed it). A network that does not carry the grown batch
 otherwise (it fixes its batch size, or adds in place to a tensor from before a unit) raises a size mismatch there, and
 every row then runs the whole network. Each hook acts only for the calling thread (:class:`~laya.model.hooks.Hooks`):
@@ -52,23 +52,21 @@ hidden state handed to the head. Heads in float64.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.overrides import TorchFunctionMode
 
 from laya.analysis.head.ablation import float64_head
+from laya.analysis.network.grown_rows import CARRIES, rows_pass
 from laya.analysis.network.units import Streams, Unit, network_root
 from laya.analysis.patching import Block, on_input
 from laya.analysis.sample import sample_indices
 from laya.data.datasets import Images
 from laya.model.classifier import LayerwiseClassifier
-from laya.model.hooks import Hooks, layer_tensor, pass_rows, tensors_in, with_layer_tensor
+from laya.model.hooks import Hooks, layer_tensor, pass_rows
 
 Method = Literal["resample", "skip", "mean"]
 SKIP, RESAMPLE, MEAN = "skip", "resample", "mean-ablation"
@@ -273,115 +271,6 @@ def record_references(
                       tuple(values))  # fmt: skip
 
 
-class _Carried(TorchFunctionMode):
-    """While a grown pass runs (:func:`_rows_pass`), an operation that fails on tensors of different row counts
-    (a DenseNet layer concatenating the features of layers before a unit, with fewer rows, with one after it)
-    gets the shorter ones carried to the longest: a tensor computed before rows joined holds, for each of them,
-    the value of the input it comes from, ``t[:B][source[r:R]]``. ``counts``: the row counts the pass goes through
-    (``B``, then after each unit's rows); an operation whose tensors have other counts, an in-place one (the tensor
-    it writes into has other owners), or one that still fails, raises as it would."""
-
-    def __init__(self, source: Tensor, counts: set[int]) -> None:
-        super().__init__()
-        self.source, self.counts, self.B = source, counts, min(counts)
-
-    def _carry(self, value: Any, rows: int) -> Any:
-        if isinstance(value, Tensor) and value.ndim and len(value) in self.counts and len(value) < rows:
-            return torch.cat([value, value[: self.B][self.source[len(value) : rows]]])
-        if isinstance(value, (tuple, list)):
-            return type(value)(self._carry(v, rows) for v in value)
-        return value
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        try:
-            return func(*args, **kwargs)
-        except RuntimeError:
-            name = getattr(func, "__name__", "")
-            if name.startswith("__i") or (name.endswith("_") and not name.endswith("__")):
-                raise
-            counts = {len(t) for v in (*args, *kwargs.values()) for t in tensors_in(v) if t.ndim and len(t) in self.counts}
-            if len(counts) < 2:
-                raise
-            rows = max(counts)
-            return func(*self._carry(args, rows), **{k: self._carry(v, rows) for k, v in kwargs.items()})
-
-
-_CARRIES: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()  # backbones that need it
-
-
-class _Ungrown(RuntimeError):
-    """The network did not carry the appended rows as :func:`_rows_pass` expects (it keeps a tensor from before a
-    unit and combines it with one after, or fixes the batch size): the rows are run whole instead."""
-
-
-def _due(t: Tensor, rows: int) -> Tensor:
-    """``t``, where a unit's rows join it: it must hold the ``rows`` before them (else :class:`_Ungrown`)."""
-    if len(t) != rows:
-        raise _Ungrown(f"{len(t)} rows where {rows} were due")
-    return t
-
-
-def _rows_pass(
-    model: LayerwiseClassifier,
-    x: Tensor,
-    targets: Sequence[Block | None],
-    grow: Sequence[Block | None],
-    at: Sequence[Tensor],
-    values: Sequence[Tensor],
-    layers: Sequence[int],
-    grown: bool,
-    carry: bool = False,
-) -> list[Tensor]:
-    """The backbone's hidden states ``(rows, ...)`` for the layout ``[x (B); unit 1's rows; unit 2's; ...]``, row
-    ``at[u]`` of unit ``u`` being ``x``'s with ``targets[u]``'s output there replaced by ``values[u]``
-    (``(len(at[u]), ...)``); ``layers[u]`` the index of the layer (stage) unit ``u`` is in. A unit without a target
-    is replaced in the hidden state by the caller.
-
-    ``grown``: the pass starts from ``x`` alone and each unit's rows join the batch where they part from ``x`` (at
-    ``grow[u]``'s input where given, else as ``targets[u]``'s output), so no row reruns the modules before its unit;
-    a layer read before a unit has no rows for it and takes ``x``'s, which is what they are there. Raises
-    :class:`_Ungrown` where the network does not carry the rows so (a layer of other than its rows so far);
-    ``carry``: a tensor kept from before a unit is carried to the rows that joined after it (:class:`_Carried`).
-    Else every row runs the whole network."""
-    B, rows = len(x), len(x) + sum(len(a) for a in at)
-    source = torch.arange(rows, device=x.device) % B  # the input row of each row
-    for a in at:
-        source[a] = torch.arange(B, device=x.device).repeat_interleave(len(a) // B)
-    with Hooks() as hooks:
-        for target, entry, where, value in zip(targets, grow, at, values):
-            if target is None:
-                continue
-            start = int(where[0]) if len(where) else rows  # the rows before this unit's
-
-            def join(t: Tensor, n: int = len(where), start: int = start) -> Tensor:
-                return torch.cat([_due(t, start), t[:B].repeat_interleave(n // B, 0)])
-
-            def replace(m: Any, a: Any, out: Any, where: Tensor = where, value: Tensor = value, start: int = start,
-                        joins: bool = grown and entry is None) -> Any:  # fmt: skip
-                new = layer_tensor(out)
-                if joins:  # the rows join here, as this output
-                    return with_layer_tensor(out, torch.cat([_due(new, start), value.to(new.dtype)]))
-                new = new.clone()  # a unit may hand its input on: write a copy
-                new[where] = value.to(new.dtype)
-                return with_layer_tensor(out, new)
-
-            hooks.after(target.module, replace, prepend=True)
-            if grown and entry is not None:
-                on_input(hooks, entry, join)
-        if not grown:
-            return model.backbone(x[source])
-        with _Carried(source, {B} | {int(a[-1]) + 1 for a in at if len(a)}) if carry else nullcontext():
-            hidden = model.backbone(x)
-    out = []
-    for i, h in enumerate(hidden):  # a layer read before unit u lacks its rows: x's value there, as their inputs'
-        due = B + sum(len(a) for a, t, layer in zip(at, targets, layers) if t is not None and layer <= i)
-        if len(h) != due:
-            raise _Ungrown(f"layer {i} has {len(h)} rows where {due} were due")
-        out.append(torch.cat([h, h[source[len(h) :]]]))
-    return out
-
-
 @torch.inference_mode()
 def intervene(
     model: LayerwiseClassifier,
@@ -468,18 +357,18 @@ def intervene(
     grow = [u.block if c else None for u, c in zip(units, chosen)]  # a branch's rows join at the block's input
     layers = [u.layer for u in units]
     hidden = None
-    for carry in (True,) if _CARRIES.get(model.backbone) else (False, True):  # the mode's cost only where needed
+    for carry in (True,) if CARRIES.get(model.backbone) else (False, True):  # the mode's cost only where needed
         try:
-            hidden = _rows_pass(model, x, targets, grow, at, values, layers, grown=True, carry=carry)
+            hidden = rows_pass(model, x, targets, grow, at, values, layers, grown=True, carry=carry)
         except torch.OutOfMemoryError:  # the whole rows would need more
             raise
         except RuntimeError:  # a network that does not carry the rows (_Ungrown, or a size mismatch)
             continue
         if carry:
-            _CARRIES[model.backbone] = True
+            CARRIES[model.backbone] = True
         break
     if hidden is None:  # not even carrying its tensors: every row runs the whole network
-        hidden = _rows_pass(model, x, targets, grow, at, values, layers, grown=False)
+        hidden = rows_pass(model, x, targets, grow, at, values, layers, grown=False)
     hidden = [h.double() for h in hidden]
     for u, unit in enumerate(units):
         if unit.block is None:  # no module (never residual, so a value): the head reads the replacement

@@ -267,7 +267,7 @@ def _spied(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, str]]:
     from laya.analysis.network import interventions
 
     calls: list[tuple[bool, str]] = []
-    run = interventions._rows_pass
+    run = interventions.rows_pass
 
     def spy(*args, grown: bool, **kwargs):
         try:
@@ -278,7 +278,7 @@ def _spied(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, str]]:
         calls.append((grown, "ok"))
         return hidden
 
-    monkeypatch.setattr(interventions, "_rows_pass", spy)
+    monkeypatch.setattr(interventions, "rows_pass", spy)
     return calls
 
 
@@ -299,8 +299,8 @@ def test_rows_join_where_they_part_from_the_input(
     calls = _spied(monkeypatch)
     profile = intervene(model, x, units, "resample", reference, branch=branch)
     assert calls == [(True, "ok")]
-    run = interventions._rows_pass
-    monkeypatch.setattr(interventions, "_rows_pass", lambda *a, grown, **k: run(*a, grown=False, **k))
+    run = interventions.rows_pass
+    monkeypatch.setattr(interventions, "rows_pass", lambda *a, grown, **k: run(*a, grown=False, **k))
     whole = intervene(model, x, units, "resample", reference, branch=branch)
     assert torch.allclose(profile.drops, whole.drops, atol=1e-10, rtol=0) and profile.drops.abs().max() > 1e-3
 
@@ -368,7 +368,7 @@ def test_a_tensor_kept_across_the_units_is_carried_to_their_rows(
     if join != "in_place":  # a backbone that needed the carry gets it at once from then on
         assert intervene(model, x, units, "resample", reference).drops.equal(profile.drops)
         assert calls[len(expected):] == [(True, "ok")] and bool(
-            interventions._CARRIES.get(model.backbone)) == (len(expected) == 2)
+            interventions.CARRIES.get(model.backbone)) == (len(expected) == 2)
     with torch.no_grad():
         p = torch.softmax(network(x), -1)
     y, rows = p.argmax(-1), torch.arange(batch)
@@ -404,8 +404,8 @@ def test_a_densenet_carries_the_grown_batch(monkeypatch: pytest.MonkeyPatch) -> 
     calls = _spied(monkeypatch)
     profile = intervene(model, x, units, "resample", reference)
     assert calls == [(True, "RuntimeError"), (True, "ok")]  # the plain grown pass, then carried
-    run = interventions._rows_pass
-    monkeypatch.setattr(interventions, "_rows_pass", lambda *a, grown, **k: run(*a, grown=False, **k))
+    run = interventions.rows_pass
+    monkeypatch.setattr(interventions, "rows_pass", lambda *a, grown, **k: run(*a, grown=False, **k))
     whole = intervene(model, x, units, "resample", reference)
     assert torch.allclose(profile.drops, whole.drops, atol=1e-10, rtol=0) and profile.drops.abs().max() > 1e-4
 
@@ -455,7 +455,7 @@ def test_out_of_memory_is_not_retried_with_more_rows(tmp_path: Path, monkeypatch
         calls.append(grown)
         raise torch.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(interventions, "_rows_pass", full)
+    monkeypatch.setattr(interventions, "rows_pass", full)
     with pytest.raises(torch.OutOfMemoryError):
         intervene(model, _inputs(config, 1, 0), units, "resample", _inputs(config, 2, 1))
     assert calls == [True]
@@ -513,8 +513,8 @@ def test_units_whose_rows_would_not_fit_run_in_groups_with_the_same_profile(
     recorded = record_references(model, units, reference, branch)
     whole = {m: intervene(model, x, units, m, recorded, branch=branch) for m in ("resample", "skip", "mean")}
     passes: list[int] = []
-    real = interventions._rows_pass
-    monkeypatch.setattr(interventions, "_rows_pass", lambda *a, **k: passes.append(len(a[1])) or real(*a, **k))
+    real = interventions.rows_pass
+    monkeypatch.setattr(interventions, "rows_pass", lambda *a, **k: passes.append(len(a[1])) or real(*a, **k))
     monkeypatch.setattr(interventions, "pass_rows", lambda network, x_, rows: 2 * (1 + 3 * 2))  # two units a pass
     for method, expected in whole.items():
         passes.clear()

@@ -24,17 +24,17 @@ class Carried(TorchFunctionMode):
     """While a grown pass runs (:func:`rows_pass`), an operation that fails on tensors of different row counts
     (a DenseNet layer concatenating the features of layers before a unit, with fewer rows, with one after it)
     gets the shorter ones carried to the longest: a tensor computed before rows joined holds, for each of them,
-    the value of the input it comes from, ``t[:B][source[r:R]]``. ``counts``: the row counts the pass goes through
+    the value of the input it comes from (:func:`_completed`). ``counts``: the row counts the pass goes through
     (``B``, then after each unit's rows); an operation whose tensors have other counts, an in-place one (the tensor
     it writes into has other owners), or one that still fails, raises as it would."""
 
     def __init__(self, source: Tensor, counts: set[int]) -> None:
         super().__init__()
-        self.source, self.counts, self.B = source, counts, min(counts)
+        self.source, self.counts = source, counts
 
     def _carry(self, value: Any, rows: int) -> Any:
         if isinstance(value, Tensor) and value.ndim and len(value) in self.counts and len(value) < rows:
-            return torch.cat([value, value[: self.B][self.source[len(value) : rows]]])
+            return _completed(value, self.source, rows)
         if isinstance(value, (tuple, list)):
             return type(value)(self._carry(v, rows) for v in value)
         return value
@@ -47,7 +47,8 @@ class Carried(TorchFunctionMode):
             name = getattr(func, "__name__", "")
             if name.startswith("__i") or (name.endswith("_") and not name.endswith("__")):
                 raise
-            counts = {len(t) for v in (*args, *kwargs.values()) for t in tensors_in(v) if t.ndim and len(t) in self.counts}
+            tensors = [t for v in (*args, *kwargs.values()) for t in tensors_in(v)]
+            counts = {len(t) for t in tensors if t.ndim and len(t) in self.counts}
             if len(counts) < 2:
                 raise
             rows = max(counts)
@@ -60,6 +61,12 @@ CARRIES: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDicti
 class Ungrown(RuntimeError):
     """The network did not carry the appended rows as :func:`rows_pass` expects (it keeps a tensor from before a
     unit and combines it with one after, or fixes the batch size): the rows are run whole instead."""
+
+
+def _completed(t: Tensor, source: Tensor, rows: int) -> Tensor:
+    """``t`` ``(r, ...)``, computed before the rows ``r..rows`` joined, with their values: their inputs',
+    ``t[source[r:rows]]`` (``source[j]``: the input row ``j`` comes from)."""
+    return torch.cat([t, t[source[len(t) : rows]]])
 
 
 def _due(t: Tensor, rows: int) -> Tensor:
@@ -125,7 +132,7 @@ def rows_pass(
         due = B + sum(len(a) for a, t, layer in zip(at, targets, layers) if t is not None and layer <= i)
         if len(h) != due:
             raise Ungrown(f"layer {i} has {len(h)} rows where {due} were due")
-        out.append(torch.cat([h, h[source[len(h) :]]]))
+        out.append(_completed(h, source, rows))
     return out
 
 

@@ -42,12 +42,12 @@ unit ``u``'s output replaced by its ``k``-th value (``K_u = K`` for resample, 1 
 where it parts from ``x``: at the unit's output, or at its input where a branch inside it is replaced. No row reruns the
 modules before its unit, so the pass costs about ``1 + Σ_u K_u·(share of the network after u)`` forwards rather than
 ``Σ_u K_u``; a layer read before a unit takes ``x``'s value for that unit's rows, and so does a tensor kept from before
-a unit and combined with one after it (a long skip, a DenseNet's concatenated features: :class:`~laya.analysis.network.grown_rows.Carried`, tried where
-the plain grown pass fails, and kept for the backbone that needed it). A network that does not carry the grown batch
-otherwise (it fixes its batch size, or adds in place to a tensor from before a unit) raises a size mismatch there, and
-every row then runs the whole network. Each hook acts only for the calling thread (:class:`~laya.model.hooks.Hooks`):
-the shared model is never changed. A unit without a module (a pre-logits layer at stage granularity) is replaced in the
-hidden state handed to the head. Heads in float64.
+a unit and combined with one after it (a long skip, a DenseNet's concatenated features:
+:class:`~laya.analysis.network.grown_rows.Carried`, tried where the plain grown pass fails, and kept for the backbone
+that needed it). A network that does not carry the grown batch otherwise (it fixes its batch size, or adds in place to a
+tensor from before a unit) raises a size mismatch there, and every row then runs the whole network. Each hook acts only
+for the calling thread (:class:`~laya.model.hooks.Hooks`): the shared model is never changed. A unit without a module (a
+pre-logits layer at stage granularity) is replaced in the hidden state handed to the head. Heads in float64.
 """
 
 from __future__ import annotations
